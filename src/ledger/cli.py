@@ -1,0 +1,179 @@
+"""The ``train-ledger`` command. The only module that prints.
+
+    train-ledger                      the seed's six placements
+    train-ledger report MODEL ...     one placement (Megatron-style flags, --json)
+    train-ledger models               presets with exact parameter counts
+
+Bad input prints one line ``error: ...`` on stderr and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ledger.errors import LedgerError
+from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS
+from ledger.model import PRESETS, ModelSpec, preset
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message: str):  # noqa: D102
+        raise LedgerError("usage", f"{self.prog}: {message}")
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="preset name, path to a HF config.json, or 'custom'")
+    g = p.add_argument_group("model (for 'custom'; --seq also overrides a preset)")
+    g.add_argument("--layers", "--num-layers", type=int)
+    g.add_argument("--hidden", "--hidden-size", type=int)
+    g.add_argument("--heads", "--num-attention-heads", type=int)
+    g.add_argument("--kv-heads", "--num-query-groups", type=int)
+    g.add_argument("--ffn", "--ffn-hidden-size", type=int)
+    g.add_argument("--vocab", "--vocab-size", type=int)
+    g.add_argument("--mlp", choices=("swiglu", "gelu"), default="swiglu")
+    g.add_argument("--tied", action="store_true", help="tie input and output embeddings")
+    g.add_argument("--num-experts", type=int, default=0)
+    g.add_argument("--moe-router-topk", "--top-k", dest="top_k", type=int, default=1)
+    g.add_argument("--seq", "--seq-length", type=int, help="sequence length")
+
+
+def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("placement (Megatron spellings accepted)")
+    g.add_argument("--tp", "--tensor-model-parallel-size", type=int, default=1)
+    g.add_argument("--pp", "--pipeline-model-parallel-size", type=int, default=1)
+    g.add_argument("--dp", "--data-parallel-size", type=int,
+                   help="default: what --gpus leaves after tp*cp*pp, else 1")
+    g.add_argument("--cp", "--context-parallel-size", type=int, default=1)
+    g.add_argument("--ep", "--expert-model-parallel-size", type=int, default=1)
+    g.add_argument("--zero", type=int, default=0, help="ZeRO stage 0..3 (3 = FSDP)")
+    g.add_argument("--use-distributed-optimizer", action="store_true",
+                   help="Megatron's distributed optimizer: ZeRO-1")
+    g.add_argument("--no-reshard", action="store_true",
+                   help="ZeRO-3 keeps params gathered between forward and backward")
+    g.add_argument("--hsdp-shard", type=int)
+    g.add_argument("--no-sp", action="store_true", help="TP without sequence parallelism")
+    g.add_argument("--cp-kind", choices=("ring", "ulysses"), default="ring")
+    g.add_argument("--micro-batch", "--micro-batch-size", type=int, default=1)
+    g.add_argument("--microbatches", type=int, help="micro-batches per step per pipeline")
+    g.add_argument("--global-batch", "--global-batch-size", type=int,
+                   help="sequences per step; sets microbatches = B / (dp * micro_batch)")
+    g.add_argument("--vp", type=int, default=1, help="virtual stages per PP rank")
+    g.add_argument("--capacity-factor", type=float, default=1.0)
+    g.add_argument("--gpus", type=int, help="world size to check the placement against")
+    g.add_argument("--gpus-per-node", type=int, default=8)
+    g.add_argument("--precision", choices=tuple(PRECISIONS), default="bf16")
+    g.add_argument("--optimizer", choices=tuple(OPTIMIZER_MOMENTS), default="adam")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="train-ledger", description="Parallel training as state placement.")
+    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    sub.add_parser("seed", help="the seed's six placements (the default)")
+    sub.add_parser("models", help="presets with exact parameter counts")
+    r = sub.add_parser("report", help="the ledger of one placement")
+    _add_model_flags(r)
+    _add_parallel_flags(r)
+    r.add_argument("--json", action="store_true")
+    return p
+
+
+def load_model(a: argparse.Namespace) -> ModelSpec:
+    """A preset, a config.json, or a custom model from flags; --seq overrides."""
+    if a.model == "custom":
+        need = {"--layers": a.layers, "--hidden": a.hidden, "--heads": a.heads,
+                "--ffn": a.ffn, "--vocab": a.vocab}
+        missing = [k for k, v in need.items() if v is None]
+        if missing:
+            raise LedgerError("model", f"custom needs {' '.join(missing)}")
+        m = ModelSpec(name="custom", layers=a.layers, hidden=a.hidden, heads=a.heads,
+                      kv_heads=a.kv_heads, ffn_hidden=a.ffn, vocab=a.vocab,
+                      seq_len=a.seq or 4096, gated_mlp=a.mlp == "swiglu",
+                      tied_embeddings=a.tied, num_experts=a.num_experts, top_k=a.top_k)
+    elif a.model.lower() in PRESETS:
+        m = preset(a.model)
+    elif a.model.endswith(".json") or Path(a.model).exists():
+        m = ModelSpec.from_hf_config(a.model)
+    else:
+        m = preset(a.model)  # raises: unknown model, lists the presets
+    return m.with_seq(a.seq) if a.seq is not None and a.model != "custom" else m
+
+
+def parallel_config(a: argparse.Namespace):
+    """ParallelConfig from flags; dp and num_microbatches may be derived."""
+    from ledger.parallel import MoESpec, ParallelConfig
+
+    model_par = a.tp * a.cp * a.pp
+    dp = a.dp
+    if dp is None:
+        if a.gpus is not None and a.gpus % model_par:
+            raise LedgerError("gpus", f"gpus({a.gpus}) is not divisible by tp({a.tp}) * "
+                                      f"cp({a.cp}) * pp({a.pp}) = {model_par}")
+        dp = a.gpus // model_par if a.gpus is not None else 1
+    m = a.microbatches
+    if a.global_batch is not None:
+        per_step = dp * a.micro_batch
+        if a.global_batch % per_step:
+            raise LedgerError("global_batch", f"global_batch({a.global_batch}) is not "
+                              f"divisible by dp({dp}) * micro_batch({a.micro_batch})")
+        if m is not None and m != a.global_batch // per_step:
+            raise LedgerError("microbatches", f"microbatches({m}) != global_batch"
+                              f"({a.global_batch}) / (dp({dp}) * micro_batch({a.micro_batch}))")
+        m = a.global_batch // per_step
+    zero = 1 if a.use_distributed_optimizer and a.zero == 0 else a.zero
+    cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, zero_stage=zero,
+                         sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
+                         reshard_after_forward=not a.no_reshard, hsdp_shard=a.hsdp_shard,
+                         micro_batch=a.micro_batch, num_microbatches=m or 1, vp=a.vp,
+                         moe=MoESpec(capacity_factor=a.capacity_factor))
+    if a.gpus is not None and cfg.world != a.gpus:
+        raise LedgerError("gpus", f"tp({a.tp}) * cp({a.cp}) * pp({a.pp}) * dp({dp}) = "
+                                  f"{cfg.world} != gpus({a.gpus})")
+    return cfg
+
+
+def _cmd_seed() -> str:
+    from ledger.parallel import report, seed_placements
+
+    return "\n".join(report(m, c) for m, c in seed_placements())
+
+
+def _cmd_report(a: argparse.Namespace) -> str:
+    from ledger.parallel import place
+    from ledger.render import placement_json, placement_text
+
+    model, cfg = load_model(a), parallel_config(a)
+    pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
+               gpus_per_node=a.gpus_per_node)
+    if a.json:
+        return json.dumps(placement_json(model, cfg, pl, a.precision, a.optimizer), indent=2)
+    return placement_text(model, cfg, pl)
+
+
+def run(argv: list[str]) -> str:
+    """Parse and run; returns the text to print. Raises LedgerError on bad input."""
+    a = build_parser().parse_args(argv)
+    if a.cmd in (None, "seed"):
+        return _cmd_seed()
+    if a.cmd == "models":
+        from ledger.render import models_table
+
+        return models_table(f() for f in PRESETS.values())
+    return _cmd_report(a)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        out = run(sys.argv[1:] if argv is None else argv)
+    except LedgerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

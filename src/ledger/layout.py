@@ -1,0 +1,129 @@
+"""Rank <-> coordinates, process groups, and which link each group crosses.
+
+Megatron's RankGenerator orders the axes "tp-cp-ep-dp-pp": tp varies fastest (its
+ranks are neighbours, inside one node) and pp slowest (its ranks are farthest
+apart). Expert parallelism is carved out of the dp x cp ranks: in Megatron's expert
+view (cp = 1, expert tp = tp) an EP group is ``ep`` ranks spaced ``tp`` apart, and the
+expert-data-parallel group is what is left of dp x cp.
+
+>>> lay = Layout(tp=4, dp=2, pp=2, gpus_per_node=8)
+>>> lay.groups("tp")[:2], lay.groups("dp")[:2], lay.groups("pp")[:2]
+([[0, 1, 2, 3], [4, 5, 6, 7]], [[0, 4], [1, 5]], [[0, 8], [1, 9]])
+>>> lay.link("tp"), lay.link("dp"), lay.link("pp")
+('nvlink', 'nvlink', 'ib')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+from ledger.errors import LedgerError, require_positive
+
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+AXES = ("tp", "cp", "ep", "dp", "pp")
+# groups beyond the five axes: gradient replicas (dp x cp), expert data parallel,
+# and the two halves of an HSDP data-parallel group
+GROUPS = AXES + ("dp_cp", "edp", "shard", "replicate")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The placement of a tp x cp x dp x pp world on nodes of ``gpus_per_node``."""
+
+    tp: int = 1
+    cp: int = 1
+    dp: int = 1
+    pp: int = 1
+    ep: int = 1
+    hsdp_shard: int | None = None
+    order: str = DEFAULT_ORDER
+    gpus_per_node: int = 8
+
+    def __post_init__(self) -> None:
+        for f in ("tp", "cp", "dp", "pp", "ep", "gpus_per_node"):
+            require_positive(f, getattr(self, f))
+        axes = self.order.split("-")
+        if sorted(axes) != sorted(AXES):
+            raise LedgerError("order", f"must be a '-'-joined permutation of {', '.join(AXES)},"
+                                       f" got {self.order!r}")
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    def _dense_strides(self) -> dict[str, int]:
+        """Stride of each dense axis: the product of the axes that vary faster."""
+        strides, step = {}, 1
+        for axis in self.order.split("-"):
+            if axis == "ep":
+                continue
+            strides[axis] = step
+            step *= getattr(self, axis)
+        return strides
+
+    def span(self, group: str) -> tuple[int, int] | None:
+        """(stride, size) of ``group`` when its ranks are evenly spaced, else None."""
+        st = self._dense_strides()
+        n = self.dp * self.cp
+        if group in ("tp", "cp", "dp", "pp"):
+            return st[group], getattr(self, group)
+        lo, hi = sorted(("cp", "dp"), key=st.get)
+        n_lo, n_hi = getattr(self, lo), getattr(self, hi)
+        joined = n_lo == 1 or n_hi == 1 or st[hi] == st[lo] * n_lo
+        base = st[lo] if n_lo > 1 else st[hi]
+        if group == "dp_cp":
+            return (base, n) if joined else None
+        if group in ("ep", "edp"):  # expert view: cp folds into data parallel
+            if not joined:
+                return None
+            return (base, self.ep) if group == "ep" else (base * self.ep, n // self.ep)
+        shard = self.hsdp_shard or n
+        if group in ("shard", "replicate"):
+            if not joined:
+                return None
+            return (base, shard) if group == "shard" else (base * shard, n // shard)
+        raise LedgerError("group", f"unknown group {group!r}; known: {', '.join(GROUPS)}")
+
+    def groups(self, group: str) -> list[list[int]]:
+        """Every process group of ``group``, as sorted rank lists (by brute force)."""
+        st = self._dense_strides()
+        span = self.span(group)
+        if span is None:  # cp and dp are not adjacent in the order: enumerate
+            members = [a * st["cp"] + b * st["dp"] for a, b in product(range(self.cp),
+                                                                        range(self.dp))]
+            if group != "dp_cp":
+                raise LedgerError("order", f"group {group} needs cp and dp adjacent in "
+                                           f"{self.order!r}")
+        else:
+            stride, size = span
+            members = [k * stride for k in range(size)]
+        seen: set[int] = set()
+        out = []
+        for r in range(self.world):
+            if r in seen:
+                continue
+            g = sorted(r + m for m in members)
+            seen.update(g)
+            out.append(g)
+        return out
+
+    def link(self, group: str) -> str:
+        """'nvlink' when every group of ``group`` stays inside one node, else 'ib'."""
+        span = self.span(group)
+        if span is None:
+            gpn = self.gpus_per_node
+            same = all(len({r // gpn for r in g}) == 1 for g in self.groups(group))
+            return "nvlink" if same else "ib"
+        # groups tile the world in blocks of stride*size ranks; a group crosses a node
+        # exactly when a node boundary falls strictly inside a block
+        stride, size = span
+        gpn = self.gpus_per_node
+        if size == 1 or gpn % (stride * size) == 0 or self.world <= gpn:
+            return "nvlink"
+        return "ib"
+
+    def coords(self, rank: int) -> dict[str, int]:
+        """The dense coordinates of ``rank``."""
+        if not 0 <= rank < self.world:
+            raise LedgerError("rank", f"rank({rank}) outside world({self.world})")
+        return {a: (rank // s) % getattr(self, a) for a, s in self._dense_strides().items()}

@@ -1,0 +1,105 @@
+"""Bytes of training state: the resident three (params, grads, optimizer) and activations.
+
+>>> from ledger.model import llama3_70b
+>>> st = state_bytes(llama3_70b(), "bf16", "adam")
+>>> (st.params_bytes, st.grads_bytes, st.optim_bytes) == (2 * 70553706496, 2 * 70553706496,
+...                                                       12 * 70553706496)
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.errors import LedgerError
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Resident training state in bytes: parameters, gradients, optimizer state."""
+
+    params_bytes: float
+    grads_bytes: float
+    optim_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.params_bytes + self.grads_bytes + self.optim_bytes
+
+    def scaled(self, factor: float) -> StateBytes:
+        return StateBytes(self.params_bytes * factor, self.grads_bytes * factor,
+                          self.optim_bytes * factor)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per parameter of each resident copy."""
+
+    param: int  # the weights the GEMMs read
+    grad: int  # the gradient buffer that is reduced
+    master: int  # fp32 master weights kept by the optimizer (0 when params are fp32)
+    moment: int  # each optimizer moment
+
+
+PRECISIONS = {
+    "bf16": Precision(param=2, grad=2, master=4, moment=4),  # mixed precision (ZeRO paper)
+    "fp16": Precision(param=2, grad=2, master=4, moment=4),
+    "bf16-fp32grad": Precision(param=2, grad=4, master=4, moment=4),  # Megatron main grads
+    "fp32": Precision(param=4, grad=4, master=0, moment=4),
+}
+OPTIMIZER_MOMENTS = {"adam": 2, "adamw": 2, "sgd-momentum": 1, "sgd": 0}
+
+
+def bytes_per_param(precision: str = "bf16", optimizer: str = "adam") -> StateBytes:
+    """(params, grads, optimizer) bytes for one parameter.
+
+    >>> bytes_per_param("bf16", "adam")
+    StateBytes(params_bytes=2, grads_bytes=2, optim_bytes=12)
+    >>> bytes_per_param("fp32", "sgd").total_bytes
+    8
+    """
+    if precision not in PRECISIONS:
+        raise LedgerError("precision", f"unknown precision {precision!r}; "
+                                       f"known: {', '.join(PRECISIONS)}")
+    if optimizer not in OPTIMIZER_MOMENTS:
+        raise LedgerError("optimizer", f"unknown optimizer {optimizer!r}; "
+                                       f"known: {', '.join(OPTIMIZER_MOMENTS)}")
+    p = PRECISIONS[precision]
+    return StateBytes(p.param, p.grad, p.master + OPTIMIZER_MOMENTS[optimizer] * p.moment)
+
+
+def state_bytes(model, precision: str = "bf16", optimizer: str = "adam") -> StateBytes:
+    """Whole-model resident state: bytes_per_param x the exact parameter count."""
+    per = bytes_per_param(precision, optimizer)
+    n = model.params
+    return StateBytes(per.params_bytes * n, per.grads_bytes * n, per.optim_bytes * n)
+
+
+def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, heads: int,
+                               tp: int = 1, cp: int = 1, sequence_parallel: bool = True,
+                               flash: bool = True) -> float:
+    """Bytes one transformer layer saves for backward, per GPU, for one micro-batch.
+
+    Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+    Models", for a GPT layer with 16-bit activations and 1-byte dropout masks:
+
+    - eq. 1, no parallelism:           s*b*h * (34 + 5*a*s/h)
+    - eq. 2, tensor parallel t:        s*b*h * (10 + 24/t + 5*a*s/(h*t))
+    - eq. 4, tensor + sequence par.:   s*b*h * (34 + 5*a*s/h) / t
+
+    The 10*s*b*h term is what TP alone cannot split (LayerNorm inputs, dropout masks of
+    the residual stream); SP splits it along the sequence. The 5*a*s/h term is the
+    attention score, softmax and its dropout mask (a*s^2*b * 5 bytes); FlashAttention
+    never materialises them, so ``flash=True`` drops it. Context parallelism splits
+    the sequence, so every term divides by cp.
+
+    >>> activation_bytes_per_layer(seq_len=8192, micro_batch=1, hidden=16384, heads=128,
+    ...                            tp=8) / 2**20
+    544.0
+    """
+    s, b, h, a = seq_len, micro_batch, hidden, heads
+    score = 0.0 if flash else 5.0 * a * s / h  # attention scores + softmax + mask
+    if sequence_parallel or tp == 1:
+        per_token = (34.0 + score) / tp
+    else:
+        per_token = 10.0 + 24.0 / tp + score / tp
+    return s * b * h * per_token / cp

@@ -1,0 +1,371 @@
+"""Parallelism as state placement: per-GPU state, per-step communication, pipeline bubble.
+
+Input: a ModelSpec, its whole-model StateBytes and a ParallelConfig. Output: a
+Placement with the bytes each GPU holds and, per axis and collective, the bytes
+each GPU sends in one training step. No torch.
+
+``python -m ledger.parallel`` prints the seed's six placements.
+
+>>> from ledger.model import llama3_70b
+>>> pl = place(llama3_70b(), ParallelConfig(tp=8, pp=4, dp=32, zero_stage=1,
+...                                         num_microbatches=16, vp=2))
+>>> round(pl.bubble_fraction, 3), round(pl.total_bytes("tp") / 2**30, 2)
+(0.086, 280.0)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ledger.collectives import coll_bytes
+from ledger.errors import LedgerError, require_divides, require_positive
+from ledger.layout import DEFAULT_ORDER, Layout
+from ledger.memory import StateBytes, state_bytes
+from ledger.memory import activation_bytes_per_layer as _activation_bytes
+from ledger.model import ModelSpec
+from ledger.stages import stage_params
+
+CP_KINDS = ("ring", "ulysses")
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """MoE facts for a model whose ModelSpec does not describe its experts.
+
+    When the ModelSpec has experts, their share and top-k come from it and only
+    ``capacity_factor`` (a run fact) is read from here.
+    """
+
+    num_experts: int = 1
+    topk: int = 1
+    expert_fraction: float = 0.0  # share of parameters living in routed experts
+    capacity_factor: float = 1.0  # routed payload is padded to this x the even share
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.expert_fraction <= 1.0:
+            raise LedgerError("expert_fraction", f"must lie in [0, 1], "
+                                                 f"got {self.expert_fraction}")
+        if self.capacity_factor <= 0:
+            raise LedgerError("capacity_factor", f"must be > 0, got {self.capacity_factor}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelConfig:
+    """One placement. world = tp x cp x pp x dp; ep is carved out of dp x cp."""
+
+    tp: int = 1  # tensor parallel: splits every matrix of a layer
+    pp: int = 1  # pipeline parallel: splits the layers
+    dp: int = 1  # data parallel replicas
+    cp: int = 1  # context parallel: splits the sequence
+    ep: int = 1  # expert parallel: splits the routed experts (inside dp x cp)
+    zero_stage: int = 0  # 0 = DDP, 1/2/3 = ZeRO-1/2/3 (3 == FSDP)
+    sequence_parallel: bool = True  # Megatron SP inside the TP group
+    cp_kind: str = "ring"  # "ring" | "ulysses"
+    reshard_after_forward: bool = True  # ZeRO-3 / FSDP2 only
+    hsdp_shard: int | None = None  # HSDP: shard group size (None = shard over dp x cp)
+    micro_batch: int = 1  # sequences per micro-batch
+    num_microbatches: int = 1  # micro-batches per step per pipeline
+    vp: int = 1  # virtual stages per PP rank (interleaved 1F1B)
+    act_bytes: int = 2  # bf16 activations on the wire
+    moe: MoESpec = field(default_factory=MoESpec)
+
+    def __post_init__(self) -> None:
+        for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
+                  "act_bytes"):
+            require_positive(f, getattr(self, f))
+        if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
+            raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        if self.cp_kind not in CP_KINDS:
+            raise LedgerError("cp_kind", f"must be ring or ulysses, got {self.cp_kind!r}")
+        replicas = self.dp * self.cp
+        if self.hsdp_shard is not None:
+            require_positive("hsdp_shard", self.hsdp_shard)
+            if self.zero_stage == 0:
+                raise LedgerError("hsdp_shard", f"HSDP shards state, so it needs zero_stage "
+                                                f">= 1, got zero_stage({self.zero_stage})")
+            if replicas % self.hsdp_shard:
+                raise LedgerError("hsdp_shard", f"hsdp_shard({self.hsdp_shard}) does not "
+                                                f"divide dp({self.dp}) * cp({self.cp}) = {replicas}")
+        if replicas % self.ep:
+            raise LedgerError("ep", f"ep({self.ep}) does not divide dp({self.dp}) * "
+                                    f"cp({self.cp}) = {replicas}")
+        if self.vp > 1:
+            if self.pp == 1:
+                raise LedgerError("vp", f"virtual stages need pp > 1, got vp({self.vp}) pp(1)")
+            if self.num_microbatches % self.pp:
+                raise LedgerError("num_microbatches", f"interleaved 1F1B needs num_microbatches"
+                                  f"({self.num_microbatches}) divisible by pp({self.pp})")
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def grad_replicas(self) -> int:
+        """Ranks holding a replica of the same parameter shard: dp x cp (Megatron)."""
+        return self.dp * self.cp
+
+
+def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
+    """Refuse a config this model cannot run with; each message shows the numbers."""
+    require_divides("heads", model.heads, "tp", cfg.tp)
+    require_divides("kv_heads", model.kv_heads, "tp", cfg.tp)
+    require_divides("ffn_hidden", model.ffn_hidden, "tp", cfg.tp)
+    if cfg.cp_kind == "ulysses" and cfg.cp > 1:
+        require_divides("heads", model.heads, "tp*cp", cfg.tp * cfg.cp)
+        require_divides("kv_heads", model.kv_heads, "tp*cp", cfg.tp * cfg.cp)
+    if model.layers < cfg.pp * cfg.vp:
+        raise LedgerError("layers", f"layers({model.layers}) < pp({cfg.pp}) * vp({cfg.vp}): "
+                                    f"every virtual stage needs a layer")
+    if cfg.cp > 1:  # ring balances causal work over 2*cp chunks (head-tail pairing)
+        chunks = 2 * cfg.cp if cfg.cp_kind == "ring" else cfg.cp
+        require_divides("seq_len", model.seq_len, "2*cp" if chunks > cfg.cp else "cp", chunks)
+    experts = model.num_experts if model.is_moe else cfg.moe.num_experts
+    if cfg.ep > 1:
+        if experts <= 1:
+            raise LedgerError("ep", f"ep({cfg.ep}) > 1 but {model.name} has no experts")
+        require_divides("num_experts", experts, "ep", cfg.ep)
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One row of the ledger: bytes one GPU sends per step on one axis and collective."""
+
+    axis: str  # "tp" | "cp" | "pp" | "dp" | "ep"
+    kind: str  # collective
+    link: str  # "nvlink" | "ib"
+    bytes: float  # per GPU per step, sent
+    overlap: str  # "yes" | "partial" | "no"
+    what: str = ""  # the payload: "activations", "grads", "expert params", ...
+
+    @property
+    def dim(self) -> str:  # the seed's name for the axis
+        return self.axis
+
+
+@dataclass(frozen=True)
+class Placement:
+    per_gpu: StateBytes  # the seed's even split: every byte / (tp*pp), ZeRO by stage
+    comms: list[Comm]
+    bubble_fraction: float  # PP bubble as a share of the whole step
+    tokens_per_gpu_per_mb: int
+    activation_bytes_per_layer: float = 0.0  # one micro-batch, flash attention
+    layers_per_stage: float = 0.0
+    heaviest_stage: StateBytes | None = None  # Megatron's layout of the fullest PP rank
+    heaviest_rank: int = 0
+    world: int = 0
+
+    def total_bytes(self, axis: str | None = None) -> float:
+        return sum(c.bytes for c in self.comms if axis is None or c.axis == axis)
+
+    def by_kind(self) -> dict[str, float]:
+        return _sum_by(self.comms, "kind")
+
+    def by_link(self) -> dict[str, float]:
+        return {"nvlink": 0.0, "ib": 0.0} | _sum_by(self.comms, "link")
+
+
+def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in comms:
+        out[getattr(c, key)] = out.get(getattr(c, key), 0.0) + c.bytes
+    return out
+
+
+def expert_fraction(model: ModelSpec, cfg: ParallelConfig) -> float:
+    return model.expert_params / model.params if model.is_moe else cfg.moe.expert_fraction
+
+
+def _zero_shard(dense: StateBytes, expert: StateBytes, cfg: ParallelConfig) -> StateBytes:
+    """Divide this GPU's unsharded state by ZeRO: stage 1 the optimizer, 2 the grads,
+    3 the params (not when FSDP keeps them gathered between forward and backward).
+    Expert state shards over its own, ep-times smaller data-parallel group."""
+    n = cfg.hsdp_shard or cfg.grad_replicas
+    sharded_params = cfg.zero_stage >= 3 and cfg.reshard_after_forward
+    divs = (n if sharded_params else 1, n if cfg.zero_stage >= 2 else 1,
+            n if cfg.zero_stage >= 1 else 1)
+    d = (dense.params_bytes, dense.grads_bytes, dense.optim_bytes)
+    e = (expert.params_bytes, expert.grads_bytes, expert.optim_bytes)
+    return StateBytes(*(int(d[i] / divs[i] + e[i] / max(divs[i] / cfg.ep, 1.0))
+                        for i in range(3)))
+
+
+def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> StateBytes:
+    """The even split: tp x pp divide every byte (ep the expert bytes), ZeRO the rest."""
+    f, mp = expert_fraction(model, cfg), cfg.tp * cfg.pp
+    return _zero_shard(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg)
+
+
+def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
+                               flash: bool = True) -> float:
+    """Korthikanti's per-layer activation bytes for this placement (ledger.memory)."""
+    return _activation_bytes(seq_len=model.seq_len, micro_batch=cfg.micro_batch,
+                             hidden=model.hidden, heads=model.heads, tp=cfg.tp, cp=cfg.cp,
+                             sequence_parallel=cfg.sequence_parallel, flash=flash)
+
+
+def pp_bubble_fraction(p: int, m: int, vp: int = 1) -> float:
+    """Idle share of a GPipe / 1F1B step: (p-1) fill-and-drain slots against m useful
+    ones; interleaving shrinks each slot to 1/vp.
+
+    >>> round(pp_bubble_fraction(16, 16), 3), round(pp_bubble_fraction(4, 8), 4)
+    (0.484, 0.2727)
+    """
+    if p <= 1:
+        return 0.0
+    bubble = (p - 1) / vp
+    return bubble / (m + bubble)
+
+
+# ---- communication, one function per axis -----------------------------------------
+def _tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> list[Comm]:
+    """Megatron TP: per layer 2 all-reduces forward (after attention and MLP) and 2
+    backward (f's conjugates), each over one activation tensor. With SP each becomes an
+    all-gather + reduce-scatter pair of the same total bytes."""
+    if cfg.tp == 1:
+        return []
+    total = 4 * coll_bytes("all_reduce", cfg.tp, s_act) * layers * cfg.num_microbatches
+    if not cfg.sequence_parallel:
+        return [Comm("tp", "all_reduce", link, total, "no", "activations")]
+    return [Comm("tp", "all_gather", link, total / 2, "partial", "activations"),
+            Comm("tp", "reduce_scatter", link, total / 2, "partial", "activations")]
+
+
+def _cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
+              link: str) -> list[Comm]:
+    """Ring: each step passes this rank's K and V block (GQA width, split by TP);
+    forward receives cp-1 blocks, backward passes K,V again plus dK,dV: 3(cp-1) blocks.
+    Ulysses: all-to-all of Q, K, V and the output forward, the same backward."""
+    if cfg.cp == 1:
+        return []
+    per_mb = layers * cfg.num_microbatches
+    if cfg.cp_kind == "ring":
+        kv_block = tokens * 2 * (model.kv_dim / cfg.tp) * cfg.act_bytes
+        return [Comm("cp", "send_recv", link, 3 * (cfg.cp - 1) * kv_block * per_mb, "yes",
+                     "K/V blocks")]
+    qkvo = tokens * (2 * model.heads * model.head_dim + 2 * model.kv_dim) / cfg.tp
+    per_layer = 2 * coll_bytes("all_to_all", cfg.cp, qkvo * cfg.act_bytes)
+    return [Comm("cp", "all_to_all", link, per_layer * per_mb, "no", "Q/K/V/O heads")]
+
+
+def _pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:
+    """One boundary tensor forward and its gradient backward per micro-batch per virtual
+    stage; with SP the tensor is split by TP (Megatron's get_tensor_shapes)."""
+    if cfg.pp == 1:
+        return []
+    s_pp = s_act / (cfg.tp if cfg.sequence_parallel else 1)
+    return [Comm("pp", "send_recv", link, 2 * s_pp * cfg.num_microbatches * cfg.vp, "yes",
+                 "boundary activations")]
+
+
+def _dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
+                    repl: int, links: tuple[str, str], tag: str) -> list[Comm]:
+    """DDP all-reduces the grads; ZeRO reduce-scatters them, all-gathers the params once
+    (twice for ZeRO-3 resharded after forward); HSDP adds a replica all-reduce."""
+    n = shard * repl
+    if n == 1:
+        return []
+    if cfg.zero_stage == 0:
+        return [Comm("dp", "all_reduce", links[0], coll_bytes("all_reduce", n, grads), "yes",
+                     tag + "grads")]
+    gathers = 2 if cfg.zero_stage == 3 and cfg.reshard_after_forward else 1
+    out = [Comm("dp", "reduce_scatter", links[0], coll_bytes("reduce_scatter", shard, grads),
+                "yes", tag + "grads"),
+           Comm("dp", "all_gather", links[0], gathers * coll_bytes("all_gather", shard, params),
+                "yes", tag + "params")]
+    if repl > 1:
+        out.append(Comm("dp", "all_reduce", links[1],
+                        coll_bytes("all_reduce", repl, grads / shard), "yes", tag + "grads"))
+    return out
+
+
+def _dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
+              lay: Layout) -> list[Comm]:
+    """Data parallelism over this GPU's own (tp, pp) shard; expert shards (1/ep of the
+    expert bytes) reduce over the expert-data-parallel group, ep times smaller."""
+    mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
+    f = expert_fraction(model, cfg) if cfg.ep > 1 else 0.0  # ep = 1: experts are dense
+    shard = cfg.hsdp_shard or n
+    out = _dp_group_comms(cfg, st.params_bytes * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
+                          shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
+    if f > 0:
+        e_shard = max(shard // cfg.ep, 1)
+        out += _dp_group_comms(cfg, st.params_bytes * f / (mp * cfg.ep),
+                               st.grads_bytes * f / (mp * cfg.ep), e_shard,
+                               (n // cfg.ep) // e_shard, (lay.link("edp"),) * 2, "expert ")
+    return out
+
+
+def _ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, link: str) -> list[Comm]:
+    """Dispatch and combine all-to-alls, forward and backward, on the routed tokens:
+    tokens x top_k x hidden, padded by the capacity factor."""
+    if cfg.ep == 1:
+        return []
+    topk = model.top_k if model.is_moe else cfg.moe.topk
+    moe_layers = (model.moe_layers if model.is_moe else model.layers) / cfg.pp
+    routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
+    per_layer = 4 * coll_bytes("all_to_all", cfg.ep, routed)
+    return [Comm("ep", "all_to_all", link, per_layer * moe_layers * cfg.num_microbatches,
+                 "partial", "routed tokens")]
+
+
+def place(model: ModelSpec, *args, precision: str = "bf16", optimizer: str = "adam",
+          gpus_per_node: int = 8, order: str = DEFAULT_ORDER) -> Placement:
+    """The ledger of one placement: ``place(model, cfg)`` or the seed's
+    ``place(model, state_bytes, cfg)``. Links come from the rank layout."""
+    st, cfg = (args if len(args) == 2 else (state_bytes(model, precision, optimizer), *args))
+    if not isinstance(cfg, ParallelConfig) or not isinstance(st, StateBytes):
+        raise TypeError("place(model, cfg) or place(model, state_bytes, cfg)")
+    validate(model, cfg)
+    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep,
+                 hsdp_shard=cfg.hsdp_shard, order=order, gpus_per_node=gpus_per_node)
+    layers = model.layers / cfg.pp
+    tokens = model.seq_len * cfg.micro_batch // cfg.cp  # per GPU per micro-batch
+    s_act = tokens * model.hidden * cfg.act_bytes  # one activation tensor
+    comms = (_tp_comms(cfg, s_act, layers, lay.link("tp"))
+             + _cp_comms(model, cfg, tokens, layers, lay.link("cp"))
+             + _pp_comms(cfg, s_act, lay.link("pp"))
+             + _dp_comms(model, st, cfg, lay)
+             + _ep_comms(model, cfg, tokens, lay.link("ep")))
+    per_param = st.scaled(1 / model.params)
+    stages = [_zero_shard(per_param.scaled(d), per_param.scaled(e), cfg)
+              for d, e in stage_params(model, cfg)]
+    heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
+    return Placement(per_gpu_state(model, st, cfg), comms,
+                     pp_bubble_fraction(cfg.pp, cfg.num_microbatches, cfg.vp), tokens,
+                     activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
+                     heaviest, cfg.world)
+
+
+def report(model: ModelSpec, cfg: ParallelConfig, precision: str = "bf16",
+           optimizer: str = "adam") -> str:
+    """The seed's text report of one placement, returned (the CLI prints it)."""
+    from ledger.render import placement_text
+
+    return placement_text(model, cfg, place(model, cfg, precision=precision,
+                                            optimizer=optimizer))
+
+
+def seed_placements() -> list[tuple[ModelSpec, ParallelConfig]]:
+    """The seed's six placements: Llama 3 405B three ways, 70B three ways."""
+    from ledger.model import llama3_405b, llama3_70b
+
+    m405, m70 = llama3_405b(), llama3_70b()
+    return [
+        # Llama 3 405B on 16K GPUs at s = 8192 (Llama 3 paper, Table 5)
+        (m405, ParallelConfig(tp=8, cp=1, pp=16, dp=128, zero_stage=1, num_microbatches=16)),
+        # its long-context stage, s = 131072
+        (m405.with_seq(131072), ParallelConfig(tp=8, cp=16, pp=16, dp=4, zero_stage=1,
+                                               num_microbatches=32)),
+        # the same model on pure ZeRO-3 / FSDP
+        (m405, ParallelConfig(dp=16384, zero_stage=3)),
+        # 70B on 1024 GPUs: TP x PP, TP x PP interleaved, HSDP with 64-GPU shard groups
+        (m70, ParallelConfig(tp=8, pp=8, dp=16, zero_stage=1, num_microbatches=32)),
+        (m70, ParallelConfig(tp=8, pp=4, dp=32, zero_stage=1, num_microbatches=16, vp=2)),
+        (m70, ParallelConfig(dp=1024, zero_stage=3, hsdp_shard=64)),
+    ]
+
+
+if __name__ == "__main__":
+    from ledger.cli import main
+
+    raise SystemExit(main(["seed"]))

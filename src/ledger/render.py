@@ -1,0 +1,103 @@
+"""Text and JSON views of the ledger. The only module that formats units.
+
+Bytes are binary: KiB = 2^10 B, MiB = 2^20 B, GiB = 2^30 B, TiB = 2^40 B.
+
+>>> fmt_bytes(570425344)
+'544.00 MiB'
+>>> fmt_bytes(0)
+'0.00 B'
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+
+UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def fmt_bytes(b: float, width: int = 0) -> str:
+    """``b`` bytes in the largest IEC unit that keeps the number under 1024."""
+    for unit in UNITS:
+        if abs(b) < 1024 or unit == UNITS[-1]:
+            return f"{b:{width}.2f} {unit}"
+        b /= 1024
+    raise AssertionError("unreachable")
+
+
+def _state_line(label: str, st) -> str:
+    return (f"  {label:<20}params {fmt_bytes(st.params_bytes, 8)}  grads "
+            f"{fmt_bytes(st.grads_bytes, 8)}  optim {fmt_bytes(st.optim_bytes, 8)}  "
+            f"total {fmt_bytes(st.total_bytes, 8)}")
+
+
+def config_line(model, cfg) -> str:
+    sp = "on" if cfg.sequence_parallel else "off"
+    extra = f" vp={cfg.vp}" if cfg.vp > 1 else ""
+    extra += f" hsdp_shard={cfg.hsdp_shard}" if cfg.hsdp_shard else ""
+    extra += f" cp_kind={cfg.cp_kind}" if cfg.cp > 1 else ""
+    return (f"{model.name} (s={model.seq_len}): tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} "
+            f"dp={cfg.dp} ep={cfg.ep} zero={cfg.zero_stage} sp={sp} mb={cfg.micro_batch} "
+            f"m={cfg.num_microbatches}{extra} -> {cfg.world} GPUs")
+
+
+def placement_text(model, cfg, pl) -> str:
+    """The seed's report block, in IEC units, plus the heaviest pipeline stage."""
+    lines = [config_line(model, cfg),
+             _state_line("state per GPU", pl.per_gpu)]
+    if cfg.pp > 1 and pl.heaviest_stage is not None:
+        lines.append(_state_line(f"heaviest stage ({pl.heaviest_rank})", pl.heaviest_stage))
+    lines += [
+        f"  {'activations':<20}{fmt_bytes(pl.activation_bytes_per_layer, 8)} per layer per "
+        f"micro-batch (flash)   layers/stage {pl.layers_per_stage:.1f}   tokens/GPU/mb "
+        f"{pl.tokens_per_gpu_per_mb}",
+        f"  {'PP bubble fraction':<20}{pl.bubble_fraction:.3f}",
+        f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/step':>13}  {'overlap':<7}  payload",
+    ]
+    for c in pl.comms:
+        lines.append(f"  {c.axis:<4} {c.kind:<16}{c.link:<8}{fmt_bytes(c.bytes, 9)}  "
+                     f"{c.overlap:<7}  {c.what}")
+    links = pl.by_link()
+    lines.append(f"  total per GPU per step: {fmt_bytes(pl.total_bytes(), 8)}  (nvlink "
+                 f"{fmt_bytes(links['nvlink'], 8)}, ib {fmt_bytes(links['ib'], 8)})")
+    return "\n".join(lines)
+
+
+def _state_dict(st) -> dict:
+    return {"params_bytes": st.params_bytes, "grads_bytes": st.grads_bytes,
+            "optim_bytes": st.optim_bytes, "total_bytes": st.total_bytes}
+
+
+def placement_json(model, cfg, pl, precision: str, optimizer: str) -> dict:
+    """One JSON object for one placement; bytes are bytes, fractions are fractions."""
+    config = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "moe"}
+    config["moe"] = asdict(cfg.moe)
+    return {
+        "model": model.name,
+        "params": model.params,
+        "param_breakdown": dict(model.breakdown),
+        "seq_len": model.seq_len,
+        "precision": precision,
+        "optimizer": optimizer,
+        "config": config,
+        "world": pl.world,
+        "per_gpu": _state_dict(pl.per_gpu),
+        "heaviest_stage": {"rank": pl.heaviest_rank, **_state_dict(pl.heaviest_stage)},
+        "activation_bytes_per_layer": pl.activation_bytes_per_layer,
+        "layers_per_stage": pl.layers_per_stage,
+        "tokens_per_gpu_per_mb": pl.tokens_per_gpu_per_mb,
+        "bubble_fraction": pl.bubble_fraction,
+        "comms": [{"axis": c.axis, "kind": c.kind, "link": c.link, "bytes": c.bytes,
+                   "overlap": c.overlap, "what": c.what} for c in pl.comms],
+        "total_comm_bytes": pl.total_bytes(),
+        "comm_bytes_by_link": pl.by_link(),
+    }
+
+
+def models_table(specs) -> str:
+    """One line per preset: name, exact parameter count, shape."""
+    lines = [f"{'model':<14}{'params':>20}  {'layers':>6} {'hidden':>6} {'heads':>5} "
+             f"{'kv':>3} {'ffn':>6} {'vocab':>7}  experts"]
+    for m in specs:
+        moe = f"{m.num_experts} x top-{m.top_k}" if m.is_moe else "-"
+        lines.append(f"{m.name:<14}{m.params:>20,}  {m.layers:>6} {m.hidden:>6} {m.heads:>5} "
+                     f"{m.kv_heads:>3} {m.ffn_hidden:>6} {m.vocab:>7}  {moe}")
+    return "\n".join(lines)

@@ -1,0 +1,158 @@
+"""Parameter counts: every preset against its publisher's count, every component summed."""
+import json
+
+import pytest
+
+from ledger.errors import LedgerError
+from ledger.model import PRESETS, ModelSpec, preset
+
+# Published counts: the Hugging Face safetensors totals of the released checkpoints
+# (Meta Llama 2/3, Mistral AI), and for GPT-3 the Megatron shape's count
+# 12*l*h^2*(1 + 13/(12h) + (V+s)/(12*l*h)) (Narayanan et al. 2021, eq. for P)
+# plus the final LayerNorm's 2h, which that formula leaves out.
+PUBLISHED = {
+    "llama3-8b": 8_030_261_248,
+    "llama3-70b": 70_553_706_496,
+    "llama3-405b": 405_853_388_800,
+    "llama2-7b": 6_738_415_616,
+    "llama2-13b": 13_015_864_320,
+    "llama2-70b": 68_976_648_192,
+    "mistral-7b": 7_241_732_096,
+    "mixtral-8x7b": 46_702_792_704,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_preset_matches_published_count(name):
+    assert preset(name).params == PUBLISHED[name]
+
+
+def test_gpt3_175b_is_narayanans_formula():
+    l, h, V, s = 96, 12288, 51200, 2048
+    narayanan = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))
+    assert preset("gpt3-175b").params == round(narayanan) + 2 * h
+    assert round(preset("gpt3-175b").params / 1e9, 1) == 174.6
+
+
+def test_every_preset_is_tested():
+    assert set(PRESETS) == set(PUBLISHED) | {"gpt3-175b"}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_layer_split_sums_to_params(name):
+    m = preset(name)
+    per_layer = [m.layer_params(moe=i >= m.first_dense_layers and m.is_moe)
+                 for i in range(m.layers)]
+    b = m.breakdown
+    rest = b["embedding"] + b["positions"] + m.norm_size + b["output"]
+    assert sum(sum(t) for t in per_layer) + rest == m.params == sum(b.values())
+
+
+def test_mixtral_active_params():
+    m = preset("mixtral-8x7b")
+    # Mistral AI: "12.9B active parameters"
+    assert round(m.active_params / 1e9, 1) == 12.9
+
+
+def test_moe_with_shared_and_dense_layers_counts_each_part():
+    m = ModelSpec(name="toy", layers=4, hidden=8, heads=2, vocab=10, seq_len=16,
+                  ffn_hidden=32, num_experts=4, top_k=2, moe_ffn_hidden=4, shared_experts=1,
+                  first_dense_layers=1)
+    b = m.breakdown
+    assert b["mlp"] == 1 * 3 * 8 * 32
+    assert b["experts"] == 3 * 4 * 3 * 8 * 4
+    assert b["shared_experts"] == 3 * 1 * 3 * 8 * 4
+    assert b["router"] == 3 * 8 * 4
+    assert m.moe_layers == 3
+
+
+@pytest.mark.parametrize("field,value", [("layers", 0), ("hidden", -1), ("heads", 0),
+                                         ("vocab", -5), ("seq_len", 0), ("ffn_hidden", 0)])
+def test_bad_model_sizes_are_refused_by_name(field, value):
+    kw = dict(name="x", layers=2, hidden=8, heads=2, vocab=10, seq_len=16, ffn_hidden=32)
+    kw[field] = value
+    with pytest.raises(LedgerError) as e:
+        ModelSpec(**kw)
+    assert e.value.field == field and str(value) in str(e.value)
+
+
+def test_kv_heads_must_divide_heads():
+    with pytest.raises(LedgerError, match=r"heads\(8\) is not divisible by kv_heads\(3\)"):
+        ModelSpec(name="x", layers=2, hidden=16, heads=8, kv_heads=3, vocab=10, seq_len=16,
+                  ffn_hidden=32)
+
+
+def test_unknown_preset_lists_presets():
+    with pytest.raises(LedgerError, match="llama3-70b"):
+        preset("llama9")
+
+
+# --- Hugging Face config.json, one per family, against published counts -------------
+HF = {
+    # Qwen/Qwen2-0.5B: 494,032,768 (tied; q/k/v biases are Qwen2's own)
+    "qwen2": ({"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24,
+               "num_attention_heads": 14, "num_key_value_heads": 2, "intermediate_size": 4864,
+               "vocab_size": 151936, "max_position_embeddings": 32768,
+               "tie_word_embeddings": True}, 494_032_768),
+    # google/gemma-2b: 2,506,172,416 (head_dim 256 and tying are Gemma's defaults)
+    "gemma": ({"model_type": "gemma", "hidden_size": 2048, "num_hidden_layers": 18,
+               "num_attention_heads": 8, "num_key_value_heads": 1, "intermediate_size": 16384,
+               "vocab_size": 256000}, 2_506_172_416),
+    # openai-community/gpt2: 124,439,808 (learned positions, biases, tied: all defaults)
+    "gpt2": ({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12},
+             124_439_808),
+    # EleutherAI/pythia-160m: 162,322,944 (untied, biases)
+    "gpt_neox": ({"model_type": "gpt_neox", "hidden_size": 768, "num_hidden_layers": 12,
+                  "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 50304,
+                  "max_position_embeddings": 2048}, 162_322_944),
+    # meta-llama/Meta-Llama-3-70B
+    "llama": ({"model_type": "llama", "hidden_size": 8192, "num_hidden_layers": 80,
+               "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 28672,
+               "vocab_size": 128256, "max_position_embeddings": 8192}, 70_553_706_496),
+    # mistralai/Mistral-7B-v0.1 (kv_heads 8 is Mistral's default)
+    "mistral": ({"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32,
+                 "num_attention_heads": 32, "intermediate_size": 14336, "vocab_size": 32000},
+                7_241_732_096),
+    # mistralai/Mixtral-8x7B-v0.1 (8 experts, top-2 are Mixtral's defaults)
+    "mixtral": ({"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32,
+                 "num_attention_heads": 32, "intermediate_size": 14336, "vocab_size": 32000},
+                46_702_792_704),
+}
+
+
+@pytest.mark.parametrize("family", sorted(HF))
+def test_hf_config_families(tmp_path, family):
+    cfg, expected = HF[family]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert ModelSpec.from_hf_config(path).params == expected
+    assert ModelSpec.from_hf_config(tmp_path).params == expected  # a folder works too
+
+
+def test_hf_missing_key_names_it(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    with pytest.raises(LedgerError, match="missing key 'num_hidden_layers'"):
+        ModelSpec.from_hf_config(path)
+
+
+def test_hf_unknown_model_type(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "t5"}))
+    with pytest.raises(LedgerError, match="unsupported model_type 't5'"):
+        ModelSpec.from_hf_config(path)
+
+
+def test_hf_malformed_json(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text("{not json")
+    with pytest.raises(LedgerError, match="not valid JSON"):
+        ModelSpec.from_hf_config(path)
+
+
+def test_hf_wrong_type(tmp_path):
+    path = tmp_path / "config.json"
+    cfg = dict(HF["llama"][0], hidden_size="big")
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(LedgerError, match="'hidden_size' must be an integer"):
+        ModelSpec.from_hf_config(path)
