@@ -3,6 +3,7 @@
     train-ledger                      the seed's six placements
     train-ledger report MODEL ...     one placement (Megatron-style flags, --json)
     train-ledger models               presets with exact parameter counts
+    train-ledger toys zero|tp|cp|pp|ep|all   the mechanisms on real torch.distributed
 
 Bad input prints one line ``error: ...`` on stderr and exits 2.
 """
@@ -74,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
     sub.add_parser("seed", help="the seed's six placements (the default)")
     sub.add_parser("models", help="presets with exact parameter counts")
+    sub.add_parser("toys", help="each mechanism on real torch.distributed (torch extra)",
+                   add_help=False)
     r = sub.add_parser("report", help="the ledger of one placement")
     _add_model_flags(r)
     _add_parallel_flags(r)
@@ -153,6 +156,18 @@ def _cmd_report(a: argparse.Namespace) -> str:
     return placement_text(model, cfg, pl)
 
 
+def _torch_command(module: str, argv: list[str]) -> int:
+    """Hand over to a torch-backed command (toys, verify) if torch is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise LedgerError("torch", "this command needs the torch extra: "
+                                   "pip install 'train-ledger[torch]'")
+    from importlib import import_module
+
+    return import_module(module).main(argv)
+
+
 def run(argv: list[str]) -> str:
     """Parse and run; returns the text to print. Raises LedgerError on bad input."""
     a = build_parser().parse_args(argv)
@@ -166,8 +181,11 @@ def run(argv: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        out = run(sys.argv[1:] if argv is None else argv)
+        if argv[:1] == ["toys"]:
+            return _torch_command("ledger.toys.__main__", argv[1:])
+        out = run(argv)
     except LedgerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

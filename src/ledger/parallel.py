@@ -217,7 +217,7 @@ def pp_bubble_fraction(p: int, m: int, vp: int = 1) -> float:
 
 
 # ---- communication, one function per axis -----------------------------------------
-def _tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> list[Comm]:
+def tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> list[Comm]:
     """Megatron TP: per layer 2 all-reduces forward (after attention and MLP) and 2
     backward (f's conjugates), each over one activation tensor. With SP each becomes an
     all-gather + reduce-scatter pair of the same total bytes."""
@@ -230,7 +230,15 @@ def _tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> li
             Comm("tp", "reduce_scatter", link, total / 2, "partial", "activations")]
 
 
-def _cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
+RING_BLOCKS_PER_STEP = 3  # forward: K,V; backward: K,V again (to recompute) and dK,dV
+
+
+def ring_kv_block_bytes(tokens: int, kv_dim: int, tp: int, act_bytes: int) -> float:
+    """One ring step's message: this rank's K and V for its tokens, its TP share of heads."""
+    return tokens * 2 * (kv_dim / tp) * act_bytes
+
+
+def cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
               link: str) -> list[Comm]:
     """Ring: each step passes this rank's K and V block (GQA width, split by TP);
     forward receives cp-1 blocks, backward passes K,V again plus dK,dV: 3(cp-1) blocks.
@@ -239,15 +247,15 @@ def _cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
         return []
     per_mb = layers * cfg.num_microbatches
     if cfg.cp_kind == "ring":
-        kv_block = tokens * 2 * (model.kv_dim / cfg.tp) * cfg.act_bytes
-        return [Comm("cp", "send_recv", link, 3 * (cfg.cp - 1) * kv_block * per_mb, "yes",
-                     "K/V blocks")]
+        block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
+        return [Comm("cp", "send_recv", link, RING_BLOCKS_PER_STEP * (cfg.cp - 1) * block
+                     * per_mb, "yes", "K/V blocks")]
     qkvo = tokens * (2 * model.heads * model.head_dim + 2 * model.kv_dim) / cfg.tp
     per_layer = 2 * coll_bytes("all_to_all", cfg.cp, qkvo * cfg.act_bytes)
     return [Comm("cp", "all_to_all", link, per_layer * per_mb, "no", "Q/K/V/O heads")]
 
 
-def _pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:
+def pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:
     """One boundary tensor forward and its gradient backward per micro-batch per virtual
     stage; with SP the tensor is split by TP (Megatron's get_tensor_shapes)."""
     if cfg.pp == 1:
@@ -257,7 +265,7 @@ def _pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:
                  "boundary activations")]
 
 
-def _dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
+def dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
                     repl: int, links: tuple[str, str], tag: str) -> list[Comm]:
     """DDP all-reduces the grads; ZeRO reduce-scatters them, all-gathers the params once
     (twice for ZeRO-3 resharded after forward); HSDP adds a replica all-reduce."""
@@ -278,24 +286,24 @@ def _dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int
     return out
 
 
-def _dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
+def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
               lay: Layout) -> list[Comm]:
     """Data parallelism over this GPU's own (tp, pp) shard; expert shards (1/ep of the
     expert bytes) reduce over the expert-data-parallel group, ep times smaller."""
     mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
     f = expert_fraction(model, cfg) if cfg.ep > 1 else 0.0  # ep = 1: experts are dense
     shard = cfg.hsdp_shard or n
-    out = _dp_group_comms(cfg, st.params_bytes * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
+    out = dp_group_comms(cfg, st.params_bytes * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
                           shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
     if f > 0:
         e_shard = max(shard // cfg.ep, 1)
-        out += _dp_group_comms(cfg, st.params_bytes * f / (mp * cfg.ep),
+        out += dp_group_comms(cfg, st.params_bytes * f / (mp * cfg.ep),
                                st.grads_bytes * f / (mp * cfg.ep), e_shard,
                                (n // cfg.ep) // e_shard, (lay.link("edp"),) * 2, "expert ")
     return out
 
 
-def _ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, link: str) -> list[Comm]:
+def ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, link: str) -> list[Comm]:
     """Dispatch and combine all-to-alls, forward and backward, on the routed tokens:
     tokens x top_k x hidden, padded by the capacity factor."""
     if cfg.ep == 1:
@@ -321,11 +329,11 @@ def place(model: ModelSpec, *args, precision: str = "bf16", optimizer: str = "ad
     layers = model.layers / cfg.pp
     tokens = model.seq_len * cfg.micro_batch // cfg.cp  # per GPU per micro-batch
     s_act = tokens * model.hidden * cfg.act_bytes  # one activation tensor
-    comms = (_tp_comms(cfg, s_act, layers, lay.link("tp"))
-             + _cp_comms(model, cfg, tokens, layers, lay.link("cp"))
-             + _pp_comms(cfg, s_act, lay.link("pp"))
-             + _dp_comms(model, st, cfg, lay)
-             + _ep_comms(model, cfg, tokens, lay.link("ep")))
+    comms = (tp_comms(cfg, s_act, layers, lay.link("tp"))
+             + cp_comms(model, cfg, tokens, layers, lay.link("cp"))
+             + pp_comms(cfg, s_act, lay.link("pp"))
+             + dp_comms(model, st, cfg, lay)
+             + ep_comms(model, cfg, tokens, lay.link("ep")))
     per_param = st.scaled(1 / model.params)
     stages = [_zero_shard(per_param.scaled(d), per_param.scaled(e), cfg)
               for d, e in stage_params(model, cfg)]
