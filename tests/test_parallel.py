@@ -244,3 +244,25 @@ def test_every_non_positive_size_is_refused_by_name(field, value):
     with pytest.raises(LedgerError) as e:
         ParallelConfig(**{field: value})
     assert e.value.field == field and str(value) in str(e.value)
+
+
+def test_schedule_default_and_in_flight_memory():
+    """1F1B by default, interleaved with vp > 1; in-flight activations from the
+    simulator. The seed's upper bound for 405B: 16 micro-batches x 8 layers x 544 MiB
+    ~ 73 GB; Megatron's layout puts 7 layers on stage 0, so the true peak is rank 1's
+    15 x 8 layers."""
+    m405 = llama3_405b()
+    cfg = ParallelConfig(tp=8, pp=16, dp=128, zero_stage=1, num_microbatches=16)
+    assert cfg.schedule == "1f1b"
+    assert ParallelConfig(pp=4, vp=2, num_microbatches=8).schedule == "interleaved"
+    pl = place(m405, cfg)
+    per_layer = pl.activation_bytes_per_layer
+    assert int(per_layer * 8 * 16 / 1e9) == 73  # the seed's "up to 73 GB"
+    assert pl.peak_inflight == tuple(float(16 - i) for i in range(16))
+    assert pl.peak_rank == 1 and pl.activation_bytes == per_layer * 8 * 15
+    zb = place(m405, ParallelConfig(tp=8, pp=16, dp=128, zero_stage=1, num_microbatches=16,
+                                    schedule="zb-h1"))
+    assert zb.bubble_fraction < pl.bubble_fraction
+    with pytest.raises(LedgerError) as e:
+        ParallelConfig(pp=4, num_microbatches=8, schedule="zb-v", vp=3)
+    assert e.value.field == "vp"

@@ -4,6 +4,7 @@
     train-ledger report MODEL ...     one placement (Megatron-style flags, --json)
     train-ledger models               presets with exact parameter counts
     train-ledger toys zero|tp|cp|pp|ep|all   the mechanisms on real torch.distributed
+    train-ledger schedule KIND --pp P --microbatches M   a pipeline time line
 
 Bad input prints one line ``error: ...`` on stderr and exits 2.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from ledger.errors import LedgerError
 from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS
 from ledger.model import PRESETS, ModelSpec, preset
+from ledger.schedules import KINDS as SCHEDULES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +65,8 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--global-batch", "--global-batch-size", type=int,
                    help="sequences per step; sets microbatches = B / (dp * micro_batch)")
     g.add_argument("--vp", type=int, default=1, help="virtual stages per PP rank")
+    g.add_argument("--schedule", choices=SCHEDULES,
+                   help="pipeline schedule (default 1f1b, interleaved when --vp > 1)")
     g.add_argument("--capacity-factor", type=float, default=1.0)
     g.add_argument("--gpus", type=int, help="world size to check the placement against")
     g.add_argument("--gpus-per-node", type=int, default=8)
@@ -81,6 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flags(r)
     _add_parallel_flags(r)
     r.add_argument("--json", action="store_true")
+    s = sub.add_parser("schedule", help="simulate a pipeline schedule and draw it")
+    s.add_argument("kind", choices=SCHEDULES)
+    s.add_argument("--pp", type=int, required=True)
+    s.add_argument("--microbatches", type=int, required=True)
+    s.add_argument("--vp", type=int, help="stages per rank (interleaved; zb-v is 2)")
+    s.add_argument("--tf", type=float, default=1.0, help="forward time per stage")
+    s.add_argument("--tb", type=float, default=2.0, help="full backward time per stage")
+    s.add_argument("--tB", dest="t_in", type=float, help="input-gradient time (split)")
+    s.add_argument("--tW", dest="t_w", type=float, help="weight-gradient time (split)")
+    s.add_argument("--p2p", type=float, default=0.0, help="latency of a cross-rank hop")
+    s.add_argument("--svg", help="also write the time line as an SVG file")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     return p
 
 
@@ -131,7 +148,7 @@ def parallel_config(a: argparse.Namespace):
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
                          reshard_after_forward=not a.no_reshard, hsdp_shard=a.hsdp_shard,
                          micro_batch=a.micro_batch, num_microbatches=m or 1, vp=a.vp,
-                         moe=MoESpec(capacity_factor=a.capacity_factor))
+                         moe=MoESpec(capacity_factor=a.capacity_factor), schedule=a.schedule)
     if a.gpus is not None and cfg.world != a.gpus:
         raise LedgerError("gpus", f"tp({a.tp}) * cp({a.cp}) * pp({a.pp}) * dp({dp}) = "
                                   f"{cfg.world} != gpus({a.gpus})")
@@ -168,11 +185,37 @@ def _torch_command(module: str, argv: list[str]) -> int:
     return import_module(module).main(argv)
 
 
+def _cmd_schedule(a: argparse.Namespace) -> str:
+    from ledger.pipeline import Costs, simulate
+    from ledger.render_timeline import summary, svg_timeline, text_timeline, timeline_json
+    from ledger.schedules import build
+
+    for name in ("tf", "tb", "t_in", "t_w", "p2p"):
+        value = getattr(a, name)
+        if value is not None and (value < 0 or (value == 0 and name in ("tf", "tb"))):
+            raise LedgerError(name, f"must be a positive time, got {value}")
+    v = a.vp or (2 if a.kind == "zb-v" else 1)
+    tb = a.tb if a.t_in is None or a.t_w is None else a.t_in + a.t_w
+    sim = simulate(build(a.kind, a.pp, a.microbatches, v),
+                   Costs(a.tf, tb, a.t_in, a.t_w, a.p2p))
+    if a.svg:
+        try:
+            Path(a.svg).write_text(svg_timeline(sim))
+        except OSError as e:
+            raise LedgerError("svg", f"cannot write {a.svg}: {e.strerror}") from None
+    if a.json:
+        return json.dumps(timeline_json(sim), indent=1)
+    colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty())
+    return summary(sim) + "\n" + text_timeline(sim, colour)
+
+
 def run(argv: list[str]) -> str:
     """Parse and run; returns the text to print. Raises LedgerError on bad input."""
     a = build_parser().parse_args(argv)
     if a.cmd in (None, "seed"):
         return _cmd_seed()
+    if a.cmd == "schedule":
+        return _cmd_schedule(a)
     if a.cmd == "models":
         from ledger.render import models_table
 

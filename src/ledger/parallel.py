@@ -22,7 +22,10 @@ from ledger.layout import DEFAULT_ORDER, Layout
 from ledger.memory import StateBytes, state_bytes
 from ledger.memory import activation_bytes_per_layer as _activation_bytes
 from ledger.model import ModelSpec
-from ledger.stages import stage_params
+from ledger.pipeline import simulated
+from ledger.schedules import KINDS as SCHEDULES
+from ledger.schedules import check as check_schedule
+from ledger.stages import rank_layers, stage_params
 
 CP_KINDS = ("ring", "ulysses")
 
@@ -67,6 +70,7 @@ class ParallelConfig:
     vp: int = 1  # virtual stages per PP rank (interleaved 1F1B)
     act_bytes: int = 2  # bf16 activations on the wire
     moe: MoESpec = field(default_factory=MoESpec)
+    schedule: str | None = None  # pipeline schedule; None: 1f1b, or interleaved when vp > 1
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -88,12 +92,15 @@ class ParallelConfig:
         if replicas % self.ep:
             raise LedgerError("ep", f"ep({self.ep}) does not divide dp({self.dp}) * "
                                     f"cp({self.cp}) = {replicas}")
-        if self.vp > 1:
-            if self.pp == 1:
-                raise LedgerError("vp", f"virtual stages need pp > 1, got vp({self.vp}) pp(1)")
-            if self.num_microbatches % self.pp:
-                raise LedgerError("num_microbatches", f"interleaved 1F1B needs num_microbatches"
-                                  f"({self.num_microbatches}) divisible by pp({self.pp})")
+        if self.schedule is None:
+            object.__setattr__(self, "schedule", "interleaved" if self.vp > 1 else "1f1b")
+        if self.schedule not in SCHEDULES:
+            raise LedgerError("schedule", f"unknown schedule {self.schedule!r}; known: "
+                                          f"{', '.join(SCHEDULES)}")
+        if self.vp > 1 and self.pp == 1:
+            raise LedgerError("vp", f"virtual stages need pp > 1, got vp({self.vp}) pp(1)")
+        if self.pp > 1:
+            check_schedule(self.schedule, self.pp, self.num_microbatches, self.vp)
 
     @property
     def world(self) -> int:
@@ -153,6 +160,10 @@ class Placement:
     heaviest_stage: StateBytes | None = None  # Megatron's layout of the fullest PP rank
     heaviest_rank: int = 0
     world: int = 0
+    peak_inflight: tuple[float, ...] = (1.0,)  # per PP rank, micro-batches (simulated)
+    peak_rank: int = 0  # the PP rank whose state + activations in flight is largest
+    activation_bytes: float = 0.0  # that rank's activations in flight at its peak
+    peak_bytes: float = 0.0  # that rank's resident state + activations in flight
 
     def total_bytes(self, axis: str | None = None) -> float:
         return sum(c.bytes for c in self.comms if axis is None or c.axis == axis)
@@ -338,10 +349,17 @@ def place(model: ModelSpec, *args, precision: str = "bf16", optimizer: str = "ad
     stages = [_zero_shard(per_param.scaled(d), per_param.scaled(e), cfg)
               for d, e in stage_params(model, cfg)]
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
-    return Placement(per_gpu_state(model, st, cfg), comms,
-                     pp_bubble_fraction(cfg.pp, cfg.num_microbatches, cfg.vp), tokens,
-                     activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
-                     heaviest, cfg.world)
+    bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
+    if cfg.pp > 1:
+        sim = simulated(cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp)
+        bubble, inflight = sim.bubble_fraction, tuple(sim.peak_inflight)
+    per_layer = activation_bytes_per_layer(model, cfg)
+    held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    acts = [per_layer * held[r] * inflight[min(r, len(inflight) - 1)] for r in range(cfg.pp)]
+    top = max(range(cfg.pp), key=lambda r: stages[r].total_bytes + acts[r])
+    return Placement(per_gpu_state(model, st, cfg), comms, bubble, tokens, per_layer, layers,
+                     stages[heaviest], heaviest, cfg.world, inflight, top, acts[top],
+                     stages[top].total_bytes + acts[top])
 
 
 def report(model: ModelSpec, cfg: ParallelConfig, precision: str = "bf16",

@@ -49,7 +49,11 @@ def placement_text(model, cfg, pl) -> str:
         f"  {'activations':<20}{fmt_bytes(pl.activation_bytes_per_layer, 8)} per layer per "
         f"micro-batch (flash)   layers/stage {pl.layers_per_stage:.1f}   tokens/GPU/mb "
         f"{pl.tokens_per_gpu_per_mb}",
-        f"  {'PP bubble fraction':<20}{pl.bubble_fraction:.3f}",
+        f"  {'PP bubble fraction':<20}{pl.bubble_fraction:.3f}" + (
+            f"   ({cfg.schedule}, simulated)" if cfg.pp > 1 else ""),
+        f"  {'peak memory':<20}{fmt_bytes(pl.peak_bytes, 8)} on PP rank {pl.peak_rank}: "
+        f"state + {pl.peak_inflight[min(pl.peak_rank, len(pl.peak_inflight) - 1)]:g} "
+        f"micro-batches in flight = {fmt_bytes(pl.activation_bytes)} of activations",
         f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/step':>13}  {'overlap':<7}  payload",
     ]
     for c in pl.comms:
@@ -85,6 +89,11 @@ def placement_json(model, cfg, pl, precision: str, optimizer: str) -> dict:
         "layers_per_stage": pl.layers_per_stage,
         "tokens_per_gpu_per_mb": pl.tokens_per_gpu_per_mb,
         "bubble_fraction": pl.bubble_fraction,
+        "schedule": cfg.schedule,
+        "peak_inflight": list(pl.peak_inflight),
+        "activation_bytes": pl.activation_bytes,
+        "peak_bytes": pl.peak_bytes,
+        "peak_rank": pl.peak_rank,
         "comms": [{"axis": c.axis, "kind": c.kind, "link": c.link, "bytes": c.bytes,
                    "overlap": c.overlap, "what": c.what} for c in pl.comms],
         "total_comm_bytes": pl.total_bytes(),

@@ -1,11 +1,15 @@
 """Pipeline schedules as data: for each PP rank, the ordered list of its actions.
 
-An action is a forward (F) or backward (B) of one micro-batch on one stage. The toys
-execute these lists over real send/recv; the ledger measures bubbles and in-flight
-activations by simulating them.
+An action is a forward (F), a full backward (B), or the two halves of a split
+backward - the input gradient (I, the next stage waits for it) and the weight
+gradient (W, nobody waits for it) - of one micro-batch on one stage. The toys execute
+these lists over real send/recv; ``ledger.pipeline`` simulates them to measure the
+bubble and the activations each rank holds.
 
 >>> [str(a) for a in one_f_one_b(4, 8)[3][:4]]
 ['F0', 'B0', 'F1', 'B1']
+>>> [(a.kind, a.mb, a.stage) for a in interleaved(2, 2, 2)[0]][:5]
+[('F', 0, 0), ('F', 1, 0), ('F', 0, 2), ('F', 1, 2), ('B', 0, 2)]
 """
 from __future__ import annotations
 
@@ -16,17 +20,39 @@ from ledger.errors import LedgerError, require_positive
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "F" forward, "B" backward (input and weight gradients together)
+    kind: str  # "F" forward, "B" full backward, "I" input-gradient, "W" weight-gradient
     mb: int  # micro-batch
-    stage: int  # stage (virtual stage when interleaved)
+    stage: int  # pipeline stage (a virtual stage when a rank holds several)
 
     def __str__(self) -> str:
         return f"{self.kind}{self.mb}"
 
 
-def _check(pp: int, m: int) -> None:
+@dataclass(frozen=True)
+class Schedule:
+    """Per-rank action lists plus the facts a simulator needs to run them."""
+
+    name: str
+    pp: int
+    m: int
+    v: int  # stages per rank
+    ranks: list[list[Action]]
+    shape: str = "loop"  # "loop": stage s on rank s % pp; "v": rank r holds r and 2pp-1-r
+
+    @property
+    def stages(self) -> int:
+        return self.pp * self.v
+
+    def rank_of(self, stage: int) -> int:
+        if self.shape == "v":
+            return stage if stage < self.pp else 2 * self.pp - 1 - stage
+        return stage % self.pp
+
+
+def _check(pp: int, m: int, v: int = 1) -> None:
     require_positive("pp", pp)
     require_positive("num_microbatches", m)
+    require_positive("vp", v)
 
 
 def gpipe(pp: int, m: int) -> list[list[Action]]:
@@ -51,20 +77,147 @@ def one_f_one_b(pp: int, m: int) -> list[list[Action]]:
     return out
 
 
+def _rounds(pp: int, m: int, v: int) -> int:
+    if v > 1 and m % pp:
+        raise LedgerError("num_microbatches", f"interleaved schedules need num_microbatches"
+                                              f"({m}) divisible by pp({pp})")
+    return pp if v > 1 else m
+
+
+def interleaved(pp: int, m: int, v: int, zero_bubble: bool = False) -> list[list[Action]]:
+    """Megatron's interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2): rank r holds
+    stages r, r+pp, ...; forwards walk its chunks in rounds of pp micro-batches,
+    backwards walk them in reverse. Warm-up: (v-1)*pp + 2*(pp-1-r) forwards.
+
+    With ``zero_bubble`` the backward is split (Qi et al. 2023): the warm-up shrinks to
+    (v-1)*pp + (pp-1-r), and rank r delays its weight gradients by r steps so they fill
+    the drain; at v = 1 this is ZB-H1.
+    """
+    _check(pp, m, v)
+    per_round = _rounds(pp, m, v)
+    total = m * v
+    out = []
+    for r in range(pp):
+        warm = min((v - 1) * per_round + (1 if zero_bubble else 2) * (pp - 1 - r), total)
+        fwd = lambda k: ((k // per_round) % v) * pp + r  # noqa: E731
+        bwd = lambda k: (v - 1 - (k // per_round) % v) * pp + r  # noqa: E731
+        nf, nb, nw = {}, {}, {}
+        acts: list[Action] = []
+
+        def take(counter, stage, kind):
+            i = counter.get(stage, 0)
+            counter[stage] = i + 1
+            acts.append(Action(kind, i, stage))
+
+        done_b: list[int] = []
+        for k in range(total + warm):
+            if k < total:
+                take(nf, fwd(k), "F")
+            if k >= warm:
+                take(nb, bwd(k - warm), "I" if zero_bubble else "B")
+                done_b.append(bwd(k - warm))
+                if zero_bubble and k - warm >= r and len(done_b) > sum(nw.values()):
+                    take(nw, done_b[sum(nw.values())], "W")
+        while zero_bubble and sum(nw.values()) < len(done_b):
+            take(nw, done_b[sum(nw.values())], "W")
+        out.append(acts)
+    return out
+
+
+def zb_v(pp: int, m: int) -> list[list[Action]]:
+    """ZB-V (Qi et al. 2023, sec. 6): two stages per rank in a V - rank r holds stage r
+    and stage 2pp-1-r - with the backward split into I and W. Warm-up: 2(pp-r)-1
+    forwards of the first chunk, r pairs of both, then pp-r rounds of the second chunk's
+    F, I, W; steady state alternates both chunks' F, I, W; W's fill the drain.
+    Built for m >= 2pp-1 micro-batches and trimmed to m, as PyTorch does."""
+    _check(pp, m)
+    n = max(2 * pp - 1, m)
+    out = []
+    for r in range(pp):
+        s0, s1 = r, 2 * pp - 1 - r
+        cnt = {k: 0 for k in ("f0", "f1", "b0", "b1", "w0", "w1")}
+        acts: list[Action] = []
+
+        def emit(kind, chunk, key):
+            acts.append(Action(kind, cnt[key], s0 if chunk == 0 else s1))
+            cnt[key] += 1
+
+        for _ in range(2 * (pp - r) - 1):
+            emit("F", 0, "f0")
+        for _ in range(r):
+            emit("F", 1, "f1")
+            emit("F", 0, "f0")
+        for _ in range(pp - r):
+            emit("F", 1, "f1")
+            emit("I", 1, "b1")
+            emit("W", 1, "w1")
+        while cnt["f1"] < cnt["f0"] or cnt["f0"] < n:
+            if cnt["f0"] < n:
+                emit("F", 0, "f0")
+            emit("I", 0, "b0")
+            emit("W", 0, "w0")
+            emit("F", 1, "f1")
+            emit("I", 1, "b1")
+            emit("W", 1, "w1")
+        for _ in range(r):
+            emit("I", 0, "b0")
+            emit("I", 1, "b1")
+        for _ in range(pp - r):
+            emit("I", 0, "b0")
+            emit("W", 0, "w0")
+        while cnt["w1"] < cnt["b1"]:
+            emit("W", 1, "w1")
+        while cnt["w0"] < cnt["b0"]:
+            emit("W", 0, "w0")
+        out.append([a for a in acts if a.mb < m])
+    return out
+
+
 def peak_inflight(actions: list[Action]) -> int:
-    """Most micro-batches whose activations one rank holds at once (F adds, B frees)."""
+    """Most stage-activations one rank holds at once: F stores one; B, or W after a
+    split backward, frees it (the weight gradient still needs the layer inputs)."""
     held = peak = 0
     for a in actions:
-        held += 1 if a.kind == "F" else -1 if a.kind == "B" else 0
+        held += 1 if a.kind == "F" else -1 if a.kind in ("B", "W") else 0
         peak = max(peak, held)
     return peak
 
 
-SCHEDULES = {"gpipe": gpipe, "1f1b": one_f_one_b}
+KINDS = ("gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zb-v")
+SPLIT_BACKWARD = ("zb-h1", "interleaved-zb", "zb-v")  # schedules that run I and W apart
+
+
+def check(kind: str, pp: int, m: int, v: int = 1) -> None:
+    """Refuse a (kind, pp, m, v) the schedule does not admit, without building it."""
+    _check(pp, m, v)
+    if kind not in KINDS:
+        raise LedgerError("schedule", f"unknown schedule {kind!r}; known: {', '.join(KINDS)}")
+    fixed_v = {"gpipe": 1, "1f1b": 1, "zb-h1": 1, "zb-v": 2}
+    if kind in fixed_v and v not in (1, fixed_v[kind]):
+        raise LedgerError("vp", f"{kind} runs {fixed_v[kind]} stage(s) per rank, got vp({v})")
+    if kind.startswith("interleaved") and v < 2:
+        alt = "1f1b" if kind == "interleaved" else "zb-h1"
+        raise LedgerError("vp", f"{kind} needs vp >= 2 stages per rank, got vp({v}); "
+                                f"with one stage per rank use {alt}")
+    if kind.startswith("interleaved"):
+        _rounds(pp, m, v)
+
+
+def build(kind: str, pp: int, m: int, v: int = 1) -> Schedule:
+    """The schedule ``kind`` for pp ranks, m micro-batches and v stages per rank."""
+    kind = kind.lower()
+    check(kind, pp, m, v)
+    if kind == "gpipe":
+        return Schedule(kind, pp, m, 1, gpipe(pp, m))
+    if kind == "1f1b":
+        return Schedule(kind, pp, m, 1, one_f_one_b(pp, m))
+    if kind == "zb-h1":
+        return Schedule(kind, pp, m, 1, interleaved(pp, m, 1, zero_bubble=True))
+    if kind == "zb-v":
+        return Schedule(kind, pp, m, 2, zb_v(pp, m), shape="v")
+    return Schedule(kind, pp, m, v, interleaved(pp, m, v, zero_bubble=kind == "interleaved-zb"))
 
 
 def schedule(kind: str, pp: int, m: int) -> list[list[Action]]:
-    if kind not in SCHEDULES:
-        raise LedgerError("schedule", f"unknown schedule {kind!r}; known: "
-                                      f"{', '.join(SCHEDULES)}")
-    return SCHEDULES[kind](pp, m)
+    """Per-rank action lists of a one-stage-per-rank schedule (the toys' entry point)."""
+    return build(kind, pp, m).ranks

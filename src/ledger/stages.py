@@ -24,28 +24,46 @@ def stage_layers(layers: int, stages: int) -> list[int]:
     return out
 
 
+def rank_stages(pp: int, vp: int = 1, v_shape: bool = False) -> list[list[int]]:
+    """The (virtual) stages each PP rank holds: Megatron's loop puts stage s on rank
+    s % pp; the V of ZB-V gives rank r stages r and 2pp-1-r.
+
+    >>> rank_stages(4, 2), rank_stages(4, 2, v_shape=True)[0]
+    ([[0, 4], [1, 5], [2, 6], [3, 7]], [0, 7])
+    """
+    if v_shape:
+        return [[r, 2 * pp - 1 - r] for r in range(pp)]
+    return [[c * pp + r for c in range(vp)] for r in range(pp)]
+
+
+def rank_layers(layers: int, pp: int, vp: int = 1, v_shape: bool = False) -> list[int]:
+    """Transformer layers each PP rank holds."""
+    counts = stage_layers(layers, pp * vp)
+    return [sum(counts[s] for s in stages) for stages in rank_stages(pp, vp, v_shape)]
+
+
 def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
     """Per PP rank, the (dense, expert) parameters one of its GPUs holds, laid out as
-    Megatron does: embedding on the first stage; final norm and output layer on the
-    last (a tied embedding is kept there too when pp > 1); virtual stage j on rank j % pp."""
-    counts = stage_layers(model.layers, cfg.pp * cfg.vp)
+    Megatron does: embedding with the first stage; final norm and output layer with
+    the last (a tied embedding is kept there too when pp > 1)."""
+    stages = cfg.pp * cfg.vp
+    counts = stage_layers(model.layers, stages)
+    starts = [sum(counts[:s]) for s in range(stages)]
+    b = model.breakdown
     out = []
-    for rank in range(cfg.pp):
+    for held in rank_stages(cfg.pp, cfg.vp, cfg.schedule == "zb-v"):
         dense = expert = 0.0
-        for chunk in range(cfg.vp):
-            v = chunk * cfg.pp + rank
-            start = sum(counts[:v])
-            for idx in range(start, start + counts[v]):
+        for s in held:
+            for idx in range(starts[s], starts[s] + counts[s]):
                 split, repl, routed = model.layer_params(idx >= model.first_dense_layers
                                                          and model.is_moe)
                 dense += split / cfg.tp + repl
                 expert += routed / (cfg.tp * cfg.ep)
-        b = model.breakdown
-        if rank == 0:
-            dense += b["embedding"] / cfg.tp + b["positions"]
-        if rank == cfg.pp - 1:
-            dense += model.norm_size  # the final norm, replicated across TP
-            output = b["output"] or (b["embedding"] if cfg.pp > 1 else 0)
-            dense += output / cfg.tp
+            if s == 0:
+                dense += b["embedding"] / cfg.tp + b["positions"]
+            if s == stages - 1:
+                dense += model.norm_size  # the final norm, replicated across TP
+                output = b["output"] or (b["embedding"] if cfg.pp > 1 else 0)
+                dense += output / cfg.tp
         out.append((dense, expert))
     return out
