@@ -74,9 +74,12 @@ def state_bytes(model, precision: str = "bf16", optimizer: str = "adam") -> Stat
     return StateBytes(per.params_bytes * n, per.grads_bytes * n, per.optim_bytes * n)
 
 
+RECOMPUTE = ("none", "selective", "full")
+
+
 def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, heads: int,
                                tp: int = 1, cp: int = 1, sequence_parallel: bool = True,
-                               flash: bool = True) -> float:
+                               flash: bool = True, recompute: str = "none") -> float:
     """Bytes one transformer layer saves for backward, per GPU, for one micro-batch.
 
     Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -92,12 +95,20 @@ def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, h
     never materialises them, so ``flash=True`` drops it. Context parallelism splits
     the sequence, so every term divides by cp.
 
+    Recompute (Korthikanti sec. 5): ``selective`` recomputes the attention core, so the
+    5as/h term is not kept (as with flash); ``full`` keeps only each layer's input,
+    2sbh bytes (split by t under SP), and recomputes the rest in the backward.
+
     >>> activation_bytes_per_layer(seq_len=8192, micro_batch=1, hidden=16384, heads=128,
     ...                            tp=8) / 2**20
     544.0
     """
+    if recompute not in RECOMPUTE:
+        raise LedgerError("recompute", f"must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     s, b, h, a = seq_len, micro_batch, hidden, heads
-    score = 0.0 if flash else 5.0 * a * s / h  # attention scores + softmax + mask
+    if recompute == "full":
+        return s * b * h * 2.0 / (tp if sequence_parallel else 1) / cp
+    score = 0.0 if flash or recompute == "selective" else 5.0 * a * s / h
     if sequence_parallel or tp == 1:
         per_token = (34.0 + score) / tp
     else:

@@ -16,10 +16,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ledger.collectives import coll_bytes
 from ledger.errors import LedgerError, require_divides, require_positive
+from ledger.comms import (  # noqa: F401  (re-exported: the seed's names live here too)
+    RING_BLOCKS_PER_STEP,
+    Comm,
+    cp_comms,
+    dp_comms,
+    dp_group_comms,
+    ep_comms,
+    expert_fraction,
+    pp_comms,
+    ring_kv_block_bytes,
+    tp_comms,
+)
 from ledger.layout import DEFAULT_ORDER, Layout
-from ledger.memory import StateBytes, state_bytes
+from ledger.memory import RECOMPUTE, StateBytes, state_bytes
 from ledger.memory import activation_bytes_per_layer as _activation_bytes
 from ledger.model import ModelSpec
 from ledger.pipeline import simulated
@@ -71,6 +82,8 @@ class ParallelConfig:
     act_bytes: int = 2  # bf16 activations on the wire
     moe: MoESpec = field(default_factory=MoESpec)
     schedule: str | None = None  # pipeline schedule; None: 1f1b, or interleaved when vp > 1
+    recompute: str = "none"  # activation recompute: none | selective | full
+    flash_attention: bool = True  # False: attention scores are materialised (pre-2022 kernels)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -92,6 +105,9 @@ class ParallelConfig:
         if replicas % self.ep:
             raise LedgerError("ep", f"ep({self.ep}) does not divide dp({self.dp}) * "
                                     f"cp({self.cp}) = {replicas}")
+        if self.recompute not in RECOMPUTE:
+            raise LedgerError("recompute", f"must be one of {', '.join(RECOMPUTE)}, "
+                                           f"got {self.recompute!r}")
         if self.schedule is None:
             object.__setattr__(self, "schedule", "interleaved" if self.vp > 1 else "1f1b")
         if self.schedule not in SCHEDULES:
@@ -134,22 +150,6 @@ def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
 
 
 @dataclass(frozen=True)
-class Comm:
-    """One row of the ledger: bytes one GPU sends per step on one axis and collective."""
-
-    axis: str  # "tp" | "cp" | "pp" | "dp" | "ep"
-    kind: str  # collective
-    link: str  # "nvlink" | "ib"
-    bytes: float  # per GPU per step, sent
-    overlap: str  # "yes" | "partial" | "no"
-    what: str = ""  # the payload: "activations", "grads", "expert params", ...
-
-    @property
-    def dim(self) -> str:  # the seed's name for the axis
-        return self.axis
-
-
-@dataclass(frozen=True)
 class Placement:
     per_gpu: StateBytes  # the seed's even split: every byte / (tp*pp), ZeRO by stage
     comms: list[Comm]
@@ -182,10 +182,6 @@ def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
     return out
 
 
-def expert_fraction(model: ModelSpec, cfg: ParallelConfig) -> float:
-    return model.expert_params / model.params if model.is_moe else cfg.moe.expert_fraction
-
-
 def _zero_shard(dense: StateBytes, expert: StateBytes, cfg: ParallelConfig) -> StateBytes:
     """Divide this GPU's unsharded state by ZeRO: stage 1 the optimizer, 2 the grads,
     3 the params (not when FSDP keeps them gathered between forward and backward).
@@ -207,11 +203,14 @@ def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> Stat
 
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
-                               flash: bool = True) -> float:
-    """Korthikanti's per-layer activation bytes for this placement (ledger.memory)."""
+                               flash: bool | None = None) -> float:
+    """Korthikanti's per-layer activation bytes for this placement (ledger.memory):
+    the config's attention kernel and recompute mode unless ``flash`` is given."""
     return _activation_bytes(seq_len=model.seq_len, micro_batch=cfg.micro_batch,
                              hidden=model.hidden, heads=model.heads, tp=cfg.tp, cp=cfg.cp,
-                             sequence_parallel=cfg.sequence_parallel, flash=flash)
+                             sequence_parallel=cfg.sequence_parallel,
+                             flash=cfg.flash_attention if flash is None else flash,
+                             recompute=cfg.recompute)
 
 
 def pp_bubble_fraction(p: int, m: int, vp: int = 1) -> float:
@@ -225,106 +224,6 @@ def pp_bubble_fraction(p: int, m: int, vp: int = 1) -> float:
         return 0.0
     bubble = (p - 1) / vp
     return bubble / (m + bubble)
-
-
-# ---- communication, one function per axis -----------------------------------------
-def tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> list[Comm]:
-    """Megatron TP: per layer 2 all-reduces forward (after attention and MLP) and 2
-    backward (f's conjugates), each over one activation tensor. With SP each becomes an
-    all-gather + reduce-scatter pair of the same total bytes."""
-    if cfg.tp == 1:
-        return []
-    total = 4 * coll_bytes("all_reduce", cfg.tp, s_act) * layers * cfg.num_microbatches
-    if not cfg.sequence_parallel:
-        return [Comm("tp", "all_reduce", link, total, "no", "activations")]
-    return [Comm("tp", "all_gather", link, total / 2, "partial", "activations"),
-            Comm("tp", "reduce_scatter", link, total / 2, "partial", "activations")]
-
-
-RING_BLOCKS_PER_STEP = 3  # forward: K,V; backward: K,V again (to recompute) and dK,dV
-
-
-def ring_kv_block_bytes(tokens: int, kv_dim: int, tp: int, act_bytes: int) -> float:
-    """One ring step's message: this rank's K and V for its tokens, its TP share of heads."""
-    return tokens * 2 * (kv_dim / tp) * act_bytes
-
-
-def cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
-              link: str) -> list[Comm]:
-    """Ring: each step passes this rank's K and V block (GQA width, split by TP);
-    forward receives cp-1 blocks, backward passes K,V again plus dK,dV: 3(cp-1) blocks.
-    Ulysses: all-to-all of Q, K, V and the output forward, the same backward."""
-    if cfg.cp == 1:
-        return []
-    per_mb = layers * cfg.num_microbatches
-    if cfg.cp_kind == "ring":
-        block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
-        return [Comm("cp", "send_recv", link, RING_BLOCKS_PER_STEP * (cfg.cp - 1) * block
-                     * per_mb, "yes", "K/V blocks")]
-    qkvo = tokens * (2 * model.heads * model.head_dim + 2 * model.kv_dim) / cfg.tp
-    per_layer = 2 * coll_bytes("all_to_all", cfg.cp, qkvo * cfg.act_bytes)
-    return [Comm("cp", "all_to_all", link, per_layer * per_mb, "no", "Q/K/V/O heads")]
-
-
-def pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:
-    """One boundary tensor forward and its gradient backward per micro-batch per virtual
-    stage; with SP the tensor is split by TP (Megatron's get_tensor_shapes)."""
-    if cfg.pp == 1:
-        return []
-    s_pp = s_act / (cfg.tp if cfg.sequence_parallel else 1)
-    return [Comm("pp", "send_recv", link, 2 * s_pp * cfg.num_microbatches * cfg.vp, "yes",
-                 "boundary activations")]
-
-
-def dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
-                    repl: int, links: tuple[str, str], tag: str) -> list[Comm]:
-    """DDP all-reduces the grads; ZeRO reduce-scatters them, all-gathers the params once
-    (twice for ZeRO-3 resharded after forward); HSDP adds a replica all-reduce."""
-    n = shard * repl
-    if n == 1:
-        return []
-    if cfg.zero_stage == 0:
-        return [Comm("dp", "all_reduce", links[0], coll_bytes("all_reduce", n, grads), "yes",
-                     tag + "grads")]
-    gathers = 2 if cfg.zero_stage == 3 and cfg.reshard_after_forward else 1
-    out = [Comm("dp", "reduce_scatter", links[0], coll_bytes("reduce_scatter", shard, grads),
-                "yes", tag + "grads"),
-           Comm("dp", "all_gather", links[0], gathers * coll_bytes("all_gather", shard, params),
-                "yes", tag + "params")]
-    if repl > 1:
-        out.append(Comm("dp", "all_reduce", links[1],
-                        coll_bytes("all_reduce", repl, grads / shard), "yes", tag + "grads"))
-    return out
-
-
-def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
-              lay: Layout) -> list[Comm]:
-    """Data parallelism over this GPU's own (tp, pp) shard; expert shards (1/ep of the
-    expert bytes) reduce over the expert-data-parallel group, ep times smaller."""
-    mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
-    f = expert_fraction(model, cfg) if cfg.ep > 1 else 0.0  # ep = 1: experts are dense
-    shard = cfg.hsdp_shard or n
-    out = dp_group_comms(cfg, st.params_bytes * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
-                          shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
-    if f > 0:
-        e_shard = max(shard // cfg.ep, 1)
-        out += dp_group_comms(cfg, st.params_bytes * f / (mp * cfg.ep),
-                               st.grads_bytes * f / (mp * cfg.ep), e_shard,
-                               (n // cfg.ep) // e_shard, (lay.link("edp"),) * 2, "expert ")
-    return out
-
-
-def ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, link: str) -> list[Comm]:
-    """Dispatch and combine all-to-alls, forward and backward, on the routed tokens:
-    tokens x top_k x hidden, padded by the capacity factor."""
-    if cfg.ep == 1:
-        return []
-    topk = model.top_k if model.is_moe else cfg.moe.topk
-    moe_layers = (model.moe_layers if model.is_moe else model.layers) / cfg.pp
-    routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
-    per_layer = 4 * coll_bytes("all_to_all", cfg.ep, routed)
-    return [Comm("ep", "all_to_all", link, per_layer * moe_layers * cfg.num_microbatches,
-                 "partial", "routed tokens")]
 
 
 def place(model: ModelSpec, *args, precision: str = "bf16", optimizer: str = "adam",

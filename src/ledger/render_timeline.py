@@ -82,7 +82,7 @@ def svg_timeline(sim, cell_px: float = 30.0, row_px: int = 30) -> str:
     height = head + row_px * len(sim.timeline) + 40
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
              f'height="{height}" font-family="Helvetica, Arial, sans-serif" font-size="12">',
-             f'<rect width="100%" height="100%" fill="white"/>',
+             '<rect width="100%" height="100%" fill="white"/>',
              f'<text x="{pad}" y="18" font-size="13">{escape(summary(sim))}</text>']
     for r, row in enumerate(sim.timeline):
         y = head + r * row_px

@@ -154,7 +154,7 @@ def _bytes(rep: ToyReport, n: int, got: list, rho: float) -> None:
     rep.bytes += [
         ByteRow("all_to_all payload", pay, [payload] * n,
                 "dispatch sends T*k*h*4 B on every rank; the combine carries what each rank "
-                f"received, so ranks differ by the routing and only the mean is the ledger's"),
+                "received, so ranks differ by the routing and only the mean is the ledger's"),
         ByteRow("all_to_all off-rank", off, [wire] * n,
                 f"the ledger assumes even routing, (n-1)/n of the payload leaves the rank; "
                 f"the busiest rank receives rho = {rho:.2f} x the mean"),

@@ -1,0 +1,139 @@
+"""The communication ledger: per axis, the bytes one GPU sends in one training step.
+
+One function per axis, each the formula for its collective with the factors named.
+``ledger.parallel.place`` calls them; the toys call them with their own tiny shapes
+and compare with the bytes they really hand to torch.distributed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ledger.collectives import coll_bytes
+
+if TYPE_CHECKING:
+    from ledger.layout import Layout
+    from ledger.memory import StateBytes
+    from ledger.model import ModelSpec
+    from ledger.parallel import ParallelConfig
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One row of the ledger: bytes one GPU sends per step on one axis and collective."""
+
+    axis: str  # "tp" | "cp" | "pp" | "dp" | "ep"
+    kind: str  # collective
+    link: str  # "nvlink" | "ib"
+    bytes: float  # per GPU per step, sent
+    overlap: str  # "yes" | "partial" | "no"
+    what: str = ""  # the payload: "activations", "grads", "expert params", ...
+
+    @property
+    def dim(self) -> str:  # the seed's name for the axis
+        return self.axis
+
+
+def expert_fraction(model: ModelSpec, cfg: ParallelConfig) -> float:
+    return model.expert_params / model.params if model.is_moe else cfg.moe.expert_fraction
+
+
+def tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> list[Comm]:
+    """Megatron TP: per layer 2 all-reduces forward (after attention and MLP) and 2
+    backward (f's conjugates), each over one activation tensor. With SP each becomes an
+    all-gather + reduce-scatter pair of the same total bytes."""
+    if cfg.tp == 1:
+        return []
+    total = 4 * coll_bytes("all_reduce", cfg.tp, s_act) * layers * cfg.num_microbatches
+    if not cfg.sequence_parallel:
+        return [Comm("tp", "all_reduce", link, total, "no", "activations")]
+    return [Comm("tp", "all_gather", link, total / 2, "partial", "activations"),
+            Comm("tp", "reduce_scatter", link, total / 2, "partial", "activations")]
+
+
+RING_BLOCKS_PER_STEP = 3  # forward: K,V; backward: K,V again (to recompute) and dK,dV
+
+
+def ring_kv_block_bytes(tokens: int, kv_dim: int, tp: int, act_bytes: int) -> float:
+    """One ring step's message: this rank's K and V for its tokens, its TP share of heads."""
+    return tokens * 2 * (kv_dim / tp) * act_bytes
+
+
+def cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
+              link: str) -> list[Comm]:
+    """Ring: each step passes this rank's K and V block (GQA width, split by TP);
+    forward receives cp-1 blocks, backward passes K,V again plus dK,dV: 3(cp-1) blocks.
+    Ulysses: all-to-all of Q, K, V and the output forward, the same backward."""
+    if cfg.cp == 1:
+        return []
+    per_mb = layers * cfg.num_microbatches
+    if cfg.cp_kind == "ring":
+        block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
+        return [Comm("cp", "send_recv", link, RING_BLOCKS_PER_STEP * (cfg.cp - 1) * block
+                     * per_mb, "yes", "K/V blocks")]
+    qkvo = tokens * (2 * model.heads * model.head_dim + 2 * model.kv_dim) / cfg.tp
+    per_layer = 2 * coll_bytes("all_to_all", cfg.cp, qkvo * cfg.act_bytes)
+    return [Comm("cp", "all_to_all", link, per_layer * per_mb, "no", "Q/K/V/O heads")]
+
+
+def pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:
+    """One boundary tensor forward and its gradient backward per micro-batch per virtual
+    stage; with SP the tensor is split by TP (Megatron's get_tensor_shapes)."""
+    if cfg.pp == 1:
+        return []
+    s_pp = s_act / (cfg.tp if cfg.sequence_parallel else 1)
+    return [Comm("pp", "send_recv", link, 2 * s_pp * cfg.num_microbatches * cfg.vp, "yes",
+                 "boundary activations")]
+
+
+def dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
+                    repl: int, links: tuple[str, str], tag: str) -> list[Comm]:
+    """DDP all-reduces the grads; ZeRO reduce-scatters them, all-gathers the params once
+    (twice for ZeRO-3 resharded after forward); HSDP adds a replica all-reduce."""
+    n = shard * repl
+    if n == 1:
+        return []
+    if cfg.zero_stage == 0:
+        return [Comm("dp", "all_reduce", links[0], coll_bytes("all_reduce", n, grads), "yes",
+                     tag + "grads")]
+    gathers = 2 if cfg.zero_stage == 3 and cfg.reshard_after_forward else 1
+    out = [Comm("dp", "reduce_scatter", links[0], coll_bytes("reduce_scatter", shard, grads),
+                "yes", tag + "grads"),
+           Comm("dp", "all_gather", links[0], gathers * coll_bytes("all_gather", shard, params),
+                "yes", tag + "params")]
+    if repl > 1:
+        out.append(Comm("dp", "all_reduce", links[1],
+                        coll_bytes("all_reduce", repl, grads / shard), "yes", tag + "grads"))
+    return out
+
+
+def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
+              lay: Layout) -> list[Comm]:
+    """Data parallelism over this GPU's own (tp, pp) shard; expert shards (1/ep of the
+    expert bytes) reduce over the expert-data-parallel group, ep times smaller."""
+    mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
+    f = expert_fraction(model, cfg) if cfg.ep > 1 else 0.0  # ep = 1: experts are dense
+    shard = cfg.hsdp_shard or n
+    out = dp_group_comms(cfg, st.params_bytes * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
+                          shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
+    if f > 0:
+        e_shard = max(shard // cfg.ep, 1)
+        out += dp_group_comms(cfg, st.params_bytes * f / (mp * cfg.ep),
+                               st.grads_bytes * f / (mp * cfg.ep), e_shard,
+                               (n // cfg.ep) // e_shard, (lay.link("edp"),) * 2, "expert ")
+    return out
+
+
+def ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, link: str) -> list[Comm]:
+    """Dispatch and combine all-to-alls, forward and backward, on the routed tokens:
+    tokens x top_k x hidden, padded by the capacity factor."""
+    if cfg.ep == 1:
+        return []
+    topk = model.top_k if model.is_moe else cfg.moe.topk
+    moe_layers = (model.moe_layers if model.is_moe else model.layers) / cfg.pp
+    routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
+    per_layer = 4 * coll_bytes("all_to_all", cfg.ep, routed)
+    return [Comm("ep", "all_to_all", link, per_layer * moe_layers * cfg.num_microbatches,
+                 "partial", "routed tokens")]
+
+
