@@ -5,6 +5,8 @@
     train-ledger models               presets with exact parameter counts
     train-ledger toys zero|tp|cp|pp|ep|all   the mechanisms on real torch.distributed
     train-ledger schedule KIND --pp P --microbatches M   a pipeline time line
+    train-ledger estimate MODEL ... --gpu NAME --global-batch B   step time and MFU
+    train-ledger layout --tp 4 --dp 2 --pp 2              ranks, groups and links
 
 Bad input prints one line ``error: ...`` on stderr and exits 2.
 """
@@ -85,6 +87,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flags(r)
     _add_parallel_flags(r)
     r.add_argument("--json", action="store_true")
+    e = sub.add_parser("estimate", help="step time, MFU and where the time goes")
+    _add_model_flags(e)
+    _add_parallel_flags(e)
+    e.add_argument("--gpu", default="h100-sxm", help="GPU preset (see --help of models)")
+    e.add_argument("--system", help="a custom system, JSON or TOML with units in the keys")
+    e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
+    e.add_argument("--no-flash", action="store_true", help="materialised attention scores")
+    e.add_argument("--json", action="store_true")
+    lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
+    for axis in ("tp", "cp", "ep", "dp", "pp"):
+        lay.add_argument(f"--{axis}", type=int, default=1)
+    lay.add_argument("--order", default="tp-cp-ep-dp-pp")
+    lay.add_argument("--gpus-per-node", type=int, default=8)
+    lay.add_argument("--json", action="store_true")
     s = sub.add_parser("schedule", help="simulate a pipeline schedule and draw it")
     s.add_argument("kind", choices=SCHEDULES)
     s.add_argument("--pp", type=int, required=True)
@@ -148,7 +165,9 @@ def parallel_config(a: argparse.Namespace):
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
                          reshard_after_forward=not a.no_reshard, hsdp_shard=a.hsdp_shard,
                          micro_batch=a.micro_batch, num_microbatches=m or 1, vp=a.vp,
-                         moe=MoESpec(capacity_factor=a.capacity_factor), schedule=a.schedule)
+                         moe=MoESpec(capacity_factor=a.capacity_factor), schedule=a.schedule,
+                         recompute=getattr(a, "recompute", "none"),
+                         flash_attention=not getattr(a, "no_flash", False))
     if a.gpus is not None and cfg.world != a.gpus:
         raise LedgerError("gpus", f"tp({a.tp}) * cp({a.cp}) * pp({a.pp}) * dp({dp}) = "
                                   f"{cfg.world} != gpus({a.gpus})")
@@ -209,6 +228,31 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
     return summary(sim) + "\n" + text_timeline(sim, colour)
 
 
+def _cmd_estimate(a: argparse.Namespace) -> str:
+    from ledger.render import estimate_json, estimate_text
+    from ledger.step import estimate
+    from ledger.system import load_system, system
+
+    sysm = load_system(a.system) if a.system else system(a.gpu, a.gpus_per_node)
+    model, cfg = load_model(a), parallel_config(a)
+    est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
+                   optimizer=a.optimizer)
+    if a.json:
+        return json.dumps(estimate_json(model, cfg, sysm, est), indent=2)
+    return estimate_text(model, cfg, sysm, est)
+
+
+def _cmd_layout(a: argparse.Namespace) -> str:
+    from ledger.layout import Layout
+    from ledger.render import layout_json, layout_text
+
+    lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, order=a.order,
+                 gpus_per_node=a.gpus_per_node)
+    if lay.dp * lay.cp % lay.ep:
+        raise LedgerError("ep", f"ep({a.ep}) does not divide dp({a.dp}) * cp({a.cp})")
+    return json.dumps(layout_json(lay), indent=1) if a.json else layout_text(lay)
+
+
 def run(argv: list[str]) -> str:
     """Parse and run; returns the text to print. Raises LedgerError on bad input."""
     a = build_parser().parse_args(argv)
@@ -216,6 +260,10 @@ def run(argv: list[str]) -> str:
         return _cmd_seed()
     if a.cmd == "schedule":
         return _cmd_schedule(a)
+    if a.cmd == "estimate":
+        return _cmd_estimate(a)
+    if a.cmd == "layout":
+        return _cmd_layout(a)
     if a.cmd == "models":
         from ledger.render import models_table
 

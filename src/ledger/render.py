@@ -110,3 +110,53 @@ def models_table(specs) -> str:
         lines.append(f"{m.name:<14}{m.params:>20,}  {m.layers:>6} {m.hidden:>6} {m.heads:>5} "
                      f"{m.kv_heads:>3} {m.ffn_hidden:>6} {m.vocab:>7}  {moe}")
     return "\n".join(lines)
+
+
+def estimate_text(model, cfg, system, est) -> str:
+    """Step time, throughput, MFU and the breakdown, one cause a line."""
+    mem = "fits" if est.fits else "does NOT fit"
+    lines = [config_line(model, cfg) + f" on {system.gpu.name}",
+             f"  step time           {est.step_time_s:10.3f} s    {est.tokens_per_s_per_gpu:,.0f} "
+             f"tokens/s/GPU",
+             f"  throughput          {est.tflops_per_gpu:10.1f} TFLOP/s/GPU (model)   "
+             f"MFU {est.mfu:.1%}   HFU {est.hfu:.1%}",
+             f"  memory per GPU      {fmt_bytes(est.memory_per_gpu_bytes, 10)} of "
+             f"{fmt_bytes(est.memory_capacity_bytes)} usable: {mem}",
+             "  where the time goes:"]
+    for name, secs in sorted(est.breakdown.items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {name:<14}{secs:10.3f} s  {secs / est.step_time_s:6.1%}")
+    return "\n".join(lines)
+
+
+def estimate_json(model, cfg, system, est) -> dict:
+    keys = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "hardware_tflops_per_gpu",
+            "mfu", "hfu", "memory_per_gpu_bytes", "memory_capacity_bytes", "fits", "breakdown")
+    out = {k: getattr(est, k) for k in keys}
+    out |= {"model": model.name, "gpu": system.gpu.name, "world": cfg.world,
+            "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
+            "recompute": cfg.recompute}
+    return out
+
+
+def layout_text(lay) -> str:
+    """The groups of every axis, the way the seed draws its 16-GPU example."""
+    gpn = lay.gpus_per_node
+    lines = [f"{lay.world} GPUs = {-(-lay.world // gpn)} node(s) x {gpn}; order {lay.order} "
+             f"(the first axis varies fastest)"]
+    for axis in ("tp", "cp", "ep", "dp", "pp"):
+        if getattr(lay, axis) == 1:
+            continue
+        groups = lay.groups(axis)
+        lines.append(f"  {axis} groups ({lay.link(axis)}):")
+        for g in groups[:16]:
+            crosses = len({r // gpn for r in g}) > 1
+            lines.append(f"    {g}" + ("   <- crosses nodes" if crosses else ""))
+        if len(groups) > 16:
+            lines.append(f"    ... {len(groups) - 16} more")
+    return "\n".join(lines)
+
+
+def layout_json(lay) -> dict:
+    axes = [a for a in ("tp", "cp", "ep", "dp", "pp") if getattr(lay, a) > 1]
+    return {"world": lay.world, "order": lay.order, "gpus_per_node": lay.gpus_per_node,
+            "groups": {a: lay.groups(a) for a in axes}, "links": {a: lay.link(a) for a in axes}}

@@ -1,0 +1,264 @@
+"""From bytes to seconds: FLOPs, step time, MFU and HFU of one placement on one system.
+
+Model FLOPs per token (PaLM, Chowdhery et al. 2022, app. B, with the causal mask):
+
+    6 * N_matmul          (6 = 2 multiply-add x (1 forward + 2 backward))
+  + 6 * l * s * q_dim     (QK^T and AV, forward and backward, over the s/2 keys a causal
+                           token sees on average; PaLM and Narayanan et al. 2021 eq. 3
+                           count all s keys, 12 l s q_dim - Llama 3's reported 380 TFLOP/s
+                           at 128K tokens adds up only with the causal count)
+
+where N_matmul are the weights tokens multiply (attention, MLP, the top-k experts a token
+visits, router, output layer; not the embedding lookup or norms). Hardware FLOPs add what
+recompute repeats: full recompute (+1 forward of every layer), selective (+1 forward of
+the attention core). MFU counts model FLOPs, HFU hardware FLOPs.
+
+The time of one micro-batch on one pipeline stage is the sum, per layer, of
+  GEMMs      hardware FLOPs / (peak x GEMM efficiency x w/(w + w_half)), w = hidden/tp
+  attention  scores FLOPs at the same efficiency; causal flash kernels skip the masked half
+  elementwise  memory traffic: ``elementwise_traffic`` x the layer's activation bytes / HBM
+  TP         its collectives over the TP link (alpha-beta), exposed unless overlapped
+  CP         ring K/V blocks, hidden under the attention they feed; Ulysses exposed
+  EP         dispatch + combine all-to-alls, exposed
+The pipeline multiplies micro-batch times by its schedule (closed forms the simulator
+verifies); data parallelism hides under the last backward; the optimizer reads and writes
+its state once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ledger.collectives import coll_bytes
+from ledger.comms import ring_kv_block_bytes
+from ledger.errors import LedgerError
+from ledger.layout import Layout
+from ledger.memory import activation_bytes_per_layer as _act
+from ledger.model import ModelSpec
+from ledger.parallel import ParallelConfig, Placement, place
+from ledger.stages import rank_layers
+from ledger.system import System
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The time model's constants; each is a physical quantity. The first two were fitted
+    once, by a grid search minimising the mean error on the eight Korthikanti et al. 2022
+    A100 rows (benchmarks/validation.py --fit); the rest are set, not fitted. Never per row."""
+
+    gemm_half_width: float = 256.0  # per-GPU hidden width at which GEMMs reach half their peak
+    elementwise_traffic: float = 2.0  # HBM bytes moved by non-GEMM kernels / activation bytes
+    tp_overlap_hidden: float = 0.7  # share of TP communication hidden by --tp-overlap
+    dp_overlap_hidden: float = 0.9  # share of the last backward that DP traffic can hide under
+    memory_reserve: float = 0.10  # HBM kept back for the allocator, workspace and context
+
+
+DEFAULT = Calibration()
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    step_time_s: float
+    tokens_per_s_per_gpu: float
+    tflops_per_gpu: float  # model FLOP/s per GPU, in TFLOP/s
+    hardware_tflops_per_gpu: float  # including recompute
+    mfu: float
+    hfu: float
+    memory_per_gpu_bytes: float
+    memory_capacity_bytes: float
+    fits: bool
+    breakdown: dict[str, float] = field(default_factory=dict)  # seconds per cause
+    placement: Placement | None = None
+
+
+def matmul_params_per_token(model: ModelSpec) -> float:
+    """Weights one token multiplies: attention and MLP matrices, the top-k routed experts
+    and the shared ones, the router and the output layer. Not the embedding lookup, the
+    norms or the biases (elementwise work)."""
+    h, q_dim, matrices = model.hidden, model.heads * model.head_dim, 3 if model.gated_mlp else 2
+    attention = model.layers * (2 * h * q_dim + 2 * h * model.kv_dim)
+    dense = (model.layers - model.moe_layers) * matrices * h * model.ffn_hidden
+    per_expert = matrices * h * model.moe_ffn_hidden
+    moe = model.moe_layers * ((model.top_k + model.shared_experts) * per_expert
+                              + h * model.num_experts)
+    return attention + dense + moe + model.vocab * h
+
+
+def model_flops_per_token(model: ModelSpec, causal: bool = True) -> float:
+    """6 N_matmul + 6 l s q_dim (12 l s q_dim counting masked keys, as PaLM app. B and
+    Narayanan et al. 2021 eq. 3 do)."""
+    q_dim = model.heads * model.head_dim
+    attention = (6 if causal else 12) * model.layers * model.seq_len * q_dim
+    return 6 * matmul_params_per_token(model) + attention
+
+
+def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = True) -> float:
+    """What recompute adds: one more forward of every layer (full) or of the attention
+    core only (selective, Korthikanti et al. 2022 sec. 5)."""
+    q_dim = model.heads * model.head_dim
+    attn_fwd = (2 if causal else 4) * model.layers * model.seq_len * q_dim
+    if recompute == "full":
+        layer_params = matmul_params_per_token(model) - model.vocab * model.hidden
+        return 2 * layer_params + attn_fwd
+    return attn_fwd if recompute == "selective" else 0.0
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """Seconds one layer takes for one micro-batch on one GPU, forward, by cause."""
+
+    gemm: float
+    attention: float
+    elementwise: float
+    core_elementwise: float  # the attention core's share (softmax, dropout): selective redoes it
+    tp: float
+    cp: float
+    ep: float
+
+    def forward(self) -> dict[str, float]:
+        return {"compute": self.gemm + self.attention, "elementwise": self.elementwise,
+                "tp_comm": self.tp, "cp_comm": self.cp, "ep_comm": self.ep}
+
+    def backward(self, recompute: str) -> dict[str, float]:
+        """Twice the forward's math; TP's conjugate collectives once; plus recompute."""
+        out = {"compute": 2 * (self.gemm + self.attention), "elementwise": 2 * self.elementwise,
+               "tp_comm": self.tp, "cp_comm": 2 * self.cp, "ep_comm": self.ep}
+        if recompute == "full":  # the forward again, its TP collectives included
+            for k, v in self.forward().items():
+                out[k] += v
+        elif recompute == "selective":  # the attention core only
+            out["compute"] += self.attention
+            out["elementwise"] += self.core_elementwise
+        return out
+
+
+def _collective_s(kind: str, n: int, payload: float, link: str, system: System) -> float:
+    """alpha-beta: (n-1) latency hops (2(n-1) for all-reduce) + ring bytes / bandwidth."""
+    if n == 1:
+        return 0.0
+    hops = 2 * (n - 1) if kind == "all_reduce" else (n - 1)
+    return hops * system.latency(link) + coll_bytes(kind, n, payload) / system.bandwidth(link)
+
+
+def _layer_times(model: ModelSpec, cfg: ParallelConfig, system: System, links: dict,
+                 cal: Calibration) -> _Layer:
+    gpu = system.gpu
+    tokens = model.seq_len * cfg.micro_batch / cfg.cp  # this GPU's tokens per micro-batch
+    width = model.hidden / cfg.tp
+    eff = gpu.gemm_efficiency * width / (width + cal.gemm_half_width)
+    rate = gpu.bf16_flops * eff
+    per_layer_params = (matmul_params_per_token(model) - model.vocab * model.hidden) / model.layers
+    gemm = 2 * tokens * per_layer_params / cfg.tp / rate
+    q_dim = model.heads * model.head_dim
+    causal_skip = 0.5 if cfg.flash_attention else 1.0  # flash skips the masked half
+    attention = 4 * tokens * model.seq_len * q_dim * causal_skip / cfg.tp / rate
+    def act(flash: bool) -> float:
+        return _act(seq_len=model.seq_len, micro_batch=cfg.micro_batch, hidden=model.hidden,
+                    heads=model.heads, tp=cfg.tp, cp=cfg.cp,
+                    sequence_parallel=cfg.sequence_parallel, flash=flash)
+    traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
+    elementwise = traffic * act(cfg.flash_attention)
+    core = traffic * (act(cfg.flash_attention) - act(True))
+    s_act = tokens * model.hidden * cfg.act_bytes
+    tp = 2 * _collective_s("all_reduce", cfg.tp, s_act, links["tp"], system)
+    cp = 0.0
+    if cfg.cp > 1 and cfg.cp_kind == "ring":
+        block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
+        send = (cfg.cp - 1) * (system.latency(links["cp"]) + block / system.bandwidth(links["cp"]))
+        cp = max(0.0, send - attention)  # each block's transfer hides under the last's math
+    elif cfg.cp > 1:
+        qkvo = tokens * (2 * q_dim + 2 * model.kv_dim) / cfg.tp * cfg.act_bytes
+        cp = _collective_s("all_to_all", cfg.cp, qkvo, links["cp"], system)
+    ep = 0.0
+    if cfg.ep > 1:
+        topk = model.top_k if model.is_moe else cfg.moe.topk
+        routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
+        moe_share = model.moe_layers / model.layers if model.is_moe else 1.0
+        ep = 2 * _collective_s("all_to_all", cfg.ep, routed, links["ep"], system) * moe_share
+    return _Layer(gemm, attention, elementwise, core, tp, cp, ep)
+
+
+def _pipeline_s(cfg: ParallelConfig, t_f: float, t_b: float, p2p: float) -> float:
+    """Makespan of the schedule; the closed forms the simulator is tested against."""
+    p, m, v = cfg.pp, cfg.num_microbatches, cfg.vp
+    if p == 1:
+        return m * (t_f + t_b)
+    fill = 2 * (p - 1) * p2p  # one hop per boundary on the way down and back up
+    if cfg.schedule == "zb-h1":
+        # Qi et al. sec. 2.1 with T_B = T_W = t_b/2: (p-1) max(T_F + T_B - T_W, T_F, T_B)
+        return m * (t_f + t_b) + (p - 1) * max(t_f, t_b / 2) + fill
+    if cfg.schedule == "zb-v":
+        return m * (t_f + t_b) + (p - 1) * t_f / 2 + fill
+    if cfg.schedule == "interleaved-zb":
+        from ledger.pipeline import Costs, simulate
+        from ledger.schedules import build
+
+        return simulate(build(cfg.schedule, p, m, v), Costs(t_f, t_b, p2p_s=p2p)).makespan
+    bubble = (p - 1) / (v if cfg.schedule.startswith("interleaved") else 1)
+    return (m + bubble) * (t_f + t_b) + fill
+
+
+def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
+             cal: Calibration = DEFAULT, tp_overlap: bool = False,
+             precision: str = "bf16", optimizer: str = "adam") -> StepEstimate:
+    """Step time, throughput, MFU/HFU, memory and where the time goes."""
+    pl = place(model, cfg, precision=precision, optimizer=optimizer,
+               gpus_per_node=system.gpus_per_node)
+    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep,
+                 hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node)
+    links = {axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")}
+    lt = _layer_times(model, cfg, system, links, cal)
+    if tp_overlap:
+        lt = replace(lt, tp=lt.tp * (1 - cal.tp_overlap_hidden))
+    fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
+    per_layer = sum(fwd.values()) + sum(bwd.values())
+    tokens = model.seq_len * cfg.micro_batch
+    out_layer = 3 * 2 * tokens / cfg.cp * model.vocab * model.hidden / cfg.tp / (
+        system.gpu.bf16_flops * system.gpu.gemm_efficiency)  # logits, on the last stage
+    layers = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    stage = [n * per_layer + (out_layer if r == cfg.pp - 1 else 0.0)
+             for r, n in enumerate(layers)]
+    critical = max(range(cfg.pp), key=stage.__getitem__)
+    t_f = stage[critical] * sum(fwd.values()) / per_layer
+    t_b = stage[critical] - t_f
+    s_pp = tokens / cfg.cp * model.hidden * cfg.act_bytes / (cfg.tp if cfg.sequence_parallel
+                                                              else 1)
+    p2p = (system.latency(links["pp"]) + s_pp / system.bandwidth(links["pp"])
+           if cfg.pp > 1 else 0.0)
+    m = cfg.num_microbatches
+    pipeline = _pipeline_s(cfg, t_f, t_b, p2p)
+    dp_s = sum(c.bytes / system.bandwidth(c.link) for c in pl.comms if c.axis == "dp")
+    window = (t_b + (t_f if cfg.zero_stage == 3 else 0.0)) * cal.dp_overlap_hidden
+    dp_exposed = max(0.0, dp_s - window)  # gradients reduce under the last backward
+    st = pl.heaviest_stage
+    optim = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes) / system.gpu.hbm_bytes_per_s
+    step = pipeline + dp_exposed + optim
+
+    n = layers[critical] * m
+    breakdown = {k: (fwd[k] + bwd[k]) * n for k in fwd}
+    breakdown["compute"] += (out_layer * m) if critical == cfg.pp - 1 else 0.0
+    breakdown |= {"pp_bubble": pipeline - m * (t_f + t_b), "dp_comm": dp_exposed,
+                  "optimizer": optim}
+
+    global_tokens = tokens * m * cfg.dp
+    world = cfg.world
+    model_flops = model_flops_per_token(model) * global_tokens
+    hw_flops = model_flops + recompute_flops_per_token(model, cfg.recompute) * global_tokens
+    peak = system.gpu.bf16_flops
+    capacity = system.gpu.hbm_bytes * (1 - cal.memory_reserve)
+    return StepEstimate(
+        step_time_s=step, tokens_per_s_per_gpu=global_tokens / world / step,
+        tflops_per_gpu=model_flops / world / step / 1e12,
+        hardware_tflops_per_gpu=hw_flops / world / step / 1e12,
+        mfu=model_flops / (world * peak * step), hfu=hw_flops / (world * peak * step),
+        memory_per_gpu_bytes=pl.peak_bytes, memory_capacity_bytes=capacity,
+        fits=pl.peak_bytes <= capacity,
+        breakdown={k: v for k, v in breakdown.items() if v > 1e-12 or k == "compute"},
+        placement=pl)
+
+
+def microbatches_for(global_batch: int, dp: int, micro_batch: int) -> int:
+    """num_microbatches = global batch (sequences) / (dp x micro_batch), exactly."""
+    if global_batch % (dp * micro_batch):
+        raise LedgerError("global_batch", f"global_batch({global_batch}) is not divisible by "
+                                          f"dp({dp}) * micro_batch({micro_batch})")
+    return global_batch // (dp * micro_batch)
