@@ -30,10 +30,12 @@ def coll_bytes(kind: str, n: int, S: float) -> float:  # noqa: N803 (the seed's 
         raise LedgerError("n", f"group size must be a positive integer, got {n!r}")
     if S < 0:
         raise LedgerError("S", f"payload must be >= 0 bytes, got {S!r}")
+    return float(ring_bytes(kind, n, S))
+
+
+def ring_bytes(kind: str, n, S):
+    """``coll_bytes`` without the checks, for numbers or numpy arrays alike (the planner
+    prices a whole grid of placements at once); one rank alone sends nothing."""
     if kind == "send_recv":
-        return float(S)
-    if n == 1:
-        return 0.0
-    if kind == "all_reduce":
-        return 2 * (n - 1) / n * S
-    return (n - 1) / n * S
+        return S * 1.0
+    return (2 if kind == "all_reduce" else 1) * (n - 1) / n * S

@@ -2,14 +2,19 @@
 
 One function per axis, each the formula for its collective with the factors named.
 ``ledger.parallel.place`` calls them; the toys call them with their own tiny shapes
-and compare with the bytes they really hand to torch.distributed.
+and compare with the bytes they really hand to torch.distributed; the planner calls them
+with numpy arrays for a whole grid of placements, so they branch only on categorical
+fields (SP, the ZeRO stage, the CP kind) and let sizes of 1 give zero bytes. A row that
+moves nothing is dropped by ``place``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledger.collectives import coll_bytes
+import numpy as np
+
+from ledger.collectives import ring_bytes as coll_bytes
 
 if TYPE_CHECKING:
     from ledger.layout import Layout
@@ -42,8 +47,6 @@ def tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> lis
     """Megatron TP: per layer 2 all-reduces forward (after attention and MLP) and 2
     backward (f's conjugates), each over one activation tensor. With SP each becomes an
     all-gather + reduce-scatter pair of the same total bytes."""
-    if cfg.tp == 1:
-        return []
     total = 4 * coll_bytes("all_reduce", cfg.tp, s_act) * layers * cfg.num_microbatches
     if not cfg.sequence_parallel:
         return [Comm("tp", "all_reduce", link, total, "no", "activations")]
@@ -64,8 +67,6 @@ def cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
     """Ring: each step passes this rank's K and V block (GQA width, split by TP);
     forward receives cp-1 blocks, backward passes K,V again plus dK,dV: 3(cp-1) blocks.
     Ulysses: all-to-all of Q, K, V and the output forward, the same backward."""
-    if cfg.cp == 1:
-        return []
     per_mb = layers * cfg.num_microbatches
     if cfg.cp_kind == "ring":
         block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
@@ -79,10 +80,9 @@ def cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
 def pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:
     """One boundary tensor forward and its gradient backward per micro-batch per virtual
     stage; with SP the tensor is split by TP (Megatron's get_tensor_shapes)."""
-    if cfg.pp == 1:
-        return []
     s_pp = s_act / (cfg.tp if cfg.sequence_parallel else 1)
-    return [Comm("pp", "send_recv", link, 2 * s_pp * cfg.num_microbatches * cfg.vp, "yes",
+    pipelined = cfg.pp > 1  # one stage sends nothing
+    return [Comm("pp", "send_recv", link, pipelined * 2 * s_pp * cfg.num_microbatches * cfg.vp, "yes",
                  "boundary activations")]
 
 
@@ -91,8 +91,6 @@ def dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
     """DDP all-reduces the grads; ZeRO reduce-scatters them, all-gathers the params once
     (twice for ZeRO-3 resharded after forward); HSDP adds a replica all-reduce."""
     n = shard * repl
-    if n == 1:
-        return []
     if cfg.zero_stage == 0:
         return [Comm("dp", "all_reduce", links[0], coll_bytes("all_reduce", n, grads), "yes",
                      tag + "grads")]
@@ -101,9 +99,8 @@ def dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
                 "yes", tag + "grads"),
            Comm("dp", "all_gather", links[0], gathers * coll_bytes("all_gather", shard, params),
                 "yes", tag + "params")]
-    if repl > 1:
-        out.append(Comm("dp", "all_reduce", links[1],
-                        coll_bytes("all_reduce", repl, grads / shard), "yes", tag + "grads"))
+    out.append(Comm("dp", "all_reduce", links[1], coll_bytes("all_reduce", repl, grads / shard),
+                    "yes", tag + "grads"))  # HSDP's replicas; nothing without them
     return out
 
 
@@ -112,12 +109,12 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
     """Data parallelism over this GPU's own (tp, pp) shard; expert shards (1/ep of the
     expert bytes) reduce over the expert-data-parallel group, ep times smaller."""
     mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
-    f = expert_fraction(model, cfg) if cfg.ep > 1 else 0.0  # ep = 1: experts are dense
+    f = expert_fraction(model, cfg) * (cfg.ep > 1)  # ep = 1: experts are dense
     shard = cfg.hsdp_shard or n
     out = dp_group_comms(cfg, st.params_bytes * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
                           shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
-    if f > 0:
-        e_shard = max(shard // cfg.ep, 1)
+    if model.is_moe or cfg.moe.expert_fraction > 0:
+        e_shard = np.maximum(shard // cfg.ep, 1)
         out += dp_group_comms(cfg, st.params_bytes * f / (mp * cfg.ep),
                                st.grads_bytes * f / (mp * cfg.ep), e_shard,
                                (n // cfg.ep) // e_shard, (lay.link("edp"),) * 2, "expert ")
@@ -127,8 +124,6 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
 def ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, link: str) -> list[Comm]:
     """Dispatch and combine all-to-alls, forward and backward, on the routed tokens:
     tokens x top_k x hidden, padded by the capacity factor."""
-    if cfg.ep == 1:
-        return []
     topk = model.top_k if model.is_moe else cfg.moe.topk
     moe_layers = (model.moe_layers if model.is_moe else model.layers) / cfg.pp
     routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor

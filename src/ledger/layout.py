@@ -26,6 +26,13 @@ AXES = ("tp", "cp", "ep", "dp", "pp")
 GROUPS = AXES + ("dp_cp", "edp", "shard", "replicate")
 
 
+def intra_node(stride, size, world, gpus_per_node):
+    """Do all groups of ``size`` ranks spaced ``stride`` apart stay inside one node? The
+    groups tile the world in blocks of stride*size ranks, and a group crosses a node
+    exactly when a node boundary falls strictly inside its block. Numbers or arrays."""
+    return (size == 1) | (gpus_per_node % (stride * size) == 0) | (world <= gpus_per_node)
+
+
 @dataclass(frozen=True)
 class Layout:
     """The placement of a tp x cp x dp x pp world on nodes of ``gpus_per_node``."""
@@ -114,13 +121,8 @@ class Layout:
             gpn = self.gpus_per_node
             same = all(len({r // gpn for r in g}) == 1 for g in self.groups(group))
             return "nvlink" if same else "ib"
-        # groups tile the world in blocks of stride*size ranks; a group crosses a node
-        # exactly when a node boundary falls strictly inside a block
         stride, size = span
-        gpn = self.gpus_per_node
-        if size == 1 or gpn % (stride * size) == 0 or self.world <= gpn:
-            return "nvlink"
-        return "ib"
+        return "nvlink" if intra_node(stride, size, self.world, self.gpus_per_node) else "ib"
 
     def coords(self, rank: int) -> dict[str, int]:
         """The dense coordinates of ``rank``."""

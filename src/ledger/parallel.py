@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ledger.errors import LedgerError, require_divides, require_positive
 from ledger.comms import (  # noqa: F401  (re-exported: the seed's names live here too)
     RING_BLOCKS_PER_STEP,
@@ -185,14 +187,15 @@ def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
 def _zero_shard(dense: StateBytes, expert: StateBytes, cfg: ParallelConfig) -> StateBytes:
     """Divide this GPU's unsharded state by ZeRO: stage 1 the optimizer, 2 the grads,
     3 the params (not when FSDP keeps them gathered between forward and backward).
-    Expert state shards over its own, ep-times smaller data-parallel group."""
+    Expert state shards over its own, ep-times smaller data-parallel group. Whole bytes,
+    rounded down as the seed does; numbers or numpy arrays."""
     n = cfg.hsdp_shard or cfg.grad_replicas
     sharded_params = cfg.zero_stage >= 3 and cfg.reshard_after_forward
     divs = (n if sharded_params else 1, n if cfg.zero_stage >= 2 else 1,
             n if cfg.zero_stage >= 1 else 1)
     d = (dense.params_bytes, dense.grads_bytes, dense.optim_bytes)
     e = (expert.params_bytes, expert.grads_bytes, expert.optim_bytes)
-    return StateBytes(*(int(d[i] / divs[i] + e[i] / max(divs[i] / cfg.ep, 1.0))
+    return StateBytes(*(np.floor(d[i] / divs[i] + e[i] / np.maximum(divs[i] / cfg.ep, 1.0))
                         for i in range(3)))
 
 
@@ -239,11 +242,11 @@ def place(model: ModelSpec, *args, precision: str = "bf16", optimizer: str = "ad
     layers = model.layers / cfg.pp
     tokens = model.seq_len * cfg.micro_batch // cfg.cp  # per GPU per micro-batch
     s_act = tokens * model.hidden * cfg.act_bytes  # one activation tensor
-    comms = (tp_comms(cfg, s_act, layers, lay.link("tp"))
+    comms = [c for c in tp_comms(cfg, s_act, layers, lay.link("tp"))
              + cp_comms(model, cfg, tokens, layers, lay.link("cp"))
              + pp_comms(cfg, s_act, lay.link("pp"))
              + dp_comms(model, st, cfg, lay)
-             + ep_comms(model, cfg, tokens, lay.link("ep")))
+             + ep_comms(model, cfg, tokens, lay.link("ep")) if c.bytes > 0]
     per_param = st.scaled(1 / model.params)
     stages = [_zero_shard(per_param.scaled(d), per_param.scaled(e), cfg)
               for d, e in stage_params(model, cfg)]

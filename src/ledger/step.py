@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ledger.collectives import coll_bytes
+import numpy as np
+
+from ledger.collectives import ring_bytes as coll_bytes
 from ledger.comms import ring_kv_block_bytes
 from ledger.errors import LedgerError
 from ledger.layout import Layout
@@ -131,16 +133,17 @@ class _Layer:
         return out
 
 
-def _collective_s(kind: str, n: int, payload: float, link: str, system: System) -> float:
-    """alpha-beta: (n-1) latency hops (2(n-1) for all-reduce) + ring bytes / bandwidth."""
-    if n == 1:
-        return 0.0
-    hops = 2 * (n - 1) if kind == "all_reduce" else (n - 1)
+def _collective_s(kind: str, n, payload, link, system: System):
+    """alpha-beta: (n-1) latency hops (2(n-1) for all-reduce) + ring bytes / bandwidth;
+    numbers or arrays (a group of one costs nothing)."""
+    hops = (2 if kind == "all_reduce" else 1) * (n - 1)
     return hops * system.latency(link) + coll_bytes(kind, n, payload) / system.bandwidth(link)
 
 
-def _layer_times(model: ModelSpec, cfg: ParallelConfig, system: System, links: dict,
+def _layer_times(model: ModelSpec, cfg, system: System, links: dict,
                  cal: Calibration) -> _Layer:
+    """One layer, one micro-batch, one GPU, forward. ``cfg`` may hold numpy arrays for its
+    sizes (the planner's grid); its categorical fields are plain values."""
     gpu = system.gpu
     tokens = model.seq_len * cfg.micro_batch / cfg.cp  # this GPU's tokens per micro-batch
     width = model.hidden / cfg.tp
@@ -151,7 +154,8 @@ def _layer_times(model: ModelSpec, cfg: ParallelConfig, system: System, links: d
     q_dim = model.heads * model.head_dim
     causal_skip = 0.5 if cfg.flash_attention else 1.0  # flash skips the masked half
     attention = 4 * tokens * model.seq_len * q_dim * causal_skip / cfg.tp / rate
-    def act(flash: bool) -> float:
+
+    def act(flash: bool):
         return _act(seq_len=model.seq_len, micro_batch=cfg.micro_batch, hidden=model.hidden,
                     heads=model.heads, tp=cfg.tp, cp=cfg.cp,
                     sequence_parallel=cfg.sequence_parallel, flash=flash)
@@ -160,41 +164,81 @@ def _layer_times(model: ModelSpec, cfg: ParallelConfig, system: System, links: d
     core = traffic * (act(cfg.flash_attention) - act(True))
     s_act = tokens * model.hidden * cfg.act_bytes
     tp = 2 * _collective_s("all_reduce", cfg.tp, s_act, links["tp"], system)
-    cp = 0.0
-    if cfg.cp > 1 and cfg.cp_kind == "ring":
+    if cfg.cp_kind == "ring":
         block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
         send = (cfg.cp - 1) * (system.latency(links["cp"]) + block / system.bandwidth(links["cp"]))
-        cp = max(0.0, send - attention)  # each block's transfer hides under the last's math
-    elif cfg.cp > 1:
+        cp = np.maximum(0.0, send - attention)  # each block hides under the last one's math
+    else:
         qkvo = tokens * (2 * q_dim + 2 * model.kv_dim) / cfg.tp * cfg.act_bytes
         cp = _collective_s("all_to_all", cfg.cp, qkvo, links["cp"], system)
-    ep = 0.0
-    if cfg.ep > 1:
-        topk = model.top_k if model.is_moe else cfg.moe.topk
-        routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
-        moe_share = model.moe_layers / model.layers if model.is_moe else 1.0
-        ep = 2 * _collective_s("all_to_all", cfg.ep, routed, links["ep"], system) * moe_share
+    topk = model.top_k if model.is_moe else cfg.moe.topk
+    routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
+    moe_share = model.moe_layers / model.layers if model.is_moe else 1.0
+    ep = 2 * _collective_s("all_to_all", cfg.ep, routed, links["ep"], system) * moe_share
     return _Layer(gemm, attention, elementwise, core, tp, cp, ep)
 
 
-def _pipeline_s(cfg: ParallelConfig, t_f: float, t_b: float, p2p: float) -> float:
-    """Makespan of the schedule; the closed forms the simulator is tested against."""
-    p, m, v = cfg.pp, cfg.num_microbatches, cfg.vp
-    if p == 1:
-        return m * (t_f + t_b)
+def pipeline_s(schedule: str, p, m, v, t_f, t_b, p2p):
+    """Makespan of a schedule: the closed forms tests/test_schedules.py holds the
+    simulator to (for zb-v: m >= 2p - 1; interleaved-zb has none and is simulated)."""
     fill = 2 * (p - 1) * p2p  # one hop per boundary on the way down and back up
-    if cfg.schedule == "zb-h1":
+    if schedule == "zb-h1":
         # Qi et al. sec. 2.1 with T_B = T_W = t_b/2: (p-1) max(T_F + T_B - T_W, T_F, T_B)
-        return m * (t_f + t_b) + (p - 1) * max(t_f, t_b / 2) + fill
-    if cfg.schedule == "zb-v":
+        return m * (t_f + t_b) + (p - 1) * np.maximum(t_f, t_b / 2) + fill
+    if schedule == "zb-v":
         return m * (t_f + t_b) + (p - 1) * t_f / 2 + fill
-    if cfg.schedule == "interleaved-zb":
+    if schedule == "interleaved-zb":
         from ledger.pipeline import Costs, simulate
         from ledger.schedules import build
 
-        return simulate(build(cfg.schedule, p, m, v), Costs(t_f, t_b, p2p_s=p2p)).makespan
-    bubble = (p - 1) / (v if cfg.schedule.startswith("interleaved") else 1)
+        return simulate(build(schedule, p, m, v), Costs(t_f, t_b, p2p_s=p2p)).makespan + 0.0
+    bubble = (p - 1) / (v if schedule == "interleaved" else 1)
     return (m + bubble) * (t_f + t_b) + fill
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What the time model needs from the layout, per placement (numbers or arrays)."""
+
+    links: dict  # axis -> "nvlink" | "ib" (or arrays of them) for tp, cp, ep, pp
+    max_layers: object  # most layers on any pipeline rank
+    last_layers: object  # layers on the last rank, which also runs the output layer
+    dp_seconds: object  # DP traffic per step over its links, before any overlap
+    state_bytes: object  # resident state of the heaviest stage (for the optimizer step)
+    memory_bytes: object  # peak state + activations over the ranks
+
+
+def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
+               tp_overlap: bool) -> dict:
+    """Step time and its causes for one placement or a grid of them."""
+    lt = _layer_times(model, cfg, system, st.links, cal)
+    if tp_overlap:
+        lt = replace(lt, tp=lt.tp * (1 - cal.tp_overlap_hidden))
+    fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
+    f_layer, per_layer = sum(fwd.values()), sum(fwd.values()) + sum(bwd.values())
+    tokens = model.seq_len * cfg.micro_batch / cfg.cp
+    out_layer = 3 * 2 * tokens * model.vocab * model.hidden / cfg.tp / (
+        system.gpu.bf16_flops * system.gpu.gemm_efficiency)  # logits, on the last stage
+    last = st.last_layers * per_layer + out_layer
+    last_critical = last >= st.max_layers * per_layer  # the busiest rank sets the pace
+    layers = np.where(last_critical, st.last_layers, st.max_layers)
+    stage = layers * per_layer + last_critical * out_layer
+    t_f = layers * f_layer + last_critical * out_layer / 3
+    t_b = stage - t_f
+    s_pp = tokens * model.hidden * cfg.act_bytes / (cfg.tp if cfg.sequence_parallel else 1)
+    pp_link = st.links["pp"]
+    p2p = (cfg.pp > 1) * (system.latency(pp_link) + s_pp / system.bandwidth(pp_link))
+    m = cfg.num_microbatches
+    pipeline = pipeline_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_b, p2p)
+    window = (t_b + (t_f if cfg.zero_stage == 3 else 0.0)) * cal.dp_overlap_hidden
+    dp_exposed = np.maximum(0.0, st.dp_seconds - window)  # reduced under the last backward
+    optim = st.state_bytes / system.gpu.hbm_bytes_per_s  # read all of it, write it back
+    out = {k: (fwd[k] + bwd[k]) * layers * m for k in fwd}
+    out["compute"] = out["compute"] + last_critical * out_layer * m
+    out |= {"pp_bubble": pipeline - m * (t_f + t_b), "dp_comm": dp_exposed,
+            "optimizer": optim}
+    out["step_time_s"] = pipeline + dp_exposed + optim
+    return out
 
 
 def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
@@ -205,54 +249,29 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
                gpus_per_node=system.gpus_per_node)
     lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep,
                  hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node)
-    links = {axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")}
-    lt = _layer_times(model, cfg, system, links, cal)
-    if tp_overlap:
-        lt = replace(lt, tp=lt.tp * (1 - cal.tp_overlap_hidden))
-    fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
-    per_layer = sum(fwd.values()) + sum(bwd.values())
-    tokens = model.seq_len * cfg.micro_batch
-    out_layer = 3 * 2 * tokens / cfg.cp * model.vocab * model.hidden / cfg.tp / (
-        system.gpu.bf16_flops * system.gpu.gemm_efficiency)  # logits, on the last stage
     layers = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
-    stage = [n * per_layer + (out_layer if r == cfg.pp - 1 else 0.0)
-             for r, n in enumerate(layers)]
-    critical = max(range(cfg.pp), key=stage.__getitem__)
-    t_f = stage[critical] * sum(fwd.values()) / per_layer
-    t_b = stage[critical] - t_f
-    s_pp = tokens / cfg.cp * model.hidden * cfg.act_bytes / (cfg.tp if cfg.sequence_parallel
-                                                              else 1)
-    p2p = (system.latency(links["pp"]) + s_pp / system.bandwidth(links["pp"])
-           if cfg.pp > 1 else 0.0)
-    m = cfg.num_microbatches
-    pipeline = _pipeline_s(cfg, t_f, t_b, p2p)
-    dp_s = sum(c.bytes / system.bandwidth(c.link) for c in pl.comms if c.axis == "dp")
-    window = (t_b + (t_f if cfg.zero_stage == 3 else 0.0)) * cal.dp_overlap_hidden
-    dp_exposed = max(0.0, dp_s - window)  # gradients reduce under the last backward
-    st = pl.heaviest_stage
-    optim = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes) / system.gpu.hbm_bytes_per_s
-    step = pipeline + dp_exposed + optim
-
-    n = layers[critical] * m
-    breakdown = {k: (fwd[k] + bwd[k]) * n for k in fwd}
-    breakdown["compute"] += (out_layer * m) if critical == cfg.pp - 1 else 0.0
-    breakdown |= {"pp_bubble": pipeline - m * (t_f + t_b), "dp_comm": dp_exposed,
-                  "optimizer": optim}
-
-    global_tokens = tokens * m * cfg.dp
-    world = cfg.world
+    hs = pl.heaviest_stage
+    st = Structure(
+        links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")},
+        max_layers=max(layers), last_layers=layers[0 if cfg.schedule == "zb-v" else -1],
+        dp_seconds=sum(c.bytes / system.bandwidth(c.link) for c in pl.comms if c.axis == "dp"),
+        state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes,
+        memory_bytes=pl.peak_bytes)
+    t = {k: float(v) for k, v in step_times(model, cfg, system, st, cal, tp_overlap).items()}
+    step = t.pop("step_time_s")
+    global_tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
+    world, peak = cfg.world, system.gpu.bf16_flops
     model_flops = model_flops_per_token(model) * global_tokens
     hw_flops = model_flops + recompute_flops_per_token(model, cfg.recompute) * global_tokens
-    peak = system.gpu.bf16_flops
     capacity = system.gpu.hbm_bytes * (1 - cal.memory_reserve)
     return StepEstimate(
         step_time_s=step, tokens_per_s_per_gpu=global_tokens / world / step,
         tflops_per_gpu=model_flops / world / step / 1e12,
         hardware_tflops_per_gpu=hw_flops / world / step / 1e12,
         mfu=model_flops / (world * peak * step), hfu=hw_flops / (world * peak * step),
-        memory_per_gpu_bytes=pl.peak_bytes, memory_capacity_bytes=capacity,
-        fits=pl.peak_bytes <= capacity,
-        breakdown={k: v for k, v in breakdown.items() if v > 1e-12 or k == "compute"},
+        memory_per_gpu_bytes=float(pl.peak_bytes), memory_capacity_bytes=capacity,
+        fits=bool(pl.peak_bytes <= capacity),
+        breakdown={k: v for k, v in t.items() if v > 1e-12 or k == "compute"},
         placement=pl)
 
 

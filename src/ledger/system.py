@@ -11,6 +11,8 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+import numpy as np
+
 from ledger.errors import LedgerError
 
 GiB = 2**30
@@ -66,12 +68,18 @@ class System:
         if self.link_efficiency > 1:
             raise LedgerError("link_efficiency", f"must be <= 1, got {self.link_efficiency}")
 
-    def bandwidth(self, link: str) -> float:
-        raw = self.intra_bytes_per_s if link == "nvlink" else self.inter_bytes_per_s
+    def bandwidth(self, link):
+        """Achieved bytes/s of ``link`` ("nvlink" | "ib", or an array of them)."""
+        if isinstance(link, str):
+            raw = self.intra_bytes_per_s if link == "nvlink" else self.inter_bytes_per_s
+        else:
+            raw = np.where(link == "nvlink", self.intra_bytes_per_s, self.inter_bytes_per_s)
         return raw * self.link_efficiency
 
-    def latency(self, link: str) -> float:
-        return self.intra_latency_s if link == "nvlink" else self.inter_latency_s
+    def latency(self, link):
+        if isinstance(link, str):
+            return self.intra_latency_s if link == "nvlink" else self.inter_latency_s
+        return np.where(link == "nvlink", self.intra_latency_s, self.inter_latency_s)
 
 
 # NVLink per GPU per direction: A100 (NVLink 3) 300 GB/s, H100/H200 (NVLink 4) 450 GB/s,

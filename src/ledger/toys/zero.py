@@ -58,7 +58,7 @@ def _bytes(rep: ToyReport, n: int, got: list) -> None:
     ddp = dp_group_comms(ParallelConfig(dp=n), grad_bytes, grad_bytes, n, 1, ("-", "-"), "")
     zero = dp_group_comms(ParallelConfig(dp=n, zero_stage=1), grad_bytes, grad_bytes, n, 1,
                           ("-", "-"), "")
-    predicted = {c.kind: c.bytes for c in ddp + zero}
+    predicted = {c.kind: c.bytes for c in ddp + zero if c.bytes > 0}
     for kind in ("all_reduce", "reduce_scatter", "all_gather"):
         measured = [sum(b for k, b in g[3] if k == kind) for g in got]
         note = ("gloo runs reduce-scatter as an all-reduce plus a local copy: on its wire it "
