@@ -145,3 +145,16 @@ def test_schedule_svg_and_text(tmp_path, capsys, argv):
 def test_schedule_bad_time(capsys):
     assert main(["schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--tf", "-1"]) == 2
     assert "tf" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_closed_form_inflight_equals_the_simulator(kind):
+    from ledger.pipeline import inflight_closed
+    for p in range(2, 9):
+        for m in range(1, 33):
+            for v in {"gpipe": [1], "1f1b": [1], "zb-h1": [1], "zb-v": [2]}.get(kind, [2, 3, 4]):
+                if kind.startswith("interleaved") and m % p or kind == "zb-v" and m < 2 * p - 1:
+                    continue
+                sim = simulate(build(kind, p, m, v))
+                assert sim.peak_inflight == [float(inflight_closed(kind, r, p, m, v))
+                                             for r in range(p)], (kind, p, m, v)

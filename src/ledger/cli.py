@@ -7,6 +7,7 @@
     train-ledger schedule KIND --pp P --microbatches M   a pipeline time line
     train-ledger estimate MODEL ... --gpu NAME --global-batch B   step time and MFU
     train-ledger layout --tp 4 --dp 2 --pp 2              ranks, groups and links
+    train-ledger plan MODEL --gpus N --gpu NAME --global-batch B   the best placements
 
 Bad input prints one line ``error: ...`` on stderr and exits 2.
 """
@@ -96,6 +97,26 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
     e.add_argument("--no-flash", action="store_true", help="materialised attention scores")
     e.add_argument("--json", action="store_true")
+    pl = sub.add_parser("plan", help="search every placement, rank by step time")
+    _add_model_flags(pl)
+    pl.add_argument("--gpus", type=int, required=True)
+    pl.add_argument("--gpu", default="h100-sxm")
+    pl.add_argument("--system", help="a custom system, JSON or TOML with units in the keys")
+    pl.add_argument("--gpus-per-node", type=int, default=8)
+    pl.add_argument("--global-batch", "--global-batch-size", type=int, required=True,
+                    help="sequences per step")
+    pl.add_argument("--top", type=int, default=10)
+    for axis in ("tp", "pp", "cp", "dp", "ep", "vp"):
+        pl.add_argument(f"--{axis}", type=int, help=f"pin {axis}")
+    pl.add_argument("--zero", type=int, help="pin the ZeRO stage")
+    pl.add_argument("--micro-batch", type=int, help="pin the micro-batch size")
+    pl.add_argument("--recompute", choices=("none", "selective", "full"))
+    pl.add_argument("--schedule", choices=SCHEDULES)
+    pl.add_argument("--max-tp", type=int)
+    pl.add_argument("--max-pp", type=int)
+    pl.add_argument("--no-cp", action="store_true")
+    pl.add_argument("--no-hsdp", action="store_true")
+    pl.add_argument("--json", action="store_true")
     lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
     for axis in ("tp", "cp", "ep", "dp", "pp"):
         lay.add_argument(f"--{axis}", type=int, default=1)
@@ -253,8 +274,47 @@ def _cmd_layout(a: argparse.Namespace) -> str:
     return json.dumps(layout_json(lay), indent=1) if a.json else layout_text(lay)
 
 
-def run(argv: list[str]) -> str:
-    """Parse and run; returns the text to print. Raises LedgerError on bad input."""
+def _cmd_plan(a: argparse.Namespace) -> str:
+    from ledger.render import plan_json, plan_text
+    from ledger.search import Pins, plan
+    from ledger.system import load_system, system
+
+    sysm = load_system(a.system) if a.system else system(a.gpu, a.gpus_per_node)
+    model = load_model(a)
+    pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
+                micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
+                max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp)
+    for name in ("tp", "pp", "cp", "dp", "ep", "vp", "micro_batch", "max_tp", "max_pp", "top"):
+        if getattr(a, name) is not None and getattr(a, name) < 1:
+            raise LedgerError(name, f"must be a positive integer, got {getattr(a, name)}")
+    if a.zero is not None and a.zero not in (0, 1, 2, 3):
+        raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {a.zero}")
+    bar = _progress_bar() if sys.stderr.isatty() else None
+    result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar)
+    text = (json.dumps(plan_json(model, sysm, result), indent=1) if a.json
+            else plan_text(model, a.gpus, sysm, result))
+    return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1
+
+
+def _progress_bar():
+    """A stderr bar for searches that run longer than a second (most take less)."""
+    import time
+
+    start = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        if time.perf_counter() - start < 1.0:
+            return
+        filled = int(30 * done / max(total, 1))
+        end = "\n" if done >= total else ""
+        print(f"\r  costing placements [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}",
+              end=end, file=sys.stderr, flush=True)
+    return show
+
+
+def run(argv: list[str]) -> str | tuple[str, int]:
+    """Parse and run; returns the text to print (and an exit status when it is not 0).
+    Raises LedgerError on bad input."""
     a = build_parser().parse_args(argv)
     if a.cmd in (None, "seed"):
         return _cmd_seed()
@@ -264,6 +324,8 @@ def run(argv: list[str]) -> str:
         return _cmd_estimate(a)
     if a.cmd == "layout":
         return _cmd_layout(a)
+    if a.cmd == "plan":
+        return _cmd_plan(a)
     if a.cmd == "models":
         from ledger.render import models_table
 
@@ -280,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     except LedgerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(out)
-    return 0
+    text, code = out if isinstance(out, tuple) else (out, 0)
+    print(text)
+    return code
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
     expert bytes) reduce over the expert-data-parallel group, ep times smaller."""
     mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
     f = expert_fraction(model, cfg) * (cfg.ep > 1)  # ep = 1: experts are dense
-    shard = cfg.hsdp_shard or n
+    shard = n if cfg.hsdp_shard is None else cfg.hsdp_shard
     out = dp_group_comms(cfg, st.params_bytes * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
                           shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
     if model.is_moe or cfg.moe.expert_fraction > 0:

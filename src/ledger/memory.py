@@ -109,7 +109,7 @@ def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, h
     if recompute == "full":
         return s * b * h * 2.0 / (tp if sequence_parallel else 1) / cp
     score = 0.0 if flash or recompute == "selective" else 5.0 * a * s / h
-    if sequence_parallel or tp == 1:
+    if sequence_parallel:  # without TP (t = 1) both forms agree
         per_token = (34.0 + score) / tp
     else:
         per_token = 10.0 + 24.0 / tp + score / tp

@@ -189,7 +189,7 @@ def _zero_shard(dense: StateBytes, expert: StateBytes, cfg: ParallelConfig) -> S
     3 the params (not when FSDP keeps them gathered between forward and backward).
     Expert state shards over its own, ep-times smaller data-parallel group. Whole bytes,
     rounded down as the seed does; numbers or numpy arrays."""
-    n = cfg.hsdp_shard or cfg.grad_replicas
+    n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
     sharded_params = cfg.zero_stage >= 3 and cfg.reshard_after_forward
     divs = (n if sharded_params else 1, n if cfg.zero_stage >= 2 else 1,
             n if cfg.zero_stage >= 1 else 1)

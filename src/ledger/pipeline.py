@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from ledger.errors import LedgerError
 from ledger.schedules import Action, Schedule, build, peak_inflight
 
@@ -116,3 +118,20 @@ def simulated(kind: str, pp: int, m: int, v: int = 1, f: float = 1.0,
               b: float = 2.0) -> SimResult:
     """Cached ``simulate(build(kind, pp, m, v), Costs(f, b))`` for the placement."""
     return simulate(build(kind, pp, m, v), Costs(f, b))
+
+
+def inflight_closed(kind: str, rank, p, m, v):
+    """Peak micro-batches (whole-stage equivalents) rank ``rank`` holds, in closed form -
+    equal to the simulator's count (tests/test_schedules.py); numbers or arrays.
+
+    1F1B: min(p - r, m); GPipe: m; interleaved: its warm-up + 1 chunks, over v;
+    ZB-H1 / interleaved zero-bubble: W waits r steps, so every rank holds min(p, m)
+    stages' worth; ZB-V: p (for m >= 2p - 1).
+    """
+    if kind == "gpipe":
+        return m + 0 * rank
+    if kind == "1f1b":
+        return np.minimum(p - rank, m)
+    if kind == "interleaved":
+        return np.minimum((v - 1) * p + 2 * (p - 1 - rank) + 1, m * v) / v
+    return np.minimum(p, m) + 0 * rank  # zb-h1, interleaved-zb, zb-v

@@ -160,3 +160,43 @@ def layout_json(lay) -> dict:
     axes = [a for a in ("tp", "cp", "ep", "dp", "pp") if getattr(lay, a) > 1]
     return {"world": lay.world, "order": lay.order, "gpus_per_node": lay.gpus_per_node,
             "groups": {a: lay.groups(a) for a in axes}, "links": {a: lay.link(a) for a in axes}}
+
+
+def _plan_config(c) -> str:
+    extra = f" vp={c.vp}" if c.vp > 1 else ""
+    extra += f" hsdp={c.hsdp_shard}" if c.hsdp_shard else ""
+    extra += " ulysses" if c.cp > 1 and c.cp_kind == "ulysses" else ""
+    extra += "" if c.sequence_parallel or c.tp == 1 else " no-sp"
+    return (f"tp={c.tp} cp={c.cp} pp={c.pp} dp={c.dp}" + (f" ep={c.ep}" if c.ep > 1 else "")
+            + f" zero={c.zero_stage} mb={c.micro_batch} m={c.num_microbatches} {c.schedule}"
+            + extra + (f" recompute={c.recompute}" if c.recompute != "none" else ""))
+
+
+def plan_text(model, gpus, system, result) -> str:
+    head = (f"{model.name} (s={model.seq_len}) on {gpus} x {system.gpu.name}: "
+            f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
+            f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
+    if not result.plans:
+        return head + (f"\nnothing fits: the leanest placement needs "
+                       f"{fmt_bytes(result.shortfall_bytes)} more per GPU than the "
+                       f"{fmt_bytes(system.gpu.hbm_bytes)} HBM minus the reserve")
+    lines = [head, f"  {'#':>2}  {'step':>8}  {'MFU':>6}  {'memory':>10}  {'dominant':<12} placement"]
+    for i, p in enumerate(result.plans, 1):
+        lines.append(f"  {i:>2}  {p.step_time_s:7.2f}s  {p.mfu:6.1%}  "
+                     f"{fmt_bytes(p.memory_bytes, 6)}  {p.dominant:<12} {_plan_config(p.config)}")
+    if result.rejected:
+        lines.append("  families that lost:")
+        lines += [f"    {r}" for r in result.rejected]
+    return "\n".join(lines)
+
+
+def plan_json(model, system, result) -> dict:
+    def one(p):
+        cfg = {f.name: getattr(p.config, f.name) for f in fields(p.config) if f.name != "moe"}
+        return cfg | {"step_time_s": p.step_time_s, "mfu": p.mfu, "memory_bytes": p.memory_bytes,
+                      "headroom_bytes": p.headroom_bytes, "dominant": p.dominant,
+                      "breakdown": p.breakdown}
+    return {"model": model.name, "gpu": system.gpu.name, "plans": [one(p) for p in result.plans],
+            "evaluated": result.evaluated, "fitting": result.fitting,
+            "elapsed_s": result.elapsed_s, "rejected": result.rejected,
+            "shortfall_bytes": result.shortfall_bytes}

@@ -50,15 +50,17 @@ def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
     counts = stage_layers(model.layers, stages)
     starts = [sum(counts[:s]) for s in range(stages)]
     b = model.breakdown
+    kinds = {moe: model.layer_params(moe) for moe in (False, True)}  # two kinds of layer
     out = []
     for held in rank_stages(cfg.pp, cfg.vp, cfg.schedule == "zb-v"):
         dense = expert = 0.0
         for s in held:
-            for idx in range(starts[s], starts[s] + counts[s]):
-                split, repl, routed = model.layer_params(idx >= model.first_dense_layers
-                                                         and model.is_moe)
-                dense += split / cfg.tp + repl
-                expert += routed / (cfg.tp * cfg.ep)
+            moe = max(0, starts[s] + counts[s] - max(starts[s], model.first_dense_layers)) \
+                if model.is_moe else 0
+            for is_moe, n in ((False, counts[s] - moe), (True, moe)):
+                split, repl, routed = kinds[is_moe]
+                dense += n * (split / cfg.tp + repl)
+                expert += n * routed / (cfg.tp * cfg.ep)
             if s == 0:
                 dense += b["embedding"] / cfg.tp + b["positions"]
             if s == stages - 1:

@@ -126,10 +126,10 @@ class _Layer:
                "tp_comm": self.tp, "cp_comm": 2 * self.cp, "ep_comm": self.ep}
         if recompute == "full":  # the forward again, its TP collectives included
             for k, v in self.forward().items():
-                out[k] += v
+                out[k] = out[k] + v  # not +=: with arrays that would write into self
         elif recompute == "selective":  # the attention core only
-            out["compute"] += self.attention
-            out["elementwise"] += self.core_elementwise
+            out["compute"] = out["compute"] + self.attention
+            out["elementwise"] = out["elementwise"] + self.core_elementwise
         return out
 
 

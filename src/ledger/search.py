@@ -1,0 +1,368 @@
+"""The planner: every valid placement of a model on a cluster, costed at once, ranked.
+
+Candidates are enumerated over tp, cp (ring / Ulysses), pp, vp and schedule, dp, ep,
+ZeRO 0-3 and HSDP shard sizes, sequence parallelism, micro-batch size and recompute;
+num_microbatches follows from the global batch. The grid is priced with numpy through
+the same formulas one placement uses (ledger.comms, ledger.step): candidates that share
+their categorical fields form one group, their sizes are arrays. Nothing about "TP
+inside the node" or "PP on the slowest link" is written here: it must fall out of the
+costs.
+"""
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from dataclasses import dataclass, field
+from itertools import product
+from types import SimpleNamespace
+
+import numpy as np
+
+from ledger.comms import dp_comms
+from ledger.errors import LedgerError, require_positive
+from ledger.layout import intra_node
+from ledger.memory import activation_bytes_per_layer, state_bytes
+from ledger.model import ModelSpec
+from ledger.parallel import MoESpec, ParallelConfig
+from ledger.pipeline import inflight_closed
+from ledger.stages import rank_layers, stage_params
+from ledger.step import DEFAULT, Calibration, Structure, model_flops_per_token, step_times
+from ledger.system import System
+
+SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1", "zb-v")  # interleaved-zb: no closed form
+RECOMPUTES = ("none", "selective", "full")
+MICRO_BATCHES = (1, 2, 4, 8)
+MAX_VP = 8
+
+
+@dataclass(frozen=True)
+class Pins:
+    """What the user fixes; None leaves an axis to the search."""
+
+    tp: int | None = None
+    pp: int | None = None
+    cp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    vp: int | None = None
+    zero: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+    schedule: str | None = None
+    max_tp: int | None = None
+    max_pp: int | None = None
+    no_cp: bool = False
+    no_hsdp: bool = False
+
+
+@dataclass
+class Plan:
+    config: ParallelConfig
+    step_time_s: float
+    mfu: float
+    memory_bytes: float
+    headroom_bytes: float
+    breakdown: dict[str, float]
+
+    @property
+    def dominant(self) -> str:
+        return max(self.breakdown, key=self.breakdown.get)
+
+
+@dataclass
+class PlanResult:
+    plans: list[Plan]
+    evaluated: int
+    fitting: int
+    elapsed_s: float
+    rejected: list[str] = field(default_factory=list)  # one line per family that lost
+    shortfall_bytes: float = 0.0  # when nothing fits: how far the leanest candidate is over
+
+
+def _pow2_upto(n: int) -> list[int]:
+    return [1 << k for k in range(n.bit_length()) if (1 << k) <= n]
+
+
+def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins):
+    """(tp, cp, pp, dp, ep, mb, m) tuples that divide exactly."""
+    kv, seq = model.kv_heads, model.seq_len
+    tps = [t for t in _pow2_upto(min(gpus, 4 * system.gpus_per_node, pins.max_tp or gpus))
+           if model.heads % t == 0 and kv % t == 0 and model.ffn_hidden % t == 0]
+    cps = [c for c in _pow2_upto(min(gpus, max(seq // 256, 1)))
+           if c == 1 or seq % (2 * c) == 0] if not pins.no_cp else [1]
+    for tp, cp in product(tps, cps):
+        if gpus % (tp * cp) or (pins.tp or tp) != tp or (pins.cp or cp) != cp:
+            continue
+        for pp in range(1, min(model.layers, pins.max_pp or gpus) + 1):
+            if (gpus // (tp * cp)) % pp or (pins.pp or pp) != pp:
+                continue
+            dp = gpus // (tp * cp * pp)
+            if (pins.dp or dp) != dp:
+                continue
+            eps = [e for e in range(1, dp * cp + 1) if (dp * cp) % e == 0
+                   and model.num_experts % e == 0] if model.is_moe else [1]
+            for ep, mb in product(eps, MICRO_BATCHES):
+                if (pins.ep or ep) != ep or (pins.micro_batch or mb) != mb or batch % (dp * mb):
+                    continue
+                yield tp, cp, pp, dp, ep, mb, batch // (dp * mb)
+
+
+def _variants(model: ModelSpec, shape, system: System, pins: Pins):
+    """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind."""
+    tp, cp, pp, dp, ep, mb, m = shape
+    scheds = [("1f1b", 1)]
+    if pp > 1:
+        scheds = [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)]
+        scheds += [("interleaved", v) for v in range(2, MAX_VP + 1)
+                   if model.layers >= pp * v and m % pp == 0]
+        if model.layers >= 2 * pp and m >= 2 * pp - 1:
+            scheds.append(("zb-v", 2))
+    scheds = [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v]
+    replicas = dp * cp
+    zeros = [z for z in range(4) if (pins.zero if pins.zero is not None else z) == z
+             and (z == 0 or replicas > 1)]
+    kinds = ["ring"]
+    if cp > 1 and model.heads % (tp * cp) == 0 and kv_ok(model, tp * cp):
+        kinds.append("ulysses")
+    for (sched, v), zero, kind in product(scheds, zeros, kinds):
+        shards = [replicas]
+        if zero == 3 and not pins.no_hsdp:
+            shards += [s for s in _pow2_upto(replicas // 2) if s >= system.gpus_per_node
+                       and replicas % s == 0]
+        for shard, sp in product(shards, (True, False) if tp > 1 else (True,)):
+            yield sched, v, zero, shard, sp, kind
+
+
+def kv_ok(model: ModelSpec, n: int) -> bool:
+    return model.kv_heads % n == 0
+
+
+NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard", "sp",
+         "ulysses", "rc")
+
+
+def enumerate_grid(model, gpus, batch, system, pins) -> dict[str, np.ndarray]:
+    """Every candidate as columns (sizes as ints, categorical fields as small codes)."""
+    rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
+    blocks = []
+    for shape in _shapes(model, gpus, batch, system, pins):
+        variants = [(v, SCHEDULES.index(sched), zero, shard, sp, kind == "ulysses")
+                    for sched, v, zero, shard, sp, kind in _variants(model, shape, system, pins)]
+        if not variants:
+            continue
+        block = np.empty((len(variants) * len(rcs), len(NAMES)), dtype=np.int64)
+        block[:, :7] = shape
+        block[:, 7:13] = np.repeat(np.array(variants, dtype=np.int64), len(rcs), axis=0)
+        block[:, 13] = np.tile(rcs, len(variants))
+        blocks.append(block)
+    grid = np.concatenate(blocks) if blocks else np.zeros((0, len(NAMES)), dtype=np.int64)
+    return {n: grid[:, i] for i, n in enumerate(NAMES)}
+
+
+def _groups(key: np.ndarray):
+    """Rows grouped by an integer key: (unique keys, row indices per group)."""
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    return sorted_key[starts], [order[s:e] for s, e in zip(starts, ends)]
+
+
+class _Links:
+    """Layout.link for arrays, in Megatron's default order tp-cp-ep-dp-pp."""
+
+    def __init__(self, g, gpn):
+        self.g, self.gpn = g, gpn
+        self.world = g["tp"] * g["cp"] * g["pp"] * g["dp"]
+
+    def _span(self, name):
+        g, n = self.g, self.g["dp"] * self.g["cp"]
+        return {"tp": (1, g["tp"]), "cp": (g["tp"], g["cp"]), "pp": (n * g["tp"], g["pp"]),
+                "dp_cp": (g["tp"], n), "ep": (g["tp"], g["ep"]),
+                "edp": (g["tp"] * g["ep"], n // g["ep"]), "shard": (g["tp"], g["shard"]),
+                "replicate": (g["tp"] * g["shard"], n // g["shard"])}[name]
+
+    def link(self, name):
+        stride, size = self._span(name)
+        return np.where(intra_node(stride, size, self.world, self.gpn), "nvlink", "ib")
+
+
+def _codes(g) -> np.ndarray:
+    """One integer per categorical combination (schedule, zero, sp, cp kind, recompute)."""
+    return (((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 3 + g["rc"]
+
+
+@lru_cache(maxsize=65536)
+def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, vshape: bool):
+    """Per rank: dense and expert parameters held, and layers held (Megatron layout)."""
+    cfg = SimpleNamespace(tp=tp, ep=ep, pp=pp, vp=vp, schedule="zb-v" if vshape else "1f1b")
+    dense, expert = np.array(stage_params(model, cfg)).T
+    layers = np.array(rank_layers(model.layers, pp, vp, vshape), dtype=float)
+    return dense, expert, layers
+
+
+def _memory(model, g, per_param):
+    """Peak state + activations over the pipeline ranks, and the heaviest stage's state,
+    for every candidate (the exact Megatron stage layout, ZeRO, the schedule's in-flight
+    count in closed form, the recompute mode's activation formula)."""
+    count = len(g["tp"])
+    mem, state_max = np.empty(count), np.empty(count)
+    vshape = (g["sched"] == SCHEDULES.index("zb-v")).astype(np.int64)
+    radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
+    key = (((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"]) * 2 + vshape
+    _, members = _groups(key)
+    acts = {}
+    for rc, name in enumerate(RECOMPUTES):
+        for sp in (True, False):
+            acts[rc, sp] = activation_bytes_per_layer(
+                seq_len=model.seq_len, micro_batch=g["mb"], hidden=model.hidden,
+                heads=model.heads, tp=g["tp"], cp=g["cp"], sequence_parallel=sp, recompute=name)
+    act = np.zeros(count)
+    for (rc, sp), values in acts.items():
+        pick = (g["rc"] == rc) & (g["sp"] == sp)
+        act[pick] = values[pick]
+    zero, shard = g["zero"], g["shard"]
+    divs = [np.where(zero >= k, shard, 1)[:, None].astype(float) for k in (3, 2, 1)]
+    for sel in members:
+        i = sel[0]
+        tp, ep, pp, vp, vs = (int(g["tp"][i]), int(g["ep"][i]), int(g["pp"][i]), int(g["vp"][i]),
+                              bool(vshape[i]))
+        dense, expert, layers = _stage_state(model, int(tp), int(ep), int(pp), int(vp), bool(vs))
+        p, gr, o = (np.floor(b * dense[None, :] / d[sel]
+                             + b * expert[None, :] / np.maximum(d[sel] / ep, 1))
+                    for b, d in zip((per_param.params_bytes, per_param.grads_bytes,
+                                     per_param.optim_bytes), divs))  # as parallel._zero_shard
+        state = p + gr + o
+        infl = np.ones((len(sel), 1))
+        if pp > 1:
+            ranks, m = np.arange(pp)[None, :], g["m"][sel][:, None]
+            scheds = g["sched"][sel]
+            infl = np.empty((len(sel), pp))
+            for code in np.unique(scheds):
+                rows = scheds == code
+                infl[rows] = inflight_closed(SCHEDULES[code], ranks, pp, m[rows], vp)
+        total = state + act[sel][:, None] * layers[None, :] * infl
+        mem[sel] = total.max(axis=1)
+        heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
+        rows = np.arange(len(sel))
+        state_max[sel] = (p + gr + 2 * o)[rows, heaviest]
+    return mem, state_max
+
+
+def _price(model, system, cal, g, precision, optimizer, progress=None):
+    """Step time (s) and peak memory (bytes) of every candidate, and its breakdown."""
+    count = len(g["tp"])
+    step = np.full(count, np.inf)
+    parts: dict[str, np.ndarray] = {}
+    st_total = state_bytes(model, precision, optimizer)
+    mem, state_g = _memory(model, g, st_total.scaled(1 / model.params))
+    vshape = g["sched"] == SCHEDULES.index("zb-v")
+    lay_key = (g["pp"] * (MAX_VP + 1) + g["vp"]) * 2 + vshape
+    keys, lay_inv = np.unique(lay_key, return_inverse=True)
+    table = np.array([_stage_state(model, 1, 1, int(k // 2 // (MAX_VP + 1)),
+                                   int(k // 2 % (MAX_VP + 1)), bool(k % 2))[2] for k in keys],
+                     dtype=object)
+    max_layers = np.array([t.max() for t in table])[lay_inv.reshape(-1)]
+    last_layers = np.array([t[0] if k % 2 else t[-1] for t, k in zip(table, keys)])[
+        lay_inv.reshape(-1)]
+    groups = _groups(_codes(g))[1]
+    for done, idx in enumerate(groups, 1):
+        if progress:
+            progress(done, len(groups))
+        sub = {name: col[idx] for name, col in g.items()}
+        i0 = idx[0]
+        cfg = SimpleNamespace(
+            tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
+            micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],
+            schedule=SCHEDULES[g["sched"][i0]], zero_stage=int(g["zero"][i0]),
+            sequence_parallel=bool(g["sp"][i0]),
+            cp_kind="ulysses" if g["ulysses"][i0] else "ring", recompute=RECOMPUTES[g["rc"][i0]],
+            flash_attention=True, act_bytes=2, reshard_after_forward=True,
+            hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec())
+        links = _Links(sub, system.gpus_per_node)
+        dp_s = sum(r.bytes / system.bandwidth(r.link) for r in dp_comms(model, st_total, cfg,
+                                                                       links))
+        st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")},
+                       max_layers=max_layers[idx], last_layers=last_layers[idx],
+                       dp_seconds=dp_s, state_bytes=state_g[idx], memory_bytes=mem[idx])
+        t = step_times(model, cfg, system, st, cal, tp_overlap=False)
+        step[idx] = t.pop("step_time_s")
+        for name, val in t.items():
+            parts.setdefault(name, np.zeros(count))[idx] = val
+    return step, mem, parts
+
+
+def _config(g, i) -> ParallelConfig:
+    flat = g["shard"][i] == g["dp"][i] * g["cp"][i]
+    return ParallelConfig(
+        tp=int(g["tp"][i]), cp=int(g["cp"][i]), pp=int(g["pp"][i]), dp=int(g["dp"][i]),
+        ep=int(g["ep"][i]), zero_stage=int(g["zero"][i]), sequence_parallel=bool(g["sp"][i]),
+        cp_kind="ulysses" if g["ulysses"][i] else "ring",
+        hsdp_shard=None if flat else int(g["shard"][i]), micro_batch=int(g["mb"][i]),
+        num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
+        schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]])
+
+
+FAMILIES = {
+    "pure data parallel / FSDP (tp = pp = cp = 1)":
+        lambda g: (g["tp"] == 1) & (g["pp"] == 1) & (g["cp"] == 1),
+    "TP across nodes (tp > GPUs per node)": None,  # filled in with the system
+    "no pipeline (pp = 1)": lambda g: g["pp"] == 1,
+    "context parallel (cp > 1)": lambda g: g["cp"] > 1,
+    "ZeRO-3 / FSDP": lambda g: g["zero"] == 3,
+    "full recompute": lambda g: g["rc"] == RECOMPUTES.index("full"),
+    "GPipe": lambda g: g["sched"] == SCHEDULES.index("gpipe"),
+}
+
+
+def _rejections(g, step, mem, fits, parts, cap, best, gpn) -> list[str]:
+    out = []
+    fams = dict(FAMILIES)
+    fams["TP across nodes (tp > GPUs per node)"] = lambda g: g["tp"] > gpn
+    for name, pick in fams.items():
+        sel = pick(g)
+        if not sel.any() or sel[best]:
+            continue
+        ok = sel & fits
+        if not ok.any():
+            need = mem[sel].min()
+            out.append(f"{name}: does not fit (leanest needs {need / 2**30:.1f} GiB of "
+                       f"{cap / 2**30:.1f} GiB)")
+            continue
+        i = np.flatnonzero(ok)[np.argmin(step[ok])]
+        why = max(("pp_bubble", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "compute"),
+                  key=lambda k: parts[k][i] - parts[k][best] if k in parts else -np.inf)
+        label = {"pp_bubble": "bubble", "compute": "recompute / slower compute"}.get(
+            why, f"exposed {why.replace('_comm', '').upper()} communication")
+        out.append(f"{name}: best {step[i]:.2f} s vs {step[best]:.2f} s, loses on {label}")
+    return out
+
+
+def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: int = 10,
+         pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str = "bf16",
+         optimizer: str = "adam", progress=None) -> PlanResult:
+    """The best placements of ``model`` on ``gpus`` GPUs of ``system``, fastest first
+    (ties to the one with more memory to spare)."""
+    require_positive("gpus", gpus)
+    require_positive("global_batch", global_batch)
+    start = time.perf_counter()
+    g = enumerate_grid(model, gpus, global_batch, system, pins)
+    evaluated = len(g["tp"])
+    if evaluated == 0:
+        raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
+                                  f"global_batch({global_batch}) under the pins given")
+    step, mem, parts = _price(model, system, cal, g, precision, optimizer, progress)
+    cap = system.gpu.hbm_bytes * (1 - cal.memory_reserve)
+    fits = mem <= cap
+    elapsed = time.perf_counter() - start
+    if not fits.any():
+        return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - cap))
+    order = np.lexsort((-(cap - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
+    tokens = model.seq_len * global_batch
+    flops = model_flops_per_token(model) * tokens
+    plans = [Plan(_config(g, i), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
+                  float(mem[i]), float(cap - mem[i]),
+                  {k: float(v[i]) for k, v in parts.items() if v[i] > 1e-12})
+             for i in order]
+    rejected = _rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)
+    return PlanResult(plans, evaluated, int(fits.sum()), time.perf_counter() - start, rejected)

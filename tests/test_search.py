@@ -1,0 +1,109 @@
+"""The planner: memory is never violated, pins hold, small clusters make sense, the
+vectorised grid prices each placement exactly as estimate() does."""
+import json
+
+import numpy as np
+import pytest
+
+from ledger.cli import main
+from ledger.model import ModelSpec, llama3_8b, llama3_70b, llama3_405b, mixtral_8x7b
+from ledger.search import DEFAULT, Pins, _config, _price, enumerate_grid, plan
+from ledger.step import estimate
+from ledger.system import system
+
+
+@pytest.mark.parametrize("model,gpus,batch,gpu", [
+    (llama3_405b(), 16384, 2048, "h100-sxm"), (llama3_70b(), 256, 512, "h100-sxm"),
+    (mixtral_8x7b(), 64, 256, "a100-80gb")])
+def test_grid_prices_like_estimate(model, gpus, batch, gpu):
+    """One formula, two paths: the planner's arrays equal estimate() for sampled rows."""
+    sysm = system(gpu)
+    g = enumerate_grid(model, gpus, batch, sysm, Pins())
+    step, mem, _ = _price(model, sysm, DEFAULT, g, "bf16", "adam")
+    for i in np.random.default_rng(0).choice(len(step), 40, replace=False):
+        est = estimate(model, _config(g, i), sysm)
+        assert est.step_time_s == pytest.approx(step[i], rel=1e-12)
+        assert est.memory_per_gpu_bytes == pytest.approx(mem[i], rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def llama405():
+    return plan(llama3_405b(), 16384, system("h100-sxm"), 2048, top=20)
+
+
+def test_best_plans_fit_and_are_ranked(llama405):
+    cap = system("h100-sxm").gpu.hbm_bytes * (1 - DEFAULT.memory_reserve)
+    times = [p.step_time_s for p in llama405.plans]
+    assert times == sorted(times)
+    for p in llama405.plans:
+        assert p.memory_bytes <= cap and p.headroom_bytes >= 0
+        est = estimate(llama3_405b(), p.config, system("h100-sxm"))
+        assert est.fits and est.step_time_s == pytest.approx(p.step_time_s, rel=1e-12)
+
+
+def test_seed_rules_fall_out_of_the_costs(llama405):
+    """TP stays inside the node, PP is used, pure data parallelism loses."""
+    for p in llama405.plans:
+        assert p.config.tp <= 8 and p.config.pp > 1
+    assert any("no pipeline" in r for r in llama405.rejected)
+
+
+def test_beats_or_matches_the_llama3_choice(llama405):
+    """The Llama 3 team's TP 8, PP 16, interleaved, ZeRO-1 at 16K GPUs, by our own model."""
+    from ledger.parallel import ParallelConfig
+    theirs = estimate(llama3_405b(), ParallelConfig(tp=8, pp=16, dp=128, zero_stage=1, vp=4,
+                                                   num_microbatches=16), system("h100-sxm"))
+    assert llama405.plans[0].step_time_s <= theirs.step_time_s
+
+
+def test_pins_restrict_the_result():
+    r = plan(llama3_70b(), 256, system("h100-sxm"), 512, top=50,
+             pins=Pins(tp=8, zero=1, no_cp=True, schedule="1f1b"))
+    assert r.plans and all(p.config.tp == 8 and p.config.zero_stage == 1 and p.config.cp == 1
+                           and p.config.schedule == "1f1b" for p in r.plans)
+    capped = plan(llama3_70b(), 256, system("h100-sxm"), 512, top=50, pins=Pins(max_tp=2))
+    assert all(p.config.tp <= 2 for p in capped.plans)
+
+
+SMALL = ModelSpec(name="llama-1b", layers=16, hidden=2048, heads=32, kv_heads=8,
+                  ffn_hidden=8192, vocab=128256, seq_len=4096)
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 8])
+def test_tiny_clusters(gpus):
+    r = plan(SMALL, gpus, system("h100-sxm"), 64, top=5)
+    assert r.plans, r.shortfall_bytes
+    best = r.plans[0].config
+    assert best.world == gpus and best.tp * best.cp * best.pp * best.dp == gpus
+    if gpus == 1:
+        assert best.tp == best.pp == best.dp == best.cp == 1
+
+
+def test_8b_does_not_fit_one_gpu_but_fits_eight():
+    """16 bytes x 8.03B params = 120 GiB of state: one 80 GB H100 cannot hold it."""
+    one = plan(llama3_8b().with_seq(4096), 1, system("h100-sxm"), 64)
+    assert one.plans == [] and one.shortfall_bytes > 40 * 2**30
+    eight = plan(llama3_8b().with_seq(4096), 8, system("h100-sxm"), 64)
+    assert eight.plans and eight.plans[0].config.world == 8
+
+
+def test_nothing_fits_says_by_how_much(capsys):
+    code = main(["plan", "llama3-405b", "--gpus", "8", "--global-batch", "8"])
+    out = capsys.readouterr().out
+    assert code == 1 and "nothing fits" in out and "GiB more per GPU" in out
+    r = plan(llama3_405b(), 8, system("h100-sxm"), 8)
+    assert r.plans == [] and r.shortfall_bytes > 600 * 2**30  # 16 B x 405B / 8 ~ 760 GiB
+
+
+def test_plan_json(capsys):
+    assert main(["plan", "llama3-70b", "--gpus", "64", "--global-batch", "128", "--top", "3",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert len(d["plans"]) == 3 and d["evaluated"] > 1000 and d["elapsed_s"] > 0
+    assert {"tp", "pp", "dp", "step_time_s", "mfu", "memory_bytes"} <= set(d["plans"][0])
+
+
+def test_plan_bad_pin(capsys):
+    assert main(["plan", "llama3-70b", "--gpus", "64", "--global-batch", "128",
+                 "--tp", "0"]) == 2
+    assert "tp" in capsys.readouterr().err
