@@ -4,6 +4,7 @@
     train-ledger report MODEL ...     one placement (Megatron-style flags, --json)
     train-ledger models               presets with exact parameter counts
     train-ledger toys zero|tp|cp|pp|ep|all   the mechanisms on real torch.distributed
+    train-ledger verify                   PyTorch's own strategies measured against the ledger
     train-ledger schedule KIND --pp P --microbatches M   a pipeline time line
     train-ledger estimate MODEL ... --gpu NAME --global-batch B   step time and MFU
     train-ledger layout --tp 4 --dp 2 --pp 2              ranks, groups and links
@@ -83,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("seed", help="the seed's six placements (the default)")
     sub.add_parser("models", help="presets with exact parameter counts")
     sub.add_parser("toys", help="each mechanism on real torch.distributed (torch extra)",
+                   add_help=False)
+    sub.add_parser("verify", help="PyTorch's FSDP2 / DTensor TP / pipelining vs the ledger",
                    add_help=False)
     r = sub.add_parser("report", help="the ledger of one placement")
     _add_model_flags(r)
@@ -338,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["toys"]:
             return _torch_command("ledger.toys.__main__", argv[1:])
+        if argv[:1] == ["verify"]:
+            return _torch_command("ledger.verify.__main__", argv[1:])
         out = run(argv)
     except LedgerError as e:
         print(f"error: {e}", file=sys.stderr)

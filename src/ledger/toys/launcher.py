@@ -36,8 +36,12 @@ class Outcome:
 
 
 def _toy(name: str):
+    """A toy module (``zero``), or a verify strategy (``verify:fsdp2``)."""
     from importlib import import_module
 
+    if name.startswith("verify:"):
+        from ledger.verify.runner import Strategy
+        return Strategy(name.split(":", 1)[1])
     return import_module(f"ledger.toys.{name}")
 
 
@@ -57,7 +61,8 @@ def run_toys(names: list[str], rank: int, world: int, backend: str, emit,
     else:
         device = torch.device("cpu")
     meter = Meter()
-    meter.install()
+    if not any(n.startswith("verify:") for n in names):  # verify meters at the dispatcher;
+        meter.install()  # pipelining also checks that dist.isend is the real one
     try:
         for name in names:
             if fault is not None and fault[1] == rank and name == names[-1]:

@@ -1,0 +1,3 @@
+"""The ledger against PyTorch's own implementations (torch extra): DDP, FSDP2, HSDP,
+DTensor tensor parallel, torch.distributed.pipelining and an expert all-to-all, measured
+at the c10d dispatcher; and the activation bytes a Llama layer saves for backward."""

@@ -1,0 +1,292 @@
+"""PyTorch's own strategies, one training step each, measured against the ledger.
+
+Every function runs on every rank of an initialised world of 4 (gloo processes in
+``train-ledger verify``, the fake process group in the tests) and returns this rank's
+rows: bytes handed to each collective (from the dispatcher, ``meter.CollectiveMeter``)
+and resident state after the step, next to what the ledger predicts for the same tiny
+model and placement, in fp32 unless the strategy says otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+
+from ledger.comms import dp_comms, ep_comms, pp_comms, tp_comms
+from ledger.layout import Layout
+from ledger.memory import state_bytes
+from ledger.parallel import ParallelConfig, per_gpu_state
+from ledger.verify import tiny
+from ledger.verify.meter import CollectiveMeter
+
+WORLD = 4
+
+
+@dataclass
+class Row:
+    check: str  # "bytes" | "state"
+    strategy: str
+    collective: str
+    predicted_bytes: float
+    measured_bytes: float
+    tolerance: float = 0.0
+    note: str = ""
+    rank: int = 0
+
+    @property
+    def ratio(self) -> float:
+        return self.measured_bytes / self.predicted_bytes if self.predicted_bytes else 1.0
+
+    @property
+    def ok(self) -> bool:
+        return abs(self.ratio - 1.0) <= self.tolerance + 1e-12
+
+
+def _step(model, opt, x, y, meter=None):
+    loss = tiny.loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _local_bytes(tensors) -> int:
+    out = 0
+    for t in tensors:
+        t = t.to_local() if hasattr(t, "to_local") else t
+        out += t.numel() * t.element_size()
+    return out
+
+
+def _state_rows(name, model, opt, predicted, note="") -> list[Row]:
+    params = list(model.parameters())
+    grads = [p.grad for p in params if p.grad is not None]
+    moments = [v for s in opt.state.values() for k, v in s.items() if k != "step"]
+    got = (_local_bytes(params), _local_bytes(grads), _local_bytes(moments))
+    names = ("params", "grads", "optimizer")
+    want = (predicted.params_bytes, predicted.grads_bytes, predicted.optim_bytes)
+    return [Row("state", name, n, float(w), float(g), 0.0, note) for n, w, g in
+            zip(names, want, got)]
+
+
+def _bytes_rows(name, meter, comms, note_by_kind=None, tolerance=0.0) -> list[Row]:
+    predicted: dict[str, float] = {}
+    for c in comms:
+        predicted[c.kind] = predicted.get(c.kind, 0.0) + float(c.bytes)
+    kinds = sorted(set(predicted) | {r.kind for r in meter.records})
+    notes = {"reduce_scatter": "bytes handed to the collective; gloo itself runs a "
+                               "reduce-scatter as an all-reduce, so its wire carries twice this"}
+    notes |= {k: v for k, v in (note_by_kind or {}).items() if v}
+    rows = [Row("bytes", name, k, predicted.get(k, 0.0), meter.total(k), tolerance,
+                notes.get(k, "")) for k in kinds]
+    return [r for r in rows if r.predicted_bytes or r.measured_bytes]
+
+
+def _world_layout(**sizes) -> Layout:
+    return Layout(gpus_per_node=8, **sizes)
+
+
+# ---- data parallel --------------------------------------------------------------------
+def ddp(ctx) -> list[Row]:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(tiny.TinyLlama())
+
+    def allreduce_hook(state, bucket):  # a Python hook, so the dispatcher sees the bytes
+        buf = bucket.buffer()
+        dist.all_reduce(buf)
+        buf /= WORLD
+        fut = torch.futures.Future()
+        fut.set_result(buf)
+        return fut
+    model.register_comm_hook(None, allreduce_hook)
+    opt = torch.optim.Adam(model.parameters())
+    x, y = tiny.batch(ctx.rank)
+    with CollectiveMeter() as meter:
+        _step(model, opt, x, y)
+    spec, cfg = tiny.spec(), ParallelConfig(dp=WORLD)
+    st = state_bytes(spec, "fp32", "adam")
+    comms = dp_comms(spec, st, cfg, _world_layout(dp=WORLD))
+    note = "DDP's C++ reducer bypasses the dispatcher; a Python hook all-reduces each bucket"
+    return (_bytes_rows("DDP", meter, comms, {"all_reduce": note})
+            + _state_rows("DDP", model, opt, per_gpu_state(spec, st, cfg)))
+
+
+def _fsdp(ctx, name, reshard=True, mesh_shape=(WORLD,), mp=None, precision="fp32"):
+    from torch.distributed.fsdp import fully_shard
+
+    names = ("replicate", "shard") if len(mesh_shape) == 2 else ("shard",)
+    mesh = init_device_mesh("cpu", mesh_shape, mesh_dim_names=names)
+    model = tiny.TinyLlama()
+    kw = {"mesh": mesh, "reshard_after_forward": reshard}
+    if mp is not None:
+        kw["mp_policy"] = mp
+    for layer in model.layers:
+        fully_shard(layer, **kw)
+    fully_shard(model, **kw)
+    opt = torch.optim.Adam(model.parameters())
+    x, y = tiny.batch(ctx.rank)
+    with CollectiveMeter() as meter:
+        _step(model, opt, x, y)
+    spec = tiny.spec()
+    shard = mesh_shape[-1]
+    cfg = ParallelConfig(dp=WORLD, zero_stage=3, reshard_after_forward=reshard,
+                         hsdp_shard=shard if len(mesh_shape) == 2 else None)
+    comms = dp_comms(spec, state_bytes(spec, precision, "adam"), cfg,
+                     _world_layout(dp=WORLD, hsdp_shard=cfg.hsdp_shard))
+    rows = _bytes_rows(name, meter, comms)
+    if mp is None:  # at rest, after the step, every state is sharded over the shard group
+        at_rest = ParallelConfig(dp=WORLD, zero_stage=3, hsdp_shard=cfg.hsdp_shard)
+        rows += _state_rows(name, model, opt,
+                            per_gpu_state(spec, state_bytes(spec, "fp32", "adam"), at_rest),
+                            "" if reshard else "after the step FSDP2 has resharded; the "
+                            "ledger's unsharded params are the forward-to-backward peak")
+    return rows
+
+
+def fsdp2(ctx):
+    return _fsdp(ctx, "FSDP2 reshard")
+
+
+def fsdp2_keep(ctx):
+    return _fsdp(ctx, "FSDP2 no reshard", reshard=False)
+
+
+def fsdp2_bf16(ctx):
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
+    return _fsdp(ctx, "FSDP2 bf16", mp=mp, precision="bf16")
+
+
+def hsdp(ctx):
+    return _fsdp(ctx, "HSDP 2x2", mesh_shape=(2, 2))
+
+
+# ---- tensor parallel ------------------------------------------------------------------
+TP = 2
+
+
+def _tp(ctx, name, sp):
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel, SequenceParallel,
+                                                   parallelize_module)
+
+    mesh = init_device_mesh("cpu", (WORLD // TP, TP), mesh_dim_names=("dp", "tp"))["tp"]
+    torch.manual_seed(0)
+    block = tiny.Block()
+    # The block input enters each sub-block once, as a replicated DTensor, so the q/k/v
+    # (gate/up) input gradients add up as partial sums and are reduced once - Megatron's f.
+    # Without that, DTensor would all-reduce each projection's input gradient separately.
+    src = Shard(1) if sp else Replicate()
+    plan = {"attn": PrepareModuleInput(input_layouts=(src, None, None),
+                                       desired_input_layouts=(Replicate(), None, None),
+                                       use_local_output=False),
+            "mlp": PrepareModuleInput(input_layouts=(src,), desired_input_layouts=(Replicate(),),
+                                      use_local_output=False),
+            "attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(),
+            "attn.wv": ColwiseParallel(),
+            "attn.wo": RowwiseParallel(output_layouts=src, use_local_output=not sp),
+            "mlp.gate": ColwiseParallel(), "mlp.up": ColwiseParallel(),
+            "mlp.down": RowwiseParallel(output_layouts=src, use_local_output=not sp)}
+    if sp:  # norms run on sequence shards; the linears gather and scatter around them
+        plan |= {"attn_norm": SequenceParallel(), "mlp_norm": SequenceParallel()}
+    parallelize_module(block, mesh, plan)
+    b, s = 2, tiny.SEQ
+    cos, sin = tiny.rotary(s, tiny.HIDDEN // tiny.HEADS)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(b, s, tiny.HIDDEN, generator=g)
+    if sp:
+        from torch.distributed.tensor import DTensor
+        x = DTensor.from_local(x.chunk(TP, 1)[mesh.get_local_rank()], mesh, [Shard(1)])
+    x.requires_grad_(True)
+    with CollectiveMeter() as meter:
+        out = block(x, cos, sin)
+        out = out.to_local() if hasattr(out, "to_local") else out
+        out.float().pow(2).mean().backward()
+    cfg = ParallelConfig(tp=TP, sequence_parallel=sp, act_bytes=4)
+    comms = tp_comms(cfg, b * s * tiny.HIDDEN * 4, 1, "nvlink")  # one layer, one micro-batch
+    note = ("with SP the norms' weight gradients stay partial DTensors until the optimizer "
+            "reduces them (not in this measurement)" if sp else "")
+    return _bytes_rows(name, meter, comms, {"all_gather": note, "reduce_scatter": note})
+
+
+def tp(ctx):
+    return _tp(ctx, "DTensor TP", sp=False)
+
+
+def tp_sp(ctx):
+    return _tp(ctx, "DTensor TP + SP", sp=True)
+
+
+# ---- pipeline -------------------------------------------------------------------------
+MICROBATCHES = 4
+
+
+def _pipeline(ctx, name, schedule_cls):
+    from torch.distributed.pipelining import PipelineStage
+
+    torch.manual_seed(0)
+    block = tiny.MLP(tiny.HIDDEN, tiny.FFN)  # one stage per rank
+    rows_per_mb, s = 2, tiny.SEQ
+    stage = PipelineStage(block, ctx.rank, WORLD, torch.device("cpu"))
+    sched = schedule_cls(stage, MICROBATCHES, loss_fn=lambda out, tgt: out.pow(2).mean())
+    x = torch.randn(rows_per_mb * MICROBATCHES, s, tiny.HIDDEN)
+
+    def step():
+        if ctx.rank == 0:
+            sched.step(x)
+        elif ctx.rank == WORLD - 1:
+            sched.step(target=torch.zeros_like(x), losses=[])
+        else:
+            sched.step()
+    step()  # the first step also exchanges shapes (pickled metadata); measure the second
+    with CollectiveMeter() as meter:
+        step()
+    cfg = ParallelConfig(pp=WORLD, num_microbatches=MICROBATCHES, act_bytes=4)
+    comms = pp_comms(cfg, rows_per_mb * s * tiny.HIDDEN * 4, "ib")
+    interior = 0 < ctx.rank < WORLD - 1
+    note = "" if interior else "an end stage sends one direction only: half the ledger's"
+    rows = _bytes_rows(name, meter, comms)
+    for r in rows:
+        if not interior and r.collective == "send_recv":
+            r.predicted_bytes /= 2
+            r.note = note
+    return rows
+
+
+def pp_gpipe(ctx):
+    from torch.distributed.pipelining import ScheduleGPipe
+    return _pipeline(ctx, "pipelining GPipe", ScheduleGPipe)
+
+
+def pp_1f1b(ctx):
+    from torch.distributed.pipelining import Schedule1F1B
+    return _pipeline(ctx, "pipelining 1F1B", Schedule1F1B)
+
+
+# ---- expert parallel ------------------------------------------------------------------
+def ep(ctx):
+    from ledger.toys.ep import HIDDEN, TOKENS, TOPK, AllToAll
+
+    n, r = WORLD, ctx.rank
+    rows = TOKENS * TOPK
+    send = [rows // n] * n  # even routing: what the ledger assumes
+    x = torch.randn(rows, HIDDEN, requires_grad=True)
+    with CollectiveMeter() as meter:
+        y = AllToAll.apply(x, send, send)  # dispatch
+        z = AllToAll.apply(y * 2.0, send, send)  # combine
+        z.sum().backward()
+    from ledger.model import ModelSpec
+    spec = ModelSpec(name="toy-moe", layers=1, hidden=HIDDEN, heads=1, vocab=1,
+                     seq_len=TOKENS, ffn_hidden=HIDDEN, num_experts=8, top_k=TOPK)
+    comms = ep_comms(spec, ParallelConfig(dp=n, ep=n, act_bytes=4), TOKENS, "nvlink")
+    del r
+    return _bytes_rows("expert all-to-all", meter, comms)
+
+
+STRATEGIES = {"ddp": ddp, "fsdp2": fsdp2, "fsdp2-keep": fsdp2_keep, "fsdp2-bf16": fsdp2_bf16,
+              "hsdp": hsdp, "tp": tp, "tp-sp": tp_sp, "pp-gpipe": pp_gpipe,
+              "pp-1f1b": pp_1f1b, "ep": ep}
