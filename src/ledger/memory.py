@@ -114,3 +114,50 @@ def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, h
     else:
         per_token = 10.0 + 24.0 / tp + score / tp
     return s * b * h * per_token / cp
+
+
+def llama_activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int,
+                                     heads: int, kv_heads: int, head_dim: int,
+                                     ffn_hidden: int, tp: int = 1, cp: int = 1,
+                                     sequence_parallel: bool = True, flash: bool = True,
+                                     recompute: str = "none", act_bytes: int = 2) -> float:
+    """Bytes a Llama decoder layer (RMSNorm, rotary GQA attention, SwiGLU MLP) keeps for
+    backward, tensor by tensor, as ``ledger.verify`` measures them with saved-tensor
+    hooks (tests/test_activations.py); T = s*b/cp tokens, e = act_bytes:
+
+    - each RMSNorm: its input, the per-token rsqrt, the normalised input and the scaled
+      output the next GEMMs read: (3h + 1) T elements, two norms a layer
+    - flash attention (fused, GQA-native): q and the output at H heads, k and v at the
+      K/V heads, (2H + 2K) d T elements, plus an fp32 log-sum-exp per head and token
+    - materialised attention: q, and k, v repeated to H heads, the softmax probabilities
+      b H s^2 (per CP rank: its s/cp queries against s keys), the output copy the output
+      projection reads, 4 H d T elements, and the s^2 boolean mask (1 byte each)
+    - SwiGLU MLP: gate, silu(gate), up and their product: 4 f T elements
+    - recompute: ``full`` keeps only the layer input (h T); ``selective`` recomputes the
+      materialised attention core, so the probabilities and the mask are not kept (with
+      flash there is nothing to recompute)
+
+    TP splits the heads and the MLP width (and, under sequence parallelism, the norms'
+    tokens). Unlike ``activation_bytes_per_layer`` (Korthikanti's 34 sbh GPT with dropout,
+    the seed's figure), every term here is one tensor this layer really saves.
+
+    >>> llama_activation_bytes_per_layer(seq_len=16, micro_batch=2, hidden=64, heads=4,
+    ...     kv_heads=2, head_dim=16, ffn_hidden=128, act_bytes=4)
+    140032.0
+    """
+    if recompute not in RECOMPUTE:
+        raise LedgerError("recompute", f"must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    e, s, b = act_bytes, seq_len, micro_batch
+    tokens = s * b / cp
+    if recompute == "full":
+        return tokens * hidden * e / (tp if sequence_parallel else 1)
+    norms = 2 * (3 * hidden + 1) * tokens * e / (tp if sequence_parallel else 1)
+    mlp = 4 * ffn_hidden * tokens * e / tp
+    if flash:
+        attention = (2 * heads + 2 * kv_heads) * head_dim * tokens * e / tp
+        attention += 4 * heads * tokens / tp  # fp32 log-sum-exp
+    else:
+        attention = 4 * heads * head_dim * tokens * e / tp
+        if recompute != "selective":
+            attention += heads / tp * b * (s / cp) * s * e + (s / cp) * s  # probs + mask
+    return norms + attention + mlp

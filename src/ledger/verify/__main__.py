@@ -20,12 +20,14 @@ def table(rows) -> str:
     for r in rows:
         key = (r.strategy, r.check, r.collective, r.predicted_bytes, r.measured_bytes, r.note)
         groups.setdefault(key, []).append(r)
-    lines = [f"{'strategy':<18}{'check':<7}{'collective':<16}{'ranks':<9}{'predicted':>11}"
+    w = [max([len(k[i]) for k in groups] + [len(h)]) + 2
+         for i, h in ((0, "strategy"), (1, "check"), (2, "what"))]
+    lines = [f"{'strategy':<{w[0]}}{'check':<{w[1]}}{'what':<{w[2]}}{'ranks':<7}{'predicted':>11}"
              f"{'measured':>11}{'ratio':>7}  ok   note"]
     for (strategy, check, coll, pred, meas, note), rs in groups.items():
         ranks = "all" if len(rs) == WORLD else ",".join(str(r.rank) for r in rs)
-        lines.append(f"{strategy:<18}{check:<7}{coll:<16}{ranks:<9}{pred:>11,.0f}{meas:>11,.0f}"
-                     f"{rs[0].ratio:>7.3f}  {'yes' if rs[0].ok else 'NO ':<4} {note}")
+        lines.append(f"{strategy:<{w[0]}}{check:<{w[1]}}{coll:<{w[2]}}{ranks:<7}{pred:>11,.0f}"
+                     f"{meas:>11,.0f}{rs[0].ratio:>7.3f}  {'yes' if rs[0].ok else 'NO ':<4} {note}")
     return "\n".join(lines)
 
 

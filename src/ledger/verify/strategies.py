@@ -290,3 +290,26 @@ def ep(ctx):
 STRATEGIES = {"ddp": ddp, "fsdp2": fsdp2, "fsdp2-keep": fsdp2_keep, "fsdp2-bf16": fsdp2_bf16,
               "hsdp": hsdp, "tp": tp, "tp-sp": tp_sp, "pp-gpipe": pp_gpipe,
               "pp-1f1b": pp_1f1b, "ep": ep}
+
+
+# ---- activation memory ----------------------------------------------------------------
+def activations(ctx) -> list[Row]:
+    """A Llama layer's saved bytes against the architecture-aware formula (3% allowed)."""
+    from ledger.verify.activations import CASES, measure, predict
+
+    if ctx.rank:  # one process measures; the layer has nothing distributed
+        return []
+    rows = []
+    for heads, kv, hidden, ffn, seq, b in CASES:
+        for flash, rc in ((True, "none"), (False, "none"), (False, "selective"),
+                          (True, "full")):
+            kw = dict(flash=flash, recompute=rc, dtype=torch.bfloat16)
+            case = (f"{'flash' if flash else 'materialised'} {rc}: H{heads}/K{kv} h{hidden} "
+                    f"f{ffn} s{seq} b{b}")
+            rows.append(Row("activations", "Llama layer, bf16", case,
+                            predict(heads, kv, hidden, ffn, seq, b, **kw),
+                            measure(heads, kv, hidden, ffn, seq, b, **kw), 0.03))
+    return rows
+
+
+STRATEGIES["activations"] = activations

@@ -10,6 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from ledger.model import ModelSpec
 
@@ -53,6 +54,7 @@ class Attention(nn.Module):
         self.wv = nn.Linear(hidden, kv_heads * self.dim, bias=False)
         self.wo = nn.Linear(heads * self.dim, hidden, bias=False)
         self.flash = flash
+        self.selective = False  # recompute the attention core in the backward (Korthikanti)
 
     def forward(self, x, cos, sin):
         b, s, _ = x.shape
@@ -61,16 +63,22 @@ class Attention(nn.Module):
         v = self.wv(x).view(b, s, -1, self.dim).transpose(1, 2)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
-        rep = q.shape[1] // k.shape[1]  # local heads per local K/V head (TP keeps the ratio)
-        k = k.repeat_interleave(rep, dim=1)
-        v = v.repeat_interleave(rep, dim=1)
-        if self.flash:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:  # materialised scores, as pre-2022 kernels did
-            scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.dim)
-            mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
-            out = torch.softmax(scores.masked_fill(mask, float("-inf")), -1) @ v
+        if self.flash:  # a fused kernel: GQA natively, no score matrix kept
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            rep = q.shape[1] // k.shape[1]  # local heads per local K/V head (TP keeps it)
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+            core = self.core if not self.selective else (
+                lambda *a: checkpoint(self.core, *a, use_reentrant=False))
+            out = core(q, k, v)
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
+
+    def core(self, q, k, v):
+        """Materialised attention, as pre-2022 kernels ran it: scores, mask, softmax."""
+        s = q.shape[2]
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.dim)
+        mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+        return torch.softmax(scores.masked_fill(mask, float("-inf")), -1) @ v
 
 
 class MLP(nn.Module):
