@@ -176,14 +176,13 @@ def parallel_config(a: argparse.Namespace):
         dp = a.gpus // model_par if a.gpus is not None else 1
     m = a.microbatches
     if a.global_batch is not None:
-        per_step = dp * a.micro_batch
-        if a.global_batch % per_step:
-            raise LedgerError("global_batch", f"global_batch({a.global_batch}) is not "
-                              f"divisible by dp({dp}) * micro_batch({a.micro_batch})")
-        if m is not None and m != a.global_batch // per_step:
+        from ledger.step import microbatches_for
+
+        derived = microbatches_for(a.global_batch, dp, a.micro_batch)
+        if m is not None and m != derived:
             raise LedgerError("microbatches", f"microbatches({m}) != global_batch"
                               f"({a.global_batch}) / (dp({dp}) * micro_batch({a.micro_batch}))")
-        m = a.global_batch // per_step
+        m = derived
     zero = 1 if a.use_distributed_optimizer and a.zero == 0 else a.zero
     cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, zero_stage=zero,
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
