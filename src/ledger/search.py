@@ -288,7 +288,9 @@ def _price(model, system, cal, g, precision, optimizer, progress=None):
         t = step_times(model, cfg, system, st, cal, tp_overlap=False)
         step[idx] = t.pop("step_time_s")
         for name, val in t.items():
-            parts.setdefault(name, np.zeros(count))[idx] = val
+            if name not in parts:  # not setdefault: that would allocate on every group
+                parts[name] = np.zeros(count)
+            parts[name][idx] = val
     return step, mem, parts
 
 
