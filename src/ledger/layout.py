@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
+import numpy as np
+
 from ledger.errors import LedgerError, require_positive
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
@@ -48,7 +50,8 @@ class Layout:
 
     def __post_init__(self) -> None:
         for f in ("tp", "cp", "dp", "pp", "ep", "gpus_per_node"):
-            require_positive(f, getattr(self, f))
+            if not hasattr(getattr(self, f), "shape"):  # arrays: the planner's valid grid
+                require_positive(f, getattr(self, f))
         axes = self.order.split("-")
         if sorted(axes) != sorted(AXES):
             raise LedgerError("order", f"must be a '-'-joined permutation of {', '.join(AXES)},"
@@ -65,7 +68,7 @@ class Layout:
             if axis == "ep":
                 continue
             strides[axis] = step
-            step *= getattr(self, axis)
+            step = step * getattr(self, axis)  # not *=: with arrays it would alias
         return strides
 
     def span(self, group: str) -> tuple[int, int] | None:
@@ -74,17 +77,20 @@ class Layout:
         n = self.dp * self.cp
         if group in ("tp", "cp", "dp", "pp"):
             return st[group], getattr(self, group)
-        lo, hi = sorted(("cp", "dp"), key=st.get)
-        n_lo, n_hi = getattr(self, lo), getattr(self, hi)
-        joined = n_lo == 1 or n_hi == 1 or st[hi] == st[lo] * n_lo
-        base = st[lo] if n_lo > 1 else st[hi]
+        dense = [a for a in self.order.split("-") if a != "ep"]
+        lo, hi = sorted(("cp", "dp"), key=dense.index)
+        if dense.index(hi) == dense.index(lo) + 1:  # adjacent: one evenly spaced block
+            joined, base = True, st[lo]
+        else:  # only when one of them is 1 (numbers only: the planner uses the default)
+            n_lo, n_hi = getattr(self, lo), getattr(self, hi)
+            joined, base = n_lo == 1 or n_hi == 1, st[hi] if n_lo == 1 else st[lo]
         if group == "dp_cp":
             return (base, n) if joined else None
         if group in ("ep", "edp"):  # expert view: cp folds into data parallel
             if not joined:
                 return None
             return (base, self.ep) if group == "ep" else (base * self.ep, n // self.ep)
-        shard = self.hsdp_shard or n
+        shard = n if self.hsdp_shard is None else self.hsdp_shard
         if group in ("shard", "replicate"):
             if not joined:
                 return None
@@ -121,8 +127,10 @@ class Layout:
             gpn = self.gpus_per_node
             same = all(len({r // gpn for r in g}) == 1 for g in self.groups(group))
             return "nvlink" if same else "ib"
-        stride, size = span
-        return "nvlink" if intra_node(stride, size, self.world, self.gpus_per_node) else "ib"
+        intra = intra_node(*span, self.world, self.gpus_per_node)
+        if getattr(intra, "ndim", 0):  # a grid of layouts (the planner)
+            return np.where(intra, "nvlink", "ib")
+        return "nvlink" if intra else "ib"
 
     def coords(self, rank: int) -> dict[str, int]:
         """The dense coordinates of ``rank``."""

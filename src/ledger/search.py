@@ -20,7 +20,7 @@ import numpy as np
 
 from ledger.comms import dp_comms
 from ledger.errors import LedgerError, require_positive
-from ledger.layout import intra_node
+from ledger.layout import Layout
 from ledger.memory import activation_bytes_per_layer, state_bytes
 from ledger.model import ModelSpec
 from ledger.parallel import MoESpec, ParallelConfig
@@ -168,25 +168,6 @@ def _groups(key: np.ndarray):
     return sorted_key[starts], [order[s:e] for s, e in zip(starts, ends)]
 
 
-class _Links:
-    """Layout.link for arrays, in Megatron's default order tp-cp-ep-dp-pp."""
-
-    def __init__(self, g, gpn):
-        self.g, self.gpn = g, gpn
-        self.world = g["tp"] * g["cp"] * g["pp"] * g["dp"]
-
-    def _span(self, name):
-        g, n = self.g, self.g["dp"] * self.g["cp"]
-        return {"tp": (1, g["tp"]), "cp": (g["tp"], g["cp"]), "pp": (n * g["tp"], g["pp"]),
-                "dp_cp": (g["tp"], n), "ep": (g["tp"], g["ep"]),
-                "edp": (g["tp"] * g["ep"], n // g["ep"]), "shard": (g["tp"], g["shard"]),
-                "replicate": (g["tp"] * g["shard"], n // g["shard"])}[name]
-
-    def link(self, name):
-        stride, size = self._span(name)
-        return np.where(intra_node(stride, size, self.world, self.gpn), "nvlink", "ib")
-
-
 def _codes(g) -> np.ndarray:
     """One integer per categorical combination (schedule, zero, sp, cp kind, recompute)."""
     return (((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 3 + g["rc"]
@@ -279,7 +260,8 @@ def _price(model, system, cal, g, precision, optimizer, progress=None):
             cp_kind="ulysses" if g["ulysses"][i0] else "ring", recompute=RECOMPUTES[g["rc"][i0]],
             flash_attention=True, act_bytes=2, reshard_after_forward=True,
             hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec())
-        links = _Links(sub, system.gpus_per_node)
+        links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
+                       hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node)
         dp_s = sum(r.bytes / system.bandwidth(r.link) for r in dp_comms(model, st_total, cfg,
                                                                        links))
         st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")},
