@@ -99,8 +99,11 @@ def interleaved(pp: int, m: int, v: int, zero_bubble: bool = False) -> list[list
     out = []
     for r in range(pp):
         warm = min((v - 1) * per_round + (1 if zero_bubble else 2) * (pp - 1 - r), total)
-        fwd = lambda k: ((k // per_round) % v) * pp + r  # noqa: E731
-        bwd = lambda k: (v - 1 - (k // per_round) % v) * pp + r  # noqa: E731
+        def fwd(k, r=r):  # forwards walk the chunks in rounds of per_round micro-batches
+            return ((k // per_round) % v) * pp + r
+
+        def bwd(k, r=r):  # backwards walk them in reverse
+            return (v - 1 - (k // per_round) % v) * pp + r
         nf, nb, nw = {}, {}, {}
         acts: list[Action] = []
 

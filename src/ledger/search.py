@@ -122,7 +122,7 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins):
     zeros = [z for z in range(4) if (pins.zero if pins.zero is not None else z) == z
              and (z == 0 or replicas > 1)]
     kinds = ["ring"]
-    if cp > 1 and model.heads % (tp * cp) == 0 and kv_ok(model, tp * cp):
+    if cp > 1 and model.heads % (tp * cp) == 0 and model.kv_heads % (tp * cp) == 0:
         kinds.append("ulysses")
     for (sched, v), zero, kind in product(scheds, zeros, kinds):
         shards = [replicas]
@@ -131,10 +131,6 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins):
                        and replicas % s == 0]
         for shard, sp in product(shards, (True, False) if tp > 1 else (True,)):
             yield sched, v, zero, shard, sp, kind
-
-
-def kv_ok(model: ModelSpec, n: int) -> bool:
-    return model.kv_heads % n == 0
 
 
 NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard", "sp",
@@ -266,7 +262,7 @@ def _price(model, system, cal, g, precision, optimizer, progress=None):
                                                                        links))
         st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")},
                        max_layers=max_layers[idx], last_layers=last_layers[idx],
-                       dp_seconds=dp_s, state_bytes=state_g[idx], memory_bytes=mem[idx])
+                       dp_seconds=dp_s, state_bytes=state_g[idx])
         t = step_times(model, cfg, system, st, cal, tp_overlap=False)
         step[idx] = t.pop("step_time_s")
         for name, val in t.items():
@@ -287,23 +283,23 @@ def _config(g, i) -> ParallelConfig:
         schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]])
 
 
-FAMILIES = {
-    "pure data parallel / FSDP (tp = pp = cp = 1)":
-        lambda g: (g["tp"] == 1) & (g["pp"] == 1) & (g["cp"] == 1),
-    "TP across nodes (tp > GPUs per node)": None,  # filled in with the system
-    "no pipeline (pp = 1)": lambda g: g["pp"] == 1,
-    "context parallel (cp > 1)": lambda g: g["cp"] > 1,
-    "ZeRO-3 / FSDP": lambda g: g["zero"] == 3,
-    "full recompute": lambda g: g["rc"] == RECOMPUTES.index("full"),
-    "GPipe": lambda g: g["sched"] == SCHEDULES.index("gpipe"),
-}
+def families(gpus_per_node: int) -> dict:
+    """The families a losing line is written for: name -> which candidates belong."""
+    return {
+        "pure data parallel / FSDP (tp = pp = cp = 1)":
+            lambda g: (g["tp"] == 1) & (g["pp"] == 1) & (g["cp"] == 1),
+        "TP across nodes (tp > GPUs per node)": lambda g: g["tp"] > gpus_per_node,
+        "no pipeline (pp = 1)": lambda g: g["pp"] == 1,
+        "context parallel (cp > 1)": lambda g: g["cp"] > 1,
+        "ZeRO-3 / FSDP": lambda g: g["zero"] == 3,
+        "full recompute": lambda g: g["rc"] == RECOMPUTES.index("full"),
+        "GPipe": lambda g: g["sched"] == SCHEDULES.index("gpipe"),
+    }
 
 
 def _rejections(g, step, mem, fits, parts, cap, best, gpn) -> list[str]:
     out = []
-    fams = dict(FAMILIES)
-    fams["TP across nodes (tp > GPUs per node)"] = lambda g: g["tp"] > gpn
-    for name, pick in fams.items():
+    for name, pick in families(gpn).items():
         sel = pick(g)
         if not sel.any() or sel[best]:
             continue

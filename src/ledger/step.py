@@ -205,7 +205,6 @@ class Structure:
     last_layers: object  # layers on the last rank, which also runs the output layer
     dp_seconds: object  # DP traffic per step over its links, before any overlap
     state_bytes: object  # resident state of the heaviest stage (for the optimizer step)
-    memory_bytes: object  # peak state + activations over the ranks
 
 
 def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
@@ -255,8 +254,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
         links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")},
         max_layers=max(layers), last_layers=layers[0 if cfg.schedule == "zb-v" else -1],
         dp_seconds=sum(c.bytes / system.bandwidth(c.link) for c in pl.comms if c.axis == "dp"),
-        state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes,
-        memory_bytes=pl.peak_bytes)
+        state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)
     t = {k: float(v) for k, v in step_times(model, cfg, system, st, cal, tp_overlap).items()}
     step = t.pop("step_time_s")
     global_tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp

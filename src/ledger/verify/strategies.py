@@ -44,7 +44,7 @@ class Row:
         return abs(self.ratio - 1.0) <= self.tolerance + 1e-12
 
 
-def _step(model, opt, x, y, meter=None):
+def _step(model, opt, x, y):
     loss = tiny.loss_fn(model(x), y)
     loss.backward()
     opt.step()
@@ -271,7 +271,7 @@ def pp_1f1b(ctx):
 def ep(ctx):
     from ledger.toys.ep import HIDDEN, TOKENS, TOPK, AllToAll
 
-    n, r = WORLD, ctx.rank
+    n = WORLD
     rows = TOKENS * TOPK
     send = [rows // n] * n  # even routing: what the ledger assumes
     x = torch.randn(rows, HIDDEN, requires_grad=True)
@@ -283,7 +283,6 @@ def ep(ctx):
     spec = ModelSpec(name="toy-moe", layers=1, hidden=HIDDEN, heads=1, vocab=1,
                      seq_len=TOKENS, ffn_hidden=HIDDEN, num_experts=8, top_k=TOPK)
     comms = ep_comms(spec, ParallelConfig(dp=n, ep=n, act_bytes=4), TOKENS, "nvlink")
-    del r
     return _bytes_rows("expert all-to-all", meter, comms)
 
 
