@@ -46,21 +46,21 @@ def test_dp_allreduce_is_282_gb_and_nearly_independent_of_nd():
     """DP moves 2(N_d-1)/N_d x N bf16 grads: 282 GB for 70B; 1.75N at 8, 1.998N at 1024."""
     m = llama3_70b()
     for nd, elems in ((8, 1.75), (1024, 1.998)):
-        pl = place(m, ParallelConfig(dp=nd))
+        pl = place(m, ParallelConfig(framework="ideal", dp=nd))
         assert round(pl.total_bytes("dp") / 2 / N70, 3) == elems
-    assert round(place(m, ParallelConfig(dp=1024)).total_bytes("dp") / 1e9) == 282
+    assert round(place(m, ParallelConfig(framework="ideal", dp=1024)).total_bytes("dp") / 1e9) == 282
 
 
 def test_zero3_moves_3n_and_2n_without_reshard():
     m = llama3_70b()
     n = 64
     base = coll_bytes("all_gather", n, 2 * N70)
-    z3 = place(m, ParallelConfig(dp=n, zero_stage=3)).total_bytes("dp")
-    z3_keep = place(m, ParallelConfig(dp=n, zero_stage=3, reshard_after_forward=False))
+    z3 = place(m, ParallelConfig(framework="ideal", dp=n, zero_stage=3)).total_bytes("dp")
+    z3_keep = place(m, ParallelConfig(framework="ideal", dp=n, zero_stage=3, reshard_after_forward=False))
     assert z3 == pytest.approx(3 * base)
     assert z3_keep.total_bytes("dp") == pytest.approx(2 * base)
     # without resharding the full bf16 params stay resident: ZeRO-2's memory
-    z2 = per_gpu_state(m, state_bytes(m), ParallelConfig(dp=n, zero_stage=2))
+    z2 = per_gpu_state(m, state_bytes(m), ParallelConfig(framework="ideal", dp=n, zero_stage=2))
     assert z3_keep.per_gpu == z2
 
 
@@ -108,7 +108,7 @@ def test_ep_example_from_the_seed():
 
 def test_moe_experts_split_by_ep_and_reduce_over_dp_over_ep():
     m = mixtral_8x7b()
-    cfg = ParallelConfig(dp=8, ep=4, zero_stage=1)
+    cfg = ParallelConfig(framework="ideal", dp=8, ep=4, zero_stage=1)
     pl = place(m, cfg)
     f = m.expert_params / m.params
     st = state_bytes(m)
@@ -117,7 +117,7 @@ def test_moe_experts_split_by_ep_and_reduce_over_dp_over_ep():
     assert expert_rs[0].bytes == pytest.approx(
         coll_bytes("reduce_scatter", 2, st.grads_bytes * f / 4))
     # the capacity factor pads the routed payload
-    padded = place(m, ParallelConfig(dp=8, ep=4, moe=MoESpec(capacity_factor=1.25)))
+    padded = place(m, ParallelConfig(framework="ideal", dp=8, ep=4, moe=MoESpec(capacity_factor=1.25)))
     assert padded.total_bytes("ep") == pytest.approx(1.25 * pl.total_bytes("ep"))
 
 
@@ -219,8 +219,8 @@ def test_state_never_grows_with_zero_stage(tp, pp, dp, cp, reshard):
 @given(tp=sizes, pp=sizes, m=st.integers(1, 32), mb=st.integers(1, 4))
 def test_tp_bytes_same_with_and_without_sp(tp, pp, m, mb):
     model = llama3_70b()
-    on = place(model, ParallelConfig(tp=tp, pp=pp, num_microbatches=m, micro_batch=mb))
-    off = place(model, ParallelConfig(tp=tp, pp=pp, num_microbatches=m, micro_batch=mb,
+    on = place(model, ParallelConfig(framework="ideal", tp=tp, pp=pp, num_microbatches=m, micro_batch=mb))
+    off = place(model, ParallelConfig(framework="ideal", tp=tp, pp=pp, num_microbatches=m, micro_batch=mb,
                                       sequence_parallel=False))
     assert on.total_bytes("tp") == pytest.approx(off.total_bytes("tp"))
 
@@ -252,17 +252,17 @@ def test_schedule_default_and_in_flight_memory():
     ~ 73 GB; Megatron's layout puts 7 layers on stage 0, so the true peak is rank 1's
     15 x 8 layers."""
     m405 = llama3_405b()
-    cfg = ParallelConfig(tp=8, pp=16, dp=128, zero_stage=1, num_microbatches=16)
+    cfg = ParallelConfig(framework="ideal", tp=8, pp=16, dp=128, zero_stage=1, num_microbatches=16)
     assert cfg.schedule == "1f1b"
-    assert ParallelConfig(pp=4, vp=2, num_microbatches=8).schedule == "interleaved"
+    assert ParallelConfig(framework="ideal", pp=4, vp=2, num_microbatches=8).schedule == "interleaved"
     pl = place(m405, cfg)
     per_layer = pl.activation_bytes_per_layer
     assert int(per_layer * 8 * 16 / 1e9) == 73  # the seed's "up to 73 GB"
     assert pl.peak_inflight == tuple(float(16 - i) for i in range(16))
     assert pl.peak_rank == 1 and pl.activation_bytes == per_layer * 8 * 15
-    zb = place(m405, ParallelConfig(tp=8, pp=16, dp=128, zero_stage=1, num_microbatches=16,
+    zb = place(m405, ParallelConfig(framework="ideal", tp=8, pp=16, dp=128, zero_stage=1, num_microbatches=16,
                                     schedule="zb-h1"))
     assert zb.bubble_fraction < pl.bubble_fraction
     with pytest.raises(LedgerError) as e:
-        ParallelConfig(pp=4, num_microbatches=8, schedule="zb-v", vp=3)
+        ParallelConfig(framework="ideal", pp=4, num_microbatches=8, schedule="zb-v", vp=3)
     assert e.value.field == "vp"

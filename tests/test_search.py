@@ -6,22 +6,29 @@ import numpy as np
 import pytest
 
 from ledger.cli import main
+from ledger.frameworks import get as get_framework
 from ledger.model import ModelSpec, llama3_8b, llama3_70b, llama3_405b, mixtral_8x7b
 from ledger.search import DEFAULT, Pins, _config, _price, enumerate_grid, plan
 from ledger.step import estimate
 from ledger.system import system
 
 
-@pytest.mark.parametrize("model,gpus,batch,gpu", [
-    (llama3_405b(), 16384, 2048, "h100-sxm"), (llama3_70b(), 256, 512, "h100-sxm"),
-    (mixtral_8x7b(), 64, 256, "a100-80gb")])
-def test_grid_prices_like_estimate(model, gpus, batch, gpu):
+@pytest.mark.parametrize("model,gpus,batch,gpu,framework", [
+    (llama3_405b(), 16384, 2048, "h100-sxm", "megatron"),
+    (llama3_70b(), 256, 512, "h100-sxm", "megatron"),
+    (mixtral_8x7b(), 64, 256, "a100-80gb", "megatron"),
+    (llama3_70b(), 256, 512, "h100-sxm", "deepspeed"),
+    (llama3_70b(), 256, 512, "h100-sxm", "ideal"),
+    (llama3_8b(), 64, 256, "h100-sxm", "torchtitan")])
+def test_grid_prices_like_estimate(model, gpus, batch, gpu, framework):
     """One formula, two paths: the planner's arrays equal estimate() for sampled rows."""
     sysm = system(gpu)
     g = enumerate_grid(model, gpus, batch, sysm, Pins())
-    step, mem, _ = _price(model, sysm, DEFAULT, g, "bf16", "adam")
+    offered = np.isin(g["zero"], get_framework(framework).zero_stages)
+    g = {k: v[offered] for k, v in g.items()}
+    step, mem, _ = _price(model, sysm, DEFAULT, g, None, "adam", framework)
     for i in np.random.default_rng(0).choice(len(step), 40, replace=False):
-        est = estimate(model, _config(g, i), sysm)
+        est = estimate(model, _config(g, i, framework), sysm)
         assert est.step_time_s == pytest.approx(step[i], rel=1e-12)
         assert est.memory_per_gpu_bytes == pytest.approx(mem[i], rel=1e-12)
 

@@ -65,7 +65,7 @@ def test_seed_block(i):
 def test_python_m_ledger_parallel_prints_the_six_blocks(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
-    assert out.count(" GPUs\n") == 6
+    assert out.count(" GPUs [ideal]\n") == 6  # each block names its convention
     for block in SEED:
         assert f"total per GPU per step: {block[9]:>12}" in out
 

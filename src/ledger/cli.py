@@ -74,8 +74,24 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--capacity-factor", type=float, default=1.0)
     g.add_argument("--gpus", type=int, help="world size to check the placement against")
     g.add_argument("--gpus-per-node", type=int, default=8)
-    g.add_argument("--precision", choices=tuple(PRECISIONS), default="bf16")
+    g.add_argument("--precision", choices=tuple(PRECISIONS),
+                   help="bytes per state as this table says (default: the framework's)")
     g.add_argument("--optimizer", choices=tuple(OPTIMIZER_MOMENTS), default="adam")
+    g.add_argument("--recompute", choices=("none", "selective", "full"), default="none",
+                   help="activation recompute (Megatron's --recompute-granularity)")
+    g.add_argument("--no-flash", action="store_true", help="materialised attention scores")
+    g.add_argument("--grad-accumulation", choices=("sharded", "unsharded"), default="sharded",
+                   help="ZeRO-2/3: reduce-scatter every micro-batch (sharded) or accumulate "
+                        "the full gradient and reduce once (unsharded)")
+    _add_framework_flag(g)
+
+
+def _add_framework_flag(g) -> None:
+    from ledger.frameworks import DEFAULT, FRAMEWORKS
+
+    g.add_argument("--framework", choices=tuple(FRAMEWORKS), default=DEFAULT,
+                   help="whose conventions: bytes per state, when collectives run, what "
+                        f"layers save (default {DEFAULT}; 'ideal' is the seed's accounting)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,9 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parallel_flags(e)
     e.add_argument("--gpu", default="h100-sxm", help="GPU preset (see --help of models)")
     e.add_argument("--system", help="a custom system, JSON or TOML with units in the keys")
-    e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
-    e.add_argument("--no-flash", action="store_true", help="materialised attention scores")
     e.add_argument("--json", action="store_true")
     pl = sub.add_parser("plan", help="search every placement, rank by step time")
     _add_model_flags(pl)
@@ -119,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--max-pp", type=int)
     pl.add_argument("--no-cp", action="store_true")
     pl.add_argument("--no-hsdp", action="store_true")
+    pl.add_argument("--no-flash", action="store_true", help="materialised attention scores")
+    _add_framework_flag(pl)
     pl.add_argument("--json", action="store_true")
     lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
     for axis in ("tp", "cp", "ep", "dp", "pp"):
@@ -186,11 +202,12 @@ def parallel_config(a: argparse.Namespace):
     zero = 1 if a.use_distributed_optimizer and a.zero == 0 else a.zero
     cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, zero_stage=zero,
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
-                         reshard_after_forward=not a.no_reshard, hsdp_shard=a.hsdp_shard,
+                         reshard_after_forward=False if a.no_reshard else None,
+                         hsdp_shard=a.hsdp_shard,
                          micro_batch=a.micro_batch, num_microbatches=m or 1, vp=a.vp,
                          moe=MoESpec(capacity_factor=a.capacity_factor), schedule=a.schedule,
-                         recompute=getattr(a, "recompute", "none"),
-                         flash_attention=not getattr(a, "no_flash", False))
+                         recompute=a.recompute, flash_attention=not a.no_flash,
+                         framework=a.framework, grad_accumulation=a.grad_accumulation)
     if a.gpus is not None and cfg.world != a.gpus:
         raise LedgerError("gpus", f"tp({a.tp}) * cp({a.cp}) * pp({a.pp}) * dp({dp}) = "
                                   f"{cfg.world} != gpus({a.gpus})")
@@ -292,7 +309,8 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     if a.zero is not None and a.zero not in (0, 1, 2, 3):
         raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {a.zero}")
     bar = _progress_bar() if sys.stderr.isatty() else None
-    result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar)
+    result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar,
+                  framework=a.framework, flash=not a.no_flash)
     text = (json.dumps(plan_json(model, sysm, result), indent=1) if a.json
             else plan_text(model, a.gpus, sysm, result))
     return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1

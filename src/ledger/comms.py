@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ledger.collectives import ring_bytes as coll_bytes
+from ledger.frameworks import get as get_framework
 
 if TYPE_CHECKING:
     from ledger.layout import Layout
@@ -43,15 +44,33 @@ def expert_fraction(model: ModelSpec, cfg: ParallelConfig) -> float:
     return model.expert_params / model.params if model.is_moe else cfg.moe.expert_fraction
 
 
+def framework_of(cfg):
+    """The framework convention a config runs under (``ledger.frameworks``)."""
+    return get_framework(getattr(cfg, "framework", "megatron"))
+
+
+def forward_passes(cfg) -> int:
+    """Forwards each micro-batch runs: full recompute runs the forward again in the
+    backward, its collectives included (Korthikanti et al. 2022 sec. 5)."""
+    return 2 if cfg.recompute == "full" else 1
+
+
 def tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> list[Comm]:
     """Megatron TP: per layer 2 all-reduces forward (after attention and MLP) and 2
     backward (f's conjugates), each over one activation tensor. With SP each becomes an
-    all-gather + reduce-scatter pair of the same total bytes."""
-    total = 4 * coll_bytes("all_reduce", cfg.tp, s_act) * layers * cfg.num_microbatches
+    all-gather + reduce-scatter pair of the same total bytes; where the framework saves
+    only the sequence shard (Megatron), the backward all-gathers the input of both
+    column-parallel GEMMs again: 6 all-gathers against 4 reduce-scatters."""
+    fw, fwd = framework_of(cfg), forward_passes(cfg)
+    per_mb = layers * cfg.num_microbatches
+    one = coll_bytes("all_gather", cfg.tp, s_act)  # = reduce_scatter = all_reduce / 2
     if not cfg.sequence_parallel:
-        return [Comm("tp", "all_reduce", link, total, "no", "activations")]
-    return [Comm("tp", "all_gather", link, total / 2, "partial", "activations"),
-            Comm("tp", "reduce_scatter", link, total / 2, "partial", "activations")]
+        return [Comm("tp", "all_reduce", link, 2 * (fwd + 1) * 2 * one * per_mb, "no",
+                     "activations")]
+    gathers = 2 * (fwd + 1) + 2 * fw.sp_regathers_input
+    return [Comm("tp", "all_gather", link, gathers * one * per_mb, "partial", "activations"),
+            Comm("tp", "reduce_scatter", link, 2 * (fwd + 1) * one * per_mb, "partial",
+                 "activations")]
 
 
 RING_BLOCKS_PER_STEP = 3  # forward: K,V; backward: K,V again (to recompute) and dK,dV
@@ -68,12 +87,13 @@ def cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
     forward receives cp-1 blocks, backward passes K,V again plus dK,dV: 3(cp-1) blocks.
     Ulysses: all-to-all of Q, K, V and the output forward, the same backward."""
     per_mb = layers * cfg.num_microbatches
+    extra = forward_passes(cfg) - 1  # a recomputed forward passes its blocks again
     if cfg.cp_kind == "ring":
         block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
-        return [Comm("cp", "send_recv", link, RING_BLOCKS_PER_STEP * (cfg.cp - 1) * block
-                     * per_mb, "yes", "K/V blocks")]
+        return [Comm("cp", "send_recv", link, (RING_BLOCKS_PER_STEP + extra) * (cfg.cp - 1)
+                     * block * per_mb, "yes", "K/V blocks")]
     qkvo = tokens * (2 * model.heads * model.head_dim + 2 * model.kv_dim) / cfg.tp
-    per_layer = 2 * coll_bytes("all_to_all", cfg.cp, qkvo * cfg.act_bytes)
+    per_layer = (2 + extra) * coll_bytes("all_to_all", cfg.cp, qkvo * cfg.act_bytes)
     return [Comm("cp", "all_to_all", link, per_layer * per_mb, "no", "Q/K/V/O heads")]
 
 
@@ -86,20 +106,43 @@ def pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:
                  "boundary activations")]
 
 
+def dp_collective_counts(cfg) -> tuple[object, object]:
+    """(gradient reductions, parameter all-gathers) per step for the config's ZeRO stage.
+
+    DDP and ZeRO-1 accumulate full gradients over the micro-batches and reduce once.
+    ZeRO-2/3 keep gradients sharded: the framework reduce-scatters after every backward
+    (m times) unless the config accumulates unsharded (``grad_accumulation="unsharded"``,
+    the full gradient buffer in memory) - the seed's ``ideal`` convention counts one.
+    ZeRO-1/2 all-gather the updated params once; ZeRO-3 gathers every layer for each
+    forward and, resharded after forward, again for each backward - per micro-batch in a
+    real framework, once in ``ideal``.
+    """
+    fw, m = framework_of(cfg), cfg.num_microbatches
+    per_mb = fw.sharded_grads_per_microbatch
+    sharded = cfg.zero_stage >= 2 and cfg.grad_accumulation == "sharded"
+    reduces = m if sharded and per_mb else 1
+    gathers = 1
+    if cfg.zero_stage == 3:
+        gathers = np.where(cfg.reshard_after_forward, 2, 1) * (m if per_mb else 1)
+    return reduces, gathers
+
+
 def dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
-                    repl: int, links: tuple[str, str], tag: str) -> list[Comm]:
-    """DDP all-reduces the grads; ZeRO reduce-scatters them, all-gathers the params once
-    (twice for ZeRO-3 resharded after forward); HSDP adds a replica all-reduce."""
+                   repl: int, links: tuple[str, str], tag: str) -> list[Comm]:
+    """DDP all-reduces the grads; ZeRO reduce-scatters them and all-gathers the params
+    (``dp_collective_counts`` says how often); HSDP adds a replica all-reduce of the
+    shard after each reduce-scatter. ``params``/``grads``: the bytes one collective moves."""
     n = shard * repl
+    reduces, gathers = dp_collective_counts(cfg)
     if cfg.zero_stage == 0:
         return [Comm("dp", "all_reduce", links[0], coll_bytes("all_reduce", n, grads), "yes",
                      tag + "grads")]
-    gathers = 2 if cfg.zero_stage == 3 and cfg.reshard_after_forward else 1
-    out = [Comm("dp", "reduce_scatter", links[0], coll_bytes("reduce_scatter", shard, grads),
-                "yes", tag + "grads"),
+    out = [Comm("dp", "reduce_scatter", links[0],
+                reduces * coll_bytes("reduce_scatter", shard, grads), "yes", tag + "grads"),
            Comm("dp", "all_gather", links[0], gathers * coll_bytes("all_gather", shard, params),
                 "yes", tag + "params")]
-    out.append(Comm("dp", "all_reduce", links[1], coll_bytes("all_reduce", repl, grads / shard),
+    out.append(Comm("dp", "all_reduce", links[1],
+                    reduces * coll_bytes("all_reduce", repl, grads / shard),
                     "yes", tag + "grads"))  # HSDP's replicas; nothing without them
     return out
 
@@ -111,24 +154,49 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
     mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
     f = expert_fraction(model, cfg) * (cfg.ep > 1)  # ep = 1: experts are dense
     shard = n if cfg.hsdp_shard is None else cfg.hsdp_shard
-    out = dp_group_comms(cfg, st.params_bytes * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
-                          shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
+    # params travel in the dtype the GEMMs read (FSDP2 gathers bf16 from fp32 shards)
+    wire_params = st.params_bytes * framework_of(cfg).gathered_param_bytes / (
+        st.params_bytes / model.params) if st.params_bytes else 0.0
+    out = dp_group_comms(cfg, wire_params * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
+                         shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
     if model.is_moe or cfg.moe.expert_fraction > 0:
         e_shard = np.maximum(shard // cfg.ep, 1)
-        out += dp_group_comms(cfg, st.params_bytes * f / (mp * cfg.ep),
-                               st.grads_bytes * f / (mp * cfg.ep), e_shard,
+        out += dp_group_comms(cfg, wire_params * f / (mp * cfg.ep),
+                              st.grads_bytes * f / (mp * cfg.ep), e_shard,
                                (n // cfg.ep) // e_shard, (lay.link("edp"),) * 2, "expert ")
     return out
 
 
+def moe_tokens(cfg, tokens):
+    """Tokens one rank routes per micro-batch: its CP shard, and under sequence
+    parallelism only its SP shard where the dispatcher starts from it (Megatron's
+    alltoall dispatcher takes the layer input as SP leaves it)."""
+    sp_shard = framework_of(cfg).moe_tokens_sp_shard and cfg.sequence_parallel
+    return tokens / (cfg.tp if sp_shard else 1)
+
+
 def ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, link: str) -> list[Comm]:
     """Dispatch and combine all-to-alls, forward and backward, on the routed tokens:
-    tokens x top_k x hidden, padded by the capacity factor."""
+    tokens x top_k x hidden, padded by the capacity factor (a recomputed forward
+    dispatches and combines again)."""
     topk = model.top_k if model.is_moe else cfg.moe.topk
     moe_layers = (model.moe_layers if model.is_moe else model.layers) / cfg.pp
-    routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
-    per_layer = 4 * coll_bytes("all_to_all", cfg.ep, routed)
+    routed = moe_tokens(cfg, tokens) * model.hidden * cfg.act_bytes * topk \
+        * cfg.moe.capacity_factor
+    per_layer = 2 * (forward_passes(cfg) + 1) * coll_bytes("all_to_all", cfg.ep, routed)
     return [Comm("ep", "all_to_all", link, per_layer * moe_layers * cfg.num_microbatches,
                  "partial", "routed tokens")]
 
 
+
+
+def tied_embedding_comms(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
+                         link: str) -> list[Comm]:
+    """With a tied embedding split over a pipeline, the first stage (input lookup) and
+    the last (output layer) each hold a copy; their gradients are all-reduced over a
+    group of those two ranks once per step (Megatron's embedding group)."""
+    if not (model.tied_embeddings and cfg.pp > 1 and framework_of(cfg).tied_embedding_allreduce):
+        return []
+    grads = st.grads_bytes / model.params * model.breakdown["embedding"] / cfg.tp
+    return [Comm("pp", "all_reduce", link, coll_bytes("all_reduce", 2, grads), "no",
+                 "tied embedding grads")]

@@ -7,10 +7,17 @@ each GPU sends in one training step. No torch.
 ``python -m ledger.parallel`` prints the seed's six placements.
 
 >>> from ledger.model import llama3_70b
->>> pl = place(llama3_70b(), ParallelConfig(tp=8, pp=4, dp=32, zero_stage=1,
-...                                         num_microbatches=16, vp=2))
+>>> shape = dict(tp=8, pp=4, dp=32, zero_stage=1, num_microbatches=16, vp=2)
+>>> pl = place(llama3_70b(), ParallelConfig(**shape, framework="ideal"))  # the seed's
 >>> round(pl.bubble_fraction, 3), round(pl.total_bytes("tp") / 2**30, 2)
 (0.086, 280.0)
+
+Megatron-Core (the default) saves only the SP shard and all-gathers it again in the
+backward, so its TP all-gathers are 1.5x its reduce-scatters:
+
+>>> mc = place(llama3_70b(), ParallelConfig(**shape))
+>>> [(c.kind, c.bytes / 2**30) for c in mc.comms if c.axis == "tp"]
+[('all_gather', 210.0), ('reduce_scatter', 140.0)]
 """
 from __future__ import annotations
 
@@ -29,11 +36,16 @@ from ledger.comms import (  # noqa: F401  (re-exported: the seed's names live he
     expert_fraction,
     pp_comms,
     ring_kv_block_bytes,
+    tied_embedding_comms,
     tp_comms,
 )
+from ledger.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes, overhead_bytes,
+                              shard_state)
+from ledger.frameworks import get as get_framework
 from ledger.layout import DEFAULT_ORDER, Layout
 from ledger.memory import RECOMPUTE, StateBytes, state_bytes
 from ledger.memory import activation_bytes_per_layer as _activation_bytes
+from ledger.memory import llama_activation_bytes_per_layer as _llama_activation_bytes
 from ledger.model import ModelSpec
 from ledger.pipeline import simulated
 from ledger.schedules import KINDS as SCHEDULES
@@ -41,6 +53,7 @@ from ledger.schedules import check as check_schedule
 from ledger.stages import rank_layers, stage_params
 
 CP_KINDS = ("ring", "ulysses")
+GRAD_ACCUMULATION = ("sharded", "unsharded")
 
 
 @dataclass(frozen=True)
@@ -76,7 +89,7 @@ class ParallelConfig:
     zero_stage: int = 0  # 0 = DDP, 1/2/3 = ZeRO-1/2/3 (3 == FSDP)
     sequence_parallel: bool = True  # Megatron SP inside the TP group
     cp_kind: str = "ring"  # "ring" | "ulysses"
-    reshard_after_forward: bool = True  # ZeRO-3 / FSDP2 only
+    reshard_after_forward: bool | None = None  # ZeRO-3 only; None: the framework's default
     hsdp_shard: int | None = None  # HSDP: shard group size (None = shard over dp x cp)
     micro_batch: int = 1  # sequences per micro-batch
     num_microbatches: int = 1  # micro-batches per step per pipeline
@@ -86,6 +99,10 @@ class ParallelConfig:
     schedule: str | None = None  # pipeline schedule; None: 1f1b, or interleaved when vp > 1
     recompute: str = "none"  # activation recompute: none | selective | full
     flash_attention: bool = True  # False: attention scores are materialised (pre-2022 kernels)
+    framework: str = "megatron"  # the convention the run follows (ledger.frameworks)
+    # ZeRO-2/3 over micro-batches: "sharded" reduce-scatters after every backward and keeps
+    # grads sharded; "unsharded" accumulates the full gradient and reduces once per step
+    grad_accumulation: str = "sharded"
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -93,6 +110,14 @@ class ParallelConfig:
             require_positive(f, getattr(self, f))
         if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
             raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        fw = get_framework(self.framework)
+        fw.check_zero(self.zero_stage)
+        if self.reshard_after_forward is None:
+            object.__setattr__(self, "reshard_after_forward", fw.reshard_after_forward(self.pp))
+        if self.grad_accumulation not in GRAD_ACCUMULATION:
+            raise LedgerError("grad_accumulation", f"must be one of "
+                                                   f"{', '.join(GRAD_ACCUMULATION)}, got "
+                                                   f"{self.grad_accumulation!r}")
         if self.cp_kind not in CP_KINDS:
             raise LedgerError("cp_kind", f"must be ring or ulysses, got {self.cp_kind!r}")
         replicas = self.dp * self.cp
@@ -165,7 +190,9 @@ class Placement:
     peak_inflight: tuple[float, ...] = (1.0,)  # per PP rank, micro-batches (simulated)
     peak_rank: int = 0  # the PP rank whose state + activations in flight is largest
     activation_bytes: float = 0.0  # that rank's activations in flight at its peak
-    peak_bytes: float = 0.0  # that rank's resident state + activations in flight
+    peak_bytes: float = 0.0  # that rank's whole memory (``memory.total_bytes``)
+    memory: MemoryBreakdown | None = None  # the peak rank's memory by cause
+    memory_by_rank: tuple[MemoryBreakdown, ...] = ()  # every PP rank's
 
     def total_bytes(self, axis: str | None = None) -> float:
         return sum(c.bytes for c in self.comms if axis is None or c.axis == axis)
@@ -184,36 +211,30 @@ def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
     return out
 
 
-def _zero_shard(dense: StateBytes, expert: StateBytes, cfg: ParallelConfig) -> StateBytes:
-    """Divide this GPU's unsharded state by ZeRO: stage 1 the optimizer, 2 the grads,
-    3 the params (not when FSDP keeps them gathered between forward and backward).
-    Expert state shards over its own, ep-times smaller data-parallel group. Whole bytes,
-    rounded down as the seed does; numbers or numpy arrays."""
-    n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
-    sharded_params = cfg.zero_stage >= 3 and cfg.reshard_after_forward
-    divs = (n if sharded_params else 1, n if cfg.zero_stage >= 2 else 1,
-            n if cfg.zero_stage >= 1 else 1)
-    d = (dense.params_bytes, dense.grads_bytes, dense.optim_bytes)
-    e = (expert.params_bytes, expert.grads_bytes, expert.optim_bytes)
-    return StateBytes(*(np.floor(d[i] / divs[i] + e[i] / np.maximum(divs[i] / cfg.ep, 1.0))
-                        for i in range(3)))
-
-
 def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> StateBytes:
     """The even split: tp x pp divide every byte (ep the expert bytes), ZeRO the rest."""
     f, mp = expert_fraction(model, cfg), cfg.tp * cfg.pp
-    return _zero_shard(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg)
+    return shard_state(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg,
+                       get_framework(cfg.framework))
 
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
-                               flash: bool | None = None) -> float:
-    """Korthikanti's per-layer activation bytes for this placement (ledger.memory):
-    the config's attention kernel and recompute mode unless ``flash`` is given."""
-    return _activation_bytes(seq_len=model.seq_len, micro_batch=cfg.micro_batch,
-                             hidden=model.hidden, heads=model.heads, tp=cfg.tp, cp=cfg.cp,
-                             sequence_parallel=cfg.sequence_parallel,
-                             flash=cfg.flash_attention if flash is None else flash,
-                             recompute=cfg.recompute)
+                               flash: bool | None = None, recompute: str | None = None) -> float:
+    """Bytes one layer saves for backward for this placement, as the config's framework
+    keeps them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the
+    tensors a Llama-style layer really saves otherwise (``ledger.memory``). The config's
+    attention kernel and recompute mode unless given."""
+    flash = cfg.flash_attention if flash is None else flash
+    recompute = cfg.recompute if recompute is None else recompute
+    common = dict(seq_len=model.seq_len, micro_batch=cfg.micro_batch, hidden=model.hidden,
+                  heads=model.heads, tp=cfg.tp, cp=cfg.cp,
+                  sequence_parallel=cfg.sequence_parallel, flash=flash, recompute=recompute)
+    if get_framework(cfg.framework).activations == "korthikanti":
+        return _activation_bytes(**common)
+    return _llama_activation_bytes(**common, kv_heads=model.kv_heads, head_dim=model.head_dim,
+                                   ffn_hidden=model.moe_ffn_hidden * model.top_k
+                                   if model.is_moe else model.ffn_hidden,
+                                   act_bytes=cfg.act_bytes)
 
 
 def pp_bubble_fraction(p: int, m: int, vp: int = 1) -> float:
@@ -229,11 +250,60 @@ def pp_bubble_fraction(p: int, m: int, vp: int = 1) -> float:
     return bubble / (m + bubble)
 
 
-def place(model: ModelSpec, *args, precision: str = "bf16", optimizer: str = "adam",
+def resident_state(model: ModelSpec, cfg: ParallelConfig, precision: str | None = None,
+                   optimizer: str = "adam") -> StateBytes:
+    """Whole-model state in the framework's dtypes, or in an explicit ``precision``."""
+    if precision is not None:
+        return state_bytes(model, precision, optimizer)
+    per = get_framework(cfg.framework).state_per_param(cfg.zero_stage, optimizer)
+    return per.scaled(model.params)
+
+
+def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
+    """Parameters on one GPU of the largest unit ZeRO-3 gathers at once: a layer (its
+    tp share, its experts' tp x ep share) or the embedding / output matrix."""
+    kinds = ([True] if model.is_moe else []) + ([False] if model.moe_layers < model.layers
+                                                 else [])
+    units = [split / cfg.tp + repl + routed / (cfg.tp * cfg.ep)
+             for split, repl, routed in (model.layer_params(moe) for moe in kinds)]
+    return max(units + [model.vocab * model.hidden / cfg.tp])
+
+
+def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
+                   inflight: tuple[float, ...]) -> list[MemoryBreakdown]:
+    """Every pipeline rank's peak memory by cause (``ledger.footprint``)."""
+    fw = get_framework(cfg.framework)
+    per_param = st.scaled(1 / model.params)
+    held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    out_rank = 0 if cfg.schedule == "zb-v" else cfg.pp - 1  # the rank with the output layer
+    per_layer = activation_bytes_per_layer(model, cfg)
+    working = activation_bytes_per_layer(model, cfg, recompute="none") \
+        if cfg.recompute == "full" else 0.0
+    unit = largest_unit_params(model, cfg)
+    out = []
+    for r, (dense, expert) in enumerate(stage_params(model, cfg)):
+        state = shard_state(per_param.scaled(dense), per_param.scaled(expert), cfg, fw)
+        alive = inflight[min(r, len(inflight) - 1)]
+        acts = per_layer * held[r] * alive
+        logits = logits_bytes(model, cfg, fw) * alive * (r == out_rank)
+        buffers = float(buffer_bytes(cfg, fw, unit, held[r], working))
+        allocated = state.total_bytes + acts + logits + buffers
+        out.append(MemoryBreakdown(r, state.total_bytes, acts, logits, buffers,
+                                   overhead_bytes(fw, allocated)))
+    return out
+
+
+def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str = "adam",
           gpus_per_node: int = 8, order: str = DEFAULT_ORDER) -> Placement:
-    """The ledger of one placement: ``place(model, cfg)`` or the seed's
-    ``place(model, state_bytes, cfg)``. Links come from the rank layout."""
-    st, cfg = (args if len(args) == 2 else (state_bytes(model, precision, optimizer), *args))
+    """The ledger of one placement: ``place(model, cfg)`` (state in the config's framework
+    dtypes, or an explicit ``precision``) or the seed's ``place(model, state_bytes, cfg)``.
+    Links come from the rank layout."""
+    if len(args) == 2:
+        st, cfg = args
+    else:
+        cfg = args[0] if args else None
+        st = resident_state(model, cfg, precision, optimizer) \
+            if isinstance(cfg, ParallelConfig) else None
     if not isinstance(cfg, ParallelConfig) or not isinstance(st, StateBytes):
         raise TypeError("place(model, cfg) or place(model, state_bytes, cfg)")
     validate(model, cfg)
@@ -245,26 +315,26 @@ def place(model: ModelSpec, *args, precision: str = "bf16", optimizer: str = "ad
     comms = [c for c in tp_comms(cfg, s_act, layers, lay.link("tp"))
              + cp_comms(model, cfg, tokens, layers, lay.link("cp"))
              + pp_comms(cfg, s_act, lay.link("pp"))
+             + tied_embedding_comms(model, cfg, st, lay.link("pp"))
              + dp_comms(model, st, cfg, lay)
              + ep_comms(model, cfg, tokens, lay.link("ep")) if c.bytes > 0]
-    per_param = st.scaled(1 / model.params)
-    stages = [_zero_shard(per_param.scaled(d), per_param.scaled(e), cfg)
+    fw, per_param = get_framework(cfg.framework), st.scaled(1 / model.params)
+    stages = [shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw)
               for d, e in stage_params(model, cfg)]
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
     bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
     if cfg.pp > 1:
         sim = simulated(cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp)
         bubble, inflight = sim.bubble_fraction, tuple(sim.peak_inflight)
-    per_layer = activation_bytes_per_layer(model, cfg)
-    held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
-    acts = [per_layer * held[r] * inflight[min(r, len(inflight) - 1)] for r in range(cfg.pp)]
-    top = max(range(cfg.pp), key=lambda r: stages[r].total_bytes + acts[r])
-    return Placement(per_gpu_state(model, st, cfg), comms, bubble, tokens, per_layer, layers,
-                     stages[heaviest], heaviest, cfg.world, inflight, top, acts[top],
-                     stages[top].total_bytes + acts[top])
+    ranks = memory_by_rank(model, cfg, st, inflight)
+    top = max(ranks, key=lambda m: m.total_bytes)
+    return Placement(per_gpu_state(model, st, cfg), comms, bubble, tokens,
+                     activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
+                     heaviest, cfg.world, inflight, top.rank, top.activations_bytes,
+                     top.total_bytes, top, tuple(ranks))
 
 
-def report(model: ModelSpec, cfg: ParallelConfig, precision: str = "bf16",
+def report(model: ModelSpec, cfg: ParallelConfig, precision: str | None = None,
            optimizer: str = "adam") -> str:
     """The seed's text report of one placement, returned (the CLI prints it)."""
     from ledger.render import placement_text
@@ -278,18 +348,19 @@ def seed_placements() -> list[tuple[ModelSpec, ParallelConfig]]:
     from ledger.model import llama3_405b, llama3_70b
 
     m405, m70 = llama3_405b(), llama3_70b()
+    seed = dict(framework="ideal")  # the seed's accounting (ledger.frameworks)
     return [
         # Llama 3 405B on 16K GPUs at s = 8192 (Llama 3 paper, Table 5)
-        (m405, ParallelConfig(tp=8, cp=1, pp=16, dp=128, zero_stage=1, num_microbatches=16)),
+        (m405, ParallelConfig(tp=8, cp=1, pp=16, dp=128, zero_stage=1, num_microbatches=16, **seed)),
         # its long-context stage, s = 131072
         (m405.with_seq(131072), ParallelConfig(tp=8, cp=16, pp=16, dp=4, zero_stage=1,
-                                               num_microbatches=32)),
+                                               num_microbatches=32, **seed)),
         # the same model on pure ZeRO-3 / FSDP
-        (m405, ParallelConfig(dp=16384, zero_stage=3)),
+        (m405, ParallelConfig(dp=16384, zero_stage=3, **seed)),
         # 70B on 1024 GPUs: TP x PP, TP x PP interleaved, HSDP with 64-GPU shard groups
-        (m70, ParallelConfig(tp=8, pp=8, dp=16, zero_stage=1, num_microbatches=32)),
-        (m70, ParallelConfig(tp=8, pp=4, dp=32, zero_stage=1, num_microbatches=16, vp=2)),
-        (m70, ParallelConfig(dp=1024, zero_stage=3, hsdp_shard=64)),
+        (m70, ParallelConfig(tp=8, pp=8, dp=16, zero_stage=1, num_microbatches=32, **seed)),
+        (m70, ParallelConfig(tp=8, pp=4, dp=32, zero_stage=1, num_microbatches=16, vp=2, **seed)),
+        (m70, ParallelConfig(dp=1024, zero_stage=3, hsdp_shard=64, **seed)),
     ]
 
 

@@ -34,9 +34,33 @@ def config_line(model, cfg) -> str:
     extra = f" vp={cfg.vp}" if cfg.vp > 1 else ""
     extra += f" hsdp_shard={cfg.hsdp_shard}" if cfg.hsdp_shard else ""
     extra += f" cp_kind={cfg.cp_kind}" if cfg.cp > 1 else ""
+    extra += f" recompute={cfg.recompute}" if cfg.recompute != "none" else ""
+    extra += " grad_accumulation=unsharded" if cfg.grad_accumulation != "sharded" else ""
     return (f"{model.name} (s={model.seq_len}): tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} "
             f"dp={cfg.dp} ep={cfg.ep} zero={cfg.zero_stage} sp={sp} mb={cfg.micro_batch} "
-            f"m={cfg.num_microbatches}{extra} -> {cfg.world} GPUs")
+            f"m={cfg.num_microbatches}{extra} -> {cfg.world} GPUs [{cfg.framework}]")
+
+
+MEMORY_CAUSES = ("state", "activations", "logits", "buffers", "overhead")
+
+
+def memory_dict(mem, capacity_bytes: float | None = None) -> dict:
+    """A MemoryBreakdown as JSON: bytes by cause, the total, and the capacity it is held
+    against (the framework's overhead is a cause, so nothing is reserved on top)."""
+    out = {c: getattr(mem, f"{c}_bytes") for c in MEMORY_CAUSES}
+    out |= {"total": mem.total_bytes, "rank": mem.rank}
+    if capacity_bytes is not None:
+        out |= {"capacity": capacity_bytes, "free": capacity_bytes - mem.total_bytes}
+    return out
+
+
+def memory_lines(mem, capacity_bytes: float | None = None) -> list[str]:
+    """The peak rank's memory, one cause a line, in the order a GPU fills up."""
+    lines = [f"  {'memory (PP rank ' + str(mem.rank) + ')':<20}"
+             + "  ".join(f"{c} {fmt_bytes(getattr(mem, c + '_bytes'))}" for c in MEMORY_CAUSES)]
+    cap = f" of {fmt_bytes(capacity_bytes)} HBM" if capacity_bytes is not None else ""
+    lines.append(f"  {'':<20}total {fmt_bytes(mem.total_bytes)}{cap}")
+    return lines
 
 
 def placement_text(model, cfg, pl) -> str:
@@ -54,8 +78,12 @@ def placement_text(model, cfg, pl) -> str:
         f"  {'peak memory':<20}{fmt_bytes(pl.peak_bytes, 8)} on PP rank {pl.peak_rank}: "
         f"state + {pl.peak_inflight[min(pl.peak_rank, len(pl.peak_inflight) - 1)]:g} "
         f"micro-batches in flight = {fmt_bytes(pl.activation_bytes)} of activations",
-        f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/step':>13}  {'overlap':<7}  payload",
     ]
+    if pl.memory is not None and pl.memory.total_bytes > pl.peak_bytes - 1 and (
+            pl.memory.total_bytes > pl.memory.state_bytes + pl.memory.activations_bytes):
+        lines += memory_lines(pl.memory)  # only where the convention counts more than the seed
+    lines.append(f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/step':>13}  {'overlap':<7}"
+                 f"  payload")
     for c in pl.comms:
         lines.append(f"  {c.axis:<4} {c.kind:<16}{c.link:<8}{fmt_bytes(c.bytes, 9)}  "
                      f"{c.overlap:<7}  {c.what}")
@@ -70,7 +98,7 @@ def _state_dict(st) -> dict:
             "optim_bytes": st.optim_bytes, "total_bytes": st.total_bytes}
 
 
-def placement_json(model, cfg, pl, precision: str, optimizer: str) -> dict:
+def placement_json(model, cfg, pl, precision: str | None, optimizer: str) -> dict:
     """One JSON object for one placement; bytes are bytes, fractions are fractions."""
     config = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "moe"}
     config["moe"] = asdict(cfg.moe)
@@ -79,7 +107,8 @@ def placement_json(model, cfg, pl, precision: str, optimizer: str) -> dict:
         "params": model.params,
         "param_breakdown": dict(model.breakdown),
         "seq_len": model.seq_len,
-        "precision": precision,
+        "framework": cfg.framework,
+        "precision": precision or "framework",
         "optimizer": optimizer,
         "config": config,
         "world": pl.world,
@@ -94,6 +123,8 @@ def placement_json(model, cfg, pl, precision: str, optimizer: str) -> dict:
         "activation_bytes": pl.activation_bytes,
         "peak_bytes": pl.peak_bytes,
         "peak_rank": pl.peak_rank,
+        "memory": memory_dict(pl.memory),
+        "memory_by_rank": [memory_dict(m) for m in pl.memory_by_rank],
         "comms": [{"axis": c.axis, "kind": c.kind, "link": c.link, "bytes": c.bytes,
                    "overlap": c.overlap, "what": c.what} for c in pl.comms],
         "total_comm_bytes": pl.total_bytes(),
@@ -121,8 +152,10 @@ def estimate_text(model, cfg, system, est) -> str:
              f"  throughput          {est.tflops_per_gpu:10.1f} TFLOP/s/GPU (model)   "
              f"MFU {est.mfu:.1%}   HFU {est.hfu:.1%}",
              f"  memory per GPU      {fmt_bytes(est.memory_per_gpu_bytes, 10)} of "
-             f"{fmt_bytes(est.memory_capacity_bytes)} usable: {mem}",
-             "  where the time goes:"]
+             f"{fmt_bytes(est.memory_capacity_bytes)} usable: {mem}"]
+    if est.placement is not None and est.placement.memory is not None:
+        lines += memory_lines(est.placement.memory)[:1]
+    lines.append("  where the time goes:")
     for name, secs in sorted(est.breakdown.items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<14}{secs:10.3f} s  {secs / est.step_time_s:6.1%}")
     return "\n".join(lines)
@@ -134,7 +167,9 @@ def estimate_json(model, cfg, system, est) -> dict:
     out = {k: getattr(est, k) for k in keys}
     out |= {"model": model.name, "gpu": system.gpu.name, "world": cfg.world,
             "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
-            "recompute": cfg.recompute}
+            "recompute": cfg.recompute, "framework": cfg.framework}
+    if est.placement is not None and est.placement.memory is not None:
+        out["memory"] = memory_dict(est.placement.memory, est.memory_capacity_bytes)
     return out
 
 

@@ -21,9 +21,12 @@ import numpy as np
 from ledger.comms import dp_comms
 from ledger.errors import LedgerError, require_positive
 from ledger.layout import Layout
-from ledger.memory import activation_bytes_per_layer, state_bytes
+from ledger.memory import StateBytes
+from ledger.footprint import buffer_bytes, logits_bytes, overhead_bytes, shard_state
+from ledger.frameworks import get as get_framework
 from ledger.model import ModelSpec
-from ledger.parallel import MoESpec, ParallelConfig
+from ledger.parallel import (MoESpec, ParallelConfig, activation_bytes_per_layer,
+                             largest_unit_params, resident_state)
 from ledger.pipeline import inflight_closed
 from ledger.stages import rank_layers, stage_params
 from ledger.step import DEFAULT, Calibration, Structure, model_flops_per_token, step_times
@@ -178,38 +181,49 @@ def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, vshape: b
     return dense, expert, layers
 
 
-def _memory(model, g, per_param):
-    """Peak state + activations over the pipeline ranks, and the heaviest stage's state,
-    for every candidate (the exact Megatron stage layout, ZeRO, the schedule's in-flight
-    count in closed form, the recompute mode's activation formula)."""
+def _grid_cfg(g, sel, fw, flash=True, **fixed):
+    """The config fields ``ledger.footprint`` and the activation formula read, for the
+    rows ``sel`` of the grid: sizes as arrays, categorical fields as given."""
+    return SimpleNamespace(
+        tp=g["tp"][sel], cp=g["cp"][sel], dp=g["dp"][sel], ep=g["ep"][sel],
+        micro_batch=g["mb"][sel], grad_replicas=g["dp"][sel] * g["cp"][sel],
+        hsdp_shard=g["shard"][sel], framework=fw.name, flash_attention=flash, act_bytes=2,
+        grad_accumulation="sharded", **fixed)
+
+
+def _memory(model, g, fw, per_param, flash=True):
+    """Peak memory over the pipeline ranks (``ledger.footprint``: state, activations,
+    logits, buffers, overhead), and the heaviest stage's optimizer-step state, for every
+    candidate: the exact Megatron stage layout, ZeRO in the framework's dtypes, the
+    schedule's in-flight count in closed form, the recompute mode's activations."""
     count = len(g["tp"])
     mem, state_max = np.empty(count), np.empty(count)
     vshape = (g["sched"] == SCHEDULES.index("zb-v")).astype(np.int64)
-    radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
-    key = (((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"]) * 2 + vshape
-    _, members = _groups(key)
-    acts = {}
-    for rc, name in enumerate(RECOMPUTES):
-        for sp in (True, False):
-            acts[rc, sp] = activation_bytes_per_layer(
-                seq_len=model.seq_len, micro_batch=g["mb"], hidden=model.hidden,
-                heads=model.heads, tp=g["tp"], cp=g["cp"], sequence_parallel=sp, recompute=name)
-    act = np.zeros(count)
+    everything = np.arange(count)
+    acts = {(rc, sp): activation_bytes_per_layer(
+        model, _grid_cfg(g, everything, fw, flash, sequence_parallel=sp, recompute=name))
+        for rc, name in enumerate(RECOMPUTES) for sp in (True, False)}
+    act, working = np.zeros(count), np.zeros(count)
     for (rc, sp), values in acts.items():
         pick = (g["rc"] == rc) & (g["sp"] == sp)
         act[pick] = values[pick]
-    zero, shard = g["zero"], g["shard"]
-    divs = [np.where(zero >= k, shard, 1)[:, None].astype(float) for k in (3, 2, 1)]
-    for sel in members:
+        if RECOMPUTES[rc] == "full":
+            working[pick] = acts[RECOMPUTES.index("none"), sp][pick]
+    radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
+    key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"]) * 2
+           + vshape) * 4 + g["zero"]
+    for sel in _groups(key)[1]:
         i = sel[0]
-        tp, ep, pp, vp, vs = (int(g["tp"][i]), int(g["ep"][i]), int(g["pp"][i]), int(g["vp"][i]),
-                              bool(vshape[i]))
-        dense, expert, layers = _stage_state(model, int(tp), int(ep), int(pp), int(vp), bool(vs))
-        p, gr, o = (np.floor(b * dense[None, :] / d[sel]
-                             + b * expert[None, :] / np.maximum(d[sel] / ep, 1))
-                    for b, d in zip((per_param.params_bytes, per_param.grads_bytes,
-                                     per_param.optim_bytes), divs))  # as parallel._zero_shard
-        state = p + gr + o
+        tp, ep, pp, vp, zero = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp", "zero"))
+        vs = bool(vshape[i])
+        dense, expert, layers = _stage_state(model, tp, ep, pp, vp, vs)
+        cfg = _grid_cfg(g, sel, fw, flash, zero_stage=zero, reshard_after_forward=
+                        fw.reshard_after_forward(pp))
+        cfg.hsdp_shard, cfg.grad_replicas = cfg.hsdp_shard[:, None], cfg.grad_replicas[:, None]
+        cfg.tp, cfg.ep = tp, ep
+        st = shard_state(*(StateBytes(*(b * held[None, :] for b in (
+            per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
+            for held in (dense, expert)), cfg, fw)
         infl = np.ones((len(sel), 1))
         if pp > 1:
             ranks, m = np.arange(pp)[None, :], g["m"][sel][:, None]
@@ -218,21 +232,29 @@ def _memory(model, g, per_param):
             for code in np.unique(scheds):
                 rows = scheds == code
                 infl[rows] = inflight_closed(SCHEDULES[code], ranks, pp, m[rows], vp)
-        total = state + act[sel][:, None] * layers[None, :] * infl
-        mem[sel] = total.max(axis=1)
+        out_rank = np.arange(pp)[None, :] == (0 if vs else pp - 1)
+        unit = largest_unit_params(model, SimpleNamespace(tp=tp, ep=ep))
+        total = (st.params_bytes + st.grads_bytes + st.optim_bytes
+                 + act[sel][:, None] * layers[None, :] * infl
+                 + logits_bytes(model, cfg, fw)[:, None] * infl * out_rank
+                 + buffer_bytes(cfg, fw, unit, layers[None, :], working[sel][:, None]))
+        mem[sel] = (total + overhead_bytes(fw, total)).max(axis=1)
+        state = st.params_bytes + st.grads_bytes + st.optim_bytes
         heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
         rows = np.arange(len(sel))
-        state_max[sel] = (p + gr + 2 * o)[rows, heaviest]
+        state_max[sel] = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes)[rows, heaviest]
     return mem, state_max
 
 
-def _price(model, system, cal, g, precision, optimizer, progress=None):
+def _price(model, system, cal, g, precision, optimizer, framework, progress=None,
+           flash=True):
     """Step time (s) and peak memory (bytes) of every candidate, and its breakdown."""
     count = len(g["tp"])
     step = np.full(count, np.inf)
     parts: dict[str, np.ndarray] = {}
-    st_total = state_bytes(model, precision, optimizer)
-    mem, state_g = _memory(model, g, st_total.scaled(1 / model.params))
+    fw = get_framework(framework)
+    st_total = resident_state(model, ParallelConfig(framework=framework), precision, optimizer)
+    mem, state_g = _memory(model, g, fw, st_total.scaled(1 / model.params), flash)
     vshape = g["sched"] == SCHEDULES.index("zb-v")
     lay_key = (g["pp"] * (MAX_VP + 1) + g["vp"]) * 2 + vshape
     keys, lay_inv = np.unique(lay_key, return_inverse=True)
@@ -254,7 +276,9 @@ def _price(model, system, cal, g, precision, optimizer, progress=None):
             schedule=SCHEDULES[g["sched"][i0]], zero_stage=int(g["zero"][i0]),
             sequence_parallel=bool(g["sp"][i0]),
             cp_kind="ulysses" if g["ulysses"][i0] else "ring", recompute=RECOMPUTES[g["rc"][i0]],
-            flash_attention=True, act_bytes=2, reshard_after_forward=True,
+            flash_attention=flash, act_bytes=2, framework=framework,
+            reshard_after_forward=(sub["pp"] == 1) | (fw.reshard == "always"),
+            grad_accumulation="sharded",
             hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec())
         links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
                        hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node)
@@ -272,7 +296,7 @@ def _price(model, system, cal, g, precision, optimizer, progress=None):
     return step, mem, parts
 
 
-def _config(g, i) -> ParallelConfig:
+def _config(g, i, framework: str, flash: bool = True) -> ParallelConfig:
     flat = g["shard"][i] == g["dp"][i] * g["cp"][i]
     return ParallelConfig(
         tp=int(g["tp"][i]), cp=int(g["cp"][i]), pp=int(g["pp"][i]), dp=int(g["dp"][i]),
@@ -280,7 +304,8 @@ def _config(g, i) -> ParallelConfig:
         cp_kind="ulysses" if g["ulysses"][i] else "ring",
         hsdp_shard=None if flat else int(g["shard"][i]), micro_batch=int(g["mb"][i]),
         num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
-        schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]])
+        schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]],
+        framework=framework, flash_attention=flash)
 
 
 def families(gpus_per_node: int) -> dict:
@@ -319,19 +344,23 @@ def _rejections(g, step, mem, fits, parts, cap, best, gpn) -> list[str]:
 
 
 def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: int = 10,
-         pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str = "bf16",
-         optimizer: str = "adam", progress=None) -> PlanResult:
+         pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str | None = None,
+         optimizer: str = "adam", progress=None, framework: str = "megatron",
+         flash: bool = True) -> PlanResult:
     """The best placements of ``model`` on ``gpus`` GPUs of ``system``, fastest first
     (ties to the one with more memory to spare)."""
     require_positive("gpus", gpus)
     require_positive("global_batch", global_batch)
     start = time.perf_counter()
     g = enumerate_grid(model, gpus, global_batch, system, pins)
+    offered = np.isin(g["zero"], get_framework(framework).zero_stages)  # e.g. FSDP2: 0 or 3
+    g = {k: v[offered] for k, v in g.items()}
     evaluated = len(g["tp"])
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
                                   f"global_batch({global_batch}) under the pins given")
-    step, mem, parts = _price(model, system, cal, g, precision, optimizer, progress)
+    step, mem, parts = _price(model, system, cal, g, precision, optimizer, framework, progress,
+                              flash)
     cap = system.gpu.hbm_bytes * (1 - cal.memory_reserve)
     fits = mem <= cap
     elapsed = time.perf_counter() - start
@@ -340,7 +369,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     order = np.lexsort((-(cap - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
     tokens = model.seq_len * global_batch
     flops = model_flops_per_token(model) * tokens
-    plans = [Plan(_config(g, i), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
+    plans = [Plan(_config(g, i, framework, flash), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
                   float(mem[i]), float(cap - mem[i]),
                   {k: float(v[i]) for k, v in parts.items() if v[i] > 1e-12})
              for i in order]

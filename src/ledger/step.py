@@ -51,7 +51,9 @@ class Calibration:
     elementwise_traffic: float = 2.0  # HBM bytes moved by non-GEMM kernels / activation bytes
     tp_overlap_hidden: float = 0.7  # share of TP communication hidden by --tp-overlap
     dp_overlap_hidden: float = 0.9  # share of the last backward that DP traffic can hide under
-    memory_reserve: float = 0.10  # HBM kept back for the allocator, workspace and context
+    # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
+    # fragmentation are a cause of their own, ledger.frameworks): none
+    memory_reserve: float = 0.0
 
 
 DEFAULT = Calibration()
@@ -65,8 +67,8 @@ class StepEstimate:
     hardware_tflops_per_gpu: float  # including recompute
     mfu: float
     hfu: float
-    memory_per_gpu_bytes: float
-    memory_capacity_bytes: float
+    memory_per_gpu_bytes: float  # the peak rank's whole memory (placement.memory)
+    memory_capacity_bytes: float  # HBM less Calibration.memory_reserve
     fits: bool
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per cause
     placement: Placement | None = None
@@ -242,7 +244,7 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
 
 def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
              cal: Calibration = DEFAULT, tp_overlap: bool = False,
-             precision: str = "bf16", optimizer: str = "adam") -> StepEstimate:
+             precision: str | None = None, optimizer: str = "adam") -> StepEstimate:
     """Step time, throughput, MFU/HFU, memory and where the time goes."""
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
                gpus_per_node=system.gpus_per_node)

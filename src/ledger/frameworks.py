@@ -1,0 +1,142 @@
+"""Framework conventions: what each training framework really keeps and sends, as data.
+
+The same placement costs different bytes under Megatron-Core, torchtitan (FSDP2),
+DeepSpeed or Hugging Face modules: which dtype each state is kept in, whether sharded
+gradients are reduced after every micro-batch or once per step, whether sequence
+parallelism re-gathers its input in the backward, how many tokens the MoE dispatcher
+sends, what the loss keeps of the logits, which buffers the framework allocates. Each
+framework is one ``Framework`` record below; every fact carries its source in
+``SOURCES``. ``ideal`` is the seed's accounting (the ZeRO paper's 2 + 2 + 12 bytes per
+parameter, one sharded collective per step, gathered-input SP, nothing but state and
+activations in memory) and stays reproducible figure for figure.
+
+Nothing outside this module branches on a framework's name: memory, comms and step read
+the fields.
+
+>>> get("megatron").state_per_param(1).total_bytes, get("ideal").state_per_param(1).total_bytes
+(18, 16)
+>>> get("torchtitan").reshard_after_forward(pp=1), get("torchtitan").reshard_after_forward(pp=4)
+(True, False)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.errors import LedgerError
+from ledger.memory import OPTIMIZER_MOMENTS, StateBytes
+
+GiB = 2**30
+MiB = 2**20
+
+
+@dataclass(frozen=True, kw_only=True)
+class Framework:
+    """One framework's conventions. Bytes are per parameter or per element."""
+
+    name: str
+    summary: str
+    # ---- resident state (bf16 mixed precision) --------------------------------------
+    param_bytes: int  # the copy the GEMMs read, or for ZeRO-3 the sharded copy kept
+    grad_bytes: int  # the gradient buffer that is accumulated and reduced
+    master_bytes: int  # fp32 master weights held by the optimizer (0: the params are it)
+    moment_bytes: int  # each optimizer moment
+    gathered_param_bytes: int  # ZeRO-3: dtype of a layer's all-gathered params
+    zero_stages: tuple[int, ...]  # sharding stages the framework offers
+    # ---- when the data-parallel collectives run ---------------------------------------
+    sharded_grads_per_microbatch: bool  # ZeRO-2/3 reduce-scatter after every backward
+    reshard: str  # ZeRO-3 reshard after forward by default: "always" | "not_pp"
+    # ---- tensor, expert and pipeline parallel ---------------------------------------
+    sp_regathers_input: bool  # SP saves the sequence shard, all-gathers it again in bwd
+    moe_tokens_sp_shard: bool  # the MoE dispatcher sends the SP shard (s b / (tp cp))
+    tied_embedding_allreduce: bool  # pp > 1: first and last stage all-reduce the grad
+    # ---- memory beyond state and layer activations ------------------------------------
+    activations: str  # saved-tensor table (ledger.activations) its modules follow
+    logits_bytes: float  # bytes per logit element the loss keeps (+ its gradient)
+    comm_bucket_bytes: float  # communication buckets the framework allocates per GPU
+    fsdp_buffers: bool  # ZeRO-3 keeps the shard resident, gathered layers as buffers
+    fsdp_prefetch_layers: int  # ZeRO-3: layers gathered beyond the one computing
+    overhead_bytes: float  # CUDA context + NCCL communicators, per GPU
+    fragmentation: float  # caching-allocator slack, as a share of what is allocated
+
+    def state_per_param(self, zero_stage: int, optimizer: str = "adam") -> StateBytes:
+        """(params, grads, optimizer) bytes of one parameter, before any sharding."""
+        if optimizer not in OPTIMIZER_MOMENTS:
+            raise LedgerError("optimizer", f"unknown optimizer {optimizer!r}; "
+                                           f"known: {', '.join(OPTIMIZER_MOMENTS)}")
+        moments = OPTIMIZER_MOMENTS[optimizer] * self.moment_bytes
+        return StateBytes(self.param_bytes, self.grad_bytes, self.master_bytes + moments)
+
+    def reshard_after_forward(self, pp: int) -> bool:
+        return self.reshard == "always" or pp == 1
+
+    def check_zero(self, zero_stage: int) -> None:
+        if zero_stage not in self.zero_stages:
+            raise LedgerError("zero_stage", f"{self.name} offers zero stages "
+                                            f"{', '.join(map(str, self.zero_stages))}, got "
+                                            f"{zero_stage}")
+
+
+_NO_EXTRAS = dict(logits_bytes=0.0, comm_bucket_bytes=0.0, fsdp_buffers=False,
+                  fsdp_prefetch_layers=0,
+                  overhead_bytes=0.0, fragmentation=0.0)
+# A CUDA context with PyTorch's kernels loaded, plus NCCL's communicators (buffers per
+# channel and peer, NCCL_BUFFSIZE = 4 MiB); see SOURCES["overhead_bytes"].
+_OVERHEAD = dict(overhead_bytes=1.0 * GiB, fragmentation=0.05)
+
+FRAMEWORKS = {f.name: f for f in (
+    Framework(
+        name="ideal", summary="the seed's accounting: 2 + 2 + 12 B/param, one sharded "
+        "collective per step, gathered-input SP, state and activations only",
+        param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=False, reshard="always",
+        sp_regathers_input=False, moe_tokens_sp_shard=False, tied_embedding_allreduce=False,
+        activations="korthikanti", **_NO_EXTRAS),
+    Framework(
+        name="megatron", summary="Megatron-Core: distributed optimizer, fp32 main grads, "
+        "SP with input re-gather, alltoall MoE dispatcher, Transformer Engine kernels",
+        param_bytes=2, grad_bytes=4, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=True, reshard="always",
+        sp_regathers_input=True, moe_tokens_sp_shard=True, tied_embedding_allreduce=True,
+        activations="megatron", logits_bytes=4.0 + 4.0, comm_bucket_bytes=0.0,
+        fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+    Framework(
+        name="torchtitan", summary="torchtitan: FSDP2 / HSDP with sharded fp32 params and "
+        "grads, bf16 all-gathers, DTensor TP/SP, torch pipelining, reshard_after_forward = "
+        "not pp",
+        param_bytes=4, grad_bytes=4, master_bytes=0, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 3), sharded_grads_per_microbatch=True, reshard="not_pp",
+        sp_regathers_input=False, moe_tokens_sp_shard=True, tied_embedding_allreduce=True,
+        activations="torch", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
+        fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+    Framework(
+        name="deepspeed", summary="DeepSpeed ZeRO-1/2/3: bf16 params and grads, fp32 "
+        "master and moments, gradients reduced every micro-batch (stages 2, 3), 5e8-element "
+        "buckets",
+        param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=True, reshard="always",
+        sp_regathers_input=False, moe_tokens_sp_shard=False, tied_embedding_allreduce=True,
+        activations="torch", logits_bytes=2.0 + 4.0 + 4.0,
+        comm_bucket_bytes=2 * 5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+    Framework(
+        name="hf", summary="transformers' own modules (their saved tensors) under FSDP2 "
+        "(accelerate): sharded fp32 params and grads, bf16 all-gathers",
+        param_bytes=4, grad_bytes=4, master_bytes=0, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 3), sharded_grads_per_microbatch=True, reshard="always",
+        sp_regathers_input=False, moe_tokens_sp_shard=False, tied_embedding_allreduce=True,
+        activations="hf", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
+        fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+)}
+DEFAULT = "megatron"
+
+
+def get(name: str) -> Framework:
+    """A framework convention by name; an unknown name lists the known ones."""
+    if name not in FRAMEWORKS:
+        raise LedgerError("framework", f"unknown framework {name!r}; known: "
+                                       f"{', '.join(FRAMEWORKS)}")
+    return FRAMEWORKS[name]
+
+
+# fact -> framework -> source. One line each: the file and line (at the named snapshot) or
+# the paper and section the fact is taken from.
+SOURCES: dict[str, dict[str, str]] = {}
