@@ -80,9 +80,10 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--recompute", choices=("none", "selective", "full"), default="none",
                    help="activation recompute (Megatron's --recompute-granularity)")
     g.add_argument("--no-flash", action="store_true", help="materialised attention scores")
-    g.add_argument("--grad-accumulation", choices=("sharded", "unsharded"), default="sharded",
+    g.add_argument("--grad-accumulation", choices=("sharded", "unsharded"),
                    help="ZeRO-2/3: reduce-scatter every micro-batch (sharded) or accumulate "
-                        "the full gradient and reduce once (unsharded)")
+                        "the full gradient and reduce once (unsharded); default: the "
+                        "framework's")
     _add_framework_flag(g)
 
 
@@ -201,6 +202,7 @@ def parallel_config(a: argparse.Namespace):
         m = derived
     zero = 1 if a.use_distributed_optimizer and a.zero == 0 else a.zero
     cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, zero_stage=zero,
+                         precision=a.precision,
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
                          reshard_after_forward=False if a.no_reshard else None,
                          hsdp_shard=a.hsdp_shard,

@@ -46,7 +46,7 @@ def expert_fraction(model: ModelSpec, cfg: ParallelConfig) -> float:
 
 def framework_of(cfg):
     """The framework convention a config runs under (``ledger.frameworks``)."""
-    return get_framework(getattr(cfg, "framework", "megatron"))
+    return get_framework(getattr(cfg, "framework", "megatron"), getattr(cfg, "precision", None))
 
 
 def forward_passes(cfg) -> int:
@@ -113,17 +113,23 @@ def dp_collective_counts(cfg) -> tuple[object, object]:
     ZeRO-2/3 keep gradients sharded: the framework reduce-scatters after every backward
     (m times) unless the config accumulates unsharded (``grad_accumulation="unsharded"``,
     the full gradient buffer in memory) - the seed's ``ideal`` convention counts one.
-    ZeRO-1/2 all-gather the updated params once; ZeRO-3 gathers every layer for each
+    ZeRO-1/2 all-gather the updated params once. ZeRO-3 gathers every layer for each
     forward and, resharded after forward, again for each backward - per micro-batch in a
-    real framework, once in ``ideal``.
+    real framework, once in ``ideal``; accumulating unsharded (as torch pipelining does)
+    also keeps the params gathered after each backward, so only the first forward and,
+    resharded, each backward gather: 1 + m, or 1.
     """
     fw, m = framework_of(cfg), cfg.num_microbatches
     per_mb = fw.sharded_grads_per_microbatch
-    sharded = cfg.zero_stage >= 2 and cfg.grad_accumulation == "sharded"
-    reduces = m if sharded and per_mb else 1
+    unsharded = np.asarray(cfg.grad_accumulation) == "unsharded"  # arrays in the planner
+    reshard = cfg.reshard_after_forward
+    reduces = np.where((cfg.zero_stage >= 2) & ~unsharded & per_mb, m, 1)
     gathers = 1
     if cfg.zero_stage == 3:
-        gathers = np.where(cfg.reshard_after_forward, 2, 1) * (m if per_mb else 1)
+        if not per_mb:
+            gathers = np.where(reshard, 2, 1)
+        else:
+            gathers = np.where(unsharded, np.where(reshard, 1 + m, 1), np.where(reshard, 2, 1) * m)
     return reduces, gathers
 
 
@@ -155,8 +161,8 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
     f = expert_fraction(model, cfg) * (cfg.ep > 1)  # ep = 1: experts are dense
     shard = n if cfg.hsdp_shard is None else cfg.hsdp_shard
     # params travel in the dtype the GEMMs read (FSDP2 gathers bf16 from fp32 shards)
-    wire_params = st.params_bytes * framework_of(cfg).gathered_param_bytes / (
-        st.params_bytes / model.params) if st.params_bytes else 0.0
+    fw = framework_of(cfg)
+    wire_params = st.params_bytes * fw.gathered_param_bytes / fw.param_bytes
     out = dp_group_comms(cfg, wire_params * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
                          shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
     if model.is_moe or cfg.moe.expert_fraction > 0:

@@ -59,8 +59,8 @@ def params_sharded(cfg, fw) -> bool:
 def divisors(cfg, fw) -> tuple:
     """(params, grads, optimizer) divisors of this GPU's unsharded state."""
     n = shard_group(cfg)
-    grads = cfg.zero_stage >= 2 and cfg.grad_accumulation == "sharded"
-    return (np.where(params_sharded(cfg, fw), n, 1), n if grads else 1,
+    grads = (cfg.zero_stage >= 2) & (np.asarray(cfg.grad_accumulation) == "sharded")
+    return (np.where(params_sharded(cfg, fw), n, 1), np.where(grads, n, 1),
             n if cfg.zero_stage >= 1 else 1)
 
 
@@ -89,8 +89,11 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, working_set):
     recomputed (0 without full recompute)."""
     out = fw.comm_bucket_bytes + working_set
     if cfg.zero_stage == 3 and fw.fsdp_buffers:
-        gathered = np.where(cfg.reshard_after_forward, 1 + fw.fsdp_prefetch_layers,
-                            layers_held)
+        # resharded: the layer computing and the one prefetched; otherwise (or when the
+        # params stay gathered after backward, accumulating unsharded) all the rank's layers
+        keep = np.logical_and(cfg.reshard_after_forward,
+                              np.asarray(cfg.grad_accumulation) == "sharded")
+        gathered = np.where(keep, 1 + fw.fsdp_prefetch_layers, layers_held)
         out = out + gathered * layer_params * fw.gathered_param_bytes \
             + layer_params * fw.grad_bytes
     return out + 0.0 * layers_held

@@ -21,7 +21,7 @@ backward, so its TP all-gathers are 1.5x its reduce-scatters:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from ledger.comms import (  # noqa: F401  (re-exported: the seed's names live he
     dp_group_comms,
     ep_comms,
     expert_fraction,
+    framework_of,
     pp_comms,
     ring_kv_block_bytes,
     tied_embedding_comms,
@@ -100,9 +101,11 @@ class ParallelConfig:
     recompute: str = "none"  # activation recompute: none | selective | full
     flash_attention: bool = True  # False: attention scores are materialised (pre-2022 kernels)
     framework: str = "megatron"  # the convention the run follows (ledger.frameworks)
+    precision: str | None = None  # None: the framework's dtypes; else ledger.memory.PRECISIONS
     # ZeRO-2/3 over micro-batches: "sharded" reduce-scatters after every backward and keeps
     # grads sharded; "unsharded" accumulates the full gradient and reduces once per step
-    grad_accumulation: str = "sharded"
+    # (and keeps ZeRO-3 params gathered after each backward); None: the framework's default
+    grad_accumulation: str | None = None
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -110,10 +113,12 @@ class ParallelConfig:
             require_positive(f, getattr(self, f))
         if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
             raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
-        fw = get_framework(self.framework)
+        fw = get_framework(self.framework, self.precision)
         fw.check_zero(self.zero_stage)
         if self.reshard_after_forward is None:
             object.__setattr__(self, "reshard_after_forward", fw.reshard_after_forward(self.pp))
+        if self.grad_accumulation is None:
+            object.__setattr__(self, "grad_accumulation", fw.grad_accumulation(self.pp))
         if self.grad_accumulation not in GRAD_ACCUMULATION:
             raise LedgerError("grad_accumulation", f"must be one of "
                                                    f"{', '.join(GRAD_ACCUMULATION)}, got "
@@ -215,7 +220,7 @@ def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> Stat
     """The even split: tp x pp divide every byte (ep the expert bytes), ZeRO the rest."""
     f, mp = expert_fraction(model, cfg), cfg.tp * cfg.pp
     return shard_state(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg,
-                       get_framework(cfg.framework))
+                       framework_of(cfg))
 
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
@@ -229,7 +234,7 @@ def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
     common = dict(seq_len=model.seq_len, micro_batch=cfg.micro_batch, hidden=model.hidden,
                   heads=model.heads, tp=cfg.tp, cp=cfg.cp,
                   sequence_parallel=cfg.sequence_parallel, flash=flash, recompute=recompute)
-    if get_framework(cfg.framework).activations == "korthikanti":
+    if framework_of(cfg).activations == "korthikanti":
         return _activation_bytes(**common)
     return _llama_activation_bytes(**common, kv_heads=model.kv_heads, head_dim=model.head_dim,
                                    ffn_hidden=model.moe_ffn_hidden * model.top_k
@@ -250,13 +255,9 @@ def pp_bubble_fraction(p: int, m: int, vp: int = 1) -> float:
     return bubble / (m + bubble)
 
 
-def resident_state(model: ModelSpec, cfg: ParallelConfig, precision: str | None = None,
-                   optimizer: str = "adam") -> StateBytes:
-    """Whole-model state in the framework's dtypes, or in an explicit ``precision``."""
-    if precision is not None:
-        return state_bytes(model, precision, optimizer)
-    per = get_framework(cfg.framework).state_per_param(cfg.zero_stage, optimizer)
-    return per.scaled(model.params)
+def resident_state(model: ModelSpec, cfg: ParallelConfig, optimizer: str = "adam") -> StateBytes:
+    """Whole-model state in the framework's dtypes (or the config's explicit precision)."""
+    return framework_of(cfg).state_per_param(cfg.zero_stage, optimizer).scaled(model.params)
 
 
 def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
@@ -272,7 +273,7 @@ def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
 def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
                    inflight: tuple[float, ...]) -> list[MemoryBreakdown]:
     """Every pipeline rank's peak memory by cause (``ledger.footprint``)."""
-    fw = get_framework(cfg.framework)
+    fw = framework_of(cfg)
     per_param = st.scaled(1 / model.params)
     held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
     out_rank = 0 if cfg.schedule == "zb-v" else cfg.pp - 1  # the rank with the output layer
@@ -302,8 +303,9 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
         st, cfg = args
     else:
         cfg = args[0] if args else None
-        st = resident_state(model, cfg, precision, optimizer) \
-            if isinstance(cfg, ParallelConfig) else None
+        if isinstance(cfg, ParallelConfig) and precision is not None:
+            cfg = replace(cfg, precision=precision)
+        st = resident_state(model, cfg, optimizer) if isinstance(cfg, ParallelConfig) else None
     if not isinstance(cfg, ParallelConfig) or not isinstance(st, StateBytes):
         raise TypeError("place(model, cfg) or place(model, state_bytes, cfg)")
     validate(model, cfg)
@@ -318,7 +320,7 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
              + tied_embedding_comms(model, cfg, st, lay.link("pp"))
              + dp_comms(model, st, cfg, lay)
              + ep_comms(model, cfg, tokens, lay.link("ep")) if c.bytes > 0]
-    fw, per_param = get_framework(cfg.framework), st.scaled(1 / model.params)
+    fw, per_param = framework_of(cfg), st.scaled(1 / model.params)
     stages = [shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw)
               for d, e in stage_params(model, cfg)]
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)

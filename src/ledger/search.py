@@ -181,17 +181,18 @@ def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, vshape: b
     return dense, expert, layers
 
 
-def _grid_cfg(g, sel, fw, flash=True, **fixed):
+def _grid_cfg(g, sel, fw, flash=True, precision=None, **fixed):
     """The config fields ``ledger.footprint`` and the activation formula read, for the
     rows ``sel`` of the grid: sizes as arrays, categorical fields as given."""
     return SimpleNamespace(
         tp=g["tp"][sel], cp=g["cp"][sel], dp=g["dp"][sel], ep=g["ep"][sel],
         micro_batch=g["mb"][sel], grad_replicas=g["dp"][sel] * g["cp"][sel],
         hsdp_shard=g["shard"][sel], framework=fw.name, flash_attention=flash, act_bytes=2,
-        grad_accumulation="sharded", **fixed)
+        precision=precision,
+        **fixed)
 
 
-def _memory(model, g, fw, per_param, flash=True):
+def _memory(model, g, fw, per_param, flash=True, precision=None):
     """Peak memory over the pipeline ranks (``ledger.footprint``: state, activations,
     logits, buffers, overhead), and the heaviest stage's optimizer-step state, for every
     candidate: the exact Megatron stage layout, ZeRO in the framework's dtypes, the
@@ -201,7 +202,8 @@ def _memory(model, g, fw, per_param, flash=True):
     vshape = (g["sched"] == SCHEDULES.index("zb-v")).astype(np.int64)
     everything = np.arange(count)
     acts = {(rc, sp): activation_bytes_per_layer(
-        model, _grid_cfg(g, everything, fw, flash, sequence_parallel=sp, recompute=name))
+        model, _grid_cfg(g, everything, fw, flash, precision, sequence_parallel=sp,
+                         recompute=name))
         for rc, name in enumerate(RECOMPUTES) for sp in (True, False)}
     act, working = np.zeros(count), np.zeros(count)
     for (rc, sp), values in acts.items():
@@ -217,8 +219,8 @@ def _memory(model, g, fw, per_param, flash=True):
         tp, ep, pp, vp, zero = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp", "zero"))
         vs = bool(vshape[i])
         dense, expert, layers = _stage_state(model, tp, ep, pp, vp, vs)
-        cfg = _grid_cfg(g, sel, fw, flash, zero_stage=zero, reshard_after_forward=
-                        fw.reshard_after_forward(pp))
+        cfg = _grid_cfg(g, sel, fw, flash, precision, zero_stage=zero, reshard_after_forward=
+                        fw.reshard_after_forward(pp), grad_accumulation=fw.grad_accumulation(pp))
         cfg.hsdp_shard, cfg.grad_replicas = cfg.hsdp_shard[:, None], cfg.grad_replicas[:, None]
         cfg.tp, cfg.ep = tp, ep
         st = shard_state(*(StateBytes(*(b * held[None, :] for b in (
@@ -252,9 +254,11 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     count = len(g["tp"])
     step = np.full(count, np.inf)
     parts: dict[str, np.ndarray] = {}
-    fw = get_framework(framework)
-    st_total = resident_state(model, ParallelConfig(framework=framework), precision, optimizer)
-    mem, state_g = _memory(model, g, fw, st_total.scaled(1 / model.params), flash)
+    fw = get_framework(framework, precision)
+    st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision),
+                              optimizer)
+    mem, state_g = _memory(model, g, fw, st_total.scaled(1 / model.params), flash,
+                           precision)
     vshape = g["sched"] == SCHEDULES.index("zb-v")
     lay_key = (g["pp"] * (MAX_VP + 1) + g["vp"]) * 2 + vshape
     keys, lay_inv = np.unique(lay_key, return_inverse=True)
@@ -276,9 +280,10 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             schedule=SCHEDULES[g["sched"][i0]], zero_stage=int(g["zero"][i0]),
             sequence_parallel=bool(g["sp"][i0]),
             cp_kind="ulysses" if g["ulysses"][i0] else "ring", recompute=RECOMPUTES[g["rc"][i0]],
-            flash_attention=flash, act_bytes=2, framework=framework,
+            flash_attention=flash, act_bytes=2, framework=framework, precision=precision,
             reshard_after_forward=(sub["pp"] == 1) | (fw.reshard == "always"),
-            grad_accumulation="sharded",
+            grad_accumulation=np.where((sub["pp"] > 1) & fw.unsharded_with_pp, "unsharded",
+                                       "sharded"),
             hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec())
         links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
                        hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node)
@@ -296,7 +301,8 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     return step, mem, parts
 
 
-def _config(g, i, framework: str, flash: bool = True) -> ParallelConfig:
+def _config(g, i, framework: str, flash: bool = True,
+            precision: str | None = None) -> ParallelConfig:
     flat = g["shard"][i] == g["dp"][i] * g["cp"][i]
     return ParallelConfig(
         tp=int(g["tp"][i]), cp=int(g["cp"][i]), pp=int(g["pp"][i]), dp=int(g["dp"][i]),
@@ -305,7 +311,7 @@ def _config(g, i, framework: str, flash: bool = True) -> ParallelConfig:
         hsdp_shard=None if flat else int(g["shard"][i]), micro_batch=int(g["mb"][i]),
         num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
         schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]],
-        framework=framework, flash_attention=flash)
+        framework=framework, flash_attention=flash, precision=precision)
 
 
 def families(gpus_per_node: int) -> dict:
@@ -369,7 +375,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     order = np.lexsort((-(cap - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
     tokens = model.seq_len * global_batch
     flops = model_flops_per_token(model) * tokens
-    plans = [Plan(_config(g, i, framework, flash), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
+    plans = [Plan(_config(g, i, framework, flash, precision), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
                   float(mem[i]), float(cap - mem[i]),
                   {k: float(v[i]) for k, v in parts.items() if v[i] > 1e-12})
              for i in order]

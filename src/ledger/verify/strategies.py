@@ -21,6 +21,7 @@ from ledger.parallel import ParallelConfig, per_gpu_state
 from ledger.verify import tiny
 from ledger.verify.meter import CollectiveMeter
 
+TORCH = "torchtitan"  # PyTorch's own FSDP2 / DTensor / pipelining: its convention
 WORLD = 4
 
 
@@ -105,7 +106,7 @@ def ddp(ctx) -> list[Row]:
     x, y = tiny.batch(ctx.rank)
     with CollectiveMeter() as meter:
         _step(model, opt, x, y)
-    spec, cfg = tiny.spec(), ParallelConfig(dp=WORLD)
+    spec, cfg = tiny.spec(), ParallelConfig(dp=WORLD, framework=TORCH, precision="fp32")
     st = state_bytes(spec, "fp32", "adam")
     comms = dp_comms(spec, st, cfg, _world_layout(dp=WORLD))
     note = "DDP's C++ reducer bypasses the dispatcher; a Python hook all-reduces each bucket"
@@ -132,12 +133,14 @@ def _fsdp(ctx, name, reshard=True, mesh_shape=(WORLD,), mp=None, precision="fp32
     spec = tiny.spec()
     shard = mesh_shape[-1]
     cfg = ParallelConfig(dp=WORLD, zero_stage=3, reshard_after_forward=reshard,
-                         hsdp_shard=shard if len(mesh_shape) == 2 else None)
+                         hsdp_shard=shard if len(mesh_shape) == 2 else None,
+                         framework=TORCH, precision=precision)
     comms = dp_comms(spec, state_bytes(spec, precision, "adam"), cfg,
                      _world_layout(dp=WORLD, hsdp_shard=cfg.hsdp_shard))
     rows = _bytes_rows(name, meter, comms)
     if mp is None:  # at rest, after the step, every state is sharded over the shard group
-        at_rest = ParallelConfig(dp=WORLD, zero_stage=3, hsdp_shard=cfg.hsdp_shard)
+        at_rest = ParallelConfig(dp=WORLD, zero_stage=3, hsdp_shard=cfg.hsdp_shard,
+                                 framework=TORCH, precision="fp32")
         rows += _state_rows(name, model, opt,
                             per_gpu_state(spec, state_bytes(spec, "fp32", "adam"), at_rest),
                             "" if reshard else "after the step FSDP2 has resharded; the "
@@ -206,7 +209,7 @@ def _tp(ctx, name, sp):
         out = block(x, cos, sin)
         out = out.to_local() if hasattr(out, "to_local") else out
         out.float().pow(2).mean().backward()
-    cfg = ParallelConfig(tp=TP, sequence_parallel=sp, act_bytes=4)
+    cfg = ParallelConfig(tp=TP, sequence_parallel=sp, act_bytes=4, framework=TORCH)
     comms = tp_comms(cfg, b * s * tiny.HIDDEN * 4, 1, "nvlink")  # one layer, one micro-batch
     note = ("with SP the norms' weight gradients stay partial DTensors until the optimizer "
             "reduces them (not in this measurement)" if sp else "")
@@ -245,7 +248,7 @@ def _pipeline(ctx, name, schedule_cls):
     step()  # the first step also exchanges shapes (pickled metadata); measure the second
     with CollectiveMeter() as meter:
         step()
-    cfg = ParallelConfig(pp=WORLD, num_microbatches=MICROBATCHES, act_bytes=4)
+    cfg = ParallelConfig(pp=WORLD, num_microbatches=MICROBATCHES, act_bytes=4, framework=TORCH)
     comms = pp_comms(cfg, rows_per_mb * s * tiny.HIDDEN * 4, "ib")
     interior = 0 < ctx.rank < WORLD - 1
     note = "" if interior else "an end stage sends one direction only: half the ledger's"
@@ -282,7 +285,8 @@ def ep(ctx):
     from ledger.model import ModelSpec
     spec = ModelSpec(name="toy-moe", layers=1, hidden=HIDDEN, heads=1, vocab=1,
                      seq_len=TOKENS, ffn_hidden=HIDDEN, num_experts=8, top_k=TOPK)
-    comms = ep_comms(spec, ParallelConfig(dp=n, ep=n, act_bytes=4), TOKENS, "nvlink")
+    comms = ep_comms(spec, ParallelConfig(dp=n, ep=n, act_bytes=4, framework=TORCH), TOKENS,
+                     "nvlink")
     return _bytes_rows("expert all-to-all", meter, comms)
 
 
