@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="the ledger of one placement")
     _add_model_flags(r)
     _add_parallel_flags(r)
+    r.add_argument("--gpu", help="GPU preset to hold the memory against (train-ledger gpus)")
     r.add_argument("--json", action="store_true")
     e = sub.add_parser("estimate", help="step time, MFU and where the time goes")
     _add_model_flags(e)
@@ -226,12 +227,20 @@ def _cmd_report(a: argparse.Namespace) -> str:
     from ledger.parallel import place
     from ledger.render import placement_json, placement_text
 
+    from ledger.footprint import Capacity
+    from ledger.system import system
+
     model, cfg = load_model(a), parallel_config(a)
     pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
                gpus_per_node=a.gpus_per_node)
+    room = None
+    if a.gpu is not None:
+        gpu = system(a.gpu).gpu  # an unknown name is refused with the presets listed
+        room = Capacity(gpu.name, gpu.hbm_bytes)
     if a.json:
-        return json.dumps(placement_json(model, cfg, pl, a.precision, a.optimizer), indent=2)
-    return placement_text(model, cfg, pl)
+        return json.dumps(placement_json(model, cfg, pl, a.precision, a.optimizer, room),
+                          indent=2)
+    return placement_text(model, cfg, pl, room)
 
 
 def _torch_command(module: str, argv: list[str]) -> int:

@@ -26,6 +26,19 @@ from ledger.memory import StateBytes
 
 
 @dataclass(frozen=True)
+class Capacity:
+    """What a GPU offers: its HBM, less a reserve kept back as headroom."""
+
+    gpu: str
+    hbm_bytes: float
+    reserve_bytes: float = 0.0
+
+    @property
+    def usable_bytes(self) -> float:
+        return self.hbm_bytes - self.reserve_bytes
+
+
+@dataclass(frozen=True)
 class MemoryBreakdown:
     """Bytes one GPU of one pipeline rank holds at its peak, by cause."""
 

@@ -44,26 +44,38 @@ def config_line(model, cfg) -> str:
 MEMORY_CAUSES = ("state", "activations", "logits", "buffers", "overhead")
 
 
-def memory_dict(mem, capacity_bytes: float | None = None) -> dict:
-    """A MemoryBreakdown as JSON: bytes by cause, the total, and the capacity it is held
-    against (the framework's overhead is a cause, so nothing is reserved on top)."""
+def memory_dict(mem, capacity=None) -> dict:
+    """A MemoryBreakdown as JSON: bytes by cause and the total; with a ``Capacity``, the
+    HBM it is held against, what is kept back and why, and whether it fits."""
     out = {c: getattr(mem, f"{c}_bytes") for c in MEMORY_CAUSES}
     out |= {"total": mem.total_bytes, "rank": mem.rank}
-    if capacity_bytes is not None:
-        out |= {"capacity": capacity_bytes, "free": capacity_bytes - mem.total_bytes}
+    if capacity is not None:
+        out |= {"capacity": capacity.hbm_bytes, "reserve": capacity.reserve_bytes,
+                "usable": capacity.usable_bytes, "reserve_explained": RESERVE_WHY,
+                "fits": bool(mem.total_bytes <= capacity.usable_bytes)}
     return out
 
 
-def memory_lines(mem, capacity_bytes: float | None = None) -> list[str]:
-    """The peak rank's memory, one cause a line, in the order a GPU fills up."""
+RESERVE_WHY = ("the CUDA context, NCCL's buffers and allocator fragmentation are counted "
+               "in 'overhead' (ledger.frameworks); 'reserve' is any further headroom kept "
+               "back from HBM")
+
+
+def memory_lines(mem, capacity=None) -> list[str]:
+    """The peak rank's memory by cause, then its total against the usable HBM."""
     lines = [f"  {'memory (PP rank ' + str(mem.rank) + ')':<20}"
              + "  ".join(f"{c} {fmt_bytes(getattr(mem, c + '_bytes'))}" for c in MEMORY_CAUSES)]
-    cap = f" of {fmt_bytes(capacity_bytes)} HBM" if capacity_bytes is not None else ""
-    lines.append(f"  {'':<20}total {fmt_bytes(mem.total_bytes)}{cap}")
+    tail = ""
+    if capacity is not None:
+        verdict = "fits" if mem.total_bytes <= capacity.usable_bytes else "does NOT fit"
+        tail = (f" of {fmt_bytes(capacity.usable_bytes)} usable ({capacity.gpu} "
+                f"{fmt_bytes(capacity.hbm_bytes)} HBM - {fmt_bytes(capacity.reserve_bytes)} "
+                f"reserve): {verdict}")
+    lines.append(f"  {'':<20}total {fmt_bytes(mem.total_bytes)}{tail}")
     return lines
 
 
-def placement_text(model, cfg, pl) -> str:
+def placement_text(model, cfg, pl, capacity=None) -> str:
     """The seed's report block, in IEC units, plus the heaviest pipeline stage."""
     lines = [config_line(model, cfg),
              _state_line("state per GPU", pl.per_gpu)]
@@ -79,9 +91,9 @@ def placement_text(model, cfg, pl) -> str:
         f"state + {pl.peak_inflight[min(pl.peak_rank, len(pl.peak_inflight) - 1)]:g} "
         f"micro-batches in flight = {fmt_bytes(pl.activation_bytes)} of activations",
     ]
-    if pl.memory is not None and pl.memory.total_bytes > pl.peak_bytes - 1 and (
-            pl.memory.total_bytes > pl.memory.state_bytes + pl.memory.activations_bytes):
-        lines += memory_lines(pl.memory)  # only where the convention counts more than the seed
+    if pl.memory is not None and (capacity is not None or pl.memory.total_bytes
+                                  > pl.memory.state_bytes + pl.memory.activations_bytes):
+        lines += memory_lines(pl.memory, capacity)  # the seed's blocks stay as they were
     lines.append(f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/step':>13}  {'overlap':<7}"
                  f"  payload")
     for c in pl.comms:
@@ -98,7 +110,8 @@ def _state_dict(st) -> dict:
             "optim_bytes": st.optim_bytes, "total_bytes": st.total_bytes}
 
 
-def placement_json(model, cfg, pl, precision: str | None, optimizer: str) -> dict:
+def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
+                   capacity=None) -> dict:
     """One JSON object for one placement; bytes are bytes, fractions are fractions."""
     config = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "moe"}
     config["moe"] = asdict(cfg.moe)
@@ -123,7 +136,7 @@ def placement_json(model, cfg, pl, precision: str | None, optimizer: str) -> dic
         "activation_bytes": pl.activation_bytes,
         "peak_bytes": pl.peak_bytes,
         "peak_rank": pl.peak_rank,
-        "memory": memory_dict(pl.memory),
+        "memory": memory_dict(pl.memory, capacity),
         "memory_by_rank": [memory_dict(m) for m in pl.memory_by_rank],
         "comms": [{"axis": c.axis, "kind": c.kind, "link": c.link, "bytes": c.bytes,
                    "overlap": c.overlap, "what": c.what} for c in pl.comms],
@@ -154,7 +167,7 @@ def estimate_text(model, cfg, system, est) -> str:
              f"  memory per GPU      {fmt_bytes(est.memory_per_gpu_bytes, 10)} of "
              f"{fmt_bytes(est.memory_capacity_bytes)} usable: {mem}"]
     if est.placement is not None and est.placement.memory is not None:
-        lines += memory_lines(est.placement.memory)[:1]
+        lines += memory_lines(est.placement.memory)[:1]  # the total is the line above
     lines.append("  where the time goes:")
     for name, secs in sorted(est.breakdown.items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<14}{secs:10.3f} s  {secs / est.step_time_s:6.1%}")
@@ -169,7 +182,7 @@ def estimate_json(model, cfg, system, est) -> dict:
             "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
             "recompute": cfg.recompute, "framework": cfg.framework}
     if est.placement is not None and est.placement.memory is not None:
-        out["memory"] = memory_dict(est.placement.memory, est.memory_capacity_bytes)
+        out["memory"] = memory_dict(est.placement.memory, est.capacity)
     return out
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from ledger.collectives import ring_bytes as coll_bytes
 from ledger.comms import ring_kv_block_bytes
 from ledger.errors import LedgerError
+from ledger.footprint import Capacity
 from ledger.layout import Layout
 from ledger.memory import activation_bytes_per_layer as _act
 from ledger.model import ModelSpec
@@ -72,6 +73,7 @@ class StepEstimate:
     fits: bool
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per cause
     placement: Placement | None = None
+    capacity: Capacity | None = None
 
 
 def matmul_params_per_token(model: ModelSpec) -> float:
@@ -263,7 +265,9 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     world, peak = cfg.world, system.gpu.bf16_flops
     model_flops = model_flops_per_token(model) * global_tokens
     hw_flops = model_flops + recompute_flops_per_token(model, cfg.recompute) * global_tokens
-    capacity = system.gpu.hbm_bytes * (1 - cal.memory_reserve)
+    hbm = system.gpu.hbm_bytes
+    room = Capacity(system.gpu.name, hbm, hbm * cal.memory_reserve)
+    capacity = room.usable_bytes
     return StepEstimate(
         step_time_s=step, tokens_per_s_per_gpu=global_tokens / world / step,
         tflops_per_gpu=model_flops / world / step / 1e12,
@@ -272,7 +276,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
         memory_per_gpu_bytes=float(pl.peak_bytes), memory_capacity_bytes=capacity,
         fits=bool(pl.peak_bytes <= capacity),
         breakdown={k: v for k, v in t.items() if v > 1e-12 or k == "compute"},
-        placement=pl)
+        placement=pl, capacity=room)
 
 
 def microbatches_for(global_batch: int, dp: int, micro_batch: int) -> int:
