@@ -41,8 +41,7 @@ def test_every_preset_is_tested():
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_layer_split_sums_to_params(name):
     m = preset(name)
-    per_layer = [m.layer_params(moe=i >= m.first_dense_layers and m.is_moe)
-                 for i in range(m.layers)]
+    per_layer = [m.layer_params(moe=m.is_moe_layer(i)) for i in range(m.layers)]
     b = m.breakdown
     rest = b["embedding"] + b["positions"] + m.norm_size + b["output"]
     assert sum(sum(t) for t in per_layer) + rest == m.params == sum(b.values())
