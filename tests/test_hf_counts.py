@@ -292,3 +292,15 @@ def test_sliding_layers_follow_the_config(tmp_path):
     scout = ledger_spec(tmp_path, REAL["Llama-4-Scout (text)"])
     assert [scout.window(i) for i in range(4)] == [8192, 8192, 8192, None]  # NoPE every 4th
     assert spec_from_dict(dict(REAL["Mistral-Nemo"], sliding_window=4096)).window(39) == 4096
+
+
+@pytest.mark.parametrize("name,config", [("deepseek-v3", "DeepSeek-V3"),
+                                         ("qwen3-8b", "Qwen3-8B"),
+                                         ("qwen3-30b-a3b", "Qwen3-30B-A3B")])
+def test_2026_presets_match_transformers(name, config):
+    from ledger.model import preset
+
+    m, cfg = preset(name), REAL[config]
+    assert m.params == hf_count(cfg)
+    assert m.active_params == spec_from_dict(cfg).active_params
+    assert m.mtp_params == spec_from_dict(cfg).mtp_params

@@ -317,8 +317,34 @@ def gpt3_175b() -> ModelSpec:
                      norm="layernorm", learned_positions=2048)
 
 
+def deepseek_v3() -> ModelSpec:
+    """DeepSeek-V3 (report sec. 4.2: 61 layers, MLA, 1 shared + 256 routed experts, top-8,
+    first 3 layers dense, 4K pre-training sequences, one MTP module)."""
+    return ModelSpec(name="deepseek-v3", layers=61, hidden=7168, heads=128, vocab=129280,
+                     seq_len=4096, ffn_hidden=18432, attention="mla", q_lora_rank=1536,
+                     kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128,
+                     v_head_dim=128, num_experts=256, top_k=8, moe_ffn_hidden=2048,
+                     shared_experts=1, first_dense_layers=3, mtp_layers=1)
+
+
+def _qwen3(name: str, **kw) -> ModelSpec:
+    """Qwen3 (tech report sec. 3: qk-norm, 128-wide heads, 4,096-token stage-1 sequences)."""
+    return ModelSpec(name=name, vocab=151936, seq_len=4096, head_dim=128, qk_norm="head",
+                     **kw)
+
+
+def qwen3_8b() -> ModelSpec:
+    return _qwen3("qwen3-8b", layers=36, hidden=4096, heads=32, kv_heads=8, ffn_hidden=12288)
+
+
+def qwen3_30b_a3b() -> ModelSpec:
+    return _qwen3("qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4,
+                  ffn_hidden=6144, num_experts=128, top_k=8, moe_ffn_hidden=768)
+
+
 PRESETS = {f().name: f for f in (llama3_8b, llama3_70b, llama3_405b, llama2_7b, llama2_13b,
-                                  llama2_70b, mistral_7b, mixtral_8x7b, gpt3_175b)}
+                                  llama2_70b, mistral_7b, mixtral_8x7b, gpt3_175b,
+                                  deepseek_v3, qwen3_8b, qwen3_30b_a3b)}
 
 
 def preset(name: str) -> ModelSpec:
