@@ -35,14 +35,15 @@ def test_gpt3_175b_is_narayanans_formula():
 
 
 def test_every_preset_is_tested():
-    assert set(PRESETS) == set(PUBLISHED) | {"gpt3-175b"}
+    # the 2026 presets are checked against transformers in test_hf_counts.py
+    assert set(PRESETS) == set(PUBLISHED) | {"gpt3-175b", "deepseek-v3", "qwen3-8b",
+                                             "qwen3-30b-a3b"}
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_layer_split_sums_to_params(name):
     m = preset(name)
-    per_layer = [m.layer_params(moe=i >= m.first_dense_layers and m.is_moe)
-                 for i in range(m.layers)]
+    per_layer = [m.layer_params(moe=m.is_moe_layer(i)) for i in range(m.layers)]
     b = m.breakdown
     rest = b["embedding"] + b["positions"] + m.norm_size + b["output"]
     assert sum(sum(t) for t in per_layer) + rest == m.params == sum(b.values())
@@ -156,3 +157,79 @@ def test_hf_wrong_type(tmp_path):
     path.write_text(json.dumps(cfg))
     with pytest.raises(LedgerError, match="'hidden_size' must be an integer"):
         ModelSpec.from_hf_config(path)
+
+
+# --- new fields: checks at construction, FLOPs over windows and for MLA --------------
+BASE = dict(name="x", layers=4, hidden=64, heads=4, vocab=100, seq_len=64, ffn_hidden=96)
+
+
+@pytest.mark.parametrize("extra,field", [
+    ({"attention": "mla", "kv_lora_rank": 8, "qk_rope_head_dim": 4}, "qk_nope_head_dim"),
+    ({"attention": "gqa"}, "attention"),
+    ({"kv_lora_rank": 8}, "kv_lora_rank"),
+    ({"v_head_dim": 8}, "v_head_dim"),
+    ({"local_layers": (0, 2)}, "local_layers"),
+    ({"sliding_window": 16, "local_layers": (0, 9)}, "local_layers"),
+    ({"sliding_window": 16, "local_layers": (2, 0)}, "local_layers"),
+    ({"sliding_window": 0}, "sliding_window"),
+    ({"num_experts": 4, "moe_layer_ids": (4,)}, "moe_layer_ids"),
+    ({"num_experts": 4, "shared_expert_ffn": 32}, "shared_expert_ffn"),
+    ({"shared_experts": 1}, "shared_experts"),
+    ({"qk_norm": "rms"}, "qk_norm"),
+    ({"qkv_bias": "false"}, "qkv_bias"),
+    ({"layer_norms": -1}, "layer_norms"),
+    ({"final_logit_softcap": -3.0}, "final_logit_softcap"),
+    ({"attention": "mla", "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 8,
+      "qk_norm": "head"}, "qk_norm"),
+])
+def test_new_fields_are_checked_by_name(extra, field):
+    with pytest.raises(LedgerError) as e:
+        ModelSpec(**BASE, **extra)
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+def test_moe_layer_pattern_and_first_dense_combine():
+    m = ModelSpec(**BASE, num_experts=4, moe_layer_ids=(1, 2, 3), first_dense_layers=2)
+    assert [m.is_moe_layer(i) for i in range(4)] == [False, False, True, True]
+    assert m.moe_layers == 2 and m.breakdown["mlp"] == 2 * 3 * 64 * 96
+
+
+def _mask_pairs(s, w=None, chunk=None):
+    """Brute force: (query, key) pairs a causal mask (with a window or chunks) allows."""
+    np = pytest.importorskip("numpy")
+    q, k = np.meshgrid(np.arange(s), np.arange(s), indexing="ij")
+    allowed = k <= q
+    if w is not None:
+        allowed &= q - k < w
+    if chunk is not None:
+        allowed &= q // chunk == k // chunk
+    return int(allowed.sum())
+
+
+@pytest.mark.parametrize("kind,w", [("sliding", 1024), ("sliding", 3000), ("chunked", 1024),
+                                    ("chunked", 1500)])
+def test_windowed_attention_flops_count_the_mask(kind, w):
+    from ledger.flops import attention_flops_per_token
+
+    s = 4096
+    local = ModelSpec(**dict(BASE, seq_len=s), sliding_window=w, local_layers=(0, 2),
+                      local_attention=kind)
+    pairs = _mask_pairs(s, w=w) if kind == "sliding" else _mask_pairs(s, chunk=w)
+    full = _mask_pairs(s)
+    # per pair: QK^T and AV, 2 FLOPs each per channel of q_dim = 64, x3 forward+backward
+    expected = 3 * 2 * 2 * 64 * (2 * pairs + 2 * full) / s
+    assert attention_flops_per_token(local) == pytest.approx(expected, rel=2e-3)
+
+
+def test_mla_flops_by_hand():
+    """DeepSeek-V3 at s = 4096: attention projections as trained (no absorption) and the
+    core over 128 heads of 192-wide q/k and 128-wide v (DeepSeek-V2 sec. 2.1.2)."""
+    from ledger.flops import matmul_params_per_token, model_flops_per_token
+
+    m = preset("deepseek-v3")
+    attn = (7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168)
+    mlp = 3 * 3 * 7168 * 18432 + 58 * (9 * 3 * 7168 * 2048 + 7168 * 256)
+    n = 61 * attn + mlp + 129280 * 7168
+    assert matmul_params_per_token(m) == n
+    core = 3 * 2 * 128 * (192 + 128) * 61 * 4096 / 2
+    assert model_flops_per_token(m) == 6 * n + core

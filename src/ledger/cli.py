@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS
-from ledger.model import PRESETS, ModelSpec, preset
+from ledger.model import PRESETS, ModelSpec
 from ledger.schedules import KINDS as SCHEDULES
 
 
@@ -33,19 +33,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="preset name, path to a HF config.json, or 'custom'")
-    g = p.add_argument_group("model (for 'custom'; --seq also overrides a preset)")
-    g.add_argument("--layers", "--num-layers", type=int)
-    g.add_argument("--hidden", "--hidden-size", type=int)
-    g.add_argument("--heads", "--num-attention-heads", type=int)
-    g.add_argument("--kv-heads", "--num-query-groups", type=int)
-    g.add_argument("--ffn", "--ffn-hidden-size", type=int)
-    g.add_argument("--vocab", "--vocab-size", type=int)
-    g.add_argument("--mlp", choices=("swiglu", "gelu"), default="swiglu")
-    g.add_argument("--tied", action="store_true", help="tie input and output embeddings")
-    g.add_argument("--num-experts", type=int, default=0)
-    g.add_argument("--moe-router-topk", "--top-k", dest="top_k", type=int, default=1)
-    g.add_argument("--seq", "--seq-length", type=int, help="sequence length")
+    """One flag per ModelSpec field (``ledger.cli_model.FLAGS``)."""
+    from ledger.cli_model import add_model_flags
+
+    add_model_flags(p)
 
 
 def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
@@ -161,24 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_model(a: argparse.Namespace) -> ModelSpec:
-    """A preset, a config.json, or a custom model from flags; --seq overrides."""
-    if a.model == "custom":
-        need = {"--layers": a.layers, "--hidden": a.hidden, "--heads": a.heads,
-                "--ffn": a.ffn, "--vocab": a.vocab}
-        missing = [k for k, v in need.items() if v is None]
-        if missing:
-            raise LedgerError("model", f"custom needs {' '.join(missing)}")
-        m = ModelSpec(name="custom", layers=a.layers, hidden=a.hidden, heads=a.heads,
-                      kv_heads=a.kv_heads, ffn_hidden=a.ffn, vocab=a.vocab,
-                      seq_len=a.seq or 4096, gated_mlp=a.mlp == "swiglu",
-                      tied_embeddings=a.tied, num_experts=a.num_experts, top_k=a.top_k)
-    elif a.model.lower() in PRESETS:
-        m = preset(a.model)
-    elif a.model.endswith(".json") or Path(a.model).exists():
-        m = ModelSpec.from_hf_config(a.model)
-    else:
-        m = preset(a.model)  # raises: unknown model, lists the presets
-    return m.with_seq(a.seq) if a.seq is not None and a.model != "custom" else m
+    """A preset, a config.json, or a custom model from flags (``ledger.cli_model``)."""
+    from ledger.cli_model import load_model as load
+
+    return load(a)
 
 
 def parallel_config(a: argparse.Namespace):

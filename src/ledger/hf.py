@@ -1,9 +1,14 @@
 """Import a Hugging Face ``config.json`` into a ModelSpec, family by family.
 
 Each family's defaults are the ones its ``transformers`` config class applies when a
-key is absent (e.g. Gemma ties its embeddings and uses 256-wide heads, Qwen2 always
-carries q/k/v biases, GPT-2 learns its positions). The shape keys themselves are
-required: a sizing tool must not guess a model's width.
+key is absent (``hf_families`` cites the lines); the shape keys themselves (layers,
+width, heads, vocabulary, MLP width) are required: a sizing tool must not guess a
+model's width. Every value is type-checked and named when wrong; a value the ledger
+cannot represent is refused by name, never dropped.
+
+A config's ``max_position_embeddings`` is a capacity, not a training length: the run's
+sequence length defaults to min(max_position_embeddings, 4096) (``DEFAULT_SEQ``) and
+is flagged ``seq_default`` so reports can say so; ``--seq`` sets it.
 """
 from __future__ import annotations
 
@@ -13,49 +18,73 @@ from pathlib import Path
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
-# model_type -> (key names, defaults for optional keys, fixed architecture facts)
-_LLAMA_KEYS = {
-    "layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
-    "ffn_hidden": "intermediate_size", "vocab": "vocab_size", "kv_heads": "num_key_value_heads",
-    "head_dim": "head_dim", "seq_len": "max_position_embeddings",
-    "tied_embeddings": "tie_word_embeddings",
-}
-_FAMILIES: dict[str, tuple[dict[str, str], dict[str, object], dict[str, object]]] = {
-    "llama": (
-        {**_LLAMA_KEYS, "qkv_bias": "attention_bias", "out_bias": "attention_bias",
-         "mlp_bias": "mlp_bias"},
-        {"kv_heads": None, "head_dim": None, "seq_len": 2048, "tied_embeddings": False,
-         "qkv_bias": False, "out_bias": False, "mlp_bias": False},
-        {},
-    ),
-    "mistral": (_LLAMA_KEYS, {"kv_heads": 8, "head_dim": None, "seq_len": 4096 * 32,
-                              "tied_embeddings": False}, {}),
-    "mixtral": (
-        {**_LLAMA_KEYS, "num_experts": "num_local_experts", "top_k": "num_experts_per_tok"},
-        {"kv_heads": 8, "head_dim": None, "seq_len": 4096 * 32, "tied_embeddings": False,
-         "num_experts": 8, "top_k": 2},
-        {},
-    ),
-    "qwen2": (_LLAMA_KEYS, {"kv_heads": 32, "head_dim": None, "seq_len": 32768,
-                            "tied_embeddings": False}, {"qkv_bias": True}),
-    "gemma": (_LLAMA_KEYS, {"kv_heads": 16, "head_dim": 256, "seq_len": 8192,
-                            "tied_embeddings": True}, {}),
-    "gpt2": (
-        {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "ffn_hidden": "n_inner",
-         "vocab": "vocab_size", "seq_len": "n_positions",
-         "tied_embeddings": "tie_word_embeddings"},
-        {"ffn_hidden": None, "vocab": 50257, "seq_len": 1024, "tied_embeddings": True},
-        {"gated_mlp": False, "norm": "layernorm", "qkv_bias": True, "out_bias": True,
-         "mlp_bias": True},
-    ),
-    "gpt_neox": (
-        {**_LLAMA_KEYS, "qkv_bias": "attention_bias", "out_bias": "attention_bias"},
-        {"kv_heads": None, "head_dim": None, "seq_len": 2048, "tied_embeddings": False,
-         "qkv_bias": True, "out_bias": True},
-        {"gated_mlp": False, "norm": "layernorm", "mlp_bias": True},
-    ),
-}
-FAMILIES = tuple(_FAMILIES)
+DEFAULT_SEQ = 4096
+_REQUIRED = object()
+_KINDS = {int: "an integer", bool: "true or false", float: "a number", str: "a string",
+          list: "a list of integers"}
+
+
+class Reader:
+    """Typed access to one config.json: every read names its key when it refuses."""
+
+    def __init__(self, cfg: dict, kind: str):
+        self.cfg, self.kind = cfg, kind
+
+    def get(self, key: str, default: object = _REQUIRED, typ: type = int,
+            nullable: bool = False):
+        """``cfg[key]`` checked to be ``typ``; absent (or null, unless ``nullable``)
+        gives ``default``; a required key that is absent is refused by name."""
+        if key in self.cfg and (self.cfg[key] is not None or nullable):
+            value = self.cfg[key]
+            if value is None or _is(value, typ):
+                return float(value) if typ is float else value
+            raise LedgerError("config.json", f"{key!r} must be {_KINDS[typ]}, got {value!r}")
+        if default is _REQUIRED:
+            raise LedgerError("config.json", f"missing key {key!r} for model_type "
+                                             f"{self.kind!r}")
+        return default
+
+    def refuse(self, key: str, allowed: object, why: str) -> None:
+        """Refuse a value the ledger cannot count (``why`` says what it would change)."""
+        if key in self.cfg and self.cfg[key] is not None and self.cfg[key] != allowed:
+            raise LedgerError("config.json", f"{key!r} = {self.cfg[key]!r} is not supported "
+                                             f"for model_type {self.kind!r} ({why})")
+
+    def layer_types(self, layers: int, default: list[int]) -> tuple[int, ...] | None:
+        """Indices of the local layers: from an explicit ``layer_types`` list, else
+        ``default``. None when there are none."""
+        types = self.cfg.get("layer_types")
+        if types is not None and (not isinstance(types, list)
+                                  or not all(isinstance(t, str) for t in types)):
+            raise LedgerError("config.json", f"'layer_types' must be a list of strings, "
+                                             f"got {types!r}")
+        if types is None:
+            local = default
+        else:
+            if len(types) != layers:
+                raise LedgerError("config.json", f"'layer_types' has {len(types)} entries "
+                                                 f"for num_hidden_layers({layers})")
+            bad = [t for t in types if t not in _LAYER_TYPES]
+            if bad:
+                raise LedgerError("config.json", f"'layer_types' entry {bad[0]!r} is not "
+                                                 f"one of {', '.join(_LAYER_TYPES)}")
+            local = [i for i, t in enumerate(types) if t != "full_attention"]
+        return tuple(local) if local else None
+
+
+_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _is(value: object, typ: type) -> bool:
+    if typ is bool:
+        return isinstance(value, bool)
+    if typ is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if typ is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if typ is list:
+        return isinstance(value, list) and all(_is(v, int) for v in value)
+    return isinstance(value, typ)
 
 
 def _load(path: Path) -> dict:
@@ -71,33 +100,31 @@ def _load(path: Path) -> dict:
     return cfg
 
 
+def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
+    """A ModelSpec from a parsed config.json; refuses unsupported model types by name."""
+    from ledger.hf_families import FAMILIES, MULTIMODAL
+
+    kind = cfg.get("model_type")
+    if kind in MULTIMODAL:
+        raise LedgerError("model_type", f"{kind!r} wraps a vision tower the ledger does not "
+                                        f"count; pass its text_config as model_type "
+                                        f"{MULTIMODAL[kind]!r}")
+    if kind not in FAMILIES:
+        raise LedgerError("model_type", f"unsupported model_type {kind!r}; supported: "
+                                        f"{', '.join(sorted(FAMILIES))}")
+    r = Reader(cfg, kind)
+    fields, capacity = FAMILIES[kind](r)
+    r.refuse("add_cross_attention", False, "an encoder-decoder's cross-attention")
+    seq = min(capacity, DEFAULT_SEQ)
+    return ModelSpec(name=name or str(cfg.get("_name_or_path") or kind), seq_len=seq,
+                     seq_default=True, **fields)
+
+
 def from_hf_config(path: str | Path) -> ModelSpec:
     """A ModelSpec from a local ``config.json`` (or a folder holding one)."""
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
     cfg = _load(path)
-    kind = cfg.get("model_type")
-    if kind not in _FAMILIES:
-        raise LedgerError("model_type", f"unsupported model_type {kind!r} in {path}; "
-                                        f"supported: {', '.join(FAMILIES)}")
-    keys, defaults, fixed = _FAMILIES[kind]
-    fields: dict[str, object] = {}
-    for field, key in keys.items():
-        if key in cfg and cfg[key] is not None:
-            fields[field] = cfg[key]
-        elif field in defaults:
-            fields[field] = defaults[field]
-        else:
-            raise LedgerError("config.json", f"missing key {key!r} for model_type {kind!r}")
-    if kind == "gpt2":
-        fields["learned_positions"] = fields["seq_len"]
-        fields["ffn_hidden"] = fields["ffn_hidden"] or 4 * fields["hidden"]
-    for field, value in fields.items():
-        if field not in ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias") and not (
-            value is None or (isinstance(value, int) and not isinstance(value, bool))
-        ):
-            raise LedgerError("config.json", f"{keys[field]!r} must be an integer, "
-                                             f"got {value!r}")
-    name = str(cfg.get("_name_or_path") or path.resolve().parent.name or kind)
-    return ModelSpec(name=name, **{**fields, **fixed})
+    name = str(cfg.get("_name_or_path") or path.resolve().parent.name or "")
+    return spec_from_dict(cfg, name)

@@ -29,6 +29,26 @@ def _state_line(label: str, st) -> str:
             f"total {fmt_bytes(st.total_bytes, 8)}")
 
 
+def _seq(model) -> str:
+    """``s=4096``, saying so when it is the ledger's default rather than the user's."""
+    return f"s={model.seq_len}" + (", default; --seq to set" if model.seq_default else "")
+
+
+def params_lines(model) -> list[str]:
+    """Total and active (per token) parameters, and the count by component."""
+    b = 1e9
+    mtp = (f"; + {model.mtp_params / b:.2f} B in {model.mtp_layers} MTP module(s), not in "
+           f"the total") if model.mtp_params else ""
+    parts = ", ".join(f"{k} {v / b:.2f}" for k, v in model.breakdown.items() if v)
+    return [f"  {'params':<20}{model.params / b:.2f} B total, {model.active_params / b:.2f} B "
+            f"active{mtp}", f"  {'':<20}({parts} B)"]
+
+
+def params_dict(model) -> dict:
+    return {"params": model.params, "active_params": model.active_params,
+            "mtp_params": model.mtp_params}
+
+
 def config_line(model, cfg) -> str:
     sp = "on" if cfg.sequence_parallel else "off"
     extra = f" vp={cfg.vp}" if cfg.vp > 1 else ""
@@ -36,7 +56,7 @@ def config_line(model, cfg) -> str:
     extra += f" cp_kind={cfg.cp_kind}" if cfg.cp > 1 else ""
     extra += f" recompute={cfg.recompute}" if cfg.recompute != "none" else ""
     extra += " grad_accumulation=unsharded" if cfg.grad_accumulation != "sharded" else ""
-    return (f"{model.name} (s={model.seq_len}): tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} "
+    return (f"{model.name} ({_seq(model)}): tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} "
             f"dp={cfg.dp} ep={cfg.ep} zero={cfg.zero_stage} sp={sp} mb={cfg.micro_batch} "
             f"m={cfg.num_microbatches}{extra} -> {cfg.world} GPUs [{cfg.framework}]")
 
@@ -77,7 +97,7 @@ def memory_lines(mem, capacity=None) -> list[str]:
 
 def placement_text(model, cfg, pl, capacity=None) -> str:
     """The seed's report block, in IEC units, plus the heaviest pipeline stage."""
-    lines = [config_line(model, cfg),
+    lines = [config_line(model, cfg), *params_lines(model),
              _state_line("state per GPU", pl.per_gpu)]
     if cfg.pp > 1 and pl.heaviest_stage is not None:
         lines.append(_state_line(f"heaviest stage ({pl.heaviest_rank})", pl.heaviest_stage))
@@ -117,7 +137,7 @@ def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
     config["moe"] = asdict(cfg.moe)
     return {
         "model": model.name,
-        "params": model.params,
+        **params_dict(model),
         "param_breakdown": dict(model.breakdown),
         "seq_len": model.seq_len,
         "framework": cfg.framework,
@@ -159,7 +179,7 @@ def models_table(specs) -> str:
 def estimate_text(model, cfg, system, est) -> str:
     """Step time, throughput, MFU and the breakdown, one cause a line."""
     mem = "fits" if est.fits else "does NOT fit"
-    lines = [config_line(model, cfg) + f" on {system.gpu.name}",
+    lines = [config_line(model, cfg) + f" on {system.gpu.name}", *params_lines(model)[:1],
              f"  step time           {est.step_time_s:10.3f} s    {est.tokens_per_s_per_gpu:,.0f} "
              f"tokens/s/GPU",
              f"  throughput          {est.tflops_per_gpu:10.1f} TFLOP/s/GPU (model)   "
@@ -178,7 +198,8 @@ def estimate_json(model, cfg, system, est) -> dict:
     keys = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "hardware_tflops_per_gpu",
             "mfu", "hfu", "memory_per_gpu_bytes", "memory_capacity_bytes", "fits", "breakdown")
     out = {k: getattr(est, k) for k in keys}
-    out |= {"model": model.name, "gpu": system.gpu.name, "world": cfg.world,
+    out |= {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
+            "gpu": system.gpu.name, "world": cfg.world,
             "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
             "recompute": cfg.recompute, "framework": cfg.framework}
     if est.placement is not None and est.placement.memory is not None:
@@ -221,14 +242,14 @@ def _plan_config(c) -> str:
 
 
 def plan_text(model, gpus, system, result) -> str:
-    head = (f"{model.name} (s={model.seq_len}) on {gpus} x {system.gpu.name}: "
+    head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}: "
             f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
             f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
     if not result.plans:
         return head + (f"\nnothing fits: the leanest placement needs "
                        f"{fmt_bytes(result.shortfall_bytes)} more per GPU than the "
                        f"{fmt_bytes(system.gpu.hbm_bytes)} HBM minus the reserve")
-    lines = [head, f"  {'#':>2}  {'step':>8}  {'MFU':>6}  {'memory':>10}  {'dominant':<12} placement"]
+    lines = [head, *params_lines(model)[:1], f"  {'#':>2}  {'step':>8}  {'MFU':>6}  {'memory':>10}  {'dominant':<12} placement"]
     for i, p in enumerate(result.plans, 1):
         lines.append(f"  {i:>2}  {p.step_time_s:7.2f}s  {p.mfu:6.1%}  "
                      f"{fmt_bytes(p.memory_bytes, 6)}  {p.dominant:<12} {_plan_config(p.config)}")
@@ -244,7 +265,8 @@ def plan_json(model, system, result) -> dict:
         return cfg | {"step_time_s": p.step_time_s, "mfu": p.mfu, "memory_bytes": p.memory_bytes,
                       "headroom_bytes": p.headroom_bytes, "dominant": p.dominant,
                       "breakdown": p.breakdown}
-    return {"model": model.name, "gpu": system.gpu.name, "plans": [one(p) for p in result.plans],
+    return {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
+            "gpu": system.gpu.name, "plans": [one(p) for p in result.plans],
             "evaluated": result.evaluated, "fitting": result.fitting,
             "elapsed_s": result.elapsed_s, "rejected": result.rejected,
             "shortfall_bytes": result.shortfall_bytes}

@@ -55,8 +55,7 @@ def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
     for held in rank_stages(cfg.pp, cfg.vp, cfg.schedule == "zb-v"):
         dense = expert = 0.0
         for s in held:
-            moe = max(0, starts[s] + counts[s] - max(starts[s], model.first_dense_layers)) \
-                if model.is_moe else 0
+            moe = sum(model.is_moe_layer(i) for i in range(starts[s], starts[s] + counts[s]))
             for is_moe, n in ((False, counts[s] - moe), (True, moe)):
                 split, repl, routed = kinds[is_moe]
                 dense += n * (split / cfg.tp + repl)

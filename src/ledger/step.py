@@ -33,6 +33,7 @@ import numpy as np
 from ledger.collectives import ring_bytes as coll_bytes
 from ledger.comms import ring_kv_block_bytes
 from ledger.errors import LedgerError
+from ledger.flops import matmul_params_per_token, model_flops_per_token  # noqa: F401
 from ledger.footprint import Capacity
 from ledger.layout import Layout
 from ledger.memory import activation_bytes_per_layer as _act
@@ -74,27 +75,6 @@ class StepEstimate:
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per cause
     placement: Placement | None = None
     capacity: Capacity | None = None
-
-
-def matmul_params_per_token(model: ModelSpec) -> float:
-    """Weights one token multiplies: attention and MLP matrices, the top-k routed experts
-    and the shared ones, the router and the output layer. Not the embedding lookup, the
-    norms or the biases (elementwise work)."""
-    h, q_dim, matrices = model.hidden, model.heads * model.head_dim, 3 if model.gated_mlp else 2
-    attention = model.layers * (2 * h * q_dim + 2 * h * model.kv_dim)
-    dense = (model.layers - model.moe_layers) * matrices * h * model.ffn_hidden
-    per_expert = matrices * h * model.moe_ffn_hidden
-    moe = model.moe_layers * ((model.top_k + model.shared_experts) * per_expert
-                              + h * model.num_experts)
-    return attention + dense + moe + model.vocab * h
-
-
-def model_flops_per_token(model: ModelSpec, causal: bool = True) -> float:
-    """6 N_matmul + 6 l s q_dim (12 l s q_dim counting masked keys, as PaLM app. B and
-    Narayanan et al. 2021 eq. 3 do)."""
-    q_dim = model.heads * model.head_dim
-    attention = (6 if causal else 12) * model.layers * model.seq_len * q_dim
-    return 6 * matmul_params_per_token(model) + attention
 
 
 def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = True) -> float:

@@ -1,0 +1,122 @@
+"""Construction checks of a ModelSpec: one LedgerError naming the field and its value.
+
+Kept apart from ``ledger.model`` so the record and its counts stay short; the checks
+take the spec as an argument and import nothing of the ledger but its errors.
+"""
+from __future__ import annotations
+
+from ledger.errors import LedgerError, require_positive
+
+NORMS = ("rmsnorm", "layernorm")
+ATTENTIONS = ("mha", "mla")  # mha covers GQA and MQA through kv_heads
+QK_NORMS = ("none", "head", "full")
+LOCAL_KINDS = ("sliding", "chunked")
+
+_SIZES = ("layers", "hidden", "heads", "vocab", "seq_len", "ffn_hidden")
+_COUNTS = ("learned_positions", "num_experts", "shared_experts", "first_dense_layers",
+           "layer_norms", "mtp_layers")
+_FLAGS = ("gated_mlp", "tied_embeddings", "qkv_bias", "out_bias", "mlp_bias",
+          "attention_sinks", "shared_expert_gate", "router_bias", "seq_default")
+
+
+def _nonneg(m, f: str) -> None:
+    v = getattr(m, f)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise LedgerError(f, f"must be an integer >= 0, got {v!r}")
+
+
+def _choice(m, f: str, allowed: tuple[str, ...]) -> None:
+    if getattr(m, f) not in allowed:
+        raise LedgerError(f, f"must be one of {', '.join(allowed)}, got {getattr(m, f)!r}")
+
+
+def _indices(m, f: str) -> None:
+    ids = getattr(m, f)
+    if ids is None:
+        return
+    if not isinstance(ids, tuple) or any(isinstance(i, bool) or not isinstance(i, int)
+                                         for i in ids):
+        raise LedgerError(f, f"must be a tuple of layer indices, got {ids!r}")
+    bad = [i for i in ids if not 0 <= i < m.layers]
+    if bad:
+        raise LedgerError(f, f"layer index {bad[0]} outside 0..{m.layers - 1}")
+    if list(ids) != sorted(set(ids)):
+        raise LedgerError(f, f"layer indices must be increasing and distinct, got {ids!r}")
+
+
+def check_sizes(m) -> None:
+    """The shape fields every model has (before defaults are filled in)."""
+    for f in _SIZES:
+        require_positive(f, getattr(m, f))
+    for f in _FLAGS:
+        if not isinstance(getattr(m, f), bool):
+            raise LedgerError(f, f"must be true or false, got {getattr(m, f)!r}")
+    for f in _COUNTS:
+        _nonneg(m, f)
+    _choice(m, "norm", NORMS)
+    _choice(m, "attention", ATTENTIONS)
+    _choice(m, "qk_norm", QK_NORMS)
+    _choice(m, "local_attention", LOCAL_KINDS)
+
+
+def check_attention(m) -> None:
+    """GQA divisibility; MLA's ranks and head dims (DeepSeek-V2 paper, sec. 2.1)."""
+    for f in ("kv_heads", "head_dim", "v_head_dim"):
+        require_positive(f, getattr(m, f))
+    if m.heads % m.kv_heads:
+        raise LedgerError("kv_heads",
+                          f"heads({m.heads}) is not divisible by kv_heads({m.kv_heads})")
+    mla = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim")
+    if m.attention == "mla":
+        for f in mla:
+            require_positive(f, getattr(m, f))
+        if m.q_lora_rank is not None:
+            require_positive("q_lora_rank", m.q_lora_rank)
+        if m.head_dim != m.qk_nope_head_dim + m.qk_rope_head_dim:
+            raise LedgerError("head_dim", f"MLA's query/key head is qk_nope_head_dim("
+                              f"{m.qk_nope_head_dim}) + qk_rope_head_dim({m.qk_rope_head_dim})"
+                              f", got head_dim({m.head_dim})")
+        if m.qk_norm != "none":
+            raise LedgerError("qk_norm", "MLA normalises its latents, not q/k: use 'none'")
+        return
+    if m.v_head_dim != m.head_dim:
+        raise LedgerError("v_head_dim", f"v_head_dim({m.v_head_dim}) != head_dim({m.head_dim})"
+                                        " needs attention='mla'")
+    for f in (*mla, "q_lora_rank"):
+        if getattr(m, f):
+            raise LedgerError(f, f"is an MLA field; set attention='mla' (got {getattr(m, f)})")
+
+
+def check_local(m) -> None:
+    """Sliding-window / chunked layers: a positive window and valid layer indices."""
+    if m.sliding_window is not None:
+        require_positive("sliding_window", m.sliding_window)
+    elif m.local_layers is not None:
+        raise LedgerError("local_layers", "local layers need a sliding_window")
+    _indices(m, "local_layers")
+    for f in ("attn_logit_softcap", "final_logit_softcap"):
+        v = getattr(m, f)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise LedgerError(f, f"must be a number >= 0 (0 = off), got {v!r}")
+
+
+def check_moe(m) -> None:
+    """Experts, their widths and which layers carry them."""
+    require_positive("top_k", m.top_k)
+    require_positive("moe_ffn_hidden", m.moe_ffn_hidden)
+    if m.is_moe and m.top_k > m.num_experts:
+        raise LedgerError("top_k", f"top_k({m.top_k}) exceeds num_experts({m.num_experts})")
+    if m.first_dense_layers > m.layers:
+        raise LedgerError("first_dense_layers", f"first_dense_layers({m.first_dense_layers})"
+                                                f" exceeds layers({m.layers})")
+    _indices(m, "moe_layer_ids")
+    if m.shared_expert_ffn is not None:
+        require_positive("shared_expert_ffn", m.shared_expert_ffn)
+        if not m.shared_experts:
+            raise LedgerError("shared_expert_ffn", "needs shared_experts >= 1")
+    if m.shared_expert_gate and not m.shared_experts:
+        raise LedgerError("shared_expert_gate", "needs shared_experts >= 1")
+    for f in ("shared_experts", "router_bias", "moe_layer_ids", "mtp_layers"):
+        v = getattr(m, f)
+        if v and not m.is_moe and f != "mtp_layers":
+            raise LedgerError(f, f"is an MoE field but num_experts({m.num_experts}) < 2")

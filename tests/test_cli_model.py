@@ -1,0 +1,120 @@
+"""Model flags: one per ModelSpec field, custom models counted exactly, no flag dropped.
+
+The expected counts are transformers 5.23.0's (meta device) for the published configs,
+measured in test_hf_counts.py (REAL): Qwen3-30B-A3B 30,532,122,624; DeepSeek-V3
+671,026,404,352; gemma-2-9b 9,241,705,984.
+"""
+import json
+from dataclasses import fields
+
+import pytest
+
+from ledger.cli import main
+from ledger.cli_model import FLAGS, parse_layers
+from ledger.errors import LedgerError
+from ledger.model import ModelSpec
+
+QWEN3_30B = ["--layers", "48", "--hidden", "2048", "--heads", "32", "--kv-heads", "4",
+             "--head-dim", "128", "--ffn", "6144", "--moe-ffn", "768", "--num-experts", "128",
+             "--top-k", "8", "--vocab", "151936", "--qk-norm", "head"]
+DEEPSEEK_V3 = ["--attention", "mla", "--q-lora-rank", "1536", "--kv-lora-rank", "512",
+               "--qk-rope-head-dim", "64", "--qk-nope-head-dim", "128", "--v-head-dim", "128",
+               "--layers", "61", "--hidden", "7168", "--heads", "128", "--ffn", "18432",
+               "--moe-ffn-hidden-size", "2048", "--num-experts", "256", "--moe-router-topk",
+               "8", "--shared-experts", "1", "--first-dense-layers", "3", "--vocab", "129280",
+               "--mtp-num-layers", "1"]
+GEMMA2_9B = ["--layers", "42", "--hidden", "3584", "--heads", "16", "--kv-heads", "8",
+             "--head-dim", "256", "--ffn", "14336", "--vocab", "256000", "--tied",
+             "--layer-norms", "4", "--sliding-window", "4096", "--local-layers",
+             "except-every:2", "--attn-softcap", "50", "--final-softcap", "30"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_modelspec_field_has_a_flag():
+    assert {f.name for f in fields(ModelSpec)} - {"name", "seq_default"} == set(FLAGS)
+
+
+@pytest.mark.parametrize("flags,params", [(QWEN3_30B, 30_532_122_624),
+                                          (DEEPSEEK_V3, 671_026_404_352),
+                                          (GEMMA2_9B, 9_241_705_984)])
+def test_custom_counts_the_published_models(capsys, flags, params):
+    code, out, _ = run(capsys, "report", "custom", *flags, "--json")
+    d = json.loads(out)
+    assert code == 0 and d["params"] == params and sum(d["param_breakdown"].values()) == params
+
+
+def test_custom_deepseek_v3_text_shows_total_active_and_mtp(capsys):
+    code, out, _ = run(capsys, "report", "custom", *DEEPSEEK_V3)
+    assert code == 0
+    assert "(s=4096, default; --seq to set)" in out
+    assert "params              671.03 B total, 37.55 B active; + 11.61 B in 1 MTP" in out
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["report", "llama3-8b", "--kv-heads", "4"], "--kv-heads"),
+    (["report", "mixtral-8x7b", "--top-k", "1", "--num-experts", "4"], "--num-experts"),
+    (["estimate", "qwen3-8b", "--tied"], "--tied"),
+])
+def test_shape_flags_on_a_preset_are_refused(capsys, argv, flag):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert flag in err and "use 'custom'" in err
+
+
+def test_config_json_takes_seq_but_not_shape(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "mistral", "hidden_size": 5120,
+                                "num_hidden_layers": 40, "num_attention_heads": 32,
+                                "num_key_value_heads": 8, "head_dim": 128,
+                                "intermediate_size": 14336, "vocab_size": 131072,
+                                "sliding_window": None, "max_position_embeddings": 1024000}))
+    code, out, _ = run(capsys, "report", str(path), "--json")
+    d = json.loads(out)
+    assert (d["seq_len"], d["params"], d["active_params"]) == (4096, 12_247_782_400,
+                                                               12_247_782_400)
+    _, out, _ = run(capsys, "report", str(path))
+    assert "(s=4096, default; --seq to set)" in out
+    _, out, _ = run(capsys, "report", str(path), "--seq", "16384", "--json")
+    assert json.loads(out)["seq_len"] == 16384
+    code, _, err = run(capsys, "report", str(path), "--hidden", "4096")
+    assert code == 2 and "--hidden" in err
+
+
+def test_active_params_in_every_json(capsys):
+    _, out, _ = run(capsys, "estimate", "custom", *QWEN3_30B, "--ep", "8", "--dp", "8",
+                    "--json")
+    est = json.loads(out)
+    assert est["params"] == 30_532_122_624
+    # 48 layers each leave 120 of 128 experts (3 x 2048 x 768) idle
+    assert est["active_params"] == 30_532_122_624 - 48 * 120 * 3 * 2048 * 768
+    _, out, _ = run(capsys, "plan", "llama3-8b", "--gpus", "8", "--global-batch", "8",
+                    "--top", "1", "--json")
+    assert json.loads(out)["active_params"] == 8_030_261_248
+
+
+@pytest.mark.parametrize("text,layers,expected", [
+    ("every:2", 4, (1, 3)), ("except-every:6", 12, (0, 1, 2, 3, 4, 6, 7, 8, 9, 10)),
+    ("1,3,5-7", 8, (1, 3, 5, 6, 7)), ("0", 2, (0,)),
+])
+def test_layer_lists(text, layers, expected):
+    assert parse_layers(text, layers, "--moe-layers") == expected
+
+
+@pytest.mark.parametrize("text", ["every:0", "1-", "x", "every:"])
+def test_bad_layer_lists_are_refused(text):
+    with pytest.raises(LedgerError, match="--moe-layers"):
+        parse_layers(text, 4, "--moe-layers")
+
+
+def test_moe_layers_flag_counts_only_those_layers(capsys):
+    base = ["report", "custom", "--layers", "4", "--hidden", "64", "--heads", "4", "--ffn",
+            "96", "--vocab", "100", "--num-experts", "4", "--top-k", "2", "--json"]
+    _, out, _ = run(capsys, *base, "--moe-layers", "every:2")
+    d = json.loads(out)["param_breakdown"]
+    assert (d["mlp"], d["experts"], d["router"]) == (2 * 3 * 64 * 96, 2 * 4 * 3 * 64 * 96,
+                                                     2 * 64 * 4)
