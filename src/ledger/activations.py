@@ -106,12 +106,24 @@ def _norm(width, t: SavedTensors, e, stats=1) -> float:
 
 
 def _mla(model) -> tuple[int, int, int, int, int]:
-    """(q_lora, kv_lora, rope, nope, v) head sizes of multi-head latent attention, or 0s."""
-    kv_lora = getattr(model, "kv_lora_rank", 0) or 0
-    if not kv_lora:
+    """(q_lora, kv_lora, rope, nope, v) sizes of multi-head latent attention, or 0s
+    (DeepSeek-V2 sec. 2.1; ModelSpec's MLA fields, read with defaults)."""
+    if getattr(model, "attention", "mha") != "mla":
         return 0, 0, 0, 0, 0
-    return (getattr(model, "q_lora_rank", 0) or 0, kv_lora, model.qk_rope_head_dim,
+    return (model.q_lora_rank or 0, model.kv_lora_rank, model.qk_rope_head_dim,
             model.qk_nope_head_dim, model.v_head_dim)
+
+
+def _qk_norm(model, t, e) -> float:
+    """qk-norm per token: "head" normalises each head (Qwen3: a + kv statistics),
+    "full" the whole q and k (OLMo 2: two); their outputs feed RoPE, which keeps only
+    cos/sin, so only input, x_hat and statistics are kept."""
+    kind = getattr(model, "qk_norm", "none")
+    if kind in ("none", False, None):
+        return 0.0
+    a, kv, d = model.heads, model.kv_heads, model.head_dim
+    stats = (a, kv) if kind == "head" else (1, 1)
+    return _norm(a * d, t, e, stats[0]) + _norm(kv * d, t, e, stats[1])
 
 
 def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
@@ -134,8 +146,7 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
         qk, v_w, kv_heads = nope + rope, v_dim, a  # keys expanded to every head
     else:
         qk, v_w, kv_heads = d, d, kv
-    if getattr(model, "qk_norm", False):  # per-head RMSNorm on q and k (Qwen3, OLMo-2)
-        extra = extra + (_norm(a * d, t, e, a) + _norm(kv * d, t, e, kv)) * tokens / tp
+    extra = extra + _qk_norm(model, t, e) * tokens / tp
     out = a * v_w
     if flash:
         k_heads = a if t.flash_kv_repeated else kv_heads
@@ -157,8 +168,11 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor):
     divides by tp (ETP) or the tokens do (SP with ETP = 1): either way T*k*f/tp.
     """
     h = model.hidden
-    norm = _norm(h, t, e, 2 if model.norm == "layernorm" else 1) * tokens / sp_div
+    stats = 2 if model.norm == "layernorm" else 1
+    norm = _norm(h, t, e, stats) * tokens / sp_div
     norm = norm + h * e * tokens / (sp_div if t.sp_gemm_input_shard else 1)  # the GEMM input
+    post = getattr(model, "layer_norms", 2) - 2  # Gemma's post-norms: output feeds the residual
+    norm = norm + post * _norm(h, t, e, stats) * tokens / sp_div
     per_f = t.mlp_gated_f if model.gated_mlp else t.mlp_plain_f
     if not moe:
         return norm, per_f * model.ffn_hidden * e * tokens / tp, 0.0, 0.0, 0.0
@@ -170,8 +184,21 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor):
     per_routed = ((t.routed_input_copy + t.routed_output_copies) * h * e
                   + _b(t.routed_prob, e) + t.routed_index_bytes)
     experts = routed * per_routed / sp_div + routed * per_f * f * e / tp
-    shared = model.shared_experts * per_f * f * e * tokens / tp
+    shared_w = getattr(model, "shared_ffn", model.shared_experts * f)
+    shared = per_f * shared_w * e * tokens / tp
     return norm, 0.0, router, experts, shared
+
+
+def _kind(model, layer, moe, window):
+    """(MoE layer?, window) of one layer: the model's own answer for layer ``layer``."""
+    if layer is not None and hasattr(model, "is_moe_layer"):
+        moe = model.is_moe_layer(layer) if moe is None else moe
+        window = model.window(layer) if window is None else window
+    if moe is None:
+        moe = model.is_moe
+    if window is None and getattr(model, "local_layers", None) is None:
+        window = getattr(model, "sliding_window", None)
+    return moe, window
 
 
 def _check(recompute: str) -> None:
@@ -183,12 +210,13 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                       cp=1, sequence_parallel: bool = True, flash: bool = True,
                       recompute: str = "none", act_bytes: int = 2,
                       capacity_factor: float | None = None,
-                      table: SavedTensors | None = None, moe: bool | None = None,
-                      window: int | None = None) -> LayerActivations:
+                      table: SavedTensors | None = None, layer: int | None = None,
+                      moe: bool | None = None, window: int | None = None) -> LayerActivations:
     """Bytes one decoder layer keeps for backward, per GPU, for one micro-batch.
 
-    ``moe`` picks the layer kind (default: an MoE layer when the model has experts);
-    ``window`` a sliding-window width (default: the model's ``sliding_window``, if any).
+    ``layer`` (0-based) picks the layer's kind from the model (MoE or dense, its sliding
+    window); without it ``moe`` defaults to "the model has experts" and ``window`` to the
+    model's window when every layer is local. Explicit ``moe``/``window`` win.
     Recompute: ``full`` keeps the layer input only (h*e per token, the SP shard);
     ``selective`` recomputes the materialised attention core (Korthikanti et al. 2022,
     sec. 5), so the s^2 terms are not kept; with flash there is nothing to drop.
@@ -205,14 +233,13 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     s = model.seq_len if seq_len is None else seq_len
     e, tokens = act_bytes, s * micro_batch / cp
     sp_div = tp if sequence_parallel else 1
-    moe = model.is_moe if moe is None else moe
+    moe, window = _kind(model, layer, moe, window)
     if recompute == "full":
         zero = 0.0 * tokens
         return LayerActivations(norms_bytes=zero, attention_bytes=model.hidden * e * tokens / sp_div,
                                 scores_bytes=zero, mlp_bytes=zero, router_bytes=zero,
                                 experts_bytes=zero, shared_experts_bytes=zero,
                                 dropout_bytes=zero, recompute=recompute)
-    window = getattr(model, "sliding_window", None) if window is None else window
     keys = min(s, window) if window and t.scores_over_window else s
     norm_a, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, s / cp)
     if recompute == "selective":
