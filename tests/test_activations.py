@@ -151,3 +151,14 @@ def test_llama_wrapper_keeps_its_figure():
     assert llama_activation_bytes_per_layer(
         seq_len=16, micro_batch=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
         ffn_hidden=128, act_bytes=4) == 140032  # measured (tiny.Block, fp32)
+
+
+def test_stage_sums_each_kind_of_layer():
+    """A stage of layers 0..3 of a model whose first layer is dense: 1 dense + 3 MoE."""
+    m = dataclasses.replace(mixtral_8x7b(), first_dense_layers=1)
+    from ledger.activations import layers_activation_bytes
+
+    dense = layer_activations(m, micro_batch=1, moe=False).total_bytes
+    moe = layer_activations(m, micro_batch=1, moe=True).total_bytes
+    assert layers_activation_bytes(m, range(0, 4), micro_batch=1) == dense + 3 * moe
+    assert layers_activation_bytes(m, range(4, 8), micro_batch=1) == 4 * moe

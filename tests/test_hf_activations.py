@@ -20,6 +20,7 @@ from ledger.verify.activations import saved_tensors  # noqa: E402
 B, S, H, HEADS, KV, D, F = 2, 16, 64, 4, 2, 16, 128
 T = B * S
 E, K, MOE_F = 4, 2, 32
+WINDOW = 4
 # v_head_dim = nope + rope: with v != q/k head size torch's CPU SDPA falls back to the
 # math kernel, which keeps eager's tensors (DeepSeek-V3 itself has 192 vs 128)
 Q_LORA, KV_LORA, ROPE, NOPE, V = 32, 16, 8, 16, 24
@@ -40,6 +41,11 @@ def _build(name):
     from transformers.models.qwen3_moe import modeling_qwen3_moe as qwen3_moe
 
     spec = dict(hidden=H, heads=HEADS, kv_heads=KV, head_dim=D, ffn_hidden=F)
+    if name == "mistral":  # every layer local, window 4 of 16 keys
+        from transformers.models.mistral import modeling_mistral as mistral
+
+        return (transformers.MistralConfig(**BASE, sliding_window=WINDOW),
+                mistral.MistralDecoderLayer, mistral.MistralRotaryEmbedding, spec)
     if name == "llama":
         return (transformers.LlamaConfig(**BASE), llama.LlamaDecoderLayer,
                 llama.LlamaRotaryEmbedding, spec)
@@ -84,7 +90,10 @@ def measure(name, impl, dtype):
     cos, sin = (t.to(dtype) for t in rotary_cls(cfg)(x, pos))
     mask = None  # sdpa: is_causal, as transformers' own mask builder skips the mask
     if impl == "eager":  # an additive causal mask, built once per model in transformers
-        mask = torch.full((S, S), float("-inf"), dtype=dtype).triu(1)[None, None]
+        keep = torch.ones(S, S, dtype=torch.bool).tril()
+        if name == "mistral":  # the sliding window: each query sees its last WINDOW keys
+            keep &= torch.ones(S, S, dtype=torch.bool).triu(1 - WINDOW)
+        mask = torch.zeros(S, S, dtype=dtype).masked_fill(~keep, float("-inf"))[None, None]
     routed = []
     gate = getattr(layer.mlp, "gate", None)
     if gate is not None:  # the router's actual top-k: tokens per expert
@@ -149,3 +158,17 @@ def test_hf_layer_matches_ledger(name, impl, dtype):
         assert int(routed.sum()) == T * K and int(routed.max()) > int(routed.min())
     if name != "deepseek_v3":  # DeepSeek's fp32 router copies are ~10% at these sizes
         assert abs(got - want) / got <= 0.03
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_sliding_window_keeps_every_score_in_transformers(dtype):
+    """transformers' eager attention applies a sliding window as an additive mask over
+    the full s x s scores: the HF table (scores_over_window=False) keeps s keys, and the
+    measured bytes equal the same layer's without a window."""
+    kept, _ = measure("mistral", "eager", dtype)
+    got = sum(s.nbytes for s in kept)
+    spec = ModelSpec(name="mistral", layers=1, vocab=128, seq_len=S, **_build("mistral")[3])
+    e = torch.tensor([], dtype=dtype).element_size()
+    want = layer_activations(spec, micro_batch=B, flash=False, table=HF, act_bytes=e,
+                             window=WINDOW).total_bytes
+    assert got == want == predict("llama", "eager", dtype, None)

@@ -194,6 +194,8 @@ def _kind(model, layer, moe, window):
     if layer is not None and hasattr(model, "is_moe_layer"):
         moe = model.is_moe_layer(layer) if moe is None else moe
         window = model.window(layer) if window is None else window
+    elif layer is not None and moe is None:  # a ModelSpec without per-layer ids
+        moe = model.is_moe and layer >= model.first_dense_layers
     if moe is None:
         moe = model.is_moe
     if window is None and getattr(model, "local_layers", None) is None:
@@ -259,6 +261,18 @@ def recompute_working_bytes(model: ModelSpec, **kw) -> float:
     no-recompute activations during its backward (a buffer on top of the kept inputs)."""
     kw["recompute"] = "none"
     return layer_activations(model, **kw).total_bytes
+
+
+def layers_activation_bytes(model: ModelSpec, layers: range, **kw) -> float:
+    """Sum of ``layer_activations(...).total_bytes`` over ``layers`` (a PP stage's layer
+    ids), priced once per kind of layer (dense/MoE x window) and multiplied by its count."""
+    counts: dict[tuple, int] = {}
+    for i in layers:
+        key = _kind(model, i, kw.get("moe"), kw.get("window"))
+        counts[key] = counts.get(key, 0) + 1
+    rest = {k: v for k, v in kw.items() if k not in ("moe", "window", "layer")}
+    return sum(n * layer_activations(model, moe=m, window=w, **rest).total_bytes
+               for (m, w), n in counts.items())
 
 
 # ---- the tables ---------------------------------------------------------------------
