@@ -13,6 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
 from ledger.activations import HF, layer_activations  # noqa: E402
 from ledger.model import ModelSpec  # noqa: E402
 from ledger.verify.activations import saved_tensors  # noqa: E402
@@ -75,8 +77,9 @@ def _build(name):
                  v_head_dim=V))
 
 
-def measure(name, impl, dtype):
-    """(saved storages, routed tokens per expert or None) of one forward of the layer."""
+def measure(name, impl, dtype, full_recompute=False):
+    """(saved storages, routed tokens per expert or None) of one forward of the layer;
+    ``full_recompute`` runs it under torch's (non-reentrant) activation checkpointing."""
     cfg, layer_cls, rotary_cls, _ = _build(name)
     cfg._attn_implementation = impl
     torch.manual_seed(0)
@@ -100,8 +103,13 @@ def measure(name, impl, dtype):
         gate.register_forward_hook(lambda m, i, o: routed.append(
             torch.bincount(o[-1].flatten(), minlength=E)))
     skip = [*layer.parameters(), *layer.buffers(), cos, sin] + ([mask] if mask is not None else [])
-    kept = saved_tensors(lambda: layer(x, attention_mask=mask, position_embeddings=(cos, sin),
-                                       position_ids=pos), skip)
+
+    def forward(x):
+        return layer(x, attention_mask=mask, position_embeddings=(cos, sin), position_ids=pos)
+
+    run = (lambda: checkpoint(forward, x, use_reentrant=False)) if full_recompute else (
+        lambda: forward(x))
+    kept = saved_tensors(run, skip)
     return kept, (routed[0] if routed else None)
 
 
@@ -172,3 +180,11 @@ def test_sliding_window_keeps_every_score_in_transformers(dtype):
     want = layer_activations(spec, micro_batch=B, flash=False, table=HF, act_bytes=e,
                              window=WINDOW).total_bytes
     assert got == want == predict("llama", "eager", dtype, None)
+
+
+@pytest.mark.parametrize("name", ["llama", "mixtral"])
+def test_full_recompute_keeps_the_layer_input(name):
+    kept, _ = measure(name, "sdpa", torch.bfloat16, full_recompute=True)
+    spec = ModelSpec(name=name, layers=1, vocab=128, seq_len=S, **_build(name)[3])
+    want = layer_activations(spec, micro_batch=B, table=HF, recompute="full").total_bytes
+    assert sum(s.nbytes for s in kept) == want == T * H * 2  # x in bf16
