@@ -48,6 +48,13 @@ def _build(name):
 
         return (transformers.MistralConfig(**BASE, sliding_window=WINDOW),
                 mistral.MistralDecoderLayer, mistral.MistralRotaryEmbedding, spec)
+    if name == "starcoder2":  # LayerNorm, GELU MLP, biases everywhere
+        from transformers.models.starcoder2 import modeling_starcoder2 as sc2
+
+        cfg = transformers.Starcoder2Config(**{k: v for k, v in BASE.items() if k != "head_dim"})
+        return (cfg, sc2.Starcoder2DecoderLayer, sc2.Starcoder2RotaryEmbedding,
+                dict(spec, norm="layernorm", gated_mlp=False, qkv_bias=True, out_bias=True,
+                     mlp_bias=True))
     if name == "llama":
         return (transformers.LlamaConfig(**BASE), llama.LlamaDecoderLayer,
                 llama.LlamaRotaryEmbedding, spec)
@@ -126,6 +133,9 @@ def residue(name, impl, dtype):
     """What transformers keeps beyond the HF table, tensor by tensor (bytes)."""
     e = torch.tensor([], dtype=dtype).element_size()
     r = {}
+    if name == "starcoder2" and e != 4:  # CPU's native_layer_norm: mean/rstd in bf16
+        r["LayerNorm mean and rstd in the input dtype, not fp32 (CPU kernel)"] = (
+            -2 * 2 * T * (4 - e))
     if name in ("mixtral", "qwen3_moe", "deepseek_v3"):  # norm_topk_prob's in-place divide
         r["top-k renormalisation: fp32 sum + fp32 top-k values"] = T * (4 + 4 * K)
     if name == "qwen3_moe":  # modeling_qwen3_moe.py:264 casts the gate weights back
@@ -147,7 +157,7 @@ def residue(name, impl, dtype):
     return r
 
 
-MODELS = ["llama", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3"]
+MODELS = ["llama", "starcoder2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3"]
 NEEDS = {"qwen3": "qk_norm", "qwen3_moe": "qk_norm", "deepseek_v3": "kv_lora_rank"}
 
 

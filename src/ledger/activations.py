@@ -98,10 +98,13 @@ def _gpt(model: ModelSpec) -> ModelSpec:
                      gated_mlp=False, norm="layernorm")
 
 
-def _norm(width, t: SavedTensors, e, stats=1) -> float:
+def _norm(width, t: SavedTensors, e, stats=1, layernorm=False) -> float:
     """A norm over ``width`` features, per token: its input, x_hat and ``stats``
-    statistics (one per normalised row; LayerNorm keeps two). Its output is counted
-    where it is read (a GEMM input), or not at all (RoPE keeps only cos/sin)."""
+    statistics (one per normalised row). Its output is counted where it is read (a GEMM
+    input), or not at all (RoPE keeps only cos/sin). LayerNorm runs the fused kernel of
+    every implementation (aten::native_layer_norm, TE): the input, the mean and rstd."""
+    if layernorm:
+        return width * e + 2 * _b(t.norm_stat, e)
     return width * (_b(t.norm_input, e) + _b(t.norm_xhat, e)) + stats * _b(t.norm_stat, e)
 
 
@@ -135,7 +138,7 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     """
     a, kv, d = model.heads, model.kv_heads, model.head_dim
     q_lora, kv_lora, rope, nope, v_dim = _mla(model)
-    norm = _norm(model.hidden, t, e, 2 if model.norm == "layernorm" else 1) * tokens / sp_div
+    norm = _norm(model.hidden, t, e, layernorm=model.norm == "layernorm") * tokens / sp_div
     norm = norm + model.hidden * e * tokens / (sp_div if t.sp_gemm_input_shard else 1)
     extra = 0.0  # MLA latents, qk-norms
     if kv_lora:  # MLA: the compressed latent (+ shared rope key) and the q latent
@@ -168,11 +171,11 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor):
     divides by tp (ETP) or the tokens do (SP with ETP = 1): either way T*k*f/tp.
     """
     h = model.hidden
-    stats = 2 if model.norm == "layernorm" else 1
-    norm = _norm(h, t, e, stats) * tokens / sp_div
+    ln = model.norm == "layernorm"
+    norm = _norm(h, t, e, layernorm=ln) * tokens / sp_div
     norm = norm + h * e * tokens / (sp_div if t.sp_gemm_input_shard else 1)  # the GEMM input
     post = getattr(model, "layer_norms", 2) - 2  # Gemma's post-norms: output feeds the residual
-    norm = norm + post * _norm(h, t, e, stats) * tokens / sp_div
+    norm = norm + post * _norm(h, t, e, layernorm=ln) * tokens / sp_div
     per_f = t.mlp_gated_f if model.gated_mlp else t.mlp_plain_f
     if not moe:
         return norm, per_f * model.ffn_hidden * e * tokens / tp, 0.0, 0.0, 0.0
@@ -319,7 +322,8 @@ HF = SavedTensors(
     eager_probs="fp32+act", scores_over_window=False,
     source="transformers 5.23.0, measured with saved-tensor hooks (tests/test_hf_activations"
            ".py): LlamaRMSNorm upcasts to fp32 and keeps that copy, the fp32 rstd and the cast-"
-           "back x_hat (models/llama/modeling_llama.py:61-66); sdpa keeps q, k, v (enable_gqa "
+           "back x_hat (models/llama/modeling_llama.py:61-66), nn.LayerNorm the input and mean/"
+           "rstd (fp32 on CUDA; CPU keeps them in the input dtype); sdpa keeps q, k, v (enable_gqa "
            "when no mask: integrations/sdpa_attention.py use_gqa_in_sdpa), out, fp32 lse; "
            "eager keeps q, repeat_kv'd k and v, the fp32 softmax and its cast, the contiguous "
            "output copy (modeling_llama.py:180-202) and builds full s x s scores even with a "
