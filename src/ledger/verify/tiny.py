@@ -93,11 +93,15 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, hidden=HIDDEN, heads=HEADS, kv_heads=KV_HEADS, ffn=FFN, flash=True):
+    """``norm=nn.RMSNorm`` gives torchtitan's llama3 block (nn.RMSNorm, SDPA with
+    enable_gqa, w2(silu(w1 x) * w3 x)) in place of the op-by-op RMSNorm above."""
+
+    def __init__(self, hidden=HIDDEN, heads=HEADS, kv_heads=KV_HEADS, ffn=FFN, flash=True,
+                 norm=RMSNorm):
         super().__init__()
-        self.attn_norm = RMSNorm(hidden)
+        self.attn_norm = norm(hidden, eps=1e-6)
         self.attn = Attention(hidden, heads, kv_heads, flash)
-        self.mlp_norm = RMSNorm(hidden)
+        self.mlp_norm = norm(hidden, eps=1e-6)
         self.mlp = MLP(hidden, ffn)
 
     def forward(self, x, cos, sin):
