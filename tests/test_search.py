@@ -19,7 +19,11 @@ from ledger.system import system
     (mixtral_8x7b(), 64, 256, "a100-80gb", "megatron"),
     (llama3_70b(), 256, 512, "h100-sxm", "deepspeed"),
     (llama3_70b(), 256, 512, "h100-sxm", "ideal"),
-    (llama3_8b(), 64, 256, "h100-sxm", "torchtitan")])
+    (llama3_8b(), 64, 256, "h100-sxm", "torchtitan"),
+    (ModelSpec(name="mixed", layers=8, hidden=1024, heads=8, kv_heads=4, vocab=32000,
+               seq_len=4096, ffn_hidden=4096, num_experts=8, top_k=2, moe_ffn_hidden=1024,
+               first_dense_layers=2, sliding_window=1024, local_layers=(0, 2, 4, 6)),
+     32, 64, "h100-sxm", "megatron")])
 def test_grid_prices_like_estimate(model, gpus, batch, gpu, framework):
     """One formula, two paths: the planner's arrays equal estimate() for sampled rows."""
     sysm = system(gpu)

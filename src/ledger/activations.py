@@ -206,6 +206,11 @@ def _kind(model, layer, moe, window):
     return moe, window
 
 
+def layer_kind(model, layer: int) -> tuple[bool, int | None]:
+    """(is an MoE layer, its attention window) of layer ``layer``: what sets its bytes."""
+    return _kind(model, layer, None, None)
+
+
 def _check(recompute: str) -> None:
     if recompute not in RECOMPUTE:
         raise LedgerError("recompute", f"must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")

@@ -45,13 +45,13 @@ from ledger.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes, overh
 from ledger.frameworks import get as get_framework
 from ledger.layout import DEFAULT_ORDER, Layout
 from ledger.memory import RECOMPUTE, StateBytes, state_bytes
-from ledger.memory import activation_bytes_per_layer as _activation_bytes
-from ledger.memory import llama_activation_bytes_per_layer as _llama_activation_bytes
+from ledger.activations import layer_activations, layer_kind
+from ledger.activations import table as saved_table
 from ledger.model import ModelSpec
 from ledger.pipeline import simulated
 from ledger.schedules import KINDS as SCHEDULES
 from ledger.schedules import check as check_schedule
-from ledger.stages import rank_layers, stage_params
+from ledger.stages import rank_layers, rank_stages, stage_layers, stage_params
 
 CP_KINDS = ("ring", "ulysses")
 GRAD_ACCUMULATION = ("sharded", "unsharded")
@@ -223,23 +223,44 @@ def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> Stat
                        framework_of(cfg))
 
 
+def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None):
+    """One layer's saved bytes (``ledger.activations``) as the config's framework keeps
+    them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
+    its own modules save otherwise. ``kind``: (MoE?, window) of the layer, else the
+    model's typical layer."""
+    moe, window = kind if kind is not None else (None, None)
+    return layer_activations(
+        model, micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
+        sequence_parallel=cfg.sequence_parallel,
+        flash=cfg.flash_attention if flash is None else flash,
+        recompute=cfg.recompute if recompute is None else recompute, act_bytes=cfg.act_bytes,
+        capacity_factor=cfg.moe.capacity_factor, table=saved_table(framework_of(cfg).activations),
+        moe=moe, window=window).total_bytes
+
+
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
                                flash: bool | None = None, recompute: str | None = None) -> float:
-    """Bytes one layer saves for backward for this placement, as the config's framework
-    keeps them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the
-    tensors a Llama-style layer really saves otherwise (``ledger.memory``). The config's
-    attention kernel and recompute mode unless given."""
-    flash = cfg.flash_attention if flash is None else flash
-    recompute = cfg.recompute if recompute is None else recompute
-    common = dict(seq_len=model.seq_len, micro_batch=cfg.micro_batch, hidden=model.hidden,
-                  heads=model.heads, tp=cfg.tp, cp=cfg.cp,
-                  sequence_parallel=cfg.sequence_parallel, flash=flash, recompute=recompute)
-    if framework_of(cfg).activations == "korthikanti":
-        return _activation_bytes(**common)
-    return _llama_activation_bytes(**common, kv_heads=model.kv_heads, head_dim=model.head_dim,
-                                   ffn_hidden=model.moe_ffn_hidden * model.top_k
-                                   if model.is_moe else model.ffn_hidden,
-                                   act_bytes=cfg.act_bytes)
+    """Bytes one layer saves for backward for this placement, averaged over the model's
+    layers (dense and MoE, local and global ones differ); the config's attention kernel
+    and recompute mode unless given."""
+    kinds, counts = layer_kinds(model, 1, 1, False)
+    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute)
+               for k, n in zip(kinds, counts[0])) / model.layers
+
+
+def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
+    """The distinct kinds of layer (MoE?, window) and, per PP rank, how many of each it
+    holds: a stage's activations are priced once per kind (numbers or arrays alike)."""
+    counts = stage_layers(model.layers, pp * vp)
+    starts = [sum(counts[:s]) for s in range(pp * vp)]
+    per_layer = [layer_kind(model, i) for i in range(model.layers)]
+    kinds = sorted(set(per_layer), key=lambda k: (k[0], k[1] or 0))
+    table = np.zeros((pp, len(kinds)))
+    for r, held in enumerate(rank_stages(pp, vp, v_shape)):
+        for st in held:
+            for i in range(starts[st], starts[st] + counts[st]):
+                table[r, kinds.index(per_layer[i])] += 1
+    return kinds, table
 
 
 def pp_bubble_fraction(p: int, m: int, vp: int = 1) -> float:
@@ -275,17 +296,19 @@ def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     """Every pipeline rank's peak memory by cause (``ledger.footprint``)."""
     fw = framework_of(cfg)
     per_param = st.scaled(1 / model.params)
-    held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
-    out_rank = 0 if cfg.schedule == "zb-v" else cfg.pp - 1  # the rank with the output layer
-    per_layer = activation_bytes_per_layer(model, cfg)
-    working = activation_bytes_per_layer(model, cfg, recompute="none") \
+    vshape = cfg.schedule == "zb-v"
+    held = rank_layers(model.layers, cfg.pp, cfg.vp, vshape)
+    out_rank = 0 if vshape else cfg.pp - 1  # the rank with the output layer
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, vshape)
+    per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
+    working = max(layer_activation_bytes(model, cfg, k, recompute="none") for k in kinds) \
         if cfg.recompute == "full" else 0.0
     unit = largest_unit_params(model, cfg)
     out = []
     for r, (dense, expert) in enumerate(stage_params(model, cfg)):
         state = shard_state(per_param.scaled(dense), per_param.scaled(expert), cfg, fw)
         alive = inflight[min(r, len(inflight) - 1)]
-        acts = per_layer * held[r] * alive
+        acts = sum(n * a for n, a in zip(counts[r], per_kind)) * alive
         logits = logits_bytes(model, cfg, fw) * alive * (r == out_rank)
         buffers = float(buffer_bytes(cfg, fw, unit, held[r], working))
         allocated = state.total_bytes + acts + logits + buffers

@@ -25,8 +25,8 @@ from ledger.memory import StateBytes
 from ledger.footprint import buffer_bytes, logits_bytes, overhead_bytes, shard_state
 from ledger.frameworks import get as get_framework
 from ledger.model import ModelSpec
-from ledger.parallel import (MoESpec, ParallelConfig, activation_bytes_per_layer,
-                             largest_unit_params, resident_state)
+from ledger.parallel import (MoESpec, ParallelConfig, layer_activation_bytes, largest_unit_params,
+                             layer_kinds, resident_state)
 from ledger.pipeline import inflight_closed
 from ledger.stages import rank_layers, stage_params
 from ledger.step import DEFAULT, Calibration, Structure, model_flops_per_token, step_times
@@ -172,6 +172,11 @@ def _codes(g) -> np.ndarray:
     return (((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 3 + g["rc"]
 
 
+@lru_cache(maxsize=4096)
+def _kind_counts(model: ModelSpec, pp: int, vp: int, vshape: bool) -> np.ndarray:
+    return layer_kinds(model, pp, vp, vshape)[1]
+
+
 @lru_cache(maxsize=65536)
 def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, vshape: bool):
     """Per rank: dense and expert parameters held, and layers held (Megatron layout)."""
@@ -188,7 +193,7 @@ def _grid_cfg(g, sel, fw, flash=True, precision=None, **fixed):
         tp=g["tp"][sel], cp=g["cp"][sel], dp=g["dp"][sel], ep=g["ep"][sel],
         micro_batch=g["mb"][sel], grad_replicas=g["dp"][sel] * g["cp"][sel],
         hsdp_shard=g["shard"][sel], framework=fw.name, flash_attention=flash, act_bytes=2,
-        precision=precision,
+        precision=precision, moe=MoESpec(),
         **fixed)
 
 
@@ -201,16 +206,19 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
     mem, state_max = np.empty(count), np.empty(count)
     vshape = (g["sched"] == SCHEDULES.index("zb-v")).astype(np.int64)
     everything = np.arange(count)
-    acts = {(rc, sp): activation_bytes_per_layer(
+    kinds = layer_kinds(model, 1)[0]  # (MoE?, window) of the model's layers
+    acts = {(rc, sp, k): layer_activation_bytes(
         model, _grid_cfg(g, everything, fw, flash, precision, sequence_parallel=sp,
-                         recompute=name))
-        for rc, name in enumerate(RECOMPUTES) for sp in (True, False)}
-    act, working = np.zeros(count), np.zeros(count)
-    for (rc, sp), values in acts.items():
+                         recompute=name), kind)
+        for rc, name in enumerate(RECOMPUTES) for sp in (True, False)
+        for k, kind in enumerate(kinds)}
+    act, working = np.zeros((count, len(kinds))), np.zeros(count)  # per kind of layer
+    for (rc, sp, k), values in acts.items():
         pick = (g["rc"] == rc) & (g["sp"] == sp)
-        act[pick] = values[pick]
+        act[pick, k] = values[pick]
         if RECOMPUTES[rc] == "full":
-            working[pick] = acts[RECOMPUTES.index("none"), sp][pick]
+            none = acts[RECOMPUTES.index("none"), sp, k][pick]
+            working[pick] = np.maximum(working[pick], none)
     radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
     key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"]) * 2
            + vshape) * 4 + g["zero"]
@@ -219,6 +227,7 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
         tp, ep, pp, vp, zero = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp", "zero"))
         vs = bool(vshape[i])
         dense, expert, layers = _stage_state(model, tp, ep, pp, vp, vs)
+        held = _kind_counts(model, pp, vp, vs)  # ranks x kinds
         cfg = _grid_cfg(g, sel, fw, flash, precision, zero_stage=zero, reshard_after_forward=
                         fw.reshard_after_forward(pp), grad_accumulation=fw.grad_accumulation(pp))
         cfg.hsdp_shard, cfg.grad_replicas = cfg.hsdp_shard[:, None], cfg.grad_replicas[:, None]
@@ -237,7 +246,7 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
         out_rank = np.arange(pp)[None, :] == (0 if vs else pp - 1)
         unit = largest_unit_params(model, SimpleNamespace(tp=tp, ep=ep))
         total = (st.params_bytes + st.grads_bytes + st.optim_bytes
-                 + act[sel][:, None] * layers[None, :] * infl
+                 + (act[sel] @ held.T) * infl
                  + logits_bytes(model, cfg, fw)[:, None] * infl * out_rank
                  + buffer_bytes(cfg, fw, unit, layers[None, :], working[sel][:, None]))
         mem[sel] = (total + overhead_bytes(fw, total)).max(axis=1)
