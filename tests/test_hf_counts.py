@@ -304,3 +304,19 @@ def test_2026_presets_match_transformers(name, config):
     assert m.params == hf_count(cfg)
     assert m.active_params == spec_from_dict(cfg).active_params
     assert m.mtp_params == spec_from_dict(cfg).mtp_params
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_layer_split_and_stages_sum_to_params(tmp_path, name):
+    """The per-layer (split, replicated, routed) split Megatron's stages use adds up to
+    transformers' total: nothing counted twice or dropped across PP ranks."""
+    from ledger.parallel import ParallelConfig
+    from ledger.stages import stage_params
+
+    m = ledger_spec(tmp_path, REAL[name])
+    b = m.breakdown
+    layers = sum(sum(m.layer_params(moe=m.is_moe_layer(i))) for i in range(m.layers))
+    assert layers + b["embedding"] + b["positions"] + m.norm_size + b["output"] == m.params
+    if not m.tied_embeddings:  # with pp > 1 a tied embedding is held twice, by design
+        ranks = stage_params(m, ParallelConfig(pp=4))
+        assert sum(d + e for d, e in ranks) == m.params

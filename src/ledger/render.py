@@ -167,12 +167,14 @@ def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
 
 def models_table(specs) -> str:
     """One line per preset: name, exact parameter count, shape."""
-    lines = [f"{'model':<14}{'params':>20}  {'layers':>6} {'hidden':>6} {'heads':>5} "
-             f"{'kv':>3} {'ffn':>6} {'vocab':>7}  experts"]
+    lines = [f"{'model':<14}{'params':>20}{'active':>9}  {'layers':>6} {'hidden':>6} "
+             f"{'heads':>5} {'kv':>3} {'ffn':>6} {'vocab':>7}  experts"]
     for m in specs:
         moe = f"{m.num_experts} x top-{m.top_k}" if m.is_moe else "-"
-        lines.append(f"{m.name:<14}{m.params:>20,}  {m.layers:>6} {m.hidden:>6} {m.heads:>5} "
-                     f"{m.kv_heads:>3} {m.ffn_hidden:>6} {m.vocab:>7}  {moe}")
+        kv = "MLA" if m.attention == "mla" else m.kv_heads
+        lines.append(f"{m.name:<14}{m.params:>20,}{m.active_params / 1e9:>8.2f}B  "
+                     f"{m.layers:>6} {m.hidden:>6} {m.heads:>5} {kv:>3} {m.ffn_hidden:>6} "
+                     f"{m.vocab:>7}  {moe}")
     return "\n".join(lines)
 
 
