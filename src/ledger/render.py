@@ -39,9 +39,10 @@ def params_lines(model) -> list[str]:
     b = 1e9
     mtp = (f"; + {model.mtp_params / b:.2f} B in {model.mtp_layers} MTP module(s), not in "
            f"the total") if model.mtp_params else ""
-    parts = ", ".join(f"{k} {v / b:.2f}" for k, v in model.breakdown.items() if v)
+    parts = ", ".join(f"{k} {v / b:.2f} B" if v >= 1e7 else f"{k} {v / 1e6:.2f} M"
+                      for k, v in model.breakdown.items() if v)
     return [f"  {'params':<20}{model.params / b:.2f} B total, {model.active_params / b:.2f} B "
-            f"active{mtp}", f"  {'':<20}({parts} B)"]
+            f"active{mtp}", f"  {'':<20}({parts})"]
 
 
 def params_dict(model) -> dict:
