@@ -53,6 +53,16 @@ def test_custom_deepseek_v3_text_shows_total_active_and_mtp(capsys):
     assert code == 0
     assert "(s=4096, default; --seq to set)" in out
     assert "params              671.03 B total, 37.55 B active; + 11.61 B in 1 MTP" in out
+    assert "experts 653.91 B, shared_experts 2.55 B, router 0.11 B, norms 0.88 M" in out
+
+
+def test_config_named_by_its_file(capsys, tmp_path):
+    path = tmp_path / "OLMo-2.json"
+    path.write_text(json.dumps({"model_type": "olmo2", "hidden_size": 64,
+                                "num_hidden_layers": 2, "num_attention_heads": 4,
+                                "intermediate_size": 96, "vocab_size": 100}))
+    _, out, _ = run(capsys, "report", str(path), "--json")
+    assert json.loads(out)["model"] == "OLMo-2"
 
 
 @pytest.mark.parametrize("argv,flag", [

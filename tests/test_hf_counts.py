@@ -33,7 +33,8 @@ CASES = {
               {"tie_word_embeddings": True, "num_key_value_heads": 4}],
     "mistral": [{}, {"head_dim": 32, "sliding_window": None}],
     "mixtral": [{"num_local_experts": 4, "num_experts_per_tok": 2}],
-    "qwen2": [{}, {"use_sliding_window": True, "max_window_layers": 2}],
+    "qwen2": [{}, {"use_sliding_window": True, "max_window_layers": 2},
+              {"use_sliding_window": True, "sliding_window": None}],
     "gemma": [{}, {"head_dim": 16, "attention_bias": True}],
     "gpt2": [{"n_embd": 64, "n_layer": 3, "n_head": 4, "vocab_size": 128, "n_positions": 32},
              {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 128, "n_inner": 80,
@@ -41,6 +42,7 @@ CASES = {
     "gpt_neox": [{}, {"attention_bias": False, "tie_word_embeddings": True}],
     "qwen3": [{}, {"head_dim": 32, "attention_bias": True, "tie_word_embeddings": True}],
     "qwen3_moe": [{"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 12},
+                  {"num_experts": 0},
                   {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 12,
                    "decoder_sparse_step": 2, "mlp_only_layers": [3], "head_dim": 32}],
     "qwen2_moe": [{"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 12,
@@ -275,6 +277,10 @@ def test_capacity_is_not_the_training_length(tmp_path):
      "missing key 'num_experts_per_tok'"),
     ({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4,
       "add_cross_attention": True}, "'add_cross_attention' = True is not supported"),
+    ({"model_type": "mixtral", **SMALL, "num_local_experts": 1},
+     "'num_local_experts' = 1 is not supported"),
+    ({"model_type": "qwen3_moe", **SMALL, "num_experts": 1},
+     "'num_experts' = 1 is not supported"),
     ({"model_type": "gemma2", **SMALL, "attn_logit_softcapping": "50"},
      "'attn_logit_softcapping' must be a number"),
 ])
@@ -304,3 +310,19 @@ def test_2026_presets_match_transformers(name, config):
     assert m.params == hf_count(cfg)
     assert m.active_params == spec_from_dict(cfg).active_params
     assert m.mtp_params == spec_from_dict(cfg).mtp_params
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_layer_split_and_stages_sum_to_params(tmp_path, name):
+    """The per-layer (split, replicated, routed) split Megatron's stages use adds up to
+    transformers' total: nothing counted twice or dropped across PP ranks."""
+    from ledger.parallel import ParallelConfig
+    from ledger.stages import stage_params
+
+    m = ledger_spec(tmp_path, REAL[name])
+    b = m.breakdown
+    layers = sum(sum(m.layer_params(moe=m.is_moe_layer(i))) for i in range(m.layers))
+    assert layers + b["embedding"] + b["positions"] + m.norm_size + b["output"] == m.params
+    if not m.tied_embeddings:  # with pp > 1 a tied embedding is held twice, by design
+        ranks = stage_params(m, ParallelConfig(pp=4))
+        assert sum(d + e for d, e in ranks) == m.params

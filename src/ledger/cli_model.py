@@ -118,7 +118,13 @@ def custom_model(a: argparse.Namespace) -> ModelSpec:
             given[f] = parse_layers(given[f], given["layers"], FLAGS[f][0][0])
     seq_default = "seq_len" not in given
     given.setdefault("seq_len", 4096)
-    return ModelSpec(name="custom", seq_default=seq_default, **given)
+    try:
+        return ModelSpec(name="custom", seq_default=seq_default, **given)
+    except LedgerError as e:  # name the flag the user typed, not the field
+        if e.field not in FLAGS:
+            raise
+        message = str(e).split(": ", 1)[1]
+        raise LedgerError(FLAGS[e.field][0][0], message) from None
 
 
 def load_model(a: argparse.Namespace) -> ModelSpec:

@@ -126,5 +126,6 @@ def from_hf_config(path: str | Path) -> ModelSpec:
     if path.is_dir():
         path = path / "config.json"
     cfg = _load(path)
-    name = str(cfg.get("_name_or_path") or path.resolve().parent.name or "")
+    folder = path.resolve().parent.name if path.name == "config.json" else path.stem
+    name = str(cfg.get("_name_or_path") or folder or "")
     return spec_from_dict(cfg, name)

@@ -40,9 +40,10 @@ def _qwen_window(r, layers, alternate=False):
     """Qwen2/Qwen3 (configuration_qwen3.py:87-95): with use_sliding_window, layers from
     max_window_layers on are sliding; Qwen2-MoE (configuration_qwen2_moe.py:113-118):
     every other layer below max_window_layers."""
-    if not r.get("use_sliding_window", False, bool):
+    w = r.get("sliding_window", 4096, int, nullable=True)
+    if not r.get("use_sliding_window", False, bool) or w is None:
         return {}
-    w, top = r.get("sliding_window", 4096, int), r.get("max_window_layers", 28)
+    top = r.get("max_window_layers", 28)
     default = [i for i in range(layers) if ((i + 1) % 2 and i < top)] if alternate \
         else [i for i in range(layers) if i >= top]
     local = r.layer_types(layers, default)
@@ -67,6 +68,17 @@ def _sparse_layers(r, layers):
     return tuple(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
 
 
+def _experts(r, key, default, dense_ok=False):
+    """The routed-expert count. transformers builds a router even for one expert, the
+    ledger's MoE needs two or more: 1 (and 0 where the family has no dense fallback,
+    unlike Qwen-MoE's ``num_experts > 0`` test, modeling_qwen3_moe.py:308) is refused."""
+    e = r.get(key, default)
+    if e == 1 or (e == 0 and not dense_ok):
+        raise LedgerError("config.json", f"{key!r} = {e} is not supported for model_type "
+                                         f"{r.kind!r} (an MoE needs 2 or more experts)")
+    return e
+
+
 def llama(r):  # configuration_llama.py:69-84
     f, cap = _decoder(r, kv=None, head_dim=None, tied=False, maxpos=2048)
     return {**f, **_bias(r), "mlp_bias": r.get("mlp_bias", False, bool)}, cap
@@ -84,7 +96,7 @@ def mistral(r):  # configuration_mistral.py:68-80
 
 def mixtral(r):  # configuration_mixtral.py:72-83, router Linear(h, E) without bias
     f, cap = _decoder(r, kv=8, head_dim=None, tied=False, maxpos=4096 * 32)
-    return {**f, **_every_layer_window(r), "num_experts": r.get("num_local_experts", 8),
+    return {**f, **_every_layer_window(r), "num_experts": _experts(r, "num_local_experts", 8),
             "top_k": r.get("num_experts_per_tok", 2)}, cap
 
 
@@ -105,7 +117,7 @@ def qwen3(r):  # configuration_qwen3.py:62-80; q_norm/k_norm over head_dim
 
 def qwen3_moe(r):  # configuration_qwen3_moe.py:81-105
     f, cap = _decoder(r, kv=4, head_dim=None, tied=False, maxpos=32768)
-    e = r.get("num_experts", 128)
+    e = _experts(r, "num_experts", 128, dense_ok=True)
     moe = {"num_experts": e, "top_k": r.get("num_experts_per_tok", 8),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 768),
            "moe_layer_ids": _sparse_layers(r, f["layers"])} if e > 1 else {}
@@ -114,7 +126,7 @@ def qwen3_moe(r):  # configuration_qwen3_moe.py:81-105
 
 def qwen2_moe(r):  # configuration_qwen2_moe.py:79-106; shared expert + sigmoid gate
     f, cap = _decoder(r, kv=16, head_dim=None, tied=False, maxpos=32768)
-    e = r.get("num_experts", 60)
+    e = _experts(r, "num_experts", 60, dense_ok=True)
     moe = {"num_experts": e, "top_k": r.get("num_experts_per_tok", 4),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 1408), "shared_experts": 1,
            "shared_expert_ffn": r.get("shared_expert_intermediate_size", 5632),
@@ -162,7 +174,7 @@ def starcoder2(r):  # configuration_starcoder2.py:61-81; LayerNorm, GELU MLP, bi
 
 def gpt_oss(r):  # configuration_gpt_oss.py:50-85: every layer MoE, biases, sinks
     f, cap = _decoder(r, kv=8, head_dim=64, tied=False, maxpos=131072)
-    return {**f, **_bias(r, default=True), "num_experts": r.get("num_local_experts", 128),
+    return {**f, **_bias(r, default=True), "num_experts": _experts(r, "num_local_experts", 128),
             "top_k": r.get("num_experts_per_tok", 4), "mlp_bias": True, "router_bias": True,
             "attention_sinks": True, **_alternating(r, f["layers"], 128, 2)}, cap
 
@@ -179,7 +191,7 @@ def llama4_text(r):  # configuration_llama4.py:130-193
     local = r.layer_types(layers, [i for i, v in enumerate(rope) if v]) if chunk else None
     window = {"sliding_window": chunk, "local_layers": local,
               "local_attention": "chunked"} if local else {}
-    return {**f, **_bias(r), "num_experts": r.get("num_local_experts", 16),
+    return {**f, **_bias(r), "num_experts": _experts(r, "num_local_experts", 16),
             "top_k": r.get("num_experts_per_tok", 1),
             "moe_ffn_hidden": r.get("intermediate_size", 8192), "shared_experts": 1,
             "moe_layer_ids": tuple(sorted(set(ids))), **window}, cap
@@ -202,7 +214,7 @@ def _mla(r, *, experts, shared, moe, first_dense, top_k, maxpos):
     if k is None:
         raise LedgerError("config.json", "missing key 'num_experts_per_tok' for model_type "
                                          f"{r.kind!r} (its config class defaults it to None)")
-    f.update(num_experts=r.get("n_routed_experts", experts), top_k=k,
+    f.update(num_experts=_experts(r, "n_routed_experts", experts), top_k=k,
              shared_experts=r.get("n_shared_experts", shared),
              moe_ffn_hidden=r.get("moe_intermediate_size", moe),
              first_dense_layers=r.get("first_k_dense_replace", first_dense))

@@ -39,9 +39,10 @@ def params_lines(model) -> list[str]:
     b = 1e9
     mtp = (f"; + {model.mtp_params / b:.2f} B in {model.mtp_layers} MTP module(s), not in "
            f"the total") if model.mtp_params else ""
-    parts = ", ".join(f"{k} {v / b:.2f}" for k, v in model.breakdown.items() if v)
+    parts = ", ".join(f"{k} {v / b:.2f} B" if v >= 1e7 else f"{k} {v / 1e6:.2f} M"
+                      for k, v in model.breakdown.items() if v)
     return [f"  {'params':<20}{model.params / b:.2f} B total, {model.active_params / b:.2f} B "
-            f"active{mtp}", f"  {'':<20}({parts} B)"]
+            f"active{mtp}", f"  {'':<20}({parts})"]
 
 
 def params_dict(model) -> dict:
@@ -167,12 +168,14 @@ def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
 
 def models_table(specs) -> str:
     """One line per preset: name, exact parameter count, shape."""
-    lines = [f"{'model':<14}{'params':>20}  {'layers':>6} {'hidden':>6} {'heads':>5} "
-             f"{'kv':>3} {'ffn':>6} {'vocab':>7}  experts"]
+    lines = [f"{'model':<14}{'params':>20}{'active':>9}  {'layers':>6} {'hidden':>6} "
+             f"{'heads':>5} {'kv':>3} {'ffn':>6} {'vocab':>7}  experts"]
     for m in specs:
         moe = f"{m.num_experts} x top-{m.top_k}" if m.is_moe else "-"
-        lines.append(f"{m.name:<14}{m.params:>20,}  {m.layers:>6} {m.hidden:>6} {m.heads:>5} "
-                     f"{m.kv_heads:>3} {m.ffn_hidden:>6} {m.vocab:>7}  {moe}")
+        kv = "MLA" if m.attention == "mla" else m.kv_heads
+        lines.append(f"{m.name:<14}{m.params:>20,}{m.active_params / 1e9:>8.2f}B  "
+                     f"{m.layers:>6} {m.hidden:>6} {m.heads:>5} {kv:>3} {m.ffn_hidden:>6} "
+                     f"{m.vocab:>7}  {moe}")
     return "\n".join(lines)
 
 
