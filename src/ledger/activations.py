@@ -76,6 +76,7 @@ class LayerActivations:
     experts_bytes: float  # routed tokens x top_k x capacity through the expert MLPs
     shared_experts_bytes: float
     dropout_bytes: float  # residual-stream dropout masks
+    input_bytes: float = 0.0  # full recompute: the checkpointed layer input, nothing else
     recompute: str = "none"
 
     @property
@@ -132,8 +133,8 @@ def _qk_norm(model, t, e) -> float:
 def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     """(norm, linear-in-s, scores) bytes of the attention block.
 
-    Per token: the norm and its output (the QKV GEMM's input), q, k, v, the output the projection
-    reads; flash adds the log-sum-exp, a materialised kernel the probabilities over
+    Per token: the norm and its output (the QKV GEMM's input), q, k, v, the output the
+    projection reads; flash adds the log-sum-exp, a materialised kernel the probabilities over
     ``keys`` keys for each of the ``q_rows`` local queries.
     """
     a, kv, d = model.heads, model.kv_heads, model.head_dim
@@ -241,10 +242,11 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     moe, window = _kind(model, layer, moe, window)
     if recompute == "full":
         zero = 0.0 * tokens
-        return LayerActivations(norms_bytes=zero, attention_bytes=model.hidden * e * tokens / sp_div,
-                                scores_bytes=zero, mlp_bytes=zero, router_bytes=zero,
-                                experts_bytes=zero, shared_experts_bytes=zero,
-                                dropout_bytes=zero, recompute=recompute)
+        return LayerActivations(norms_bytes=zero, attention_bytes=zero, scores_bytes=zero,
+                                mlp_bytes=zero, router_bytes=zero, experts_bytes=zero,
+                                shared_experts_bytes=zero, dropout_bytes=zero,
+                                input_bytes=model.hidden * e * tokens / sp_div,
+                                recompute=recompute)
     keys = min(s, window) if window and t.scores_over_window else s
     norm_a, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, s / cp)
     if recompute == "selective":
