@@ -76,6 +76,7 @@ class LayerActivations:
     experts_bytes: float  # routed tokens x top_k x capacity through the expert MLPs
     shared_experts_bytes: float
     dropout_bytes: float  # residual-stream dropout masks
+    input_bytes: float = 0.0  # full recompute: the checkpointed layer input, nothing else
     recompute: str = "none"
 
     @property
@@ -132,8 +133,8 @@ def _qk_norm(model, t, e) -> float:
 def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     """(norm, linear-in-s, scores) bytes of the attention block.
 
-    Per token: the norm and its output (the QKV GEMM's input), q, k, v, the output the projection
-    reads; flash adds the log-sum-exp, a materialised kernel the probabilities over
+    Per token: the norm and its output (the QKV GEMM's input), q, k, v, the output the
+    projection reads; flash adds the log-sum-exp, a materialised kernel the probabilities over
     ``keys`` keys for each of the ``q_rows`` local queries.
     """
     a, kv, d = model.heads, model.kv_heads, model.head_dim
@@ -246,10 +247,11 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     moe, window = _kind(model, layer, moe, window)
     if recompute == "full":
         zero = 0.0 * tokens
-        return LayerActivations(norms_bytes=zero, attention_bytes=model.hidden * e * tokens / sp_div,
-                                scores_bytes=zero, mlp_bytes=zero, router_bytes=zero,
-                                experts_bytes=zero, shared_experts_bytes=zero,
-                                dropout_bytes=zero, recompute=recompute)
+        return LayerActivations(norms_bytes=zero, attention_bytes=zero, scores_bytes=zero,
+                                mlp_bytes=zero, router_bytes=zero, experts_bytes=zero,
+                                shared_experts_bytes=zero, dropout_bytes=zero,
+                                input_bytes=model.hidden * e * tokens / sp_div,
+                                recompute=recompute)
     keys = min(s, window) if window and t.scores_over_window else s
     norm_a, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, s / cp)
     if recompute == "selective":
@@ -301,7 +303,8 @@ MEGATRON = SavedTensors(
            "Linear keeps the norm input, ln_out (under SP the local shard, re-gathered in "
            "backward) and rsigma/mu (TE pytorch/module/layernorm_linear.py:469-475,526-536,"
            "787); fused attention keeps q, k, v (GQA-native), out and the fp32 softmax_lse "
-           "(TE attention/dot_product_attention/backends.py:1655-1664,1776); SwiGLU keeps "
+           "(TE attention/dot_product_attention/backends.py:1655-1664,1776), under ring CP the "
+           "local q, kv chunk, out and lse only (context_parallel.py:2094-2142); SwiGLU keeps "
            "fc1's output (megatron/core/fusions/fused_bias_swiglu.py:235, mlp.py:309) and fc2 "
            "its input; MoE: fp32 router softmax and int64 top-k (core/transformer/moe/"
            "moe_utils.py:726,902), TE's int32 row_id_map of (tokens, 2E+1) (TE pytorch/"
