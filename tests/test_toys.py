@@ -44,14 +44,24 @@ def test_zero_numbers(reports):
     rows = {b["collective"]: b for b in reports["zero"]["bytes"]}
     assert rows["all_reduce"]["measured"] == rows["all_reduce"]["predicted"] == [48.0] * 4
     assert rows["reduce_scatter"]["measured"] == [24.0] * 4
+    # on the wire, from the kernel, at 128 KiB (131072 B) over 4 ranks, by hand:
+    # ring all-reduce 2 x 3/4 x 131072; all-gather 3/4 x 131072; gloo's reduce-scatter is
+    # an all-reduce of the whole input, so it carries the all-reduce's bytes
+    assert rows["all_reduce at 128 KiB"]["wire"] == [196608.0] * 4
+    assert rows["all_gather at 128 KiB"]["wire"] == [98304.0] * 4
+    assert rows["reduce_scatter at 128 KiB"]["wire"] == [196608.0] * 4
+    assert rows["reduce_scatter at 128 KiB"]["predicted"] == [98304.0] * 4  # the ledger's
 
 
 def test_tp_numbers(reports):
     v = reports["tp"]["values"]
-    assert v["y"] == [[[7.0]], [[10.0]]]
+    assert v["y"] == [[[7.0]], [[10.0]]] * 2  # Y_0 = relu(X A_0), Y_1 = relu(X A_1); 2 pairs
     assert v["z"] == [[7.0, 20.0]] and v["dx"] == [[5.0, 11.0]]
     b = reports["tp"]["bytes"][0]
-    assert b["measured"] == b["predicted"] == [16.0, 16.0]
+    assert b["measured"] == b["predicted"] == [16.0] * 4  # two TP pairs in a world of 4
+    # 16384 tokens x 2 x 4 B = 131072 B per all-reduce, two per block; a pair's ring sends
+    # 2 x 1/2 of it: 262144 B per rank, counted by the kernel
+    assert reports["tp"]["bytes"][1]["wire"] == [262144.0] * 4
 
 
 def test_cp_numbers(reports):
@@ -61,22 +71,44 @@ def test_cp_numbers(reports):
     assert v["worked_output"] == [1.0, 0.693] and v["worked_l"] == 1.639
     for b in reports["cp"]["bytes"]:
         assert b["measured"] == b["predicted"], b["collective"]
+    wire = {b["collective"].split(",")[0]: b["wire"] for b in reports["cp"]["bytes"]
+            if b["wire"]}
+    # K/V block: 2 x 8 heads x 128 tokens x 32 x 4 B = 262144 B, 3 ring steps
+    assert wire["send_recv (ring"] == wire["send_recv (causal"] == [786432.0] * 4
+    # Ulysses: 4 all-to-alls of 8 x 128 x 32 x 4 B = 131072 B, 3/4 leaves the rank
+    assert wire["all_to_all (ulysses"] == [393216.0] * 4
 
 
 def test_pp_numbers(reports):
     v = reports["pp"]["values"]
     assert v["gpipe"]["peak"] == [4, 4, 4, 4] and v["1f1b"]["peak"] == [4, 3, 2, 1]
     assert max(v["gpipe"]["errors"] + v["1f1b"]["errors"]) <= 1e-6
+    # 2048 rows x 4 x 4 B = 32768 B per boundary tensor, 4 micro-batches: interior stages
+    # send 4 activations + 4 gradients, the end stages 4 of one kind
+    for b in reports["pp"]["bytes"][2:]:
+        assert b["wire"] == [131072.0, 262144.0, 262144.0, 131072.0], b["collective"]
 
 
-def test_ep_numbers(reports):
+def _capacity_drops(experts_by_rank, capacity):
+    """Written for this test: every routed copy in arrival order (rank, token, choice);
+    an expert takes its first ``capacity`` copies."""
+    taken, kept = {}, []
+    for ids in experts_by_rank:
+        row = []
+        for e in ids:
+            taken[e] = taken.get(e, 0) + 1
+            row.append(taken[e] <= capacity)
+        kept.append(row)
+    return kept
+
+
+def test_ep_capacity_drops_match_an_independent_loop(reports):
     v = reports["ep"]["values"]
-    assert v["capacity"] == 20
-    assert all(sum(row) == 32 for row in v["matrix"])
-    assert v["received"] == [sum(row[j] for row in v["matrix"]) for j in range(4)]
-    assert v["rho"] == max(v["received"]) / 32
-    assert sum(v["per_expert"]) == 128
-    assert v["over"] == [k for k, c in enumerate(v["per_expert"]) if c > 20]
+    assert v["capacity"] == 20  # ceil(1.25 x 64 tokens x top-2 / 8 experts) = ceil(20.0)
+    assert [len(ids) for ids in v["experts"]] == [32] * 4  # 16 tokens x top-2 per rank
+    kept = _capacity_drops(v["experts"], 20)
+    assert v["kept"] == kept
+    assert sum(not k for row in kept for k in row) > 0  # the seed does overflow experts
 
 
 def _leftovers(tag: str) -> list[int]:
@@ -118,16 +150,34 @@ def test_two_runs_at_once_do_not_collide():
         assert "0 failed" in out
 
 
-def test_train_ledger_toys_and_bad_world():
+def test_train_ledger_toys_and_bad_world(capsys):
     from ledger.cli import main
     assert main(["toys", "zero", "--world", "3"]) == 2
+    assert main(["toys", "tp", "--world", "16"]) == 2  # refused, not "passed" on 2 ranks
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: world: toys zero runs on 2, 4 or 8 ranks, got 3",
+                   "error: world: toys tp runs on 2, 4 or 8 ranks, got 16"]
+
+
+def _torchrun(nproc, *args):
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node", str(nproc), "-m", "ledger.toys", *args],
+                          capture_output=True, text=True, timeout=120)
 
 
 def test_same_code_under_torchrun():
     """torchrun is the engine across nodes; here one node, four ranks, rank 0 prints."""
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                        "--nproc_per_node", "4", "-m", "ledger.toys", "zero", "--json"],
-                       capture_output=True, text=True, timeout=120)
+    r = _torchrun(4, "zero", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["ok"] and [rep["name"] for rep in out["reports"]] == ["zero"]
+
+
+def test_torchrun_with_a_world_the_toy_cannot_use():
+    """Checked before any rank joins: one line from rank 0 (torchrun then reports the
+    exit status its own way), no gloo error."""
+    r = _torchrun(3, "zero")
+    assert r.returncode != 0
+    ours = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert ours == ["error: world: toys zero runs on 2, 4 or 8 ranks, got 3"]
+    assert "gloo" not in r.stderr.lower()

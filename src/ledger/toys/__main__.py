@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict
 
-from ledger.toys.launcher import SPAWN_BASELINE, TOYS
+from ledger.toys.common import SPAWN_BASELINE, TOYS, WORLDS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,11 +29,14 @@ def render(rep) -> str:
     lines = [f"== {rep.name} " + "=" * (60 - len(rep.name))]
     lines += [f"  {ln}" for ln in rep.lines]
     if rep.bytes:
-        lines.append("  bytes handed to collectives, per rank (ring model) vs the ledger:")
+        lines.append("  bytes per rank: handed to collectives (ring model), on the wire "
+                     "(kernel, less framing), the ledger's:")
         for b in rep.bytes:
             mark = "exact" if b.exact else "differs"
-            lines.append(f"    {b.collective:<15} measured {_ints(b.measured)}  ledger "
-                         f"{_ints(b.predicted)}  {mark}")
+            lines.append(f"    {b.collective:<15} handed {_ints(b.measured)}  wire "
+                         f"{_ints(b.wire) if b.wire else '-'}  ledger {_ints(b.predicted)}  {mark}")
+            if b.wire_expected and b.wire_expected != b.predicted:
+                lines.append(f"      wire held to gloo's figure {_ints(b.wire_expected)}")
             if b.note:
                 lines.append(f"      note: {b.note}")
     for c in rep.checks:
@@ -42,19 +46,31 @@ def render(rep) -> str:
 
 
 def _ints(xs) -> str:
-    return "[" + ", ".join(f"{x:g}" for x in xs) + "]"
+    return "[" + ", ".join(f"{x:.0f}" if x == int(x) else f"{x:g}" for x in xs) + "]"
 
 
-def _check_world(world: int, names: list[str]) -> str | None:
-    if world < 2:
-        return f"world: must be >= 2, got {world}"
-    if any(n in ("zero", "cp", "ep") for n in names) and 8 % world:
-        return f"world: zero/cp/ep split 8 elements, tokens or experts; world({world}) must divide 8"
+def check_world(world: int, names: list[str]) -> str | None:
+    """One line naming the world sizes the chosen toys are laid out for, or None."""
+    ok = set(WORLDS[names[0]])
+    for n in names[1:]:
+        ok &= set(WORLDS[n])
+    if world not in ok:
+        which = "toys " + ("all" if len(names) > 1 else names[0])
+        sizes = sorted(ok)
+        listed = ", ".join(map(str, sizes[:-1])) + f" or {sizes[-1]}"
+        return f"world: {which} runs on {listed} ranks, got {world}"
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ledger.toys import launcher
+    from ledger.toys import quiet
+
+    return quiet.run(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    from ledger.toys import launcher, quiet
+    from ledger.toys.common import ToyJob
 
     p = _parser()
     a = p.parse_args(argv)
@@ -64,17 +80,20 @@ def main(argv: list[str] | None = None) -> int:
         kind, _, rank = a.inject_fault.partition(":")
         fault = (kind, int(rank))
     show = (lambda rep: None) if a.json else (lambda rep: print(render(rep), flush=True))
-    if launcher.under_torchrun():
-        out = launcher.run_under_torchrun(names, a.backend, show)
-        import os
+    torchrun = launcher.under_torchrun()
+    err = check_world(launcher.torchrun_world() if torchrun else a.world, names)
+    if err:
+        if os.environ.get("RANK", "0") == "0" or not torchrun:
+            print(f"error: {err}", file=sys.stderr)
+        return 2
+    jobs = [ToyJob(n) for n in names]
+    if torchrun:
+        out = launcher.run_under_torchrun(jobs, a.backend, show)
         if os.environ.get("RANK", "0") != "0":
             return 0
     else:
-        err = _check_world(a.world, names)
-        if err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        out = launcher.launch(names, a.world, a.backend, show, fault)
+        quiet.note_stale_env()
+        out = launcher.launch(jobs, a.world, a.backend, show, fault)
     if out.error:
         print(f"error: {out.error}", file=sys.stderr)
         return 1

@@ -15,9 +15,11 @@ import torch.distributed as dist
 
 from ledger.model import ModelSpec
 from ledger.parallel import RING_BLOCKS_PER_STEP, ParallelConfig, cp_comms
-from ledger.toys.common import ByteRow, Ctx, ToyReport, max_err
+from ledger.toys.common import ByteRow, Ctx, ToyReport, max_err, wire_row
 
 TOKENS_PER_RANK, HEADS, HEAD_DIM, SEED = 2, 8, 2, 0
+WIRE_TOKENS_PER_RANK, WIRE_HEAD_DIM = 128, 32  # the wire run: 128 KiB per Ulysses
+TAGS = ("ring", "causal", "ulysses")  # all-to-all, framing < 1% of the wire
 
 
 def merge(state, scores: torch.Tensor, v: torch.Tensor):
@@ -120,29 +122,37 @@ def worked_example():
     return (acc / l)[0], float(l), torch.softmax(s, -1) @ v
 
 
-def run(ctx: Ctx) -> ToyReport | None:
-    n, r, c = ctx.world, ctx.rank, TOKENS_PER_RANK
+def _attend(ctx: Ctx, c: int, d: int, prefix: str = ""):
+    """The three mechanisms on c tokens per rank, head width d; tags ``prefix + TAGS``."""
+    n, r = ctx.world, ctx.rank
     g = torch.Generator().manual_seed(SEED)
-    q, k, v = (ctx.t(torch.randn(HEADS, n * c, HEAD_DIM, generator=g)) for _ in range(3))
+    q, k, v = (ctx.t(torch.randn(HEADS, n * c, d, generator=g)) for _ in range(3))
     mine = slice(r * c, (r + 1) * c)
-    with ctx.metering("ring"):
+    with ctx.metering(prefix + "ring"):
         out, order = ring(ctx, q[:, mine], k[:, mine], v[:, mine])
     err_ring = max_err(out, _full(q, k, v)[:, mine])
     cs = n * c // (2 * n)  # tokens per causal chunk
     chunk = lambda j: slice(j * cs, (j + 1) * cs)  # noqa: E731
     ids = (r, 2 * n - 1 - r)
-    with ctx.metering("causal"):
+    with ctx.metering(prefix + "causal"):
         outs, work = ring_causal(ctx, [q[:, chunk(j)] for j in ids],
                                  [(k[:, chunk(j)], v[:, chunk(j)]) for j in ids])
     ref = _full(q, k, v, causal=True)
     err_causal = max(max_err(o, ref[:, chunk(j)]) for o, j in zip(outs, ids))
-    with ctx.metering("ulysses"):
+    with ctx.metering(prefix + "ulysses"):
         out_u = ulysses(ctx, q[:, mine], k[:, mine], v[:, mine])
     err_u = max_err(out_u, _full(q, k, v)[:, mine])
-    sent = {tag: sum(x.ring for x in ctx.meter.calls if x.tag == tag)
-            for tag in ("ring", "causal", "ulysses")}
-    got = ctx.gather((order, err_ring, work, err_causal, err_u, sent))
-    return None if got is None else _report(n, got)
+    return order, err_ring, work, err_causal, err_u
+
+
+def run(ctx: Ctx) -> ToyReport | None:
+    order, err_ring, work, err_causal, err_u = _attend(ctx, TOKENS_PER_RANK, HEAD_DIM)
+    sent = {tag: sum(x.ring for x in ctx.meter.calls if x.tag == tag) for tag in TAGS}
+    _attend(ctx, WIRE_TOKENS_PER_RANK, WIRE_HEAD_DIM, "wire ")
+    wire = {tag: (sum(x.ring for x in ctx.meter.calls if x.tag == "wire " + tag),
+                  ctx.wire("wire " + tag)) for tag in TAGS}
+    got = ctx.gather((order, err_ring, work, err_causal, err_u, sent, wire))
+    return None if got is None else _report(n=ctx.world, got=got)
 
 
 def _report(n: int, got: list) -> ToyReport:
@@ -175,18 +185,28 @@ def _report(n: int, got: list) -> ToyReport:
     return rep
 
 
+def _ledger(n: int, kind: str, c: int, d: int) -> float:
+    """The ledger's CP bytes for one layer's forward: the ring's (cp-1) K/V blocks of
+    its 3(cp-1) per layer, Ulysses' 4 forward all-to-alls of its 8."""
+    model = ModelSpec(name="toy", layers=1, hidden=HEADS * d, heads=HEADS,
+                      vocab=1, seq_len=n * c, ffn_hidden=1)
+    cfg = ParallelConfig(cp=n, cp_kind=kind, act_bytes=4)
+    total = sum(x.bytes for x in cp_comms(model, cfg, c, 1, "-"))
+    return total / (RING_BLOCKS_PER_STEP if kind == "ring" else 2)
+
+
 def _bytes(rep: ToyReport, n: int, got: list) -> None:
-    """Forward only: the ring's (cp-1) K/V blocks of the ledger's 3(cp-1) per layer,
-    Ulysses' 4 forward all-to-alls of its 8 per layer."""
-    model = ModelSpec(name="toy", layers=1, hidden=HEADS * HEAD_DIM, heads=HEADS,
-                      vocab=1, seq_len=n * TOKENS_PER_RANK, ffn_hidden=1)
-    def predicted(kind):  # noqa: E306
-        cfg = ParallelConfig(cp=n, cp_kind=kind, act_bytes=4)
-        total = sum(c.bytes for c in cp_comms(model, cfg, TOKENS_PER_RANK, 1, "-"))
-        return total / (RING_BLOCKS_PER_STEP if kind == "ring" else 2)
+    """Handed bytes at the toy's size; then the same code at the wire run's size."""
     for tag, kind, coll in (("ring", "ring", "send_recv"), ("causal", "ring", "send_recv"),
                             ("ulysses", "ulysses", "all_to_all")):
         rep.bytes.append(ByteRow(f"{coll} ({tag})", [g[5][tag] for g in got],
-                                 [predicted(kind)] * n,
+                                 [_ledger(n, kind, TOKENS_PER_RANK, HEAD_DIM)] * n,
                                  "forward only" if tag != "causal" else
                                  "forward only; two chunks per block, same bytes"))
+    for tag, kind, coll in (("ring", "ring", "send_recv"), ("causal", "ring", "send_recv"),
+                            ("ulysses", "ulysses", "all_to_all")):
+        row = ByteRow(f"{coll} ({tag}, {WIRE_TOKENS_PER_RANK} tokens x d {WIRE_HEAD_DIM})",
+                      [g[6][tag][0] for g in got],
+                      [_ledger(n, kind, WIRE_TOKENS_PER_RANK, WIRE_HEAD_DIM)] * n)
+        rep.bytes.append(row)
+        wire_row(rep, row, [g[6][tag][1] for g in got], coll)

@@ -1,13 +1,20 @@
-"""Run the toys in one world: under torchrun, or in processes forked here.
+"""Run jobs in one torch.distributed world: under torchrun, or in processes forked here.
+
+A job is any object with ``name`` and ``run(rank: Rank) -> report | None`` (rank 0's
+report is kept); the toys and verify each bring their own. This module knows neither.
 
 Built-in launcher: the parent imports torch once, opens a TCPStore on a free port
 (port 0, so two runs never collide), forks ``world`` ranks and watches them. A rank
 that raises reports its error and exits; a rank that dies shows a non-zero exit
 code; either way the parent kills the rest at once and names the rank. Rank 0 sends
-each toy's report to the parent as soon as it is done, and the parent prints it.
+each job's report to the parent as soon as it is done, and the parent prints it.
+SIGINT / SIGTERM to the parent end every rank (SIGKILL, so no rank dumps a stack) and
+surface as ``Interrupted``; a rank whose parent dies is killed by the kernel
+(PR_SET_PDEATHSIG), so nothing is orphaned.
 
-Under torchrun (RANK / WORLD_SIZE in the environment) there is no parent: each rank
-joins the torchrun world and rank 0 prints.
+Under torchrun (TORCHELASTIC_RUN_ID in the environment) there is no parent: each rank
+joins the torchrun world and rank 0 prints. RANK / WORLD_SIZE / MASTER_ADDR left in
+the environment by something else are stale for the built-in launcher (``stale_env``).
 """
 from __future__ import annotations
 
@@ -17,12 +24,35 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-TOYS = ("zero", "tp", "cp", "pp", "ep")
-SPAWN_BASELINE = "spawn"  # import + init + one all-reduce: the floor of any launch
 POLL_S = 0.02
 HANG_LIMIT_S = 60.0  # a world that neither finishes nor fails is ended here
 SETTLE_S = 0.5  # after a first failure, how long to wait for the rest of the story
 PEER_LOST = ("Connection reset", "Connection closed", "Broken pipe", "Socket closed")
+DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+            "LOCAL_WORLD_SIZE", "GROUP_RANK")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class Interrupted(Exception):
+    """The parent got SIGINT or SIGTERM; every rank has been ended."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+@dataclass(frozen=True)
+class Rank:
+    """What a job is told about its place in the world."""
+
+    rank: int
+    world: int
+    device: object  # torch.device
+    backend: str
 
 
 @dataclass
@@ -35,23 +65,10 @@ class Outcome:
         return self.error is None and all(r.ok for r in self.reports)
 
 
-def _toy(name: str):
-    """A toy module (``zero``), or a verify strategy (``verify:fsdp2``)."""
-    from importlib import import_module
-
-    if name.startswith("verify:"):
-        from ledger.verify.runner import Strategy
-        return Strategy(name.split(":", 1)[1])
-    return import_module(f"ledger.toys.{name}")
-
-
-def run_toys(names: list[str], rank: int, world: int, backend: str, emit,
+def run_jobs(jobs, rank: int, world: int, backend: str, emit,
              fault: tuple[str, int] | None = None) -> None:
-    """Body of every rank: the world is initialised; run each toy, rank 0 emits."""
+    """Body of every rank: the world is initialised; run each job, rank 0 emits."""
     import torch
-    import torch.distributed as dist
-
-    from ledger.toys.common import Ctx, Meter
 
     torch.set_num_threads(1)
     if backend == "nccl":
@@ -60,39 +77,43 @@ def run_toys(names: list[str], rank: int, world: int, backend: str, emit,
         device = torch.device("cuda", local)
     else:
         device = torch.device("cpu")
-    meter = Meter()
-    if not any(n.startswith("verify:") for n in names):  # verify meters at the dispatcher;
-        meter.install()  # pipelining also checks that dist.isend is the real one
-    try:
-        for name in names:
-            if fault is not None and fault[1] == rank and name == names[-1]:
-                _inject(fault[0])
-            if name == SPAWN_BASELINE:
-                t = torch.ones(1, device=device)
-                dist.all_reduce(t)
-                continue
-            report = _toy(name).run(Ctx(rank, world, device, meter))
-            if rank == 0:
-                emit(report)
-    finally:
-        meter.uninstall()
+    me = Rank(rank=rank, world=world, device=device, backend=backend)
+    for i, job in enumerate(jobs):
+        if fault is not None and fault[1] == rank and i == len(jobs) - 1:
+            _inject(fault[0])
+        report = job.run(me)
+        if rank == 0 and report is not None:
+            emit(report)
 
 
 def _inject(kind: str) -> None:
-    """Test hook: fail this rank while the others wait in a collective."""
+    """Test hook: fail (or stall) this rank while the others wait in a collective."""
     if kind == "raise":
         raise RuntimeError("injected fault")
+    if kind == "sleep":  # a world that is still running when a signal arrives
+        time.sleep(HANG_LIMIT_S)
+        return
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _child(rank: int, world: int, ports, names, backend, queue, fault) -> None:
+def _child(rank: int, world: int, ports, jobs, backend, queue, fault) -> None:
+    import ctypes
+
     import torch.distributed as dist
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent ends the ranks
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before the line above
+        os._exit(1)
     try:
         port = ports.get()
         store = dist.TCPStore("127.0.0.1", port, world, is_master=False)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world)
-        run_toys(names, rank, world, backend, lambda rep: queue.put(("report", rank, rep)),
+        run_jobs(jobs, rank, world, backend, lambda rep: queue.put(("report", rank, rep)),
                  fault)
         dist.destroy_process_group()
         queue.put(("done", rank, None))
@@ -104,24 +125,43 @@ def _child(rank: int, world: int, ports, names, backend, queue, fault) -> None:
     os._exit(0)
 
 
-def launch(names: list[str], world: int = 4, backend: str = "gloo", on_report=None,
+def launch(jobs: list, world: int = 4, backend: str = "gloo", on_report=None,
            fault: tuple[str, int] | None = None) -> Outcome:
-    """Fork ``world`` ranks (torch imported once, here), run ``names``, watch them."""
+    """Fork ``world`` ranks (torch and the jobs' modules imported once, here), run
+    ``jobs``, watch them. Raises ``Interrupted`` on SIGINT / SIGTERM, ranks ended."""
     import multiprocessing as mp
 
     import torch.distributed as dist  # imported before the fork, once for every rank
 
-    for name in names:  # so are the toys: each child would otherwise import them again
-        if name != SPAWN_BASELINE:
-            _toy(name)
-
     ctx = mp.get_context("fork")
     queue = ctx.SimpleQueue()  # synchronous writes: a rank's last words are never lost
     ports = ctx.SimpleQueue()
-    procs = [ctx.Process(target=_child, args=(r, world, ports, names, backend, queue, fault),
+    procs = [ctx.Process(target=_child, args=(r, world, ports, jobs, backend, queue, fault),
                          daemon=True) for r in range(world)]
-    for p in procs:
-        p.start()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupted(signum, frame):
+        raise Interrupted(signum)
+    for s in previous:
+        signal.signal(s, interrupted)
+    try:
+        for p in procs:
+            p.start()
+        return _watch(procs, queue, ports, world, on_report)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            if p.pid is not None:
+                p.join()
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _watch(procs, queue, ports, world: int, on_report) -> Outcome:
+    import torch.distributed as dist
+
     # the store's server threads start only after the fork: a child forked while they
     # hold a lock would inherit it locked. Port 0: two runs never collide.
     store = dist.TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False)
@@ -141,11 +181,9 @@ def launch(names: list[str], world: int = 4, backend: str = "gloo", on_report=No
             failures += _failures(queue, procs, out, done, on_report)
             out.error = _root_cause(failures)
     finally:
-        for p in procs:
+        for p in procs:  # ended here, before the store they talk to goes away
             if p.is_alive():
                 p.kill()
-        for p in procs:
-            p.join()
     return out
 
 
@@ -182,13 +220,32 @@ def _root_cause(failures: list[str]) -> str:
 
 
 def under_torchrun() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    """torchrun's agent sets TORCHELASTIC_RUN_ID for its workers; RANK alone is not it."""
+    return "TORCHELASTIC_RUN_ID" in os.environ and "RANK" in os.environ
 
 
-def run_under_torchrun(names: list[str], backend: str, on_report) -> Outcome:
-    """Join the torchrun world (env://) and run; rank 0 collects the reports."""
+def stale_env() -> list[str]:
+    """torch.distributed variables set in the environment of a run torchrun did not
+    start: the built-in launcher ignores them (``clear_env``)."""
+    return [] if under_torchrun() else [k for k in DIST_ENV if k in os.environ]
+
+
+def clear_env(names: list[str]) -> None:
+    for k in names:
+        os.environ.pop(k, None)
+
+
+def torchrun_world() -> int:
+    return int(os.environ["WORLD_SIZE"])
+
+
+def run_under_torchrun(jobs: list, backend: str, on_report) -> Outcome:
+    """Join the torchrun world (env://) and run; rank 0 collects the reports. SIGINT /
+    SIGTERM end this rank at once and quietly (128 + the signal)."""
     import torch.distributed as dist
 
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda signum, frame: os._exit(128 + signum))
     dist.init_process_group(backend)
     out = Outcome()
 
@@ -197,7 +254,7 @@ def run_under_torchrun(names: list[str], backend: str, on_report) -> Outcome:
         on_report(rep)
 
     try:
-        run_toys(names, dist.get_rank(), dist.get_world_size(), backend, emit)
+        run_jobs(jobs, dist.get_rank(), dist.get_world_size(), backend, emit)
     finally:
         dist.destroy_process_group()
     return out

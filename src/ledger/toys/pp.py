@@ -13,16 +13,17 @@ import torch.distributed as dist
 
 from ledger.parallel import ParallelConfig, pp_comms
 from ledger.schedules import peak_inflight, schedule
-from ledger.toys.common import ByteRow, Ctx, ToyReport, max_err
+from ledger.toys.common import ByteRow, Ctx, ToyReport, max_err, wire_row
 
 HIDDEN, ROWS, SEED = 4, 2, 0
+WIRE_ROWS = 2048  # the wire run: 32 KiB per boundary tensor, gloo framing < 1%
 
 
-def _data(p: int, m: int):
+def _data(p: int, m: int, rows: int = ROWS):
     g = torch.Generator().manual_seed(SEED)
     weights = torch.randn(p, HIDDEN, HIDDEN, generator=g) * 0.5
-    inputs = torch.randn(m, ROWS, HIDDEN, generator=g)
-    targets = torch.randn(m, ROWS, HIDDEN, generator=g)
+    inputs = torch.randn(m, rows, HIDDEN, generator=g)
+    targets = torch.randn(m, rows, HIDDEN, generator=g)
     return weights, inputs, targets
 
 
@@ -41,15 +42,15 @@ def _reference(p: int, m: int) -> torch.Tensor:
     return w.grad
 
 
-def execute(ctx: Ctx, kind: str, m: int):
+def execute(ctx: Ctx, kind: str, m: int, rows: int = ROWS):
     """Run this rank's action list; returns its weight gradient and peak in-flight."""
     p, r = ctx.world, ctx.rank
-    weights, inputs, targets = _data(p, m)
+    weights, inputs, targets = _data(p, m, rows)
     w = ctx.t(weights[r]).requires_grad_()
     stored, peak, pending = {}, 0, []
     for a in schedule(kind, p, m)[r]:
         if a.kind == "F":
-            x = ctx.t(inputs[a.mb]) if r == 0 else ctx.t(torch.empty(ROWS, HIDDEN))
+            x = ctx.t(inputs[a.mb]) if r == 0 else ctx.t(torch.empty(rows, HIDDEN))
             if r > 0:
                 dist.recv(x, r - 1)  # the previous stage's activation
             x.requires_grad_(r > 0)
@@ -63,7 +64,7 @@ def execute(ctx: Ctx, kind: str, m: int):
             if r == p - 1:
                 grad = y.detach() - ctx.t(targets[a.mb])  # d(0.5 * |y - t|^2)/dy
             else:
-                grad = ctx.t(torch.empty(ROWS, HIDDEN))
+                grad = ctx.t(torch.empty(rows, HIDDEN))
                 dist.recv(grad, r + 1)  # the next stage's gradient
             # (y * grad).sum() has gradient ``grad`` at y; y.backward(grad) would do the same
             # but its first call imports sympy (~0.6 s per rank)
@@ -82,7 +83,13 @@ def run(ctx: Ctx) -> ToyReport | None:
         with ctx.metering(kind):
             rows[kind] = execute(ctx, kind, m)
     sent = {k: sum(c.ring for c in ctx.meter.calls if c.tag == k) for k in rows}
-    got = ctx.gather((rows, sent))
+    wire = {}
+    for kind in ("gpipe", "1f1b"):
+        with ctx.metering(f"wire {kind}"):
+            execute(ctx, kind, m, WIRE_ROWS)
+        wire[kind] = (sum(c.ring for c in ctx.meter.calls if c.tag == f"wire {kind}"),
+                      ctx.wire(f"wire {kind}"))
+    got = ctx.gather((rows, sent, wire))
     if got is None:
         return None
     ref = _reference(p, m)
@@ -119,3 +126,11 @@ def _bytes(rep: ToyReport, p: int, m: int, got: list) -> None:
         ends = measured[0] == measured[-1] == predicted / 2
         rep.check(f"{kind} boundary bytes: interior stages = ledger, end stages = half",
                   interior and ends)
+    big = pp_comms(ParallelConfig(pp=p, num_microbatches=m, act_bytes=4),
+                   WIRE_ROWS * HIDDEN * 4, "-")[0].bytes
+    ends = [big / 2] + [big] * (p - 2) + [big / 2]  # one direction at the ends (above)
+    for kind in ("gpipe", "1f1b"):
+        row = ByteRow(f"send_recv ({kind}, {WIRE_ROWS} rows)", [g[2][kind][0] for g in got],
+                      ends, "interior stages: the ledger's figure; end stages: half of it")
+        rep.bytes.append(row)
+        wire_row(rep, row, [g[2][kind][1] for g in got], "send_recv")

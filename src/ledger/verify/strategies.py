@@ -8,41 +8,26 @@ model and placement, in fp32 unless the strategy says otherwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from ledger.comms import dp_comms, ep_comms, pp_comms, tp_comms
+from ledger.comms import dp_comms, pp_comms, tp_comms
 from ledger.layout import Layout
 from ledger.memory import state_bytes
 from ledger.parallel import ParallelConfig, per_gpu_state
 from ledger.verify import tiny
 from ledger.verify.meter import CollectiveMeter
+from ledger.verify.rows import Row, bytes_rows
 
 TORCH = "torchtitan"  # PyTorch's own FSDP2 / DTensor / pipelining: its convention
 WORLD = 4
 
 
-@dataclass
-class Row:
-    check: str  # "bytes" | "state"
-    strategy: str
-    collective: str
-    predicted_bytes: float
-    measured_bytes: float
-    tolerance: float = 0.0
-    note: str = ""
-    rank: int = 0
-
-    @property
-    def ratio(self) -> float:
-        return self.measured_bytes / self.predicted_bytes if self.predicted_bytes else 1.0
-
-    @property
-    def ok(self) -> bool:
-        return abs(self.ratio - 1.0) <= self.tolerance + 1e-12
+def _framing(ctx):
+    """gloo's framing, measured once per process by the runner (None: no wire, as on
+    the fake process group)."""
+    return getattr(ctx, "framing", None)
 
 
 def _step(model, opt, x, y):
@@ -71,19 +56,6 @@ def _state_rows(name, model, opt, predicted, note="") -> list[Row]:
             zip(names, want, got)]
 
 
-def _bytes_rows(name, meter, comms, note_by_kind=None, tolerance=0.0) -> list[Row]:
-    predicted: dict[str, float] = {}
-    for c in comms:
-        predicted[c.kind] = predicted.get(c.kind, 0.0) + float(c.bytes)
-    kinds = sorted(set(predicted) | {r.kind for r in meter.records})
-    notes = {"reduce_scatter": "bytes handed to the collective; gloo itself runs a "
-                               "reduce-scatter as an all-reduce, so its wire carries twice this"}
-    notes |= {k: v for k, v in (note_by_kind or {}).items() if v}
-    rows = [Row("bytes", name, k, predicted.get(k, 0.0), meter.total(k), tolerance,
-                notes.get(k, "")) for k in kinds]
-    return [r for r in rows if r.predicted_bytes or r.measured_bytes]
-
-
 def _world_layout(**sizes) -> Layout:
     return Layout(gpus_per_node=8, **sizes)
 
@@ -110,7 +82,7 @@ def ddp(ctx) -> list[Row]:
     st = state_bytes(spec, "fp32", "adam")
     comms = dp_comms(spec, st, cfg, _world_layout(dp=WORLD))
     note = "DDP's C++ reducer bypasses the dispatcher; a Python hook all-reduces each bucket"
-    return (_bytes_rows("DDP", meter, comms, {"all_reduce": note})
+    return (bytes_rows("DDP", meter, comms, {"all_reduce": note}, _framing(ctx))
             + _state_rows("DDP", model, opt, per_gpu_state(spec, st, cfg)))
 
 
@@ -137,7 +109,7 @@ def _fsdp(ctx, name, reshard=True, mesh_shape=(WORLD,), mp=None, precision="fp32
                          framework=TORCH, precision=precision)
     comms = dp_comms(spec, state_bytes(spec, precision, "adam"), cfg,
                      _world_layout(dp=WORLD, hsdp_shard=cfg.hsdp_shard))
-    rows = _bytes_rows(name, meter, comms)
+    rows = bytes_rows(name, meter, comms, framing=_framing(ctx))
     if mp is None:  # at rest, after the step, every state is sharded over the shard group
         at_rest = ParallelConfig(dp=WORLD, zero_stage=3, hsdp_shard=cfg.hsdp_shard,
                                  framework=TORCH, precision="fp32")
@@ -169,6 +141,7 @@ def hsdp(ctx):
 
 # ---- tensor parallel ------------------------------------------------------------------
 TP = 2
+TP_BATCH, TP_SEQ = 4, 128  # 128 KiB per all-reduce: gloo framing < 1% of the wire
 
 
 def _tp(ctx, name, sp):
@@ -197,7 +170,7 @@ def _tp(ctx, name, sp):
     if sp:  # norms run on sequence shards; the linears gather and scatter around them
         plan |= {"attn_norm": SequenceParallel(), "mlp_norm": SequenceParallel()}
     parallelize_module(block, mesh, plan)
-    b, s = 2, tiny.SEQ
+    b, s = TP_BATCH, TP_SEQ
     cos, sin = tiny.rotary(s, tiny.HIDDEN // tiny.HEADS)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(b, s, tiny.HIDDEN, generator=g)
@@ -213,7 +186,8 @@ def _tp(ctx, name, sp):
     comms = tp_comms(cfg, b * s * tiny.HIDDEN * 4, 1, "nvlink")  # one layer, one micro-batch
     note = ("with SP the norms' weight gradients stay partial DTensors until the optimizer "
             "reduces them (not in this measurement)" if sp else "")
-    return _bytes_rows(name, meter, comms, {"all_gather": note, "reduce_scatter": note})
+    return bytes_rows(name, meter, comms, {"all_gather": note, "reduce_scatter": note},
+                      _framing(ctx))
 
 
 def tp(ctx):
@@ -226,6 +200,7 @@ def tp_sp(ctx):
 
 # ---- pipeline -------------------------------------------------------------------------
 MICROBATCHES = 4
+PP_ROWS = 8  # 32 KiB per boundary tensor: framing < 1% of the wire
 
 
 def _pipeline(ctx, name, schedule_cls):
@@ -233,7 +208,7 @@ def _pipeline(ctx, name, schedule_cls):
 
     torch.manual_seed(0)
     block = tiny.MLP(tiny.HIDDEN, tiny.FFN)  # one stage per rank
-    rows_per_mb, s = 2, tiny.SEQ
+    rows_per_mb, s = PP_ROWS, tiny.SEQ
     stage = PipelineStage(block, ctx.rank, WORLD, torch.device("cpu"))
     sched = schedule_cls(stage, MICROBATCHES, loss_fn=lambda out, tgt: out.pow(2).mean())
     x = torch.randn(rows_per_mb * MICROBATCHES, s, tiny.HIDDEN)
@@ -252,10 +227,11 @@ def _pipeline(ctx, name, schedule_cls):
     comms = pp_comms(cfg, rows_per_mb * s * tiny.HIDDEN * 4, "ib")
     interior = 0 < ctx.rank < WORLD - 1
     note = "" if interior else "an end stage sends one direction only: half the ledger's"
-    rows = _bytes_rows(name, meter, comms)
+    rows = bytes_rows(name, meter, comms, framing=_framing(ctx))
     for r in rows:
         if not interior and r.collective == "send_recv":
             r.predicted_bytes /= 2
+            r.wire_expected = r.wire_expected and r.wire_expected / 2
             r.note = note
     return rows
 
@@ -272,22 +248,8 @@ def pp_1f1b(ctx):
 
 # ---- expert parallel ------------------------------------------------------------------
 def ep(ctx):
-    from ledger.toys.ep import HIDDEN, TOKENS, TOPK, AllToAll
-
-    n = WORLD
-    rows = TOKENS * TOPK
-    send = [rows // n] * n  # even routing: what the ledger assumes
-    x = torch.randn(rows, HIDDEN, requires_grad=True)
-    with CollectiveMeter() as meter:
-        y = AllToAll.apply(x, send, send)  # dispatch
-        z = AllToAll.apply(y * 2.0, send, send)  # combine
-        z.sum().backward()
-    from ledger.model import ModelSpec
-    spec = ModelSpec(name="toy-moe", layers=1, hidden=HIDDEN, heads=1, vocab=1,
-                     seq_len=TOKENS, ffn_hidden=HIDDEN, num_experts=8, top_k=TOPK)
-    comms = ep_comms(spec, ParallelConfig(dp=n, ep=n, act_bytes=4, framework=TORCH), TOKENS,
-                     "nvlink")
-    return _bytes_rows("expert all-to-all", meter, comms)
+    from ledger.verify.ep import run
+    return run(ctx, _framing(ctx), TORCH)
 
 
 STRATEGIES = {"ddp": ddp, "fsdp2": fsdp2, "fsdp2-keep": fsdp2_keep, "fsdp2-bf16": fsdp2_bf16,

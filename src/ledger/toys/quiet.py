@@ -1,0 +1,42 @@
+"""How a torch command ends when it is told to: Ctrl-C, SIGTERM, a closed pipe.
+
+``run(body)`` returns the body's exit status, or after one line on stderr 130 (SIGINT)
+/ 143 (SIGTERM) once the launcher has ended every rank, or 141 when stdout's reader
+went away (``toys all | head -1``): stdout is pointed at /dev/null so the interpreter's
+last flush cannot raise again, and nothing more is printed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE, what a shell reports for a writer whose pipe closed
+
+
+def run(body) -> int:
+    from ledger.toys.launcher import Interrupted
+
+    try:
+        return body()
+    except Interrupted as e:
+        print(f"{e} received: every rank ended", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:  # before the ranks were started
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return SIGPIPE_EXIT
+
+
+def note_stale_env() -> None:
+    """RANK / WORLD_SIZE / MASTER_ADDR ... without torchrun: say so, then ignore them."""
+    from ledger.toys import launcher
+
+    stale = launcher.stale_env()
+    if stale:
+        print(f"note: ignoring {', '.join(f'{k}={os.environ[k]}' for k in stale)} from the "
+              f"environment (not started by torchrun); the built-in launcher forks its own "
+              f"ranks", file=sys.stderr)
+        launcher.clear_env(stale)
