@@ -1,40 +1,42 @@
-"""The time model against measured training runs: predicted vs measured, error per row,
-mean and max |error| per source and overall. `--fit` reruns the calibration grid search
-(gemm_half_width x elementwise_traffic on the Korthikanti rows) and prints the best."""
-import sys
-from dataclasses import replace
-
-from ledger.step import DEFAULT, estimate
+"""The time model against measured training runs: predicted vs measured per row, the
+calibration set and the prediction rows apart, mean and max |error| per source and per
+set. Open settings are set by ledger.validation's one rule (shown per row)."""
 from ledger.system import system
-from ledger.validation import predicted, runs
+from ledger.validation import predicted, runs, settle
 
 
-def table(cal=DEFAULT, out=print):
-    errors: dict[str, list[float]] = {}
-    out(f"{'source':<17} {'run':<22} {'metric':<26} {'measured':>9} {'predicted':>9} {'error':>7}")
-    for r in runs():
-        est = estimate(r.model, r.cfg, system(r.gpu), cal)
-        p = predicted(r, est)
-        err = (p - r.measured) / r.measured
-        errors.setdefault(r.source, []).append(abs(err))
-        out(f"{r.source:<17} {r.label:<22} {r.metric:<26} {r.measured:9.2f} {p:9.2f} {err:+7.1%}")
-    every = [e for v in errors.values() for e in v]
-    for src, errs in [*errors.items(), ("all rows", every)]:
-        out(f"{src:<17} mean |error| {sum(errs) / len(errs):.1%}   max {max(errs):.1%}")
+def _settings(r, cfg, ov) -> str:
+    parts = [f"mb={cfg.micro_batch}"] if "micro_batch" in r.open else []
+    parts += [f"vp={cfg.vp}"] if "vp" in r.open else []
+    parts += [f"rc={cfg.recompute}"] if "recompute" in r.open else []
+    parts += [f"tpov={'on' if ov else 'off'}"] if "tp_overlap" in r.open else []
+    return " ".join(parts) or "-"
+
+
+def table(out=print) -> dict:
+    errors: dict[tuple[str, str], list[float]] = {}
+    out(f"{'set':<5} {'source':<17} {'run':<30} {'measured':>9} {'predicted':>9} {'error':>7}"
+        f"  rule's settings")
+    for role in ("calibration", "prediction"):
+        for r in (r for r in runs() if r.role == role):
+            cfg, ov, est = settle(r)
+            p = predicted(r, est, cfg)
+            err = (p - r.measured) / r.measured
+            errors.setdefault((role, r.source), []).append(abs(err))
+            fits = "" if est.fits else " (does not fit)"
+            out(f"{role[:5]:<5} {r.source:<17} {r.label:<30} {r.measured:9.2f} {p:9.2f} "
+                f"{err:+7.1%}  {_settings(r, cfg, ov)}{fits}")
+    for role in ("calibration", "prediction"):
+        every = []
+        for (rl, src), errs in errors.items():
+            if rl == role:
+                every += errs
+                out(f"{role[:5]:<5} {src:<17} mean |error| {sum(errs) / len(errs):5.1%}   "
+                    f"max {max(errs):5.1%}   ({len(errs)} rows)")
+        out(f"{role[:5]:<5} {'all ' + role + ' rows':<17} mean |error| "
+            f"{sum(every) / len(every):5.1%}   max {max(every):5.1%}   ({len(every)} rows)")
     return errors
 
 
-def fit():
-    scores = []
-    for w in (64, 128, 192, 256, 384, 512):
-        for g in (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0):
-            cal = replace(DEFAULT, gemm_half_width=w, elementwise_traffic=g)
-            k = table(cal, out=lambda *_: None)["Korthikanti 2022"]
-            scores.append((sum(k) / len(k), max(k), w, g))
-    for mean, worst, w, g in sorted(scores)[:5]:
-        print(f"gemm_half_width {w:5.0f}  elementwise_traffic {g:3.1f}  Korthikanti mean "
-              f"{mean:.1%} max {worst:.1%}")
-
-
 if __name__ == "__main__":
-    fit() if "--fit" in sys.argv else table()
+    table()

@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--no-hsdp", action="store_true")
     pl.add_argument("--no-flash", action="store_true", help="materialised attention scores")
     _add_framework_flag(pl)
+    pl.add_argument("--headroom", type=float, default=2.0,
+                    help="GiB kept free below the usable capacity (default 2)")
+    pl.add_argument("--baseline", help='a shape to compare with, e.g. "tp=8,cp=1,pp=16,dp=128" '
+                                       "(keys: tp cp pp dp ep vp zero mb recompute schedule)")
     pl.add_argument("--json", action="store_true")
     lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
     for axis in ("tp", "cp", "ep", "dp", "pp"):
@@ -297,8 +301,11 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     if a.zero is not None and a.zero not in (0, 1, 2, 3):
         raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {a.zero}")
     bar = _progress_bar() if sys.stderr.isatty() else None
+    if not a.headroom >= 0:  # also refuses nan
+        raise LedgerError("headroom", f"must be >= 0 GiB, got {a.headroom}")
     result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar,
-                  framework=a.framework, flash=not a.no_flash)
+                  framework=a.framework, flash=not a.no_flash,
+                  headroom_bytes=a.headroom * 2**30, baseline=a.baseline)
     text = (json.dumps(plan_json(model, sysm, result), indent=1) if a.json
             else plan_text(model, a.gpus, sysm, result))
     return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1

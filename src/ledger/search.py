@@ -1,8 +1,9 @@
 """The planner: every valid placement of a model on a cluster, costed at once, ranked.
 
-Candidates are enumerated over tp, cp (ring / Ulysses), pp, vp and schedule, dp, ep,
-ZeRO 0-3 and HSDP shard sizes, sequence parallelism, micro-batch size and recompute;
-num_microbatches follows from the global batch. The grid is priced with numpy through
+Candidates are enumerated over tp, cp (ring / Ulysses), pp, vp (up to layers / pp) and
+schedule, dp, ep, ZeRO 0-3 and HSDP shard sizes, sequence parallelism, TP comm-GEMM
+overlap, micro-batch size and recompute; num_microbatches follows from the global batch.
+A placement fits when its peak memory stays ``headroom`` below the usable capacity. The grid is priced with numpy through
 the same formulas one placement uses (ledger.comms, ledger.step): candidates that share
 their categorical fields form one group, their sizes are arrays. Nothing about "TP
 inside the node" or "PP on the slowest link" is written here: it must fall out of the
@@ -29,13 +30,16 @@ from ledger.parallel import (MoESpec, ParallelConfig, layer_activation_bytes, la
                              layer_kinds, resident_state)
 from ledger.pipeline import inflight_closed
 from ledger.stages import rank_layers, stage_params
-from ledger.step import DEFAULT, Calibration, Structure, model_flops_per_token, step_times
+from ledger.step import (DEFAULT, Calibration, Structure, dp_split, model_flops_per_token,
+                         step_times)
 from ledger.system import System
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1", "zb-v")  # interleaved-zb: no closed form
 RECOMPUTES = ("none", "selective", "full")
 MICRO_BATCHES = (1, 2, 4, 8)
-MAX_VP = 8
+# Kept free below the usable capacity (HBM minus the reserve): room for what a step's
+# peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
+DEFAULT_HEADROOM_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class Pins:
     micro_batch: int | None = None
     recompute: str | None = None
     schedule: str | None = None
+    tp_overlap: bool | None = None
     max_tp: int | None = None
     max_pp: int | None = None
     no_cp: bool = False
@@ -66,6 +71,7 @@ class Plan:
     memory_bytes: float
     headroom_bytes: float
     breakdown: dict[str, float]
+    tp_overlap: bool = False
 
     @property
     def dominant(self) -> str:
@@ -80,6 +86,47 @@ class PlanResult:
     elapsed_s: float
     rejected: list[str] = field(default_factory=list)  # one line per family that lost
     shortfall_bytes: float = 0.0  # when nothing fits: how far the leanest candidate is over
+    baseline: Baseline | None = None
+
+
+@dataclass
+class Baseline:
+    """The best plan of a given shape (its other knobs free), against the planner's #1."""
+
+    spec: str
+    plan: Plan
+    fits: bool
+    rank: int | None  # 1-based among all fitting plans by step time; None if it does not fit
+    vs_best: float  # its step time / #1's
+
+
+BASELINE_KEYS = {"tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "ep": "ep", "vp": "vp",
+                 "zero": "zero", "mb": "micro_batch", "recompute": "recompute",
+                 "schedule": "schedule"}
+
+
+def parse_baseline(spec: str) -> Pins:
+    """"tp=8,cp=1,pp=16,dp=128" (any of tp, cp, pp, dp, ep, vp, zero, mb, recompute,
+    schedule) -> the Pins that shape fixes."""
+    out = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or key not in BASELINE_KEYS:
+            raise LedgerError("baseline", f"{item!r} is not key=value with key one of "
+                                          f"{', '.join(BASELINE_KEYS)}")
+        name = BASELINE_KEYS[key]
+        if name in ("recompute", "schedule"):
+            out[name] = value
+            continue
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise LedgerError("baseline", f"{key} must be an integer, got {value!r}") from None
+        if out[name] < (0 if name == "zero" else 1):
+            raise LedgerError("baseline", f"{key} must be positive, got {value}")
+    if not out:
+        raise LedgerError("baseline", f"no key=value in {spec!r}")
+    return Pins(**out)
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -116,8 +163,8 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins):
     scheds = [("1f1b", 1)]
     if pp > 1:
         scheds = [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)]
-        scheds += [("interleaved", v) for v in range(2, MAX_VP + 1)
-                   if model.layers >= pp * v and m % pp == 0]
+        scheds += [("interleaved", v) for v in range(2, model.layers // pp + 1)
+                   if m % pp == 0]
         if model.layers >= 2 * pp and m >= 2 * pp - 1:
             scheds.append(("zb-v", 2))
     scheds = [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v]
@@ -133,11 +180,13 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins):
             shards += [s for s in _pow2_upto(replicas // 2) if s >= system.gpus_per_node
                        and replicas % s == 0]
         for shard, sp in product(shards, (True, False) if tp > 1 else (True,)):
-            yield sched, v, zero, shard, sp, kind
+            for ov in ((False, True) if tp > 1 and sp else (False,)):
+                if (pins.tp_overlap if pins.tp_overlap is not None else ov) == ov:
+                    yield sched, v, zero, shard, sp, kind, ov
 
 
 NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard", "sp",
-         "ulysses", "rc")
+         "ulysses", "tpov", "rc")
 
 
 def enumerate_grid(model, gpus, batch, system, pins) -> dict[str, np.ndarray]:
@@ -145,14 +194,15 @@ def enumerate_grid(model, gpus, batch, system, pins) -> dict[str, np.ndarray]:
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
     blocks = []
     for shape in _shapes(model, gpus, batch, system, pins):
-        variants = [(v, SCHEDULES.index(sched), zero, shard, sp, kind == "ulysses")
-                    for sched, v, zero, shard, sp, kind in _variants(model, shape, system, pins)]
+        variants = [(v, SCHEDULES.index(sched), zero, shard, sp, kind == "ulysses", ov)
+                    for sched, v, zero, shard, sp, kind, ov
+                    in _variants(model, shape, system, pins)]
         if not variants:
             continue
         block = np.empty((len(variants) * len(rcs), len(NAMES)), dtype=np.int64)
         block[:, :7] = shape
-        block[:, 7:13] = np.repeat(np.array(variants, dtype=np.int64), len(rcs), axis=0)
-        block[:, 13] = np.tile(rcs, len(variants))
+        block[:, 7:14] = np.repeat(np.array(variants, dtype=np.int64), len(rcs), axis=0)
+        block[:, 14] = np.tile(rcs, len(variants))
         blocks.append(block)
     grid = np.concatenate(blocks) if blocks else np.zeros((0, len(NAMES)), dtype=np.int64)
     return {n: grid[:, i] for i, n in enumerate(NAMES)}
@@ -168,8 +218,10 @@ def _groups(key: np.ndarray):
 
 
 def _codes(g) -> np.ndarray:
-    """One integer per categorical combination (schedule, zero, sp, cp kind, recompute)."""
-    return (((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 3 + g["rc"]
+    """One integer per categorical combination (schedule, zero, sp, cp kind, TP overlap,
+    recompute)."""
+    return ((((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 2
+            + g["tpov"]) * 3 + g["rc"]
 
 
 @lru_cache(maxsize=4096)
@@ -269,11 +321,11 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     mem, state_g = _memory(model, g, fw, st_total.scaled(1 / model.params), flash,
                            precision)
     vshape = g["sched"] == SCHEDULES.index("zb-v")
-    lay_key = (g["pp"] * (MAX_VP + 1) + g["vp"]) * 2 + vshape
+    vr = int(g["vp"].max()) + 1 if count else 1
+    lay_key = (g["pp"] * vr + g["vp"]) * 2 + vshape
     keys, lay_inv = np.unique(lay_key, return_inverse=True)
-    table = np.array([_stage_state(model, 1, 1, int(k // 2 // (MAX_VP + 1)),
-                                   int(k // 2 % (MAX_VP + 1)), bool(k % 2))[2] for k in keys],
-                     dtype=object)
+    table = np.array([_stage_state(model, 1, 1, int(k // 2 // vr), int(k // 2 % vr),
+                                   bool(k % 2))[2] for k in keys], dtype=object)
     max_layers = np.array([t.max() for t in table])[lay_inv.reshape(-1)]
     last_layers = np.array([t[0] if k % 2 else t[-1] for t, k in zip(table, keys)])[
         lay_inv.reshape(-1)]
@@ -296,12 +348,14 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec())
         links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
                        hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node)
-        dp_s = sum(r.bytes / system.bandwidth(r.link) for r in dp_comms(model, st_total, cfg,
-                                                                       links))
+        layer_s, grad_s, param_s, gather_s = dp_split(dp_comms(model, st_total, cfg, links), cfg,
+                                                      system, model.layers / sub["pp"])
         st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")},
                        max_layers=max_layers[idx], last_layers=last_layers[idx],
-                       dp_seconds=dp_s, state_bytes=state_g[idx])
-        t = step_times(model, cfg, system, st, cal, tp_overlap=False)
+                       dp_layer_s=layer_s, dp_grad_s=grad_s, dp_param_s=param_s,
+                       dp_gather_s=gather_s,
+                       state_bytes=state_g[idx])
+        t = step_times(model, cfg, system, st, cal, tp_overlap=bool(g["tpov"][i0]))
         step[idx] = t.pop("step_time_s")
         for name, val in t.items():
             if name not in parts:  # not setdefault: that would allocate on every group
@@ -358,14 +412,43 @@ def _rejections(g, step, mem, fits, parts, cap, best, gpn) -> list[str]:
     return out
 
 
+def _matches(g, pins: Pins) -> np.ndarray:
+    """Rows of the grid with the shape ``pins`` fixes."""
+    sel = np.ones(len(g["tp"]), dtype=bool)
+    for name, col in (("tp", "tp"), ("cp", "cp"), ("pp", "pp"), ("dp", "dp"), ("ep", "ep"),
+                      ("vp", "vp"), ("zero", "zero"), ("micro_batch", "mb")):
+        value = getattr(pins, name)
+        if value is not None:
+            sel &= g[col] == value
+    if pins.recompute is not None:
+        sel &= g["rc"] == (RECOMPUTES.index(pins.recompute) if pins.recompute in RECOMPUTES
+                           else -1)
+    if pins.schedule is not None:
+        sel &= g["sched"] == (SCHEDULES.index(pins.schedule) if pins.schedule in SCHEDULES
+                              else -1)
+    return sel
+
+
+def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
+    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision) for its config."""
+    return Plan(_config(g, i, *conf), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
+                float(mem[i]), float(limit - mem[i]),
+                {k: float(v[i]) for k, v in parts.items() if v[i] > 1e-12},
+                tp_overlap=bool(g["tpov"][i]))
+
+
 def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: int = 10,
          pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str | None = None,
          optimizer: str = "adam", progress=None, framework: str = "megatron",
-         flash: bool = True) -> PlanResult:
+         flash: bool = True, headroom_bytes: float = DEFAULT_HEADROOM_BYTES,
+         baseline: str | None = None) -> PlanResult:
     """The best placements of ``model`` on ``gpus`` GPUs of ``system``, fastest first
-    (ties to the one with more memory to spare)."""
+    (ties to the one with more memory to spare); a placement fits when its peak memory
+    leaves ``headroom_bytes`` of the usable capacity free. ``baseline`` ("tp=8,pp=16,...")
+    prices the best placement of that shape and ranks it among the fitting ones."""
     require_positive("gpus", gpus)
     require_positive("global_batch", global_batch)
+    base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
     g = enumerate_grid(model, gpus, global_batch, system, pins)
     offered = np.isin(g["zero"], get_framework(framework).zero_stages)  # e.g. FSDP2: 0 or 3
@@ -374,19 +457,34 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
                                   f"global_batch({global_batch}) under the pins given")
+    cap = system.gpu.hbm_bytes * (1 - cal.memory_reserve)
+    if not 0 <= headroom_bytes < cap:
+        raise LedgerError("headroom", f"must lie in [0, {cap / 2**30:.2f}) GiB (the usable "
+                                      f"capacity), got {headroom_bytes / 2**30:.2f} GiB")
+    base_sel = _matches(g, base_pins) if base_pins is not None else None
+    if base_sel is not None and not base_sel.any():
+        raise LedgerError("baseline", f"no placement of {model.name} on {gpus} GPUs with "
+                                      f"global_batch({global_batch}) has the shape {baseline!r}")
     step, mem, parts = _price(model, system, cal, g, precision, optimizer, framework, progress,
                               flash)
-    cap = system.gpu.hbm_bytes * (1 - cal.memory_reserve)
-    fits = mem <= cap
+    limit = cap - headroom_bytes
+    fits = mem <= limit
     elapsed = time.perf_counter() - start
     if not fits.any():
-        return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - cap))
-    order = np.lexsort((-(cap - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
-    tokens = model.seq_len * global_batch
-    flops = model_flops_per_token(model) * tokens
-    plans = [Plan(_config(g, i, framework, flash, precision), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
-                  float(mem[i]), float(cap - mem[i]),
-                  {k: float(v[i]) for k, v in parts.items() if v[i] > 1e-12})
+        return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - limit))
+    order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
+    flops = model_flops_per_token(model) * model.seq_len * global_batch
+    conf = (framework, flash, precision)
+    plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf)
              for i in order]
     rejected = _rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)
-    return PlanResult(plans, evaluated, int(fits.sum()), time.perf_counter() - start, rejected)
+    base = None
+    if base_sel is not None:
+        ok = base_sel & fits
+        pool = ok if ok.any() else base_sel
+        j = np.flatnonzero(pool)[np.argmin(np.where(ok.any(), step, mem)[pool])]
+        rank = int((fits & (step < step[j])).sum()) + 1 if fits[j] else None
+        base = Baseline(baseline, _plan(g, j, step, mem, parts, limit, flops, gpus, system, conf),
+                        bool(fits[j]), rank, float(step[j] / step[order[0]]))
+    return PlanResult(plans, evaluated, int(fits.sum()), time.perf_counter() - start, rejected,
+                      baseline=base)

@@ -14,45 +14,61 @@ recompute repeats: full recompute (+1 forward of every layer), selective (+1 for
 the attention core). MFU counts model FLOPs, HFU hardware FLOPs.
 
 The time of one micro-batch on one pipeline stage is the sum, per layer, of
-  GEMMs      hardware FLOPs / (peak x GEMM efficiency x w/(w + w_half)), w = hidden/tp
-  attention  scores FLOPs at the same efficiency; causal flash kernels skip the masked half
+  GEMMs      each GEMM of the layer at its own efficiency: the GPU's sustained GEMM share
+             x prod over its three dimensions d/(d + gemm_half_dim) (M = this GPU's
+             tokens: micro-batch x seq / cp; N and K: the weight's shard under TP/EP)
+  attention  QK^T and PV as the batched GEMMs they are (M = query tokens, N = key tokens
+             of the chunk, K = head_dim); causal flash kernels skip the masked half
   elementwise  memory traffic: ``elementwise_traffic`` x the layer's activation bytes / HBM
-  TP         its collectives over the TP link (alpha-beta), exposed unless overlapped
-  CP         ring K/V blocks, hidden under the attention they feed; Ulysses exposed
+  TP         bytes from ledger.comms at alpha-beta per call; with --tp-overlap (TE's
+             comm-GEMM overlap, needs SP) each collective hides under the GEMM it feeds
+             except its first chunk of 1/tp
+  CP         ring: each of the cp - 1 K/V steps hides under that step's attention block;
+             Ulysses all-to-alls exposed
   EP         dispatch + combine all-to-alls, exposed
-The pipeline multiplies micro-batch times by its schedule (closed forms the simulator
-verifies); data parallelism hides under the last backward; the optimizer reads and writes
-its state once.
+The pipeline turns micro-batch times into a makespan (ledger.makespan; the split-backward
+schedules run the weight-gradient GEMMs as their own W pass), adds the p2p transfers of
+the steady state (Megatron's send/recv pairs block: p2p_communication._communicate waits
+on its requests), and data parallelism hides what it can: ZeRO-3 gathers and per-layer
+reduce-scatters under the layers' own compute (one gather per micro-batch is exposed,
+prefetch hides the rest), the step-end gradient reduction under the last backward. The
+optimizer reads and writes its state once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ledger.collectives import ring_bytes as coll_bytes
-from ledger.comms import ring_kv_block_bytes
+from ledger.comms import dp_collective_counts, ring_kv_block_bytes, tp_comms
 from ledger.errors import LedgerError
 from ledger.flops import matmul_params_per_token, model_flops_per_token  # noqa: F401
 from ledger.footprint import Capacity
 from ledger.layout import Layout
+from ledger.makespan import pipeline_s  # noqa: F401  (re-exported: step.pipeline_s)
 from ledger.memory import activation_bytes_per_layer as _act
 from ledger.model import ModelSpec
 from ledger.parallel import ParallelConfig, Placement, place
 from ledger.stages import rank_layers
 from ledger.system import System
 
+# Megatron-Core's DDP bucket: max(40M, 1M x dp) parameters per bucket
+# (megatron/core/distributed/distributed_data_parallel.py, bucket_size default); every
+# bucket is one collective call, so DP latency is paid per bucket.
+DP_BUCKET_PARAMS = 40_000_000
+
 
 @dataclass(frozen=True)
 class Calibration:
-    """The time model's constants; each is a physical quantity. The first two were fitted
-    once, by a grid search minimising the mean error on the eight Korthikanti et al. 2022
-    A100 rows (benchmarks/validation.py --fit); the rest are set, not fitted. Never per row."""
+    """The time model's constants; each is a physical quantity. ``gemm_half_dim`` and
+    ``elementwise_traffic`` are fitted by one script, benchmarks/fit.py, on the declared
+    calibration set (ledger.validation.CALIBRATION: Korthikanti et al. 2022's eight A100
+    rows) and shipped as it prints them; the rest are set from their sources, not fitted."""
 
-    gemm_half_width: float = 256.0  # per-GPU hidden width at which GEMMs reach half their peak
-    elementwise_traffic: float = 2.0  # HBM bytes moved by non-GEMM kernels / activation bytes
-    tp_overlap_hidden: float = 0.7  # share of TP communication hidden by --tp-overlap
-    dp_overlap_hidden: float = 0.9  # share of the last backward that DP traffic can hide under
+    gemm_half_dim: float = 96.0  # a GEMM dimension at which that dimension halves efficiency
+    elementwise_traffic: float = 1.5  # HBM bytes moved by non-GEMM kernels / activation bytes
+    dp_overlap_hidden: float = 0.9  # share of the compute a DP collective can hide under
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
@@ -88,26 +104,38 @@ def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = T
     return attn_fwd if recompute == "selective" else 0.0
 
 
+def gemm_s(m, n, k, gpu, cal: Calibration, count=1.0):
+    """Seconds of ``count`` (m x k) @ (k x n) GEMMs: 2mnk FLOPs at the GPU's sustained
+    share of peak, lowered by each dimension d as d / (d + gemm_half_dim) - small tiles
+    fill few SMs and reuse little data (NVIDIA, Matrix Multiplication Background guide:
+    tile and wave quantisation, arithmetic intensity)."""
+    half = cal.gemm_half_dim
+    eff = gpu.gemm_efficiency * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
+    return count * 2.0 * m * n * k / (gpu.bf16_flops * eff)
+
+
 @dataclass(frozen=True)
 class _Layer:
-    """Seconds one layer takes for one micro-batch on one GPU, forward, by cause."""
+    """Seconds one layer takes for one micro-batch on one GPU, by cause and direction."""
 
-    gemm: float
-    attention: float
-    elementwise: float
-    core_elementwise: float  # the attention core's share (softmax, dropout): selective redoes it
-    tp: float
-    cp: float
-    ep: float
+    gemm: object  # forward GEMMs; the backward runs them twice (input and weight grads)
+    attention: object  # forward attention core; backward twice
+    elementwise: object
+    core_elementwise: object  # the attention core's share: selective recompute redoes it
+    tp_f: object  # TP comm exposed in forward, and in backward
+    tp_b: object
+    cp_f: object
+    cp_b: object
+    ep: object  # one direction's EP all-to-alls
 
-    def forward(self) -> dict[str, float]:
+    def forward(self) -> dict:
         return {"compute": self.gemm + self.attention, "elementwise": self.elementwise,
-                "tp_comm": self.tp, "cp_comm": self.cp, "ep_comm": self.ep}
+                "tp_comm": self.tp_f, "cp_comm": self.cp_f, "ep_comm": self.ep}
 
-    def backward(self, recompute: str) -> dict[str, float]:
-        """Twice the forward's math; TP's conjugate collectives once; plus recompute."""
+    def backward(self, recompute: str) -> dict:
+        """Twice the forward's math; TP's conjugate collectives; plus recompute."""
         out = {"compute": 2 * (self.gemm + self.attention), "elementwise": 2 * self.elementwise,
-               "tp_comm": self.tp, "cp_comm": 2 * self.cp, "ep_comm": self.ep}
+               "tp_comm": self.tp_b, "cp_comm": self.cp_b, "ep_comm": self.ep}
         if recompute == "full":  # the forward again, its TP collectives included
             for k, v in self.forward().items():
                 out[k] = out[k] + v  # not +=: with arrays that would write into self
@@ -117,27 +145,92 @@ class _Layer:
         return out
 
 
-def _collective_s(kind: str, n, payload, link, system: System):
-    """alpha-beta: (n-1) latency hops (2(n-1) for all-reduce) + ring bytes / bandwidth;
-    numbers or arrays (a group of one costs nothing)."""
+def _collective_s(kind: str, n, payload, link, system: System, calls=1.0):
+    """alpha-beta per call: (n-1) latency hops (2(n-1) for all-reduce) + ring bytes /
+    bandwidth - so a collective's efficiency falls with its message size, by link."""
     hops = (2 if kind == "all_reduce" else 1) * (n - 1)
-    return hops * system.latency(link) + coll_bytes(kind, n, payload) / system.bandwidth(link)
+    return calls * hops * system.latency(link) + coll_bytes(kind, n, payload) * calls \
+        / system.bandwidth(link)
 
 
-def _layer_times(model: ModelSpec, cfg, system: System, links: dict,
-                 cal: Calibration) -> _Layer:
-    """One layer, one micro-batch, one GPU, forward. ``cfg`` may hold numpy arrays for its
-    sizes (the planner's grid); its categorical fields are plain values."""
+def _layer_gemms(model: ModelSpec, cfg, tokens, gpu, cal):
+    """Forward GEMM seconds of one layer: QKV, output projection, MLP (dense share), the
+    routed and shared experts (MoE share)."""
+    h, tp, q = model.hidden, cfg.tp, model.heads * model.head_dim
+    mats = 3 if model.gated_mlp else 2
+    t = gemm_s(tokens, (q + 2 * model.kv_dim) / tp, h, gpu, cal) \
+        + gemm_s(tokens, h, q / tp, gpu, cal)
+    up = (mats - 1) * model.ffn_hidden / tp
+    dense = gemm_s(tokens, up, h, gpu, cal) + gemm_s(tokens, h, model.ffn_hidden / tp, gpu, cal)
+    if not model.is_moe:
+        return t + dense
+    share = model.moe_layers / model.layers
+    f, e_up = model.moe_ffn_hidden / tp, (mats - 1) * model.moe_ffn_hidden / tp
+    per_expert = tokens * model.top_k * cfg.ep / model.num_experts  # tokens each expert sees
+    experts_here = model.num_experts / cfg.ep
+    routed = experts_here * (gemm_s(per_expert, e_up, h, gpu, cal)
+                             + gemm_s(per_expert, h, f, gpu, cal))
+    shared = model.shared_experts * (gemm_s(tokens, e_up, h, gpu, cal)
+                                     + gemm_s(tokens, h, f, gpu, cal))
+    return t + (1 - share) * dense + share * (routed + shared)
+
+
+def _tp_times(cfg, s_act, gemm, links, system, tp_overlap: bool):
+    """TP seconds per layer and micro-batch, forward and backward, from ledger.comms'
+    rows: the forward moves the reduce-scatters' worth of bytes (2 RS + 2 AG under SP,
+    or 2 all-reduces), the backward the rest (their conjugates and any input
+    re-gather). Latency: 4 calls of (tp - 1) hops per direction, pro rata to bytes."""
+    rows = tp_comms(cfg, s_act, 1.0, links["tp"])
+    m = cfg.num_microbatches
+    total = sum(r.bytes for r in rows) / m
+    fwd = total / 2
+    for r in rows:
+        if r.kind == "reduce_scatter":
+            fwd = r.bytes / m
+    bw, lat = system.bandwidth(links["tp"]), system.latency(links["tp"])
+    hops = 4 * (cfg.tp - 1) * lat
+    t_f = fwd / bw + hops
+    t_b = (total - fwd) / bw + hops * (total - fwd) / np.maximum(fwd, 1e-300)
+    if tp_overlap and cfg.sequence_parallel:  # TE userbuffers: ring-exchanged in tp chunks
+        t_f = np.maximum(t_f / cfg.tp, t_f - gemm)  # AG under QKV/FC1, RS under proj/FC2
+        t_b = np.maximum(t_b / cfg.tp, t_b - 2 * gemm)  # under dgrad and wgrad GEMMs
+    return t_f, t_b
+
+
+def _cp_times(model, cfg, tokens, attention, links, system):
+    """Ring: cp - 1 steps, each passing one K/V block (ledger.comms) forward and K/V +
+    dK/dV backward, each hidden under that step's share of attention (1/cp of it).
+    Ulysses: the Q/K/V/O all-to-alls, exposed, the same backward."""
+    link = links["cp"]
+    if cfg.cp_kind == "ring":
+        block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
+        hop = system.latency(link) + block / system.bandwidth(link)
+        steps, per_step = cfg.cp - 1, attention / cfg.cp
+        return (steps * np.maximum(0.0, hop - per_step),
+                steps * np.maximum(0.0, 2 * hop - 2 * per_step))
+    q_dim = model.heads * model.head_dim
+    qkvo = tokens * (2 * q_dim + 2 * model.kv_dim) / cfg.tp * cfg.act_bytes
+    t = _collective_s("all_to_all", cfg.cp, qkvo, link, system)
+    return t, t
+
+
+def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibration,
+                 tp_overlap: bool = False) -> _Layer:
+    """One layer, one micro-batch, one GPU. ``cfg`` may hold numpy arrays for its sizes
+    (the planner's grid); its categorical fields are plain values."""
     gpu = system.gpu
     tokens = model.seq_len * cfg.micro_batch / cfg.cp  # this GPU's tokens per micro-batch
-    width = model.hidden / cfg.tp
-    eff = gpu.gemm_efficiency * width / (width + cal.gemm_half_width)
-    rate = gpu.bf16_flops * eff
-    per_layer_params = (matmul_params_per_token(model) - model.vocab * model.hidden) / model.layers
-    gemm = 2 * tokens * per_layer_params / cfg.tp / rate
-    q_dim = model.heads * model.head_dim
-    causal_skip = 0.5 if cfg.flash_attention else 1.0  # flash skips the masked half
-    attention = 4 * tokens * model.seq_len * q_dim * causal_skip / cfg.tp / rate
+    gemm = _layer_gemms(model, cfg, tokens, gpu, cal)
+    heads, d = model.heads / cfg.tp, model.head_dim
+    keys = model.seq_len / cfg.cp  # one chunk's keys (ring) or the whole sequence (Ulysses)
+    if cfg.cp_kind == "ulysses":
+        heads, keys, q_tokens = heads / cfg.cp, model.seq_len, model.seq_len * cfg.micro_batch
+    else:
+        q_tokens = tokens
+    skip = 0.5 if cfg.flash_attention else 1.0  # causal flash kernels skip the masked half
+    per_chunk = gemm_s(q_tokens, keys, d, gpu, cal) + gemm_s(q_tokens, d, keys, gpu, cal)
+    chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
+    attention = heads * chunks * per_chunk * skip
 
     def act(flash: bool):
         return _act(seq_len=model.seq_len, micro_batch=cfg.micro_batch, hidden=model.hidden,
@@ -147,37 +240,13 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict,
     elementwise = traffic * act(cfg.flash_attention)
     core = traffic * (act(cfg.flash_attention) - act(True))
     s_act = tokens * model.hidden * cfg.act_bytes
-    tp = 2 * _collective_s("all_reduce", cfg.tp, s_act, links["tp"], system)
-    if cfg.cp_kind == "ring":
-        block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
-        send = (cfg.cp - 1) * (system.latency(links["cp"]) + block / system.bandwidth(links["cp"]))
-        cp = np.maximum(0.0, send - attention)  # each block hides under the last one's math
-    else:
-        qkvo = tokens * (2 * q_dim + 2 * model.kv_dim) / cfg.tp * cfg.act_bytes
-        cp = _collective_s("all_to_all", cfg.cp, qkvo, links["cp"], system)
+    tp_f, tp_b = _tp_times(cfg, s_act, gemm, links, system, tp_overlap)
+    cp_f, cp_b = _cp_times(model, cfg, tokens, attention, links, system)
     topk = model.top_k if model.is_moe else cfg.moe.topk
     routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
     moe_share = model.moe_layers / model.layers if model.is_moe else 1.0
     ep = 2 * _collective_s("all_to_all", cfg.ep, routed, links["ep"], system) * moe_share
-    return _Layer(gemm, attention, elementwise, core, tp, cp, ep)
-
-
-def pipeline_s(schedule: str, p, m, v, t_f, t_b, p2p):
-    """Makespan of a schedule: the closed forms tests/test_schedules.py holds the
-    simulator to (for zb-v: m >= 2p - 1; interleaved-zb has none and is simulated)."""
-    fill = 2 * (p - 1) * p2p  # one hop per boundary on the way down and back up
-    if schedule == "zb-h1":
-        # Qi et al. sec. 2.1 with T_B = T_W = t_b/2: (p-1) max(T_F + T_B - T_W, T_F, T_B)
-        return m * (t_f + t_b) + (p - 1) * np.maximum(t_f, t_b / 2) + fill
-    if schedule == "zb-v":
-        return m * (t_f + t_b) + (p - 1) * t_f / 2 + fill
-    if schedule == "interleaved-zb":
-        from ledger.pipeline import Costs, simulate
-        from ledger.schedules import build
-
-        return simulate(build(schedule, p, m, v), Costs(t_f, t_b, p2p_s=p2p)).makespan + 0.0
-    bubble = (p - 1) / (v if schedule == "interleaved" else 1)
-    return (m + bubble) * (t_f + t_b) + fill
+    return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep)
 
 
 @dataclass(frozen=True)
@@ -187,41 +256,99 @@ class Structure:
     links: dict  # axis -> "nvlink" | "ib" (or arrays of them) for tp, cp, ep, pp
     max_layers: object  # most layers on any pipeline rank
     last_layers: object  # layers on the last rank, which also runs the output layer
-    dp_seconds: object  # DP traffic per step over its links, before any overlap
+    dp_layer_s: object  # DP traffic that runs layer by layer (ZeRO-3 gathers, per-layer RS)
+    dp_grad_s: object  # gradient reduction at the step's end (DDP, ZeRO-1, unsharded)
+    dp_param_s: object  # ZeRO-1/2's parameter all-gather after the optimizer step
+    dp_gather_s: object  # one layer's ZeRO-3 parameter gather (the one prefetch cannot hide)
     state_bytes: object  # resident state of the heaviest stage (for the optimizer step)
+
+
+def dp_split(rows, cfg, system: System, layers):
+    """(layer-wise, step-end grads, step-end params, one layer's gather) seconds of
+    ledger.comms' DP rows. Layer by layer, inside the forward and backward: ZeRO-3's
+    parameter gathers and the reduce-scatters (and HSDP replica all-reduces) a framework
+    runs after every micro-batch's backward - ``comms.dp_collective_counts`` says how
+    often, one call per layer each time. At the step's end, bucketed (DP_BUCKET_PARAMS,
+    one latency per call): a once-per-step gradient reduction (DDP, ZeRO-1, unsharded
+    accumulation) and ZeRO-1/2's parameter all-gather."""
+    reduces, gathers = dp_collective_counts(cfg)
+    n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
+    per_mb_grads = (cfg.zero_stage >= 2) & (np.asarray(reduces) > 1)
+    layer = grads = params = gather = 0.0
+    for r in rows:
+        seconds = r.bytes / system.bandwidth(r.link)
+        hops = (2 if r.kind == "all_reduce" else 1) * (n - 1) * system.latency(r.link)
+        buckets = np.ceil(r.bytes / (4.0 * DP_BUCKET_PARAMS))  # fp32 buckets; 0 if empty
+        if r.kind == "all_gather":
+            if cfg.zero_stage == 3:
+                calls = layers * gathers * (r.bytes > 0)
+                layer = layer + seconds + calls * hops
+                gather = gather + (seconds + calls * hops) / np.maximum(calls, 1)
+            else:
+                params = params + seconds + buckets * hops
+            continue
+        calls = layers * reduces * (r.bytes > 0)
+        layer = layer + np.where(per_mb_grads, seconds + calls * hops, 0.0)
+        grads = grads + np.where(per_mb_grads, 0.0, seconds + buckets * hops)
+    return layer, grads, params, gather
 
 
 def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
                tp_overlap: bool) -> dict:
     """Step time and its causes for one placement or a grid of them."""
-    lt = _layer_times(model, cfg, system, st.links, cal)
-    if tp_overlap:
-        lt = replace(lt, tp=lt.tp * (1 - cal.tp_overlap_hidden))
+    lt = _layer_times(model, cfg, system, st.links, cal, tp_overlap)
     fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
-    f_layer, per_layer = sum(fwd.values()), sum(fwd.values()) + sum(bwd.values())
+    f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
+    per_layer = f_layer + b_layer
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
-    out_layer = 3 * 2 * tokens * model.vocab * model.hidden / cfg.tp / (
-        system.gpu.bf16_flops * system.gpu.gemm_efficiency)  # logits, on the last stage
+    out_f = gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal)
+    out_layer = 3 * out_f  # logits, forward and backward, on the last stage
     last = st.last_layers * per_layer + out_layer
     last_critical = last >= st.max_layers * per_layer  # the busiest rank sets the pace
     layers = np.where(last_critical, st.last_layers, st.max_layers)
-    stage = layers * per_layer + last_critical * out_layer
-    t_f = layers * f_layer + last_critical * out_layer / 3
-    t_b = stage - t_f
-    s_pp = tokens * model.hidden * cfg.act_bytes / (cfg.tp if cfg.sequence_parallel else 1)
+    t_f = layers * f_layer + last_critical * out_f
+    t_b = layers * b_layer + last_critical * 2 * out_f
+    # a split backward's W pass: the weight-gradient GEMMs alone (one forward's GEMMs);
+    # the input-gradient half I keeps the rest (attention, elementwise, TP, recompute)
+    t_w = layers * lt.gemm + last_critical * out_f
+    # Megatron's scatter/gather p2p (Narayanan et al. 2021 sec. 4.1): each TP rank sends
+    # 1/tp of the boundary tensor across the pipeline link (already so under SP)
+    s_pp = tokens * model.hidden * cfg.act_bytes / cfg.tp
     pp_link = st.links["pp"]
     p2p = (cfg.pp > 1) * (system.latency(pp_link) + s_pp / system.bandwidth(pp_link))
     m = cfg.num_microbatches
-    pipeline = pipeline_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_b, p2p)
-    window = (t_b + (t_f if cfg.zero_stage == 3 else 0.0)) * cal.dp_overlap_hidden
-    dp_exposed = np.maximum(0.0, st.dp_seconds - window)  # reduced under the last backward
+    pipeline = pipeline_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_b, p2p, t_w)
+    steady_p2p = 2 * m * cfg.vp * p2p  # each micro-batch's send/recv pair, both directions
+    hide = cal.dp_overlap_hidden
+    first_gather = m * st.dp_gather_s  # prefetch hides every layer's gather but the first
+    layerwise = np.maximum(0.0, st.dp_layer_s - first_gather - m * (t_f + t_b) * hide) \
+        + first_gather
+    # the step-end reduction under the last backward (Megatron's --overlap-grad-reduce),
+    # the parameter gather under the first forward (--overlap-param-gather)
+    step_end = np.maximum(0.0, st.dp_grad_s - t_b * hide) \
+        + np.maximum(0.0, st.dp_param_s - t_f * hide)
     optim = st.state_bytes / system.gpu.hbm_bytes_per_s  # read all of it, write it back
     out = {k: (fwd[k] + bwd[k]) * layers * m for k in fwd}
     out["compute"] = out["compute"] + last_critical * out_layer * m
-    out |= {"pp_bubble": pipeline - m * (t_f + t_b), "dp_comm": dp_exposed,
-            "optimizer": optim}
-    out["step_time_s"] = pipeline + dp_exposed + optim
+    out |= {"pp_bubble": pipeline - m * (t_f + t_b), "pp_comm": steady_p2p,
+            "dp_comm": layerwise + step_end, "optimizer": optim}
+    out["step_time_s"] = pipeline + steady_p2p + layerwise + step_end + optim
     return out
+
+
+def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placement) -> Structure:
+    """The Structure of one placement, from its layout and ledger."""
+    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep,
+                 hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node)
+    held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    hs = pl.heaviest_stage
+    dp_rows = [c for c in pl.comms if c.axis == "dp"]
+    layer, grads, params, gather = dp_split(dp_rows, cfg, system, model.layers / cfg.pp)
+    return Structure(
+        links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")},
+        max_layers=max(held), last_layers=held[0 if cfg.schedule == "zb-v" else -1],
+        dp_layer_s=layer, dp_grad_s=grads, dp_param_s=params, dp_gather_s=gather,
+        state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)
 
 
 def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
@@ -230,15 +357,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     """Step time, throughput, MFU/HFU, memory and where the time goes."""
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
                gpus_per_node=system.gpus_per_node)
-    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep,
-                 hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node)
-    layers = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
-    hs = pl.heaviest_stage
-    st = Structure(
-        links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")},
-        max_layers=max(layers), last_layers=layers[0 if cfg.schedule == "zb-v" else -1],
-        dp_seconds=sum(c.bytes / system.bandwidth(c.link) for c in pl.comms if c.axis == "dp"),
-        state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)
+    st = structure(model, cfg, system, pl)
     t = {k: float(v) for k, v in step_times(model, cfg, system, st, cal, tp_overlap).items()}
     step = t.pop("step_time_s")
     global_tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
