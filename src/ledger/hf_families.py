@@ -84,7 +84,7 @@ def llama(r):  # configuration_llama.py:69-84
     return {**f, **_bias(r), "mlp_bias": r.get("mlp_bias", False, bool)}, cap
 
 
-def granite(r):  # configuration_granite.py:69-86; the four multipliers are scalars
+def granite(r):  # configuration_granite.py:64-86; the four multipliers are scalars
     f, cap = llama(r)
     return f, cap
 
@@ -155,7 +155,7 @@ def gemma2(r):  # configuration_gemma2.py:68-97; four norms a layer
 def gemma3_text(r):  # configuration_gemma3.py:74-110; qk-norm, four norms, 5 local : 1
     r.refuse("use_bidirectional_attention", False, "a bidirectional encoder")
     f, cap = _decoder(r, kv=4, head_dim=256, tied=True, maxpos=131_072)
-    pattern = r.get("sliding_window_pattern", 6)
+    pattern = r.get("sliding_window_pattern", 6)  # configuration_gemma3.py:106
     return {**f, **_bias(r), "layer_norms": 4, "qk_norm": "head", **_softcaps(r, None, None),
             **_alternating(r, f["layers"], 4096, pattern)}, cap
 
@@ -225,13 +225,13 @@ def deepseek_v2(r):  # configuration_deepseek_v2.py:76-120
     return _mla(r, experts=64, shared=2, moe=1407, first_dense=0, top_k=None, maxpos=2048)
 
 
-def deepseek_v3(r):  # configuration_deepseek_v3.py:49-84; MTP key aliased at :47
+def deepseek_v3(r):  # configuration_deepseek_v3.py:82-117; MTP key aliased at :79
     f, cap = _mla(r, experts=256, shared=1, moe=2048, first_dense=3, top_k=8, maxpos=4096)
     mtp = r.get("num_nextn_predict_layers", r.get("num_mtp_layers", 1))
     return {**f, "mtp_layers": mtp}, cap
 
 
-def gpt2(r):  # configuration_gpt2.py: learned positions, LayerNorm, biases, tied
+def gpt2(r):  # configuration_gpt2.py:78-103: learned positions, LayerNorm, biases, tied
     hidden = r.get("n_embd")
     positions = r.get("n_positions", 1024)
     f = {"layers": r.get("n_layer"), "hidden": hidden, "heads": r.get("n_head"),

@@ -130,7 +130,7 @@ class ModelSpec:
     @property
     def shared_ffn(self) -> int:
         """Width of the shared-expert MLP (0 without one). DeepSeek builds one MLP of
-        moe_intermediate_size x n_shared_experts (modeling_deepseek_v3.py:502)."""
+        moe_intermediate_size x n_shared_experts (modeling_deepseek_v3.py:211-213)."""
         if not self.shared_experts:
             return 0
         return self.shared_expert_ffn or self.shared_experts * self.moe_ffn_hidden
@@ -164,8 +164,9 @@ class ModelSpec:
         replicates the output bias. MLA (DeepSeek-V2 sec. 2.1, modeling_deepseek_v3.py
         :371-404): q_a (h x q_lora) + its norm + q_b (q_lora x heads*(nope+rope)), or a plain
         q_proj; kv_a (h x kv_lora+rope) + its norm; kv_b (kv_lora x heads*(nope+v)); o.
-        Megatron-Core keeps the down projections and the latent norms duplicated and splits
-        the up projections and o (gpt_layer_specs.py, get_mla_submodules).
+        Megatron-Core keeps the down projections (``backend.linear()``, TE's "duplicated"
+        mode) and the latent norms whole on every TP rank and splits the up projections
+        and o (megatron/core/models/gpt/gpt_layer_specs.py:105-128 at d98e8a64dd).
         """
         h, heads, nf = self.hidden, self.heads, 2 if self.norm == "layernorm" else 1
         o = heads * self.v_head_dim * h
