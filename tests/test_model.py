@@ -233,3 +233,14 @@ def test_mla_flops_by_hand():
     assert matmul_params_per_token(m) == n
     core = 3 * 2 * 128 * (192 + 128) * 61 * 4096 / 2
     assert model_flops_per_token(m) == 6 * n + core
+
+
+def test_keys_factor_of_gemma3_like_stack():
+    """Gemma 3: five local layers of 1024 keys per global one, at s = 8192 the local mean
+    is 1024 - 1024^2 / 16384 = 960 keys against 4096 for a global layer."""
+    from ledger.flops import keys_factor
+
+    m = ModelSpec(**dict(BASE, layers=12, seq_len=8192), sliding_window=1024,
+                  local_layers=(0, 1, 2, 3, 4, 6, 7, 8, 9, 10))
+    assert keys_factor(m) == pytest.approx((10 * 960 + 2 * 4096) / (12 * 4096))
+    assert keys_factor(ModelSpec(**BASE)) == 1.0

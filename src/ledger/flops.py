@@ -64,6 +64,15 @@ def mean_keys(model: ModelSpec, layer: int, causal: bool = True) -> float:
     return keys if causal else 2 * keys
 
 
+def keys_factor(model: ModelSpec) -> float:
+    """Mean over layers of the causal keys a query sees, relative to a global layer's s/2:
+    1.0 without local layers; the factor a time model scales its causal attention by."""
+    if model.sliding_window is None:
+        return 1.0
+    return sum(mean_keys(model, i) for i in range(model.layers)) / (model.layers
+                                                                    * model.seq_len / 2)
+
+
 def attention_flops_per_token(model: ModelSpec, causal: bool = True) -> float:
     """Attention-core FLOPs per token, forward and backward, summed over layers."""
     per_key = 2 * model.heads * (model.head_dim + model.v_head_dim)
