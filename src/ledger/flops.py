@@ -1,11 +1,11 @@
 """Model FLOPs per token, architecture by architecture.
 
-    model FLOPs / token = 6 N_matmul + 6 sum_layers keys(l) (d_qk + d_v) heads / 2 ...
+    model FLOPs / token = 6 N_matmul + sum over layers l of 3 * 2 * keys(l) * heads * (d_qk + d_v)
 
-precisely: 6 = 2 (multiply-add) x 3 (one forward, two backward matmuls); N_matmul the
-weights a token multiplies; and per layer the attention core, forward
-2 keys(l) heads (d_qk + d_v) (QK^T over the query/key head width, AV over the value
-head width), times 3 for forward and backward (PaLM, Chowdhery et al. 2022, app. B).
+6 = 2 (multiply-add) x 3 (one forward, two backward matmuls) and N_matmul the weights a
+token multiplies; per layer the attention core's forward is 2 keys(l) heads (d_qk + d_v)
+(QK^T over the query/key head width, AV over the value head width), times 3 for forward
+and backward (PaLM, Chowdhery et al. 2022, app. B).
 keys(l) is the mean number of keys a query attends, under the causal mask:
 
   global layer        s / 2                         (PaLM counts s: ``causal=False``)
