@@ -55,6 +55,12 @@ def _build(name):
         return (cfg, sc2.Starcoder2DecoderLayer, sc2.Starcoder2RotaryEmbedding,
                 dict(spec, norm="layernorm", gated_mlp=False, qkv_bias=True, out_bias=True,
                      mlp_bias=True))
+    if name == "gemma2":  # four norms, GeGLU, logit soft-capping (eager only)
+        from transformers.models.gemma2 import modeling_gemma2 as gemma2
+
+        cfg = transformers.Gemma2Config(**BASE, sliding_window=WINDOW)
+        return (cfg, gemma2.Gemma2DecoderLayer, gemma2.Gemma2RotaryEmbedding,
+                dict(spec, layer_norms=4, attn_logit_softcap=cfg.attn_logit_softcapping))
     if name == "llama":
         return (transformers.LlamaConfig(**BASE), llama.LlamaDecoderLayer,
                 llama.LlamaRotaryEmbedding, spec)
@@ -101,7 +107,7 @@ def measure(name, impl, dtype, full_recompute=False):
     mask = None  # sdpa: is_causal, as transformers' own mask builder skips the mask
     if impl == "eager":  # an additive causal mask, built once per model in transformers
         keep = torch.ones(S, S, dtype=torch.bool).tril()
-        if name == "mistral":  # the sliding window: each query sees its last WINDOW keys
+        if name in ("mistral", "gemma2"):  # the sliding window: each query sees its last WINDOW keys
             keep &= torch.ones(S, S, dtype=torch.bool).triu(1 - WINDOW)
         mask = torch.zeros(S, S, dtype=dtype).masked_fill(~keep, float("-inf"))[None, None]
     routed = []
@@ -133,6 +139,9 @@ def residue(name, impl, dtype):
     """What transformers keeps beyond the HF table, tensor by tensor (bytes)."""
     e = torch.tensor([], dtype=dtype).element_size()
     r = {}
+    if name == "gemma2":  # Gemma2RMSNorm: (x_hat * (1 + w)).type_as(x), in fp32 (:54-62)
+        r["x_hat kept in fp32, not the activation dtype, by 4 norms"] = 4 * T * H * (4 - e)
+        r["each norm's fp32 (1 + weight), a per-layer copy"] = 4 * H * 4
     if name == "starcoder2" and e != 4:  # CPU's native_layer_norm: mean/rstd in bf16
         r["LayerNorm mean and rstd in the input dtype, not fp32 (CPU kernel)"] = (
             -2 * 2 * T * (4 - e))
@@ -198,3 +207,16 @@ def test_full_recompute_keeps_the_layer_input(name):
     spec = ModelSpec(name=name, layers=1, vocab=128, seq_len=S, **_build(name)[3])
     want = layer_activations(spec, micro_batch=B, table=HF, recompute="full").total_bytes
     assert sum(s.nbytes for s in kept) == want == T * H * 2  # x in bf16
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gemma2_post_norms_and_softcap(dtype):
+    """Gemma 2: pre- and post-norms (their outputs feed the residual, unsaved), GeGLU,
+    soft-capped scores (tanh's output kept), the sliding window an additive mask."""
+    kept, _ = measure("gemma2", "eager", dtype)
+    spec = ModelSpec(name="gemma2", layers=1, vocab=128, seq_len=S, **_build("gemma2")[3])
+    e = torch.tensor([], dtype=dtype).element_size()
+    want = layer_activations(spec, micro_batch=B, flash=False, table=HF, act_bytes=e,
+                             window=WINDOW).total_bytes
+    got = sum(s.nbytes for s in kept)
+    assert got == want + sum(residue("gemma2", "eager", dtype).values()), (got, want, kept)

@@ -49,6 +49,7 @@ class SavedTensors:
     eager_probs: str = "act"  # softmax output per score; "fp32+act": fp32 softmax cast back
     eager_dropout: bool = False  # attention dropout: 1-byte mask + dropped probs per score
     eager_mask_bytes: int = 0  # a causal mask the layer builds itself, per (query, key)
+    eager_softcap: str = "act"  # logit soft-capping (Gemma 2) keeps tanh's output per score
     scores_over_window: bool = True  # a sliding window bounds the kept scores
     # -- MLP, per token, in units of the MLP width f ------------------------------------
     mlp_gated_f: int = 4  # SwiGLU: tensors of width f kept (gate+up counted as 2)
@@ -159,6 +160,8 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     else:  # q, k and v at every head, the contiguous output copy the projection reads
         per_tok = (a * qk + a * (qk + v_w) + out) * e
         per_score = _b(t.eager_probs, e) + (1 + e if t.eager_dropout else 0)
+        if getattr(model, "attn_logit_softcap", 0.0):  # cap * tanh(scores / cap)
+            per_score = per_score + _b(t.eager_softcap, e)
         batch = tokens / q_rows  # sequences per GPU
         scores = (a / tp * per_score * batch + t.eager_mask_bytes) * q_rows * keys
     return norm, extra + per_tok * tokens / tp, scores
@@ -335,7 +338,8 @@ HF = SavedTensors(
            "when no mask: integrations/sdpa_attention.py use_gqa_in_sdpa), out, fp32 lse; "
            "eager keeps q, repeat_kv'd k and v, the fp32 softmax and its cast, the contiguous "
            "output copy (modeling_llama.py:180-202) and builds full s x s scores even with a "
-           "sliding window (the window is an additive mask); LlamaMLP keeps gate, silu(gate), "
+           "sliding window (the window is an additive mask), with soft-capping tanh's output "
+           "too (models/gemma2/modeling_gemma2.py:195-198); LlamaMLP keeps gate, silu(gate), "
            "up, product (:164); MoE experts loop (models/mixtral/modeling_mixtral.py:68-91) "
            "keeps per routed token the gathered input, gate_up (2f), silu, product, the down "
            "output and the weighted output index_add_ keeps, an fp32 gate weight and the int64 "
