@@ -158,11 +158,6 @@ def residue(name, impl, dtype):
             r["router's fp32 copy of its weight"] = E * H * 4
         if e == 4:  # kv_a_layernorm's input is a view of the whole compressed output
             r["rope key columns of the compressed latent"] = T * ROPE * 4
-        if impl == "sdpa":  # value_states is a view of kv_b_proj's whole output (:418)
-            r["k_nope columns of kv_b_proj's output, kept with v"] = T * HEADS * NOPE * e
-            # the query is built head-major by torch.cat (:463), so is the kernel's output:
-            # o_proj reads a contiguous copy (Llama's q is a transposed view: no copy)
-            r["o_proj's contiguous copy of the attention output"] = T * HEADS * V * e
     return r
 
 

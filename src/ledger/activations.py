@@ -51,6 +51,9 @@ class SavedTensors:
     eager_mask_bytes: int = 0  # a causal mask the layer builds itself, per (query, key)
     eager_softcap: str = "act"  # logit soft-capping (Gemma 2) keeps tanh's output per score
     scores_over_window: bool = True  # a sliding window bounds the kept scores
+    mla_flash_copies: bool = False  # MLA under a fused kernel: v is a view of the whole
+    #   up-projection (k_nope's columns stay), and the head-major query makes the output
+    #   head-major, so the output projection reads a contiguous copy
     # -- MLP, per token, in units of the MLP width f ------------------------------------
     mlp_gated_f: int = 4  # SwiGLU: tensors of width f kept (gate+up counted as 2)
     mlp_plain_f: int = 2  # GELU: fc1 output and activation output
@@ -156,6 +159,8 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     if flash:
         k_heads = a if t.flash_kv_repeated else kv_heads
         per_tok = (a * qk + k_heads * (qk + v_w) + out) * e + a * _b(t.flash_lse, e)
+        if kv_lora and t.mla_flash_copies:
+            per_tok = per_tok + (a * nope + out) * e
         scores = 0.0
     else:  # q, k and v at every head, the contiguous output copy the projection reads
         per_tok = (a * qk + a * (qk + v_w) + out) * e
@@ -330,7 +335,7 @@ TORCH = SavedTensors(
 
 HF = SavedTensors(
     name="hf", norm_input="fp32", norm_xhat="act", sp_gemm_input_shard=False,
-    eager_probs="fp32+act", scores_over_window=False,
+    eager_probs="fp32+act", scores_over_window=False, mla_flash_copies=True,
     source="transformers 5.23.0, measured with saved-tensor hooks (tests/test_hf_activations"
            ".py): LlamaRMSNorm upcasts to fp32 and keeps that copy, the fp32 rstd and the cast-"
            "back x_hat (models/llama/modeling_llama.py:61-66), nn.LayerNorm the input and mean/"
@@ -343,7 +348,10 @@ HF = SavedTensors(
            "up, product (:164); MoE experts loop (models/mixtral/modeling_mixtral.py:68-91) "
            "keeps per routed token the gathered input, gate_up (2f), silu, product, the down "
            "output and the weighted output index_add_ keeps, an fp32 gate weight and the int64 "
-           "(slot, token) pair from torch.where; the router keeps fp32 softmax and int64 top-k.")
+           "(slot, token) pair from torch.where; the router keeps fp32 softmax and int64 top-k; "
+           "DeepSeek-V3's MLA under sdpa keeps value_states, a view of kv_b_proj's output, "
+           "and o_proj's contiguous copy of the head-major output (modeling_deepseek_v3.py:"
+           "418,463,480).")
 
 PLAIN = SavedTensors(
     name="plain", norm_xhat="act", norm_stat="act", eager_mask_bytes=1,
