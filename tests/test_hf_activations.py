@@ -107,7 +107,7 @@ def measure(name, impl, dtype, full_recompute=False):
     mask = None  # sdpa: is_causal, as transformers' own mask builder skips the mask
     if impl == "eager":  # an additive causal mask, built once per model in transformers
         keep = torch.ones(S, S, dtype=torch.bool).tril()
-        if name in ("mistral", "gemma2"):  # the sliding window: each query sees its last WINDOW keys
+        if name in ("mistral", "gemma2"):  # the sliding window: the last WINDOW keys
             keep &= torch.ones(S, S, dtype=torch.bool).triu(1 - WINDOW)
         mask = torch.zeros(S, S, dtype=dtype).masked_fill(~keep, float("-inf"))[None, None]
     routed = []

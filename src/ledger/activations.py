@@ -64,6 +64,7 @@ class SavedTensors:
     routing_map_bytes_per_expert: int = 0  # per token and expert (TE's row_id_map)
     routed_input_copy: bool = True  # the gathered/permuted copy of each routed token
     routed_output_copies: int = 2  # h-wide expert outputs kept (prob multiply, scatter-add)
+    routed_output: str = "act"  # their dtype (torchtitan scores an fp32 copy)
     routed_prob: str = "fp32"  # the gate weight of each routed token
     routed_index_bytes: int = 16  # per routed token (token and slot positions)
 
@@ -193,7 +194,8 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor):
               + n * t.routing_map_bytes_per_expert
               + (4 * h if t.router_input_fp32 and e != 4 else 0)) * tokens / sp_div
     routed = tokens * k * capacity_factor
-    per_routed = ((t.routed_input_copy + t.routed_output_copies) * h * e
+    per_routed = (t.routed_input_copy * h * e
+                  + t.routed_output_copies * h * _b(t.routed_output, e)
                   + _b(t.routed_prob, e) + t.routed_index_bytes)
     experts = routed * per_routed / sp_div + routed * per_f * f * e / tp
     shared_w = getattr(model, "shared_ffn", model.shared_experts * f)
@@ -322,16 +324,21 @@ MEGATRON = SavedTensors(
            "808). No dropout (Llama/Mixtral recipes: hidden_dropout = attention_dropout = 0).")
 
 TORCH = SavedTensors(
-    name="torch", sp_gemm_input_shard=False,
+    name="torch", sp_gemm_input_shard=False, routed_output_copies=1, routed_output="fp32",
+    routed_index_bytes=8,
     source="torchtitan b5bcd76c on torch 2.13 (CUDA): nn.RMSNorm (models/common/nn_modules.py:"
            "134) runs aten::_fused_rms_norm, which keeps the input and the fp32 rstd (torch/"
            "_decomp/decompositions.py:1946); F.scaled_dot_product_attention with enable_gqa "
            "(models/common/attention.py:418-424) keeps q, k, v at their own heads, out and the "
            "fp32 logsumexp; FeedForward w2(silu(w1 x) * w3 x) (models/common/feed_forward.py:"
            "53-54) keeps gate, silu(gate), up, product; DTensor SP all-gathers the norm output "
-           "before wq/w1, which keep the gathered copy. MoE terms follow the HF loop "
-           "(torchtitan's grouped experts not measured). On CPU the composite rms_norm keeps "
-           "an fp32 x_hat and upcast input instead (measured in tests/test_activations.py).")
+           "before wq/w1, which keep the gathered copy. MoE (read, not measured): fp32 router "
+           "scores, int64 top-k (models/common/moe.py:294-317); grouped experts keep the "
+           "routed input, w1 out, silu, w3 out, product (:94-108); combine scores an fp32 copy "
+           "of each routed output with the fp32 score, scatter_add keeps the int64 index "
+           "(models/common/token_dispatcher.py:156-168, ops/scatter_add.py:42). On CPU the "
+           "composite rms_norm keeps an fp32 x_hat and upcast input instead (measured in "
+           "tests/test_activations.py).")
 
 HF = SavedTensors(
     name="hf", norm_input="fp32", norm_xhat="act", sp_gemm_input_shard=False,
