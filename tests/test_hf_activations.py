@@ -23,9 +23,11 @@ B, S, H, HEADS, KV, D, F = 2, 16, 64, 4, 2, 16, 128
 T = B * S
 E, K, MOE_F = 4, 2, 32
 WINDOW = 4
-# v_head_dim = nope + rope: with v != q/k head size torch's CPU SDPA falls back to the
-# math kernel, which keeps eager's tensors (DeepSeek-V3 itself has 192 vs 128)
-Q_LORA, KV_LORA, ROPE, NOPE, V = 32, 16, 8, 16, 24
+# MLA: v_head_dim 16 != q/k's 24 under eager (as DeepSeek-V3's 128 vs 192); under sdpa
+# v = nope + rope, since with v != q/k torch's CPU SDPA falls back to the math kernel,
+# which keeps eager's tensors
+Q_LORA, KV_LORA, ROPE, NOPE = 32, 16, 8, 16
+V = {"eager": 16, "sdpa": 24}
 BASE = dict(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV, head_dim=D,
             intermediate_size=F, vocab_size=128, max_position_embeddings=64)
 
@@ -34,7 +36,7 @@ def _has(field):
     return field in {f.name for f in dataclasses.fields(ModelSpec)}
 
 
-def _build(name):
+def _build(name, impl="sdpa"):
     """(config, decoder-layer class, rotary class, ModelSpec kwargs) of one architecture."""
     from transformers.models.deepseek_v3 import modeling_deepseek_v3 as dsv3
     from transformers.models.llama import modeling_llama as llama
@@ -81,19 +83,20 @@ def _build(name):
         num_key_value_heads=HEADS,
         n_routed_experts=E, num_experts_per_tok=K,
         moe_intermediate_size=MOE_F, n_shared_experts=1, q_lora_rank=Q_LORA,
-        kv_lora_rank=KV_LORA, qk_rope_head_dim=ROPE, qk_nope_head_dim=NOPE, v_head_dim=V,
+        kv_lora_rank=KV_LORA, qk_rope_head_dim=ROPE, qk_nope_head_dim=NOPE,
+        v_head_dim=V[impl],
         first_k_dense_replace=0, n_group=2, topk_group=1)
     return (cfg, dsv3.DeepseekV3DecoderLayer, dsv3.DeepseekV3RotaryEmbedding,
             dict(hidden=H, heads=HEADS, kv_heads=HEADS, ffn_hidden=F, num_experts=E, top_k=K,
                  moe_ffn_hidden=MOE_F, shared_experts=1, attention="mla", q_lora_rank=Q_LORA,
                  kv_lora_rank=KV_LORA, qk_rope_head_dim=ROPE, qk_nope_head_dim=NOPE,
-                 v_head_dim=V))
+                 v_head_dim=V[impl]))
 
 
 def measure(name, impl, dtype, full_recompute=False):
     """(saved storages, routed tokens per expert or None) of one forward of the layer;
     ``full_recompute`` runs it under torch's (non-reentrant) activation checkpointing."""
-    cfg, layer_cls, rotary_cls, _ = _build(name)
+    cfg, layer_cls, rotary_cls, _ = _build(name, impl)
     cfg._attn_implementation = impl
     torch.manual_seed(0)
     layer = layer_cls(cfg, 0)
@@ -128,7 +131,7 @@ def measure(name, impl, dtype, full_recompute=False):
 
 def predict(name, impl, dtype, routed_tokens):
     """The ledger's bytes under the HF table, the capacity factor from the real routing."""
-    spec = ModelSpec(name=name, layers=1, vocab=128, seq_len=S, **_build(name)[3])
+    spec = ModelSpec(name=name, layers=1, vocab=128, seq_len=S, **_build(name, impl)[3])
     cf = None if routed_tokens is None else int(routed_tokens.sum()) / (T * K)
     return layer_activations(spec, micro_batch=B, flash=impl == "sdpa", table=HF,
                              act_bytes=torch.tensor([], dtype=dtype).element_size(),
