@@ -133,9 +133,10 @@ def predict(name, impl, dtype, routed_tokens):
     """The ledger's bytes under the HF table, the capacity factor from the real routing."""
     spec = ModelSpec(name=name, layers=1, vocab=128, seq_len=S, **_build(name, impl)[3])
     cf = None if routed_tokens is None else int(routed_tokens.sum()) / (T * K)
+    window = WINDOW if name in ("mistral", "gemma2") else None
     return layer_activations(spec, micro_batch=B, flash=impl == "sdpa", table=HF,
                              act_bytes=torch.tensor([], dtype=dtype).element_size(),
-                             capacity_factor=cf).total_bytes
+                             capacity_factor=cf, window=window).total_bytes
 
 
 def residue(name, impl, dtype):
@@ -192,11 +193,7 @@ def test_sliding_window_keeps_every_score_in_transformers(dtype):
     measured bytes equal the same layer's without a window."""
     kept, _ = measure("mistral", "eager", dtype)
     got = sum(s.nbytes for s in kept)
-    spec = ModelSpec(name="mistral", layers=1, vocab=128, seq_len=S, **_build("mistral")[3])
-    e = torch.tensor([], dtype=dtype).element_size()
-    want = layer_activations(spec, micro_batch=B, flash=False, table=HF, act_bytes=e,
-                             window=WINDOW).total_bytes
-    assert got == want == predict("llama", "eager", dtype, None)
+    assert got == predict("mistral", "eager", dtype, None) == predict("llama", "eager", dtype, None)
 
 
 @pytest.mark.parametrize("name", ["llama", "mixtral"])
@@ -212,9 +209,25 @@ def test_gemma2_post_norms_and_softcap(dtype):
     """Gemma 2: pre- and post-norms (their outputs feed the residual, unsaved), GeGLU,
     soft-capped scores (tanh's output kept), the sliding window an additive mask."""
     kept, _ = measure("gemma2", "eager", dtype)
-    spec = ModelSpec(name="gemma2", layers=1, vocab=128, seq_len=S, **_build("gemma2")[3])
-    e = torch.tensor([], dtype=dtype).element_size()
-    want = layer_activations(spec, micro_batch=B, flash=False, table=HF, act_bytes=e,
-                             window=WINDOW).total_bytes
+    want = predict("gemma2", "eager", dtype, None)
     got = sum(s.nbytes for s in kept)
     assert got == want + sum(residue("gemma2", "eager", dtype).values()), (got, want, kept)
+
+
+def table_rows():
+    """(model, attention, dtype, measured, ledger, explained) for every case above."""
+    cases = [(n, i) for n in MODELS for i in ("sdpa", "eager")]
+    cases += [("mistral", "eager"), ("gemma2", "eager")]
+    for name, impl in cases:
+        for dtype in (torch.bfloat16, torch.float32):
+            kept, routed = measure(name, impl, dtype)
+            want = predict(name, impl, dtype, routed)
+            yield (name, impl, str(dtype)[6:], sum(s.nbytes for s in kept), int(want),
+                   sum(residue(name, impl, dtype).values()))
+
+
+if __name__ == "__main__":  # PYTHONPATH=src python tests/test_hf_activations.py
+    print(f"{'model':<12}{'attn':<6}{'dtype':<9}{'measured B':>11}{'ledger B':>10}"
+          f"{'ratio':>7}{'explained B':>12}")
+    for name, impl, dt, got, want, explained in table_rows():
+        print(f"{name:<12}{impl:<6}{dt:<9}{got:>11}{want:>10}{got / want:>7.3f}{explained:>12}")
