@@ -242,18 +242,24 @@ def _source(a: argparse.Namespace):
         raise LedgerError("from_megatron", "give --from-megatron or --from-torchtitan, not both")
     if given[0][0] == "from_megatron":
         from ledger.megatron_args import read_launch
+
+        launch = read_launch(given[0][1])
     else:
         from ledger.torchtitan_toml import read_launch
-    launch = read_launch(given[0][1])
+
+        launch = read_launch(given[0][1], gpus=a.gpus)
     defaults = vars(build_parser().parse_args([a.cmd]))
     for dest, value in launch.flags.items():
-        if a.cmd == "plan" and dest not in ("gpus", "global_batch"):
+        if dest not in defaults or (a.cmd == "plan" and dest not in ("gpus", "global_batch",
+                                                                    "framework")):
             continue  # the planner searches the placement; the file sizes the job
         mine = getattr(a, dest)
         if mine != defaults[dest] and mine != value:
             raise LedgerError(dest, f"given twice: {mine} on the command line, {value} in "
                                     f"{launch.path}; drop one")
         setattr(a, dest, value)
+    for note in launch.notes:
+        _warn(note)
     return launch
 
 
