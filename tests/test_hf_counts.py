@@ -12,7 +12,7 @@ import json
 import pytest
 
 from ledger.errors import LedgerError
-from ledger.hf import spec_from_dict
+from ledger.hf import from_hf_config, spec_from_dict
 from ledger.hf_families import FAMILIES
 from ledger.model import ModelSpec
 
@@ -84,7 +84,7 @@ def hf_count(cfg: dict) -> int:
 def ledger_spec(tmp_path, cfg: dict) -> ModelSpec:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    return ModelSpec.from_hf_config(path)
+    return from_hf_config(path)
 
 
 SMALL_CASES = [(kind, i) for kind, cases in CASES.items() for i in range(len(cases))]

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from ledger.errors import LedgerError
+from ledger.hf import from_hf_config
 from ledger.model import PRESETS, ModelSpec, preset
 
 # Published counts: the Hugging Face safetensors totals of the released checkpoints
@@ -126,29 +127,29 @@ def test_hf_config_families(tmp_path, family):
     cfg, expected = HF[family]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    assert ModelSpec.from_hf_config(path).params == expected
-    assert ModelSpec.from_hf_config(tmp_path).params == expected  # a folder works too
+    assert from_hf_config(path).params == expected
+    assert from_hf_config(tmp_path).params == expected  # a folder works too
 
 
 def test_hf_missing_key_names_it(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
     with pytest.raises(LedgerError, match="missing key 'num_hidden_layers'"):
-        ModelSpec.from_hf_config(path)
+        from_hf_config(path)
 
 
 def test_hf_unknown_model_type(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "t5"}))
     with pytest.raises(LedgerError, match="unsupported model_type 't5'"):
-        ModelSpec.from_hf_config(path)
+        from_hf_config(path)
 
 
 def test_hf_malformed_json(tmp_path):
     path = tmp_path / "config.json"
     path.write_text("{not json")
     with pytest.raises(LedgerError, match="not valid JSON"):
-        ModelSpec.from_hf_config(path)
+        from_hf_config(path)
 
 
 def test_hf_wrong_type(tmp_path):
@@ -156,7 +157,7 @@ def test_hf_wrong_type(tmp_path):
     cfg = dict(HF["llama"][0], hidden_size="big")
     path.write_text(json.dumps(cfg))
     with pytest.raises(LedgerError, match="'hidden_size' must be an integer"):
-        ModelSpec.from_hf_config(path)
+        from_hf_config(path)
 
 
 # --- new fields: checks at construction, FLOPs over windows and for MLA --------------

@@ -13,7 +13,7 @@ _HOME = {
     "state_bytes": "memory", "ModelSpec": "model", "preset": "model", "Comm": "parallel",
     "MoESpec": "parallel", "ParallelConfig": "parallel", "Placement": "parallel",
     "activation_bytes_per_layer": "parallel", "per_gpu_state": "parallel", "place": "parallel",
-    "pp_bubble_fraction": "parallel", "report": "parallel",
+    "pp_bubble_fraction": "parallel", "report": "render",
 }
 __all__ = sorted(_HOME)
 

@@ -19,140 +19,10 @@ import json
 import sys
 from pathlib import Path
 
+from ledger.cli_args import build_parser
 from ledger.errors import LedgerError
-from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS
+from ledger.inputs import check_finite_json, check_world
 from ledger.model import PRESETS, ModelSpec
-from ledger.schedules import KINDS as SCHEDULES
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit status 2."""
-
-    def error(self, message: str):  # noqa: D102
-        raise LedgerError("usage", f"{self.prog}: {message}")
-
-
-def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per ModelSpec field (``ledger.cli_model.FLAGS``)."""
-    from ledger.cli_model import add_model_flags
-
-    add_model_flags(p)
-
-
-def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("placement (Megatron spellings accepted)")
-    g.add_argument("--tp", "--tensor-model-parallel-size", type=int, default=1)
-    g.add_argument("--pp", "--pipeline-model-parallel-size", type=int, default=1)
-    g.add_argument("--dp", "--data-parallel-size", type=int,
-                   help="default: what --gpus leaves after tp*cp*pp, else 1")
-    g.add_argument("--cp", "--context-parallel-size", type=int, default=1)
-    g.add_argument("--ep", "--expert-model-parallel-size", type=int, default=1)
-    g.add_argument("--zero", type=int, default=0, help="ZeRO stage 0..3 (3 = FSDP)")
-    g.add_argument("--use-distributed-optimizer", action="store_true",
-                   help="Megatron's distributed optimizer: ZeRO-1")
-    g.add_argument("--no-reshard", action="store_true",
-                   help="ZeRO-3 keeps params gathered between forward and backward")
-    g.add_argument("--hsdp-shard", type=int)
-    g.add_argument("--no-sp", action="store_true", help="TP without sequence parallelism")
-    g.add_argument("--cp-kind", choices=("ring", "ulysses"), default="ring")
-    g.add_argument("--micro-batch", "--micro-batch-size", type=int, default=1)
-    g.add_argument("--microbatches", type=int, help="micro-batches per step per pipeline")
-    g.add_argument("--global-batch", "--global-batch-size", type=int,
-                   help="sequences per step; sets microbatches = B / (dp * micro_batch)")
-    g.add_argument("--vp", type=int, default=1, help="virtual stages per PP rank")
-    g.add_argument("--schedule", choices=SCHEDULES,
-                   help="pipeline schedule (default 1f1b, interleaved when --vp > 1)")
-    g.add_argument("--capacity-factor", type=float, default=1.0)
-    g.add_argument("--gpus", type=int, help="world size to check the placement against")
-    g.add_argument("--gpus-per-node", type=int, default=8)
-    g.add_argument("--precision", choices=tuple(PRECISIONS),
-                   help="bytes per state as this table says (default: the framework's)")
-    g.add_argument("--optimizer", choices=tuple(OPTIMIZER_MOMENTS), default="adam")
-    g.add_argument("--recompute", choices=("none", "selective", "full"), default="none",
-                   help="activation recompute (Megatron's --recompute-granularity)")
-    g.add_argument("--no-flash", action="store_true", help="materialised attention scores")
-    g.add_argument("--grad-accumulation", choices=("sharded", "unsharded"),
-                   help="ZeRO-2/3: reduce-scatter every micro-batch (sharded) or accumulate "
-                        "the full gradient and reduce once (unsharded); default: the "
-                        "framework's")
-    _add_framework_flag(g)
-
-
-def _add_framework_flag(g) -> None:
-    from ledger.frameworks import DEFAULT, FRAMEWORKS
-
-    g.add_argument("--framework", choices=tuple(FRAMEWORKS), default=DEFAULT,
-                   help="whose conventions: bytes per state, when collectives run, what "
-                        f"layers save (default {DEFAULT}; 'ideal' is the seed's accounting)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="train-ledger", description="Parallel training as state placement.")
-    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
-    sub.add_parser("seed", help="the seed's six placements (the default)")
-    sub.add_parser("models", help="presets with exact parameter counts")
-    sub.add_parser("toys", help="each mechanism on real torch.distributed (torch extra)",
-                   add_help=False)
-    sub.add_parser("verify", help="PyTorch's FSDP2 / DTensor TP / pipelining vs the ledger",
-                   add_help=False)
-    r = sub.add_parser("report", help="the ledger of one placement")
-    _add_model_flags(r)
-    _add_parallel_flags(r)
-    r.add_argument("--gpu", help="GPU preset to hold the memory against (train-ledger gpus)")
-    r.add_argument("--json", action="store_true")
-    e = sub.add_parser("estimate", help="step time, MFU and where the time goes")
-    _add_model_flags(e)
-    _add_parallel_flags(e)
-    e.add_argument("--gpu", default="h100-sxm", help="GPU preset (see --help of models)")
-    e.add_argument("--system", help="a custom system, JSON or TOML with units in the keys")
-    e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
-    e.add_argument("--json", action="store_true")
-    pl = sub.add_parser("plan", help="search every placement, rank by step time")
-    _add_model_flags(pl)
-    pl.add_argument("--gpus", type=int, required=True)
-    pl.add_argument("--gpu", default="h100-sxm")
-    pl.add_argument("--system", help="a custom system, JSON or TOML with units in the keys")
-    pl.add_argument("--gpus-per-node", type=int, default=8)
-    pl.add_argument("--global-batch", "--global-batch-size", type=int, required=True,
-                    help="sequences per step")
-    pl.add_argument("--top", type=int, default=10)
-    for axis in ("tp", "pp", "cp", "dp", "ep", "vp"):
-        pl.add_argument(f"--{axis}", type=int, help=f"pin {axis}")
-    pl.add_argument("--zero", type=int, help="pin the ZeRO stage")
-    pl.add_argument("--micro-batch", type=int, help="pin the micro-batch size")
-    pl.add_argument("--recompute", choices=("none", "selective", "full"))
-    pl.add_argument("--schedule", choices=SCHEDULES)
-    pl.add_argument("--max-tp", type=int)
-    pl.add_argument("--max-pp", type=int)
-    pl.add_argument("--no-cp", action="store_true")
-    pl.add_argument("--no-hsdp", action="store_true")
-    pl.add_argument("--no-flash", action="store_true", help="materialised attention scores")
-    _add_framework_flag(pl)
-    pl.add_argument("--headroom", type=float, default=2.0,
-                    help="GiB kept free below the usable capacity (default 2)")
-    pl.add_argument("--baseline", help='a shape to compare with, e.g. "tp=8,cp=1,pp=16,dp=128" '
-                                       "(keys: tp cp pp dp ep vp zero mb recompute schedule)")
-    pl.add_argument("--json", action="store_true")
-    lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
-    for axis in ("tp", "cp", "ep", "dp", "pp"):
-        lay.add_argument(f"--{axis}", type=int, default=1)
-    lay.add_argument("--order", default="tp-cp-ep-dp-pp")
-    lay.add_argument("--gpus-per-node", type=int, default=8)
-    lay.add_argument("--json", action="store_true")
-    s = sub.add_parser("schedule", help="simulate a pipeline schedule and draw it")
-    s.add_argument("kind", choices=SCHEDULES)
-    s.add_argument("--pp", type=int, required=True)
-    s.add_argument("--microbatches", type=int, required=True)
-    s.add_argument("--vp", type=int, help="stages per rank (interleaved; zb-v is 2)")
-    s.add_argument("--tf", type=float, default=1.0, help="forward time per stage")
-    s.add_argument("--tb", type=float, default=2.0, help="full backward time per stage")
-    s.add_argument("--tB", dest="t_in", type=float, help="input-gradient time (split)")
-    s.add_argument("--tW", dest="t_w", type=float, help="weight-gradient time (split)")
-    s.add_argument("--p2p", type=float, default=0.0, help="latency of a cross-rank hop")
-    s.add_argument("--svg", help="also write the time line as an SVG file")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    return p
 
 
 def load_model(a: argparse.Namespace) -> ModelSpec:
@@ -183,12 +53,13 @@ def parallel_config(a: argparse.Namespace):
                               f"({a.global_batch}) / (dp({dp}) * micro_batch({a.micro_batch}))")
         m = derived
     zero = 1 if a.use_distributed_optimizer and a.zero == 0 else a.zero
+    check_world(tp=a.tp, cp=a.cp, pp=a.pp, dp=dp)
     cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, zero_stage=zero,
                          precision=a.precision,
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
                          reshard_after_forward=False if a.no_reshard else None,
                          hsdp_shard=a.hsdp_shard,
-                         micro_batch=a.micro_batch, num_microbatches=m or 1, vp=a.vp,
+                         micro_batch=a.micro_batch, num_microbatches=m or 1, vp=_vp(a),
                          moe=MoESpec(capacity_factor=a.capacity_factor), schedule=a.schedule,
                          recompute=a.recompute, flash_attention=not a.no_flash,
                          framework=a.framework, grad_accumulation=a.grad_accumulation)
@@ -199,28 +70,28 @@ def parallel_config(a: argparse.Namespace):
 
 
 def _cmd_seed() -> str:
-    from ledger.parallel import report, seed_placements
+    from ledger.parallel import seed_placements
+    from ledger.render import report
 
     return "\n".join(report(m, c) for m, c in seed_placements())
 
 
 def _cmd_report(a: argparse.Namespace) -> str:
+    from ledger.footprint import Capacity
     from ledger.parallel import place
     from ledger.render import placement_json, placement_text
-
-    from ledger.footprint import Capacity
     from ledger.system import system
 
-    model, cfg = load_model(a), parallel_config(a)
+    model, cfg = _model_and_config(a)
     pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
-               gpus_per_node=a.gpus_per_node)
+               gpus_per_node=a.gpus_per_node or 8)
+    _warn_idle(cfg, pl.bubble_fraction)
     room = None
     if a.gpu is not None:
         gpu = system(a.gpu).gpu  # an unknown name is refused with the presets listed
         room = Capacity(gpu.name, gpu.hbm_bytes)
     if a.json:
-        return json.dumps(placement_json(model, cfg, pl, a.precision, a.optimizer, room),
-                          indent=2)
+        return _json(placement_json(model, cfg, pl, a.precision, a.optimizer, room), indent=2)
     return placement_text(model, cfg, pl, room)
 
 
@@ -237,16 +108,13 @@ def _torch_command(module: str, argv: list[str]) -> int:
 
 
 def _cmd_schedule(a: argparse.Namespace) -> str:
-    from ledger.pipeline import Costs, simulate
+    from ledger.pipeline import Costs, check_drawable, simulate
     from ledger.render_timeline import summary, svg_timeline, text_timeline, timeline_json
     from ledger.schedules import build
 
-    for name in ("tf", "tb", "t_in", "t_w", "p2p"):
-        value = getattr(a, name)
-        if value is not None and (value < 0 or (value == 0 and name in ("tf", "tb"))):
-            raise LedgerError(name, f"must be a positive time, got {value}")
     v = a.vp or (2 if a.kind == "zb-v" else 1)
-    tb = a.tb if a.t_in is None or a.t_w is None else a.t_in + a.t_w
+    check_drawable(a.kind, a.pp, a.microbatches, v)
+    tb = _backward_time(a)
     sim = simulate(build(a.kind, a.pp, a.microbatches, v),
                    Costs(a.tf, tb, a.t_in, a.t_w, a.p2p))
     if a.svg:
@@ -255,7 +123,7 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
         except OSError as e:
             raise LedgerError("svg", f"cannot write {a.svg}: {e.strerror}") from None
     if a.json:
-        return json.dumps(timeline_json(sim), indent=1)
+        return _json(timeline_json(sim), indent=1)
     colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty())
     return summary(sim) + "\n" + text_timeline(sim, colour)
 
@@ -263,14 +131,14 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
 def _cmd_estimate(a: argparse.Namespace) -> str:
     from ledger.render import estimate_json, estimate_text
     from ledger.step import estimate
-    from ledger.system import load_system, system
 
-    sysm = load_system(a.system) if a.system else system(a.gpu, a.gpus_per_node)
-    model, cfg = load_model(a), parallel_config(a)
+    model, cfg = _model_and_config(a)
+    sysm = _system(a)
     est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
                    optimizer=a.optimizer)
+    _warn_idle(cfg, est.placement.bubble_fraction)
     if a.json:
-        return json.dumps(estimate_json(model, cfg, sysm, est), indent=2)
+        return _json(estimate_json(model, cfg, sysm, est), indent=2)
     return estimate_text(model, cfg, sysm, est)
 
 
@@ -278,37 +146,181 @@ def _cmd_layout(a: argparse.Namespace) -> str:
     from ledger.layout import Layout
     from ledger.render import layout_json, layout_text
 
+    check_world(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp)
     lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, order=a.order,
                  gpus_per_node=a.gpus_per_node)
     if lay.dp * lay.cp % lay.ep:
         raise LedgerError("ep", f"ep({a.ep}) does not divide dp({a.dp}) * cp({a.cp})")
-    return json.dumps(layout_json(lay), indent=1) if a.json else layout_text(lay)
+    return _json(layout_json(lay), indent=1) if a.json else layout_text(lay)
 
 
 def _cmd_plan(a: argparse.Namespace) -> str:
     from ledger.render import plan_json, plan_text
     from ledger.search import Pins, plan
-    from ledger.system import load_system, system
 
-    sysm = load_system(a.system) if a.system else system(a.gpu, a.gpus_per_node)
-    model = load_model(a)
+    model = _plan_model(a)
+    sysm = _system(a)
     pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
                 micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
                 max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp)
-    for name in ("tp", "pp", "cp", "dp", "ep", "vp", "micro_batch", "max_tp", "max_pp", "top"):
-        if getattr(a, name) is not None and getattr(a, name) < 1:
-            raise LedgerError(name, f"must be a positive integer, got {getattr(a, name)}")
-    if a.zero is not None and a.zero not in (0, 1, 2, 3):
-        raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {a.zero}")
     bar = _progress_bar() if sys.stderr.isatty() else None
-    if not a.headroom >= 0:  # also refuses nan
-        raise LedgerError("headroom", f"must be >= 0 GiB, got {a.headroom}")
     result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar,
                   framework=a.framework, flash=not a.no_flash,
                   headroom_bytes=a.headroom * 2**30, baseline=a.baseline)
-    text = (json.dumps(plan_json(model, sysm, result), indent=1) if a.json
+    text = (_json(plan_json(model, sysm, result), indent=1) if a.json
             else plan_text(model, a.gpus, sysm, result))
     return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """Parse, naming the subcommand when an argument is not its own."""
+    a, extra = build_parser().parse_known_args(argv)
+    if extra:
+        where = f"train-ledger {a.cmd}" if a.cmd else "train-ledger"
+        raise LedgerError("usage", f"{where}: unrecognized arguments: {' '.join(extra)}")
+    for name, value in vars(a).items():
+        if isinstance(value, list):  # argparse drops a value of '--' and leaves []
+            raise LedgerError(name, "needs a value, got '--'")
+    return a
+
+
+def _json(obj, indent: int) -> str:
+    """JSON text, refused (one line, naming the key) rather than printed with NaN or
+    Infinity, which are not JSON."""
+    try:
+        return json.dumps(obj, indent=indent, allow_nan=False)
+    except ValueError:
+        check_finite_json(obj)
+        raise
+
+
+def _emit(text: str, code: int) -> int:
+    """Print the result; a reader that closed the pipe early (``| head``) ends it quietly."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141 if code == 0 else code  # 128 + SIGPIPE, as a shell reports it
+    return code
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _warn_idle(cfg, bubble: float) -> None:
+    """Say so when too few micro-batches leave a pipeline mostly idle."""
+    if cfg.pp > 1 and (cfg.num_microbatches == 1 or bubble >= 0.5):
+        _warn(f"microbatches({cfg.num_microbatches}) on pp({cfg.pp}) leaves the pipeline "
+              f"{bubble:.0%} idle; raise --microbatches or --global-batch")
+
+
+def _model(a: argparse.Namespace) -> ModelSpec:
+    """The model from the positional argument, or from a launch config file."""
+    source = _source(a)
+    if source is not None and a.model is not None:
+        raise LedgerError("model", f"{a.model!r} given twice: on the command line and by "
+                                   f"{source.path}; drop one")
+    if source is not None:
+        return source.model
+    if a.model is None:
+        raise LedgerError("model", "give a model (a preset, a config.json or 'custom'), or "
+                                   "--from-megatron FILE / --from-torchtitan FILE")
+    return load_model(a)
+
+
+def _source(a: argparse.Namespace):
+    """The launch config named by --from-megatron / --from-torchtitan (or None), its
+    placement merged into the flags: a flag also given on the command line must agree."""
+    given = [(k, getattr(a, k, None)) for k in ("from_megatron", "from_torchtitan")
+             if getattr(a, k, None)]
+    if not given:
+        return None
+    if len(given) == 2:
+        raise LedgerError("from_megatron", "give --from-megatron or --from-torchtitan, not both")
+    if given[0][0] == "from_megatron":
+        from ledger.megatron_args import read_launch
+
+        launch = read_launch(given[0][1])
+    else:
+        from ledger.torchtitan_toml import read_launch
+
+        launch = read_launch(given[0][1], gpus=a.gpus)
+    defaults = vars(build_parser().parse_args([a.cmd]))
+    for dest, value in launch.flags.items():
+        if dest not in defaults or (a.cmd == "plan" and dest not in ("gpus", "global_batch",
+                                                                    "framework")):
+            continue  # the planner searches the placement; the file sizes the job
+        mine = getattr(a, dest)
+        if mine != defaults[dest] and mine != value:
+            raise LedgerError(dest, f"given twice: {mine} on the command line, {value} in "
+                                    f"{launch.path}; drop one")
+        setattr(a, dest, value)
+    for note in launch.notes:
+        _warn(note)
+    return launch
+
+
+def _model_and_config(a: argparse.Namespace):
+    """Model and placement, checked against each other where the core does not."""
+    from ledger.inputs import check_even_chunks
+
+    model = _model(a)
+    if a.schedule is not None and a.pp == 1:
+        raise LedgerError("schedule", f"a pipeline schedule needs pp > 1, got "
+                                      f"--schedule {a.schedule} with pp(1)")
+    cfg = parallel_config(a)
+    check_even_chunks(model.layers, cfg.pp, cfg.vp)
+    return model, cfg
+
+
+def _plan_model(a: argparse.Namespace) -> ModelSpec:
+    model = _model(a)
+    for name, flag in (("gpus", "--gpus"), ("global_batch", "--global-batch")):
+        if getattr(a, name) is None:
+            raise LedgerError(name, f"plan needs {flag}")
+    if a.vp is not None and a.pp is not None:
+        from ledger.inputs import check_even_chunks
+
+        check_even_chunks(model.layers, a.pp, a.vp)
+    return model
+
+
+def _vp(a: argparse.Namespace) -> int:
+    """Stages per PP rank: as given, else 2 for ZB-V (its V holds two), else 1."""
+    return a.vp or (2 if a.schedule == "zb-v" else 1)
+
+
+def _system(a: argparse.Namespace):
+    """The GPU preset's usual cluster, or a system file; --gpus-per-node applies to either
+    and is refused when the file says otherwise."""
+    from ledger.system import load_system, system
+
+    if a.system:
+        return load_system(a.system, gpus_per_node=a.gpus_per_node)
+    return system(a.gpu, a.gpus_per_node or 8)
+
+
+def _backward_time(a: argparse.Namespace) -> float:
+    """The full backward time; a split backward's halves must add up to it."""
+    from ledger.schedules import SPLIT_BACKWARD
+
+    halves = [x for x in (a.t_in, a.t_w) if x is not None]
+    if halves and a.kind not in SPLIT_BACKWARD:
+        raise LedgerError("tB", f"{a.kind} runs a full backward; --tB/--tW apply to "
+                                f"{', '.join(SPLIT_BACKWARD)}")
+    if len(halves) == 2:
+        if a.tb is not None and a.tb != a.t_in + a.t_w:
+            raise LedgerError("tb", f"tb({a.tb:g}) != tB({a.t_in:g}) + tW({a.t_w:g})")
+        return a.t_in + a.t_w
+    tb = 2.0 if a.tb is None else a.tb
+    if halves and halves[0] >= tb:
+        name = "tB" if a.t_in is not None else "tW"
+        raise LedgerError(name, f"{name}({halves[0]:g}) must be below tb({tb:g}), which "
+                                f"the other half shares")
+    return tb
 
 
 def _progress_bar():
@@ -330,7 +342,7 @@ def _progress_bar():
 def run(argv: list[str]) -> str | tuple[str, int]:
     """Parse and run; returns the text to print (and an exit status when it is not 0).
     Raises LedgerError on bad input."""
-    a = build_parser().parse_args(argv)
+    a = _parse(argv)
     if a.cmd in (None, "seed"):
         return _cmd_seed()
     if a.cmd == "schedule":
@@ -342,9 +354,14 @@ def run(argv: list[str]) -> str | tuple[str, int]:
     if a.cmd == "plan":
         return _cmd_plan(a)
     if a.cmd == "models":
-        from ledger.render import models_table
+        from ledger.render import models_json, models_table
 
-        return models_table(f() for f in PRESETS.values())
+        specs = [f() for f in PRESETS.values()]
+        return _json(models_json(specs), indent=1) if a.json else models_table(specs)
+    if a.cmd == "gpus":
+        from ledger.render import gpus_json, gpus_table
+
+        return _json(gpus_json(), indent=1) if a.json else gpus_table()
     return _cmd_report(a)
 
 
@@ -360,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     text, code = out if isinstance(out, tuple) else (out, 0)
-    print(text)
-    return code
+    return _emit(text, code)
 
 
 if __name__ == "__main__":

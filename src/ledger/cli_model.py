@@ -12,6 +12,8 @@ import argparse
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.hf import from_hf_config
+from ledger.inputs import model_flag
 from ledger.model import PRESETS, ModelSpec, preset
 from ledger.model_checks import ATTENTIONS, LOCAL_KINDS, NORMS, QK_NORMS
 
@@ -66,7 +68,8 @@ CUSTOM_REQUIRED = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
 
 def add_model_flags(p: argparse.ArgumentParser) -> None:
     """The model argument and one flag per ModelSpec field (all default to unset)."""
-    p.add_argument("model", help="preset name, path to a HF config.json, or 'custom'")
+    p.add_argument("model", nargs="?",  # or from --from-megatron / --from-torchtitan
+                   help="preset name, path to a HF config.json, or 'custom'")
     g = p.add_argument_group("model (for 'custom'; --seq also sets a preset's length)")
     for field, (names, typ, text) in FLAGS.items():
         if typ is bool:
@@ -74,7 +77,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         elif isinstance(typ, tuple):
             g.add_argument(*names, dest=field, choices=typ, help=text)
         else:
-            g.add_argument(*names, dest=field, type=str if typ is LAYERS else typ, help=text)
+            g.add_argument(*names, dest=field, type=str if typ is LAYERS else model_flag(typ),
+                           help=text)
 
 
 def parse_layers(text: str, layers: int, flag: str) -> tuple[int, ...]:
@@ -135,7 +139,7 @@ def load_model(a: argparse.Namespace) -> ModelSpec:
     if a.model.lower() in PRESETS:
         m = preset(a.model)
     elif a.model.endswith(".json") or Path(a.model).exists():
-        m = ModelSpec.from_hf_config(a.model)
+        m = from_hf_config(a.model)
     else:
         m = preset(a.model)  # raises: unknown model, lists the presets
     ignored = [FLAGS[f][0][0] for f in _given(a) if f != "seq_len"]

@@ -10,7 +10,7 @@ moves nothing is dropped by ``place``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from ledger.layout import Layout
     from ledger.memory import StateBytes
     from ledger.model import ModelSpec
-    from ledger.parallel import ParallelConfig
+    # ledger.parallel.ParallelConfig, or the planner's grid of them (arrays in its size
+    # fields). Not imported: parallel builds on comms, and imports point one way.
+    ParallelConfig = Any
 
 
 @dataclass(frozen=True)

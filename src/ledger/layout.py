@@ -99,6 +99,26 @@ class Layout:
 
     def groups(self, group: str) -> list[list[int]]:
         """Every process group of ``group``, as sorted rank lists (by brute force)."""
+        return list(self.iter_groups(group))
+
+    def group_size(self, group: str) -> int:
+        """Ranks in one group of ``group``; there are world / group_size of them."""
+        return len(self._members(group))
+
+    def iter_groups(self, group: str):
+        """The groups of ``group`` one at a time, lowest rank first: listing the first few
+        costs only them, whatever the world size."""
+        members = self._members(group)
+        seen: set[int] = set()
+        for r in range(self.world):
+            if r in seen:
+                continue
+            g = sorted(r + m for m in members)
+            seen.update(g)
+            yield g
+
+    def _members(self, group: str) -> list[int]:
+        """Offsets of a group's ranks from its lowest rank."""
         st = self._dense_strides()
         span = self.span(group)
         if span is None:  # cp and dp are not adjacent in the order: enumerate
@@ -110,15 +130,7 @@ class Layout:
         else:
             stride, size = span
             members = [k * stride for k in range(size)]
-        seen: set[int] = set()
-        out = []
-        for r in range(self.world):
-            if r in seen:
-                continue
-            g = sorted(r + m for m in members)
-            seen.update(g)
-            out.append(g)
-        return out
+        return members
 
     def link(self, group: str) -> str:
         """'nvlink' when every group of ``group`` stays inside one node, else 'ib'."""

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ledger.pipeline import Costs, _deps, simulate
+from ledger.pipeline import Costs, _deps, makespan_bounded
 from ledger.schedules import build
 
 _KIND = {"F": 0, "I": 1, "W": 2, "B": 3}
@@ -118,7 +118,7 @@ def split_backward_s(kind: str, p, m, t_f, t_i, t_w, p2p):
     for i in np.flatnonzero(outside):  # a hop longer than a chunk: simulate the row
         costs = Costs(x[0, i] * v, (x[1, i] + x[2, i]) * v, x[1, i] * v, x[2, i] * v,
                       p2p_s=x[4, i])
-        out[i] = simulate(build(kind, int(pf[i]), int(mf[i]), v), costs).makespan
+        out[i] = makespan_bounded(kind, int(pf[i]), int(mf[i]), v, costs)
     out = out.reshape(shape)
     return out if out.shape else float(out)
 
@@ -130,8 +130,8 @@ def pipeline_s(schedule: str, p, m, v, t_f, t_b, p2p, t_w=None):
     if schedule in ("zb-h1", "zb-v"):
         return split_backward_s(schedule, p, m, t_f, t_b - t_w, t_w, p2p)
     if schedule == "interleaved-zb":
-        return simulate(build(schedule, p, m, v),
-                        Costs(t_f, t_b, t_b - t_w, t_w, p2p_s=p2p)).makespan + 0.0
+        return makespan_bounded(schedule, p, m, v,
+                                Costs(t_f, t_b, t_b - t_w, t_w, p2p_s=p2p)) + 0.0
     fill = 2 * (p - 1) * p2p  # one hop per boundary on the way down and back up
     bubble = (p - 1) / (v if schedule == "interleaved" else 1)
     return (m + bubble) * (t_f + t_b) + fill

@@ -135,13 +135,6 @@ class ModelSpec:
             return 0
         return self.shared_expert_ffn or self.shared_experts * self.moe_ffn_hidden
 
-    @classmethod
-    def from_hf_config(cls, path: str) -> ModelSpec:
-        """Read a local Hugging Face ``config.json`` (see ``ledger.hf``)."""
-        from ledger.hf import from_hf_config
-
-        return from_hf_config(path)
-
     def with_seq(self, seq_len: int) -> ModelSpec:
         """The same model run at another sequence length."""
         return replace(self, seq_len=seq_len, seq_default=False)

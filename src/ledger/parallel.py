@@ -48,7 +48,7 @@ from ledger.memory import RECOMPUTE, StateBytes, state_bytes
 from ledger.activations import layer_activations, layer_kind
 from ledger.activations import table as saved_table
 from ledger.model import ModelSpec
-from ledger.pipeline import simulated
+from ledger.pipeline import placement_pipeline
 from ledger.schedules import KINDS as SCHEDULES
 from ledger.schedules import check as check_schedule
 from ledger.stages import rank_layers, rank_stages, stage_layers, stage_params
@@ -147,6 +147,8 @@ class ParallelConfig:
                                           f"{', '.join(SCHEDULES)}")
         if self.vp > 1 and self.pp == 1:
             raise LedgerError("vp", f"virtual stages need pp > 1, got vp({self.vp}) pp(1)")
+        if self.schedule == "zb-v" and self.vp != 2:  # its V: stages r and 2pp-1-r
+            raise LedgerError("vp", f"zb-v holds 2 stages per rank, got vp({self.vp})")
         if self.pp > 1:
             check_schedule(self.schedule, self.pp, self.num_microbatches, self.vp)
 
@@ -349,23 +351,14 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
     bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
     if cfg.pp > 1:
-        sim = simulated(cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp)
-        bubble, inflight = sim.bubble_fraction, tuple(sim.peak_inflight)
+        bubble, inflight = placement_pipeline(cfg.schedule, cfg.pp, cfg.num_microbatches,
+                                              cfg.vp)
     ranks = memory_by_rank(model, cfg, st, inflight)
     top = max(ranks, key=lambda m: m.total_bytes)
     return Placement(per_gpu_state(model, st, cfg), comms, bubble, tokens,
                      activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
                      heaviest, cfg.world, inflight, top.rank, top.activations_bytes,
                      top.total_bytes, top, tuple(ranks))
-
-
-def report(model: ModelSpec, cfg: ParallelConfig, precision: str | None = None,
-           optimizer: str = "adam") -> str:
-    """The seed's text report of one placement, returned (the CLI prints it)."""
-    from ledger.render import placement_text
-
-    return placement_text(model, cfg, place(model, cfg, precision=precision,
-                                            optimizer=optimizer))
 
 
 def seed_placements() -> list[tuple[ModelSpec, ParallelConfig]]:
@@ -390,6 +383,8 @@ def seed_placements() -> list[tuple[ModelSpec, ParallelConfig]]:
 
 
 if __name__ == "__main__":
-    from ledger.cli import main
+    # Run as a script, hand over to ``python -m ledger`` (the seed's report by default):
+    # the library module itself never imports the CLI above it.
+    import runpy
 
-    raise SystemExit(main(["seed"]))
+    runpy.run_module("ledger", run_name="__main__")

@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 
 from ledger.errors import LedgerError
-from ledger.schedules import Action, Schedule, build, peak_inflight
+from ledger.schedules import SPLIT_BACKWARD, Action, Schedule, build, peak_inflight
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,68 @@ def simulate(sched: Schedule, costs: Costs = Costs()) -> SimResult:
     busy = [sum(t.end - t.start for t in row) for row in timeline]
     peaks = [peak_inflight(acts) / sched.v for acts in sched.ranks]
     return SimResult(sched, timeline, makespan, busy, peaks)
+
+
+# The most passes (forward, backward or weight-gradient actions of one micro-batch on one
+# stage) the simulator runs for one question; each costs ~10 us here, so 200,000 stay
+# under a few seconds. Past it a placement is priced from a shorter simulation (below)
+# and the ``schedule`` command, which draws every pass, refuses.
+MAX_PASSES = 200_000
+MAX_DRAWN = 20_000  # passes the ``schedule`` command simulates, prints and draws
+
+
+def passes(kind: str, pp: int, m: int, v: int) -> int:
+    """Actions a schedule runs: every micro-batch on every stage forward and backward,
+    the backward split in two on the zero-bubble schedules."""
+    return pp * v * m * (3 if kind in SPLIT_BACKWARD else 2)
+
+
+def check_drawable(kind: str, pp: int, m: int, v: int) -> None:
+    """Refuse a time line too long to simulate and draw, naming the limit."""
+    n = passes(kind, pp, m, v)
+    if n > MAX_DRAWN:
+        raise LedgerError("schedule", f"pp({pp}) x vp({v}) x microbatches({m}) = {n:,} passes "
+                                      f"exceeds the {MAX_DRAWN:,} this command draws; "
+                                      f"report/estimate price larger pipelines")
+
+
+def placement_pipeline(kind: str, pp: int, m: int, v: int) -> tuple[float, tuple]:
+    """Bubble fraction and per-rank peak in-flight micro-batches of a placement (forward
+    1, backward 2, no p2p latency), with bounded work for any m: the simulation up to
+    MAX_PASSES, past it the line of ``makespan_bounded`` (each rank is busy m (f + b) =
+    3m, so the idle time is the makespan less 3m) and ``inflight_closed``."""
+    if passes(kind, pp, m, v) <= MAX_PASSES:
+        sim = simulated(kind, pp, m, v)
+        return sim.bubble_fraction, tuple(sim.peak_inflight)
+    m1, t1, slope = _steady_line(kind, pp, m, v, Costs(1.0, 2.0))
+    idle = (t1 - 3.0 * m1) + (m - m1) * (slope - 3.0)  # no cancellation at large m
+    return idle / (idle + 3.0 * m), tuple(float(inflight_closed(kind, r, pp, m, v))
+                                          for r in range(pp))
+
+
+def makespan_bounded(kind: str, pp: int, m: int, v: int, costs: Costs) -> float:
+    """The simulated makespan with bounded work. Up to MAX_PASSES it is the simulation;
+    past it the schedule is simulated at m0 = 2 pp and m1 = 3 pp micro-batches (multiples
+    of pp; >= 2pp - 1 as ZB-V needs) and extended along the line through them: once the
+    pipeline is full every extra micro-batch adds the same time. tests/test_bad_input.py
+    holds this to full simulations for every schedule at the placement's costs and for
+    interleaved-zb (the one the time model simulates) with p2p latency up to 3 t_f.
+    """
+    if passes(kind, pp, m, v) <= MAX_PASSES:
+        return simulate(build(kind, pp, m, v), costs).makespan
+    m1, t1, slope = _steady_line(kind, pp, m, v, costs)
+    return t1 + (m - m1) * slope
+
+
+def _steady_line(kind: str, pp: int, m: int, v: int, costs: Costs) -> tuple[int, float, float]:
+    """(m1, makespan at m1, makespan per extra micro-batch) from two short simulations."""
+    m0, m1 = 2 * pp, 3 * pp
+    if m <= m1 or passes(kind, pp, m1, v) > MAX_PASSES:
+        raise LedgerError("pp", f"pp({pp}) x vp({v}) x microbatches({m}) = "
+                                f"{passes(kind, pp, m, v):,} passes exceeds the "
+                                f"{MAX_PASSES:,} the simulator runs")
+    t0, t1 = (simulate(build(kind, pp, n, v), costs).makespan for n in (m0, m1))
+    return m1, t1, (t1 - t0) / (m1 - m0)
 
 
 @lru_cache(maxsize=4096)

@@ -10,6 +10,7 @@ Bytes are binary: KiB = 2^10 B, MiB = 2^20 B, GiB = 2^30 B, TiB = 2^40 B.
 from __future__ import annotations
 
 from dataclasses import asdict, fields
+from itertools import islice
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -126,16 +127,29 @@ def placement_text(model, cfg, pl, capacity=None) -> str:
     return "\n".join(lines)
 
 
+def report(model, cfg, precision: str | None = None, optimizer: str = "adam") -> str:
+    """The seed's text report of one placement, returned (the CLI prints it)."""
+    from ledger.parallel import place
+
+    return placement_text(model, cfg, place(model, cfg, precision=precision,
+                                            optimizer=optimizer))
+
+
 def _state_dict(st) -> dict:
     return {"params_bytes": st.params_bytes, "grads_bytes": st.grads_bytes,
             "optim_bytes": st.optim_bytes, "total_bytes": st.total_bytes}
 
 
+def config_dict(cfg) -> dict:
+    """A ParallelConfig as JSON: ``ParallelConfig(**d, moe=MoESpec(**d["moe"]))`` rebuilds it."""
+    config = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "moe"}
+    config["moe"] = asdict(cfg.moe)
+    return config
+
+
 def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
                    capacity=None) -> dict:
     """One JSON object for one placement; bytes are bytes, fractions are fractions."""
-    config = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "moe"}
-    config["moe"] = asdict(cfg.moe)
     return {
         "model": model.name,
         **params_dict(model),
@@ -144,7 +158,7 @@ def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
         "framework": cfg.framework,
         "precision": precision or "framework",
         "optimizer": optimizer,
-        "config": config,
+        "config": config_dict(cfg),
         "world": pl.world,
         "per_gpu": _state_dict(pl.per_gpu),
         "heaviest_stage": {"rank": pl.heaviest_rank, **_state_dict(pl.heaviest_stage)},
@@ -179,10 +193,49 @@ def models_table(specs) -> str:
     return "\n".join(lines)
 
 
+def models_json(specs) -> list[dict]:
+    """The presets as the table shows them, exact counts included."""
+    return [{"name": m.name, "params": m.params, "layers": m.layers, "hidden": m.hidden,
+             "heads": m.heads, "kv_heads": m.kv_heads, "ffn_hidden": m.ffn_hidden,
+             "vocab": m.vocab, "seq_len": m.seq_len, "num_experts": m.num_experts,
+             "top_k": m.top_k} for m in specs]
+
+
+def gpus_json() -> list[dict]:
+    """Every GPU preset with its datasheet figures and its usual cluster's links."""
+    from ledger.system import GPUS, system
+
+    out = []
+    for name, g in GPUS.items():
+        s = system(name)
+        out.append({"name": name, "bf16_tflops": g.bf16_flops / 1e12,
+                    "fp8_tflops": g.fp8_flops / 1e12, "hbm_GiB": g.hbm_bytes / 2**30,
+                    "hbm_TBps": g.hbm_bytes_per_s / 1e12,
+                    "nvlink_GBps": s.intra_bytes_per_s / 1e9,
+                    "network_GBps": s.inter_bytes_per_s / 1e9,
+                    "gemm_efficiency": g.gemm_efficiency})
+    return out
+
+
+def gpus_table() -> str:
+    """One line per GPU preset: peak FLOP/s, HBM, and the links of its usual node."""
+    lines = [f"{'gpu':<11}{'bf16 TFLOP/s':>13}{'fp8 TFLOP/s':>12}{'HBM GiB':>9}"
+             f"{'HBM TB/s':>9}{'NVLink GB/s':>12}{'network GB/s':>13}  (dense; links per "
+             f"GPU, one direction)"]
+    for g in gpus_json():
+        fp8 = f"{g['fp8_tflops']:,.0f}" if g["fp8_tflops"] else "-"
+        lines.append(f"{g['name']:<11}{g['bf16_tflops']:>13,.0f}{fp8:>12}{g['hbm_GiB']:>9.1f}"
+                     f"{g['hbm_TBps']:>9.2f}{g['nvlink_GBps']:>12,.0f}"
+                     f"{g['network_GBps']:>13,.0f}")
+    return "\n".join(lines)
+
+
 def estimate_text(model, cfg, system, est) -> str:
     """Step time, throughput, MFU and the breakdown, one cause a line."""
     mem = "fits" if est.fits else "does NOT fit"
-    lines = [config_line(model, cfg) + f" on {system.gpu.name}", *params_lines(model)[:1],
+    pipe = f"schedule {cfg.schedule}" if cfg.pp > 1 else "no pipeline"
+    lines = [config_line(model, cfg) + f" on {system.gpu.name}, {pipe}",
+             *params_lines(model)[:1],
              f"  step time           {est.step_time_s:10.3f} s    {est.tokens_per_s_per_gpu:,.0f} "
              f"tokens/s/GPU",
              f"  throughput          {est.tflops_per_gpu:10.1f} TFLOP/s/GPU (model)   "
@@ -204,7 +257,8 @@ def estimate_json(model, cfg, system, est) -> dict:
     out |= {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
             "gpu": system.gpu.name, "world": cfg.world,
             "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
-            "recompute": cfg.recompute, "framework": cfg.framework}
+            "recompute": cfg.recompute, "framework": cfg.framework,
+            "config": config_dict(cfg)}
     if est.placement is not None and est.placement.memory is not None:
         out["memory"] = memory_dict(est.placement.memory, est.capacity)
     return out
@@ -218,13 +272,15 @@ def layout_text(lay) -> str:
     for axis in ("tp", "cp", "ep", "dp", "pp"):
         if getattr(lay, axis) == 1:
             continue
-        groups = lay.groups(axis)
+        size = lay.group_size(axis)
         lines.append(f"  {axis} groups ({lay.link(axis)}):")
-        for g in groups[:16]:
+        for g in islice(lay.iter_groups(axis), 16):
             crosses = len({r // gpn for r in g}) > 1
-            lines.append(f"    {g}" + ("   <- crosses nodes" if crosses else ""))
-        if len(groups) > 16:
-            lines.append(f"    ... {len(groups) - 16} more")
+            shown = g if size <= 32 else g[:16] + ["..."] + g[-4:]  # a row stays a row
+            lines.append(f"    [{', '.join(map(str, shown))}]"
+                         + ("   <- crosses nodes" if crosses else ""))
+        if lay.world // size > 16:
+            lines.append(f"    ... {lay.world // size - 16:,} more")
     return "\n".join(lines)
 
 

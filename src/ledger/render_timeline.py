@@ -33,16 +33,18 @@ def text_timeline(sim, colour: bool = False, max_width: int = 200) -> str:
     """The time line in characters, on a grid fine enough that every action starts and
     ends on a character and the shortest one has room for its label."""
     v, rows = sim.schedule.v, sim.timeline
-    times = [Fraction(x).limit_denominator(64) for row in rows for t in row
+    unit = min(t.end - t.start for row in rows for t in row)  # times in shortest actions
+    times = [Fraction(x / unit).limit_denominator(64) for row in rows for t in row
              for x in (t.start, t.end)]
     quantum = Fraction(reduce(gcd, (q.numerator for q in times if q)),
                        reduce(lambda a, b: a * b // gcd(a, b), (q.denominator for q in times)))
-    shortest = min(Fraction(t.end - t.start).limit_denominator(64) for r in rows for t in r)
+    shortest = min(Fraction((t.end - t.start) / unit).limit_denominator(64)
+                   for r in rows for t in r)
     longest_label = max(len(label(t, v)) for row in rows for t in row)
     chars = max(1, -(-longest_label * quantum // shortest))  # per quantum
-    chars = min(chars, max(1, int(max_width * quantum / Fraction(sim.makespan)
+    chars = min(chars, max(1, int(max_width * quantum / Fraction(sim.makespan / unit)
                                   .limit_denominator(64))))
-    col = lambda x: int(Fraction(x).limit_denominator(64) / quantum * chars)  # noqa: E731
+    col = lambda x: int(Fraction(x / unit).limit_denominator(64) / quantum * chars)  # noqa: E731
     lines = []
     for r, row in enumerate(rows):
         out, cursor = [], 0
@@ -81,7 +83,8 @@ def svg_timeline(sim, cell_px: float = 30.0, row_px: int = 30) -> str:
     width = max(pad + sim.makespan * unit_px + 20, 7 * len(summary(sim)) + pad)
     height = head + row_px * len(sim.timeline) + 40
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
-             f'height="{height}" font-family="Helvetica, Arial, sans-serif" font-size="12">',
+             f'height="{height}" viewBox="0 0 {width:.0f} {height}" '
+             f'font-family="Helvetica, Arial, sans-serif" font-size="12">',
              '<rect width="100%" height="100%" fill="white"/>',
              f'<text x="{pad}" y="18" font-size="13">{escape(summary(sim))}</text>']
     for r, row in enumerate(sim.timeline):

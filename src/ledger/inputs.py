@@ -1,0 +1,125 @@
+"""The boundary: every number a user types is checked here once, against a stated limit.
+
+The parser uses the ``count``/``natural``/``real`` types below, so a bad flag is refused
+while parsing with its name and the number (``tp: must be an integer in 1..1,048,576,
+got '0'``); nothing non-finite, non-positive or absurd reaches the formulas. The limits
+are far beyond any run anyone has made, and exist so that no command's work or output
+grows without bound.
+
+>>> count(8)("4")
+4
+>>> count(8)("9")
+Traceback (most recent call last):
+argparse.ArgumentTypeError: must be an integer in 1..8, got '9'
+>>> real(1.0)("nan")
+Traceback (most recent call last):
+argparse.ArgumentTypeError: must be a finite number in (0, 1], got 'nan'
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+from ledger.errors import LedgerError
+
+# A world of 2^20 = 1,048,576 GPUs: several times the largest cluster announced to date.
+MAX_GPUS = 1 << 20
+MAX_GPUS_PER_NODE = 1024
+MAX_MICROBATCHES = 1 << 30  # per step per pipeline (priced in closed form past the simulator)
+MAX_MICRO_BATCH = 1 << 16  # sequences per micro-batch
+MAX_GLOBAL_BATCH = 1 << 36  # sequences per step
+MAX_VP = 1024  # virtual stages per PP rank
+MAX_MODEL_SIZE = 1 << 24  # any count in a model's shape: layers, widths, vocab, tokens
+MAX_MODEL_REAL = 1e9  # a model's real-valued knobs (soft-caps) are finite and below this
+MAX_CAPACITY_FACTOR = 64.0  # routed tokens padded to at most 64x their even share
+MAX_TOP = 10_000  # plans listed
+MAX_HEADROOM_GIB = 1 << 20  # planner's memory headroom
+MAX_TIME = 1e6  # schedule times, in whatever unit the user chose
+MIN_TIME = 1e-6
+
+
+def count(limit: int):
+    """argparse type: an integer in 1..limit."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or not 1 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"must be an integer in 1..{limit:,}, got {text!r}")
+        return value
+    parse.__name__ = "count"
+    return parse
+
+
+def natural(limit: int):
+    """argparse type: an integer in 0..limit."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or not 0 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"must be an integer in 0..{limit:,}, got {text!r}")
+        return value
+    parse.__name__ = "natural"
+    return parse
+
+
+def real(limit: float, low: float = 0.0, closed_low: bool = False):
+    """argparse type: a finite float in (low, limit] (or [low, limit] when ``closed_low``)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        above = value >= low if closed_low else value > low
+        if not (math.isfinite(value) and above and value <= limit):
+            span = f"{'[' if closed_low else '('}{low:g}, {limit:g}]"
+            raise argparse.ArgumentTypeError(f"must be a finite number in {span}, got {text!r}")
+        return value
+    parse.__name__ = "real"
+    return parse
+
+
+def model_flag(typ):
+    """argparse type for a model flag of Python type ``typ`` (int or float), bounded; the
+    signs and relations of the fields are ModelSpec's to check."""
+    if typ is int:
+        return natural(MAX_MODEL_SIZE)
+    if typ is float:
+        return real(MAX_MODEL_REAL, -MAX_MODEL_REAL, closed_low=True)
+    return typ
+
+
+def check_world(**sizes: int) -> int:
+    """The product of the axis sizes, refused past MAX_GPUS with every factor shown."""
+    world = math.prod(sizes.values())
+    if world > MAX_GPUS:
+        shown = " * ".join(f"{k}({v})" for k, v in sizes.items())
+        raise LedgerError("gpus", f"{shown} = {world:,} GPUs exceeds the limit of "
+                                  f"{MAX_GPUS:,}")
+    return world
+
+
+def check_even_chunks(layers: int, pp: int, vp: int) -> None:
+    """Interleaved stages must hold equal layer counts: the schedule prices each of a
+    rank's vp chunks as 1/vp of its work. Megatron-LM refuses the same
+    (megatron/training/arguments.py, validate_args: 'number of layers of the model must
+    be divisible pipeline model parallel size' and 'number of layers per pipeline stage
+    must be divisible number of layers per virtual pipeline stage')."""
+    if vp > 1 and layers % (pp * vp):
+        raise LedgerError("vp", f"layers({layers}) is not divisible by pp({pp}) * vp({vp}) "
+                                f"= {pp * vp}: interleaved chunks would be uneven")
+
+
+def check_finite_json(obj, where: str = "output") -> None:
+    """Refuse to print JSON holding NaN or Infinity (not JSON); names the first key."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise LedgerError(where, f"is {obj}: the inputs overflow the model's arithmetic")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            check_finite_json(v, f"{where}.{k}" if where != "output" else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            check_finite_json(v, f"{where}[{i}]")

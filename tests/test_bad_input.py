@@ -1,0 +1,340 @@
+"""Bad and edge input at the boundary: one line on stderr, exit 2, no traceback, no hang,
+never NaN/Infinity in JSON - driven by hand-picked cases from issue 14 and by hypothesis.
+
+The CLI runs in-process (``ledger.cli.main``) with stdout/stderr captured; every case is
+bounded by SIGALRM, so a hang fails the test instead of stalling it.
+"""
+import contextlib
+import io
+import json
+import math
+import signal
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger import pipeline
+from ledger.cli import main
+from ledger.pipeline import Costs, simulate
+from ledger.schedules import build
+
+CASE_SECONDS = 30  # a bound on hangs, far above any case's run time; not a speed check
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    def stop(*_):
+        raise TimeoutError(f"no answer within {seconds} s")
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with time_limit(CASE_SECONDS), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def strict_json(text):
+    """json.loads that refuses NaN and Infinity (which are not JSON)."""
+    def refuse(name):
+        raise AssertionError(f"{name} in JSON output")
+    return json.loads(text, parse_constant=refuse)
+
+
+def assert_refused(argv, code, out, err):
+    assert code == 2, (argv, code, out[:200], err)
+    assert out == "", argv
+    assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+    assert "Traceback" not in err
+
+
+# ---- the examples of issue 14, each with the line it now prints ----------------------
+
+ISSUE = [
+    (["report", "llama3-8b", "--tp", "0", "--gpus", "8"],
+     "error: tp: must be an integer in 1..1,048,576, got '0'"),
+    (["schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--tf", "inf"],
+     "error: tf: must be a finite number in [1e-06, 1e+06], got 'inf'"),
+    (["schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--p2p", "nan"],
+     "error: p2p: must be a finite number in [0, 1e+06], got 'nan'"),
+    (["report", "mixtral-8x7b", "--capacity-factor", "nan", "--ep", "2", "--dp", "2",
+      "--json"], "error: capacity_factor: must be a finite number in (0, 64], got 'nan'"),
+    (["report", "llama3-8b", "--microbatches", "0"],
+     "error: microbatches: must be an integer in 1..1,073,741,824, got '0'"),
+    (["schedule", "1f1b", "--pp", "100000", "--microbatches", "8"],
+     "error: schedule: pp(100000) x vp(1) x microbatches(8) = 1,600,000 passes exceeds the "
+     "20,000 this command draws"),
+    (["layout", "--dp", "100000000"],
+     "error: dp: must be an integer in 1..1,048,576, got '100000000'"),
+    (["report", "llama3-8b", "--pp", "4", "--vp", "3", "--microbatches", "8"],
+     "error: vp: layers(32) is not divisible by pp(4) * vp(3) = 12"),
+    (["report", "llama3-8b", "--tp", "8", "--dp", "1024", "--pp", "32", "--cp", "8"],
+     "error: gpus: tp(8) * cp(8) * pp(32) * dp(1024) = 2,097,152 GPUs exceeds the limit of "
+     "1,048,576"),
+    (["plan", "llama3-8b", "--gpus", "8"], "error: global_batch: plan needs --global-batch"),
+    (["report"], "error: model: give a model"),
+    (["report", "llama3-8b", "--bogus"],
+     "error: usage: train-ledger report: unrecognized arguments: --bogus"),
+    (["schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--tB", "1"],
+     "error: tB: 1f1b runs a full backward"),
+    (["schedule", "zb-h1", "--pp", "4", "--microbatches", "8", "--tB", "3"],
+     "error: tB: tB(3) must be below tb(2)"),
+]
+
+
+@pytest.mark.parametrize("argv,line", ISSUE)
+def test_issue_examples_refused_in_one_line(argv, line):
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert err.startswith(line), err
+
+
+SYSTEM_FILES = [
+    ("[]", "error: system: {p} must hold a table of keys, got a list"),
+    ('{"gpu": 5}', "error: gpu: must be a GPU preset name"),
+    ('{"gpu_gemm_efficiency": 5}',
+     "error: gpu_gemm_efficiency: is a share of peak and must lie in (0, 1], got 5"),
+    ('{"link_efficiency": 1.5}', "error: link_efficiency: is a share of peak"),
+    ('{"intra_GBps": NaN}', "error: system: {p} holds NaN, which is not a number"),
+    ('{"inter_GBps": 1e300}', "error: inter_GBps: must be at most 1e+09 in its unit"),
+    ('{"gpus_per_node": "8"}', "error: gpus_per_node: must be an integer in 1..1,024, got '8'"),
+    ('{"gpus_per_node": true}', "error: gpus_per_node: must be an integer in 1..1,024"),
+    ('{"intra_GBps": [1]}', "error: intra_GBps: must be a number, got [1]"),
+]
+
+
+@pytest.mark.parametrize("text,line", SYSTEM_FILES)
+def test_system_file_type_errors(tmp_path, text, line):
+    p = tmp_path / "sys.json"
+    p.write_text(text)
+    argv = ["estimate", "llama3-8b", "--system", str(p)]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert err.startswith(line.format(p=p)), err
+
+
+def test_system_file_that_is_a_directory_or_binary(tmp_path):
+    code, out, err = run(["estimate", "llama3-8b", "--system", str(tmp_path)])
+    assert code == 2 and err == f"error: system: cannot read {tmp_path}: Is a directory\n"
+    p = tmp_path / "sys.json"
+    p.write_bytes(bytes(range(128, 256)))
+    code, out, err = run(["estimate", "llama3-8b", "--system", str(p)])
+    assert code == 2 and err == f"error: system: {p} is not text (JSON or TOML expected)\n"
+
+
+def test_gpus_per_node_and_a_system_file(tmp_path):
+    p = tmp_path / "sys.json"
+    p.write_text('{"gpus_per_node": 16}')
+    code, _, err = run(["estimate", "llama3-8b", "--system", str(p), "--gpus-per-node", "4"])
+    assert code == 2 and "given twice: --gpus-per-node 4 and 16" in err
+    # the same number twice is no conflict; a file without the key takes the flag
+    code, out, _ = run(["estimate", "llama3-8b", "--system", str(p), "--gpus-per-node", "16",
+                        "--json"])
+    assert code == 0
+    p.write_text('{"gpu": "a100-80gb"}')
+    code, out, _ = run(["estimate", "llama3-8b", "--tp", "8", "--system", str(p),
+                        "--gpus-per-node", "4", "--json"])
+    assert code == 0 and strict_json(out)["config"]["tp"] == 8
+
+
+def test_zb_v_without_vp_means_its_two_stages_per_rank():
+    code, out, err = run(["report", "llama3-8b", "--schedule", "zb-v", "--pp", "4",
+                          "--microbatches", "8", "--json"])
+    assert code == 0 and err == ""
+    assert strict_json(out)["config"]["vp"] == 2
+
+
+def test_a_billion_microbatches_priced_in_bounded_work():
+    """1F1B's bubble is (p-1)/(m+p-1) (Narayanan et al. 2021, sec. 2.2.1): 3/(1e9 + 3)."""
+    code, out, err = run(["report", "llama3-8b", "--pp", "4", "--microbatches", "1000000000",
+                          "--json"])
+    assert code == 0 and err == ""
+    d = strict_json(out)
+    assert d["bubble_fraction"] == pytest.approx(3 / (1e9 + 3), rel=1e-12)
+    assert d["peak_inflight"] == [4, 3, 2, 1]  # 1F1B: rank r holds p - r
+
+
+def test_one_microbatch_warns_that_the_pipeline_idles():
+    code, out, err = run(["report", "llama3-8b", "--pp", "4"])
+    assert code == 0
+    assert err == ("warning: microbatches(1) on pp(4) leaves the pipeline 75% idle; raise "
+                   "--microbatches or --global-batch\n")  # 1F1B: (p-1)/(m+p-1) = 3/4
+
+
+KINDS_V = [("gpipe", 1), ("1f1b", 1), ("zb-h1", 1), ("interleaved", 2), ("interleaved", 3),
+           ("interleaved-zb", 2), ("zb-v", 2)]
+
+
+@pytest.mark.parametrize("kind,v", KINDS_V)
+@pytest.mark.parametrize("p", [2, 3, 4, 6])
+def test_steady_line_equals_full_simulation(monkeypatch, kind, v, p):
+    """Past the pass limit the placement's bubble comes from two short simulations;
+    with the limit lowered, that must equal simulating every micro-batch."""
+    monkeypatch.setattr(pipeline, "MAX_PASSES", pipeline.passes(kind, p, 3 * p, v))
+    for m in (4 * p, 7 * p, 12 * p):
+        full = simulate(build(kind, p, m, v), Costs(1.0, 2.0))
+        bubble, inflight = pipeline.placement_pipeline(kind, p, m, v)
+        assert bubble == pytest.approx(full.bubble_fraction, rel=1e-12, abs=1e-15)
+        assert list(inflight) == full.peak_inflight
+
+
+@pytest.mark.parametrize("costs", [Costs(1, 2), Costs(1, 3, p2p_s=0.3),
+                                   Costs(2, 3, 1.0, 2.0, 0.1), Costs(1, 2, p2p_s=3.0)])
+@pytest.mark.parametrize("p,v", [(2, 2), (3, 2), (4, 3), (5, 2)])
+def test_steady_line_of_interleaved_zb_with_latency(monkeypatch, costs, p, v):
+    """The time model simulates interleaved-zb (no closed form); its bounded makespan."""
+    monkeypatch.setattr(pipeline, "MAX_PASSES", pipeline.passes("interleaved-zb", p, 3 * p, v))
+    for m in (5 * p, 9 * p):
+        full = simulate(build("interleaved-zb", p, m, v), costs).makespan
+        assert pipeline.makespan_bounded("interleaved-zb", p, m, v, costs) == \
+            pytest.approx(full, rel=1e-12)
+
+
+def test_closed_pipe_ends_quietly():
+    r = subprocess.run(f"{sys.executable} -m ledger layout --dp 65536 --json | head -c 10",
+                       shell=True, capture_output=True, text=True)
+    assert r.stdout == "{\n \"world\"" and r.stderr == ""
+
+
+# ---- hypothesis: generated bad input --------------------------------------------------
+
+BASES = {
+    "report": ["report", "llama3-8b"],
+    "estimate": ["estimate", "llama3-8b"],
+    "plan": ["plan", "llama3-8b", "--gpus", "8", "--global-batch", "8"],
+    "layout": ["layout"],
+    "schedule": ["schedule", "1f1b", "--pp", "4", "--microbatches", "8"],
+    "models": ["models"],
+    "gpus": ["gpus"],
+    "seed": ["seed"],
+}
+SIZES = ["--tp", "--pp", "--dp", "--cp", "--ep", "--hsdp-shard", "--micro-batch",
+         "--microbatches", "--global-batch", "--vp", "--gpus", "--gpus-per-node", "--layers",
+         "--hidden", "--heads", "--kv-heads", "--ffn", "--vocab", "--top-k", "--seq"]
+FLAGS = {  # flag -> kind of number it takes
+    "report": {**{f: "count" for f in SIZES}, "--zero": "stage", "--num-experts": "natural",
+               "--capacity-factor": "positive"},
+    "plan": {**{f: "count" for f in ("--gpus", "--global-batch", "--top", "--tp", "--pp",
+                                     "--cp", "--dp", "--ep", "--vp", "--micro-batch",
+                                     "--max-tp", "--max-pp", "--gpus-per-node")},
+             "--zero": "stage"},
+    "layout": {f: "count" for f in ("--tp", "--cp", "--ep", "--dp", "--pp",
+                                    "--gpus-per-node")},
+    "schedule": {"--pp": "count", "--microbatches": "count", "--vp": "count", "--tf": "time",
+                 "--tb": "time", "--tB": "time", "--tW": "time", "--p2p": "latency"},
+}
+FLAGS["estimate"] = FLAGS["report"]
+CHOICES = {"--schedule": ("report", "estimate", "plan"), "--cp-kind": ("report", "estimate"),
+           "--precision": ("report", "estimate"), "--framework": ("report", "estimate", "plan"),
+           "--recompute": ("report", "estimate", "plan"), "--mlp": ("report", "estimate"),
+           "--color": ("schedule",)}
+TEXT = ["nan", "NaN", "inf", "-inf", "Infinity", "abc", "", "0x10", "1_0x", "--"]
+NOT_INTEGERS = ["1.5", "1e3", "2.0"]
+
+
+def bad_number(kind):
+    """Strings each kind of flag must refuse."""
+    common = st.sampled_from(TEXT) | st.integers(max_value=-1).map(str)
+    if kind in ("count", "natural", "stage"):
+        common = common | st.sampled_from(NOT_INTEGERS)
+    if kind == "count":
+        return common | st.just("0") | st.integers(min_value=2**40, max_value=10**30).map(str)
+    if kind == "natural":
+        return common | st.integers(min_value=2**40).map(str)
+    if kind == "stage":
+        return common | st.integers(min_value=4, max_value=10**6).map(str)
+    low = {"positive": 0.0, "time": 1e-6, "latency": 0.0}[kind]
+    high = {"positive": 64.0, "time": 1e6, "latency": 1e6}[kind]
+    tiny = st.floats(min_value=-1e6, max_value=low, exclude_max=kind != "latency")
+    over = st.floats(min_value=high, exclude_min=True, allow_infinity=False)
+    return common | tiny.map(repr) | over.map(repr) | st.just("1e400")
+
+
+@st.composite
+def bad_argv(draw):
+    cmd = draw(st.sampled_from(sorted(BASES)))
+    argv = list(BASES[cmd])
+    ways = ["unknown"] + ["number"] * (cmd in FLAGS) + \
+        ["choice"] * any(cmd in cmds for cmds in CHOICES.values())
+    how = draw(st.sampled_from(ways))
+    if how == "number":
+        flag, kind = draw(st.sampled_from(sorted(FLAGS[cmd].items())))
+        value = draw(bad_number(kind))
+        return argv + [f"{flag}={value}"]  # '=' so a value starting with '-' stays a value
+    if how == "choice":
+        flag = draw(st.sampled_from(sorted(f for f, cmds in CHOICES.items() if cmd in cmds)))
+        return argv + [f"{flag}=zz{draw(st.text(max_size=8))}"]  # no choice starts zz
+    name = draw(st.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=12))
+    return argv + [f"--zz{name}"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bad_argv())
+def test_generated_bad_flags_are_refused_in_one_line(argv):
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-10**20, max_value=10**20)
+    | st.floats() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=6)
+SYSTEM_KEYS = ["gpu", "gpus_per_node", "intra_GBps", "inter_GBps", "intra_latency_us",
+               "inter_latency_us", "link_efficiency", "gpu_bf16_tflops", "gpu_fp8_tflops",
+               "gpu_hbm_GiB", "gpu_hbm_TBps", "gpu_gemm_efficiency", "bogus"]
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(SYSTEM_KEYS), JSON_VALUES, max_size=4)
+       | JSON_VALUES)
+def test_generated_system_files_never_crash_or_lie(tmp_path, raw):
+    p = tmp_path / "system.json"
+    p.write_text(json.dumps(raw))  # json.dumps writes NaN/Infinity for such floats
+    argv = ["estimate", "llama3-8b", "--tp", "8", "--system", str(p), "--json"]
+    code, out, err = run(argv)
+    if code == 2:
+        assert_refused(argv, code, out, err)
+        return
+    assert code == 0, (raw, err)
+    d = strict_json(out)
+    assert 0 < d["mfu"] <= 1, (raw, d["mfu"])  # a share of peak, whatever the file says
+    assert math.isfinite(d["step_time_s"]) and d["step_time_s"] > 0
+
+
+SIZE = st.sampled_from([1, 2, 3, 4, 8, 16, 64, 1000, 2**20])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cmd=st.sampled_from(["report", "estimate"]), tp=SIZE, pp=SIZE, dp=SIZE, cp=SIZE,
+       m=st.sampled_from([1, 2, 7, 8, 64, 10**5, 10**9]),
+       vp=st.sampled_from([None, 1, 2, 3, 4]),
+       schedule=st.sampled_from([None, "gpipe", "1f1b", "interleaved", "zb-h1",
+                                 "interleaved-zb", "zb-v"]))
+def test_generated_sizes_give_finite_json_or_one_line(cmd, tp, pp, dp, cp, m, vp, schedule):
+    argv = [cmd, "llama3-8b", "--tp", str(tp), "--pp", str(pp), "--dp", str(dp),
+            "--cp", str(cp), "--microbatches", str(m), "--json"]
+    argv += ["--vp", str(vp)] if vp else []
+    argv += ["--schedule", schedule] if schedule else []
+    code, out, err = run(argv)
+    if code == 2:
+        assert_refused(argv, code, out, err)
+        return
+    assert code == 0, (argv, err)
+    assert err.count("\n") <= 1 and (err == "" or err.startswith("warning: "))
+    d = strict_json(out)
+    bubble = d["bubble_fraction"] if cmd == "report" else d["breakdown"].get("pp_bubble", 0)
+    assert 0 <= bubble and (cmd == "estimate" or bubble < 1)
