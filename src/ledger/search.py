@@ -329,12 +329,17 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     max_layers = np.array([t.max() for t in table])[lay_inv.reshape(-1)]
     last_layers = np.array([t[0] if k % 2 else t[-1] for t, k in zip(table, keys)])[
         lay_inv.reshape(-1)]
-    groups = _groups(_codes(g))[1]
+    codes = _codes(g)
+    if count and np.all(codes[1:] >= codes[:-1]):  # plan() sorts: each group is a slice
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        groups = [slice(a, b) for a, b in zip(starts, np.r_[starts[1:], count])]
+    else:
+        groups = _groups(codes)[1]
     for done, idx in enumerate(groups, 1):
         if progress:
             progress(done, len(groups))
         sub = {name: col[idx] for name, col in g.items()}
-        i0 = idx[0]
+        i0 = idx.start if isinstance(idx, slice) else idx[0]
         cfg = SimpleNamespace(
             tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
             micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],
@@ -451,8 +456,9 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
     g = enumerate_grid(model, gpus, global_batch, system, pins)
-    offered = np.isin(g["zero"], get_framework(framework).zero_stages)  # e.g. FSDP2: 0 or 3
-    g = {k: v[offered] for k, v in g.items()}
+    keep = np.flatnonzero(np.isin(g["zero"], get_framework(framework).zero_stages))  # FSDP2: 0, 3
+    keep = keep[np.argsort(_codes(g)[keep], kind="stable")]  # groups become slices
+    g = {k: v[keep] for k, v in g.items()}
     evaluated = len(g["tp"])
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
