@@ -80,7 +80,7 @@ def test_torchtitan_figures_as_published():
 def test_shipped_constants_are_the_fits_argmin():
     """benchmarks/fit.py prints ledger.validation.fit(); DEFAULT must be its first line."""
     mean, worst, half, traffic = fit()[0]
-    assert (half, traffic) == (DEFAULT.gemm_half_dim, DEFAULT.elementwise_traffic)
+    assert (half, traffic) == (DEFAULT.gemm_half_balance, DEFAULT.elementwise_traffic)
 
 
 def test_open_settings_follow_the_rule_not_the_row():
@@ -97,7 +97,8 @@ def test_open_settings_follow_the_rule_not_the_row():
 
 def test_gemm_efficiency_by_hand():
     """2mnk / (peak x eff x prod d/(d + half)): at m = n = k = half every factor is 1/2."""
-    gpu, half = system("h100-sxm").gpu, DEFAULT.gemm_half_dim
+    gpu = system("h100-sxm").gpu
+    half = DEFAULT.gemm_half_balance * 989e12 / 3.35e12  # x H100's FLOP per HBM byte
     assert gemm_s(half, half, half, gpu, DEFAULT) == pytest.approx(
         2 * half**3 / (989e12 * 0.70 / 8), rel=1e-12)
     big = gemm_s(8192, 8192, 8192, gpu, DEFAULT)

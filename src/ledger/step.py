@@ -15,7 +15,7 @@ the attention core). MFU counts model FLOPs, HFU hardware FLOPs.
 
 The time of one micro-batch on one pipeline stage is the sum, per layer, of
   GEMMs      each GEMM of the layer at its own efficiency: the GPU's sustained GEMM share
-             x prod over its three dimensions d/(d + gemm_half_dim) (M = this GPU's
+             x prod over its three dimensions d/(d + d_half) (M = this GPU's
              tokens: micro-batch x seq / cp; N and K: the weight's shard under TP/EP)
   attention  QK^T and PV as the batched GEMMs they are (M = query tokens, N = key tokens
              of the chunk, K = head_dim); causal flash kernels skip the masked half
@@ -61,13 +61,14 @@ DP_BUCKET_PARAMS = 40_000_000
 
 @dataclass(frozen=True)
 class Calibration:
-    """The time model's constants; each is a physical quantity. ``gemm_half_dim`` and
+    """The time model's constants; each is a physical quantity. ``gemm_half_balance`` and
     ``elementwise_traffic`` are fitted by one script, benchmarks/fit.py, on the declared
     calibration set (ledger.validation.CALIBRATION: Korthikanti et al. 2022's eight A100
     rows) and shipped as it prints them; the rest are set from their sources, not fitted."""
 
-    gemm_half_dim: float = 96.0  # a GEMM dimension at which that dimension halves efficiency
-    elementwise_traffic: float = 1.5  # HBM bytes moved by non-GEMM kernels / activation bytes
+    gemm_half_balance: float = 0.40  # GEMM dimension halving its efficiency, in units of
+    # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
+    elementwise_traffic: float = 2.0  # HBM bytes moved by non-GEMM kernels / activation bytes
     dp_overlap_hidden: float = 0.9  # share of the compute a DP collective can hide under
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
@@ -106,10 +107,12 @@ def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = T
 
 def gemm_s(m, n, k, gpu, cal: Calibration, count=1.0):
     """Seconds of ``count`` (m x k) @ (k x n) GEMMs: 2mnk FLOPs at the GPU's sustained
-    share of peak, lowered by each dimension d as d / (d + gemm_half_dim) - small tiles
-    fill few SMs and reuse little data (NVIDIA, Matrix Multiplication Background guide:
-    tile and wave quantisation, arithmetic intensity)."""
-    half = cal.gemm_half_dim
+    share of peak, lowered by each dimension d as d / (d + d_half) - small tiles fill few
+    SMs and reuse little data (NVIDIA, Matrix Multiplication Background guide: tile and
+    wave quantisation, arithmetic intensity). A thin dimension turns a GEMM bandwidth-
+    bound once its arithmetic intensity (~ d FLOP per byte) falls below the GPU's machine
+    balance, so d_half = gemm_half_balance x peak FLOP/s / HBM bytes/s (roofline)."""
+    half = cal.gemm_half_balance * gpu.bf16_flops / gpu.hbm_bytes_per_s
     eff = gpu.gemm_efficiency * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
     return count * 2.0 * m * n * k / (gpu.bf16_flops * eff)
 
