@@ -119,9 +119,9 @@ def test_split_backward_makespan_equals_the_simulator(kind):
     """ledger.makespan against ledger.pipeline.simulate over p, m and cost ratios with
     t_b != 2 t_f and t_w != t_b / 2, hops inside and outside the bilinear domain."""
     v = 2 if kind == "zb-v" else 1
-    for p in (1, 2, 3, 4, 5, 8, 16):
+    for p in (1, 2, 3, 4, 5, 8, 11):
         low = 2 * p - 1 if kind == "zb-v" else p
-        for m in sorted({low, low + 1, low + 3, 3 * p + 2}):
+        for m in sorted({low, low + 1, 3 * p + 2}):
             for f, i, w in ((1, 1, 1), (1, 2, 1), (1, 0.6, 0.4), (2, 1, 0.3), (0.5, 2.5, 1.5)):
                 for hop in (0.0, 0.01, 0.2, 1.5):
                     got = pipeline_s(kind, p, m, v, f, i + w, hop, t_w=w)
