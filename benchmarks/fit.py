@@ -1,4 +1,4 @@
-"""The one calibration fit: every (gemm_half_dim, elementwise_traffic) of
+"""The one calibration fit: every (gemm_half_balance, elementwise_traffic) of
 ledger.validation.FIT_GRID priced on the calibration set (Korthikanti et al. 2022's
 eight rows) and ranked by mean |error|. The shipped ledger.step.DEFAULT is the first
 line; tests/test_step.py checks it still is."""
@@ -11,9 +11,9 @@ def main() -> None:
     print(f"calibration set: {len(rows)} rows ({', '.join(sorted({r.source for r in rows}))}); "
           f"grid {len(FIT_GRID[0])} x {len(FIT_GRID[1])}")
     for mean, worst, w, g in fit()[:5]:
-        print(f"gemm_half_dim {w:5.0f}  elementwise_traffic {g:3.1f}  mean |error| {mean:.2%}"
+        print(f"gemm_half_balance {w:4.2f}  elementwise_traffic {g:3.1f}  mean |error| {mean:.2%}"
               f"  max {worst:.2%}")
-    print(f"shipped: gemm_half_dim {DEFAULT.gemm_half_dim:.0f}  elementwise_traffic "
+    print(f"shipped: gemm_half_balance {DEFAULT.gemm_half_balance:.2f}  elementwise_traffic "
           f"{DEFAULT.elementwise_traffic:.1f}")
 
 

@@ -80,7 +80,7 @@ def test_torchtitan_figures_as_published():
 def test_shipped_constants_are_the_fits_argmin():
     """benchmarks/fit.py prints ledger.validation.fit(); DEFAULT must be its first line."""
     mean, worst, half, traffic = fit()[0]
-    assert (half, traffic) == (DEFAULT.gemm_half_dim, DEFAULT.elementwise_traffic)
+    assert (half, traffic) == (DEFAULT.gemm_half_balance, DEFAULT.elementwise_traffic)
 
 
 def test_open_settings_follow_the_rule_not_the_row():
@@ -97,7 +97,8 @@ def test_open_settings_follow_the_rule_not_the_row():
 
 def test_gemm_efficiency_by_hand():
     """2mnk / (peak x eff x prod d/(d + half)): at m = n = k = half every factor is 1/2."""
-    gpu, half = system("h100-sxm").gpu, DEFAULT.gemm_half_dim
+    gpu = system("h100-sxm").gpu
+    half = DEFAULT.gemm_half_balance * 989e12 / 3.35e12  # x H100's FLOP per HBM byte
     assert gemm_s(half, half, half, gpu, DEFAULT) == pytest.approx(
         2 * half**3 / (989e12 * 0.70 / 8), rel=1e-12)
     big = gemm_s(8192, 8192, 8192, gpu, DEFAULT)
@@ -118,9 +119,9 @@ def test_split_backward_makespan_equals_the_simulator(kind):
     """ledger.makespan against ledger.pipeline.simulate over p, m and cost ratios with
     t_b != 2 t_f and t_w != t_b / 2, hops inside and outside the bilinear domain."""
     v = 2 if kind == "zb-v" else 1
-    for p in (1, 2, 3, 4, 5, 8, 16):
+    for p in (1, 2, 3, 4, 5, 8, 11):
         low = 2 * p - 1 if kind == "zb-v" else p
-        for m in sorted({low, low + 1, low + 3, 3 * p + 2}):
+        for m in sorted({low, low + 1, 3 * p + 2}):
             for f, i, w in ((1, 1, 1), (1, 2, 1), (1, 0.6, 0.4), (2, 1, 0.3), (0.5, 2.5, 1.5)):
                 for hop in (0.0, 0.01, 0.2, 1.5):
                     got = pipeline_s(kind, p, m, v, f, i + w, hop, t_w=w)

@@ -31,9 +31,12 @@ _KIND = {"F": 0, "I": 1, "W": 2, "B": 3}
 
 def _prune(vecs: set) -> frozenset:
     """Keep the cost vectors no other vector dominates (costs are >= 0)."""
-    keep = [v for v in vecs if not any(u != v and all(a >= b for a, b in zip(u, v))
-                                       for u in vecs)]
-    return frozenset(keep)
+    if len(vecs) < 2:
+        return frozenset(vecs)
+    a = np.array(sorted(vecs))
+    ge = (a[:, None, :] >= a[None, :, :]).all(axis=2)  # ge[u, v]: u dominates or equals v
+    dominated = (ge & ~np.eye(len(a), dtype=bool)).any(axis=0)  # distinct rows: strict
+    return frozenset(map(tuple, a[~dominated].tolist()))
 
 
 @lru_cache(maxsize=64)

@@ -32,35 +32,14 @@ from ledger.pipeline import inflight_closed
 from ledger.stages import rank_layers, stage_params
 from ledger.step import (DEFAULT, Calibration, Structure, dp_split, model_flops_per_token,
                          step_times)
+from ledger.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins,  # noqa: F401 (re-exported)
+                         parse_baseline, matches, rejections)
 from ledger.system import System
 
-SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1", "zb-v")  # interleaved-zb: no closed form
-RECOMPUTES = ("none", "selective", "full")
 MICRO_BATCHES = (1, 2, 4, 8)
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30
-
-
-@dataclass(frozen=True)
-class Pins:
-    """What the user fixes; None leaves an axis to the search."""
-
-    tp: int | None = None
-    pp: int | None = None
-    cp: int | None = None
-    dp: int | None = None
-    ep: int | None = None
-    vp: int | None = None
-    zero: int | None = None
-    micro_batch: int | None = None
-    recompute: str | None = None
-    schedule: str | None = None
-    tp_overlap: bool | None = None
-    max_tp: int | None = None
-    max_pp: int | None = None
-    no_cp: bool = False
-    no_hsdp: bool = False
 
 
 @dataclass
@@ -86,47 +65,7 @@ class PlanResult:
     elapsed_s: float
     rejected: list[str] = field(default_factory=list)  # one line per family that lost
     shortfall_bytes: float = 0.0  # when nothing fits: how far the leanest candidate is over
-    baseline: Baseline | None = None
-
-
-@dataclass
-class Baseline:
-    """The best plan of a given shape (its other knobs free), against the planner's #1."""
-
-    spec: str
-    plan: Plan
-    fits: bool
-    rank: int | None  # 1-based among all fitting plans by step time; None if it does not fit
-    vs_best: float  # its step time / #1's
-
-
-BASELINE_KEYS = {"tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "ep": "ep", "vp": "vp",
-                 "zero": "zero", "mb": "micro_batch", "recompute": "recompute",
-                 "schedule": "schedule"}
-
-
-def parse_baseline(spec: str) -> Pins:
-    """"tp=8,cp=1,pp=16,dp=128" (any of tp, cp, pp, dp, ep, vp, zero, mb, recompute,
-    schedule) -> the Pins that shape fixes."""
-    out = {}
-    for item in filter(None, (x.strip() for x in spec.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq or key not in BASELINE_KEYS:
-            raise LedgerError("baseline", f"{item!r} is not key=value with key one of "
-                                          f"{', '.join(BASELINE_KEYS)}")
-        name = BASELINE_KEYS[key]
-        if name in ("recompute", "schedule"):
-            out[name] = value
-            continue
-        try:
-            out[name] = int(value)
-        except ValueError:
-            raise LedgerError("baseline", f"{key} must be an integer, got {value!r}") from None
-        if out[name] < (0 if name == "zero" else 1):
-            raise LedgerError("baseline", f"{key} must be positive, got {value}")
-    if not out:
-        raise LedgerError("baseline", f"no key=value in {spec!r}")
-    return Pins(**out)
+    baseline: "Baseline | None" = None
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -329,12 +268,17 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     max_layers = np.array([t.max() for t in table])[lay_inv.reshape(-1)]
     last_layers = np.array([t[0] if k % 2 else t[-1] for t, k in zip(table, keys)])[
         lay_inv.reshape(-1)]
-    groups = _groups(_codes(g))[1]
+    codes = _codes(g)
+    if count and np.all(codes[1:] >= codes[:-1]):  # plan() sorts: each group is a slice
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        groups = [slice(a, b) for a, b in zip(starts, np.r_[starts[1:], count])]
+    else:
+        groups = _groups(codes)[1]
     for done, idx in enumerate(groups, 1):
         if progress:
             progress(done, len(groups))
         sub = {name: col[idx] for name, col in g.items()}
-        i0 = idx[0]
+        i0 = idx.start if isinstance(idx, slice) else idx[0]
         cfg = SimpleNamespace(
             tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
             micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],
@@ -377,58 +321,6 @@ def _config(g, i, framework: str, flash: bool = True,
         framework=framework, flash_attention=flash, precision=precision)
 
 
-def families(gpus_per_node: int) -> dict:
-    """The families a losing line is written for: name -> which candidates belong."""
-    return {
-        "pure data parallel / FSDP (tp = pp = cp = 1)":
-            lambda g: (g["tp"] == 1) & (g["pp"] == 1) & (g["cp"] == 1),
-        "TP across nodes (tp > GPUs per node)": lambda g: g["tp"] > gpus_per_node,
-        "no pipeline (pp = 1)": lambda g: g["pp"] == 1,
-        "context parallel (cp > 1)": lambda g: g["cp"] > 1,
-        "ZeRO-3 / FSDP": lambda g: g["zero"] == 3,
-        "full recompute": lambda g: g["rc"] == RECOMPUTES.index("full"),
-        "GPipe": lambda g: g["sched"] == SCHEDULES.index("gpipe"),
-    }
-
-
-def _rejections(g, step, mem, fits, parts, cap, best, gpn) -> list[str]:
-    out = []
-    for name, pick in families(gpn).items():
-        sel = pick(g)
-        if not sel.any() or sel[best]:
-            continue
-        ok = sel & fits
-        if not ok.any():
-            need = mem[sel].min()
-            out.append(f"{name}: does not fit (leanest needs {need / 2**30:.1f} GiB of "
-                       f"{cap / 2**30:.1f} GiB)")
-            continue
-        i = np.flatnonzero(ok)[np.argmin(step[ok])]
-        why = max(("pp_bubble", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "compute"),
-                  key=lambda k: parts[k][i] - parts[k][best] if k in parts else -np.inf)
-        label = {"pp_bubble": "bubble", "compute": "recompute / slower compute"}.get(
-            why, f"exposed {why.replace('_comm', '').upper()} communication")
-        out.append(f"{name}: best {step[i]:.2f} s vs {step[best]:.2f} s, loses on {label}")
-    return out
-
-
-def _matches(g, pins: Pins) -> np.ndarray:
-    """Rows of the grid with the shape ``pins`` fixes."""
-    sel = np.ones(len(g["tp"]), dtype=bool)
-    for name, col in (("tp", "tp"), ("cp", "cp"), ("pp", "pp"), ("dp", "dp"), ("ep", "ep"),
-                      ("vp", "vp"), ("zero", "zero"), ("micro_batch", "mb")):
-        value = getattr(pins, name)
-        if value is not None:
-            sel &= g[col] == value
-    if pins.recompute is not None:
-        sel &= g["rc"] == (RECOMPUTES.index(pins.recompute) if pins.recompute in RECOMPUTES
-                           else -1)
-    if pins.schedule is not None:
-        sel &= g["sched"] == (SCHEDULES.index(pins.schedule) if pins.schedule in SCHEDULES
-                              else -1)
-    return sel
-
-
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
     """Row ``i`` as a Plan; ``conf``: (framework, flash, precision) for its config."""
     return Plan(_config(g, i, *conf), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
@@ -451,8 +343,9 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
     g = enumerate_grid(model, gpus, global_batch, system, pins)
-    offered = np.isin(g["zero"], get_framework(framework).zero_stages)  # e.g. FSDP2: 0 or 3
-    g = {k: v[offered] for k, v in g.items()}
+    keep = np.flatnonzero(np.isin(g["zero"], get_framework(framework).zero_stages))  # FSDP2: 0, 3
+    keep = keep[np.argsort(_codes(g)[keep], kind="stable")]  # groups become slices
+    g = {k: v[keep] for k, v in g.items()}
     evaluated = len(g["tp"])
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
@@ -461,7 +354,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     if not 0 <= headroom_bytes < cap:
         raise LedgerError("headroom", f"must lie in [0, {cap / 2**30:.2f}) GiB (the usable "
                                       f"capacity), got {headroom_bytes / 2**30:.2f} GiB")
-    base_sel = _matches(g, base_pins) if base_pins is not None else None
+    base_sel = matches(g, base_pins) if base_pins is not None else None
     if base_sel is not None and not base_sel.any():
         raise LedgerError("baseline", f"no placement of {model.name} on {gpus} GPUs with "
                                       f"global_batch({global_batch}) has the shape {baseline!r}")
@@ -477,7 +370,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     conf = (framework, flash, precision)
     plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf)
              for i in order]
-    rejected = _rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)
+    rejected = rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)
     base = None
     if base_sel is not None:
         ok = base_sel & fits

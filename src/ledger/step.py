@@ -15,7 +15,7 @@ the attention core). MFU counts model FLOPs, HFU hardware FLOPs.
 
 The time of one micro-batch on one pipeline stage is the sum, per layer, of
   GEMMs      each GEMM of the layer at its own efficiency: the GPU's sustained GEMM share
-             x prod over its three dimensions d/(d + gemm_half_dim) (M = this GPU's
+             x prod over its three dimensions d/(d + d_half) (M = this GPU's
              tokens: micro-batch x seq / cp; N and K: the weight's shard under TP/EP)
   attention  QK^T and PV as the batched GEMMs they are (M = query tokens, N = key tokens
              of the chunk, K = head_dim); causal flash kernels skip the masked half
@@ -61,13 +61,14 @@ DP_BUCKET_PARAMS = 40_000_000
 
 @dataclass(frozen=True)
 class Calibration:
-    """The time model's constants; each is a physical quantity. ``gemm_half_dim`` and
+    """The time model's constants; each is a physical quantity. ``gemm_half_balance`` and
     ``elementwise_traffic`` are fitted by one script, benchmarks/fit.py, on the declared
     calibration set (ledger.validation.CALIBRATION: Korthikanti et al. 2022's eight A100
     rows) and shipped as it prints them; the rest are set from their sources, not fitted."""
 
-    gemm_half_dim: float = 96.0  # a GEMM dimension at which that dimension halves efficiency
-    elementwise_traffic: float = 1.5  # HBM bytes moved by non-GEMM kernels / activation bytes
+    gemm_half_balance: float = 0.40  # GEMM dimension halving its efficiency, in units of
+    # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
+    elementwise_traffic: float = 2.0  # HBM bytes moved by non-GEMM kernels / activation bytes
     dp_overlap_hidden: float = 0.9  # share of the compute a DP collective can hide under
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
@@ -106,10 +107,12 @@ def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = T
 
 def gemm_s(m, n, k, gpu, cal: Calibration, count=1.0):
     """Seconds of ``count`` (m x k) @ (k x n) GEMMs: 2mnk FLOPs at the GPU's sustained
-    share of peak, lowered by each dimension d as d / (d + gemm_half_dim) - small tiles
-    fill few SMs and reuse little data (NVIDIA, Matrix Multiplication Background guide:
-    tile and wave quantisation, arithmetic intensity)."""
-    half = cal.gemm_half_dim
+    share of peak, lowered by each dimension d as d / (d + d_half) - small tiles fill few
+    SMs and reuse little data (NVIDIA, Matrix Multiplication Background guide: tile and
+    wave quantisation, arithmetic intensity). A thin dimension turns a GEMM bandwidth-
+    bound once its arithmetic intensity (~ d FLOP per byte) falls below the GPU's machine
+    balance, so d_half = gemm_half_balance x peak FLOP/s / HBM bytes/s (roofline)."""
+    half = cal.gemm_half_balance * gpu.bf16_flops / gpu.hbm_bytes_per_s
     eff = gpu.gemm_efficiency * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
     return count * 2.0 * m * n * k / (gpu.bf16_flops * eff)
 
@@ -256,7 +259,7 @@ class Structure:
     links: dict  # axis -> "nvlink" | "ib" (or arrays of them) for tp, cp, ep, pp
     max_layers: object  # most layers on any pipeline rank
     last_layers: object  # layers on the last rank, which also runs the output layer
-    dp_layer_s: object  # DP traffic that runs layer by layer (ZeRO-3 gathers, per-layer RS)
+    dp_layer_s: tuple  # DP traffic layer by layer: (in the forwards, in the backwards)
     dp_grad_s: object  # gradient reduction at the step's end (DDP, ZeRO-1, unsharded)
     dp_param_s: object  # ZeRO-1/2's parameter all-gather after the optimizer step
     dp_gather_s: object  # one layer's ZeRO-3 parameter gather (the one prefetch cannot hide)
@@ -264,17 +267,19 @@ class Structure:
 
 
 def dp_split(rows, cfg, system: System, layers):
-    """(layer-wise, step-end grads, step-end params, one layer's gather) seconds of
-    ledger.comms' DP rows. Layer by layer, inside the forward and backward: ZeRO-3's
-    parameter gathers and the reduce-scatters (and HSDP replica all-reduces) a framework
-    runs after every micro-batch's backward - ``comms.dp_collective_counts`` says how
-    often, one call per layer each time. At the step's end, bucketed (DP_BUCKET_PARAMS,
+    """((layer-wise in forwards, in backwards), step-end grads, step-end params, one
+    layer's gather) seconds of ledger.comms' DP rows. Layer by layer: ZeRO-3's parameter
+    gathers - in the forwards, and half of them in the backwards when parameters are
+    resharded after forward - and the reduce-scatters (and HSDP replica all-reduces) a
+    framework runs after every micro-batch's backward, in the backwards;
+    ``comms.dp_collective_counts`` says how often, one call per layer each time. At the step's end, bucketed (DP_BUCKET_PARAMS,
     one latency per call): a once-per-step gradient reduction (DDP, ZeRO-1, unsharded
     accumulation) and ZeRO-1/2's parameter all-gather."""
     reduces, gathers = dp_collective_counts(cfg)
     n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
     per_mb_grads = (cfg.zero_stage >= 2) & (np.asarray(reduces) > 1)
-    layer = grads = params = gather = 0.0
+    fwd = bwd = grads = params = gather = 0.0
+    in_bwd = np.where(cfg.reshard_after_forward, 0.5, 0.0)  # the re-gathers for backward
     for r in rows:
         seconds = r.bytes / system.bandwidth(r.link)
         hops = (2 if r.kind == "all_reduce" else 1) * (n - 1) * system.latency(r.link)
@@ -282,15 +287,16 @@ def dp_split(rows, cfg, system: System, layers):
         if r.kind == "all_gather":
             if cfg.zero_stage == 3:
                 calls = layers * gathers * (r.bytes > 0)
-                layer = layer + seconds + calls * hops
+                fwd = fwd + (seconds + calls * hops) * (1 - in_bwd)
+                bwd = bwd + (seconds + calls * hops) * in_bwd
                 gather = gather + (seconds + calls * hops) / np.maximum(calls, 1)
             else:
                 params = params + seconds + buckets * hops
             continue
         calls = layers * reduces * (r.bytes > 0)
-        layer = layer + np.where(per_mb_grads, seconds + calls * hops, 0.0)
+        bwd = bwd + np.where(per_mb_grads, seconds + calls * hops, 0.0)
         grads = grads + np.where(per_mb_grads, 0.0, seconds + buckets * hops)
-    return layer, grads, params, gather
+    return (fwd, bwd), grads, params, gather
 
 
 def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
@@ -321,8 +327,9 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     steady_p2p = 2 * m * cfg.vp * p2p  # each micro-batch's send/recv pair, both directions
     hide = cal.dp_overlap_hidden
     first_gather = m * st.dp_gather_s  # prefetch hides every layer's gather but the first
-    layerwise = np.maximum(0.0, st.dp_layer_s - first_gather - m * (t_f + t_b) * hide) \
-        + first_gather
+    fwd_s, bwd_s = st.dp_layer_s  # each hides under compute of its own direction
+    layerwise = np.maximum(0.0, fwd_s - first_gather - m * t_f * hide) + first_gather \
+        + np.maximum(0.0, bwd_s - m * t_b * hide)
     # the step-end reduction under the last backward (Megatron's --overlap-grad-reduce),
     # the parameter gather under the first forward (--overlap-param-gather)
     step_end = np.maximum(0.0, st.dp_grad_s - t_b * hide) \

@@ -215,12 +215,14 @@ def calibration_set() -> list[Run]:
     return [r for r in runs() if r.role == "calibration"]
 
 
-# The fit's grid: gemm_half_dim (elements) x elementwise_traffic (bytes per activation byte)
-FIT_GRID = ((16, 24, 32, 48, 64, 96, 128, 192, 256), (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0))
+# The fit's grid: gemm_half_balance (x the GPU's FLOP per HBM byte) x elementwise_traffic
+# (HBM bytes per activation byte)
+FIT_GRID = ((0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.6),
+            (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0))
 
 
 def fit(grid=FIT_GRID) -> list[tuple[float, float, float, float]]:
-    """Every (mean |error|, max |error|, gemm_half_dim, elementwise_traffic) on the
+    """Every (mean |error|, max |error|, gemm_half_balance, elementwise_traffic) on the
     calibration set, best first. Each row's placement is built once; only the time model
     is re-run per grid point."""
     from ledger.parallel import place
@@ -234,7 +236,7 @@ def fit(grid=FIT_GRID) -> list[tuple[float, float, float, float]]:
             r.model, r.cfg, gpus_per_node=sysm.gpus_per_node))))
     scores = []
     for w, g in product(*grid):
-        cal = replace(DEFAULT, gemm_half_dim=float(w), elementwise_traffic=float(g))
+        cal = replace(DEFAULT, gemm_half_balance=float(w), elementwise_traffic=float(g))
         errs = []
         for r, sysm, st in rows:
             t = float(step_times(r.model, r.cfg, sysm, st, cal, r.tp_overlap)["step_time_s"])
