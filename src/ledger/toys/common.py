@@ -12,7 +12,7 @@ calls' messages, that is the wire figure each toy holds to the ledger.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -68,6 +68,7 @@ class ToyReport:
     checks: list[Check] = field(default_factory=list)
     bytes: list[ByteRow] = field(default_factory=list)
     values: dict = field(default_factory=dict)
+    framing: dict | None = None  # gloo's framing as measured in this world (wire.Framing)
 
     def check(self, name: str, ok: bool, detail: str = "") -> None:
         self.checks.append(Check(name, bool(ok), detail))
@@ -246,6 +247,12 @@ def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.detach().cpu() - b.detach().cpu()).abs().max())
 
 
+def handed_check(rep: "ToyReport", row: ByteRow) -> None:
+    """The bytes handed to the collective (sizes and call counts) against the ledger's."""
+    rep.check(f"{row.collective}: bytes handed to the collectives = the ledger's",
+              row.exact)
+
+
 def wire_row(rep: "ToyReport", row: ByteRow, wire_per_rank: list[float], kind: str,
              gloo_figure: list[float] | None = None) -> None:
     """Fill ``row``'s wire column and add its check: within WIRE_TOLERANCE of the
@@ -281,4 +288,7 @@ class ToyJob:
             ToyJob._meter = Meter()
             ToyJob._meter.install()  # pipelining also checks that dist.isend is the real one
             ToyJob._meter.framing = wire.measure_framing(rank.rank)
-        return self.module.run(Ctx(rank.rank, rank.world, rank.device, ToyJob._meter))
+        rep = self.module.run(Ctx(rank.rank, rank.world, rank.device, ToyJob._meter))
+        if rep is not None:
+            rep.framing = asdict(ToyJob._meter.framing)
+        return rep

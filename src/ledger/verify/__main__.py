@@ -7,7 +7,9 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 
+from ledger.toys.wire import FRAMING_SIZES
 from ledger.verify.strategies import STRATEGIES, WORLD
 
 
@@ -77,13 +79,20 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {out.error}", file=sys.stderr)
         return 1
     rows = _rows(out.reports)
+    framing = out.reports[0].framing if out.reports else None
     if a.json:
         keys = ("check", "strategy", "collective", "predicted_bytes", "measured_bytes", "ratio",
                 "tolerance", "wire_bytes", "wire_ratio", "wire_expected", "gloo_bytes",
                 "framing_bytes", "wire_tolerance", "ok", "note", "rank")
-        print(json.dumps({"rows": [{k: getattr(r, k) for k in keys} for r in rows]}, indent=1))
+        print(json.dumps({"framing": asdict(framing) if framing else None,
+                          "rows": [{k: getattr(r, k) for k in keys} for r in rows]}, indent=1))
     else:
         print(table(rows))
+        if framing:
+            print(f"gloo framing, measured (probe messages of {', '.join(map(str, FRAMING_SIZES))}"
+                  f" B, fit bytes = a + payload): {framing.send_bytes:g} B per message sent, "
+                  f"{framing.recv_bytes:g} B per message received (largest misfit "
+                  f"{framing.fit_residual_bytes:g} B); subtracted from every wire figure")
         bad = sum(not r.ok for r in rows)
         print(f"verify: {len(rows) - bad} passed, {bad} failed")
     return 0 if all(r.ok for r in rows) else 1

@@ -10,6 +10,7 @@ from ledger.verify.strategies import STRATEGIES
 class VerifyReport:
     name: str
     rows: list = field(default_factory=list)
+    framing: object = None  # gloo's framing as measured in this world (toys.wire.Framing)
 
     @property
     def ok(self) -> bool:
@@ -55,4 +56,4 @@ class Strategy:
         dist.all_gather_object(got, rows)
         if rank.rank:
             return None
-        return VerifyReport(self.name, [r for rs in got for r in rs])
+        return VerifyReport(self.name, [r for rs in got for r in rs], Strategy.framing)
