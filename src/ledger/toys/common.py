@@ -114,8 +114,11 @@ class Meter:
         self.calls.append(Call(kind, n, payload, ring, ring if off_rank is None else off_rank,
                                self.tag, traffic or gloo.NONE))
 
-    def wire(self, tag: str) -> float:
-        """Kernel bytes of ``tag``'s blocks less gloo's framing for their messages."""
+    def wire(self, tag: str) -> float | None:
+        """Kernel bytes of ``tag``'s blocks less gloo's framing for their messages (None
+        off gloo: NCCL's bytes go over NVLink / IB, which no TCP counter sees)."""
+        if self.framing is None:
+            return None
         t = gloo.NONE
         for c in self.calls:
             if c.tag == tag:
@@ -258,6 +261,9 @@ def wire_row(rep: "ToyReport", row: ByteRow, wire_per_rank: list[float], kind: s
     """Fill ``row``'s wire column and add its check: within WIRE_TOLERANCE of the
     ledger's figure, or of gloo's own where its algorithm is not the ring (or, given,
     ``gloo_figure``: gloo's bytes for the real, uneven splits)."""
+    if any(w is None for w in wire_per_rank):
+        row.note = (row.note + "; " if row.note else "") + "wire not measured (not gloo)"
+        return
     factor = GLOO_VS_RING.get(kind, 1.0)
     row.wire = list(wire_per_rank)
     row.wire_expected = gloo_figure or [p * factor for p in row.predicted]
@@ -287,8 +293,9 @@ class ToyJob:
         if ToyJob._meter is None:
             ToyJob._meter = Meter()
             ToyJob._meter.install()  # pipelining also checks that dist.isend is the real one
-            ToyJob._meter.framing = wire.measure_framing(rank.rank)
+            if rank.backend == "gloo":  # the kernel sees gloo's TCP sockets only
+                ToyJob._meter.framing = wire.measure_framing(rank.rank)
         rep = self.module.run(Ctx(rank.rank, rank.world, rank.device, ToyJob._meter))
-        if rep is not None:
+        if rep is not None and ToyJob._meter.framing is not None:
             rep.framing = asdict(ToyJob._meter.framing)
         return rep
