@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import asdict
 
-from ledger.toys.common import SPAWN_BASELINE, TOYS, WORLDS
+from ledger.toys.catalog import SPAWN_BASELINE, TOYS, WORLDS
 
 
 def _parser() -> argparse.ArgumentParser:

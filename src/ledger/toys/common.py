@@ -20,12 +20,7 @@ import torch.distributed as dist
 from ledger.collectives import coll_bytes
 from ledger.toys import gloo, wire
 
-TOYS = ("zero", "tp", "cp", "pp", "ep")
-SPAWN_BASELINE = "spawn"  # import + init + one all-reduce: the floor of any launch
-# world sizes each toy is laid out for: 8 elements, 8 tokens and heads, 8 experts split
-# evenly; tp runs world/2 pairs; pp one stage per rank
-WORLDS = {"zero": (2, 4, 8), "tp": (2, 4, 8), "cp": (2, 4, 8), "pp": tuple(range(2, 9)),
-          "ep": (2, 4, 8), SPAWN_BASELINE: tuple(range(2, 9))}
+from ledger.toys.catalog import SPAWN_BASELINE
 WIRE_TOLERANCE = 0.01
 # gloo's wire bytes / the ring's for the same payload (ledger.toys.gloo says why)
 GLOO_VS_RING = {"reduce_scatter": 2.0}
