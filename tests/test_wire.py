@@ -137,4 +137,31 @@ def test_a_stale_distributed_environment_is_ignored_with_a_note():
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith("note: ignoring RANK=3, WORLD_SIZE=7, MASTER_ADDR=10.255.255.1,"
                                " MASTER_PORT=1 from the environment")
-    assert "toys: 6 passed, 0 failed" in r.stdout
+    assert "toys: 9 passed, 0 failed" in r.stdout
+
+
+def test_a_toy_wire_row_off_by_two_percent_fails():
+    pytest.importorskip("torch")
+    from ledger.toys.common import ByteRow, ToyReport, wire_row
+
+    rep = ToyReport("t")
+    row = ByteRow("all_gather", [300.0, 300.0], [300.0, 300.0])
+    wire_row(rep, row, [300.0, 306.0], "all_gather")  # rank 1: 2% over
+    assert [c.ok for c in rep.checks] == [False]
+    row = ByteRow("reduce_scatter", [300.0], [300.0])
+    wire_row(rep, row, [600.0], "reduce_scatter")  # gloo's all-reduce: twice the ring's
+    assert rep.checks[-1].ok and row.wire_expected == [600.0]
+
+
+def test_the_launcher_knows_nothing_of_verify():
+    import ast
+
+    from ledger.toys import launcher
+
+    from pathlib import Path
+
+    text = Path(launcher.__file__).read_text()
+    tree = ast.parse(text)
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m and m.startswith("ledger")]

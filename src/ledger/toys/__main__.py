@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import asdict
 
-from ledger.toys.common import SPAWN_BASELINE, TOYS, WORLDS
+from ledger.toys.catalog import SPAWN_BASELINE, TOYS, WORLDS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,6 +102,10 @@ def _main(argv: list[str] | None) -> int:
     if a.json:
         print(json.dumps({"ok": out.ok, "reports": [asdict(r) for r in out.reports]}, indent=1))
     elif names != [SPAWN_BASELINE]:
+        f = next((r.framing for r in out.reports if r.framing), None)
+        if f:
+            print(f"gloo framing, measured: {f['send_bytes']:g} B per message sent, "
+                  f"{f['recv_bytes']:g} B per message received; subtracted from the wire")
         print(f"toys: {len(checks) - failed} passed, {failed} failed")
     return 0 if out.ok else 1
 

@@ -12,7 +12,7 @@ calls' messages, that is the wire figure each toy holds to the ledger.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -20,12 +20,7 @@ import torch.distributed as dist
 from ledger.collectives import coll_bytes
 from ledger.toys import gloo, wire
 
-TOYS = ("zero", "tp", "cp", "pp", "ep")
-SPAWN_BASELINE = "spawn"  # import + init + one all-reduce: the floor of any launch
-# world sizes each toy is laid out for: 8 elements, 8 tokens and heads, 8 experts split
-# evenly; tp runs world/2 pairs; pp one stage per rank
-WORLDS = {"zero": (2, 4, 8), "tp": (2, 4, 8), "cp": (2, 4, 8), "pp": tuple(range(2, 9)),
-          "ep": (2, 4, 8), SPAWN_BASELINE: tuple(range(2, 9))}
+from ledger.toys.catalog import SPAWN_BASELINE
 WIRE_TOLERANCE = 0.01
 # gloo's wire bytes / the ring's for the same payload (ledger.toys.gloo says why)
 GLOO_VS_RING = {"reduce_scatter": 2.0}
@@ -68,6 +63,7 @@ class ToyReport:
     checks: list[Check] = field(default_factory=list)
     bytes: list[ByteRow] = field(default_factory=list)
     values: dict = field(default_factory=dict)
+    framing: dict | None = None  # gloo's framing as measured in this world (wire.Framing)
 
     def check(self, name: str, ok: bool, detail: str = "") -> None:
         self.checks.append(Check(name, bool(ok), detail))
@@ -113,8 +109,11 @@ class Meter:
         self.calls.append(Call(kind, n, payload, ring, ring if off_rank is None else off_rank,
                                self.tag, traffic or gloo.NONE))
 
-    def wire(self, tag: str) -> float:
-        """Kernel bytes of ``tag``'s blocks less gloo's framing for their messages."""
+    def wire(self, tag: str) -> float | None:
+        """Kernel bytes of ``tag``'s blocks less gloo's framing for their messages (None
+        off gloo: NCCL's bytes go over NVLink / IB, which no TCP counter sees)."""
+        if self.framing is None:
+            return None
         t = gloo.NONE
         for c in self.calls:
             if c.tag == tag:
@@ -246,11 +245,20 @@ def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.detach().cpu() - b.detach().cpu()).abs().max())
 
 
+def handed_check(rep: "ToyReport", row: ByteRow) -> None:
+    """The bytes handed to the collective (sizes and call counts) against the ledger's."""
+    rep.check(f"{row.collective}: bytes handed to the collectives = the ledger's",
+              row.exact)
+
+
 def wire_row(rep: "ToyReport", row: ByteRow, wire_per_rank: list[float], kind: str,
              gloo_figure: list[float] | None = None) -> None:
     """Fill ``row``'s wire column and add its check: within WIRE_TOLERANCE of the
     ledger's figure, or of gloo's own where its algorithm is not the ring (or, given,
     ``gloo_figure``: gloo's bytes for the real, uneven splits)."""
+    if any(w is None for w in wire_per_rank):
+        row.note = (row.note + "; " if row.note else "") + "wire not measured (not gloo)"
+        return
     factor = GLOO_VS_RING.get(kind, 1.0)
     row.wire = list(wire_per_rank)
     row.wire_expected = gloo_figure or [p * factor for p in row.predicted]
@@ -280,5 +288,9 @@ class ToyJob:
         if ToyJob._meter is None:
             ToyJob._meter = Meter()
             ToyJob._meter.install()  # pipelining also checks that dist.isend is the real one
-            ToyJob._meter.framing = wire.measure_framing(rank.rank)
-        return self.module.run(Ctx(rank.rank, rank.world, rank.device, ToyJob._meter))
+            if rank.backend == "gloo":  # the kernel sees gloo's TCP sockets only
+                ToyJob._meter.framing = wire.measure_framing(rank.rank)
+        rep = self.module.run(Ctx(rank.rank, rank.world, rank.device, ToyJob._meter))
+        if rep is not None and ToyJob._meter.framing is not None:
+            rep.framing = asdict(ToyJob._meter.framing)
+        return rep

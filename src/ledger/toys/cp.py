@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from ledger.model import ModelSpec
 from ledger.parallel import RING_BLOCKS_PER_STEP, ParallelConfig, cp_comms
-from ledger.toys.common import ByteRow, Ctx, ToyReport, max_err, wire_row
+from ledger.toys.common import ByteRow, Ctx, ToyReport, handed_check, max_err, wire_row
 
 TOKENS_PER_RANK, HEADS, HEAD_DIM, SEED = 2, 8, 2, 0
 WIRE_TOKENS_PER_RANK, WIRE_HEAD_DIM = 128, 32  # the wire run: 128 KiB per Ulysses
@@ -203,6 +203,7 @@ def _bytes(rep: ToyReport, n: int, got: list) -> None:
                                  [_ledger(n, kind, TOKENS_PER_RANK, HEAD_DIM)] * n,
                                  "forward only" if tag != "causal" else
                                  "forward only; two chunks per block, same bytes"))
+        handed_check(rep, rep.bytes[-1])
     for tag, kind, coll in (("ring", "ring", "send_recv"), ("causal", "ring", "send_recv"),
                             ("ulysses", "ulysses", "all_to_all")):
         row = ByteRow(f"{coll} ({tag}, {WIRE_TOKENS_PER_RANK} tokens x d {WIRE_HEAD_DIM})",

@@ -137,7 +137,8 @@ def run(ctx: Ctx) -> ToyReport | None:
     same_drops = kept.tolist() == ref_kept[r * TOKENS * TOPK:(r + 1) * TOKENS * TOPK]
     calls = [(c.payload, c.off_rank) for c in ctx.meter.calls if c.tag == "tokens"]
     *_, loads = _moe(ctx, WIRE_TOKENS, WIRE_HIDDEN, "wire")
-    wire = [(c.ring, c.wire - ctx.meter.framing.of(c.traffic.sends, c.traffic.recvs),
+    f = ctx.meter.framing
+    wire = [(c.ring, None if f is None else c.wire - f.of(c.traffic.sends, c.traffic.recvs),
              c.traffic.payload_bytes) for c in ctx.meter.calls if c.tag == "wire"]
     got = ctx.gather((send_l, flat_e.cpu().tolist(), err_f, err_g, calls, kept.tolist(),
                       same_drops, wire, loads))
@@ -202,8 +203,11 @@ def _bytes(rep: ToyReport, n: int, got: list) -> None:
                       "ledger: even routing" + (" (the busiest rank is held to it x rho)"
                                                 if side == "expert side" else ""))
         rep.bytes.append(row)
-        wire_row(rep, row, [sum(g[7][i][1] for i in idx) for g in got], "all_to_all",
+        wire_row(rep, row, [None if g[7][idx[0]][1] is None else
+                            sum(g[7][i][1] for i in idx) for g in got], "all_to_all",
                  [float(sum(g[7][i][2] for i in idx)) for g in got])
+    if rep.bytes[-1].wire is None:
+        return
     busiest = loads.index(max(loads))
     rho = max(loads) / mean
     w, want = rep.bytes[-1].wire[busiest], 2 * even * rho

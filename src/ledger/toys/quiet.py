@@ -14,16 +14,19 @@ SIGPIPE_EXIT = 141  # 128 + SIGPIPE, what a shell reports for a writer whose pip
 
 
 def run(body) -> int:
+    import signal
+
     from ledger.toys.launcher import Interrupted
 
+    def interrupted(signum, frame):
+        raise Interrupted(signum)
+    for s in (signal.SIGINT, signal.SIGTERM):  # from the first moment, torch not yet loaded
+        signal.signal(s, interrupted)
     try:
         return body()
     except Interrupted as e:
         print(f"{e} received: every rank ended", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:  # before the ranks were started
-        print("interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from ledger.parallel import ParallelConfig, tp_comms
-from ledger.toys.common import ByteRow, Ctx, ToyReport, max_err, wire_row
+from ledger.toys.common import ByteRow, Ctx, ToyReport, handed_check, max_err, wire_row
 
 X = [[1.0, 2.0]]
 A = [[1.0, 2.0], [3.0, 4.0]]
@@ -122,6 +122,7 @@ def _report(rows) -> ToyReport:
     rep.bytes.append(ByteRow("all_reduce", [sum(r["calls"]) for r in rows],
                              [predicted] * n, "activation-sized: one forward (g), one "
                              "backward (f) per MLP block"))
+    handed_check(rep, rep.bytes[-1])
     big = sum(c.bytes for c in tp_comms(ParallelConfig(tp=TP, sequence_parallel=False,
                                                        act_bytes=4),
                                         WIRE_TOKENS * len(X[0]) * 4, 0.5, "-"))

@@ -11,7 +11,8 @@ import torch
 import torch.distributed as dist
 
 from ledger.parallel import ParallelConfig, dp_group_comms
-from ledger.toys.common import ByteRow, Ctx, ToyReport, fmt_list, wire_row
+from ledger.toys.common import (ByteRow, Ctx, ToyReport, fmt_list, handed_check,
+                               wire_row)
 
 ELEMENTS = 8
 WIRE_ELEMENTS = 32768  # the same three calls at 128 KiB: gloo's framing < 1% of the wire
@@ -81,6 +82,7 @@ def _bytes(rep: ToyReport, n: int, got: list) -> None:
     for kind in KINDS:
         measured = [sum(b for k, b in g[3] if k == kind) for g in got]
         rep.bytes.append(ByteRow(kind, measured, [predicted[kind]] * n))
+        handed_check(rep, rep.bytes[-1])
     big = _ledger(n, WIRE_ELEMENTS * 4)
     for kind in KINDS:
         note = ("gloo runs reduce-scatter as an all-reduce plus a local copy: its wire "

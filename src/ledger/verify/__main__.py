@@ -7,8 +7,9 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 
-from ledger.verify.strategies import STRATEGIES, WORLD
+from ledger.toys.wire import FRAMING_SIZES
 
 
 def _rows(reports):
@@ -19,7 +20,7 @@ def _num(x, spec) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def table(rows) -> str:
+def table(rows, world: int = 4) -> str:
     """One line per (strategy, check, collective); ranks whose figures agree are folded
     together. ``payload``: ring bytes of what was handed to the collectives; ``wire``:
     the kernel's bytes less gloo's framing, held to ``expected`` (the ledger's figure,
@@ -35,7 +36,7 @@ def table(rows) -> str:
              f"{'ledger':>11}{'payload':>11}{'ratio':>7}{'wire':>11}{'expected':>11}"
              f"{'ratio':>7}  ok   note"]
     for (strategy, check, coll, pred, meas, wb, we, note), rs in groups.items():
-        ranks = "all" if len(rs) == WORLD else ",".join(str(r.rank) for r in rs)
+        ranks = "all" if len(rs) == world else ",".join(str(r.rank) for r in rs)
         lines.append(f"{strategy:<{w[0]}}{check:<{w[1]}}{coll:<{w[2]}}{ranks:<7}{pred:>11,.0f}"
                      f"{meas:>11,.0f}{rs[0].ratio:>7.3f}{_num(wb, ',.0f'):>11}"
                      f"{_num(we, ',.0f'):>11}{_num(rs[0].wire_ratio, '.3f'):>7}  "
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from ledger.toys import launcher, quiet
     from ledger.verify.runner import Strategy
+    from ledger.verify.strategies import STRATEGIES, WORLD  # torch: after the handlers
 
     p = argparse.ArgumentParser(prog="train-ledger verify", description=__doc__)
     p.add_argument("--world", type=int, default=WORLD, help=f"ranks (the strategies need {WORLD})")
@@ -77,13 +79,20 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {out.error}", file=sys.stderr)
         return 1
     rows = _rows(out.reports)
+    framing = out.reports[0].framing if out.reports else None
     if a.json:
         keys = ("check", "strategy", "collective", "predicted_bytes", "measured_bytes", "ratio",
                 "tolerance", "wire_bytes", "wire_ratio", "wire_expected", "gloo_bytes",
                 "framing_bytes", "wire_tolerance", "ok", "note", "rank")
-        print(json.dumps({"rows": [{k: getattr(r, k) for k in keys} for r in rows]}, indent=1))
+        print(json.dumps({"framing": asdict(framing) if framing else None,
+                          "rows": [{k: getattr(r, k) for k in keys} for r in rows]}, indent=1))
     else:
-        print(table(rows))
+        print(table(rows, WORLD))
+        if framing:
+            print(f"gloo framing, measured (probe messages of {', '.join(map(str, FRAMING_SIZES))}"
+                  f" B, fit bytes = a + payload): {framing.send_bytes:g} B per message sent, "
+                  f"{framing.recv_bytes:g} B per message received (largest misfit "
+                  f"{framing.fit_residual_bytes:g} B); subtracted from every wire figure")
         bad = sum(not r.ok for r in rows)
         print(f"verify: {len(rows) - bad} passed, {bad} failed")
     return 0 if all(r.ok for r in rows) else 1

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch._dynamo  # noqa: F401  DDP and FSDP2 load it on first use (~1.5 s of CPU);
+# loaded here, before the launcher forks, every rank shares one copy
+
 from ledger.verify.strategies import STRATEGIES
 
 
@@ -10,6 +13,7 @@ from ledger.verify.strategies import STRATEGIES
 class VerifyReport:
     name: str
     rows: list = field(default_factory=list)
+    framing: object = None  # gloo's framing as measured in this world (toys.wire.Framing)
 
     @property
     def ok(self) -> bool:
@@ -55,4 +59,4 @@ class Strategy:
         dist.all_gather_object(got, rows)
         if rank.rank:
             return None
-        return VerifyReport(self.name, [r for rs in got for r in rs])
+        return VerifyReport(self.name, [r for rs in got for r in rs], Strategy.framing)
