@@ -63,6 +63,12 @@ def _build(name, impl="sdpa"):
         cfg = transformers.Gemma2Config(**BASE, sliding_window=WINDOW)
         return (cfg, gemma2.Gemma2DecoderLayer, gemma2.Gemma2RotaryEmbedding,
                 dict(spec, layer_norms=4, attn_logit_softcap=cfg.attn_logit_softcapping))
+    if name == "olmo2":  # post-norms only, qk-norm over all heads at once
+        from transformers.models.olmo2 import modeling_olmo2 as olmo2
+
+        cfg = transformers.Olmo2Config(**{k: v for k, v in BASE.items() if k != "head_dim"})
+        return (cfg, olmo2.Olmo2DecoderLayer, olmo2.Olmo2RotaryEmbedding,
+                dict(spec, qk_norm="full"))
     if name == "llama":
         return (transformers.LlamaConfig(**BASE), llama.LlamaDecoderLayer,
                 llama.LlamaRotaryEmbedding, spec)
@@ -146,6 +152,9 @@ def residue(name, impl, dtype):
     if name == "gemma2":  # Gemma2RMSNorm: (x_hat * (1 + w)).type_as(x), in fp32 (:54-62)
         r["x_hat kept in fp32, not the activation dtype, by 4 norms"] = 4 * T * H * (4 - e)
         r["each norm's fp32 (1 + weight), a per-layer copy"] = 4 * H * 4
+    if name == "olmo2":  # Olmo2RMSNorm: (w * x_hat).to(dtype), x_hat in fp32 (:59-64)
+        r["x_hat kept in fp32 by the two post-norms, q_norm and k_norm"] = (
+            T * (2 * H + HEADS * D + KV * D) * (4 - e))
     if name == "starcoder2" and e != 4:  # CPU's native_layer_norm: mean/rstd in bf16
         r["LayerNorm mean and rstd in the input dtype, not fp32 (CPU kernel)"] = (
             -2 * 2 * T * (4 - e))
@@ -165,7 +174,10 @@ def residue(name, impl, dtype):
     return r
 
 
-MODELS = ["llama", "starcoder2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3"]
+# where the unmodelled residue exceeds 3% in bf16 at these sizes, and why
+BEYOND_3_PERCENT = {"deepseek_v3": "the router's fp32 copies of its input and weight",
+                    "olmo2": "Olmo2RMSNorm keeps x_hat in fp32 (the weight multiplies first)"}
+MODELS = ["llama", "starcoder2", "olmo2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3"]
 NEEDS = {"qwen3": "qk_norm", "qwen3_moe": "qk_norm", "deepseek_v3": "kv_lora_rank"}
 
 
@@ -182,7 +194,7 @@ def test_hf_layer_matches_ledger(name, impl, dtype):
     assert got == want + explained, (got, want, explained, kept)
     if routed is not None:  # the routing is real: uneven, every token to top_k experts
         assert int(routed.sum()) == T * K and int(routed.max()) > int(routed.min())
-    if name != "deepseek_v3":  # DeepSeek's fp32 router copies are ~10% at these sizes
+    if name not in BEYOND_3_PERCENT:
         assert abs(got - want) / got <= 0.03
 
 
