@@ -327,3 +327,17 @@ def test_layer_split_and_stages_sum_to_params(tmp_path, name):
     if not m.tied_embeddings:  # with pp > 1 a tied embedding is held twice, by design
         ranks = stage_params(m, ParallelConfig(pp=4))
         assert sum(d + e for d, e in ranks) == m.params
+
+
+def test_a_config_saved_by_transformers_reads_back(tmp_path):
+    """transformers 5 writes Qwen3-MoE's expert count as num_local_experts (its
+    attribute_map): a saved config must not fall back to the 128-expert default."""
+    kw = {k: v for k, v in SMALL.items()}
+    config = transformers.AutoConfig.for_model("qwen3_moe", num_experts=4, num_experts_per_tok=2,
+                                               moe_intermediate_size=12, **kw)
+    config.save_pretrained(tmp_path)
+    m = from_hf_config(tmp_path / "config.json")
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    assert m.num_experts == 4
+    assert m.params == sum(p.numel() for p in model.parameters())

@@ -68,11 +68,18 @@ def _sparse_layers(r, layers):
     return tuple(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
 
 
-def _experts(r, key, default, dense_ok=False):
+def _experts(r, key, default, dense_ok=False, alias=None):
     """The routed-expert count. transformers builds a router even for one expert, the
     ledger's MoE needs two or more: 1 (and 0 where the family has no dense fallback,
-    unlike Qwen-MoE's ``num_experts > 0`` test, modeling_qwen3_moe.py:308) is refused."""
-    e = r.get(key, default)
+    unlike Qwen-MoE's ``num_experts > 0`` test, modeling_qwen3_moe.py:308) is refused.
+    ``alias``: the name a config class's attribute_map writes the count under."""
+    e = r.get(key, None)
+    if alias is not None and alias in r.cfg:
+        other = r.get(alias)
+        if e is not None and e != other:
+            raise LedgerError("config.json", f"{key!r} = {e} and {alias!r} = {other} disagree")
+        e = other
+    e = default if e is None else e
     if e == 1 or (e == 0 and not dense_ok):
         raise LedgerError("config.json", f"{key!r} = {e} is not supported for model_type "
                                          f"{r.kind!r} (an MoE needs 2 or more experts)")
@@ -117,7 +124,8 @@ def qwen3(r):  # configuration_qwen3.py:62-80; q_norm/k_norm over head_dim
 
 def qwen3_moe(r):  # configuration_qwen3_moe.py:81-105
     f, cap = _decoder(r, kv=4, head_dim=None, tied=False, maxpos=32768)
-    e = _experts(r, "num_experts", 128, dense_ok=True)
+    # transformers 5 writes the count as num_local_experts (configuration_qwen3_moe.py:51-53)
+    e = _experts(r, "num_experts", 128, dense_ok=True, alias="num_local_experts")
     moe = {"num_experts": e, "top_k": r.get("num_experts_per_tok", 8),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 768),
            "moe_layer_ids": _sparse_layers(r, f["layers"])} if e > 1 else {}
