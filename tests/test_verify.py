@@ -58,8 +58,8 @@ def verify_rows():
 def test_verify_on_real_processes(verify_rows):
     rows = verify_rows
     strategies = {row["strategy"] for row in rows}
-    assert {"DDP", "FSDP2 reshard", "FSDP2 no reshard", "FSDP2 bf16", "HSDP 2x2", "DTensor TP",
-            "DTensor TP + SP", "pipelining GPipe", "pipelining 1F1B",
+    assert {"DDP", "FSDP2 reshard", "FSDP2 no reshard", "FSDP2 bf16, h x 2", "HSDP 2x2",
+            "DTensor TP", "DTensor TP + SP", "pipelining GPipe", "pipelining 1F1B",
             "expert all-to-all"} <= strategies
     assert all(row["ok"] for row in rows)
     for row in rows:
@@ -95,6 +95,16 @@ def test_wire_bytes_by_hand(verify_rows):
     interior = {row["wire_bytes"] for row in rows if row["strategy"] == "pipelining 1F1B"
                 and row["rank"] in (1, 2)}
     assert interior == {8 * 32768}
+    # bf16 at twice the width: 2 x 128 x 128 + 2 x 147712 + 128 = 328320 params, 2 B each,
+    # gathered twice: 2 x 3/4 x 656640; gloo's reduce-scatter of the bf16 grads likewise
+    assert _wire(rows, "FSDP2 bf16, h x 2", "all_gather") == 984960
+    assert _wire(rows, "FSDP2 bf16, h x 2", "reduce_scatter") == 984960
+
+
+def test_framing_is_under_one_percent_of_every_wire_row(verify_rows):
+    for row in verify_rows:
+        if row["framing_bytes"]:
+            assert row["framing_bytes"] < 0.01 * (row["wire_bytes"] + row["framing_bytes"]), row
 
 
 def test_expert_rows_route_real_tokens(verify_rows):
