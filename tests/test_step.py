@@ -51,18 +51,18 @@ def _errors(rows, source=None, role=None):
 
 
 def test_calibration_rows(validation):
-    """The declared calibration set: Korthikanti's eight rows, mean |error| <= 4%, max <= 8%
+    """The declared calibration set: Korthikanti's eight rows, mean |error| <= 3%, max <= 6%
     (a published analytic model reaches 3.65% mean on them)."""
     errs = _errors(validation, role="calibration")
     assert len(errs) == 8 and {r.source for r, _ in validation if r.role == "calibration"} == \
         {"Korthikanti 2022"}
-    assert sum(errs) / len(errs) <= 0.04 and max(errs) <= 0.08, errs
+    assert sum(errs) / len(errs) <= 0.03 and max(errs) <= 0.06, errs
 
 
 def test_prediction_rows(validation):
     """Rows no constant was fitted on, per source: the bar each meets today."""
-    bars = {"Narayanan 2021": (10, 0.06), "Llama 3 2024": (3, 0.45),
-            "Megatron-LM H100": (9, 0.25), "torchtitan FSDP2": (8, 0.15)}
+    bars = {"Narayanan 2021": (10, 0.05), "Llama 3 2024": (3, 0.50),
+            "Megatron-LM H100": (9, 0.20), "torchtitan FSDP2": (8, 0.12)}
     for source, (count, bar) in bars.items():
         errs = _errors(validation, source)
         assert len(errs) == count and sum(errs) / len(errs) <= bar, (source, errs)

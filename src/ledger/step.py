@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ledger.collectives import ring_bytes as coll_bytes
-from ledger.comms import dp_collective_counts, ring_kv_block_bytes, tp_comms
+from ledger.comms import (cp_comms, dp_collective_counts, ep_comms, forward_passes,
+                          ring_kv_block_bytes, tp_comms)
 from ledger.errors import LedgerError
 from ledger.flops import matmul_params_per_token, model_flops_per_token  # noqa: F401
 from ledger.footprint import Capacity
@@ -66,9 +66,9 @@ class Calibration:
     calibration set (ledger.validation.CALIBRATION: Korthikanti et al. 2022's eight A100
     rows) and shipped as it prints them; the rest are set from their sources, not fitted."""
 
-    gemm_half_balance: float = 0.40  # GEMM dimension halving its efficiency, in units of
+    gemm_half_balance: float = 0.60  # GEMM dimension halving its efficiency, in units of
     # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
-    elementwise_traffic: float = 2.0  # HBM bytes moved by non-GEMM kernels / activation bytes
+    elementwise_traffic: float = 2.5  # HBM bytes moved by non-GEMM kernels / activation bytes
     dp_overlap_hidden: float = 0.9  # share of the compute a DP collective can hide under
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
@@ -148,14 +148,6 @@ class _Layer:
         return out
 
 
-def _collective_s(kind: str, n, payload, link, system: System, calls=1.0):
-    """alpha-beta per call: (n-1) latency hops (2(n-1) for all-reduce) + ring bytes /
-    bandwidth - so a collective's efficiency falls with its message size, by link."""
-    hops = (2 if kind == "all_reduce" else 1) * (n - 1)
-    return calls * hops * system.latency(link) + coll_bytes(kind, n, payload) * calls \
-        / system.bandwidth(link)
-
-
 def _layer_gemms(model: ModelSpec, cfg, tokens, gpu, cal):
     """Forward GEMM seconds of one layer: QKV, output projection, MLP (dense share), the
     routed and shared experts (MoE share)."""
@@ -180,16 +172,20 @@ def _layer_gemms(model: ModelSpec, cfg, tokens, gpu, cal):
 
 def _tp_times(cfg, s_act, gemm, links, system, tp_overlap: bool):
     """TP seconds per layer and micro-batch, forward and backward, from ledger.comms'
-    rows: the forward moves the reduce-scatters' worth of bytes (2 RS + 2 AG under SP,
-    or 2 all-reduces), the backward the rest (their conjugates and any input
-    re-gather). Latency: 4 calls of (tp - 1) hops per direction, pro rata to bytes."""
+    rows. One forward pass moves 2 RS + 2 AG under SP (2 all-reduces without): the
+    reduce-scatters' bytes split over the F + 1 passes that make them (F forwards, F = 2
+    under full recompute, and the backward), twice; the backward is everything else
+    (conjugates and any input re-gather) less the recomputed forward, which
+    ``_Layer.backward`` adds itself. Latency: 4 calls of (tp - 1) hops per direction,
+    pro rata to bytes."""
     rows = tp_comms(cfg, s_act, 1.0, links["tp"])
-    m = cfg.num_microbatches
+    m, passes = cfg.num_microbatches, forward_passes(cfg) + 1
     total = sum(r.bytes for r in rows) / m
-    fwd = total / 2
+    fwd = total / passes
     for r in rows:
         if r.kind == "reduce_scatter":
-            fwd = r.bytes / m
+            fwd = 2 * r.bytes / m / passes
+    total = total - (passes - 2) * fwd  # the recomputed forward is not the backward's
     bw, lat = system.bandwidth(links["tp"]), system.latency(links["tp"])
     hops = 4 * (cfg.tp - 1) * lat
     t_f = fwd / bw + hops
@@ -203,7 +199,7 @@ def _tp_times(cfg, s_act, gemm, links, system, tp_overlap: bool):
 def _cp_times(model, cfg, tokens, attention, links, system):
     """Ring: cp - 1 steps, each passing one K/V block (ledger.comms) forward and K/V +
     dK/dV backward, each hidden under that step's share of attention (1/cp of it).
-    Ulysses: the Q/K/V/O all-to-alls, exposed, the same backward."""
+    Ulysses: the Q/K/V/O all-to-alls of ledger.comms, exposed, the same backward."""
     link = links["cp"]
     if cfg.cp_kind == "ring":
         block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
@@ -211,9 +207,9 @@ def _cp_times(model, cfg, tokens, attention, links, system):
         steps, per_step = cfg.cp - 1, attention / cfg.cp
         return (steps * np.maximum(0.0, hop - per_step),
                 steps * np.maximum(0.0, 2 * hop - 2 * per_step))
-    q_dim = model.heads * model.head_dim
-    qkvo = tokens * (2 * q_dim + 2 * model.kv_dim) / cfg.tp * cfg.act_bytes
-    t = _collective_s("all_to_all", cfg.cp, qkvo, link, system)
+    per_pass = cp_comms(model, cfg, tokens, 1.0, link)[0].bytes / cfg.num_microbatches \
+        / (forward_passes(cfg) + 1)  # the forward's, the backward's and a recompute's
+    t = per_pass / system.bandwidth(link) + 2 * (cfg.cp - 1) * system.latency(link)
     return t, t
 
 
@@ -245,10 +241,11 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     s_act = tokens * model.hidden * cfg.act_bytes
     tp_f, tp_b = _tp_times(cfg, s_act, gemm, links, system, tp_overlap)
     cp_f, cp_b = _cp_times(model, cfg, tokens, attention, links, system)
-    topk = model.top_k if model.is_moe else cfg.moe.topk
-    routed = tokens * model.hidden * cfg.act_bytes * topk * cfg.moe.capacity_factor
-    moe_share = model.moe_layers / model.layers if model.is_moe else 1.0
-    ep = 2 * _collective_s("all_to_all", cfg.ep, routed, links["ep"], system) * moe_share
+    moe_layers = model.moe_layers if model.is_moe else model.layers
+    per_pass = ep_comms(model, cfg, tokens, links["ep"])[0].bytes * cfg.pp \
+        / (moe_layers * cfg.num_microbatches * (forward_passes(cfg) + 1))  # per MoE layer
+    ep = (per_pass / system.bandwidth(links["ep"])  # dispatch + combine: 2 calls
+          + 2 * (cfg.ep - 1) * system.latency(links["ep"])) * moe_layers / model.layers
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep)
 
 
