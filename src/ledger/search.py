@@ -3,9 +3,10 @@
 Candidates are enumerated over tp, cp (ring / Ulysses), pp, vp (up to layers / pp) and
 schedule, dp, ep, ZeRO 0-3 and HSDP shard sizes, sequence parallelism, TP comm-GEMM
 overlap, micro-batch size and recompute; num_microbatches follows from the global batch.
-A placement fits when its peak memory stays ``headroom`` below the usable capacity. The grid is priced with numpy through
-the same formulas one placement uses (ledger.comms, ledger.step): candidates that share
-their categorical fields form one group, their sizes are arrays. Nothing about "TP
+A placement fits when its peak memory stays ``headroom`` below the usable capacity. The
+grid is priced with numpy through the same formulas one placement uses (ledger.comms,
+ledger.step): candidates that share their categorical fields form one group, their sizes
+are arrays. Nothing about "TP
 inside the node" or "PP on the slowest link" is written here: it must fall out of the
 costs.
 """
@@ -323,7 +324,8 @@ def _config(g, i, framework: str, flash: bool = True,
 
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
     """Row ``i`` as a Plan; ``conf``: (framework, flash, precision) for its config."""
-    return Plan(_config(g, i, *conf), float(step[i]), flops / (gpus * system.gpu.bf16_flops * step[i]),
+    mfu = flops / (gpus * system.gpu.bf16_flops * step[i])
+    return Plan(_config(g, i, *conf), float(step[i]), float(mfu),
                 float(mem[i]), float(limit - mem[i]),
                 {k: float(v[i]) for k, v in parts.items() if v[i] > 1e-12},
                 tp_overlap=bool(g["tpov"][i]))

@@ -54,9 +54,10 @@ from ledger.stages import rank_layers
 from ledger.system import System
 
 # Megatron-Core's DDP bucket: max(40M, 1M x dp) parameters per bucket
-# (megatron/core/distributed/distributed_data_parallel.py, bucket_size default); every
+# (megatron/core/distributed/distributed_data_parallel.py:134 at d98e8a64dd); every
 # bucket is one collective call, so DP latency is paid per bucket.
 DP_BUCKET_PARAMS = 40_000_000
+DP_BUCKET_PARAMS_PER_RANK = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -269,18 +270,20 @@ def dp_split(rows, cfg, system: System, layers):
     gathers - in the forwards, and half of them in the backwards when parameters are
     resharded after forward - and the reduce-scatters (and HSDP replica all-reduces) a
     framework runs after every micro-batch's backward, in the backwards;
-    ``comms.dp_collective_counts`` says how often, one call per layer each time. At the step's end, bucketed (DP_BUCKET_PARAMS,
-    one latency per call): a once-per-step gradient reduction (DDP, ZeRO-1, unsharded
-    accumulation) and ZeRO-1/2's parameter all-gather."""
+    ``comms.dp_collective_counts`` says how often, one call per layer each time. At the
+    step's end, bucketed (Megatron's bucket size, one latency per call): a once-per-step
+    gradient reduction (DDP, ZeRO-1, unsharded accumulation) and ZeRO-1/2's parameter
+    all-gather."""
     reduces, gathers = dp_collective_counts(cfg)
     n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
     per_mb_grads = (cfg.zero_stage >= 2) & (np.asarray(reduces) > 1)
+    bucket = np.maximum(DP_BUCKET_PARAMS, DP_BUCKET_PARAMS_PER_RANK * n)
     fwd = bwd = grads = params = gather = 0.0
     in_bwd = np.where(cfg.reshard_after_forward, 0.5, 0.0)  # the re-gathers for backward
     for r in rows:
         seconds = r.bytes / system.bandwidth(r.link)
         hops = (2 if r.kind == "all_reduce" else 1) * (n - 1) * system.latency(r.link)
-        buckets = np.ceil(r.bytes / (4.0 * DP_BUCKET_PARAMS))  # fp32 buckets; 0 if empty
+        buckets = np.ceil(r.bytes / (4.0 * bucket))  # fp32 grads per bucket; 0 if empty
         if r.kind == "all_gather":
             if cfg.zero_stage == 3:
                 calls = layers * gathers * (r.bytes > 0)
