@@ -237,8 +237,9 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
                     heads=model.heads, tp=cfg.tp, cp=cfg.cp,
                     sequence_parallel=cfg.sequence_parallel, flash=flash)
     traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
-    elementwise = traffic * act(cfg.flash_attention)
-    core = traffic * (act(cfg.flash_attention) - act(True))
+    saved = act(cfg.flash_attention)
+    elementwise = traffic * saved
+    core = traffic * (saved - act(True)) if not cfg.flash_attention else 0.0 * saved
     s_act = tokens * model.hidden * cfg.act_bytes
     tp_f, tp_b = _tp_times(cfg, s_act, gemm, links, system, tp_overlap)
     cp_f, cp_b = _cp_times(model, cfg, tokens, attention, links, system)
