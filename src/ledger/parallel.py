@@ -42,6 +42,7 @@ from ledger.comms import (  # noqa: F401  (re-exported: the seed's names live he
 )
 from ledger.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes, overhead_bytes,
                               shard_state)
+from ledger.fp8 import with_weights as with_fp8_weights
 from ledger.frameworks import get as get_framework
 from ledger.layout import DEFAULT_ORDER, Layout
 from ledger.memory import RECOMPUTE, StateBytes, state_bytes
@@ -221,8 +222,10 @@ def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
 def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> StateBytes:
     """The even split: tp x pp divide every byte (ep the expert bytes), ZeRO the rest."""
     f, mp = expert_fraction(model, cfg), cfg.tp * cfg.pp
-    return shard_state(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg,
-                       framework_of(cfg))
+    out = shard_state(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg,
+                      framework_of(cfg))
+    kinds, counts = layer_kinds(model, 1, 1, False)  # + FP8 weight copies (ledger.fp8)
+    return with_fp8_weights(out, model, cfg, framework_of(cfg), counts[0] / cfg.pp, kinds)
 
 
 def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None):
@@ -308,7 +311,8 @@ def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     unit = largest_unit_params(model, cfg)
     out = []
     for r, (dense, expert) in enumerate(stage_params(model, cfg)):
-        state = shard_state(per_param.scaled(dense), per_param.scaled(expert), cfg, fw)
+        state = with_fp8_weights(shard_state(per_param.scaled(dense), per_param.scaled(expert),
+                                             cfg, fw), model, cfg, fw, counts[r], kinds)
         alive = inflight[min(r, len(inflight) - 1)]
         acts = sum(n * a for n, a in zip(counts[r], per_kind)) * alive
         logits = logits_bytes(model, cfg, fw) * alive * (r == out_rank)
