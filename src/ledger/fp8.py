@@ -309,7 +309,9 @@ SOURCES = {
                    "in FP8 for the linear layers' backward; the attention output in E5M6; the "
                    "MoE SwiGLU input cached in FP8 and its output recomputed; activations "
                    "before the MoE up-projections and gradients before the down-projections "
-                   "dispatched in FP8, forward and backward combine in BF16). Not stated there "
+                   "dispatched in FP8, forward and backward combine in BF16; DeepEP, its "
+                   "all-to-all library, benchmarks 'FP8 dispatching and BF16 combining': "
+                   "deepseek-ai/DeepEP README.md, Performance). Not stated there "
                    "and assumed here: BF16 working weights with cached FP8 copies, as TE's "
                    "blockwise recipe keeps them",
 }

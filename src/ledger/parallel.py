@@ -350,8 +350,10 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
              + dp_comms(model, st, cfg, lay)
              + ep_comms(model, cfg, tokens, lay.link("ep")) if c.bytes > 0]
     fw, per_param = framework_of(cfg), st.scaled(1 / model.params)
-    stages = [shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw)
-              for d, e in stage_params(model, cfg)]
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    stages = [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
+                               model, cfg, fw, counts[r], kinds)
+              for r, (d, e) in enumerate(stage_params(model, cfg))]
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
     bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
     if cfg.pp > 1:
