@@ -185,3 +185,10 @@ def test_cli_report_names_the_recipe(capsys):
     assert json.loads(capsys.readouterr().out)["fp8_recipe"] == "blockwise"
     assert main(["report", "llama3-8b", "--gpus", "8", "--precision", "fp8"]) == 0
     assert "fp8 recipe          delayed: TE DelayedScaling" in capsys.readouterr().out
+
+
+def test_every_gpu_preset_names_its_source(capsys):
+    assert main(["gpus", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["name"] for r in rows} == set(GPUS)
+    assert all("datasheet" in r["source"] for r in rows)

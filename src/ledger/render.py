@@ -220,7 +220,7 @@ def models_json(specs) -> list[dict]:
 
 def gpus_json() -> list[dict]:
     """Every GPU preset with its datasheet figures and its usual cluster's links."""
-    from ledger.system import GPUS, system
+    from ledger.system import GPU_SOURCES, GPUS, system
 
     out = []
     for name, g in GPUS.items():
@@ -230,7 +230,7 @@ def gpus_json() -> list[dict]:
                     "hbm_TBps": g.hbm_bytes_per_s / 1e12,
                     "nvlink_GBps": s.intra_bytes_per_s / 1e9,
                     "network_GBps": s.inter_bytes_per_s / 1e9,
-                    "gemm_efficiency": g.gemm_efficiency})
+                    "gemm_efficiency": g.gemm_efficiency, "source": GPU_SOURCES[name]})
     return out
 
 
