@@ -93,6 +93,14 @@ class Framework:
         acts = self.activations if not rec.act_bytes else f"{self.activations}+fp8-{rec.name}"
         return replace(self, fp8=rec, moment_bytes=moments, activations=acts)
 
+    def fp8_tp_gather_ratio(self) -> float:
+        """SP all-gather bytes relative to BF16 (``ledger.fp8.tp_gather_ratio``)."""
+        return fp8_recipes.tp_gather_ratio(self)
+
+    def fp8_gathered_param_ratio(self, model) -> float:
+        """Param all-gather bytes per param-state byte (``ledger.fp8.gathered_param_ratio``)."""
+        return fp8_recipes.gathered_param_ratio(model, self)
+
     def reshard_after_forward(self, pp: int) -> bool:
         return self.reshard == "always" or pp == 1
 

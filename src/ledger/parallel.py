@@ -222,10 +222,8 @@ def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
 def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> StateBytes:
     """The even split: tp x pp divide every byte (ep the expert bytes), ZeRO the rest."""
     f, mp = expert_fraction(model, cfg), cfg.tp * cfg.pp
-    out = shard_state(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg,
-                      framework_of(cfg))
-    kinds, counts = layer_kinds(model, 1, 1, False)  # + FP8 weight copies (ledger.fp8)
-    return with_fp8_weights(out, model, cfg, framework_of(cfg), counts[0] / cfg.pp, kinds)
+    return shard_state(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg,
+                       framework_of(cfg))
 
 
 def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None):
@@ -361,7 +359,9 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
                                               cfg.vp)
     ranks = memory_by_rank(model, cfg, st, inflight)
     top = max(ranks, key=lambda m: m.total_bytes)
-    return Placement(per_gpu_state(model, st, cfg), comms, bubble, tokens,
+    even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
+                            counts.sum(axis=0) / cfg.pp, kinds)
+    return Placement(even, comms, bubble, tokens,
                      activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
                      heaviest, cfg.world, inflight, top.rank, top.activations_bytes,
                      top.total_bytes, top, tuple(ranks))
