@@ -192,3 +192,14 @@ def test_every_gpu_preset_names_its_source(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert {r["name"] for r in rows} == set(GPUS)
     assert all("datasheet" in r["source"] for r in rows)
+
+
+def test_deepseek_dispatches_fp8_and_combines_bf16():
+    """DeepSeek-V3 sec. 3.3.3: FP8 with a 4 B scale per 128 elements one way, BF16 back:
+    the four all-to-alls of a layer average (1 + 4/128 + 2) / 2 / 2 of their BF16 bytes."""
+    from ledger.fp8 import ep_element_bytes, ep_wire_ratio
+
+    fw = get("megatron", "fp8-deepseek-v3")
+    assert ep_element_bytes(fw) == {"dispatch": 1 + TILE, "combine": 2}
+    assert ep_wire_ratio(fw) == pytest.approx((1 + TILE + 2) / 4)
+    assert ep_element_bytes(get("megatron", "fp8-blockwise")) == {"dispatch": 2, "combine": 2}

@@ -10,6 +10,14 @@ scheme (arXiv:2412.19437 sec. 3.3). A precision string carries the choice throug
 ledger: ``"fp8"`` (the framework's default recipe), ``"fp8-<recipe>"``, and a
 ``"+param-gather"`` suffix for FP8 parameters all-gathered in FP8.
 
+For the time model (``ledger.step``): ``gemm_precision(fw, gemm, pass_)`` says whether a
+GEMM (``GEMMS``: qkv, attn_out, mla_down/up, mlp_up/down, experts_up/down, shared_up/down
+run in FP8; router, attention_core, output_head stay BF16) runs in FP8 in a pass
+(fprop, dgrad, wgrad); ``peak_flops(gpu, fw, gemm, pass_)`` gives the peak to divide its
+FLOPs by (refusing a GPU without FP8); ``fw`` is ``ledger.comms.framework_of(cfg)``. The
+bytes on the wire are already in ``ledger.comms``' rows (TP all-gathers, param
+all-gathers); ``ep_element_bytes`` gives the MoE dispatcher's per-direction dtype.
+
 Bytes per element: an FP8 value is 1 B; a block-scaled one adds its fp32 scale shared by
 the block (1x128 tile: 4/128 B, 128x128 block: 4/16384 B).
 
@@ -197,7 +205,8 @@ def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
     total = 0.0
     for n, (moe, _window) in zip(layer_counts, kinds):
         split, repl, routed, tensors = gemm_weights(model, bool(moe))
-        elems = split / cfg.tp + repl + routed / (cfg.tp * cfg.ep)
+        etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp  # expert TP
+        elems = split / cfg.tp + repl + routed / (etp * cfg.ep)
         total += n * (elems * per + tensors * rec.meta_bytes_per_weight)
     return total
 
@@ -225,6 +234,16 @@ def tp_gather_ratio(fw) -> float:
     move FP8 under Transformer Engine: bytes relative to the BF16 activation."""
     rec = getattr(fw, "fp8", None)
     return rec.tp_gather_bytes / 2 if rec is not None and rec.tp_gather_bytes else 1.0
+
+
+def ep_element_bytes(fw, act_bytes: float = 2) -> dict[str, float]:
+    """Bytes per element of each MoE all-to-all: the dispatch direction (forward
+    dispatch, and in backward the gradient sent back to the experts before their down
+    projections) and the combine direction (forward combine, backward gradient of the
+    dispatch). DeepSeek-V3 sec. 3.3.3: FP8 (+ 1x128 scales) one way, BF16 the other."""
+    rec = getattr(fw, "fp8", None)
+    dispatch = rec.ep_dispatch_bytes if rec is not None and rec.ep_dispatch_bytes else act_bytes
+    return {"dispatch": dispatch, "combine": act_bytes}
 
 
 def ep_wire_ratio(fw, act_bytes: float = 2) -> float:
