@@ -203,3 +203,22 @@ def test_deepseek_dispatches_fp8_and_combines_bf16():
     assert ep_element_bytes(fw) == {"dispatch": 1 + TILE, "combine": 2}
     assert ep_wire_ratio(fw) == pytest.approx((1 + TILE + 2) / 4)
     assert ep_element_bytes(get("megatron", "fp8-blockwise")) == {"dispatch": 2, "combine": 2}
+
+
+@pytest.mark.parametrize("precision,per_layer", [
+    # 2 B of FP8 copies per GEMM weight + 40 B of delayed-scaling meta per GEMM module
+    ("fp8-delayed", 2 * 407_306_240 + 15 * 40),
+    ("fp8-blockwise", 2 * 407_306_240 * (1 + 1 / 4096)),
+])
+def test_deepseek_v3_placement_fp8_weight_copies(precision, per_layer):
+    """DeepSeek-V3 PP 16, EP 64, dp 128, ZeRO-1: PP rank 5 holds 4 MoE layers (61 layers
+    over 16 stages: 3, 3, then 4s). Per MoE layer one GPU quantizes MLA's q_a 7168 x 1536,
+    q_b 1536 x 128 x 192, kv_a 7168 x 576, kv_b 512 x 128 x 256, o 128 x 128 x 7168
+    (187,105,280), the shared expert 3 x 7168 x 2048 (44,040,192) and its 256 / 64 = 4
+    routed experts (176,160,768): 407,306,240 weights in 5 + 2 + 4 x 2 = 15 modules."""
+    assert 11_010_048 + 37_748_736 + 4_128_768 + 16_777_216 + 117_440_512 == 187_105_280
+    assert 187_105_280 + 44_040_192 + 4 * 44_040_192 == 407_306_240
+    kw = dict(pp=16, dp=128, ep=64, zero_stage=1, num_microbatches=16)
+    base = place(deepseek_v3(), ParallelConfig(**kw)).memory_by_rank[5].state_bytes
+    fp8 = place(deepseek_v3(), ParallelConfig(**kw, precision=precision)).memory_by_rank[5]
+    assert fp8.state_bytes - base == pytest.approx(4 * per_layer)

@@ -168,8 +168,9 @@ def peak_flops(gpu, fw, gemm: str, pass_: str = "fprop") -> float:
 
 
 def gemm_weights(model, moe: bool) -> tuple[float, float, float, int]:
-    """(split by TP, replicated, routed, weight tensors) GEMM weights of one layer - the
-    weights an FP8 recipe quantizes. Norms, biases, sinks and the router stay BF16."""
+    """(split by TP, replicated, routed, dense weight tensors) GEMM weights of one layer -
+    the weights an FP8 recipe quantizes (each routed expert adds 2 tensors: fc1, fc2).
+    Norms, biases, sinks and the router stay BF16."""
     h, a = model.hidden, model.heads
     o = a * model.v_head_dim * h
     if getattr(model, "attention", "mha") == "mla":
@@ -187,7 +188,7 @@ def gemm_weights(model, moe: bool) -> tuple[float, float, float, int]:
         return split + mats * h * model.ffn_hidden, repl, 0, tensors + 2
     shared = mats * h * model.shared_ffn if model.shared_experts else 0
     routed = model.num_experts * mats * h * model.moe_ffn_hidden
-    return split + shared, repl, routed, tensors + 2 * bool(shared) + 2 * model.num_experts
+    return split + shared, repl, routed, tensors + 2 * bool(shared)
 
 
 def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
@@ -207,6 +208,7 @@ def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
         split, repl, routed, tensors = gemm_weights(model, bool(moe))
         etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp  # expert TP
         elems = split / cfg.tp + repl + routed / (etp * cfg.ep)
+        tensors = tensors + 2 * model.num_experts / cfg.ep * bool(routed)  # local experts
         total += n * (elems * per + tensors * rec.meta_bytes_per_weight)
     return total
 
