@@ -18,9 +18,10 @@ saved tensor (a linear keeps its input either way; measured on Starcoder2's laye
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from ledger.errors import LedgerError
+from ledger.fp8 import gemm_input_bytes as _gi, mlp_width_bytes as _mlp_f, saved_inputs
 from ledger.model import ModelSpec
 
 RECOMPUTE = ("none", "selective", "full")
@@ -68,6 +69,11 @@ class SavedTensors:
     routed_output: str = "act"  # their dtype (torchtitan scores an fp32 copy)
     routed_prob: str = "fp32"  # the gate weight of each routed token
     routed_index_bytes: int = 16  # per routed token (token and slot positions)
+    # -- FP8 (``ledger.fp8``): a GEMM input saved in FP8 (+ scales), 0: the act dtype; the
+    #   attention output kept once in its own format (0: flash's copy + the projection's)
+    fp8_input_bytes: float = 0.0
+    attn_out_bytes: float = 0.0
+    expert_swiglu_recompute: bool = False  # experts keep the SwiGLU input (in FP8) only
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,26 +152,29 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     a, kv, d = model.heads, model.kv_heads, model.head_dim
     q_lora, kv_lora, rope, nope, v_dim = _mla(model)
     norm = _norm(model.hidden, t, e, layernorm=model.norm == "layernorm") * tokens / sp_div
-    norm = norm + model.hidden * e * tokens / (sp_div if t.sp_gemm_input_shard else 1)
+    gi = _gi(t, e)
+    norm = norm + model.hidden * gi * tokens / (sp_div if t.sp_gemm_input_shard else 1)
     extra = 0.0  # MLA latents, qk-norms
     if kv_lora:  # MLA: the compressed latent (+ shared rope key) and the q latent
-        lat = _norm(kv_lora, t, e) + kv_lora * e  # latent norm + the up-projection's input
+        lat = _norm(kv_lora, t, e) + kv_lora * gi  # latent norm + the up-projection's input
         if q_lora:
-            lat += _norm(q_lora, t, e) + q_lora * e
+            lat += _norm(q_lora, t, e) + q_lora * gi
         extra = lat * tokens / sp_div
         qk, v_w, kv_heads = nope + rope, v_dim, a  # keys expanded to every head
     else:
         qk, v_w, kv_heads = d, d, kv
     extra = extra + _qk_norm(model, t, e) * tokens / tp
     out = a * v_w
+    # the output: in its own format, or flash's copy + the projection's FP8 one (eager: that)
+    out_b = t.attn_out_bytes or (e + t.fp8_input_bytes if flash else gi)
     if flash:
         k_heads = a if t.flash_kv_repeated else kv_heads
-        per_tok = (a * qk + k_heads * (qk + v_w) + out) * e + a * _b(t.flash_lse, e)
+        per_tok = (a * qk + k_heads * (qk + v_w)) * e + out * out_b + a * _b(t.flash_lse, e)
         if kv_lora and t.mla_flash_copies:
             per_tok = per_tok + (a * nope + out) * e
         scores = 0.0
     else:  # q, k and v at every head, the contiguous output copy the projection reads
-        per_tok = (a * qk + a * (qk + v_w) + out) * e
+        per_tok = (a * qk + a * (qk + v_w)) * e + out * out_b
         per_score = _b(t.eager_probs, e) + (1 + e if t.eager_dropout else 0)
         if getattr(model, "attn_logit_softcap", 0.0):  # cap * tanh(scores / cap)
             per_score = per_score + _b(t.eager_softcap, e)
@@ -184,23 +193,24 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor):
     h = model.hidden
     ln = model.norm == "layernorm"
     norm = _norm(h, t, e, layernorm=ln) * tokens / sp_div
-    norm = norm + h * e * tokens / (sp_div if t.sp_gemm_input_shard else 1)  # the GEMM input
+    norm = norm + h * _gi(t, e) * tokens / (sp_div if t.sp_gemm_input_shard else 1)  # GEMM input
     post = getattr(model, "layer_norms", 2) - 2  # Gemma's post-norms: output feeds the residual
     norm = norm + post * _norm(h, t, e, layernorm=ln) * tokens / sp_div
     per_f = t.mlp_gated_f if model.gated_mlp else t.mlp_plain_f
     if not moe:
-        return norm, per_f * model.ffn_hidden * e * tokens / tp, 0.0, 0.0, 0.0
+        return norm, _mlp_f(t, e, per_f) * model.ffn_hidden * tokens / tp, 0.0, 0.0, 0.0
     n, k, f = model.num_experts, model.top_k, model.moe_ffn_hidden
     router = (n * _b(t.router_probs, e) + k * t.router_index_bytes
               + n * t.routing_map_bytes_per_expert
               + (4 * h if t.router_input_fp32 and e != 4 else 0)) * tokens / sp_div
     routed = tokens * k * capacity_factor
-    per_routed = (t.routed_input_copy * h * e
+    per_routed = (t.routed_input_copy * h * _gi(t, e)
                   + t.routed_output_copies * h * _b(t.routed_output, e)
                   + _b(t.routed_prob, e) + t.routed_index_bytes)
-    experts = routed * per_routed / sp_div + routed * per_f * f * e / tp
+    per_f_e = _mlp_f(t, e, per_f, t.expert_swiglu_recompute)
+    experts = routed * per_routed / sp_div + routed * per_f_e * f / tp
     shared_w = getattr(model, "shared_ffn", model.shared_experts * f)
-    shared = per_f * shared_w * e * tokens / tp
+    shared = _mlp_f(t, e, per_f) * shared_w * tokens / tp
     return norm, 0.0, router, experts, shared
 
 
@@ -371,7 +381,11 @@ TABLES = {t.name: t for t in (KORTHIKANTI, MEGATRON, TORCH, HF, PLAIN)}
 
 
 def table(name: str) -> SavedTensors:
-    """A saved-tensor table by name; an unknown name lists the known ones."""
+    """A saved-tensor table by name (``"<table>+fp8-<recipe>"``: its GEMM inputs kept as
+    the FP8 recipe keeps them, ``ledger.fp8``); an unknown name lists the known ones."""
+    base, _, fp8_name = name.partition("+fp8-")
+    if fp8_name:
+        return replace(table(base), name=name, **saved_inputs(fp8_name))
     if name not in TABLES:
         raise LedgerError("activations", f"unknown saved-tensor table {name!r}; "
                                          f"known: {', '.join(TABLES)}")

@@ -181,7 +181,21 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     for name, value in vars(a).items():
         if isinstance(value, list):  # argparse drops a value of '--' and leaves []
             raise LedgerError(name, "needs a value, got '--'")
+    _fp8_precision(a)
     return a
+
+
+def _fp8_precision(a: argparse.Namespace) -> None:
+    """--precision fp8 with --fp8-recipe / --fp8-param-gather as one precision string
+    (``ledger.fp8.spell``), which the config carries; the flags need --precision fp8."""
+    recipe, gather = getattr(a, "fp8_recipe", None), getattr(a, "fp8_param_gather", False)
+    if (recipe or gather) and getattr(a, "precision", None) != "fp8":
+        flag = "fp8_recipe" if recipe else "fp8_param_gather"
+        raise LedgerError(flag, f"needs --precision fp8, got --precision {a.precision}")
+    if getattr(a, "precision", None) == "fp8":
+        from ledger.fp8 import spell
+
+        a.precision = spell(recipe, gather)
 
 
 def _json(obj, indent: int) -> str:

@@ -13,11 +13,13 @@ from ledger.errors import LedgerError
 from ledger.inputs import (MAX_CAPACITY_FACTOR, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE,
                            MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME,
                            MAX_TOP, MAX_VP, MIN_TIME, count, natural, real)
+from ledger.fp8 import RECIPES
 from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS
 from ledger.schedules import KINDS as SCHEDULES
 
 GPUS = count(MAX_GPUS)
 RECOMPUTE = ("none", "selective", "full")
+FP8_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n in family))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -83,8 +85,17 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpus", type=GPUS, help="world size to check the placement against")
     g.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
                    help="GPUs per node (default 8, or the --system file's)")
-    g.add_argument("--precision", choices=tuple(PRECISIONS),
-                   help="bytes per state as this table says (default: the framework's)")
+    g.add_argument("--precision", choices=(*PRECISIONS, "fp8"),
+                   help="bytes per state as this table says (default: the framework's); "
+                        "fp8: the framework's state, its linear layers' GEMMs in FP8")
+    g.add_argument("--fp8-recipe", choices=FP8_RECIPES,
+                   help="with --precision fp8: Megatron-LM's --fp8-recipe (delayed, the "
+                        "default; tensorwise; blockwise), torchao's (tensorwise, the "
+                        "default; rowwise), or deepseek-v3 (its report, sec. 3.3)")
+    g.add_argument("--fp8-param-gather", action="store_true",
+                   help="with --precision fp8: GEMM weights kept in FP8 and all-gathered in "
+                        "FP8 (Megatron --fp8-param-gather, torchao "
+                        "enable_fsdp_float8_all_gather)")
     g.add_argument("--optimizer", choices=tuple(OPTIMIZER_MOMENTS), default="adam",
                    help="optimizer (default adam)")
     g.add_argument("--recompute", choices=RECOMPUTE, default="none",

@@ -70,7 +70,9 @@ def tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> lis
         return [Comm("tp", "all_reduce", link, 2 * (fwd + 1) * 2 * one * per_mb, "no",
                      "activations")]
     gathers = 2 * (fwd + 1) + 2 * fw.sp_regathers_input
-    return [Comm("tp", "all_gather", link, gathers * one * per_mb, "partial", "activations"),
+    wire = fw.fp8_tp_gather_ratio()  # Transformer Engine gathers GEMM inputs in FP8
+    return [Comm("tp", "all_gather", link, gathers * one * per_mb * wire, "partial",
+                 "activations" + ", fp8" * (wire != 1)),
             Comm("tp", "reduce_scatter", link, 2 * (fwd + 1) * one * per_mb, "partial",
                  "activations")]
 
@@ -164,7 +166,7 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
     shard = n if cfg.hsdp_shard is None else cfg.hsdp_shard
     # params travel in the dtype the GEMMs read (FSDP2 gathers bf16 from fp32 shards)
     fw = framework_of(cfg)
-    wire_params = st.params_bytes * fw.gathered_param_bytes / fw.param_bytes
+    wire_params = st.params_bytes * fw.fp8_gathered_param_ratio(model)  # GEMM weights: fp8
     out = dp_group_comms(cfg, wire_params * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
                          shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
     if model.is_moe or cfg.moe.expert_fraction > 0:

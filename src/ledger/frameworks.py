@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ledger import fp8 as fp8_recipes
 from ledger.errors import LedgerError
 from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS, StateBytes
 
@@ -58,6 +59,8 @@ class Framework:
     fsdp_prefetch_layers: int  # ZeRO-3: layers gathered beyond the one computing
     overhead_bytes: float  # CUDA context + NCCL communicators, per GPU
     fragmentation: float  # caching-allocator slack, as a share of what is allocated
+    # ---- FP8 training (``ledger.fp8``): None runs every GEMM in BF16 ------------------
+    fp8: fp8_recipes.Fp8Recipe | None = None
 
     def state_per_param(self, zero_stage: int, optimizer: str = "adam") -> StateBytes:
         """(params, grads, optimizer) bytes of one parameter, before any sharding."""
@@ -72,12 +75,31 @@ class Framework:
         every state, and the gathered params, in that precision's dtypes."""
         if precision is None:
             return self
+        if fp8_recipes.is_fp8(precision):
+            return self.with_fp8(precision)
         if precision not in PRECISIONS:
             raise LedgerError("precision", f"unknown precision {precision!r}; "
-                                           f"known: {', '.join(PRECISIONS)}")
+                                           f"known: {', '.join([*PRECISIONS, 'fp8'])}")
         p = PRECISIONS[precision]
         return replace(self, param_bytes=p.param, grad_bytes=p.grad, master_bytes=p.master,
                        moment_bytes=p.moment, gathered_param_bytes=p.param)
+
+    def with_fp8(self, precision: str) -> Framework:
+        """The framework's own state dtypes, its GEMMs in FP8 under the recipe
+        ``precision`` names (``ledger.fp8``): the recipe's optimizer moments, and its
+        linear layers' saved inputs in the saved-tensor table ``<table>+fp8-<recipe>``."""
+        rec = fp8_recipes.recipe(self.name, precision)
+        moments = self.moment_bytes if rec.moment_bytes is None else rec.moment_bytes
+        acts = self.activations if not rec.act_bytes else f"{self.activations}+fp8-{rec.name}"
+        return replace(self, fp8=rec, moment_bytes=moments, activations=acts)
+
+    def fp8_tp_gather_ratio(self) -> float:
+        """SP all-gather bytes relative to BF16 (``ledger.fp8.tp_gather_ratio``)."""
+        return fp8_recipes.tp_gather_ratio(self)
+
+    def fp8_gathered_param_ratio(self, model) -> float:
+        """Param all-gather bytes per param-state byte (``ledger.fp8.gathered_param_ratio``)."""
+        return fp8_recipes.gathered_param_ratio(model, self)
 
     def reshard_after_forward(self, pp: int) -> bool:
         return self.reshard == "always" or pp == 1
@@ -202,6 +224,7 @@ _FSDP2 = {
 }
 SOURCES: dict[str, dict[str, str]] = {
     "megatron": {
+        "fp8": "ledger.fp8 (each recipe's facts and sources: ledger.fp8.SOURCES)",
         "param_bytes": "Megatron-LM megatron/training/theoretical_memory_usage.py L293-303 "
                        "(bf16 params + fp32 main grads = 6 B, + 12/dp with the distributed "
                        "optimizer); docs/user-guide/features/dist_optimizer.md L14-20",
@@ -245,6 +268,7 @@ SOURCES: dict[str, dict[str, str]] = {
         "fragmentation": _CONTEXT,
     },
     "torchtitan": {
+        "fp8": "ledger.fp8 (each recipe's facts and sources: ledger.fp8.SOURCES)",
         **_FSDP2,
         "sp_regathers_input": "DTensor TP/SP: autograd saves the gathered input "
                               "(torch/distributed/tensor/parallel/style.py; measured by "
@@ -262,6 +286,7 @@ SOURCES: dict[str, dict[str, str]] = {
         "fragmentation": _CONTEXT,
     },
     "deepspeed": {
+        "fp8": "ledger.fp8 (each recipe's facts and sources: ledger.fp8.SOURCES)",
         "param_bytes": "DeepSpeed deepspeed/runtime/zero/stage3.py (ds_tensor in the model "
                        "dtype, bf16)",
         "grad_bytes": "deepspeed/runtime/engine.py L1485-1496, L2363 (grad partitions in the "
@@ -294,6 +319,7 @@ SOURCES: dict[str, dict[str, str]] = {
         "fragmentation": _CONTEXT,
     },
     "hf": {
+        "fp8": "ledger.fp8 (each recipe's facts and sources: ledger.fp8.SOURCES)",
         **_FSDP2,
         "reshard": "FSDP2 default reshard_after_forward=True for non-root units: torch "
                    "_fully_shard.py L180-190, L246-247",

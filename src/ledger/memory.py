@@ -48,6 +48,9 @@ PRECISIONS = {
     "bf16-fp32grad": Precision(param=2, grad=4, master=4, moment=4),  # Megatron main grads
     "fp32": Precision(param=4, grad=4, master=0, moment=4),
 }
+# "fp8" is not a state table: FP8 training keeps the framework's own state dtypes and adds
+# what its recipe keeps (FP8 weight copies, scales, BF16 moments under DeepSeek-V3's) -
+# ``ledger.fp8``, applied by ``ledger.frameworks.Framework.with_precision``.
 OPTIMIZER_MOMENTS = {"adam": 2, "adamw": 2, "sgd-momentum": 1, "sgd": 0}
 
 

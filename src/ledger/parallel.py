@@ -42,6 +42,7 @@ from ledger.comms import (  # noqa: F401  (re-exported: the seed's names live he
 )
 from ledger.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes, overhead_bytes,
                               shard_state)
+from ledger.fp8 import with_weights as with_fp8_weights
 from ledger.frameworks import get as get_framework
 from ledger.layout import DEFAULT_ORDER, Layout
 from ledger.memory import RECOMPUTE, StateBytes, state_bytes
@@ -308,7 +309,8 @@ def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     unit = largest_unit_params(model, cfg)
     out = []
     for r, (dense, expert) in enumerate(stage_params(model, cfg)):
-        state = shard_state(per_param.scaled(dense), per_param.scaled(expert), cfg, fw)
+        state = with_fp8_weights(shard_state(per_param.scaled(dense), per_param.scaled(expert),
+                                             cfg, fw), model, cfg, fw, counts[r], kinds)
         alive = inflight[min(r, len(inflight) - 1)]
         acts = sum(n * a for n, a in zip(counts[r], per_kind)) * alive
         logits = logits_bytes(model, cfg, fw) * alive * (r == out_rank)
@@ -346,8 +348,10 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
              + dp_comms(model, st, cfg, lay)
              + ep_comms(model, cfg, tokens, lay.link("ep")) if c.bytes > 0]
     fw, per_param = framework_of(cfg), st.scaled(1 / model.params)
-    stages = [shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw)
-              for d, e in stage_params(model, cfg)]
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    stages = [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
+                               model, cfg, fw, counts[r], kinds)
+              for r, (d, e) in enumerate(stage_params(model, cfg))]
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
     bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
     if cfg.pp > 1:
@@ -355,7 +359,9 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
                                               cfg.vp)
     ranks = memory_by_rank(model, cfg, st, inflight)
     top = max(ranks, key=lambda m: m.total_bytes)
-    return Placement(per_gpu_state(model, st, cfg), comms, bubble, tokens,
+    even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
+                            counts.sum(axis=0) / cfg.pp, kinds)
+    return Placement(even, comms, bubble, tokens,
                      activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
                      heaviest, cfg.world, inflight, top.rank, top.activations_bytes,
                      top.total_bytes, top, tuple(ranks))

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from itertools import islice
 
+from ledger.comms import framework_of
+
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
@@ -97,9 +99,23 @@ def memory_lines(mem, capacity=None) -> list[str]:
     return lines
 
 
+def fp8_lines(cfg) -> list[str]:
+    """The FP8 recipe a config runs under (``ledger.fp8``), what it keeps in FP8 and what
+    stays BF16; nothing without one."""
+    rec = framework_of(cfg).fp8
+    if rec is None:
+        return []
+    kept = ("GEMM inputs saved in FP8" if rec.act_bytes else "BF16 inputs saved")
+    kept += ", FP8 params all-gathered in FP8" if rec.param_gather else (
+        ", FP8 weight copies cached" if rec.weight_cache_bytes else ", weights cast per use")
+    return [f"  {'fp8 recipe':<20}{rec.name}: {rec.summary}",
+            f"  {'':<20}linear-layer GEMMs in FP8 (fprop, dgrad, wgrad); attention core, "
+            f"router, output head in BF16; {kept}"]
+
+
 def placement_text(model, cfg, pl, capacity=None) -> str:
     """The seed's report block, in IEC units, plus the heaviest pipeline stage."""
-    lines = [config_line(model, cfg), *params_lines(model),
+    lines = [config_line(model, cfg), *params_lines(model), *fp8_lines(cfg),
              _state_line("state per GPU", pl.per_gpu)]
     if cfg.pp > 1 and pl.heaviest_stage is not None:
         lines.append(_state_line(f"heaviest stage ({pl.heaviest_rank})", pl.heaviest_stage))
@@ -157,6 +173,7 @@ def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
         "seq_len": model.seq_len,
         "framework": cfg.framework,
         "precision": precision or "framework",
+        "fp8_recipe": getattr(framework_of(cfg).fp8, "name", None),
         "optimizer": optimizer,
         "config": config_dict(cfg),
         "world": pl.world,
@@ -203,7 +220,7 @@ def models_json(specs) -> list[dict]:
 
 def gpus_json() -> list[dict]:
     """Every GPU preset with its datasheet figures and its usual cluster's links."""
-    from ledger.system import GPUS, system
+    from ledger.system import GPU_SOURCES, GPUS, system
 
     out = []
     for name, g in GPUS.items():
@@ -213,7 +230,7 @@ def gpus_json() -> list[dict]:
                     "hbm_TBps": g.hbm_bytes_per_s / 1e12,
                     "nvlink_GBps": s.intra_bytes_per_s / 1e9,
                     "network_GBps": s.inter_bytes_per_s / 1e9,
-                    "gemm_efficiency": g.gemm_efficiency})
+                    "gemm_efficiency": g.gemm_efficiency, "source": GPU_SOURCES[name]})
     return out
 
 
@@ -235,7 +252,7 @@ def estimate_text(model, cfg, system, est) -> str:
     mem = "fits" if est.fits else "does NOT fit"
     pipe = f"schedule {cfg.schedule}" if cfg.pp > 1 else "no pipeline"
     lines = [config_line(model, cfg) + f" on {system.gpu.name}, {pipe}",
-             *params_lines(model)[:1],
+             *params_lines(model)[:1], *fp8_lines(cfg),
              f"  step time           {est.step_time_s:10.3f} s    {est.tokens_per_s_per_gpu:,.0f} "
              f"tokens/s/GPU",
              f"  throughput          {est.tflops_per_gpu:10.1f} TFLOP/s/GPU (model)   "

@@ -40,6 +40,8 @@ GPUS = {g.name: g for g in (
         hbm_bytes_per_s=2.039e12, gemm_efficiency=0.80),
     GPU(name="h100-sxm", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
         hbm_bytes_per_s=3.35e12, gemm_efficiency=0.70),
+    GPU(name="h800", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.70),
     GPU(name="h200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=143771 * MiB,
         hbm_bytes_per_s=4.8e12, gemm_efficiency=0.70),
     GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, hbm_bytes=180 * GiB,
@@ -47,6 +49,30 @@ GPUS = {g.name: g for g in (
     GPU(name="mi300x", bf16_flops=1307e12, fp8_flops=2615e12, hbm_bytes=192 * GiB,
         hbm_bytes_per_s=5.3e12, gemm_efficiency=0.60),
 )}
+
+
+# Where each preset's peaks come from (dense, no sparsity: the datasheets' sparse FP8
+# figures are twice these). The A100 has no FP8 tensor cores, so its fp8 peak is 0.
+GPU_SOURCES = {
+    "a100-40gb": "NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOP/s dense, no FP8; "
+                 "40 GB HBM2 1,555 GB/s",
+    "a100-80gb": "NVIDIA A100 datasheet: BF16 312 TFLOP/s, no FP8; 80 GB HBM2e 2,039 GB/s",
+    "h100-sxm": "NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 1,979 / FP8 3,958 "
+                "TFLOP/s with sparsity, i.e. 989 / 1,979 dense; 80 GB HBM3 3.35 TB/s; "
+                "NVLink 900 GB/s (both directions)",
+    "h800": "NVIDIA H800 (SXM): the H100 SXM's compute and HBM (BF16 989, FP8 1,979 "
+            "TFLOP/s dense; 80 GB, 3.35 TB/s) with export-limited NVLink, 400 GB/s on the "
+            "datasheet in the convention of the H100's 900 GB/s (both directions): 200 GB/s "
+            "per direction. DeepSeek-V3 report (arXiv:2412.19437) sec. 3.1: 8 H800 per node "
+            "over NVLink/NVSwitch, InfiniBand between nodes; sec. 3.2.2: NVLink 160 GB/s, "
+            "IB 50 GB/s per GPU (achieved: 0.8 x 200 GB/s, 400 Gb/s NICs)",
+    "h200": "NVIDIA H200 datasheet: BF16 989 / FP8 1,979 TFLOP/s dense (half the sparse "
+            "figures); 141 GB HBM3e 4.8 TB/s",
+    "b200": "NVIDIA DGX B200 / HGX B200 datasheet: FP8 4.5 PFLOP/s, BF16 2.25 PFLOP/s dense "
+            "per GPU; 180 GB HBM3e 8 TB/s; NVLink 5 1.8 TB/s (both directions)",
+    "mi300x": "AMD Instinct MI300X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOP/s dense; "
+              "192 GB HBM3 5.3 TB/s",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +113,8 @@ class System:
 # B200 (NVLink 5) 900 GB/s, MI300X Infinity Fabric 7 x 64 GB/s. Scale-out: one NIC per
 # GPU; HDR 200 Gb/s on Selene-class A100 nodes, NDR 400 Gb/s on H100-class nodes.
 _LINKS = {"a100-40gb": (300e9, 25e9), "a100-80gb": (300e9, 25e9), "h100-sxm": (450e9, 50e9),
-          "h200": (450e9, 50e9), "b200": (900e9, 50e9), "mi300x": (448e9, 50e9)}
+          "h800": (200e9, 50e9), "h200": (450e9, 50e9), "b200": (900e9, 50e9),
+          "mi300x": (448e9, 50e9)}  # h800: export-limited NVLink (GPU_SOURCES)
 
 
 def system(gpu: str, gpus_per_node: int = 8) -> System:
