@@ -58,9 +58,25 @@ def config_line(model, cfg) -> str:
     extra += f" cp_kind={cfg.cp_kind}" if cfg.cp > 1 else ""
     extra += f" recompute={cfg.recompute}" if cfg.recompute != "none" else ""
     extra += " grad_accumulation=unsharded" if cfg.grad_accumulation != "sharded" else ""
+    extra += _moe_extra(model, cfg)
     return (f"{model.name} ({_seq(model)}): tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} "
             f"dp={cfg.dp} ep={cfg.ep} zero={cfg.zero_stage} sp={sp} mb={cfg.micro_batch} "
             f"m={cfg.num_microbatches}{extra} -> {cfg.world} GPUs [{cfg.framework}]")
+
+
+def _moe_extra(model, cfg) -> str:
+    """etp, the dispatcher and the imbalance of an MoE placement (nothing for a dense one)."""
+    from ledger.comms_ep import dispatcher
+
+    if not (getattr(model, "is_moe", False) or cfg.ep > 1):
+        return ""
+    etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp
+    out = f" etp={etp} dispatcher={dispatcher(cfg)}"
+    if cfg.moe.imbalance != 1.0:
+        out += f" imbalance={cfg.moe.imbalance:g}"
+    if getattr(model, "router_group_topk", 0):
+        out += f" groups={model.router_group_topk}/{model.router_groups}"
+    return out
 
 
 MEMORY_CAUSES = ("state", "activations", "logits", "buffers", "overhead")
