@@ -93,9 +93,9 @@ def test_mixtral_alltoall_etp_1_vs_etp_tp():
     outputs reduce-scattered twice: 2 x 32 MiB x 32 layers = 2 GiB each."""
     m = mixtral_8x7b()
     one = ep_rows(place(m, ParallelConfig(**MIXTRAL, etp=1)))
-    assert one == {("all_to_all", "nvlink", "routed tokens"): 3 * GiB}
+    assert one == {("all_to_all", "nvlink", "routed tokens, same node"): 3 * GiB}
     two = ep_rows(place(m, ParallelConfig(**MIXTRAL)))
-    assert two == {("all_to_all", "nvlink", "routed tokens"): 3 * GiB,
+    assert two == {("all_to_all", "nvlink", "routed tokens, same node"): 3 * GiB,
                    ("all_gather", "nvlink", "routed tokens, ETP gather"): 2 * GiB,
                    ("reduce_scatter", "nvlink", "expert outputs, ETP reduce"): 2 * GiB}
 
@@ -206,7 +206,7 @@ def test_imbalance_scales_the_busiest_ranks_expert_side():
     change."""
     m = mixtral_8x7b()
     rows = ep_rows(place(m, ParallelConfig(**MIXTRAL, moe=MoESpec(imbalance=1.5))))
-    assert rows == {("all_to_all", "nvlink", "routed tokens"): 3.75 * GiB,
+    assert rows == {("all_to_all", "nvlink", "routed tokens, same node"): 3.75 * GiB,
                     ("all_gather", "nvlink", "routed tokens, ETP gather"): 3 * GiB,
                     ("reduce_scatter", "nvlink", "expert outputs, ETP reduce"): 3 * GiB}
     ag = dict(MIXTRAL, moe_dispatcher="allgather")
@@ -260,3 +260,45 @@ def test_router_groups_are_checked():
     with pytest.raises(LedgerError) as e:
         replace(m, router_group_topk=9)
     assert e.value.field == "router_group_topk"
+
+
+def test_ep_rows_price_a_grid_like_one_placement():
+    """The planner's path: sizes as numpy arrays (categorical fields plain) give, row by
+    row, the bytes place() gives each placement alone (alltoall and allgather)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ledger.comms import ep_comms
+
+    m = mixtral_8x7b()
+    shapes = [(1, 16, 8), (2, 8, 8), (2, 8, 4), (4, 4, 2), (8, 2, 2), (2, 16, 8)]  # (tp, dp, ep)
+    tp, dp, ep = (np.array(col) for col in zip(*shapes))
+    for kind in ("alltoall", "allgather"):
+        grid = SimpleNamespace(tp=tp, dp=dp, ep=ep, cp=np.ones_like(tp), pp=np.ones_like(tp),
+                               num_microbatches=np.full_like(tp, 4), act_bytes=2,
+                               sequence_parallel=True, framework="megatron", recompute="none",
+                               moe=MoESpec(), moe_dispatcher=kind)
+        lay = Layout(tp=tp, dp=dp, ep=ep, cp=grid.cp, pp=grid.pp)
+        rows = ep_comms(m, grid, 4096, lay)
+        for i, (t, d, e) in enumerate(shapes):
+            cfg = ParallelConfig(tp=t, dp=d, ep=e, num_microbatches=4, moe_dispatcher=kind)
+            alone = place(m, cfg).comms
+            for link in ("nvlink", "ib"):
+                want = sum(c.bytes for c in alone if c.axis == "ep" and c.link == link)
+                got = sum(np.broadcast_to(r.bytes, tp.shape)[i]
+                          * (np.broadcast_to(r.link, tp.shape)[i] == link) for r in rows)
+                assert got == pytest.approx(want), (kind, shapes[i], link)
+
+
+def test_one_pass_is_one_layer_one_microbatch_one_direction():
+    """For the time model: DeepSeek-V3 alltoall, one direction of one MoE layer and one
+    micro-batch: the dispatch and the combine all-to-all, 2 of the 4 per layer, of
+    4096 x 8 rows each."""
+    from ledger.comms import ep_pass_comms
+
+    m, cfg = deepseek_v3(), ParallelConfig(**DSV3)
+    lay = Layout(pp=16, dp=128, ep=64)
+    one = {(c.kind, c.link): c.bytes for c in ep_pass_comms(m, cfg, 4096, lay)}
+    assert one[("all_to_all", "ib")] == pytest.approx(2 * 4096 * 8 * ROW * 56 / 64)
+    assert one[("all_to_all", "nvlink")] == pytest.approx(2 * 4096 * 8 * ROW * 7 / 64)

@@ -189,6 +189,13 @@ def ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, lay) -> list[Co
             for kind, link, nbytes, what in ep_rows(model, cfg, tokens, lay, forward_passes(cfg))]
 
 
+def ep_pass_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, lay) -> list[Comm]:
+    """``ep_comms`` for one MoE layer, one micro-batch, one direction (a forward, or the
+    backward: it mirrors the forward byte for byte) - what the time model times per layer."""
+    return [Comm("ep", kind, link, nbytes, "partial", what)
+            for kind, link, nbytes, what in ep_rows(model, cfg, tokens, lay, 1, one_pass=True)]
+
+
 def tied_embedding_comms(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
                          link: str) -> list[Comm]:
     """With a tied embedding split over a pipeline, the first stage (input lookup) and

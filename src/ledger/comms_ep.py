@@ -187,25 +187,32 @@ def _links(lay, group):
                                                        lay.per_node(group))
 
 
-def ep_rows(model, cfg, tokens, lay, forwards: int) -> list:
+def ep_rows(model, cfg, tokens, lay, forwards: int, one_pass: bool = False) -> list:
     """The dispatcher's (collective, link, bytes, payload) rows per GPU per step (the
     busiest EP rank under an imbalance); ``ledger.comms.ep_comms`` makes them Comm rows.
     ``lay``: the rank Layout (links and ranks per node of each expert group), or one link
-    name for every row (a single-node toy); ``forwards``: forward passes per micro-batch."""
+    name for every row (a single-node toy); ``forwards``: forward passes per micro-batch.
+    ``one_pass``: one MoE layer, one micro-batch, one direction - a forward, or the
+    backward, which mirrors it byte for byte (the allgather's routing metadata, forward
+    only, and the probs' gradients, backward only, averaged over the two) - for the time
+    model."""
     if not (model.is_moe or cfg.moe.expert_fraction > 0 or cfg.moe.num_experts > 1):
         return []  # a dense model routes nothing
     z = _sizes(model, cfg, tokens, forwards)
+    if one_pass:  # one forward and one backward, halved: one direction on average
+        z = _Sizes(z.local, z.rows, z.h_bytes, z.prob_bytes, 2, 0.5, z.rho)
     kind = dispatcher(cfg)
     if kind == "allgather":
         return _allgather(z, model, cfg, lay)
     out = _flex(z, model, cfg, lay) if kind == "flex" else _alltoall(z, cfg, lay)
-    etp = expert_tp(cfg)
-    if etp > 1 and sp_shard_dispatch(cfg) and kind == "alltoall":
-        # AG over ETP of the received rows (and probs) in the dispatch, RS in the combine;
-        # the backward swaps them. All on the expert side: the received load, rho x even.
+    if sp_shard_dispatch(cfg) and kind == "alltoall":
+        # AG over ETP of the received rows in the dispatch, RS in the combine; the
+        # backward swaps them. All on the expert side: the received load, rho x even.
+        # (etp = 1 moves nothing: sizes stay arithmetic for the planner's arrays.)
+        etp = expert_tp(cfg)
         link = lay if isinstance(lay, str) else lay.link("etp")
-        recv = z.rows * z.rho * etp
-        tok = coll_bytes("all_gather", etp, recv * z.h_bytes) * z.passes * z.steps
+        tok = coll_bytes("all_gather", etp, z.rows * z.rho * etp * z.h_bytes) * z.passes \
+            * z.steps
         out += [_row("all_gather", link, tok, "routed tokens, ETP gather"),
                 _row("reduce_scatter", link, tok, "expert outputs, ETP reduce")]
     return out
@@ -221,7 +228,7 @@ def _alltoall(z: _Sizes, cfg, lay) -> list:
     ep = cfg.ep
     sides = z.passes * (1 + z.rho)  # token side + expert side
     payload = z.rows * z.h_bytes * sides * z.steps
-    if isinstance(lay, str) or link == "nvlink":
+    if isinstance(lay, str):
         return [_row("all_to_all", link, coll_bytes("all_to_all", ep, payload), "routed tokens")]
     return [_row("all_to_all", link, payload * (ep - per_node) / ep, "routed tokens, other nodes"),
             _row("all_to_all", near, payload * (per_node - 1) / ep, "routed tokens, same node")]
@@ -230,7 +237,8 @@ def _alltoall(z: _Sizes, cfg, lay) -> list:
 def _flex(z: _Sizes, model, cfg, lay) -> list:
     """DeepEP: per token one IB copy per other destination node (``remote_nodes``), then
     each (token, expert) row that lands on another GPU of its node - (L - 1)/L of them -
-    forwarded over NVLink (per row: an upper bound, DeepEP sends a token once per GPU)."""
+    forwarded over NVLink (per row: an upper bound, DeepEP sends a token once per GPU).
+    Numbers only (the planner does not search this dispatcher)."""
     link, near, per_node = _links(lay, "ep")
     nodes = cfg.ep // per_node
     sides = z.passes * (1 + z.rho) * z.steps
@@ -249,8 +257,9 @@ def _allgather(z: _Sizes, model, cfg, lay) -> list:
     all-gather backward: (passes) of each, over ETP x EP ranks' tokens. The routing map
     (1 B per token and expert, no grad) and the probs gather forward only; the probs'
     gradient is reduce-scattered in the backward. Routing does not change any of it."""
-    n = expert_tp(cfg) * cfg.ep if sp_shard_dispatch(cfg) else cfg.ep
-    link = lay if isinstance(lay, str) else lay.link("etp_ep" if n > cfg.ep else "ep")
+    sp = sp_shard_dispatch(cfg)
+    n = expert_tp(cfg) * cfg.ep if sp else cfg.ep
+    link = lay if isinstance(lay, str) else lay.link("etp_ep" if sp else "ep")
     gathered = z.local * n
     experts = model.num_experts if model.is_moe else cfg.moe.num_experts
     tok = coll_bytes("all_gather", n, gathered * z.h_bytes) * z.passes * z.steps

@@ -127,7 +127,7 @@ class Layout:
             es, size = self._expert_strides(), self._expert_sizes()
             if group == "etp_ep":
                 lo, hi = sorted(("tp", "ep"), key=self.order.split("-").index)
-                if es[hi] != es[lo] * size[lo]:  # not adjacent in the order
+                if np.any(es[hi] != es[lo] * size[lo]):  # not adjacent in the order
                     return None
                 return es[lo], size["tp"] * size["ep"]
             axis = {"ep": "ep", "edp": "dp", "etp": "tp"}[group]
