@@ -302,3 +302,12 @@ def test_one_pass_is_one_layer_one_microbatch_one_direction():
     one = {(c.kind, c.link): c.bytes for c in ep_pass_comms(m, cfg, 4096, lay)}
     assert one[("all_to_all", "ib")] == pytest.approx(2 * 4096 * 8 * ROW * 56 / 64)
     assert one[("all_to_all", "nvlink")] == pytest.approx(2 * 4096 * 8 * ROW * 7 / 64)
+
+
+def test_layout_command_draws_the_expert_grid(capsys):
+    """tp 2, dp 8, ep 8, etp 1 on 2 nodes: EP folds into TP x DP inside each node; the
+    2-rank EDP groups pair the nodes."""
+    assert main(["layout", "--tp", "2", "--dp", "8", "--ep", "8", "--etp", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ep groups (nvlink):\n    [0, 1, 2, 3, 4, 5, 6, 7]" in out
+    assert "edp groups (ib):\n    [0, 8]   <- crosses nodes" in out

@@ -149,10 +149,10 @@ def _cmd_layout(a: argparse.Namespace) -> str:
     from ledger.render import layout_json, layout_text
 
     check_world(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp)
-    lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, order=a.order,
-                 gpus_per_node=a.gpus_per_node)
-    if lay.dp * lay.cp % lay.ep:
+    if a.etp is None and a.dp * a.cp % a.ep:
         raise LedgerError("ep", f"ep({a.ep}) does not divide dp({a.dp}) * cp({a.cp})")
+    lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, etp=a.etp, order=a.order,
+                 gpus_per_node=a.gpus_per_node)
     return _json(layout_json(lay), indent=1) if a.json else layout_text(lay)
 
 

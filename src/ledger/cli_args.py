@@ -176,6 +176,8 @@ def _small_parsers(sub) -> None:
     lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
     for axis in ("tp", "cp", "ep", "dp", "pp"):
         lay.add_argument(f"--{axis}", type=GPUS, default=1, help=f"{axis} size, GPUs")
+    lay.add_argument("--etp", "--expert-tensor-parallel-size", type=GPUS,
+                     help="expert tensor parallel size (default: --tp)")
     lay.add_argument("--order", default="tp-cp-ep-dp-pp",
                      help="axis order, fastest first (default tp-cp-ep-dp-pp)")
     lay.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE), default=8,

@@ -285,9 +285,7 @@ def layout_text(lay) -> str:
     gpn = lay.gpus_per_node
     lines = [f"{lay.world} GPUs = {-(-lay.world // gpn)} node(s) x {gpn}; order {lay.order} "
              f"(the first axis varies fastest)"]
-    for axis in ("tp", "cp", "ep", "dp", "pp"):
-        if getattr(lay, axis) == 1:
-            continue
+    for axis in _layout_axes(lay):
         size = lay.group_size(axis)
         lines.append(f"  {axis} groups ({lay.link(axis)}):")
         for g in islice(lay.iter_groups(axis), 16):
@@ -300,8 +298,17 @@ def layout_text(lay) -> str:
     return "\n".join(lines)
 
 
-def layout_json(lay) -> dict:
+def _layout_axes(lay) -> list[str]:
+    """The axes with more than one rank, and the expert grid's etp / edp groups when the
+    experts are laid out apart from the dense ranks (ep > 1 or etp != tp)."""
     axes = [a for a in ("tp", "cp", "ep", "dp", "pp") if getattr(lay, a) > 1]
+    if lay.ep > 1 or (lay.etp is not None and lay.etp != lay.tp):
+        axes += [g for g in ("etp", "edp") if lay.group_size(g) > 1]
+    return axes
+
+
+def layout_json(lay) -> dict:
+    axes = _layout_axes(lay)
     return {"world": lay.world, "order": lay.order, "gpus_per_node": lay.gpus_per_node,
             "groups": {a: lay.groups(a) for a in axes}, "links": {a: lay.link(a) for a in axes}}
 
