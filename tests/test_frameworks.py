@@ -104,11 +104,19 @@ def test_ep_under_sp_sends_the_sp_shard():
     """Mixtral, tp 2, ep 4: Megatron's alltoall dispatcher routes s/(tp) tokens per rank."""
     m = mixtral_8x7b()
     kw = dict(tp=2, dp=4, ep=4, num_microbatches=1)
-    mega = place(m, ParallelConfig(**kw)).total_bytes("ep")
+    rows = place(m, ParallelConfig(**kw)).comms
+    mega = sum(c.bytes for c in rows if c.axis == "ep" and c.kind == "all_to_all")
     whole = place(m, ParallelConfig(**kw, framework="ideal")).total_bytes("ep")
     # 4 all-to-alls per MoE layer of tokens x top-2 x h bf16, 3/4 of it leaving the rank
     assert whole == pytest.approx(4 * 4096 * 2 * 4096 * 2 * 3 / 4 * 32)
     assert mega == pytest.approx(whole / 2)
+    # Updated for expert TP: at Megatron's default etp = tp = 2 the dispatcher also
+    # all-gathers the received rows over ETP and reduce-scatters the expert outputs
+    # (token_dispatcher.py L741-751, L824-833): per pass (2 of each) 1/2 of 2 x 2048 x 2
+    # rows x h x 2 B, so those rows are counted apart from the all-to-all above.
+    etp = {c.kind: c.bytes for c in rows if c.axis == "ep" and c.kind != "all_to_all"}
+    assert etp == pytest.approx({k: 2 * 2048 * 2 * 4096 * 2 * 32
+                                 for k in ("all_gather", "reduce_scatter")})
 
 
 def test_tied_embedding_grads_all_reduce_between_first_and_last_stage():

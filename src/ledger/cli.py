@@ -54,13 +54,15 @@ def parallel_config(a: argparse.Namespace):
         m = derived
     zero = 1 if a.use_distributed_optimizer and a.zero == 0 else a.zero
     check_world(tp=a.tp, cp=a.cp, pp=a.pp, dp=dp)
-    cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, zero_stage=zero,
+    cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, etp=a.etp,
+                         moe_dispatcher=a.moe_dispatcher, zero_stage=zero,
                          precision=a.precision,
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
                          reshard_after_forward=False if a.no_reshard else None,
                          hsdp_shard=a.hsdp_shard,
                          micro_batch=a.micro_batch, num_microbatches=m or 1, vp=_vp(a),
-                         moe=MoESpec(capacity_factor=a.capacity_factor), schedule=a.schedule,
+                         moe=MoESpec(capacity_factor=a.capacity_factor,
+                                     imbalance=a.moe_imbalance), schedule=a.schedule,
                          recompute=a.recompute, flash_attention=not a.no_flash,
                          framework=a.framework, grad_accumulation=a.grad_accumulation)
     if a.gpus is not None and cfg.world != a.gpus:
@@ -147,10 +149,10 @@ def _cmd_layout(a: argparse.Namespace) -> str:
     from ledger.render import layout_json, layout_text
 
     check_world(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp)
-    lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, order=a.order,
-                 gpus_per_node=a.gpus_per_node)
-    if lay.dp * lay.cp % lay.ep:
+    if a.etp is None and a.dp * a.cp % a.ep:
         raise LedgerError("ep", f"ep({a.ep}) does not divide dp({a.dp}) * cp({a.cp})")
+    lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, etp=a.etp, order=a.order,
+                 gpus_per_node=a.gpus_per_node)
     return _json(layout_json(lay), indent=1) if a.json else layout_text(lay)
 
 

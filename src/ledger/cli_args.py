@@ -60,7 +60,15 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cp", "--context-parallel-size", type=GPUS, default=1,
                    help="context-parallel GPUs (default 1)")
     g.add_argument("--ep", "--expert-model-parallel-size", type=GPUS, default=1,
-                   help="expert-parallel GPUs, inside dp*cp (default 1)")
+                   help="expert-parallel GPUs, inside tp*cp*dp/etp (default 1)")
+    g.add_argument("--etp", "--expert-tensor-parallel-size", type=GPUS,
+                   help="expert tensor-parallel GPUs (default: --tp, as Megatron-LM)")
+    g.add_argument("--moe-token-dispatcher-type", dest="moe_dispatcher",
+                   choices=("alltoall", "allgather", "flex"),
+                   help="MoE token dispatcher (default: the framework's; megatron alltoall)")
+    g.add_argument("--moe-imbalance", type=real(MAX_CAPACITY_FACTOR, 1.0, closed_low=True),
+                   default=1.0, help="busiest EP rank's routed rows / the mean (default "
+                                     "1.0: even routing)")
     g.add_argument("--zero", type=natural(3), default=0, help="ZeRO stage 0..3 (3 = FSDP)")
     g.add_argument("--use-distributed-optimizer", action="store_true",
                    help="Megatron's distributed optimizer: ZeRO-1")
@@ -179,6 +187,8 @@ def _small_parsers(sub) -> None:
     lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
     for axis in ("tp", "cp", "ep", "dp", "pp"):
         lay.add_argument(f"--{axis}", type=GPUS, default=1, help=f"{axis} size, GPUs")
+    lay.add_argument("--etp", "--expert-tensor-parallel-size", type=GPUS,
+                     help="expert tensor parallel size (default: --tp)")
     lay.add_argument("--order", default="tp-cp-ep-dp-pp",
                      help="axis order, fastest first (default tp-cp-ep-dp-pp)")
     lay.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE), default=8,

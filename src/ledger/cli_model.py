@@ -9,6 +9,7 @@ than dropped. Megatron-LM's spelling is accepted where it has one
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from ledger.errors import LedgerError
@@ -62,7 +63,13 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
     "first_dense_layers": (("--first-dense-layers",), int, "leading dense layers"),
     "moe_layer_ids": (("--moe-layers",), LAYERS, "MoE layers: '1,3,5', 'every:2'"),
     "mtp_layers": (("--mtp-layers", "--mtp-num-layers"), int, "DeepSeek-V3 MTP modules"),
+    "router_groups": (("--router-groups", "--moe-router-num-groups"), int,
+                      "group-limited routing: expert groups (n_group)"),
+    "router_group_topk": (("--router-group-topk", "--moe-router-group-topk"), int,
+                          "groups a token may pick (topk_group; DeepSeek-V3: 4 nodes)"),
 }
+# routing, not shape: these may override a preset's or a config.json's own values
+ROUTING = ("router_groups", "router_group_topk")
 CUSTOM_REQUIRED = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
 
 
@@ -142,9 +149,14 @@ def load_model(a: argparse.Namespace) -> ModelSpec:
         m = from_hf_config(a.model)
     else:
         m = preset(a.model)  # raises: unknown model, lists the presets
-    ignored = [FLAGS[f][0][0] for f in _given(a) if f != "seq_len"]
+    given = _given(a)
+    ignored = [FLAGS[f][0][0] for f in given if f != "seq_len" and f not in ROUTING]
     if ignored:
         raise LedgerError("model", f"{' '.join(ignored)} would change {m.name}, whose shape "
                                    f"is fixed by its preset or config.json; use 'custom' "
-                                   f"with every shape flag (only --seq applies here)")
+                                   f"with every shape flag (only --seq and the router "
+                                   f"group flags apply here)")
+    routing = {f: given[f] for f in ROUTING if f in given}
+    if routing:  # the parameter count does not move; ModelSpec checks the values
+        m = replace(m, **routing)
     return m.with_seq(a.seq_len) if a.seq_len is not None else m

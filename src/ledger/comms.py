@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ledger.collectives import ring_bytes as coll_bytes
+from ledger.comms_ep import ep_rows, moe_tokens  # noqa: F401  (moe_tokens: re-exported)
 from ledger.frameworks import get as get_framework
+from ledger.layout import expert_tp
 
 if TYPE_CHECKING:
     from ledger.layout import Layout
@@ -159,10 +161,13 @@ def dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
 
 def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
               lay: Layout) -> list[Comm]:
-    """Data parallelism over this GPU's own (tp, pp) shard; expert shards (1/ep of the
-    expert bytes) reduce over the expert-data-parallel group, ep times smaller."""
+    """Data parallelism over this GPU's own (tp, pp) shard; expert shards (1/(etp ep) of
+    the expert bytes) reduce over the expert-data-parallel group, tp cp dp / (etp ep)
+    ranks (Megatron-Core: grads of expert params over intra_expt_dp_group, DDP L285-287)."""
     mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
-    f = expert_fraction(model, cfg) * (cfg.ep > 1)  # ep = 1: experts are dense
+    etp = expert_tp(cfg)
+    # ep = 1 and etp = tp: the experts are laid out (and reduced) like dense params
+    f = expert_fraction(model, cfg) * ((cfg.ep > 1) | (etp != cfg.tp))
     shard = n if cfg.hsdp_shard is None else cfg.hsdp_shard
     # params travel in the dtype the GEMMs read (FSDP2 gathers bf16 from fp32 shards)
     fw = framework_of(cfg)
@@ -170,34 +175,27 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
     out = dp_group_comms(cfg, wire_params * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
                          shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
     if model.is_moe or cfg.moe.expert_fraction > 0:
-        e_shard = np.maximum(shard // cfg.ep, 1)
-        out += dp_group_comms(cfg, wire_params * f / (mp * cfg.ep),
-                              st.grads_bytes * f / (mp * cfg.ep), e_shard,
-                               (n // cfg.ep) // e_shard, (lay.link("edp"),) * 2, "expert ")
+        e_mp = etp * cfg.pp * cfg.ep
+        e_shard = np.maximum(shard * cfg.tp // (etp * cfg.ep), 1)
+        edp = n * cfg.tp // (etp * cfg.ep)
+        out += dp_group_comms(cfg, wire_params * f / e_mp, st.grads_bytes * f / e_mp,
+                              e_shard, edp // e_shard, (lay.link("edp"),) * 2, "expert ")
     return out
 
 
-def moe_tokens(cfg, tokens):
-    """Tokens one rank routes per micro-batch: its CP shard, and under sequence
-    parallelism only its SP shard where the dispatcher starts from it (Megatron's
-    alltoall dispatcher takes the layer input as SP leaves it)."""
-    sp_shard = framework_of(cfg).moe_tokens_sp_shard and cfg.sequence_parallel
-    return tokens / (cfg.tp if sp_shard else 1)
+def ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, lay) -> list[Comm]:
+    """The MoE dispatcher's rows (``ledger.comms_ep``: alltoall, allgather or flex, the
+    expert grid's links, node-limited routing, the busiest rank under an imbalance).
+    ``lay``: the rank Layout, or one link name for every row."""
+    return [Comm("ep", kind, link, nbytes, "partial", what)
+            for kind, link, nbytes, what in ep_rows(model, cfg, tokens, lay, forward_passes(cfg))]
 
 
-def ep_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, link: str) -> list[Comm]:
-    """Dispatch and combine all-to-alls, forward and backward, on the routed tokens:
-    tokens x top_k x hidden, padded by the capacity factor (a recomputed forward
-    dispatches and combines again)."""
-    topk = model.top_k if model.is_moe else cfg.moe.topk
-    moe_layers = (model.moe_layers if model.is_moe else model.layers) / cfg.pp
-    routed = moe_tokens(cfg, tokens) * model.hidden * cfg.act_bytes * topk \
-        * cfg.moe.capacity_factor
-    per_layer = 2 * (forward_passes(cfg) + 1) * coll_bytes("all_to_all", cfg.ep, routed)
-    return [Comm("ep", "all_to_all", link, per_layer * moe_layers * cfg.num_microbatches,
-                 "partial", "routed tokens")]
-
-
+def ep_pass_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, lay) -> list[Comm]:
+    """``ep_comms`` for one MoE layer, one micro-batch, one direction (a forward, or the
+    backward: it mirrors the forward byte for byte) - what the time model times per layer."""
+    return [Comm("ep", kind, link, nbytes, "partial", what)
+            for kind, link, nbytes, what in ep_rows(model, cfg, tokens, lay, 1, one_pass=True)]
 
 
 def tied_embedding_comms(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ledger.layout import expert_tp
 from ledger.memory import StateBytes
 
 
@@ -77,14 +78,24 @@ def divisors(cfg, fw) -> tuple:
             n if cfg.zero_stage >= 1 else 1)
 
 
+def expert_divisors(cfg, fw) -> tuple:
+    """(params, grads, optimizer) divisors of this GPU's expert state: ZeRO's, over the
+    expert-data-parallel group - the shard group x tp / (etp x ep) (Megatron-Core shards
+    expert optimizer state over EDP; theoretical_memory_usage.py L301-302)."""
+    n = np.maximum(shard_group(cfg) * cfg.tp // (expert_tp(cfg) * cfg.ep), 1)
+    grads = (cfg.zero_stage >= 2) & (np.asarray(cfg.grad_accumulation) == "sharded")
+    return (np.where(params_sharded(cfg, fw), n, 1), np.where(grads, n, 1),
+            n if cfg.zero_stage >= 1 else 1)
+
+
 def shard_state(dense: StateBytes, expert: StateBytes, cfg, fw) -> StateBytes:
-    """Divide this GPU's unsharded state by ZeRO. Expert state shards over its own,
-    ep-times smaller data-parallel group. Whole bytes, rounded down as the seed does."""
-    divs = divisors(cfg, fw)
+    """Divide this GPU's unsharded state by ZeRO: dense state over its data-parallel
+    group, expert state over the expert-data-parallel one. Whole bytes, rounded down as
+    the seed does."""
+    divs, e_divs = divisors(cfg, fw), expert_divisors(cfg, fw)
     d = (dense.params_bytes, dense.grads_bytes, dense.optim_bytes)
     e = (expert.params_bytes, expert.grads_bytes, expert.optim_bytes)
-    return StateBytes(*(np.floor(d[i] / divs[i] + e[i] / np.maximum(divs[i] / cfg.ep, 1.0))
-                        for i in range(3)))
+    return StateBytes(*(np.floor(d[i] / divs[i] + e[i] / e_divs[i]) for i in range(3)))
 
 
 def logits_bytes(model, cfg, fw):

@@ -50,6 +50,7 @@ class Framework:
     # ---- tensor, expert and pipeline parallel ---------------------------------------
     sp_regathers_input: bool  # SP saves the sequence shard, all-gathers it again in bwd
     moe_tokens_sp_shard: bool  # the MoE dispatcher sends the SP shard (s b / (tp cp))
+    moe_dispatcher: str  # token dispatcher by default: "alltoall" | "allgather" | "flex"
     tied_embedding_allreduce: bool  # pp > 1: first and last stage all-reduce the grad
     # ---- memory beyond state and layer activations ------------------------------------
     activations: str  # saved-tensor table (ledger.activations) its modules follow
@@ -129,7 +130,8 @@ FRAMEWORKS = {f.name: f for f in (
         param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
         zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=False, reshard="always",
         unsharded_with_pp=False,
-        sp_regathers_input=False, moe_tokens_sp_shard=False, tied_embedding_allreduce=False,
+        sp_regathers_input=False, moe_tokens_sp_shard=False,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=False,
         activations="korthikanti", **_NO_EXTRAS),
     Framework(
         name="megatron", summary="Megatron-Core: distributed optimizer, fp32 main grads, "
@@ -137,7 +139,8 @@ FRAMEWORKS = {f.name: f for f in (
         param_bytes=2, grad_bytes=4, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
         zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=True, reshard="always",
         unsharded_with_pp=False,
-        sp_regathers_input=True, moe_tokens_sp_shard=True, tied_embedding_allreduce=True,
+        sp_regathers_input=True, moe_tokens_sp_shard=True,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         activations="megatron", logits_bytes=4.0 + 2.0, comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
     Framework(
@@ -147,7 +150,8 @@ FRAMEWORKS = {f.name: f for f in (
         param_bytes=4, grad_bytes=4, master_bytes=0, moment_bytes=4, gathered_param_bytes=2,
         zero_stages=(0, 3), sharded_grads_per_microbatch=True, reshard="not_pp",
         unsharded_with_pp=True,
-        sp_regathers_input=False, moe_tokens_sp_shard=False, tied_embedding_allreduce=True,
+        sp_regathers_input=False, moe_tokens_sp_shard=False,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
     Framework(
@@ -157,7 +161,8 @@ FRAMEWORKS = {f.name: f for f in (
         param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
         zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=True, reshard="always",
         unsharded_with_pp=False,
-        sp_regathers_input=False, moe_tokens_sp_shard=False, tied_embedding_allreduce=True,
+        sp_regathers_input=False, moe_tokens_sp_shard=False,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0,
         comm_bucket_bytes=5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
     Framework(
@@ -166,7 +171,8 @@ FRAMEWORKS = {f.name: f for f in (
         param_bytes=4, grad_bytes=4, master_bytes=0, moment_bytes=4, gathered_param_bytes=2,
         zero_stages=(0, 3), sharded_grads_per_microbatch=True, reshard="always",
         unsharded_with_pp=False,
-        sp_regathers_input=False, moe_tokens_sp_shard=False, tied_embedding_allreduce=True,
+        sp_regathers_input=False, moe_tokens_sp_shard=False,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         activations="hf", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
 )}
@@ -249,6 +255,11 @@ SOURCES: dict[str, dict[str, str]] = {
         "sp_regathers_input": "megatron/core/tensor_parallel/layers.py L604 (saves the SP "
                               "shard), L666-680 (re-gathers it for wgrad), L700-709; "
                               "TransformerEngine pytorch/module/linear.py L618-621, L979-999",
+        "moe_dispatcher": "alltoall, as the large MoE recipes set it "
+                          "(--moe-token-dispatcher-type alltoall); Megatron's code default "
+                          "is allgather: transformer_config.py L891-893. Volumes: "
+                          "token_dispatcher.py L375-387, L705-751, L824-870 (alltoall), "
+                          "L281-303, L355-368 (allgather), L1809 (flex, DeepEP L1228-1245)",
         "moe_tokens_sp_shard": "megatron/core/transformer/moe/token_dispatcher.py L375-387, "
                                "L554-556, L705-711 (alltoall dispatcher: s b topk / (tp cp) "
                                "rows); the default is allgather (transformer_config.py "
@@ -273,6 +284,8 @@ SOURCES: dict[str, dict[str, str]] = {
         "sp_regathers_input": "DTensor TP/SP: autograd saves the gathered input "
                               "(torch/distributed/tensor/parallel/style.py; measured by "
                               "ledger.verify: 4 collectives per layer)",
+        "moe_dispatcher": "not read line by line: costed as an all-to-all over EP of "
+                          "the CP-local tokens",
         "moe_tokens_sp_shard": "not read: costed on the full CP-local token count",
         "tied_embedding_allreduce": "torchtitan/distributed/fsdp.py L238-250 (tied "
                                     "embedding and output are one unit; with PP they sit "
@@ -305,6 +318,9 @@ SOURCES: dict[str, dict[str, str]] = {
                    "backward of every micro-batch; params <= 1e5 elements persist, L311-323)",
         "unsharded_with_pp": "DeepSpeed's pipeline engine supports ZeRO-1 only: n/a",
         "sp_regathers_input": "no Megatron-style SP in DeepSpeed's ZeRO engine: n/a",
+        "moe_dispatcher": "deepspeed/moe/sharded_moe.py L97-109, L720, L749 (_AllToAll "
+                          "of the dispatched input and of the expert output over the EP "
+                          "group)",
         "moe_tokens_sp_shard": "not read: costed on the full CP-local token count",
         "tied_embedding_allreduce": "DeepSpeed pipe TiedLayerSpec all-reduces tied weights' "
                                     "grads between their stages (not read line by line)",
@@ -325,6 +341,8 @@ SOURCES: dict[str, dict[str, str]] = {
                    "_fully_shard.py L180-190, L246-247",
         "unsharded_with_pp": "transformers' Trainer has no pipeline schedule: n/a",
         "sp_regathers_input": "no sequence parallelism in transformers' modules: n/a",
+        "moe_dispatcher": "no expert dispatcher in transformers' modules: costed as an "
+                          "all-to-all if ep > 1",
         "moe_tokens_sp_shard": "no expert dispatcher in transformers' modules: n/a",
         "tied_embedding_allreduce": "n/a without pipelining; counted if pp > 1",
         "activations": "transformers' own modules (modeling_llama.py etc.), measured by "

@@ -236,7 +236,9 @@ def deepseek_v2(r):  # configuration_deepseek_v2.py:76-120
 def deepseek_v3(r):  # configuration_deepseek_v3.py:82-117; MTP key aliased at :79
     f, cap = _mla(r, experts=256, shared=1, moe=2048, first_dense=3, top_k=8, maxpos=4096)
     mtp = r.get("num_nextn_predict_layers", r.get("num_mtp_layers", 1))
-    return {**f, "mtp_layers": mtp}, cap
+    # node-limited routing: modeling_deepseek_v3.py L128-143 always routes by group
+    groups = {"router_groups": r.get("n_group", 8), "router_group_topk": r.get("topk_group", 4)}
+    return {**f, "mtp_layers": mtp, **groups}, cap
 
 
 def gpt2(r):  # configuration_gpt2.py:78-103: learned positions, LayerNorm, biases, tied

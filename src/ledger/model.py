@@ -68,6 +68,8 @@ class ModelSpec:
     router_bias: bool = False  # gpt-oss: the router Linear carries a bias
     first_dense_layers: int = 0  # leading layers that keep a dense MLP (first_k_dense)
     moe_layer_ids: tuple[int, ...] | None = None  # MoE layers; None: all from first_dense
+    router_groups: int = 0  # group-limited routing: experts in this many groups (n_group)
+    router_group_topk: int = 0  # groups a token may pick (topk_group); 0: no limit
     mtp_layers: int = 0  # DeepSeek-V3 multi-token-prediction modules (not in ``params``)
     seq_default: bool = False  # seq_len is the ledger's default, not the user's (``--seq``)
 
@@ -313,12 +315,14 @@ def gpt3_175b() -> ModelSpec:
 
 def deepseek_v3() -> ModelSpec:
     """DeepSeek-V3 (report sec. 4.2: 61 layers, MLA, 1 shared + 256 routed experts, top-8,
-    first 3 layers dense, 4K pre-training sequences, one MTP module)."""
+    first 3 layers dense, 4K pre-training sequences, one MTP module; node-limited routing
+    over 8 expert groups, at most 4 per token: config.json n_group 8, topk_group 4)."""
     return ModelSpec(name="deepseek-v3", layers=61, hidden=7168, heads=128, vocab=129280,
                      seq_len=4096, ffn_hidden=18432, attention="mla", q_lora_rank=1536,
                      kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128,
                      v_head_dim=128, num_experts=256, top_k=8, moe_ffn_hidden=2048,
-                     shared_experts=1, first_dense_layers=3, mtp_layers=1)
+                     shared_experts=1, first_dense_layers=3, mtp_layers=1,
+                     router_groups=8, router_group_topk=4)  # sec. 2.1.2: M = 4 nodes
 
 
 def _qwen3(name: str, **kw) -> ModelSpec:

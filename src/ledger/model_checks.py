@@ -116,7 +116,22 @@ def check_moe(m) -> None:
             raise LedgerError("shared_expert_ffn", "needs shared_experts >= 1")
     if m.shared_expert_gate and not m.shared_experts:
         raise LedgerError("shared_expert_gate", "needs shared_experts >= 1")
-    for f in ("shared_experts", "router_bias", "moe_layer_ids", "mtp_layers"):
+    if m.router_groups or m.router_group_topk:
+        _check_router_groups(m)
+    for f in ("shared_experts", "router_bias", "moe_layer_ids", "mtp_layers", "router_groups"):
         v = getattr(m, f)
         if v and not m.is_moe and f != "mtp_layers":
             raise LedgerError(f, f"is an MoE field but num_experts({m.num_experts}) < 2")
+
+
+def _check_router_groups(m) -> None:
+    """Group-limited routing (transformers DeepseekV3TopkRouter, modeling_deepseek_v3.py
+    L128-143; Megatron moe_router_num_groups / moe_router_group_topk): equal groups of
+    experts, a token picks router_group_topk of them."""
+    g, k = m.router_groups, m.router_group_topk
+    if g < 1 or m.num_experts % g:
+        raise LedgerError("router_groups", f"router_groups({g}) must divide "
+                                           f"num_experts({m.num_experts})")
+    if not 1 <= k <= g:
+        raise LedgerError("router_group_topk", f"router_group_topk({k}) must lie in "
+                                               f"[1, router_groups({g})]")

@@ -40,11 +40,12 @@ from ledger.comms import (  # noqa: F401  (re-exported: the seed's names live he
     tied_embedding_comms,
     tp_comms,
 )
+from ledger.comms_ep import MoESpec, check_config, check_model  # noqa: F401  (MoESpec lives here)
 from ledger.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes, overhead_bytes,
                               shard_state)
 from ledger.fp8 import with_weights as with_fp8_weights
 from ledger.frameworks import get as get_framework
-from ledger.layout import DEFAULT_ORDER, Layout
+from ledger.layout import DEFAULT_ORDER, Layout, expert_tp
 from ledger.memory import RECOMPUTE, StateBytes, state_bytes
 from ledger.activations import layer_activations, layer_kind
 from ledger.activations import table as saved_table
@@ -58,36 +59,18 @@ CP_KINDS = ("ring", "ulysses")
 GRAD_ACCUMULATION = ("sharded", "unsharded")
 
 
-@dataclass(frozen=True)
-class MoESpec:
-    """MoE facts for a model whose ModelSpec does not describe its experts.
-
-    When the ModelSpec has experts, their share and top-k come from it and only
-    ``capacity_factor`` (a run fact) is read from here.
-    """
-
-    num_experts: int = 1
-    topk: int = 1
-    expert_fraction: float = 0.0  # share of parameters living in routed experts
-    capacity_factor: float = 1.0  # routed payload is padded to this x the even share
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.expert_fraction <= 1.0:
-            raise LedgerError("expert_fraction", f"must lie in [0, 1], "
-                                                 f"got {self.expert_fraction}")
-        if self.capacity_factor <= 0:
-            raise LedgerError("capacity_factor", f"must be > 0, got {self.capacity_factor}")
-
-
 @dataclass(frozen=True, kw_only=True)
 class ParallelConfig:
-    """One placement. world = tp x cp x pp x dp; ep is carved out of dp x cp."""
+    """One placement. world = tp x cp x pp x dp; the experts' grid ETP x EP x EDP tiles
+    the tp x cp x dp ranks of each PP stage (``ledger.layout``)."""
 
     tp: int = 1  # tensor parallel: splits every matrix of a layer
     pp: int = 1  # pipeline parallel: splits the layers
     dp: int = 1  # data parallel replicas
     cp: int = 1  # context parallel: splits the sequence
-    ep: int = 1  # expert parallel: splits the routed experts (inside dp x cp)
+    ep: int = 1  # expert parallel: splits the routed experts (inside tp x cp x dp / etp)
+    etp: int | None = None  # expert tensor parallel; None: tp (Megatron arguments.py L587-588)
+    moe_dispatcher: str | None = None  # alltoall | allgather | flex; None: the framework's
     zero_stage: int = 0  # 0 = DDP, 1/2/3 = ZeRO-1/2/3 (3 == FSDP)
     sequence_parallel: bool = True  # Megatron SP inside the TP group
     cp_kind: str = "ring"  # "ring" | "ulysses"
@@ -135,9 +118,7 @@ class ParallelConfig:
             if replicas % self.hsdp_shard:
                 raise LedgerError("hsdp_shard", f"hsdp_shard({self.hsdp_shard}) does not "
                                                 f"divide dp({self.dp}) * cp({self.cp}) = {replicas}")
-        if replicas % self.ep:
-            raise LedgerError("ep", f"ep({self.ep}) does not divide dp({self.dp}) * "
-                                    f"cp({self.cp}) = {replicas}")
+        check_config(self)  # the expert grid and the dispatcher (ledger.comms_ep)
         if self.recompute not in RECOMPUTE:
             raise LedgerError("recompute", f"must be one of {', '.join(RECOMPUTE)}, "
                                            f"got {self.recompute!r}")
@@ -177,11 +158,7 @@ def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
     if cfg.cp > 1:  # ring balances causal work over 2*cp chunks (head-tail pairing)
         chunks = 2 * cfg.cp if cfg.cp_kind == "ring" else cfg.cp
         require_divides("seq_len", model.seq_len, "2*cp" if chunks > cfg.cp else "cp", chunks)
-    experts = model.num_experts if model.is_moe else cfg.moe.num_experts
-    if cfg.ep > 1:
-        if experts <= 1:
-            raise LedgerError("ep", f"ep({cfg.ep}) > 1 but {model.name} has no experts")
-        require_divides("num_experts", experts, "ep", cfg.ep)
+    check_model(model, cfg)
 
 
 @dataclass(frozen=True)
@@ -220,9 +197,11 @@ def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
 
 
 def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> StateBytes:
-    """The even split: tp x pp divide every byte (ep the expert bytes), ZeRO the rest."""
+    """The even split: tp x pp divide every dense byte, etp x ep x pp the expert bytes,
+    ZeRO the rest."""
     f, mp = expert_fraction(model, cfg), cfg.tp * cfg.pp
-    return shard_state(st.scaled((1 - f) / mp), st.scaled(f / (mp * cfg.ep)), cfg,
+    return shard_state(st.scaled((1 - f) / mp), st.scaled(f / (expert_tp(cfg) * cfg.pp
+                                                                * cfg.ep)), cfg,
                        framework_of(cfg))
 
 
@@ -237,7 +216,7 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
         sequence_parallel=cfg.sequence_parallel,
         flash=cfg.flash_attention if flash is None else flash,
         recompute=cfg.recompute if recompute is None else recompute, act_bytes=cfg.act_bytes,
-        capacity_factor=cfg.moe.capacity_factor, table=saved_table(framework_of(cfg).activations),
+        capacity_factor=cfg.moe.load_factor, table=saved_table(framework_of(cfg).activations),
         moe=moe, window=window).total_bytes
 
 
@@ -289,7 +268,7 @@ def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
     tp share, its experts' tp x ep share) or the embedding / output matrix."""
     kinds = ([True] if model.is_moe else []) + ([False] if model.moe_layers < model.layers
                                                  else [])
-    units = [split / cfg.tp + repl + routed / (cfg.tp * cfg.ep)
+    units = [split / cfg.tp + repl + routed / (expert_tp(cfg) * cfg.ep)
              for split, repl, routed in (model.layer_params(moe) for moe in kinds)]
     return max(units + [model.vocab * model.hidden / cfg.tp])
 
@@ -336,7 +315,7 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     if not isinstance(cfg, ParallelConfig) or not isinstance(st, StateBytes):
         raise TypeError("place(model, cfg) or place(model, state_bytes, cfg)")
     validate(model, cfg)
-    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep,
+    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
                  hsdp_shard=cfg.hsdp_shard, order=order, gpus_per_node=gpus_per_node)
     layers = model.layers / cfg.pp
     tokens = model.seq_len * cfg.micro_batch // cfg.cp  # per GPU per micro-batch
@@ -346,7 +325,7 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
              + pp_comms(cfg, s_act, lay.link("pp"))
              + tied_embedding_comms(model, cfg, st, lay.link("pp"))
              + dp_comms(model, st, cfg, lay)
-             + ep_comms(model, cfg, tokens, lay.link("ep")) if c.bytes > 0]
+             + ep_comms(model, cfg, tokens, lay) if c.bytes > 0]
     fw, per_param = framework_of(cfg), st.scaled(1 / model.params)
     kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
     stages = [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),

@@ -60,9 +60,25 @@ def config_line(model, cfg) -> str:
     extra += f" cp_kind={cfg.cp_kind}" if cfg.cp > 1 else ""
     extra += f" recompute={cfg.recompute}" if cfg.recompute != "none" else ""
     extra += " grad_accumulation=unsharded" if cfg.grad_accumulation != "sharded" else ""
+    extra += _moe_extra(model, cfg)
     return (f"{model.name} ({_seq(model)}): tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} "
             f"dp={cfg.dp} ep={cfg.ep} zero={cfg.zero_stage} sp={sp} mb={cfg.micro_batch} "
             f"m={cfg.num_microbatches}{extra} -> {cfg.world} GPUs [{cfg.framework}]")
+
+
+def _moe_extra(model, cfg) -> str:
+    """etp, the dispatcher and the imbalance of an MoE placement (nothing for a dense one)."""
+    from ledger.comms_ep import dispatcher
+
+    if not (getattr(model, "is_moe", False) or cfg.ep > 1):
+        return ""
+    etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp
+    out = f" etp={etp} dispatcher={dispatcher(cfg)}"
+    if cfg.moe.imbalance != 1.0:
+        out += f" imbalance={cfg.moe.imbalance:g}"
+    if getattr(model, "router_group_topk", 0):
+        out += f" groups={model.router_group_topk}/{model.router_groups}"
+    return out
 
 
 MEMORY_CAUSES = ("state", "activations", "logits", "buffers", "overhead")
@@ -286,9 +302,7 @@ def layout_text(lay) -> str:
     gpn = lay.gpus_per_node
     lines = [f"{lay.world} GPUs = {-(-lay.world // gpn)} node(s) x {gpn}; order {lay.order} "
              f"(the first axis varies fastest)"]
-    for axis in ("tp", "cp", "ep", "dp", "pp"):
-        if getattr(lay, axis) == 1:
-            continue
+    for axis in _layout_axes(lay):
         size = lay.group_size(axis)
         lines.append(f"  {axis} groups ({lay.link(axis)}):")
         for g in islice(lay.iter_groups(axis), 16):
@@ -301,8 +315,17 @@ def layout_text(lay) -> str:
     return "\n".join(lines)
 
 
-def layout_json(lay) -> dict:
+def _layout_axes(lay) -> list[str]:
+    """The axes with more than one rank, and the expert grid's etp / edp groups when the
+    experts are laid out apart from the dense ranks (ep > 1 or etp != tp)."""
     axes = [a for a in ("tp", "cp", "ep", "dp", "pp") if getattr(lay, a) > 1]
+    if lay.ep > 1 or (lay.etp is not None and lay.etp != lay.tp):
+        axes += [g for g in ("etp", "edp") if lay.group_size(g) > 1]
+    return axes
+
+
+def layout_json(lay) -> dict:
+    axes = _layout_axes(lay)
     return {"world": lay.world, "order": lay.order, "gpus_per_node": lay.gpus_per_node,
             "groups": {a: lay.groups(a) for a in axes}, "links": {a: lay.link(a) for a in axes}}
 

@@ -6,6 +6,7 @@ norm and the output layer, and an uneven layer split lands somewhere.
 """
 from __future__ import annotations
 
+from ledger.layout import expert_tp
 from ledger.model import ModelSpec
 
 
@@ -45,7 +46,8 @@ def rank_layers(layers: int, pp: int, vp: int = 1, v_shape: bool = False) -> lis
 def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
     """Per PP rank, the (dense, expert) parameters one of its GPUs holds, laid out as
     Megatron does: embedding with the first stage; final norm and output layer with
-    the last (a tied embedding is kept there too when pp > 1)."""
+    the last (a tied embedding is kept there too when pp > 1). Routed experts split over
+    etp x ep (Megatron's expert grid; theoretical_memory_usage.py L205-212)."""
     stages = cfg.pp * cfg.vp
     counts = stage_layers(model.layers, stages)
     starts = [sum(counts[:s]) for s in range(stages)]
@@ -59,7 +61,7 @@ def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
             for is_moe, n in ((False, counts[s] - moe), (True, moe)):
                 split, repl, routed = kinds[is_moe]
                 dense += n * (split / cfg.tp + repl)
-                expert += n * routed / (cfg.tp * cfg.ep)
+                expert += n * routed / (expert_tp(cfg) * cfg.ep)  # the expert grid
             if s == 0:
                 dense += b["embedding"] / cfg.tp + b["positions"]
             if s == stages - 1:
