@@ -222,3 +222,17 @@ def test_deepseek_v3_placement_fp8_weight_copies(precision, per_layer):
     base = place(deepseek_v3(), ParallelConfig(**kw)).memory_by_rank[5].state_bytes
     fp8 = place(deepseek_v3(), ParallelConfig(**kw, precision=precision)).memory_by_rank[5]
     assert fp8.state_bytes - base == pytest.approx(4 * per_layer)
+
+
+def test_deepseek_v3_dispatches_in_fp8_and_combines_in_bf16():
+    """DeepSeek-V3 sec. 3.3.3 / DeepEP: the dispatch all-to-all (and its backward twin)
+    carries FP8 with one fp32 scale per 128 values, the combine BF16: the four passes
+    average (1 + 4/128 + 2) / (2 x 2) of the BF16 bytes."""
+    from ledger.model import preset
+    from ledger.parallel import ParallelConfig, place
+
+    m = preset("deepseek-v3").with_seq(4096)
+    kw = dict(pp=16, dp=128, ep=64, zero_stage=1, num_microbatches=120)
+    bf16 = place(m, ParallelConfig(**kw)).total_bytes("ep")
+    fp8 = place(m, ParallelConfig(**kw, precision="fp8-deepseek-v3")).total_bytes("ep")
+    assert fp8 == pytest.approx(bf16 * (1 + 4 / 128 + 2) / 4)

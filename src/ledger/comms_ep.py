@@ -37,6 +37,7 @@ from math import comb
 
 from ledger.collectives import ring_bytes as coll_bytes
 from ledger.errors import LedgerError, require_divides, require_positive
+from ledger.fp8 import ep_wire_ratio
 from ledger.frameworks import get as get_framework
 from ledger.layout import expert_tp
 
@@ -173,7 +174,11 @@ def _sizes(model, cfg, tokens, forwards) -> _Sizes:
     topk = model.top_k if model.is_moe else cfg.moe.topk
     layers = (model.moe_layers if model.is_moe else model.layers) / cfg.pp
     local = moe_tokens(cfg, tokens)
-    return _Sizes(local, local * topk * cfg.moe.capacity_factor, model.hidden * cfg.act_bytes,
+    # an FP8 recipe may dispatch in FP8 and combine in BF16: the mean of the four passes
+    fw = get_framework(getattr(cfg, "framework", "megatron"), getattr(cfg, "precision", None))
+    wire = ep_wire_ratio(fw, cfg.act_bytes)
+    return _Sizes(local, local * topk * cfg.moe.capacity_factor,
+                  model.hidden * cfg.act_bytes * wire,
                   cfg.act_bytes, forwards + 1, layers * cfg.num_microbatches,
                   cfg.moe.imbalance)
 
@@ -183,8 +188,9 @@ def _row(kind, link, nbytes, what):
 
 
 def _links(lay, group):
-    return (lay, lay, 1) if isinstance(lay, str) else (lay.link(group), "nvlink",
-                                                       lay.per_node(group))
+    if not hasattr(lay, "link"):  # one link (or the planner's array of them) for every row
+        return lay, lay, 1
+    return lay.link(group), "nvlink", lay.per_node(group)
 
 
 def ep_rows(model, cfg, tokens, lay, forwards: int, one_pass: bool = False) -> list:
@@ -210,7 +216,7 @@ def ep_rows(model, cfg, tokens, lay, forwards: int, one_pass: bool = False) -> l
         # backward swaps them. All on the expert side: the received load, rho x even.
         # (etp = 1 moves nothing: sizes stay arithmetic for the planner's arrays.)
         etp = expert_tp(cfg)
-        link = lay if isinstance(lay, str) else lay.link("etp")
+        link = lay if not hasattr(lay, "link") else lay.link("etp")
         tok = coll_bytes("all_gather", etp, z.rows * z.rho * etp * z.h_bytes) * z.passes \
             * z.steps
         out += [_row("all_gather", link, tok, "routed tokens, ETP gather"),
@@ -228,7 +234,7 @@ def _alltoall(z: _Sizes, cfg, lay) -> list:
     ep = cfg.ep
     sides = z.passes * (1 + z.rho)  # token side + expert side
     payload = z.rows * z.h_bytes * sides * z.steps
-    if isinstance(lay, str):
+    if not hasattr(lay, "link"):
         return [_row("all_to_all", link, coll_bytes("all_to_all", ep, payload), "routed tokens")]
     return [_row("all_to_all", link, payload * (ep - per_node) / ep, "routed tokens, other nodes"),
             _row("all_to_all", near, payload * (per_node - 1) / ep, "routed tokens, same node")]
@@ -259,7 +265,7 @@ def _allgather(z: _Sizes, model, cfg, lay) -> list:
     gradient is reduce-scattered in the backward. Routing does not change any of it."""
     sp = sp_shard_dispatch(cfg)
     n = expert_tp(cfg) * cfg.ep if sp else cfg.ep
-    link = lay if isinstance(lay, str) else lay.link("etp_ep" if sp else "ep")
+    link = lay if not hasattr(lay, "link") else lay.link("etp_ep" if sp else "ep")
     gathered = z.local * n
     experts = model.num_experts if model.is_moe else cfg.moe.num_experts
     tok = coll_bytes("all_gather", n, gathered * z.h_bytes) * z.passes * z.steps

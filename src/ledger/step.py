@@ -244,7 +244,7 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     tp_f, tp_b = _tp_times(cfg, s_act, gemm, links, system, tp_overlap)
     cp_f, cp_b = _cp_times(model, cfg, tokens, attention, links, system)
     moe_layers = model.moe_layers if model.is_moe else model.layers
-    per_pass = ep_comms(model, cfg, tokens, links["ep"])[0].bytes * cfg.pp \
+    per_pass = sum(c.bytes for c in ep_comms(model, cfg, tokens, links["ep"])) * cfg.pp \
         / (moe_layers * cfg.num_microbatches * (forward_passes(cfg) + 1))  # per MoE layer
     ep = (per_pass / system.bandwidth(links["ep"])  # dispatch + combine: 2 calls
           + 2 * (cfg.ep - 1) * system.latency(links["ep"])) * moe_layers / model.layers
