@@ -108,7 +108,7 @@ def _torch_command(module: str, argv: list[str]) -> int:
 
 
 def _cmd_schedule(a: argparse.Namespace) -> str:
-    from ledger.pipeline import Costs, check_drawable, simulate
+    from ledger.pipeline import Costs, check_cells, check_drawable, simulate
     from ledger.render_timeline import summary, svg_timeline, text_timeline, timeline_json
     from ledger.schedules import build
 
@@ -117,6 +117,8 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
     tb = _backward_time(a)
     sim = simulate(build(a.kind, a.pp, a.microbatches, v),
                    Costs(a.tf, tb, a.t_in, a.t_w, a.p2p))
+    if a.svg or not a.json:
+        check_cells(sim)
     if a.svg:
         try:
             Path(a.svg).write_text(svg_timeline(sim))
