@@ -92,6 +92,10 @@ def _cmd_report(a: argparse.Namespace) -> str:
     if a.gpu is not None:
         gpu = system(a.gpu).gpu  # an unknown name is refused with the presets listed
         room = Capacity(gpu.name, gpu.hbm_bytes)
+    if a.html:
+        from ledger.render_html import placement_page
+
+        _write(a.html, placement_page(model, cfg, pl, room.usable_bytes if room else None))
     if a.json:
         return _json(placement_json(model, cfg, pl, a.precision, a.optimizer, room), indent=2)
     return placement_text(model, cfg, pl, room)
@@ -141,6 +145,11 @@ def _cmd_estimate(a: argparse.Namespace) -> str:
     est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
                    optimizer=a.optimizer)
     _warn_idle(cfg, est.placement.bubble_fraction)
+    if a.html:
+        from ledger.render_html import placement_page
+
+        _write(a.html, placement_page(model, cfg, est.placement, est.memory_capacity_bytes,
+                                      est, sysm))
     if a.json:
         return _json(estimate_json(model, cfg, sysm, est), indent=2)
     return estimate_text(model, cfg, sysm, est)
@@ -171,9 +180,30 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar,
                   framework=a.framework, flash=not a.no_flash,
                   headroom_bytes=a.headroom * 2**30, baseline=a.baseline)
+    if a.html:
+        _write(a.html, _plan_html(model, a, sysm, result))
     text = (_json(plan_json(model, sysm, result), indent=1) if a.json
             else plan_text(model, a.gpus, sysm, result))
     return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1
+
+
+def _plan_html(model, a, sysm, result) -> str:
+    """The plan page, with #1 estimated again for its charts."""
+    from ledger.render_html import plan_page
+    from ledger.step import estimate
+
+    if not result.plans:
+        return plan_page(model, a.gpus, sysm, result)
+    best = result.plans[0]
+    est = estimate(model, best.config, sysm, tp_overlap=best.tp_overlap)
+    return plan_page(model, a.gpus, sysm, result, est.placement, est)
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise LedgerError("html", f"cannot write {path}: {e.strerror}") from None
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
