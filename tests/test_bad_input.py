@@ -338,3 +338,25 @@ def test_generated_sizes_give_finite_json_or_one_line(cmd, tp, pp, dp, cp, m, vp
     d = strict_json(out)
     bubble = d["bubble_fraction"] if cmd == "report" else d["breakdown"].get("pp_bubble", 0)
     assert 0 <= bubble and (cmd == "estimate" or bubble < 1)
+
+
+def test_ctrl_c_ends_quietly():
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "ledger", "plan", "llama3-405b", "--gpus",
+                          "1048576", "--global-batch", "68719476736"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)  # inside the search (2 million placements: many seconds)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, err) == (130, "interrupted\n")
+
+
+def test_absurd_model_from_any_source_is_refused(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers":
+                             10**9, "num_attention_heads": 4, "intermediate_size": 128,
+                             "vocab_size": 100}))
+    code, out, err = run(["report", str(p)])
+    assert_refused(["report"], code, out, err)
+    assert err == "error: layers: layers(1,000,000,000) exceeds the limit of 65,536\n"

@@ -338,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     except LedgerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
     text, code = out if isinstance(out, tuple) else (out, 0)
     return _emit(text, code)
 

@@ -41,7 +41,16 @@ def source(a: argparse.Namespace):
 
 
 def model(a: argparse.Namespace) -> ModelSpec:
-    """The model from the positional argument, or from a launch config file."""
+    """The model from the positional argument, or from a launch config file, within the
+    stated limits (ledger.inputs)."""
+    from ledger.inputs import check_model_size
+
+    spec = _model(a)
+    check_model_size(spec)
+    return spec
+
+
+def _model(a: argparse.Namespace) -> ModelSpec:
     launch = a.launch
     if launch is not None and a.model is not None:
         raise LedgerError("model", f"{a.model!r} given twice: on the command line and by "

@@ -30,6 +30,7 @@ MAX_MICRO_BATCH = 1 << 16  # sequences per micro-batch
 MAX_GLOBAL_BATCH = 1 << 36  # sequences per step
 MAX_VP = 1024  # virtual stages per PP rank
 MAX_MODEL_SIZE = 1 << 24  # any count in a model's shape: layers, widths, vocab, tokens
+MAX_LAYERS = 1 << 16  # some work is per layer (its kind: MoE? windowed?)
 MAX_MODEL_REAL = 1e9  # a model's real-valued knobs (soft-caps) are finite and below this
 MAX_CAPACITY_FACTOR = 64.0  # routed tokens padded to at most 64x their even share
 MAX_TOP = 10_000  # plans listed
@@ -90,6 +91,17 @@ def model_flag(typ):
     if typ is float:
         return real(MAX_MODEL_REAL, -MAX_MODEL_REAL, closed_low=True)
     return typ
+
+
+def check_model_size(model) -> None:
+    """A model from any source (preset, config.json, flags, launch file) within the limits."""
+    limits = {"layers": MAX_LAYERS, "hidden": MAX_MODEL_SIZE, "ffn_hidden": MAX_MODEL_SIZE,
+              "vocab": MAX_MODEL_SIZE, "seq_len": MAX_MODEL_SIZE, "heads": MAX_MODEL_SIZE,
+              "num_experts": MAX_MODEL_SIZE}
+    for name, limit in limits.items():
+        value = getattr(model, name)
+        if value > limit:
+            raise LedgerError(name, f"{name}({value:,}) exceeds the limit of {limit:,}")
 
 
 def check_world(**sizes: int) -> int:
