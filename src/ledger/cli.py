@@ -126,10 +126,7 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
     if a.svg or not a.json:
         check_cells(sim)
     if a.svg:
-        try:
-            Path(a.svg).write_text(svg_timeline(sim))
-        except OSError as e:
-            raise LedgerError("svg", f"cannot write {a.svg}: {e.strerror}") from None
+        _write(a.svg, svg_timeline(sim), "svg")
     if a.json:
         return _json(timeline_json(sim), indent=1)
     colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty())
@@ -199,11 +196,11 @@ def _plan_html(model, a, sysm, result) -> str:
     return plan_page(model, a.gpus, sysm, result, est.placement, est)
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, text: str, field: str = "html") -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as e:
-        raise LedgerError("html", f"cannot write {path}: {e.strerror}") from None
+        raise LedgerError(field, f"cannot write {path}: {e.strerror}") from None
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
