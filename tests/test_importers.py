@@ -118,7 +118,7 @@ def test_megatron_refuses_by_name(tmp_path, text, needle):
 def test_megatron_file_and_a_conflicting_flag(tmp_path):
     f = write(tmp_path, "llama.sh", MEGATRON_8B)
     code, _, err = run("report", "--from-megatron", f, "--tp", "4")
-    assert code == 2 and "tp: given twice: 4 on the command line, 2 in" in err
+    assert code == 2 and "tp: given twice: 4 on the command line, 2 from" in err
     code, _, err = run("report", "llama3-8b", "--from-megatron", f)
     assert code == 2 and "model: 'llama3-8b' given twice" in err
 

@@ -34,8 +34,8 @@ def source(a: argparse.Namespace):
             continue  # the planner searches the placement; the file sizes the job
         mine = getattr(a, dest)
         if mine != defaults[dest] and mine != value:
-            raise LedgerError(dest, f"given twice: {mine} on the command line, {value} in "
-                                    f"{launch.path}; drop one")
+            raise LedgerError(dest, f"given twice: {mine} on the command line, {value} from "
+                                    f"{launch.path} (its settings and defaults); drop one")
         setattr(a, dest, value)
     return launch
 
