@@ -39,32 +39,29 @@ MAX_TIME = 1e6  # schedule times, in whatever unit the user chose
 MIN_TIME = 1e-6
 
 
-def count(limit: int):
-    """argparse type: an integer in 1..limit."""
+def integer(low: int, limit: int, name: str = "integer"):
+    """argparse type: an integer in low..limit."""
     def parse(text: str) -> int:
         try:
             value = int(text, 10)
         except ValueError:
             value = None
-        if value is None or not 1 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"must be an integer in 1..{limit:,}, got {text!r}")
+        if value is None or not low <= value <= limit:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{limit:,}, "
+                                             f"got {text!r}")
         return value
-    parse.__name__ = "count"
+    parse.__name__ = name
     return parse
+
+
+def count(limit: int):
+    """argparse type: an integer in 1..limit (a size)."""
+    return integer(1, limit, "count")
 
 
 def natural(limit: int):
     """argparse type: an integer in 0..limit."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 10)
-        except ValueError:
-            value = None
-        if value is None or not 0 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"must be an integer in 0..{limit:,}, got {text!r}")
-        return value
-    parse.__name__ = "natural"
-    return parse
+    return integer(0, limit, "natural")
 
 
 def real(limit: float, low: float = 0.0, closed_low: bool = False):
