@@ -9,6 +9,11 @@
     train-ledger estimate MODEL ... --gpu NAME --global-batch B   step time and MFU
     train-ledger layout --tp 4 --dp 2 --pp 2              ranks, groups and links
     train-ledger plan MODEL --gpus N --gpu NAME --global-batch B   the best placements
+    train-ledger gpus                 GPU presets with their figures (--json)
+    train-ledger --version
+
+report, estimate and plan also take --from-megatron FILE / --from-torchtitan FILE (the
+model and placement of a launch) and --html FILE (a self-contained page of charts).
 
 Bad input prints one line ``error: ...`` on stderr and exits 2.
 """

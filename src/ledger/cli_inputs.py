@@ -37,6 +37,11 @@ def source(a: argparse.Namespace):
             raise LedgerError(dest, f"given twice: {mine} on the command line, {value} from "
                                     f"{launch.path} (its settings and defaults); drop one")
         setattr(a, dest, value)
+    if given[0][0] == "from_megatron" and a.gpus is None and a.dp is None:
+        from dataclasses import replace
+
+        launch = replace(launch, notes=launch.notes + (
+            "a Megatron launch does not hold its world size: dp = 1 here; give --gpus N",))
     return launch
 
 
