@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -346,7 +347,12 @@ def test_ctrl_c_ends_quietly():
     p = subprocess.Popen([sys.executable, "-m", "ledger", "plan", "llama3-405b", "--gpus",
                           "1048576", "--global-batch", "68719476736"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)  # inside the search (2 million placements: many seconds)
+    tick, start = os.sysconf("SC_CLK_TCK"), time.monotonic()
+    while time.monotonic() - start < CASE_SECONDS:  # past its imports (~0.3 s of CPU),
+        with open(f"/proc/{p.pid}/stat") as f:  # inside the search (2 million placements)
+            if int(f.read().rsplit(")", 1)[1].split()[11]) >= 1.5 * tick:
+                break
+        time.sleep(0.05)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert (p.returncode, err) == (130, "interrupted\n")
