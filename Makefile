@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,8 +17,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/train-ledger
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+# Debian's chromium for the HTML report's browser test (tests/test_html.py): installed
+# when missing and running as root; otherwise that test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+	  >/dev/null; } || echo "chromium not installed (not root): tests/test_html.py will skip"
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -338,3 +339,30 @@ def test_generated_sizes_give_finite_json_or_one_line(cmd, tp, pp, dp, cp, m, vp
     d = strict_json(out)
     bubble = d["bubble_fraction"] if cmd == "report" else d["breakdown"].get("pp_bubble", 0)
     assert 0 <= bubble and (cmd == "estimate" or bubble < 1)
+
+
+def test_ctrl_c_ends_quietly():
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "ledger", "plan", "llama3-405b", "--gpus",
+                          "1048576", "--global-batch", "68719476736"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    tick, start = os.sysconf("SC_CLK_TCK"), time.monotonic()
+    while time.monotonic() - start < CASE_SECONDS:  # past its imports (~0.3 s of CPU),
+        with open(f"/proc/{p.pid}/stat") as f:  # inside the search (2 million placements)
+            if int(f.read().rsplit(")", 1)[1].split()[11]) >= 1.5 * tick:
+                break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, err) == (130, "interrupted\n")
+
+
+def test_absurd_model_from_any_source_is_refused(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers":
+                             10**9, "num_attention_heads": 4, "intermediate_size": 128,
+                             "vocab_size": 100}))
+    code, out, err = run(["report", str(p)])
+    assert_refused(["report"], code, out, err)
+    assert err == "error: layers: layers(1,000,000,000) exceeds the limit of 65,536\n"

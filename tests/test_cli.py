@@ -130,3 +130,39 @@ def test_public_surface():
         "pp_bubble_fraction", "preset", "report", "state_bytes"}
     for name in ledger.__all__:
         assert getattr(ledger, name) is not None
+
+
+def test_version_gpus_and_models_json(capsys):
+    r = subprocess.run([sys.executable, "-m", "ledger", "--version"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "train-ledger 0.1.0"
+    code, out, _ = run(capsys, "gpus", "--json")
+    h100 = {g["name"]: g for g in json.loads(out)}["h100-sxm"]
+    # NVIDIA H100 SXM datasheet: 989 / 1,979 TFLOP/s dense bf16 / fp8, 3.35 TB/s HBM3,
+    # NVLink 900 GB/s both directions (450 one way); one 400 Gb/s NDR NIC per GPU = 50 GB/s
+    assert (h100["bf16_tflops"], h100["fp8_tflops"], h100["hbm_TBps"], h100["nvlink_GBps"],
+            h100["network_GBps"]) == (989, 1979, 3.35, 450, 50)
+    code, out, _ = run(capsys, "gpus")
+    assert code == 0 and "h100-sxm" in out and "NVLink GB/s" in out
+    code, out, _ = run(capsys, "models", "--json")
+    assert {m["name"]: m["params"] for m in json.loads(out)}["llama3-8b"] == 8_030_261_248
+
+
+def test_estimate_names_its_schedule_and_carries_the_placement(capsys):
+    argv = ["estimate", "llama3-70b", "--tp", "8", "--pp", "4", "--vp", "2", "--dp", "8",
+            "--global-batch", "256"]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and out.splitlines()[0].endswith("on h100-sxm, schedule interleaved")
+    code, out, _ = run(capsys, *argv, "--json")
+    c = json.loads(out)["config"]
+    assert (c["tp"], c["pp"], c["vp"], c["dp"], c["num_microbatches"]) == (8, 4, 2, 8, 32)
+
+
+def test_every_flag_has_help():
+    from ledger.cli_args import build_parser
+
+    p = build_parser()
+    subs = next(a for a in p._actions if a.dest == "cmd").choices
+    missing = [f"{name} {a.option_strings or a.dest}" for name, sp in subs.items()
+               for a in sp._actions if a.dest != "help" and not a.help]
+    assert missing == []

@@ -118,7 +118,7 @@ def test_megatron_refuses_by_name(tmp_path, text, needle):
 def test_megatron_file_and_a_conflicting_flag(tmp_path):
     f = write(tmp_path, "llama.sh", MEGATRON_8B)
     code, _, err = run("report", "--from-megatron", f, "--tp", "4")
-    assert code == 2 and "tp: given twice: 4 on the command line, 2 in" in err
+    assert code == 2 and "tp: given twice: 4 on the command line, 2 from" in err
     code, _, err = run("report", "llama3-8b", "--from-megatron", f)
     assert code == 2 and "model: 'llama3-8b' given twice" in err
 
@@ -198,3 +198,11 @@ def test_plan_takes_the_job_size_from_a_file(tmp_path):
     assert code == 0 and d["model"] == "llama3-8b"
     assert p["tp"] * p["cp"] * p["pp"] * p["dp"] == 64  # the world the file runs on
     assert p["micro_batch"] * p["num_microbatches"] * p["dp"] == 2 * 32  # its global batch
+
+
+def test_megatron_without_a_world_size_says_so(tmp_path):
+    f = write(tmp_path, "llama.sh", MEGATRON_8B)
+    code, out, err = run("report", "--from-megatron", f, "--json")
+    assert code == 0 and json.loads(out)["config"]["dp"] == 1
+    assert err == ("warning: a Megatron launch does not hold its world size: dp = 1 here; "
+                   "give --gpus N\n")

@@ -9,6 +9,11 @@
     train-ledger estimate MODEL ... --gpu NAME --global-batch B   step time and MFU
     train-ledger layout --tp 4 --dp 2 --pp 2              ranks, groups and links
     train-ledger plan MODEL --gpus N --gpu NAME --global-batch B   the best placements
+    train-ledger gpus                 GPU presets with their figures (--json)
+    train-ledger --version
+
+report, estimate and plan also take --from-megatron FILE / --from-torchtitan FILE (the
+model and placement of a launch) and --html FILE (a self-contained page of charts).
 
 Bad input prints one line ``error: ...`` on stderr and exits 2.
 """
@@ -21,6 +26,8 @@ from pathlib import Path
 
 from ledger.cli_args import build_parser
 from ledger.errors import LedgerError
+from ledger.cli_inputs import backward_time, plan_model, vp
+from ledger.cli_inputs import system as _system
 from ledger.inputs import check_finite_json, check_world
 from ledger.model import PRESETS, ModelSpec
 
@@ -60,7 +67,7 @@ def parallel_config(a: argparse.Namespace):
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
                          reshard_after_forward=False if a.no_reshard else None,
                          hsdp_shard=a.hsdp_shard,
-                         micro_batch=a.micro_batch, num_microbatches=m or 1, vp=_vp(a),
+                         micro_batch=a.micro_batch, num_microbatches=m or 1, vp=vp(a),
                          moe=MoESpec(capacity_factor=a.capacity_factor,
                                      imbalance=a.moe_imbalance), schedule=a.schedule,
                          recompute=a.recompute, flash_attention=not a.no_flash,
@@ -92,6 +99,10 @@ def _cmd_report(a: argparse.Namespace) -> str:
     if a.gpu is not None:
         gpu = system(a.gpu).gpu  # an unknown name is refused with the presets listed
         room = Capacity(gpu.name, gpu.hbm_bytes)
+    if a.html:
+        from ledger.render_html import placement_page
+
+        _write(a.html, placement_page(model, cfg, pl, room.usable_bytes if room else None))
     if a.json:
         return _json(placement_json(model, cfg, pl, a.precision, a.optimizer, room), indent=2)
     return placement_text(model, cfg, pl, room)
@@ -110,20 +121,19 @@ def _torch_command(module: str, argv: list[str]) -> int:
 
 
 def _cmd_schedule(a: argparse.Namespace) -> str:
-    from ledger.pipeline import Costs, check_drawable, simulate
+    from ledger.pipeline import Costs, check_cells, check_drawable, simulate
     from ledger.render_timeline import summary, svg_timeline, text_timeline, timeline_json
     from ledger.schedules import build
 
     v = a.vp or (2 if a.kind == "zb-v" else 1)
     check_drawable(a.kind, a.pp, a.microbatches, v)
-    tb = _backward_time(a)
+    tb = backward_time(a)
     sim = simulate(build(a.kind, a.pp, a.microbatches, v),
                    Costs(a.tf, tb, a.t_in, a.t_w, a.p2p))
+    if a.svg or not a.json:
+        check_cells(sim)
     if a.svg:
-        try:
-            Path(a.svg).write_text(svg_timeline(sim))
-        except OSError as e:
-            raise LedgerError("svg", f"cannot write {a.svg}: {e.strerror}") from None
+        _write(a.svg, svg_timeline(sim), "svg")
     if a.json:
         return _json(timeline_json(sim), indent=1)
     colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty())
@@ -139,6 +149,11 @@ def _cmd_estimate(a: argparse.Namespace) -> str:
     est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
                    optimizer=a.optimizer)
     _warn_idle(cfg, est.placement.bubble_fraction)
+    if a.html:
+        from ledger.render_html import placement_page
+
+        _write(a.html, placement_page(model, cfg, est.placement, est.memory_capacity_bytes,
+                                      est, sysm))
     if a.json:
         return _json(estimate_json(model, cfg, sysm, est), indent=2)
     return estimate_text(model, cfg, sysm, est)
@@ -160,7 +175,7 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     from ledger.render import plan_json, plan_text
     from ledger.search import Pins, plan
 
-    model = _plan_model(a)
+    model = plan_model(a)
     sysm = _system(a)
     pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
                 micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
@@ -169,9 +184,30 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar,
                   framework=a.framework, flash=not a.no_flash,
                   headroom_bytes=a.headroom * 2**30, baseline=a.baseline)
+    if a.html:
+        _write(a.html, _plan_html(model, a, sysm, result))
     text = (_json(plan_json(model, sysm, result), indent=1) if a.json
             else plan_text(model, a.gpus, sysm, result))
     return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1
+
+
+def _plan_html(model, a, sysm, result) -> str:
+    """The plan page, with #1 estimated again for its charts."""
+    from ledger.render_html import plan_page
+    from ledger.step import estimate
+
+    if not result.plans:
+        return plan_page(model, a.gpus, sysm, result)
+    best = result.plans[0]
+    est = estimate(model, best.config, sysm, tp_overlap=best.tp_overlap)
+    return plan_page(model, a.gpus, sysm, result, est.placement, est)
+
+
+def _write(path: str, text: str, field: str = "html") -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise LedgerError(field, f"cannot write {path}: {e.strerror}") from None
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -233,110 +269,18 @@ def _warn_idle(cfg, bubble: float) -> None:
               f"{bubble:.0%} idle; raise --microbatches or --global-batch")
 
 
-def _model(a: argparse.Namespace) -> ModelSpec:
-    """The model from the positional argument, or from a launch config file."""
-    source = _source(a)
-    if source is not None and a.model is not None:
-        raise LedgerError("model", f"{a.model!r} given twice: on the command line and by "
-                                   f"{source.path}; drop one")
-    if source is not None:
-        return source.model
-    if a.model is None:
-        raise LedgerError("model", "give a model (a preset, a config.json or 'custom'), or "
-                                   "--from-megatron FILE / --from-torchtitan FILE")
-    return load_model(a)
-
-
-def _source(a: argparse.Namespace):
-    """The launch config named by --from-megatron / --from-torchtitan (or None), its
-    placement merged into the flags: a flag also given on the command line must agree."""
-    given = [(k, getattr(a, k, None)) for k in ("from_megatron", "from_torchtitan")
-             if getattr(a, k, None)]
-    if not given:
-        return None
-    if len(given) == 2:
-        raise LedgerError("from_megatron", "give --from-megatron or --from-torchtitan, not both")
-    if given[0][0] == "from_megatron":
-        from ledger.megatron_args import read_launch
-
-        launch = read_launch(given[0][1])
-    else:
-        from ledger.torchtitan_toml import read_launch
-
-        launch = read_launch(given[0][1], gpus=a.gpus)
-    defaults = vars(build_parser().parse_args([a.cmd]))
-    for dest, value in launch.flags.items():
-        if dest not in defaults or (a.cmd == "plan" and dest not in ("gpus", "global_batch",
-                                                                    "framework")):
-            continue  # the planner searches the placement; the file sizes the job
-        mine = getattr(a, dest)
-        if mine != defaults[dest] and mine != value:
-            raise LedgerError(dest, f"given twice: {mine} on the command line, {value} in "
-                                    f"{launch.path}; drop one")
-        setattr(a, dest, value)
-    for note in launch.notes:
-        _warn(note)
-    return launch
-
-
 def _model_and_config(a: argparse.Namespace):
     """Model and placement, checked against each other where the core does not."""
+    from ledger.cli_inputs import model as load
     from ledger.inputs import check_even_chunks
 
-    model = _model(a)
+    model = load(a)
     if a.schedule is not None and a.pp == 1:
         raise LedgerError("schedule", f"a pipeline schedule needs pp > 1, got "
                                       f"--schedule {a.schedule} with pp(1)")
     cfg = parallel_config(a)
     check_even_chunks(model.layers, cfg.pp, cfg.vp)
     return model, cfg
-
-
-def _plan_model(a: argparse.Namespace) -> ModelSpec:
-    model = _model(a)
-    for name, flag in (("gpus", "--gpus"), ("global_batch", "--global-batch")):
-        if getattr(a, name) is None:
-            raise LedgerError(name, f"plan needs {flag}")
-    if a.vp is not None and a.pp is not None:
-        from ledger.inputs import check_even_chunks
-
-        check_even_chunks(model.layers, a.pp, a.vp)
-    return model
-
-
-def _vp(a: argparse.Namespace) -> int:
-    """Stages per PP rank: as given, else 2 for ZB-V (its V holds two), else 1."""
-    return a.vp or (2 if a.schedule == "zb-v" else 1)
-
-
-def _system(a: argparse.Namespace):
-    """The GPU preset's usual cluster, or a system file; --gpus-per-node applies to either
-    and is refused when the file says otherwise."""
-    from ledger.system import load_system, system
-
-    if a.system:
-        return load_system(a.system, gpus_per_node=a.gpus_per_node)
-    return system(a.gpu, a.gpus_per_node or 8)
-
-
-def _backward_time(a: argparse.Namespace) -> float:
-    """The full backward time; a split backward's halves must add up to it."""
-    from ledger.schedules import SPLIT_BACKWARD
-
-    halves = [x for x in (a.t_in, a.t_w) if x is not None]
-    if halves and a.kind not in SPLIT_BACKWARD:
-        raise LedgerError("tB", f"{a.kind} runs a full backward; --tB/--tW apply to "
-                                f"{', '.join(SPLIT_BACKWARD)}")
-    if len(halves) == 2:
-        if a.tb is not None and a.tb != a.t_in + a.t_w:
-            raise LedgerError("tb", f"tb({a.tb:g}) != tB({a.t_in:g}) + tW({a.t_w:g})")
-        return a.t_in + a.t_w
-    tb = 2.0 if a.tb is None else a.tb
-    if halves and halves[0] >= tb:
-        name = "tB" if a.t_in is not None else "tW"
-        raise LedgerError(name, f"{name}({halves[0]:g}) must be below tb({tb:g}), which "
-                                f"the other half shares")
-    return tb
 
 
 def _progress_bar():
@@ -359,6 +303,12 @@ def run(argv: list[str]) -> str | tuple[str, int]:
     """Parse and run; returns the text to print (and an exit status when it is not 0).
     Raises LedgerError on bad input."""
     a = _parse(argv)
+    if a.cmd in ("report", "estimate", "plan"):
+        from ledger.cli_inputs import source
+
+        a.launch = source(a)
+        for note in a.launch.notes if a.launch else ():
+            _warn(note)
     if a.cmd in (None, "seed"):
         return _cmd_seed()
     if a.cmd == "schedule":
@@ -392,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     except LedgerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
     text, code = out if isinstance(out, tuple) else (out, 0)
     return _emit(text, code)
 

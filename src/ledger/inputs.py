@@ -30,6 +30,7 @@ MAX_MICRO_BATCH = 1 << 16  # sequences per micro-batch
 MAX_GLOBAL_BATCH = 1 << 36  # sequences per step
 MAX_VP = 1024  # virtual stages per PP rank
 MAX_MODEL_SIZE = 1 << 24  # any count in a model's shape: layers, widths, vocab, tokens
+MAX_LAYERS = 1 << 16  # some work is per layer (its kind: MoE? windowed?)
 MAX_MODEL_REAL = 1e9  # a model's real-valued knobs (soft-caps) are finite and below this
 MAX_CAPACITY_FACTOR = 64.0  # routed tokens padded to at most 64x their even share
 MAX_TOP = 10_000  # plans listed
@@ -38,32 +39,29 @@ MAX_TIME = 1e6  # schedule times, in whatever unit the user chose
 MIN_TIME = 1e-6
 
 
-def count(limit: int):
-    """argparse type: an integer in 1..limit."""
+def integer(low: int, limit: int, name: str = "integer"):
+    """argparse type: an integer in low..limit."""
     def parse(text: str) -> int:
         try:
             value = int(text, 10)
         except ValueError:
             value = None
-        if value is None or not 1 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"must be an integer in 1..{limit:,}, got {text!r}")
+        if value is None or not low <= value <= limit:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{limit:,}, "
+                                             f"got {text!r}")
         return value
-    parse.__name__ = "count"
+    parse.__name__ = name
     return parse
+
+
+def count(limit: int):
+    """argparse type: an integer in 1..limit (a size)."""
+    return integer(1, limit, "count")
 
 
 def natural(limit: int):
     """argparse type: an integer in 0..limit."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 10)
-        except ValueError:
-            value = None
-        if value is None or not 0 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"must be an integer in 0..{limit:,}, got {text!r}")
-        return value
-    parse.__name__ = "natural"
-    return parse
+    return integer(0, limit, "natural")
 
 
 def real(limit: float, low: float = 0.0, closed_low: bool = False):
@@ -90,6 +88,17 @@ def model_flag(typ):
     if typ is float:
         return real(MAX_MODEL_REAL, -MAX_MODEL_REAL, closed_low=True)
     return typ
+
+
+def check_model_size(model) -> None:
+    """A model from any source (preset, config.json, flags, launch file) within the limits."""
+    limits = {"layers": MAX_LAYERS, "hidden": MAX_MODEL_SIZE, "ffn_hidden": MAX_MODEL_SIZE,
+              "vocab": MAX_MODEL_SIZE, "seq_len": MAX_MODEL_SIZE, "heads": MAX_MODEL_SIZE,
+              "num_experts": MAX_MODEL_SIZE}
+    for name, limit in limits.items():
+        value = getattr(model, name)
+        if value > limit:
+            raise LedgerError(name, f"{name}({value:,}) exceeds the limit of {limit:,}")
 
 
 def check_world(**sizes: int) -> int:

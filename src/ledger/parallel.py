@@ -53,7 +53,7 @@ from ledger.model import ModelSpec
 from ledger.pipeline import placement_pipeline
 from ledger.schedules import KINDS as SCHEDULES
 from ledger.schedules import check as check_schedule
-from ledger.stages import rank_layers, rank_stages, stage_layers, stage_params
+from ledger.stages import rank_layers, rank_stages, stage_layers, stage_params, stage_starts
 
 CP_KINDS = ("ring", "ulysses")
 GRAD_ACCUMULATION = ("sharded", "unsharded")
@@ -234,7 +234,7 @@ def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
     """The distinct kinds of layer (MoE?, window) and, per PP rank, how many of each it
     holds: a stage's activations are priced once per kind (numbers or arrays alike)."""
     counts = stage_layers(model.layers, pp * vp)
-    starts = [sum(counts[:s]) for s in range(pp * vp)]
+    starts = stage_starts(counts)
     per_layer = [layer_kind(model, i) for i in range(model.layers)]
     kinds = sorted(set(per_layer), key=lambda k: (k[0], k[1] or 0))
     table = np.zeros((pp, len(kinds)))

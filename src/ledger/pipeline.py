@@ -76,37 +76,61 @@ def _deps(a: Action, last_stage: int) -> list[tuple[str, int, int]]:
     return [("I", a.mb, a.stage)]
 
 
+def _found(key: tuple[str, int, int], done: dict):
+    """The finished action a dependency names: a backward dependency is met by the next
+    stage's full backward B or, under a split backward, its input half I."""
+    kind, mb, st = key
+    for k in ((("B", mb, st), ("I", mb, st)) if kind == "B" else (key,)):
+        if k in done:
+            return k
+    return None
+
+
 def simulate(sched: Schedule, costs: Costs = Costs()) -> SimResult:
-    """Run every rank's list against the dependencies; refuse a schedule that deadlocks."""
+    """Run every rank's list against the dependencies; refuse a schedule that deadlocks.
+
+    Event-driven: a rank runs until an input is missing, then waits on that input and is
+    woken when it is produced, so the work is linear in the number of actions. An action
+    starts at the later of its rank being free and its inputs' ends (+ p2p across ranks),
+    whatever order the ranks are visited in."""
     last = sched.stages - 1
     done: dict[tuple[str, int, int], tuple[float, int]] = {}  # -> (end, rank)
     pos = [0] * sched.pp
     free = [0.0] * sched.pp
     timeline: list[list[Timed]] = [[] for _ in range(sched.pp)]
     remaining = sum(len(r) for r in sched.ranks)
-    while remaining:
-        progressed = False
-        for r, acts in enumerate(sched.ranks):
-            while pos[r] < len(acts):
-                a = acts[pos[r]]
-                keys = [(("B" if k == "B" and ("I", mb, st) in done else k), mb, st)
-                        for k, mb, st in _deps(a, last)]
-                keys = [("I", mb, st) if k == "B" and ("B", mb, st) not in done
-                        and ("I", mb, st) in done else (k, mb, st) for k, mb, st in keys]
-                if any(k not in done for k in keys):
-                    break
-                ready = max([free[r]] + [done[k][0] + (costs.p2p_s if done[k][1] != r else 0)
-                                         for k in keys])
-                end = ready + costs.of(a.kind) / sched.v
-                done[(a.kind, a.mb, a.stage)] = (end, r)
-                timeline[r].append(Timed(a, r, ready, end))
-                free[r], pos[r] = end, pos[r] + 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            stuck = {r: str(acts[pos[r]]) for r, acts in enumerate(sched.ranks)
-                     if pos[r] < len(acts)}
-            raise LedgerError("schedule", f"{sched.name} deadlocks: ranks wait at {stuck}")
+    waiting: dict[tuple[str, int, int], list[int]] = {}
+    runnable = list(range(sched.pp - 1, -1, -1))
+    queued = [True] * sched.pp  # each rank is in ``runnable`` at most once
+    while runnable:
+        r = runnable.pop()
+        queued[r] = False
+        acts = sched.ranks[r]
+        while pos[r] < len(acts):
+            a = acts[pos[r]]
+            deps = _deps(a, last)
+            keys = [_found(k, done) for k in deps]
+            if None in keys:
+                kind, mb, st = deps[keys.index(None)]
+                for k in (("B", mb, st), ("I", mb, st)) if kind == "B" else ((kind, mb, st),):
+                    waiting.setdefault(k, []).append(r)
+                break
+            ready = max([free[r]] + [done[k][0] + (costs.p2p_s if done[k][1] != r else 0)
+                                     for k in keys])
+            end = ready + costs.of(a.kind) / sched.v
+            key = (a.kind, a.mb, a.stage)
+            done[key] = (end, r)
+            timeline[r].append(Timed(a, r, ready, end))
+            free[r], pos[r] = end, pos[r] + 1
+            remaining -= 1
+            for w in waiting.pop(key, ()):
+                if not queued[w]:
+                    queued[w] = True
+                    runnable.append(w)
+    if remaining:
+        stuck = {r: str(acts[pos[r]]) for r, acts in enumerate(sched.ranks)
+                 if pos[r] < len(acts)}
+        raise LedgerError("schedule", f"{sched.name} deadlocks: ranks wait at {stuck}")
     makespan = max(free)
     busy = [sum(t.end - t.start for t in row) for row in timeline]
     peaks = [peak_inflight(acts) / sched.v for acts in sched.ranks]
@@ -114,8 +138,8 @@ def simulate(sched: Schedule, costs: Costs = Costs()) -> SimResult:
 
 
 # The most passes (forward, backward or weight-gradient actions of one micro-batch on one
-# stage) the simulator runs for one question; each costs ~10 us here, so 200,000 stay
-# under a few seconds. Past it a placement is priced from a shorter simulation (below)
+# stage) the simulator runs for one question; each costs 10-30 us here, so 200,000 stay
+# within seconds. Past it a placement is priced from two shorter simulations (below)
 # and the ``schedule`` command, which draws every pass, refuses.
 MAX_PASSES = 200_000
 MAX_DRAWN = 20_000  # passes the ``schedule`` command simulates, prints and draws
@@ -134,6 +158,19 @@ def check_drawable(kind: str, pp: int, m: int, v: int) -> None:
         raise LedgerError("schedule", f"pp({pp}) x vp({v}) x microbatches({m}) = {n:,} passes "
                                       f"exceeds the {MAX_DRAWN:,} this command draws; "
                                       f"report/estimate price larger pipelines")
+
+
+MAX_CELLS = 10_000  # a drawn time line's length, in units of its shortest action
+
+
+def check_cells(sim: SimResult) -> None:
+    """Refuse to draw a time line whose shortest action would be a speck: the pictures
+    give the shortest action one cell, so the makespan in cells bounds their size."""
+    shortest = min(t.end - t.start for row in sim.timeline for t in row)
+    cells = sim.makespan / shortest
+    if cells > MAX_CELLS:
+        raise LedgerError("schedule", f"the makespan is {cells:,.0f} x the shortest action; "
+                                      f"time lines draw at most {MAX_CELLS:,} (use --json)")
 
 
 def placement_pipeline(kind: str, pp: int, m: int, v: int) -> tuple[float, tuple]:

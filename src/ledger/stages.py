@@ -6,6 +6,8 @@ norm and the output layer, and an uneven layer split lands somewhere.
 """
 from __future__ import annotations
 
+from itertools import accumulate
+
 from ledger.layout import expert_tp
 from ledger.model import ModelSpec
 
@@ -23,6 +25,15 @@ def stage_layers(layers: int, stages: int) -> list[int]:
     for i in ends[: base * stages - layers]:
         out[i] -= 1
     return out
+
+
+def stage_starts(counts: list[int]) -> list[int]:
+    """The first layer of each stage (a running sum, linear in the stage count).
+
+    >>> stage_starts([7, 8, 8, 7])
+    [0, 7, 15, 23]
+    """
+    return [0, *accumulate(counts)][:-1]
 
 
 def rank_stages(pp: int, vp: int = 1, v_shape: bool = False) -> list[list[int]]:
@@ -50,7 +61,7 @@ def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
     etp x ep (Megatron's expert grid; theoretical_memory_usage.py L205-212)."""
     stages = cfg.pp * cfg.vp
     counts = stage_layers(model.layers, stages)
-    starts = [sum(counts[:s]) for s in range(stages)]
+    starts = stage_starts(counts)
     b = model.breakdown
     kinds = {moe: model.layer_params(moe) for moe in (False, True)}  # two kinds of layer
     out = []
