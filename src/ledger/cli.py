@@ -172,7 +172,7 @@ def _cmd_layout(a: argparse.Namespace) -> str:
 
 
 def _cmd_plan(a: argparse.Namespace) -> str:
-    from ledger.render import plan_json, plan_text
+    from ledger.render_plan import plan_json, plan_text
     from ledger.search import Pins, plan
 
     model = plan_model(a)

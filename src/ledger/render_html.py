@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from html import escape
 
-from ledger.render import MEMORY_CAUSES, _plan_config, config_line, fmt_bytes
+from ledger.render import MEMORY_CAUSES, config_line, fmt_bytes
+from ledger.render_plan import plan_config
 
 COLOURS = {"state": "#4e79a7", "activations": "#f28e2b", "logits": "#e15759",
            "buffers": "#76b7b2", "overhead": "#59a14f"}
@@ -180,7 +181,7 @@ def plan_table(result) -> str:
             "<th class=l>placement</th></tr>")
     rows = [f"<tr><td>{i}</td><td>{p.step_time_s:.2f} s</td><td>{p.mfu:.1%}</td>"
             f"<td>{fmt_bytes(p.memory_bytes)}</td><td class=l>{escape(p.dominant)}</td>"
-            f"<td class=l>{escape(_plan_config(p.config))}</td></tr>"
+            f"<td class=l>{escape(plan_config(p.config))}</td></tr>"
             for i, p in enumerate(result.plans, 1)]
     b = result.baseline
     if b is not None and b.plan is not None:
@@ -189,7 +190,7 @@ def plan_table(result) -> str:
         rows.append(f'<tr class="baseline"><td>{rank}</td><td>{p.step_time_s:.2f} s</td>'
                     f"<td>{p.mfu:.1%}</td><td>{fmt_bytes(p.memory_bytes)}</td>"
                     f"<td class=l>baseline {escape(b.spec)}</td><td class=l>"
-                    f"{escape(_plan_config(p.config))} ({b.vs_best:.2f}x #1)</td></tr>")
+                    f"{escape(plan_config(p.config))} ({b.vs_best:.2f}x #1)</td></tr>")
     return f"<table>{head}{''.join(rows)}</table>"
 
 
