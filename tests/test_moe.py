@@ -311,3 +311,26 @@ def test_layout_command_draws_the_expert_grid(capsys):
     out = capsys.readouterr().out
     assert "ep groups (nvlink):\n    [0, 1, 2, 3, 4, 5, 6, 7]" in out
     assert "edp groups (ib):\n    [0, 8]   <- crosses nodes" in out
+
+
+def test_mtp_modules_train_on_the_last_stage():
+    """DeepSeek-V3's MTP module (sec. 2.2) sits with the output head on the last stage:
+    its params there, one more MoE layer of activations, and a second set of logits."""
+    from dataclasses import replace
+
+    from ledger.model import preset
+    from ledger.parallel import ParallelConfig, place
+    from ledger.stages import stage_params
+
+    m = preset("deepseek-v3").with_seq(4096)
+    plain = replace(m, mtp_layers=0)
+    cfg = ParallelConfig(pp=16, dp=8, ep=8, zero_stage=1, num_microbatches=16)
+    with_mtp, without = stage_params(m, cfg), stage_params(plain, cfg)
+    assert with_mtp[:-1] == without[:-1]
+    split, repl, routed = m.layer_params(moe=True)
+    h = m.hidden
+    assert with_mtp[-1][0] - without[-1][0] == split + 2 * h * h + repl + 3 * h  # tp 1
+    assert with_mtp[-1][1] - without[-1][1] == routed / 8  # ep 8
+    a, b = place(m, cfg).memory_by_rank[-1], place(plain, cfg).memory_by_rank[-1]
+    assert a.logits_bytes == 2 * b.logits_bytes
+    assert a.activations_bytes > b.activations_bytes

@@ -100,9 +100,11 @@ def shard_state(dense: StateBytes, expert: StateBytes, cfg, fw) -> StateBytes:
 
 def logits_bytes(model, cfg, fw):
     """One micro-batch's logits as the loss keeps them: s b / cp tokens x V / tp columns
-    x the framework's bytes per logit (fp32 softmax for backward, and its gradient)."""
+    x the framework's bytes per logit (fp32 softmax for backward, and its gradient), once
+    for the output head and once per MTP module (DeepSeek-V3 sec. 2.2)."""
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
-    return tokens * model.vocab / cfg.tp * fw.logits_bytes
+    heads = 1 + model.mtp_layers  # each MTP module predicts through the shared head
+    return heads * tokens * model.vocab / cfg.tp * fw.logits_bytes
 
 
 def buffer_bytes(cfg, fw, layer_params, layers_held, working_set):

@@ -236,12 +236,16 @@ def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
     counts = stage_layers(model.layers, pp * vp)
     starts = stage_starts(counts)
     per_layer = [layer_kind(model, i) for i in range(model.layers)]
-    kinds = sorted(set(per_layer), key=lambda k: (k[0], k[1] or 0))
+    mtp_kind = (model.is_moe, None)  # an MTP module's block: a global-attention MoE layer
+    kinds = sorted(set(per_layer) | ({mtp_kind} if model.mtp_layers else set()),
+                   key=lambda k: (k[0], k[1] or 0))
     table = np.zeros((pp, len(kinds)))
     for r, held in enumerate(rank_stages(pp, vp, v_shape)):
         for st in held:
             for i in range(starts[st], starts[st] + counts[st]):
                 table[r, kinds.index(per_layer[i])] += 1
+            if st == pp * vp - 1:  # the MTP modules run beside the output head
+                table[r, kinds.index(mtp_kind)] += model.mtp_layers
     return kinds, table
 
 

@@ -54,10 +54,23 @@ def rank_layers(layers: int, pp: int, vp: int = 1, v_shape: bool = False) -> lis
     return [sum(counts[s] for s in stages) for stages in rank_stages(pp, vp, v_shape)]
 
 
+def mtp_params(model: ModelSpec) -> tuple[int, int, int]:
+    """(split by TP, replicated, routed) parameters of the multi-token-prediction modules,
+    which Megatron-Core builds on the last pipeline stage beside the output head they
+    share (megatron/core/models/gpt/gpt_model.py: mtp on the post-process stage): the
+    h x 2h projection (column-parallel), three norms and one transformer block each."""
+    if not model.mtp_layers:
+        return 0, 0, 0
+    split, repl, routed = model.layer_params(moe=model.is_moe)
+    n, h = model.mtp_layers, model.hidden
+    return n * (split + 2 * h * h), n * (repl + 3 * model.norm_size), n * routed
+
+
 def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
     """Per PP rank, the (dense, expert) parameters one of its GPUs holds, laid out as
     Megatron does: embedding with the first stage; final norm and output layer with
-    the last (a tied embedding is kept there too when pp > 1). Routed experts split over
+    the last (a tied embedding is kept there too when pp > 1), with any MTP modules
+    (``mtp_params``). Routed experts split over
     etp x ep (Megatron's expert grid; theoretical_memory_usage.py L205-212)."""
     stages = cfg.pp * cfg.vp
     counts = stage_layers(model.layers, stages)
@@ -79,5 +92,8 @@ def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
                 dense += model.norm_size  # the final norm, replicated across TP
                 output = b["output"] or (b["embedding"] if cfg.pp > 1 else 0)
                 dense += output / cfg.tp
+                split, repl, routed = mtp_params(model)
+                dense += split / cfg.tp + repl
+                expert += routed / (expert_tp(cfg) * cfg.ep)
         out.append((dense, expert))
     return out
