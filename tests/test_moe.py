@@ -222,7 +222,8 @@ def test_imbalance_scales_the_busiest_ranks_expert_activations():
     m = mixtral_8x7b()
     even = place(m, ParallelConfig(**MIXTRAL)).memory.activations_bytes
     busy = place(m, ParallelConfig(**MIXTRAL, moe=MoESpec(imbalance=1.5))).memory
-    experts = layer_activations(m, micro_batch=1, tp=2, table=MEGATRON).experts_bytes
+    experts = layer_activations(m, micro_batch=1, tp=2, etp=2,  # etp = tp, Megatron's default
+                                table=MEGATRON).experts_bytes
     assert experts > 0
     assert busy.activations_bytes - even == pytest.approx(0.5 * experts * 32)
 
@@ -334,3 +335,16 @@ def test_mtp_modules_train_on_the_last_stage():
     a, b = place(m, cfg).memory_by_rank[-1], place(plain, cfg).memory_by_rank[-1]
     assert a.logits_bytes == 2 * b.logits_bytes
     assert a.activations_bytes > b.activations_bytes
+
+
+def test_expert_gemms_read_the_etp_gathered_tokens():
+    """Megatron's alltoall dispatcher all-gathers the routed tokens over ETP before the
+    expert GEMMs (token_dispatcher.py L741-751): each h-wide routed copy (bf16 input, fp32
+    gate weight) is kept for etp x the SP shard. Mixtral, s 4096, tp 2: T k = 8192 rows;
+    per row 4096 x 2 + 4 B; etp 2 keeps the other half too: 8192 x 8196 / 2 more bytes."""
+    from ledger.activations import MEGATRON, layer_activations
+
+    m = mixtral_8x7b()
+    one, two = (layer_activations(m, micro_batch=1, tp=2, etp=e, table=MEGATRON).experts_bytes
+                for e in (1, 2))
+    assert two - one == 8192 * (4096 * 2 + 4) / 2

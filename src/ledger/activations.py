@@ -183,12 +183,14 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     return norm, extra + per_tok * tokens / tp, scores
 
 
-def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor):
+def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor, etp=1):
     """(norm, dense MLP, router, routed experts, shared experts) bytes of the MLP block.
 
     Routed tokens are T*top_k, padded by the capacity factor; under SP the dispatcher
     routes the sequence shard (the h-wide copies divide by tp), and the expert width
-    divides by tp (ETP) or the tokens do (SP with ETP = 1): either way T*k*f/tp.
+    divides by tp (ETP) or the tokens do (SP with ETP = 1): either way T*k*f/tp. The
+    h-wide copies are what the expert GEMMs read after the all-gather over ETP
+    (Megatron's alltoall dispatcher, token_dispatcher.py L741-751): etp x the SP shard.
     """
     h = model.hidden
     ln = model.norm == "layernorm"
@@ -208,7 +210,7 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor):
                   + t.routed_output_copies * h * _b(t.routed_output, e)
                   + _b(t.routed_prob, e) + t.routed_index_bytes)
     per_f_e = _mlp_f(t, e, per_f, t.expert_swiglu_recompute)
-    experts = routed * per_routed / sp_div + routed * per_f_e * f / tp
+    experts = routed * per_routed * etp / sp_div + routed * per_f_e * f / tp
     shared_w = getattr(model, "shared_ffn", model.shared_experts * f)
     shared = _mlp_f(t, e, per_f) * shared_w * tokens / tp
     return norm, 0.0, router, experts, shared
@@ -243,7 +245,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                       recompute: str = "none", act_bytes: int = 2,
                       capacity_factor: float | None = None,
                       table: SavedTensors | None = None, layer: int | None = None,
-                      moe: bool | None = None, window: int | None = None) -> LayerActivations:
+                      moe: bool | None = None, window: int | None = None,
+                      etp=1) -> LayerActivations:
     """Bytes one decoder layer keeps for backward, per GPU, for one micro-batch.
 
     ``layer`` (0-based) picks the layer's kind from the model (MoE or dense, its sliding
@@ -278,7 +281,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     if recompute == "selective":
         scores = 0.0 * tokens
     norm_m, mlp, router, experts, shared = _mlp_block(
-        model, t, e, tokens, tp, sp_div, moe, 1.0 if capacity_factor is None else capacity_factor)
+        model, t, e, tokens, tp, sp_div, moe, 1.0 if capacity_factor is None else capacity_factor,
+        etp if sequence_parallel else 1)  # without SP every TP rank holds all tokens
     return LayerActivations(
         norms_bytes=norm_a + norm_m, attention_bytes=attn,
         scores_bytes=scores, mlp_bytes=mlp, router_bytes=router, experts_bytes=experts,

@@ -217,6 +217,7 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
         flash=cfg.flash_attention if flash is None else flash,
         recompute=cfg.recompute if recompute is None else recompute, act_bytes=cfg.act_bytes,
         capacity_factor=cfg.moe.load_factor, table=saved_table(framework_of(cfg).activations),
+        etp=expert_tp(cfg),
         moe=moe, window=window).total_bytes
 
 
