@@ -206,3 +206,15 @@ def test_megatron_without_a_world_size_says_so(tmp_path):
     assert code == 0 and json.loads(out)["config"]["dp"] == 1
     assert err == ("warning: a Megatron launch does not hold its world size: dp = 1 here; "
                    "give --gpus N\n")
+
+
+def test_megatron_expert_flags_reach_the_placement(tmp_path):
+    """--expert-tensor-parallel-size and --moe-token-dispatcher-type change the EP bytes,
+    so a launch file's values are applied, not dropped."""
+    text = MEGATRON_8B + (" --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4"
+                          " --expert-tensor-parallel-size 1 --moe-token-dispatcher-type allgather\n")
+    code, out, err = run("report", "--from-megatron", write(tmp_path, "moe.sh", text),
+                         "--gpus", "64", "--json")
+    assert code == 0, err
+    c = json.loads(out)["config"]
+    assert (c["ep"], c["etp"], c["moe_dispatcher"]) == (4, 1, "allgather")

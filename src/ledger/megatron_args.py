@@ -56,6 +56,8 @@ _MODEL = {
 _PLACEMENT = {
     "--tensor-model-parallel-size": ("tp", int), "--pipeline-model-parallel-size": ("pp", int),
     "--context-parallel-size": ("cp", int), "--expert-model-parallel-size": ("ep", int),
+    "--expert-tensor-parallel-size": ("etp", int),
+    "--moe-token-dispatcher-type": ("dispatcher", str),
     "--num-layers-per-virtual-pipeline-stage": ("layers_per_vp", int),
     "--num-virtual-stages-per-pipeline-rank": ("vp", int),
     "--sequence-parallel": ("sp", bool), "--use-distributed-optimizer": ("dist_opt", bool),
@@ -80,7 +82,7 @@ _NO_EFFECT = {f"--{n}" for n in (
     "use-rotary-position-embeddings", "no-position-embedding", "timing-log-level",
     "attention-softmax-in-fp32", "no-bias-swiglu-fusion", "no-rope-fusion",
     "ckpt-format", "data-cache-path", "num-workers", "moe-aux-loss-coeff",
-    "moe-router-load-balancing-type", "moe-token-dispatcher-type", "moe-grouped-gemm")}
+    "moe-router-load-balancing-type", "moe-grouped-gemm")}
 # Flags taking no value among the no-effect ones (the rest take one).
 _NO_EFFECT_SWITCHES = {f"--{n}" for n in (
     "use-mcore-models", "use-flash-attn", "overlap-grad-reduce", "overlap-param-gather",
@@ -211,6 +213,10 @@ def placement_flags(raw: dict, layers: int, path: str) -> dict:
         flags["cp_kind"] = kinds[raw["cp_comm"]]
     if raw.get("tp_overlap"):
         flags["tp_overlap"] = True
+    if "etp" in raw:  # default: tp (arguments.py L587-588)
+        flags["etp"] = raw["etp"]
+    if "dispatcher" in raw:  # the dispatcher's bytes differ (ledger.comms_ep)
+        flags["moe_dispatcher"] = raw["dispatcher"]
     return flags  # --bf16 / --fp16: the same bytes per state; the framework's table holds
 
 
