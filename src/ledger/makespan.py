@@ -138,3 +138,19 @@ def pipeline_s(schedule: str, p, m, v, t_f, t_b, p2p, t_w=None):
     fill = 2 * (p - 1) * p2p  # one hop per boundary on the way down and back up
     bubble = (p - 1) / (v if schedule == "interleaved" else 1)
     return (m + bubble) * (t_f + t_b) + fill
+
+
+def first_backward_s(schedule: str, p, m, v, t_f, t_b):
+    """When the first PP rank starts its first backward (numbers or arrays), at the
+    earliest: after the forwards it runs first (ledger.schedules: 1F1B's p - 1 warm-ups
+    plus one; interleaved's (v-1) p + 2 (p-1) warm-ups plus one, capped at m v, each
+    t_f / v) and after the first micro-batch's round trip (down every stage, back up
+    p - 1 ranks). GPipe runs all m forwards before any backward; ZB-V's first rank
+    holds the last chunk, so its first backward follows the first forward pass at once."""
+    if schedule == "gpipe":
+        return (m + p - 1) * t_f + (p - 1) * t_b
+    if schedule == "zb-v":
+        return p * t_f
+    warm = np.minimum((v - 1) * p + 2 * (p - 1) + 1, m * v) if schedule == "interleaved" \
+        else np.minimum(p, m)
+    return np.maximum(warm * t_f / v, p * t_f + (p - 1) * t_b / v)

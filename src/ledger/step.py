@@ -29,10 +29,11 @@ The time of one micro-batch on one pipeline stage is the sum, per layer, of
 The pipeline turns micro-batch times into a makespan (ledger.makespan; the split-backward
 schedules run the weight-gradient GEMMs as their own W pass), adds the p2p transfers of
 the steady state (Megatron's send/recv pairs block: p2p_communication._communicate waits
-on its requests), and data parallelism hides what it can: ZeRO-3 gathers and per-layer
-reduce-scatters under the layers' own compute (one gather per micro-batch is exposed,
-prefetch hides the rest), the step-end gradient reduction under the last backward. The
-optimizer reads and writes its state once.
+on its requests), and data parallelism hides what it can: ZeRO-3 gathers under the
+layers' own compute (one gather per micro-batch is exposed, prefetch hides the rest),
+per-micro-batch reduce-scatters on their own stream under every later forward and
+backward (the last call is exposed), the step-end gradient reduction under the last
+backward. The optimizer reads and writes its state once.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ from ledger.errors import LedgerError
 from ledger.flops import matmul_params_per_token, model_flops_per_token  # noqa: F401
 from ledger.footprint import Capacity
 from ledger.layout import Layout
+from ledger.makespan import first_backward_s
 from ledger.makespan import pipeline_s  # noqa: F401  (re-exported: step.pipeline_s)
 from ledger.memory import activation_bytes_per_layer as _act
 from ledger.model import ModelSpec
@@ -258,7 +260,8 @@ class Structure:
     links: dict  # axis -> "nvlink" | "ib" (or arrays of them) for tp, cp, ep, pp
     max_layers: object  # most layers on any pipeline rank
     last_layers: object  # layers on the last rank, which also runs the output layer
-    dp_layer_s: tuple  # DP traffic layer by layer: (in the forwards, in the backwards)
+    dp_layer_s: tuple  # DP traffic layer by layer: (ZeRO-3 gathers in the forwards, its
+    # re-gathers in the backwards, per-micro-batch reduce-scatters, the last one's call)
     dp_grad_s: object  # gradient reduction at the step's end (DDP, ZeRO-1, unsharded)
     dp_param_s: object  # ZeRO-1/2's parameter all-gather after the optimizer step
     dp_gather_s: object  # one layer's ZeRO-3 parameter gather (the one prefetch cannot hide)
@@ -266,11 +269,12 @@ class Structure:
 
 
 def dp_split(rows, cfg, system: System, layers):
-    """((layer-wise in forwards, in backwards), step-end grads, step-end params, one
-    layer's gather) seconds of ledger.comms' DP rows. Layer by layer: ZeRO-3's parameter
-    gathers - in the forwards, and half of them in the backwards when parameters are
-    resharded after forward - and the reduce-scatters (and HSDP replica all-reduces) a
-    framework runs after every micro-batch's backward, in the backwards;
+    """((layer-wise gathers in forwards, gathers in backwards, per-micro-batch reduce-
+    scatters, one such call), step-end grads, step-end params, one layer's gather)
+    seconds of ledger.comms' DP rows. Layer by layer: ZeRO-3's parameter gathers - in
+    the forwards, and half of them in the backwards when parameters are resharded after
+    forward - and the reduce-scatters (and HSDP replica all-reduces) a framework runs
+    after every micro-batch's backward;
     ``comms.dp_collective_counts`` says how often, one call per layer each time. At the
     step's end, bucketed (Megatron's bucket size, one latency per call): a once-per-step
     gradient reduction (DDP, ZeRO-1, unsharded accumulation) and ZeRO-1/2's parameter
@@ -279,7 +283,7 @@ def dp_split(rows, cfg, system: System, layers):
     n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
     per_mb_grads = (cfg.zero_stage >= 2) & (np.asarray(reduces) > 1)
     bucket = np.maximum(DP_BUCKET_PARAMS, DP_BUCKET_PARAMS_PER_RANK * n)
-    fwd = bwd = grads = params = gather = 0.0
+    fwd = bwd = rs = grads = params = gather = 0.0
     in_bwd = np.where(cfg.reshard_after_forward, 0.5, 0.0)  # the re-gathers for backward
     for r in rows:
         seconds = r.bytes / system.bandwidth(r.link)
@@ -295,9 +299,10 @@ def dp_split(rows, cfg, system: System, layers):
                 params = params + seconds + buckets * hops
             continue
         calls = layers * reduces * (r.bytes > 0)
-        bwd = bwd + np.where(per_mb_grads, seconds + calls * hops, 0.0)
+        rs = rs + np.where(per_mb_grads, seconds + calls * hops, 0.0)
         grads = grads + np.where(per_mb_grads, 0.0, seconds + buckets * hops)
-    return (fwd, bwd), grads, params, gather
+    calls = np.maximum(layers * np.asarray(reduces), 1)
+    return (fwd, bwd, rs, rs / calls), grads, params, gather
 
 
 def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
@@ -328,9 +333,18 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     steady_p2p = 2 * m * cfg.vp * p2p  # each micro-batch's send/recv pair, both directions
     hide = cal.dp_overlap_hidden
     first_gather = m * st.dp_gather_s  # prefetch hides every layer's gather but the first
-    fwd_s, bwd_s = st.dp_layer_s  # each hides under compute of its own direction
+    fwd_s, bwd_s, rs_s, rs_last_s = st.dp_layer_s  # gathers: under their own direction
+    # A micro-batch's reduce-scatters run on their own stream and only the last backward
+    # waits for them (torch FSDP2: _fsdp_param_group.py L92 reduce_scatter_stream;
+    # _fully_shard.py L403-411 set_is_last_backward; a unit waits for its previous
+    # reduction only before launching its next, L679/L784-787): they hide under every
+    # later forward and backward and every idle slot, from the first rank's first
+    # backward to the step's end (in 1F1B: m t_b + (m - 1) t_f); the last layer's call of
+    # the last micro-batch is exposed.
+    rs_window = pipeline - first_backward_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_b)
     layerwise = np.maximum(0.0, fwd_s - first_gather - m * t_f * hide) + first_gather \
-        + np.maximum(0.0, bwd_s - m * t_b * hide)
+        + np.maximum(0.0, bwd_s - m * t_b * hide) \
+        + np.maximum(rs_last_s, rs_s - rs_window * hide)
     # the step-end reduction under the last backward (Megatron's --overlap-grad-reduce),
     # the parameter gather under the first forward (--overlap-param-gather)
     step_end = np.maximum(0.0, st.dp_grad_s - t_b * hide) \

@@ -47,6 +47,7 @@ class Run:
     tp_overlap: bool = False  # published, unless "tp_overlap" is open
     open: tuple[str, ...] = ()  # settings the publication leaves open: set by THE RULE
     global_batch: int = 0  # sequences per step, when micro_batch is open
+    chunk_slots: int = 0  # pipeline chunk slots, when not the layer count (Llama 3)
 
 
 def gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200,
@@ -95,20 +96,26 @@ def _narayanan() -> list[Run]:
 
 
 def _llama3() -> list[Run]:
-    """Interleaved 1F1B (Llama 3 sec. 3.3.2; its depth is not published), data
-    parallelism over dp x cp counted as ZeRO-1, 16M-token batches (Table 4's batch
-    size per DP: 32, 16, 16 sequences)."""
+    """Settings from Llama 3 sec. 3.3.2: FSDP over dp x cp sharding optimizer states and
+    gradients, parameters not resharded after forward - ZeRO-2, its gradients reduce-
+    scattered after every micro-batch (fp32 accumulation and fp32 reduce-scatter, as the
+    megatron convention's fp32 grads); 8K pre-training without activation checkpointing
+    (recompute none; the 128K row's recompute is not published: THE RULE); interleaved
+    1F1B (depth not published: THE RULE) with one layer removed from the first and the
+    last stage, so 126 layers + embedding + output fill 128 chunk slots; 16M-token
+    batches (Table 4's batch size per DP: 32, 16, 16 sequences)."""
     m405 = llama3_405b()
-    rows = [("8K GPUs, 8K seq", m405, 8, 1, 16, 64, 430.0),
-            ("16K GPUs, 8K seq", m405, 8, 1, 16, 128, 400.0),
-            ("16K GPUs, 128K seq", m405.with_seq(131072), 8, 16, 16, 8, 380.0)]
+    rows = [("8K GPUs, 8K seq", m405, 8, 1, 16, 64, 430.0, "none"),
+            ("16K GPUs, 8K seq", m405, 8, 1, 16, 128, 400.0, "none"),
+            ("16K GPUs, 128K seq", m405.with_seq(131072), 8, 16, 16, 8, 380.0, None)]
     out = []
-    for label, model, tp, cp, pp, dp, tflops in rows:
+    for label, model, tp, cp, pp, dp, tflops, rc in rows:
         seqs = 16 * 2**20 // model.seq_len
-        cfg = ParallelConfig(tp=tp, cp=cp, pp=pp, dp=dp, zero_stage=1, vp=2,
+        cfg = ParallelConfig(tp=tp, cp=cp, pp=pp, dp=dp, zero_stage=2, recompute=rc or "none",
                              num_microbatches=seqs // dp)
+        settings = ("micro_batch", "vp", "tp_overlap") + (() if rc else ("recompute",))
         out.append(Run("Llama 3 2024", label, model, cfg, "h100-sxm", "tflops_per_gpu", tflops,
-                       open=("micro_batch", "vp", "recompute", "tp_overlap"), global_batch=seqs))
+                       open=settings, global_batch=seqs, chunk_slots=model.layers + 2))
     return out
 
 
@@ -182,13 +189,14 @@ def candidates(run: Run):
     cfg, m = run.cfg, run.model
     mbs = [b for b in MICRO_BATCHES if run.global_batch % (cfg.dp * b) == 0] \
         if "micro_batch" in run.open else [cfg.micro_batch]
-    vps = range(1, m.layers // cfg.pp + 1) if "vp" in run.open and cfg.pp > 1 else [cfg.vp]
+    slots = run.chunk_slots or m.layers
+    vps = range(1, min(slots, m.layers) // cfg.pp + 1) if "vp" in run.open and cfg.pp > 1 else [cfg.vp]
     rcs = RECOMPUTES if "recompute" in run.open else [cfg.recompute]
     ovs = (False, True) if "tp_overlap" in run.open else (run.tp_overlap,)
     for mb, vp, rc, ov in product(mbs, vps, rcs, ovs):
         n = run.global_batch // (cfg.dp * mb) if "micro_batch" in run.open \
             else cfg.num_microbatches
-        if vp > 1 and (n % cfg.pp or m.layers % (cfg.pp * vp)):
+        if vp > 1 and (n % cfg.pp or slots % (cfg.pp * vp)):
             continue  # interleaving needs m % pp == 0 and even virtual stages
         yield replace(cfg, micro_batch=mb, num_microbatches=n, vp=vp, recompute=rc,
                       schedule=None), ov
