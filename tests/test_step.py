@@ -14,7 +14,7 @@ from ledger.schedules import build
 from ledger.step import (DEFAULT, estimate, gemm_s, microbatches_for, model_flops_per_token,
                          pipeline_s, recompute_flops_per_token)
 from ledger.system import load_system, system
-from ledger.validation import fit, gpt, narayanan_flops, predicted, runs, settle
+from ledger.validation import fit, fit_gemm_share, gpt, narayanan_flops, predicted, runs, settle
 
 
 def test_model_flops_is_narayanans_formula_for_gpt():
@@ -51,20 +51,23 @@ def _errors(rows, source=None, role=None):
 
 
 def test_calibration_rows(validation):
-    """The declared calibration set: Korthikanti's eight rows, mean |error| <= 3%, max <= 6%
-    (a published analytic model reaches 3.65% mean on them)."""
-    errs = _errors(validation, role="calibration")
-    assert len(errs) == 8 and {r.source for r, _ in validation if r.role == "calibration"} == \
-        {"Korthikanti 2022"}
-    assert sum(errs) / len(errs) <= 0.03 and max(errs) <= 0.06, errs
+    """The declared calibration sets: Korthikanti's eight rows, mean |error| <= 3%, max <= 6%
+    (a published analytic model reaches 3.65% mean on them); Megatron-LM's nine H100 rows
+    (the H100 GEMM share's set), mean <= 5%, max <= 10%."""
+    assert {r.source for r, _ in validation if r.role == "calibration"} == \
+        {"Korthikanti 2022", "Megatron-LM H100"}
+    errs = _errors(validation, "Korthikanti 2022", role="calibration")
+    assert len(errs) == 8 and sum(errs) / len(errs) <= 0.03 and max(errs) <= 0.06, errs
+    errs = _errors(validation, "Megatron-LM H100", role="calibration")
+    assert len(errs) == 9 and sum(errs) / len(errs) <= 0.05 and max(errs) <= 0.10, errs
 
 
 def test_prediction_rows(validation):
     """Rows no constant was fitted on, per source: the bar each meets today."""
-    bars = {"Narayanan 2021": (10, 0.05), "Llama 3 2024": (3, 0.50),
-            "Megatron-LM H100": (9, 0.20), "torchtitan FSDP2": (8, 0.12)}
+    bars = {"Narayanan 2021": (10, 0.05), "Llama 3 2024": (3, 0.25),
+            "torchtitan FSDP2": (8, 0.12)}
     for source, (count, bar) in bars.items():
-        errs = _errors(validation, source)
+        errs = _errors(validation, source, role="prediction")
         assert len(errs) == count and sum(errs) / len(errs) <= bar, (source, errs)
 
 
@@ -81,6 +84,16 @@ def test_shipped_constants_are_the_fits_argmin():
     """benchmarks/fit.py prints ledger.validation.fit(); DEFAULT must be its first line."""
     mean, worst, half, traffic = fit()[0]
     assert (half, traffic) == (DEFAULT.gemm_half_balance, DEFAULT.elementwise_traffic)
+
+
+def test_shipped_h100_share_is_the_second_fits_argmin():
+    """Stage 2 of benchmarks/fit.py: the H100 share beats its grid neighbours on
+    Megatron-LM's H100 rows (the whole grid is the script's; its neighbours suffice to
+    hold the shipped value to a local minimum here), and H800/H200 carry the same."""
+    shipped = system("h100-sxm").gpu.gemm_efficiency
+    scores = fit_gemm_share(grid=(shipped - 0.02, shipped, shipped + 0.02))
+    assert scores[0][2] == pytest.approx(shipped)
+    assert system("h800").gpu.gemm_efficiency == system("h200").gpu.gemm_efficiency == shipped
 
 
 def test_open_settings_follow_the_rule_not_the_row():
@@ -100,9 +113,9 @@ def test_gemm_efficiency_by_hand():
     gpu = system("h100-sxm").gpu
     half = DEFAULT.gemm_half_balance * 989e12 / 3.35e12  # x H100's FLOP per HBM byte
     assert gemm_s(half, half, half, gpu, DEFAULT) == pytest.approx(
-        2 * half**3 / (989e12 * 0.70 / 8), rel=1e-12)
+        2 * half**3 / (989e12 * 0.62 / 8), rel=1e-12)
     big = gemm_s(8192, 8192, 8192, gpu, DEFAULT)
-    assert big == pytest.approx(2 * 8192**3 / (989e12 * 0.70 * (8192 / (8192 + half))**3))
+    assert big == pytest.approx(2 * 8192**3 / (989e12 * 0.62 * (8192 / (8192 + half))**3))
 
 
 def test_fewer_tokens_per_gpu_cost_efficiency():

@@ -295,7 +295,8 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
                        hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node)
         layer_s, grad_s, param_s, gather_s = dp_split(dp_comms(model, st_total, cfg, links), cfg,
                                                       system, model.layers / sub["pp"])
-        st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")},
+        st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")}
+                       | {"layout": links},
                        max_layers=max_layers[idx], last_layers=last_layers[idx],
                        dp_layer_s=layer_s, dp_grad_s=grad_s, dp_param_s=param_s,
                        dp_gather_s=gather_s,

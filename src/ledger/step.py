@@ -18,8 +18,11 @@ The time of one micro-batch on one pipeline stage is the sum, per layer, of
              x prod over its three dimensions d/(d + d_half) (M = this GPU's
              tokens: micro-batch x seq / cp; N and K: the weight's shard under TP/EP)
   attention  QK^T and PV as the batched GEMMs they are (M = query tokens, N = key tokens
-             of the chunk, K = head_dim); causal flash kernels skip the masked half
-  elementwise  memory traffic: ``elementwise_traffic`` x the layer's activation bytes / HBM
+             of the chunk, K = head_dim for QK^T, v_head_dim for PV: MLA's widths);
+             causal flash kernels skip the masked half and, in local layers, the blocks
+             beyond the window or chunk (flops.keys_factor)
+  elementwise  memory traffic: ``elementwise_traffic`` x the bytes the framework's own
+             layer saves (ledger.parallel.activation_bytes_per_layer, no recompute) / HBM
   TP         bytes from ledger.comms at alpha-beta per call; with --tp-overlap (TE's
              comm-GEMM overlap, needs SP) each collective hides under the GEMM it feeds
              except its first chunk of 1/tp
@@ -41,26 +44,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ledger.comms import (cp_comms, dp_collective_counts, ep_comms, forward_passes,
-                          ring_kv_block_bytes, tp_comms)
+from ledger.comms import cp_comms, ep_pass_comms, forward_passes, ring_kv_block_bytes, tp_comms
 from ledger.errors import LedgerError
-from ledger.flops import matmul_params_per_token, model_flops_per_token  # noqa: F401
+from ledger.flops import keys_factor, matmul_params_per_token  # noqa: F401
+from ledger.flops import model_flops_per_token  # noqa: F401  (re-exported)
 from ledger.footprint import Capacity
-from ledger.layout import Layout
+from ledger.gemm_time import gemm_s, layer_gemms_s
+from ledger.layout import Layout, expert_tp
 from ledger.makespan import first_backward_s
 from ledger.makespan import pipeline_s  # noqa: F401  (re-exported: step.pipeline_s)
-from ledger.memory import activation_bytes_per_layer as _act
 from ledger.model import ModelSpec
-from ledger.parallel import ParallelConfig, Placement, place
+from ledger.parallel import ParallelConfig, Placement, activation_bytes_per_layer, place
 from ledger.stages import rank_layers
+from ledger.step_dp import dp_split  # noqa: F401  (re-exported for ledger.search)
 from ledger.system import System
-
-# Megatron-Core's DDP bucket: max(40M, 1M x dp) parameters per bucket
-# (megatron/core/distributed/distributed_data_parallel.py:134 at d98e8a64dd); every
-# bucket is one collective call, so DP latency is paid per bucket.
-DP_BUCKET_PARAMS = 40_000_000
-DP_BUCKET_PARAMS_PER_RANK = 1_000_000
-
 
 @dataclass(frozen=True)
 class Calibration:
@@ -69,9 +66,9 @@ class Calibration:
     calibration set (ledger.validation.CALIBRATION: Korthikanti et al. 2022's eight A100
     rows) and shipped as it prints them; the rest are set from their sources, not fitted."""
 
-    gemm_half_balance: float = 0.60  # GEMM dimension halving its efficiency, in units of
+    gemm_half_balance: float = 0.50  # GEMM dimension halving its efficiency, in units of
     # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
-    elementwise_traffic: float = 2.5  # HBM bytes moved by non-GEMM kernels / activation bytes
+    elementwise_traffic: float = 4.0  # HBM bytes moved by non-GEMM kernels / activation bytes
     dp_overlap_hidden: float = 0.9  # share of the compute a DP collective can hide under
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
@@ -108,18 +105,6 @@ def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = T
     return attn_fwd if recompute == "selective" else 0.0
 
 
-def gemm_s(m, n, k, gpu, cal: Calibration, count=1.0):
-    """Seconds of ``count`` (m x k) @ (k x n) GEMMs: 2mnk FLOPs at the GPU's sustained
-    share of peak, lowered by each dimension d as d / (d + d_half) - small tiles fill few
-    SMs and reuse little data (NVIDIA, Matrix Multiplication Background guide: tile and
-    wave quantisation, arithmetic intensity). A thin dimension turns a GEMM bandwidth-
-    bound once its arithmetic intensity (~ d FLOP per byte) falls below the GPU's machine
-    balance, so d_half = gemm_half_balance x peak FLOP/s / HBM bytes/s (roofline)."""
-    half = cal.gemm_half_balance * gpu.bf16_flops / gpu.hbm_bytes_per_s
-    eff = gpu.gemm_efficiency * (m / (m + half)) * (n / (n + half)) * (k / (k + half))
-    return count * 2.0 * m * n * k / (gpu.bf16_flops * eff)
-
-
 @dataclass(frozen=True)
 class _Layer:
     """Seconds one layer takes for one micro-batch on one GPU, by cause and direction."""
@@ -149,28 +134,6 @@ class _Layer:
             out["compute"] = out["compute"] + self.attention
             out["elementwise"] = out["elementwise"] + self.core_elementwise
         return out
-
-
-def _layer_gemms(model: ModelSpec, cfg, tokens, gpu, cal):
-    """Forward GEMM seconds of one layer: QKV, output projection, MLP (dense share), the
-    routed and shared experts (MoE share)."""
-    h, tp, q = model.hidden, cfg.tp, model.heads * model.head_dim
-    mats = 3 if model.gated_mlp else 2
-    t = gemm_s(tokens, (q + 2 * model.kv_dim) / tp, h, gpu, cal) \
-        + gemm_s(tokens, h, q / tp, gpu, cal)
-    up = (mats - 1) * model.ffn_hidden / tp
-    dense = gemm_s(tokens, up, h, gpu, cal) + gemm_s(tokens, h, model.ffn_hidden / tp, gpu, cal)
-    if not model.is_moe:
-        return t + dense
-    share = model.moe_layers / model.layers
-    f, e_up = model.moe_ffn_hidden / tp, (mats - 1) * model.moe_ffn_hidden / tp
-    per_expert = tokens * model.top_k * cfg.ep / model.num_experts  # tokens each expert sees
-    experts_here = model.num_experts / cfg.ep
-    routed = experts_here * (gemm_s(per_expert, e_up, h, gpu, cal)
-                             + gemm_s(per_expert, h, f, gpu, cal))
-    shared = model.shared_experts * (gemm_s(tokens, e_up, h, gpu, cal)
-                                     + gemm_s(tokens, h, f, gpu, cal))
-    return t + (1 - share) * dense + share * (routed + shared)
 
 
 def _tp_times(cfg, s_act, gemm, links, system, tp_overlap: bool):
@@ -222,22 +185,22 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     (the planner's grid); its categorical fields are plain values."""
     gpu = system.gpu
     tokens = model.seq_len * cfg.micro_batch / cfg.cp  # this GPU's tokens per micro-batch
-    gemm = _layer_gemms(model, cfg, tokens, gpu, cal)
-    heads, d = model.heads / cfg.tp, model.head_dim
+    gemm = layer_gemms_s(model, cfg, tokens, gpu, cal)
+    heads, d, dv = model.heads / cfg.tp, model.head_dim, model.v_head_dim  # QK, PV widths
     keys = model.seq_len / cfg.cp  # one chunk's keys (ring) or the whole sequence (Ulysses)
     if cfg.cp_kind == "ulysses":
         heads, keys, q_tokens = heads / cfg.cp, model.seq_len, model.seq_len * cfg.micro_batch
     else:
         q_tokens = tokens
-    skip = 0.5 if cfg.flash_attention else 1.0  # causal flash kernels skip the masked half
-    per_chunk = gemm_s(q_tokens, keys, d, gpu, cal) + gemm_s(q_tokens, d, keys, gpu, cal)
+    # causal flash kernels skip the masked half, and local layers' blocks beyond their
+    # window or chunk (flops.keys_factor); a materialised s x s score matrix does neither
+    skip = 0.5 * keys_factor(model) if cfg.flash_attention else 1.0
+    per_chunk = gemm_s(q_tokens, keys, d, gpu, cal) + gemm_s(q_tokens, dv, keys, gpu, cal)
     chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
     attention = heads * chunks * per_chunk * skip
 
-    def act(flash: bool):
-        return _act(seq_len=model.seq_len, micro_batch=cfg.micro_batch, hidden=model.hidden,
-                    heads=model.heads, tp=cfg.tp, cp=cfg.cp,
-                    sequence_parallel=cfg.sequence_parallel, flash=flash)
+    def act(flash: bool):  # the bytes the framework's own layer writes (ledger.activations)
+        return activation_bytes_per_layer(model, cfg, flash=flash, recompute="none")
     traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
     saved = act(cfg.flash_attention)
     elementwise = traffic * saved
@@ -245,19 +208,30 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     s_act = tokens * model.hidden * cfg.act_bytes
     tp_f, tp_b = _tp_times(cfg, s_act, gemm, links, system, tp_overlap)
     cp_f, cp_b = _cp_times(model, cfg, tokens, attention, links, system)
-    moe_layers = model.moe_layers if model.is_moe else model.layers
-    per_pass = sum(c.bytes for c in ep_comms(model, cfg, tokens, links["ep"])) * cfg.pp \
-        / (moe_layers * cfg.num_microbatches * (forward_passes(cfg) + 1))  # per MoE layer
-    ep = (per_pass / system.bandwidth(links["ep"])  # dispatch + combine: 2 calls
-          + 2 * (cfg.ep - 1) * system.latency(links["ep"])) * moe_layers / model.layers
+    ep = _ep_time(model, cfg, tokens, links, system)
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep)
+
+
+def _ep_time(model: ModelSpec, cfg, tokens, links, system: System):
+    """One direction's EP seconds per layer, averaged over the stack: the rows of
+    ledger.comms.ep_pass_comms (one MoE layer, one micro-batch, one direction; over the
+    rank layout's links when ``links`` carries it) at alpha-beta, one call of ep - 1
+    hops each, exposed; times the MoE layers' share."""
+    lay = links.get("layout") or links["ep"]
+    rows = ep_pass_comms(model, cfg, tokens, lay)
+    t = sum(r.bytes / system.bandwidth(r.link)
+            + (np.maximum(cfg.ep, expert_tp(cfg)) - 1) * system.latency(r.link) * (r.bytes > 0)
+            for r in rows)
+    moe_layers = model.moe_layers if model.is_moe else model.layers
+    return t * moe_layers / model.layers
 
 
 @dataclass(frozen=True)
 class Structure:
     """What the time model needs from the layout, per placement (numbers or arrays)."""
 
-    links: dict  # axis -> "nvlink" | "ib" (or arrays of them) for tp, cp, ep, pp
+    links: dict  # axis -> "nvlink" | "ib" (or arrays of them) for tp, cp, ep, pp; and
+    # "layout": the rank Layout, for the EP rows' links (else every EP row on links["ep"])
     max_layers: object  # most layers on any pipeline rank
     last_layers: object  # layers on the last rank, which also runs the output layer
     dp_layer_s: tuple  # DP traffic layer by layer: (ZeRO-3 gathers in the forwards, its
@@ -266,43 +240,6 @@ class Structure:
     dp_param_s: object  # ZeRO-1/2's parameter all-gather after the optimizer step
     dp_gather_s: object  # one layer's ZeRO-3 parameter gather (the one prefetch cannot hide)
     state_bytes: object  # resident state of the heaviest stage (for the optimizer step)
-
-
-def dp_split(rows, cfg, system: System, layers):
-    """((layer-wise gathers in forwards, gathers in backwards, per-micro-batch reduce-
-    scatters, one such call), step-end grads, step-end params, one layer's gather)
-    seconds of ledger.comms' DP rows. Layer by layer: ZeRO-3's parameter gathers - in
-    the forwards, and half of them in the backwards when parameters are resharded after
-    forward - and the reduce-scatters (and HSDP replica all-reduces) a framework runs
-    after every micro-batch's backward;
-    ``comms.dp_collective_counts`` says how often, one call per layer each time. At the
-    step's end, bucketed (Megatron's bucket size, one latency per call): a once-per-step
-    gradient reduction (DDP, ZeRO-1, unsharded accumulation) and ZeRO-1/2's parameter
-    all-gather."""
-    reduces, gathers = dp_collective_counts(cfg)
-    n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
-    per_mb_grads = (cfg.zero_stage >= 2) & (np.asarray(reduces) > 1)
-    bucket = np.maximum(DP_BUCKET_PARAMS, DP_BUCKET_PARAMS_PER_RANK * n)
-    fwd = bwd = rs = grads = params = gather = 0.0
-    in_bwd = np.where(cfg.reshard_after_forward, 0.5, 0.0)  # the re-gathers for backward
-    for r in rows:
-        seconds = r.bytes / system.bandwidth(r.link)
-        hops = (2 if r.kind == "all_reduce" else 1) * (n - 1) * system.latency(r.link)
-        buckets = np.ceil(r.bytes / (4.0 * bucket))  # fp32 grads per bucket; 0 if empty
-        if r.kind == "all_gather":
-            if cfg.zero_stage == 3:
-                calls = layers * gathers * (r.bytes > 0)
-                fwd = fwd + (seconds + calls * hops) * (1 - in_bwd)
-                bwd = bwd + (seconds + calls * hops) * in_bwd
-                gather = gather + (seconds + calls * hops) / np.maximum(calls, 1)
-            else:
-                params = params + seconds + buckets * hops
-            continue
-        calls = layers * reduces * (r.bytes > 0)
-        rs = rs + np.where(per_mb_grads, seconds + calls * hops, 0.0)
-        grads = grads + np.where(per_mb_grads, 0.0, seconds + buckets * hops)
-    calls = np.maximum(layers * np.asarray(reduces), 1)
-    return (fwd, bwd, rs, rs / calls), grads, params, gather
 
 
 def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
@@ -360,14 +297,14 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
 
 def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placement) -> Structure:
     """The Structure of one placement, from its layout and ledger."""
-    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep,
+    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
                  hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node)
     held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
     hs = pl.heaviest_stage
     dp_rows = [c for c in pl.comms if c.axis == "dp"]
     layer, grads, params, gather = dp_split(dp_rows, cfg, system, model.layers / cfg.pp)
     return Structure(
-        links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")},
+        links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")} | {"layout": lay},
         max_layers=max(held), last_layers=held[0 if cfg.schedule == "zb-v" else -1],
         dp_layer_s=layer, dp_grad_s=grads, dp_param_s=params, dp_gather_s=gather,
         state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)

@@ -31,19 +31,21 @@ class GPU:
 
 
 # gemm_efficiency: the share of peak that large bf16 GEMMs reach in practice; A100 ~ 0.80
-# (cuBLAS on 8k-sized GEMMs, ~250 of 312 TFLOP/s), H100 SXM ~ 0.70 (~700 of 989), which is
-# what bounds end-to-end MFU. The others take their generation's figure.
+# (cuBLAS on 8k-sized GEMMs, ~250 of 312 TFLOP/s), which is what bounds end-to-end MFU.
+# H100 SXM 0.62: fitted by benchmarks/fit.py (stage 2) on Megatron-LM's H100 table, a
+# declared calibration set (ledger.validation); H800 and H200 share its GH100 die and
+# clocks and take the same figure. The others take their generation's figure.
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
         hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80),
     GPU(name="a100-80gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=80 * GiB,
         hbm_bytes_per_s=2.039e12, gemm_efficiency=0.80),
     GPU(name="h100-sxm", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
-        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.70),
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62),
     GPU(name="h800", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
-        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.70),
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62),
     GPU(name="h200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=143771 * MiB,
-        hbm_bytes_per_s=4.8e12, gemm_efficiency=0.70),
+        hbm_bytes_per_s=4.8e12, gemm_efficiency=0.62),
     GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, hbm_bytes=180 * GiB,
         hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70),
     GPU(name="mi300x", bf16_flops=1307e12, fp8_flops=2615e12, hbm_bytes=192 * GiB,
