@@ -40,7 +40,7 @@ backward. The optimizer reads and writes its state once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -314,6 +314,8 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
              cal: Calibration = DEFAULT, tp_overlap: bool = False,
              precision: str | None = None, optimizer: str = "adam") -> StepEstimate:
     """Step time, throughput, MFU/HFU, memory and where the time goes."""
+    if precision is not None and cfg.precision is None:  # the GEMMs' rate reads it there
+        cfg = replace(cfg, precision=precision)
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
                gpus_per_node=system.gpus_per_node)
     st = structure(model, cfg, system, pl)
