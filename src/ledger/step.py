@@ -63,8 +63,9 @@ from ledger.system import System
 class Calibration:
     """The time model's constants; each is a physical quantity. ``gemm_half_balance`` and
     ``elementwise_traffic`` are fitted by one script, benchmarks/fit.py, on the declared
-    calibration set (ledger.validation.CALIBRATION: Korthikanti et al. 2022's eight A100
-    rows) and shipped as it prints them; the rest are set from their sources, not fitted."""
+    calibration set 1 (ledger.validation: Korthikanti et al. 2022's eight A100 rows) and
+    shipped as it prints them (its stage 2 fits the H100's GEMM share, in
+    ledger.system); the rest are set from their sources, not fitted."""
 
     gemm_half_balance: float = 0.50  # GEMM dimension halving its efficiency, in units of
     # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
