@@ -251,11 +251,16 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
     per_layer = f_layer + b_layer
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
-    out_f = gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal)
+    # DeepSeek-V3's MTP modules run with the output head (DeepSeek-V3 report sec. 2.2;
+    # ledger.stages): each one more layer of the stack's kind and one more output head
+    # (its 2h x h projection left out)
+    mtp = model.mtp_layers
+    out_f = (1 + mtp) * gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal)
     out_layer = 3 * out_f  # logits, forward and backward, on the last stage
-    last = st.last_layers * per_layer + out_layer
+    last_layers = st.last_layers + mtp
+    last = last_layers * per_layer + out_layer
     last_critical = last >= st.max_layers * per_layer  # the busiest rank sets the pace
-    layers = np.where(last_critical, st.last_layers, st.max_layers)
+    layers = np.where(last_critical, last_layers, st.max_layers)
     t_f = layers * f_layer + last_critical * out_f
     t_b = layers * b_layer + last_critical * 2 * out_f
     # a split backward's W pass: the weight-gradient GEMMs alone (one forward's GEMMs);
