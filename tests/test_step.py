@@ -9,6 +9,7 @@ from ledger.model import llama3_70b
 from ledger.parallel import ParallelConfig
 import numpy as np
 
+from ledger.makespan import first_backward_s
 from ledger.pipeline import Costs, simulate
 from ledger.schedules import build
 from ledger.step import (DEFAULT, estimate, gemm_s, microbatches_for, model_flops_per_token,
@@ -227,3 +228,19 @@ def test_layout_cli_seed_example(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["groups"]["tp"][0] == [0, 1, 2, 3] and d["groups"]["pp"][0] == [0, 8]
     assert d["links"] == {"tp": "nvlink", "dp": "nvlink", "pp": "ib"}
+
+
+def test_first_backward_by_hand_and_by_the_simulator():
+    """1F1B, p 4, t_f 1, t_b 2: rank 0 runs 4 forwards, the first micro-batch reaches the
+    last stage at 3 and comes back up 3 ranks of backward: 4 + 3 x 2 = 10. The other
+    schedules against ledger.pipeline.simulate (first B or I on rank 0; I = b/2)."""
+    assert first_backward_s("1f1b", 4, 8, 1, 1.0, 2.0) == 10.0
+    for kind, p, m, v in (("1f1b", 8, 8, 1), ("1f1b", 4, 2, 1), ("gpipe", 4, 8, 1),
+                          ("interleaved", 4, 8, 2), ("interleaved", 4, 4, 4),
+                          ("interleaved", 8, 8, 2), ("zb-v", 4, 8, 2), ("zb-h1", 4, 8, 1),
+                          ("interleaved-zb", 4, 8, 2)):
+        sim = simulate(build(kind, p, m, v), Costs(f=1.0, b=2.0))
+        first = min(t.start for t in sim.timeline[0] if t.action.kind in ("B", "I"))
+        up = 1.0 if kind in ("zb-h1", "zb-v", "interleaved-zb") else 2.0
+        assert first_backward_s(kind, p, m, v, 1.0, up) == pytest.approx(first), kind
+

@@ -143,14 +143,20 @@ def pipeline_s(schedule: str, p, m, v, t_f, t_b, p2p, t_w=None):
 def first_backward_s(schedule: str, p, m, v, t_f, t_b):
     """When the first PP rank starts its first backward (numbers or arrays), at the
     earliest: after the forwards it runs first (ledger.schedules: 1F1B's p - 1 warm-ups
-    plus one; interleaved's (v-1) p + 2 (p-1) warm-ups plus one, capped at m v, each
+    plus one; interleaved's (v-1) p + 2 (p-1) warm-ups plus one - (v-1) p + (p-1) with a
+    split backward - capped at m v, each
     t_f / v) and after the first micro-batch's round trip (down every stage, back up
     p - 1 ranks). GPipe runs all m forwards before any backward; ZB-V's first rank
-    holds the last chunk, so its first backward follows the first forward pass at once."""
+    holds the last chunk, so its first backward follows the first forward pass at once.
+    ``t_b``: the backward that carries the gradient up - the input-gradient half I under
+    a split backward. tests/test_step.py holds it to ledger.pipeline.simulate."""
     if schedule == "gpipe":
         return (m + p - 1) * t_f + (p - 1) * t_b
     if schedule == "zb-v":
         return p * t_f
-    warm = np.minimum((v - 1) * p + 2 * (p - 1) + 1, m * v) if schedule == "interleaved" \
-        else np.minimum(p, m)
+    if schedule in ("interleaved", "interleaved-zb"):  # the split backward warms up less
+        warm = np.minimum((v - 1) * p + (1 if schedule == "interleaved-zb" else 2) * (p - 1)
+                          + 1, m * v)
+    else:
+        warm = np.minimum(p, m)
     return np.maximum(warm * t_f / v, p * t_f + (p - 1) * t_b / v)

@@ -284,7 +284,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     # later forward and backward and every idle slot, from the first rank's first
     # backward to the step's end (in 1F1B: m t_b + (m - 1) t_f); the last layer's call of
     # the last micro-batch is exposed.
-    rs_window = pipeline - first_backward_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_b)
+    t_up = t_b - t_w if cfg.schedule in ("zb-h1", "zb-v", "interleaved-zb") else t_b
+    rs_window = pipeline - first_backward_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_up)
     layerwise = np.maximum(0.0, fwd_s - first_gather - m * t_f * hide) + first_gather \
         + np.maximum(0.0, bwd_s - m * t_b * hide) \
         + np.maximum(rs_last_s, rs_s - rs_window * hide)
