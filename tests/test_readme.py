@@ -1,0 +1,63 @@
+"""Every console block in the README is what the command printed next to it prints.
+
+A block is a ```console fence; each ``$ train-ledger ...`` line is run in-process and its
+output compared line by line with the lines below it. A line ``...`` in the README stands
+for lines left out; words that change from run to run (a search's wall-clock time and
+rate) are masked on both sides.
+"""
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ledger.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+VOLATILE = [(re.compile(r"costed in [0-9.]+ s \([0-9,]+/s\)"), "costed in T s (R/s)")]
+
+
+def _blocks():
+    text = README.read_text(encoding="utf-8")
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        cmd, out = None, []
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                if cmd:
+                    yield cmd, out
+                cmd, out = line[2:], []
+            else:
+                out.append(line)
+        if cmd:
+            yield cmd, out
+
+
+def _mask(line: str) -> str:
+    for pattern, repl in VOLATILE:
+        line = pattern.sub(repl, line)
+    return line.rstrip()
+
+
+CASES = list(_blocks())
+
+
+def test_the_readme_has_console_blocks():
+    assert len(CASES) >= 5
+
+
+@pytest.mark.parametrize("cmd,expected", CASES, ids=[c for c, _ in CASES])
+def test_console_block_is_reproducible(cmd, expected, capsys, tmp_path, monkeypatch):
+    argv = shlex.split(cmd)
+    assert argv[0] == "train-ledger"
+    shutil.copytree(README.parent / "examples", tmp_path / "examples")  # files it names
+    monkeypatch.chdir(tmp_path)  # a block that writes a file writes it here
+    main(argv[1:])
+    captured = capsys.readouterr()
+    got = [_mask(x) for x in (captured.out + captured.err).splitlines()]
+    want = [_mask(x) for x in expected]
+    if "..." in [w.strip() for w in want]:  # a truncated listing: its head must match
+        head = want[:[w.strip() for w in want].index("...")]
+        assert got[:len(head)] == head
+    else:
+        assert got == want
