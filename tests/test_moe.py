@@ -348,3 +348,36 @@ def test_expert_gemms_read_the_etp_gathered_tokens():
     one, two = (layer_activations(m, micro_batch=1, tp=2, etp=e, table=MEGATRON).experts_bytes
                 for e in (1, 2))
     assert two - one == 8192 * (4096 * 2 + 4) / 2
+
+
+def test_mla_context_parallel_passes_decompressed_k_and_v():
+    """Megatron-Core runs MLA's core attention on per-head K (nope + rope = 192) and V
+    (128) under context parallelism: a ring block of s/cp tokens x 128 heads x (192 + 128)
+    x 2 B, 3 (cp - 1) blocks per layer."""
+    from ledger.model import preset
+
+    m = preset("deepseek-v3").with_seq(4096)
+    pl = place(m, ParallelConfig(cp=2, dp=4, ep=8, zero_stage=1))
+    block = 4096 / 2 * 128 * (192 + 128) * 2
+    assert pl.total_bytes("cp") == pytest.approx(3 * block * 61)
+
+
+def test_deepseek_v3_reported_and_estimated_end_to_end(capsys):
+    """The run DeepSeek-V3's report describes (PP 16, EP 64, ZeRO-1, FP8 on 2048 H800):
+    report and estimate both price it; its published parameter counts travel with it."""
+    import json
+
+    from ledger.cli import main
+
+    run = ["deepseek-v3", "--pp", "16", "--ep", "64", "--gpus", "2048", "--zero", "1",
+           "--seq", "4096", "--global-batch", "15360", "--gpu", "h800", "--precision", "fp8",
+           "--fp8-recipe", "deepseek-v3", "--moe-token-dispatcher-type", "flex", "--json"]
+    assert main(["report", *run]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["params"] == 671_026_404_352 and round(rep["active_params"] / 1e9) == 38
+    assert {c["axis"] for c in rep["comms"]} >= {"pp", "dp", "ep"}
+    assert main(["estimate", *run]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["config"]["ep"] == 64 and est["config"]["dp"] == 128
+    assert est["memory"]["total"] == pytest.approx(rep["memory"]["total"])
+    assert est["step_time_s"] > 0 and 0 < est["mfu"] < 1

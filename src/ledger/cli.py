@@ -95,10 +95,8 @@ def _cmd_report(a: argparse.Namespace) -> str:
     pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
                gpus_per_node=a.gpus_per_node or 8)
     _warn_idle(cfg, pl.bubble_fraction)
-    room = None
-    if a.gpu is not None:
-        gpu = system(a.gpu).gpu  # an unknown name is refused with the presets listed
-        room = Capacity(gpu.name, gpu.hbm_bytes)
+    gpu = system(a.gpu).gpu  # an unknown name is refused with the presets listed
+    room = Capacity(gpu.name, gpu.hbm_bytes)
     if a.html:
         from ledger.render_html import placement_page
 

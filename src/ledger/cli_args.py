@@ -140,7 +140,8 @@ def _report_parsers(sub) -> None:
     _add_model_flags(r)
     _add_source_flags(r)
     _add_parallel_flags(r)
-    r.add_argument("--gpu", help="GPU preset to hold the memory against (train-ledger gpus)")
+    r.add_argument("--gpu", default="h100-sxm",
+                   help="GPU preset to hold the memory against (see 'gpus'; default h100-sxm)")
     _add_outputs(r)
     e = sub.add_parser("estimate", help="step time, MFU and where the time goes")
     _add_model_flags(e)

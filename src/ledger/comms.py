@@ -82,6 +82,14 @@ def tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> lis
 RING_BLOCKS_PER_STEP = 3  # forward: K,V; backward: K,V again (to recompute) and dK,dV
 
 
+def kv_width(model) -> float:
+    """Mean width of one token's K and V as attention reads them: kv_heads x head_dim for
+    K, kv_heads x v_head_dim for V (MLA's K and V differ: 192 and 128 per head in
+    DeepSeek-V3; Megatron-Core decompresses them before its context-parallel attention,
+    megatron/core/transformer/multi_latent_attention.py L815-823, L950-961)."""
+    return (model.kv_dim + model.kv_heads * model.v_head_dim) / 2
+
+
 def ring_kv_block_bytes(tokens: int, kv_dim: int, tp: int, act_bytes: int) -> float:
     """One ring step's message: this rank's K and V for its tokens, its TP share of heads."""
     return tokens * 2 * (kv_dim / tp) * act_bytes
@@ -95,10 +103,11 @@ def cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
     per_mb = layers * cfg.num_microbatches
     extra = forward_passes(cfg) - 1  # a recomputed forward passes its blocks again
     if cfg.cp_kind == "ring":
-        block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
+        block = ring_kv_block_bytes(tokens, kv_width(model), cfg.tp, cfg.act_bytes)
         return [Comm("cp", "send_recv", link, (RING_BLOCKS_PER_STEP + extra) * (cfg.cp - 1)
                      * block * per_mb, "yes", "K/V blocks")]
-    qkvo = tokens * (2 * model.heads * model.head_dim + 2 * model.kv_dim) / cfg.tp
+    q_o = model.heads * (model.head_dim + model.v_head_dim)
+    qkvo = tokens * (q_o + 2 * kv_width(model)) / cfg.tp
     per_layer = (2 + extra) * coll_bytes("all_to_all", cfg.cp, qkvo * cfg.act_bytes)
     return [Comm("cp", "all_to_all", link, per_layer * per_mb, "no", "Q/K/V/O heads")]
 

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ledger.comms import cp_comms, ep_pass_comms, forward_passes, ring_kv_block_bytes, tp_comms
+from ledger.comms import (cp_comms, ep_pass_comms, forward_passes, kv_width, ring_kv_block_bytes,
+                          tp_comms)
 from ledger.errors import LedgerError
 from ledger.flops import keys_factor, matmul_params_per_token  # noqa: F401
 from ledger.flops import model_flops_per_token  # noqa: F401  (re-exported)
@@ -169,7 +170,7 @@ def _cp_times(model, cfg, tokens, attention, links, system):
     Ulysses: the Q/K/V/O all-to-alls of ledger.comms, exposed, the same backward."""
     link = links["cp"]
     if cfg.cp_kind == "ring":
-        block = ring_kv_block_bytes(tokens, model.kv_dim, cfg.tp, cfg.act_bytes)
+        block = ring_kv_block_bytes(tokens, kv_width(model), cfg.tp, cfg.act_bytes)
         hop = system.latency(link) + block / system.bandwidth(link)
         steps, per_step = cfg.cp - 1, attention / cfg.cp
         return (steps * np.maximum(0.0, hop - per_step),
