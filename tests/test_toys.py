@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from procs import leftovers
 
 pytest.importorskip("torch")
 
@@ -111,20 +112,6 @@ def test_ep_capacity_drops_match_an_independent_loop(reports):
     assert sum(not k for row in kept for k in row) > 0  # the seed does overflow experts
 
 
-def _leftovers(tag: str) -> list[int]:
-    """Processes whose environment carries ``tag`` (children inherit it)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if tag.encode() in f.read():
-                        found.append(int(pid))
-            except OSError:
-                pass
-    return found
-
-
 @pytest.mark.parametrize("fault,needle", [("raise:2", "rank 2: RuntimeError: injected fault"),
                                           ("die:1", "rank 1: died (killed by signal 9)")])
 def test_a_failing_rank_ends_the_run_and_is_named(fault, needle):
@@ -136,7 +123,7 @@ def test_a_failing_rank_ends_the_run_and_is_named(fault, needle):
     assert r.returncode == 1
     assert needle in r.stderr.splitlines()[-1]  # the launcher's own last word names it
     assert elapsed < 30
-    assert _leftovers(tag) == []
+    assert leftovers(tag) == []
 
 
 def test_two_runs_at_once_do_not_collide():

@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from ledger.toys import gloo, wire
+from procs import leftovers
 
 
 def _pair():
@@ -87,19 +88,6 @@ def test_a_wire_row_off_by_two_percent_fails():
                    wire_expected=0.0).ok  # bytes where the ledger predicts none
 
 
-def _leftovers(tag: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if tag.encode() in f.read():
-                        found.append(int(pid))
-            except OSError:
-                pass
-    return found
-
-
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_every_rank_quietly(sig, code):
     pytest.importorskip("torch")
@@ -114,7 +102,7 @@ def test_a_signal_ends_every_rank_quietly(sig, code):
     out, err = p.communicate(timeout=30)
     assert p.returncode == code
     assert err.strip().splitlines() == [f"{sig.name} received: every rank ended"]
-    assert _leftovers(tag) == []
+    assert leftovers(tag) == []
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
