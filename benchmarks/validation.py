@@ -1,7 +1,6 @@
 """The time model against measured training runs: predicted vs measured per row, the
 calibration set and the prediction rows apart, mean and max |error| per source and per
 set. Open settings are set by ledger.validation's one rule (shown per row)."""
-from ledger.system import system
 from ledger.validation import predicted, runs, settle
 
 

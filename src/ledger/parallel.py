@@ -46,7 +46,7 @@ from ledger.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes, overh
 from ledger.fp8 import with_weights as with_fp8_weights
 from ledger.frameworks import get as get_framework
 from ledger.layout import DEFAULT_ORDER, Layout, expert_tp
-from ledger.memory import RECOMPUTE, StateBytes, state_bytes
+from ledger.memory import RECOMPUTE, StateBytes
 from ledger.activations import layer_activations, layer_kind
 from ledger.activations import table as saved_table
 from ledger.model import ModelSpec
