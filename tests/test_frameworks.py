@@ -212,3 +212,10 @@ def test_framework_refusals_name_the_field():
     with pytest.raises(ValueError, match="grad_accumulation"):
         ParallelConfig(grad_accumulation="lazy")
     assert get("torchtitan").reshard_after_forward(4) is False
+
+
+def test_ideal_prices_an_moe_layer_as_the_seeds_gpt_layer():
+    """The seed's accounting has one activation figure for every layer: 34 sbh / t with SP
+    (Mixtral at tp 2: 34 x 4096 x 4096 / 2 B = 272 MiB), experts or not."""
+    pl = place(mixtral_8x7b(), ParallelConfig(tp=2, dp=4, ep=4, framework="ideal"))
+    assert pl.activation_bytes_per_layer == 34 * 4096 * 4096 / 2

@@ -263,8 +263,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     """
     _check(recompute)
     t = MEGATRON if table is None else table
-    if t.gpt_shape:
-        model = _gpt(model)
+    if t.gpt_shape:  # every layer is Korthikanti's dense GPT layer, whatever its kind
+        model, layer, moe, window = _gpt(model), None, False, None
     s = model.seq_len if seq_len is None else seq_len
     e, tokens = act_bytes, s * micro_batch / cp
     sp_div = tp if sequence_parallel else 1
