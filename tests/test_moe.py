@@ -222,9 +222,12 @@ def test_imbalance_scales_the_busiest_ranks_expert_activations():
     m = mixtral_8x7b()
     even = place(m, ParallelConfig(**MIXTRAL)).memory.activations_bytes
     busy = place(m, ParallelConfig(**MIXTRAL, moe=MoESpec(imbalance=1.5))).memory
-    experts = layer_activations(m, micro_batch=1, tp=2, etp=2,  # etp = tp, Megatron's default
-                                table=MEGATRON).experts_bytes
-    assert experts > 0
+    # Megatron/TE per routed token (tests/test_activations.py): the permuted copy 2h and the
+    # fp32 prob 4 B, gathered over etp 2 of the SP shard (tp 2): x 2 / 2; fc1 out + swiglu
+    # out 3f x 2 B over tp 2. T k = 4096 x 2 routed rows a layer.
+    experts = 4096 * 2 * ((8192 + 4) * 2 / 2 + 86016 / 2)
+    assert experts == layer_activations(m, micro_batch=1, tp=2, etp=2, table=MEGATRON
+                                        ).experts_bytes
     assert busy.activations_bytes - even == pytest.approx(0.5 * experts * 32)
 
 
@@ -328,13 +331,25 @@ def test_mtp_modules_train_on_the_last_stage():
     cfg = ParallelConfig(pp=16, dp=8, ep=8, zero_stage=1, num_microbatches=16)
     with_mtp, without = stage_params(m, cfg), stage_params(plain, cfg)
     assert with_mtp[:-1] == without[:-1]
-    split, repl, routed = m.layer_params(moe=True)
-    h = m.hidden
-    assert with_mtp[-1][0] - without[-1][0] == split + 2 * h * h + repl + 3 * h  # tp 1
+    # by hand, DeepSeek-V3's MoE layer (h 7168, MLA: q 7168x1536 + 1536 norm + 1536x(128x192);
+    # kv 7168x(512+64) + 512 norm + 512x(128x(128+128)); o 128x128x7168; 2 RMSNorms;
+    # router 256x7168 - its e_score_correction_bias is a buffer, not a parameter:
+    # modeling_deepseek_v3.py:131; one shared SwiGLU expert of 2048 and 256 routed ones)
+    # plus the MTP projection 7168 x 14336 and its three norms
+    h = 7168
+    mla = (h * 1536 + 1536 + 1536 * 128 * 192 + h * 576 + 512 + 512 * 128 * 256
+           + 128 * 128 * h)
+    dense = mla + 2 * h + 256 * h + 3 * h * 2048 + 2 * h * h + 3 * h
+    routed = 256 * 3 * h * 2048
+    assert with_mtp[-1][0] - without[-1][0] == dense  # tp 1
     assert with_mtp[-1][1] - without[-1][1] == routed / 8  # ep 8
+    assert dense + routed == m.mtp_params
     a, b = place(m, cfg).memory_by_rank[-1], place(plain, cfg).memory_by_rank[-1]
     assert a.logits_bytes == 2 * b.logits_bytes
-    assert a.activations_bytes > b.activations_bytes
+    # one more MoE layer's saved bytes on the last rank, which holds one micro-batch (1F1B)
+    from ledger.parallel import layer_activation_bytes
+    one = layer_activation_bytes(m, cfg, (True, None))
+    assert a.activations_bytes - b.activations_bytes == pytest.approx(one)
 
 
 def test_expert_gemms_read_the_etp_gathered_tokens():

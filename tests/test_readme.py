@@ -50,9 +50,12 @@ def test_the_readme_has_console_blocks():
 def test_console_block_is_reproducible(cmd, expected, capsys, tmp_path, monkeypatch):
     argv = shlex.split(cmd)
     assert argv[0] == "train-ledger"
-    shutil.copytree(README.parent / "examples", tmp_path / "examples")  # files it names
-    monkeypatch.chdir(tmp_path)  # a block that writes a file writes it here
-    main(argv[1:])
+    for folder in ("examples", "docs"):  # the files the blocks read, and where they write
+        shutil.copytree(README.parent / folder, tmp_path / folder)
+    monkeypatch.chdir(tmp_path)  # a block that writes a file writes it there, not here
+    code = main(argv[1:])
+    refused = any(line.startswith("error:") for line in expected)
+    assert code == (2 if refused else 0), (cmd, code)  # a block shows a success or a refusal
     captured = capsys.readouterr()
     got = [_mask(x) for x in (captured.out + captured.err).splitlines()]
     want = [_mask(x) for x in expected]

@@ -15,7 +15,7 @@ from ledger.schedules import build
 from ledger.step import (DEFAULT, estimate, gemm_s, microbatches_for, model_flops_per_token,
                          pipeline_s, recompute_flops_per_token)
 from ledger.system import load_system, system
-from ledger.validation import fit, fit_gemm_share, gpt, narayanan_flops, predicted, runs, settle
+from ledger.validation import fit, fit_gemm_share, gpt, predicted, runs, settle
 
 
 def test_model_flops_is_narayanans_formula_for_gpt():
@@ -27,7 +27,8 @@ def test_model_flops_is_narayanans_formula_for_gpt():
     assert model_flops_per_token(m, causal=False) * tokens == pytest.approx(
         72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), rel=1e-12)
     full = model_flops_per_token(m, causal=False) + recompute_flops_per_token(m, "full", False)
-    assert full * tokens == pytest.approx(narayanan_flops(m, B), rel=1e-12)
+    assert full * tokens == pytest.approx(
+        96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)), rel=1e-12)
 
 
 def test_causal_count_halves_only_the_attention_term():
@@ -64,12 +65,23 @@ def test_calibration_rows(validation):
 
 
 def test_prediction_rows(validation):
-    """Rows no constant was fitted on, per source: the bar each meets today."""
+    """Rows no constant was fitted on, per source: a regression bar per source, set when
+    the source's rows were added and not moved since (a row that misses it is an xfail)."""
     bars = {"Narayanan 2021": (10, 0.05), "Llama 3 2024": (3, 0.25),
-            "torchtitan FSDP2": (8, 0.12), "DeepSeek-V3 2024": (1, 0.50)}
+            "torchtitan FSDP2": (8, 0.12)}
     for source, (count, bar) in bars.items():
         errs = _errors(validation, source, role="prediction")
         assert len(errs) == count and sum(errs) / len(errs) <= bar, (source, errs)
+
+
+@pytest.mark.xfail(strict=True, reason="measured 46.6% slow (824.7 vs 1543.2 tokens/s/GPU): "
+                   "no DualPipe (the EP all-to-alls are exposed, 11.5 s), and the even layer "
+                   "split leaves the last rank 3 layers + MTP + two BF16 heads")
+def test_deepseek_v3_row_within_its_bar(validation):
+    """DeepSeek-V3's row against its report's 180K H800 GPU-hours per trillion tokens, at
+    the bar it was added with (40%)."""
+    errs = _errors(validation, "DeepSeek-V3 2024", role="prediction")
+    assert len(errs) == 1 and errs[0] <= 0.40, errs
 
 
 def test_torchtitan_figures_as_published():
@@ -164,7 +176,12 @@ def test_breakdown_adds_up_and_overlap_helps():
     sysm = system("h100-sxm")
     est = estimate(m, cfg, sysm)
     assert sum(est.breakdown.values()) == pytest.approx(est.step_time_s)
-    assert est.mfu == pytest.approx(est.tflops_per_gpu * 1e12 / 989e12)
+    # MFU by hand: 6 N_matmul + 6 l s q_dim FLOPs per token (70.55 B params less the
+    # 1.05 B embedding and 0.32 M norms: 69.50 B matmul weights; l 80, s 8192, q_dim 8192),
+    # 8192 x 16 x 8 tokens a step on 256 GPUs of 989 TFLOP/s
+    n_matmul = 70_553_706_496 - 128256 * 8192 - (80 * 2 + 1) * 8192
+    flops = (6 * n_matmul + 6 * 80 * 8192 * 8192) * 8192 * 16 * 8
+    assert est.mfu == pytest.approx(flops / (256 * 989e12 * est.step_time_s), rel=1e-9)
     overlapped = estimate(m, cfg, sysm, tp_overlap=True)
     assert overlapped.breakdown["tp_comm"] < est.breakdown["tp_comm"]
     assert overlapped.step_time_s < est.step_time_s
