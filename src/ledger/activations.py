@@ -298,16 +298,22 @@ def recompute_working_bytes(model: ModelSpec, **kw) -> float:
     return layer_activations(model, **kw).total_bytes
 
 
-def layers_activation_bytes(model: ModelSpec, layers: range, **kw) -> float:
-    """Sum of ``layer_activations(...).total_bytes`` over ``layers`` (a PP stage's layer
-    ids), priced once per kind of layer (dense/MoE x window) and multiplied by its count."""
+def kind_counts(model: ModelSpec, layers) -> dict[tuple, int]:
+    """How many of ``layers`` (layer ids) are of each kind (MoE?, window): the layers of a
+    kind save the same bytes, so a stage is priced once per kind."""
     counts: dict[tuple, int] = {}
     for i in layers:
-        key = _kind(model, i, kw.get("moe"), kw.get("window"))
+        key = layer_kind(model, i)
         counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def layers_activation_bytes(model: ModelSpec, layers: range, **kw) -> float:
+    """Sum of ``layer_activations(...).total_bytes`` over ``layers`` (a PP stage's layer
+    ids), priced once per kind of layer (``kind_counts``) and multiplied by its count."""
     rest = {k: v for k, v in kw.items() if k not in ("moe", "window", "layer")}
     return sum(n * layer_activations(model, moe=m, window=w, **rest).total_bytes
-               for (m, w), n in counts.items())
+               for (m, w), n in kind_counts(model, layers).items())
 
 
 # ---- the tables ---------------------------------------------------------------------

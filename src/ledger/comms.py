@@ -16,7 +16,7 @@ import numpy as np
 
 from ledger.collectives import ring_bytes as coll_bytes
 from ledger.comms_ep import ep_rows, moe_tokens  # noqa: F401  (moe_tokens: re-exported)
-from ledger.frameworks import get as get_framework
+from ledger.frameworks import of as framework_of
 from ledger.layout import expert_tp
 
 if TYPE_CHECKING:
@@ -46,11 +46,6 @@ class Comm:
 
 def expert_fraction(model: ModelSpec, cfg: ParallelConfig) -> float:
     return model.expert_params / model.params if model.is_moe else cfg.moe.expert_fraction
-
-
-def framework_of(cfg):
-    """The framework convention a config runs under (``ledger.frameworks``)."""
-    return get_framework(getattr(cfg, "framework", "megatron"), getattr(cfg, "precision", None))
 
 
 def forward_passes(cfg) -> int:

@@ -38,7 +38,7 @@ from math import comb
 from ledger.collectives import ring_bytes as coll_bytes
 from ledger.errors import LedgerError, require_divides, require_positive
 from ledger.fp8 import ep_wire_ratio
-from ledger.frameworks import get as get_framework
+from ledger.frameworks import of as framework_of
 from ledger.layout import expert_tp
 
 DISPATCHERS = ("alltoall", "allgather", "flex")
@@ -88,13 +88,13 @@ def dispatcher(cfg) -> str:
     """The config's token dispatcher, or its framework's (``Framework.moe_dispatcher``)."""
     kind = getattr(cfg, "moe_dispatcher", None)
     if kind is None:
-        kind = get_framework(getattr(cfg, "framework", "megatron")).moe_dispatcher
+        kind = framework_of(cfg).moe_dispatcher
     return kind
 
 
 def sp_shard_dispatch(cfg) -> bool:
     """The dispatcher starts from the SP shard (Megatron's, under SP)."""
-    fw = get_framework(getattr(cfg, "framework", "megatron"))
+    fw = framework_of(cfg)
     return bool(fw.moe_tokens_sp_shard and cfg.sequence_parallel)
 
 
@@ -175,7 +175,7 @@ def _sizes(model, cfg, tokens, forwards) -> _Sizes:
     layers = (model.moe_layers if model.is_moe else model.layers) / cfg.pp
     local = moe_tokens(cfg, tokens)
     # an FP8 recipe may dispatch in FP8 and combine in BF16: the mean of the four passes
-    fw = get_framework(getattr(cfg, "framework", "megatron"), getattr(cfg, "precision", None))
+    fw = framework_of(cfg)
     wire = ep_wire_ratio(fw, cfg.act_bytes)
     return _Sizes(local, local * topk * cfg.moe.capacity_factor,
                   model.hidden * cfg.act_bytes * wire,

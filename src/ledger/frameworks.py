@@ -179,6 +179,12 @@ FRAMEWORKS = {f.name: f for f in (
 DEFAULT = "megatron"
 
 
+def of(cfg) -> Framework:
+    """The convention a config (or the planner's namespace of arrays) runs under, in its
+    explicit precision if it names one."""
+    return get(getattr(cfg, "framework", DEFAULT), getattr(cfg, "precision", None))
+
+
 def get(name: str, precision: str | None = None) -> Framework:
     """A framework convention by name (in an explicit precision if one is given); an
     unknown name lists the known ones."""

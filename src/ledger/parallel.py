@@ -47,7 +47,7 @@ from ledger.fp8 import with_weights as with_fp8_weights
 from ledger.frameworks import get as get_framework
 from ledger.layout import DEFAULT_ORDER, Layout, expert_tp
 from ledger.memory import RECOMPUTE, StateBytes
-from ledger.activations import layer_activations, layer_kind
+from ledger.activations import kind_counts, layer_activations
 from ledger.activations import table as saved_table
 from ledger.model import ModelSpec
 from ledger.pipeline import placement_pipeline
@@ -236,15 +236,16 @@ def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
     holds: a stage's activations are priced once per kind (numbers or arrays alike)."""
     counts = stage_layers(model.layers, pp * vp)
     starts = stage_starts(counts)
-    per_layer = [layer_kind(model, i) for i in range(model.layers)]
+    per_stage = [kind_counts(model, range(starts[st], starts[st] + counts[st]))
+                 for st in range(pp * vp)]
     mtp_kind = (model.is_moe, None)  # an MTP module's block: a global-attention MoE layer
-    kinds = sorted(set(per_layer) | ({mtp_kind} if model.mtp_layers else set()),
+    kinds = sorted({k for c in per_stage for k in c} | ({mtp_kind} if model.mtp_layers else set()),
                    key=lambda k: (k[0], k[1] or 0))
     table = np.zeros((pp, len(kinds)))
     for r, held in enumerate(rank_stages(pp, vp, v_shape)):
         for st in held:
-            for i in range(starts[st], starts[st] + counts[st]):
-                table[r, kinds.index(per_layer[i])] += 1
+            for kind, n in per_stage[st].items():
+                table[r, kinds.index(kind)] += n
             if st == pp * vp - 1:  # the MTP modules run beside the output head
                 table[r, kinds.index(mtp_kind)] += model.mtp_layers
     return kinds, table
