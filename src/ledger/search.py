@@ -224,9 +224,10 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
                         fw.reshard_after_forward(pp), grad_accumulation=fw.grad_accumulation(pp))
         cfg.hsdp_shard, cfg.grad_replicas = cfg.hsdp_shard[:, None], cfg.grad_replicas[:, None]
         cfg.tp, cfg.ep = tp, ep
-        st = shard_state(*(StateBytes(*(b * held[None, :] for b in (
+        st = shard_state(*(StateBytes(*(b * part[None, :] for b in (
             per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
-            for held in (dense, expert)), cfg, fw)
+            for part in (dense, expert)), cfg, fw)
+        state = st.params_bytes + st.grads_bytes + st.optim_bytes
         infl = np.ones((len(sel), 1))
         if pp > 1:
             ranks, m = np.arange(pp)[None, :], g["m"][sel][:, None]
@@ -237,12 +238,10 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
                 infl[rows] = inflight_closed(SCHEDULES[code], ranks, pp, m[rows], vp)
         out_rank = np.arange(pp)[None, :] == (0 if vs else pp - 1)
         unit = largest_unit_params(model, SimpleNamespace(tp=tp, ep=ep))
-        total = (st.params_bytes + st.grads_bytes + st.optim_bytes
-                 + (act[sel] @ held.T) * infl
+        total = (state + (act[sel] @ held.T) * infl
                  + logits_bytes(model, cfg, fw)[:, None] * infl * out_rank
                  + buffer_bytes(cfg, fw, unit, layers[None, :], working[sel][:, None]))
         mem[sel] = (total + overhead_bytes(fw, total)).max(axis=1)
-        state = st.params_bytes + st.grads_bytes + st.optim_bytes
         heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
         rows = np.arange(len(sel))
         state_max[sel] = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes)[rows, heaviest]
