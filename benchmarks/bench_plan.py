@@ -4,6 +4,7 @@ import statistics
 import time
 
 from ledger.model import llama3_405b
+from ledger.frameworks import get
 from ledger.search import Pins, _config, enumerate_grid, plan
 from ledger.step import estimate
 from ledger.system import system
@@ -22,7 +23,7 @@ def main() -> None:
     wall = statistics.median(walls)
     print(f"full search: {result.evaluated:,} placements in {wall:.3f} s (median of {RUNS}) "
           f"= {result.evaluated / wall:,.0f} placements/s")
-    g = enumerate_grid(model, 16384, 2048, sysm, Pins())
+    g = enumerate_grid(model, 16384, 2048, sysm, Pins(), get("megatron"))
     sample = range(0, len(g["tp"]), max(1, len(g["tp"]) // 300))
     start = time.perf_counter()
     for i in sample:

@@ -79,7 +79,7 @@ ISSUE = [
     (["layout", "--dp", "100000000"],
      "error: dp: must be an integer in 1..1,048,576, got '100000000'"),
     (["report", "llama3-8b", "--pp", "4", "--vp", "3", "--microbatches", "8"],
-     "error: vp: layers(32) is not divisible by pp(4) * vp(3) = 12"),
+     "error: vp: megatron splits layers(32) evenly over pp(4) * vp(3) = 12 virtual stages"),
     (["report", "llama3-8b", "--tp", "8", "--dp", "1024", "--pp", "32", "--cp", "8"],
      "error: gpus: tp(8) * cp(8) * pp(32) * dp(1024) = 2,097,152 GPUs exceeds the limit of "
      "1,048,576"),
@@ -151,9 +151,19 @@ def test_gpus_per_node_and_a_system_file(tmp_path):
 
 def test_zb_v_without_vp_means_its_two_stages_per_rank():
     code, out, err = run(["report", "llama3-8b", "--schedule", "zb-v", "--pp", "4",
-                          "--microbatches", "8", "--json"])
+                          "--microbatches", "8", "--framework", "torchtitan", "--json"])
     assert code == 0 and err == ""
     assert strict_json(out)["config"]["vp"] == 2
+
+
+def test_a_schedule_the_framework_lacks_is_refused():
+    """Megatron-Core runs 1F1B and interleaved 1F1B only (schedules.py L161-168)."""
+    code, out, err = run(["report", "llama3-8b", "--schedule", "zb-v", "--pp", "4",
+                          "--microbatches", "8"])
+    assert code == 2 and out == ""
+    assert err.strip() == ("error: schedule: megatron runs the pipeline schedules 1f1b, "
+                           "interleaved, not zb-v; --framework ideal or torchtitan prices the "
+                           "others")
 
 
 def test_a_billion_microbatches_priced_in_bounded_work():
@@ -345,8 +355,8 @@ def test_ctrl_c_ends_quietly():
     import time
 
     p = subprocess.Popen([sys.executable, "-m", "ledger", "plan", "llama3-405b", "--gpus",
-                          "1048576", "--global-batch", "68719476736"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                          "1048576", "--global-batch", "68719476736", "--framework", "ideal"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tick, start = os.sysconf("SC_CLK_TCK"), time.monotonic()
     while time.monotonic() - start < CASE_SECONDS:  # past its imports (~0.3 s of CPU),
         with open(f"/proc/{p.pid}/stat") as f:  # inside the search (2 million placements)

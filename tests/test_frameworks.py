@@ -225,3 +225,28 @@ def test_ideal_prices_an_moe_layer_as_the_seeds_gpt_layer():
     (Mixtral at tp 2: 34 x 4096 x 4096 / 2 B = 272 MiB), experts or not."""
     pl = place(mixtral_8x7b(), ParallelConfig(tp=2, dp=4, ep=4, framework="ideal"))
     assert pl.activation_bytes_per_layer == 34 * 4096 * 4096 / 2
+
+
+def test_pipeline_schedules_and_splits_each_framework_runs():
+    """Megatron-Core: 1F1B and interleaved (schedules.py L161-168), an even split where the
+    embedding and the loss may take one slot each (account_for_*_in_pipeline_split); torch
+    pipelining: GPipe, 1F1B, interleaved, interleaved zero bubble, ZB-V, any split;
+    DeepSpeed: 1F1B."""
+    mg = get("megatron")
+    assert mg.pipeline_problem(126, 16, 8, "interleaved") is None  # 126 + 2 = 128 = 16 x 8
+    assert mg.pipeline_problem(126, 16, 4, "interleaved") is None
+    assert mg.pipeline_problem(127, 16, 8, "interleaved") is None  # one slot for the embedding
+    assert mg.pipeline_problem(126, 16, 7, "interleaved")[0] == "vp"  # 112 stages: 98 empty
+    assert mg.pipeline_problem(32, 4, 3, "interleaved")[0] == "vp"
+    assert mg.pipeline_problem(125, 16, 8, "interleaved")[0] == "layers"  # 3 slots short
+    assert mg.pipeline_problem(32, 4, 2, "zb-v")[0] == "schedule"
+    assert mg.pipeline_problem(32, 4, 1, "gpipe")[0] == "schedule"
+    assert mg.pipeline_problem(32, 1, 1, "zb-v") is None  # no pipeline, no schedule
+    tt = get("torchtitan")
+    assert tt.pipeline_problem(126, 16, 7, "interleaved") is None
+    assert tt.pipeline_problem(32, 4, 2, "zb-v") is None
+    assert tt.pipeline_problem(32, 4, 1, "zb-h1")[0] == "schedule"
+    assert tt.pipeline_problem(32, 8, 5, "interleaved")[0] == "layers"  # 40 stages > 32
+    assert get("deepspeed").pipeline_problem(32, 4, 1, "1f1b") is None
+    assert get("deepspeed").pipeline_problem(32, 4, 2, "interleaved")[0] == "schedule"
+    assert get("ideal").pipeline_problem(32, 4, 1, "zb-h1") is None

@@ -167,7 +167,7 @@ def test_config_refusals_name_the_field(kw, field):
 @pytest.mark.parametrize("kw,field,numbers", [
     (dict(tp=3), "heads", ("64", "3")),
     (dict(tp=16), "kv_heads", ("8", "16")),
-    (dict(pp=41, vp=2, num_microbatches=41), "layers", ("80", "41", "2")),
+    (dict(pp=42, vp=2, num_microbatches=42), "layers", ("80", "42", "2", "84")),
     (dict(cp=3), "seq_len", ("8192", "6")),
     (dict(cp=2, tp=8, cp_kind="ulysses"), "kv_heads", ("8", "16")),
     (dict(ep=2, dp=2), "ep", ("2",)),

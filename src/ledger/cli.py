@@ -270,14 +270,11 @@ def _warn_idle(cfg, bubble: float) -> None:
 def _model_and_config(a: argparse.Namespace):
     """Model and placement, checked against each other where the core does not."""
     from ledger.cli_inputs import model as load
-    from ledger.inputs import check_even_chunks
-
     model = load(a)
     if a.schedule is not None and a.pp == 1:
         raise LedgerError("schedule", f"a pipeline schedule needs pp > 1, got "
                                       f"--schedule {a.schedule} with pp(1)")
-    cfg = parallel_config(a)
-    check_even_chunks(model.layers, cfg.pp, cfg.vp)
+    cfg = parallel_config(a)  # its pipeline is checked against the framework by the core
     return model, cfg
 
 

@@ -75,10 +75,14 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
     for name, flag in (("gpus", "--gpus"), ("global_batch", "--global-batch")):
         if getattr(a, name) is None:
             raise LedgerError(name, f"plan needs {flag}")
-    if a.vp is not None and a.pp is not None:
-        from ledger.inputs import check_even_chunks
+    from ledger.frameworks import get
 
-        check_even_chunks(model_.layers, a.pp, a.vp)
+    fw = get(a.framework)
+    if a.schedule is not None and a.schedule not in fw.schedules:  # any pipeline: pp 2
+        fw.check_pipeline(model_.layers, 2, 1, a.schedule)
+    if a.vp is not None and a.pp is not None:  # the pins must be a pipeline it runs
+        sched = a.schedule or ("interleaved" if a.vp > 1 else "1f1b")
+        fw.check_pipeline(model_.layers, a.pp, a.vp, sched)
     return model_
 
 

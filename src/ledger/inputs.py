@@ -111,17 +111,6 @@ def check_world(**sizes: int) -> int:
     return world
 
 
-def check_even_chunks(layers: int, pp: int, vp: int) -> None:
-    """Interleaved stages must hold equal layer counts: the schedule prices each of a
-    rank's vp chunks as 1/vp of its work. Megatron-LM refuses the same
-    (megatron/training/arguments.py, validate_args: 'number of layers of the model must
-    be divisible pipeline model parallel size' and 'number of layers per pipeline stage
-    must be divisible number of layers per virtual pipeline stage')."""
-    if vp > 1 and layers % (pp * vp):
-        raise LedgerError("vp", f"layers({layers}) is not divisible by pp({pp}) * vp({vp}) "
-                                f"= {pp * vp}: interleaved chunks would be uneven")
-
-
 def check_finite_json(obj, where: str = "output") -> None:
     """Refuse to print JSON holding NaN or Infinity (not JSON); names the first key."""
     if isinstance(obj, float) and not math.isfinite(obj):

@@ -152,9 +152,7 @@ def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
     if cfg.cp_kind == "ulysses" and cfg.cp > 1:
         require_divides("heads", model.heads, "tp*cp", cfg.tp * cfg.cp)
         require_divides("kv_heads", model.kv_heads, "tp*cp", cfg.tp * cfg.cp)
-    if model.layers < cfg.pp * cfg.vp:
-        raise LedgerError("layers", f"layers({model.layers}) < pp({cfg.pp}) * vp({cfg.vp}): "
-                                    f"every virtual stage needs a layer")
+    get_framework(cfg.framework).check_pipeline(model.layers, cfg.pp, cfg.vp, cfg.schedule)
     if cfg.cp > 1:  # ring balances causal work over 2*cp chunks (head-tail pairing)
         chunks = 2 * cfg.cp if cfg.cp_kind == "ring" else cfg.cp
         require_divides("seq_len", model.seq_len, "2*cp" if chunks > cfg.cp else "cp", chunks)

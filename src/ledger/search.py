@@ -1,7 +1,7 @@
 """The planner: every valid placement of a model on a cluster, costed at once, ranked.
 
-Candidates are enumerated over tp, cp (ring / Ulysses), pp, vp (up to layers / pp) and
-schedule, dp, ep, ZeRO 0-3 and HSDP shard sizes, sequence parallelism, TP comm-GEMM
+Candidates are enumerated over tp, cp (ring / Ulysses), pp, vp (up to (layers + 2) / pp)
+and schedule - only the pipelines the framework runs (Framework.pipeline_problem) - dp, ep, ZeRO 0-3 and HSDP shard sizes, sequence parallelism, TP comm-GEMM
 overlap, micro-batch size and recompute; num_microbatches follows from the global batch.
 A placement fits when its peak memory stays ``headroom`` below the usable capacity. The
 grid is priced with numpy through the same formulas one placement uses (ledger.comms,
@@ -97,17 +97,19 @@ def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins)
                 yield tp, cp, pp, dp, ep, mb, batch // (dp * mb)
 
 
-def _variants(model: ModelSpec, shape, system: System, pins: Pins):
-    """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind."""
+def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None):
+    """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind;
+    with a framework ``fw``, only the pipelines it runs (Framework.pipeline_problem)."""
     tp, cp, pp, dp, ep, mb, m = shape
     scheds = [("1f1b", 1)]
     if pp > 1:
         scheds = [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)]
-        scheds += [("interleaved", v) for v in range(2, model.layers // pp + 1)
+        scheds += [("interleaved", v) for v in range(2, (model.layers + 2) // pp + 1)
                    if m % pp == 0]
         if model.layers >= 2 * pp and m >= 2 * pp - 1:
             scheds.append(("zb-v", 2))
-    scheds = [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v]
+    scheds = [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v
+              and (fw is None or fw.pipeline_problem(model.layers, pp, v, s) is None)]
     replicas = dp * cp
     zeros = [z for z in range(4) if (pins.zero if pins.zero is not None else z) == z
              and (z == 0 or replicas > 1)]
@@ -129,14 +131,15 @@ NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard"
          "ulysses", "tpov", "rc")
 
 
-def enumerate_grid(model, gpus, batch, system, pins) -> dict[str, np.ndarray]:
-    """Every candidate as columns (sizes as ints, categorical fields as small codes)."""
+def enumerate_grid(model, gpus, batch, system, pins, fw=None) -> dict[str, np.ndarray]:
+    """Every candidate as columns (sizes as ints, categorical fields as small codes); with a
+    framework ``fw``, only pipelines it runs."""
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
     blocks = []
     for shape in _shapes(model, gpus, batch, system, pins):
         variants = [(v, SCHEDULES.index(sched), zero, shard, sp, kind == "ulysses", ov)
                     for sched, v, zero, shard, sp, kind, ov
-                    in _variants(model, shape, system, pins)]
+                    in _variants(model, shape, system, pins, fw)]
         if not variants:
             continue
         block = np.empty((len(variants) * len(rcs), len(NAMES)), dtype=np.int64)
@@ -344,8 +347,9 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     require_positive("global_batch", global_batch)
     base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
-    g = enumerate_grid(model, gpus, global_batch, system, pins)
-    keep = np.flatnonzero(np.isin(g["zero"], get_framework(framework).zero_stages))  # FSDP2: 0, 3
+    fw = get_framework(framework)
+    g = enumerate_grid(model, gpus, global_batch, system, pins, fw)
+    keep = np.flatnonzero(np.isin(g["zero"], fw.zero_stages))  # FSDP2: 0, 3
     keep = keep[np.argsort(_codes(g)[keep], kind="stable")]  # groups become slices
     g = {k: v[keep] for k, v in g.items()}
     evaluated = len(g["tp"])

@@ -215,7 +215,7 @@ def candidates(run: Run):
     mbs = [b for b in MICRO_BATCHES if run.global_batch % (cfg.dp * b) == 0] \
         if "micro_batch" in run.open else [cfg.micro_batch]
     slots = run.chunk_slots or m.layers
-    vps = range(1, min(slots, m.layers) // cfg.pp + 1) if "vp" in run.open and cfg.pp > 1 \
+    vps = range(1, slots // cfg.pp + 1) if "vp" in run.open and cfg.pp > 1 \
         else [cfg.vp]
     rcs = RECOMPUTES if "recompute" in run.open else [cfg.recompute]
     ovs = (False, True) if "tp_overlap" in run.open else (run.tp_overlap,)
