@@ -218,3 +218,26 @@ def test_megatron_expert_flags_reach_the_placement(tmp_path):
     assert code == 0, err
     c = json.loads(out)["config"]
     assert (c["ep"], c["etp"], c["moe_dispatcher"]) == (4, 1, "allgather")
+
+
+def test_megatron_embedding_and_loss_slots(tmp_path):
+    """Llama 3 405B's layout: 126 layers + the embedding's and the loss's slots = 128 = 16
+    ranks x 8 virtual stages of one layer (transformer_block.py L148-200); without the
+    two flags Megatron refuses the split, and so does the reader."""
+    model = ("--num-layers 126 --hidden-size 16384 --ffn-hidden-size 53248 "
+             "--num-attention-heads 128 --group-query-attention --num-query-groups 8 "
+             "--seq-length 8192 --max-position-embeddings 8192 --position-embedding-type rope "
+             "--swiglu --normalization RMSNorm --disable-bias-linear "
+             "--untie-embeddings-and-output-weights --vocab-size 128256 --bf16 "
+             "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+             "--sequence-parallel --use-distributed-optimizer --micro-batch-size 1 "
+             "--global-batch-size 2048 --num-layers-per-virtual-pipeline-stage 1")
+    slots = " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"
+    code, out, err = run("report", "--from-megatron", write(tmp_path, "l.sh", model + slots),
+                         "--gpus", "16384", "--json")
+    assert code == 0, err
+    c = json.loads(out)["config"]
+    assert (c["pp"], c["vp"], c["dp"], c["num_microbatches"]) == (16, 8, 128, 16)
+    code, out, err = run("report", "--from-megatron", write(tmp_path, "m.sh", model),
+                         "--gpus", "16384", "--json")
+    assert code == 2 and out == "" and err.startswith("error: from_megatron: 126 layer slots")

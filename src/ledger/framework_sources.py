@@ -102,7 +102,7 @@ SOURCES: dict[str, dict[str, str]] = {
                      "set, else 1F1B; Megatron-Core has no GPipe or zero-bubble schedule)",
         "split_slack": "megatron/core/transformer/transformer_config.py L137-143 "
                        "(--account-for-embedding-in-pipeline-split, "
-                       "--account-for-loss-in-pipeline-split), transformer_block.py L150-200 "
+                       "--account-for-loss-in-pipeline-split), transformer_block.py L148-200 "
                        "(each takes one layer slot of the first / last virtual stage; layers "
                        "per rank must divide by vp) - Llama 3's 126 + 2 = 128 slots",
         "fsdp_buffers": "as FSDP2",

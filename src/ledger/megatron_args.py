@@ -60,6 +60,8 @@ _PLACEMENT = {
     "--moe-token-dispatcher-type": ("dispatcher", str),
     "--num-layers-per-virtual-pipeline-stage": ("layers_per_vp", int),
     "--num-virtual-stages-per-pipeline-rank": ("vp", int),
+    "--account-for-embedding-in-pipeline-split": ("slot_embedding", bool),
+    "--account-for-loss-in-pipeline-split": ("slot_loss", bool),
     "--sequence-parallel": ("sp", bool), "--use-distributed-optimizer": ("dist_opt", bool),
     "--micro-batch-size": ("micro_batch", int), "--global-batch-size": ("global_batch", int),
     "--recompute-granularity": ("recompute", str), "--recompute-method": ("rc_method", str),
@@ -199,10 +201,21 @@ def placement_flags(raw: dict, layers: int, path: str) -> dict:
              "zero": 1 if raw.get("dist_opt") else 0}
     if "global_batch" in raw:
         flags["global_batch"] = raw["global_batch"]
+    # the embedding and the loss may each take a layer slot of the split
+    # (transformer_block.py L148-178: the slots divide by pp, then by vp; L191-200: the
+    # first and last virtual stage build one layer fewer)
+    slots = layers + bool(raw.get("slot_embedding")) + bool(raw.get("slot_loss"))
     if "layers_per_vp" in raw:
-        flags["vp"] = layers // pp // raw["layers_per_vp"]
+        flags["vp"] = slots // pp // raw["layers_per_vp"]
     elif "vp" in raw:
         flags["vp"] = raw["vp"]
+    stages = pp * flags.get("vp", 1)
+    if pp > 1 and slots % stages:
+        raise LedgerError("from_megatron", f"{slots} layer slots ({layers} layers"
+                          f"{', + embedding' if raw.get('slot_embedding') else ''}"
+                          f"{', + loss' if raw.get('slot_loss') else ''}) do not divide over "
+                          f"pp({pp}) * vp({flags.get('vp', 1)}) = {stages} stages in {path}; "
+                          f"Megatron refuses the split")
     if "recompute" in raw:
         flags["recompute"] = _recompute(raw, layers // pp, path)
     if "cp_comm" in raw:
