@@ -242,11 +242,15 @@ def test_pipeline_schedules_and_splits_each_framework_runs():
     assert mg.pipeline_problem(32, 4, 2, "zb-v")[0] == "schedule"
     assert mg.pipeline_problem(32, 4, 1, "gpipe")[0] == "schedule"
     assert mg.pipeline_problem(32, 1, 1, "zb-v") is None  # no pipeline, no schedule
+    assert mg.pipeline_problem(32, 5, 1, "1f1b") is None  # 6, 6, 7, 7, 6: a layout builds it
+    assert mg.pipeline_problem(126, 16, 1, "1f1b") is None  # 7, 8 x 14, 7
     tt = get("torchtitan")
     assert tt.pipeline_problem(126, 16, 7, "interleaved") is None
+    assert tt.pipeline_problem(32, 5, 1, "1f1b") is None
     assert tt.pipeline_problem(32, 4, 2, "zb-v") is None
+    assert tt.pipeline_problem(32, 17, 2, "zb-v") is None  # 34 stages: embedding, output
     assert tt.pipeline_problem(32, 4, 1, "zb-h1")[0] == "schedule"
-    assert tt.pipeline_problem(32, 8, 5, "interleaved")[0] == "layers"  # 40 stages > 32
+    assert tt.pipeline_problem(32, 7, 5, "interleaved")[0] == "layers"  # 35 stages > 32 + 2
     assert get("deepspeed").pipeline_problem(32, 4, 1, "1f1b") is None
     assert get("deepspeed").pipeline_problem(32, 4, 2, "interleaved")[0] == "schedule"
     assert get("ideal").pipeline_problem(32, 4, 1, "zb-h1") is None

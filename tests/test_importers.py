@@ -241,3 +241,20 @@ def test_megatron_embedding_and_loss_slots(tmp_path):
     code, out, err = run("report", "--from-megatron", write(tmp_path, "m.sh", model),
                          "--gpus", "16384", "--json")
     assert code == 2 and out == "" and err.startswith("error: from_megatron: 126 layer slots")
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (" --num-layers-per-virtual-pipeline-stage 3",  # 8 layers per rank: Megatron asserts
+     "--num-layers-per-virtual-pipeline-stage 3 does not divide the 8 layer slots per rank"),
+    (" --num-layers-per-virtual-pipeline-stage 16", "does not divide the 8 layer slots"),
+    (" --num-virtual-stages-per-pipeline-rank 3", "32 layer slots (32 layers) do not divide "
+                                                  "over pp(4) * vp(3) = 12 stages"),
+    (" --num-layers-per-virtual-pipeline-stage 0", "must be at least 1, got 0"),
+    (" --num-virtual-stages-per-pipeline-rank 0", "must be at least 1, got 0"),
+])
+def test_megatron_virtual_stage_flags_are_checked(tmp_path, extra, needle):
+    text = MEGATRON_8B.replace("--pipeline-model-parallel-size 2",
+                               "--pipeline-model-parallel-size 4") + extra
+    code, out, err = run("report", "--from-megatron", write(tmp_path, "v.sh", text),
+                         "--gpus", "64")
+    assert code == 2 and out == "" and needle in err and err.count("\n") == 1, err

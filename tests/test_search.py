@@ -9,7 +9,7 @@ from ledger.cli import main
 from ledger.frameworks import get as get_framework
 from ledger.model import ModelSpec, llama3_8b, llama3_70b, llama3_405b, mixtral_8x7b
 from ledger.errors import LedgerError
-from ledger.search import (DEFAULT, DEFAULT_HEADROOM_BYTES, Pins, _config, _price,
+from ledger.search import (DEFAULT, DEFAULT_HEADROOM_BYTES, SCHEDULES, Pins, _config, _price,
                            enumerate_grid, parse_baseline, plan)
 from ledger.validation import gpt
 from ledger.step import estimate
@@ -127,13 +127,21 @@ def test_plan_bad_pin(capsys):
 
 
 def test_plans_are_pipelines_megatron_runs(llama405):
-    """Megatron-Core has 1F1B and interleaved 1F1B only, over an even layer split with at
-    most the embedding's and the loss's slots empty: 126 layers on pp 16 take vp 1, 2, 4
-    or 8 ((126 + 2) / 16 = 8 slots per rank), never ZB-V or vp 7."""
-    seen = {(p.config.schedule, p.config.vp) for p in llama405.plans}
-    seen.add((llama405.baseline.plan.config.schedule, llama405.baseline.plan.config.vp))
-    for sched, vp in seen:
-        assert sched in ("1f1b", "interleaved") and 128 % vp == 0, seen
+    """Megatron-Core has 1F1B and interleaved 1F1B only; interleaved over an even split of
+    the layer slots where the embedding and the loss may take one each (arguments.py
+    L968-973): 126 layers on pp 16 take vp 1, 2, 4 or 8, never ZB-V or vp 7 - over the
+    whole grid."""
+    g = enumerate_grid(llama3_405b(), 16384, 2048, system("h100-sxm"), Pins(),
+                       get_framework("megatron"))
+    inter = g["vp"] > 1
+    stages = (g["pp"] * g["vp"])[inter]
+    slots = 126 + np.array([0, 1, 2])[:, None]  # + neither, the embedding, both
+    assert inter.any() and ((slots % stages) == 0).any(axis=0).all()
+    names = {SCHEDULES[c] for c in np.unique(g["sched"])}
+    assert names == {"1f1b", "interleaved"}, names
+    assert {1, 2, 4, 8} <= set(g["vp"][g["pp"] == 16]) and 7 not in set(g["vp"][g["pp"] == 16])
+    b = llama405.baseline.plan.config
+    assert (b.schedule, 128 % (b.pp * b.vp)) == ("interleaved", 0)
 
 
 def test_llama3_405b_shape_fits(llama405):

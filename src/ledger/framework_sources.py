@@ -45,8 +45,11 @@ _FSDP2 = {
     "schedules": "torch/distributed/pipelining/schedules.py L3620-3644 (get_schedule_class: "
                  "GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble; no "
                  "single-stage zero bubble); torchtitan/distributed/pipeline_parallel.py L205",
-    "split_slack": "torchtitan/distributed/pipeline_parallel.py L380-430 (embedding and "
-                   "output weighted as layers, the remainder spread: any layer count)",
+    "split_slack": "torchtitan/distributed/pipeline_parallel.py L380-395 (embedding and "
+                   "output weighted as one layer each by default, configs.py L197-203: up "
+                   "to layers + 2 stages)",
+    "even_split": "torchtitan/distributed/pipeline_parallel.py L396-430 (the remainder "
+                  "spread over the first stages: any layer count)",
 }
 SOURCES: dict[str, dict[str, str]] = {
     "megatron": {
@@ -103,8 +106,14 @@ SOURCES: dict[str, dict[str, str]] = {
         "split_slack": "megatron/core/transformer/transformer_config.py L137-143 "
                        "(--account-for-embedding-in-pipeline-split, "
                        "--account-for-loss-in-pipeline-split), transformer_block.py L148-200 "
-                       "(each takes one layer slot of the first / last virtual stage; layers "
-                       "per rank must divide by vp) - Llama 3's 126 + 2 = 128 slots",
+                       "(each takes one layer slot of the first / last virtual stage) - "
+                       "Llama 3's 126 + 2 = 128 slots",
+        "even_split": "megatron/training/arguments.py L968-973 (interleaved: the slots "
+                      "divide by pp, then by vp); one stage per rank takes any split through "
+                      "--decoder-first/last-pipeline-num-layers or "
+                      "--pipeline-model-parallel-layout (transformer_config.py L111-135), "
+                      "which also builds uneven chunks - not priced here, the schedule "
+                      "model takes a rank's chunks as equal",
         "fsdp_buffers": "as FSDP2",
         "overhead_bytes": _CONTEXT,
         "fragmentation": _CONTEXT,
@@ -133,8 +142,10 @@ SOURCES: dict[str, dict[str, str]] = {
         "fp8": "ledger.fp8 (each recipe's facts and sources: ledger.fp8.SOURCES)",
         "schedules": "deepspeed/runtime/pipe/schedule.py L189 (TrainSchedule, 1F1B: the only "
                      "training schedule), engine.py L389",
-        "split_slack": "deepspeed/runtime/pipe/module.py L396-417 (partition_uniform / "
-                       "partition_balanced over any layer count)",
+        "split_slack": "the embedding and head are layers of the PipelineModule's list: "
+                       "none left over (deepspeed/runtime/pipe/module.py L396-417)",
+        "even_split": "deepspeed/runtime/pipe/module.py L396-417 (partition_uniform / "
+                      "partition_balanced over any layer count)",
         "param_bytes": "DeepSpeed deepspeed/runtime/zero/stage3.py (ds_tensor in the model "
                        "dtype, bf16)",
         "grad_bytes": "deepspeed/runtime/engine.py L1485-1496, L2363 (grad partitions in the "

@@ -54,9 +54,9 @@ class Framework:
     moe_dispatcher: str  # token dispatcher by default: "alltoall" | "allgather" | "flex"
     tied_embedding_allreduce: bool  # pp > 1: first and last stage all-reduce the grad
     schedules: tuple[str, ...]  # pipeline schedules it runs (ledger.schedules.KINDS names)
-    split_slack: int | None  # interleaved: layer slots an even split may leave empty
-    #                          (Megatron: the embedding and the loss take one each); None:
-    #                          any split, the stages at the ends hold fewer
+    split_slack: int  # layer slots the embedding and the loss may take from the end stages
+    even_split: bool  # interleaved: every virtual stage holds the same slots (the ledger
+    #                   prices a rank's chunks as equal); False: any split, the ends hold fewer
     # ---- memory beyond state and layer activations ------------------------------------
     activations: str  # saved-tensor table (ledger.activations) its modules follow
     logits_bytes: float  # bytes per logit element the loss keeps (+ its gradient)
@@ -124,16 +124,18 @@ class Framework:
             return "schedule", (f"{self.name} runs the pipeline schedules "
                                 f"{', '.join(self.schedules)}, not {schedule}; --framework "
                                 f"ideal or torchtitan prices the others")
-        stages, slack = pp * vp, self.split_slack or 0
+        stages, slack = pp * vp, self.split_slack
         if layers + slack < stages:
             return "layers", (f"layers({layers}) < pp({pp}) * vp({vp}) = {stages}: every "
                               f"virtual stage needs a layer"
                               + (f" (the embedding and the loss fill {slack})" if slack else ""))
         short = -layers % stages
-        if vp > 1 and self.split_slack is not None and short > self.split_slack:
-            return "vp", (f"{self.name} splits layers({layers}) evenly over pp({pp}) * vp({vp}) "
-                          f"= {stages} virtual stages, the embedding and the loss taking at most "
-                          f"{self.split_slack} slots; this split leaves {short} empty")
+        if self.even_split and vp > 1 and short > slack:  # one stage per rank: any split
+            return "vp", (
+                f"{self.name} splits layers({layers}) evenly over pp({pp}) * vp({vp}) = "
+                f"{stages} virtual stages, the embedding and the loss taking at most {slack} "
+                f"slots; this split leaves {short} empty (a --pipeline-model-parallel-layout "
+                f"could, but the ledger prices equal interleaved chunks only)")
         return None
 
     def check_pipeline(self, layers: int, pp: int, vp: int, schedule: str) -> None:
@@ -166,7 +168,7 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=False,
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=False,
-        schedules=_ALL_SCHEDULES, split_slack=None,
+        schedules=_ALL_SCHEDULES, split_slack=0, even_split=False,
         activations="korthikanti", **_NO_EXTRAS),
     Framework(
         name="megatron", summary="Megatron-Core: distributed optimizer, fp32 main grads, "
@@ -176,7 +178,7 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=False,
         sp_regathers_input=True, moe_tokens_sp_shard=True,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
-        schedules=("1f1b", "interleaved"), split_slack=2,
+        schedules=("1f1b", "interleaved"), split_slack=2, even_split=True,
         activations="megatron", logits_bytes=4.0 + 2.0, comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
     Framework(
@@ -188,7 +190,7 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=True,
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
-        schedules=_TORCH_SCHEDULES, split_slack=None,
+        schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False,
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
     Framework(
@@ -200,7 +202,7 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=False,
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
-        schedules=("1f1b",), split_slack=None,
+        schedules=("1f1b",), split_slack=0, even_split=False,
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0,
         comm_bucket_bytes=5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
     Framework(
@@ -211,7 +213,7 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=False,
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
-        schedules=_TORCH_SCHEDULES, split_slack=None,
+        schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False,
         activations="hf", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
 )}

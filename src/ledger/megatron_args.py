@@ -132,6 +132,15 @@ def parse(words: list[str], path: str) -> tuple[dict, list[str]]:
     return raw, notes
 
 
+# sizes a launch must give as positive integers: key -> flag
+_SIZES = {"tp": "--tensor-model-parallel-size", "pp": "--pipeline-model-parallel-size",
+          "cp": "--context-parallel-size", "ep": "--expert-model-parallel-size",
+          "etp": "--expert-tensor-parallel-size",
+          "layers_per_vp": "--num-layers-per-virtual-pipeline-stage",
+          "vp": "--num-virtual-stages-per-pipeline-rank", "micro_batch": "--micro-batch-size",
+          "global_batch": "--global-batch-size"}
+
+
 def _value(flag: str, text: str, typ):
     if typ is int:
         try:
@@ -194,6 +203,10 @@ def _vocab(raw: dict, path: str) -> int:
 
 def placement_flags(raw: dict, layers: int, path: str) -> dict:
     """The CLI flags the launch sets (framework megatron)."""
+    for key, flag in _SIZES.items():
+        if key in raw and raw[key] < 1:
+            raise LedgerError("from_megatron", f"{flag} must be at least 1, got {raw[key]} in "
+                                               f"{path}")
     pp = raw.get("pp", 1)
     flags = {"framework": "megatron", "tp": raw.get("tp", 1), "pp": pp,
              "cp": raw.get("cp", 1), "ep": raw.get("ep", 1),
@@ -205,17 +218,26 @@ def placement_flags(raw: dict, layers: int, path: str) -> dict:
     # (transformer_block.py L148-178: the slots divide by pp, then by vp; L191-200: the
     # first and last virtual stage build one layer fewer)
     slots = layers + bool(raw.get("slot_embedding")) + bool(raw.get("slot_loss"))
-    if "layers_per_vp" in raw:
+    named = (f"{slots} layer slots ({layers} layers"
+             f"{', + embedding' if raw.get('slot_embedding') else ''}"
+             f"{', + loss' if raw.get('slot_loss') else ''})")
+    if pp > 1 and slots % pp:  # arguments.py L968-969, L985-998
+        raise LedgerError("from_megatron", f"{named} do not divide over pp({pp}) in {path}; "
+                                           f"Megatron refuses the split")
+    if "layers_per_vp" in raw:  # arguments.py L972-973: it must divide the slots per rank
+        if (slots // pp) % raw["layers_per_vp"]:
+            raise LedgerError("from_megatron", f"--num-layers-per-virtual-pipeline-stage "
+                                               f"{raw['layers_per_vp']} does not divide the "
+                                               f"{slots // pp} layer slots per rank in {path}; "
+                                               f"Megatron refuses it")
         flags["vp"] = slots // pp // raw["layers_per_vp"]
     elif "vp" in raw:
         flags["vp"] = raw["vp"]
     stages = pp * flags.get("vp", 1)
-    if pp > 1 and slots % stages:
-        raise LedgerError("from_megatron", f"{slots} layer slots ({layers} layers"
-                          f"{', + embedding' if raw.get('slot_embedding') else ''}"
-                          f"{', + loss' if raw.get('slot_loss') else ''}) do not divide over "
-                          f"pp({pp}) * vp({flags.get('vp', 1)}) = {stages} stages in {path}; "
-                          f"Megatron refuses the split")
+    if pp > 1 and slots % stages:  # transformer_block.py L170-178
+        raise LedgerError("from_megatron", f"{named} do not divide over pp({pp}) * "
+                                           f"vp({flags['vp']}) = {stages} stages in {path}; "
+                                           f"Megatron refuses the split")
     if "recompute" in raw:
         flags["recompute"] = _recompute(raw, layers // pp, path)
     if "cp_comm" in raw:

@@ -1,8 +1,9 @@
 """The planner: every valid placement of a model on a cluster, costed at once, ranked.
 
 Candidates are enumerated over tp, cp (ring / Ulysses), pp, vp (up to (layers + 2) / pp)
-and schedule - only the pipelines the framework runs (Framework.pipeline_problem) - dp, ep, ZeRO 0-3 and HSDP shard sizes, sequence parallelism, TP comm-GEMM
-overlap, micro-batch size and recompute; num_microbatches follows from the global batch.
+and schedule - only the pipelines the framework runs (Framework.pipeline_problem) - dp,
+ep, ZeRO 0-3 and HSDP shard sizes, sequence parallelism, TP comm-GEMM overlap,
+micro-batch size and recompute; num_microbatches follows from the global batch.
 A placement fits when its peak memory stays ``headroom`` below the usable capacity. The
 grid is priced with numpy through the same formulas one placement uses (ledger.comms,
 ledger.step): candidates that share their categorical fields form one group, their sizes
@@ -355,7 +356,9 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     evaluated = len(g["tp"])
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
-                                  f"global_batch({global_batch}) under the pins given")
+                                  f"global_batch({global_batch}) under the pins given and "
+                                  f"{fw.name}'s pipelines ({', '.join(fw.schedules)}"
+                                  f"{', equal interleaved chunks' if fw.even_split else ''})")
     cap = system.gpu.hbm_bytes * (1 - cal.memory_reserve)
     if not 0 <= headroom_bytes < cap:
         raise LedgerError("headroom", f"must lie in [0, {cap / 2**30:.2f}) GiB (the usable "
