@@ -78,8 +78,9 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
     from ledger.frameworks import get
 
     fw = get(a.framework)
-    if a.schedule is not None and a.schedule not in fw.schedules:  # any pipeline: pp 2
-        fw.check_pipeline(model_.layers, 2, 1, a.schedule)
+    problem = fw.schedule_problem(a.schedule) if a.schedule is not None else None
+    if problem is not None:
+        raise LedgerError(*problem)
     if a.vp is not None and a.pp is not None:  # the pins must be a pipeline it runs
         sched = a.schedule or ("interleaved" if a.vp > 1 else "1f1b")
         fw.check_pipeline(model_.layers, a.pp, a.vp, sched)

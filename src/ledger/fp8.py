@@ -259,7 +259,7 @@ def ep_wire_ratio(fw, act_bytes: float = 2) -> float:
 
 
 def saved_inputs(recipe_name: str) -> dict:
-    """The ``ledger.activations.SavedTensors`` fields a recipe sets: how the linear
+    """The ``ledger.saved_tensors.SavedTensors`` fields a recipe sets: how the linear
     layers' saved inputs are kept (only recipes that save FP8 inputs name a table)."""
     for family in RECIPES.values():
         rec = family.get(recipe_name)

@@ -93,7 +93,7 @@ SOURCES: dict[str, dict[str, str]] = {
         "tied_embedding_allreduce": "megatron/core/distributed/finalize_model_grads.py "
                                     "L164-258 (first and last PP stage, main_grad, per step)",
         "activations": "Megatron-Core with Transformer Engine: transformer_config.py L1314 "
-                       "(transformer_impl default); see ledger.activations",
+                       "(transformer_impl default); see ledger.saved_tensors",
         "logits_bytes": "megatron/core/tensor_parallel/cross_entropy.py L25 (logits cast to "
                         "fp32), L62, L181 (fp32 exp_logits saved), L186-210 (gradient in "
                         "place, then a bf16 copy for the output layer): 4 + 2 B",
@@ -170,7 +170,7 @@ SOURCES: dict[str, dict[str, str]] = {
         "moe_tokens_sp_shard": "not read: costed on the full CP-local token count",
         "tied_embedding_allreduce": "DeepSpeed pipe TiedLayerSpec all-reduces tied weights' "
                                     "grads between their stages (not read line by line)",
-        "activations": "HF/torch modules as DeepSpeed wraps them; see ledger.activations",
+        "activations": "HF/torch modules as DeepSpeed wraps them; see ledger.saved_tensors",
         "logits_bytes": "as torchtitan/HF: bf16 logits, fp32 copy, fp32 log-softmax",
         "comm_bucket_bytes": "deepspeed/runtime/zero/config.py L113 (reduce_bucket_size 5e8 "
                              "elements, bf16)",
@@ -194,7 +194,7 @@ SOURCES: dict[str, dict[str, str]] = {
         "moe_tokens_sp_shard": "no expert dispatcher in transformers' modules: n/a",
         "tied_embedding_allreduce": "n/a without pipelining; counted if pp > 1",
         "activations": "transformers' own modules (modeling_llama.py etc.), measured by "
-                       "tests/test_hf_activations.py; see ledger.activations",
+                       "tests/test_hf_activations.py; see ledger.saved_tensors",
         "logits_bytes": "transformers loss_utils ForCausalLMLoss (logits.float()): bf16 "
                         "logits 2 + fp32 copy 4 + fp32 log-softmax / gradient 4 B",
         "comm_bucket_bytes": "FSDP2 reduces per unit: none extra",

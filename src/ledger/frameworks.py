@@ -121,9 +121,7 @@ class Framework:
         if pp == 1:
             return None
         if schedule not in self.schedules:
-            return "schedule", (f"{self.name} runs the pipeline schedules "
-                                f"{', '.join(self.schedules)}, not {schedule}; --framework "
-                                f"ideal or torchtitan prices the others")
+            return self.schedule_problem(schedule)
         stages, slack = pp * vp, self.split_slack
         if layers + slack < stages:
             return "layers", (f"layers({layers}) < pp({pp}) * vp({vp}) = {stages}: every "
@@ -137,6 +135,14 @@ class Framework:
                 f"slots; this split leaves {short} empty (a --pipeline-model-parallel-layout "
                 f"could, but the ledger prices equal interleaved chunks only)")
         return None
+
+    def schedule_problem(self, schedule: str) -> tuple[str, str] | None:
+        """(field, why) this framework has no pipeline schedule ``schedule``, or None."""
+        if schedule in self.schedules:
+            return None
+        return "schedule", (f"{self.name} runs the pipeline schedules "
+                            f"{', '.join(self.schedules)}, not {schedule}; --framework "
+                            f"ideal or torchtitan prices the others")
 
     def check_pipeline(self, layers: int, pp: int, vp: int, schedule: str) -> None:
         problem = self.pipeline_problem(layers, pp, vp, schedule)
@@ -205,18 +211,15 @@ FRAMEWORKS = {f.name: f for f in (
         schedules=("1f1b",), split_slack=0, even_split=False,
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0,
         comm_bucket_bytes=5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
-    Framework(
-        name="hf", summary="transformers' own modules (their saved tensors) under FSDP2 "
-        "(accelerate): sharded fp32 params and grads, bf16 all-gathers",
-        param_bytes=4, grad_bytes=4, master_bytes=0, moment_bytes=4, gathered_param_bytes=2,
-        zero_stages=(0, 3), sharded_grads_per_microbatch=True, reshard="always",
-        unsharded_with_pp=False,
-        sp_regathers_input=False, moe_tokens_sp_shard=False,
-        moe_dispatcher="alltoall", tied_embedding_allreduce=True,
-        schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False,
-        activations="hf", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
-        fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
 )}
+# transformers' modules under FSDP2 (accelerate): torchtitan's dtypes, collectives and
+# schedules; their own saved tensors; resharded after forward and grads reduced every
+# micro-batch, with or without PP
+FRAMEWORKS["hf"] = replace(
+    FRAMEWORKS["torchtitan"], name="hf",
+    summary="transformers' own modules (their saved tensors) under FSDP2 (accelerate): "
+            "sharded fp32 params and grads, bf16 all-gathers",
+    reshard="always", unsharded_with_pp=False, activations="hf")
 DEFAULT = "megatron"
 
 

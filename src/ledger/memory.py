@@ -103,7 +103,7 @@ def llama_activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: 
                                      sequence_parallel: bool = True, flash: bool = True,
                                      recompute: str = "none", act_bytes: int = 2) -> float:
     """A Llama layer (RMSNorm, rotary GQA, SwiGLU) as the project's plain-torch block keeps
-    it (``ledger.activations.PLAIN``; measured in tests/test_activations.py).
+    it (``ledger.saved_tensors.PLAIN``; measured in tests/test_activations.py).
 
     >>> llama_activation_bytes_per_layer(seq_len=16, micro_batch=2, hidden=64, heads=4,
     ...     kv_heads=2, head_dim=16, ffn_hidden=128, act_bytes=4)

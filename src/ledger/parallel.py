@@ -44,11 +44,10 @@ from ledger.comms_ep import MoESpec, check_config, check_model  # noqa: F401  (M
 from ledger.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes, overhead_bytes,
                               shard_state)
 from ledger.fp8 import with_weights as with_fp8_weights
-from ledger.frameworks import get as get_framework
 from ledger.layout import DEFAULT_ORDER, Layout, expert_tp
 from ledger.memory import RECOMPUTE, StateBytes
 from ledger.activations import kind_counts, layer_activations
-from ledger.activations import table as saved_table
+from ledger.saved_tensors import table as saved_table
 from ledger.model import ModelSpec
 from ledger.pipeline import placement_pipeline
 from ledger.schedules import KINDS as SCHEDULES
@@ -97,7 +96,7 @@ class ParallelConfig:
             require_positive(f, getattr(self, f))
         if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
             raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
-        fw = get_framework(self.framework, self.precision)
+        fw = framework_of(self)
         fw.check_zero(self.zero_stage)
         if self.reshard_after_forward is None:
             object.__setattr__(self, "reshard_after_forward", fw.reshard_after_forward(self.pp))
@@ -152,7 +151,7 @@ def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
     if cfg.cp_kind == "ulysses" and cfg.cp > 1:
         require_divides("heads", model.heads, "tp*cp", cfg.tp * cfg.cp)
         require_divides("kv_heads", model.kv_heads, "tp*cp", cfg.tp * cfg.cp)
-    get_framework(cfg.framework).check_pipeline(model.layers, cfg.pp, cfg.vp, cfg.schedule)
+    framework_of(cfg).check_pipeline(model.layers, cfg.pp, cfg.vp, cfg.schedule)
     if cfg.cp > 1:  # ring balances causal work over 2*cp chunks (head-tail pairing)
         chunks = 2 * cfg.cp if cfg.cp_kind == "ring" else cfg.cp
         require_divides("seq_len", model.seq_len, "2*cp" if chunks > cfg.cp else "cp", chunks)

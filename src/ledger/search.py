@@ -100,20 +100,21 @@ def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins)
 
 def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None):
     """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind;
-    with a framework ``fw``, only the pipelines it runs (Framework.pipeline_problem)."""
+    with a framework ``fw``, only the pipelines (Framework.pipeline_problem) and ZeRO
+    stages it runs."""
     tp, cp, pp, dp, ep, mb, m = shape
     scheds = [("1f1b", 1)]
     if pp > 1:
+        slots = model.layers + (fw.split_slack if fw is not None else 0)
         scheds = [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)]
-        scheds += [("interleaved", v) for v in range(2, (model.layers + 2) // pp + 1)
-                   if m % pp == 0]
+        scheds += [("interleaved", v) for v in range(2, slots // pp + 1) if m % pp == 0]
         if model.layers >= 2 * pp and m >= 2 * pp - 1:
             scheds.append(("zb-v", 2))
     scheds = [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v
               and (fw is None or fw.pipeline_problem(model.layers, pp, v, s) is None)]
     replicas = dp * cp
     zeros = [z for z in range(4) if (pins.zero if pins.zero is not None else z) == z
-             and (z == 0 or replicas > 1)]
+             and (z == 0 or replicas > 1) and (fw is None or z in fw.zero_stages)]
     kinds = ["ring"]
     if cp > 1 and model.heads % (tp * cp) == 0 and model.kv_heads % (tp * cp) == 0:
         kinds.append("ulysses")
@@ -134,7 +135,7 @@ NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard"
 
 def enumerate_grid(model, gpus, batch, system, pins, fw=None) -> dict[str, np.ndarray]:
     """Every candidate as columns (sizes as ints, categorical fields as small codes); with a
-    framework ``fw``, only pipelines it runs."""
+    framework ``fw``, only what it runs."""
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
     blocks = []
     for shape in _shapes(model, gpus, batch, system, pins):
@@ -350,8 +351,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     start = time.perf_counter()
     fw = get_framework(framework)
     g = enumerate_grid(model, gpus, global_batch, system, pins, fw)
-    keep = np.flatnonzero(np.isin(g["zero"], fw.zero_stages))  # FSDP2: 0, 3
-    keep = keep[np.argsort(_codes(g)[keep], kind="stable")]  # groups become slices
+    keep = np.argsort(_codes(g), kind="stable")  # groups become slices
     g = {k: v[keep] for k, v in g.items()}
     evaluated = len(g["tp"])
     if evaluated == 0:
