@@ -3,9 +3,10 @@
 import statistics
 import time
 
-from ledger.model import llama3_405b
 from ledger.frameworks import get
-from ledger.search import Pins, _config, enumerate_grid, plan
+from ledger.model import llama3_405b
+from ledger.plan import Pins, enumerate_grid, plan
+from ledger.plan.search import _config
 from ledger.step import estimate
 from ledger.system import system
 

@@ -1,4 +1,4 @@
-"""ledger.activations: hand-worked figures per saved-tensor table, and measurements of
+"""ledger.arch.activations: hand-worked figures per saved-tensor table, and measurements of
 torch blocks (the project's plain block, torchtitan's llama3 block built from torch's own
 modules) with saved-tensor hooks. transformers' layers: tests/test_hf_activations.py."""
 import dataclasses
@@ -6,15 +6,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ledger.activations import (HF, KORTHIKANTI, MEGATRON, TORCH, LayerActivations,
-                                layer_activations, recompute_working_bytes, table)
+from ledger.arch import (HF, KORTHIKANTI, MEGATRON, TORCH, LayerActivations,
+                         activation_bytes_per_layer, layer_activations,
+                         llama_activation_bytes_per_layer, recompute_working_bytes, table)
 from ledger.errors import LedgerError
-from ledger.memory import activation_bytes_per_layer, llama_activation_bytes_per_layer
 from ledger.model import llama3_8b, llama3_405b, mixtral_8x7b
 
 torch = pytest.importorskip("torch")
 
-from ledger.verify.activations import CASES, measure, predict  # noqa: E402
+from ledger.verify.activations import CASES, measure, predict
 
 # ---- hand arithmetic -----------------------------------------------------------------
 # Llama 3 8B: h 4096, 32 heads, 8 K/V heads, head_dim 128, SwiGLU 14336; bf16, s 8192.
@@ -156,7 +156,7 @@ def test_llama_wrapper_keeps_its_figure():
 def test_stage_sums_each_kind_of_layer():
     """A stage of layers 0..3 of a model whose first layer is dense: 1 dense + 3 MoE."""
     m = dataclasses.replace(mixtral_8x7b(), first_dense_layers=1)
-    from ledger.activations import layers_activation_bytes
+    from ledger.arch import layers_activation_bytes
 
     dense = layer_activations(m, micro_batch=1, moe=False).total_bytes
     moe = layer_activations(m, micro_batch=1, moe=True).total_bytes

@@ -17,10 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import pipeline
 from ledger.cli import main
-from ledger.pipeline import Costs, simulate
-from ledger.schedules import build
+from ledger.pipeline import Costs, build, simulate
+from ledger.pipeline import simulator as pipeline
 
 CASE_SECONDS = 30  # a bound on hangs, far above any case's run time; not a speed check
 

@@ -115,7 +115,7 @@ def test_python_m_ledger_parallel_runs_without_warnings():
 
 
 def test_core_never_imports_torch():
-    code = ("import sys, ledger.cli, ledger.parallel, ledger.hf, ledger.render;"
+    code = ("import sys, ledger.cli, ledger.parallel, ledger.io.hf, ledger.render;"
             "ledger.cli.run(['report','llama3-70b','--tp','8']);"
             "assert 'torch' not in sys.modules, 'torch imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -159,7 +159,7 @@ def test_estimate_names_its_schedule_and_carries_the_placement(capsys):
 
 
 def test_every_flag_has_help():
-    from ledger.cli_args import build_parser
+    from ledger.cli import build_parser
 
     p = build_parser()
     subs = next(a for a in p._actions if a.dest == "cmd").choices

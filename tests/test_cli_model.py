@@ -9,8 +9,7 @@ from dataclasses import fields
 
 import pytest
 
-from ledger.cli import main
-from ledger.cli_model import FLAGS, parse_layers
+from ledger.cli import FLAGS, main, parse_layers
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 

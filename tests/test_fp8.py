@@ -1,17 +1,17 @@
 """FP8 training (issue 11): each recipe's bytes of state, saved activations and wire, with
 expected values from hand arithmetic (the shapes are Llama 3's and DeepSeek-V3's published
-configs; the per-recipe facts are cited in ledger.fp8.SOURCES)."""
+configs; the per-recipe facts are cited in ledger.frameworks.fp8.SOURCES)."""
 import json
 
 import pytest
 
 from ledger.cli import main
-from ledger.fp8 import gemm_precision, peak_flops
-from ledger.frameworks import get
-from ledger.model import deepseek_v3, llama3_8b, llama3_70b
-from ledger.parallel import ParallelConfig, layer_activation_bytes, place
-from ledger.system import GPUS, system
 from ledger.errors import LedgerError
+from ledger.frameworks import gemm_precision, get, peak_flops
+from ledger.model import deepseek_v3, llama3_8b, llama3_70b
+from ledger.parallel import ParallelConfig, place
+from ledger.placement import layer_activation_bytes
+from ledger.system import GPUS, system
 
 N8B = 8_030_261_248  # llama3-8b's parameters (test_model.py)
 # llama3-8b's GEMM weights: 32 layers x (q 4096^2 + k, v 2 x 4096 x 1024 + o 4096^2
@@ -197,7 +197,7 @@ def test_every_gpu_preset_names_its_source(capsys):
 def test_deepseek_dispatches_fp8_and_combines_bf16():
     """DeepSeek-V3 sec. 3.3.3: FP8 with a 4 B scale per 128 elements one way, BF16 back:
     the four all-to-alls of a layer average (1 + 4/128 + 2) / 2 / 2 of their BF16 bytes."""
-    from ledger.fp8 import ep_element_bytes, ep_wire_ratio
+    from ledger.frameworks import ep_element_bytes, ep_wire_ratio
 
     fw = get("megatron", "fp8-deepseek-v3")
     assert ep_element_bytes(fw) == {"dispatch": 1 + TILE, "combine": 2}

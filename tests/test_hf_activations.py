@@ -15,9 +15,9 @@ transformers = pytest.importorskip("transformers")
 
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
-from ledger.activations import HF, layer_activations  # noqa: E402
-from ledger.model import ModelSpec  # noqa: E402
-from ledger.verify.activations import saved_tensors  # noqa: E402
+from ledger.arch import HF, layer_activations
+from ledger.model import ModelSpec
+from ledger.verify.activations import saved_tensors
 
 B, S, H, HEADS, KV, D, F = 2, 16, 64, 4, 2, 16, 128
 T = B * S

@@ -12,8 +12,7 @@ import json
 import pytest
 
 from ledger.errors import LedgerError
-from ledger.hf import from_hf_config, spec_from_dict
-from ledger.hf_families import FAMILIES
+from ledger.io import FAMILIES, from_hf_config, spec_from_dict
 from ledger.model import ModelSpec
 
 torch = pytest.importorskip("torch")
@@ -318,7 +317,7 @@ def test_layer_split_and_stages_sum_to_params(tmp_path, name):
     """The per-layer (split, replicated, routed) split Megatron's stages use adds up to
     transformers' total: nothing counted twice or dropped across PP ranks."""
     from ledger.parallel import ParallelConfig
-    from ledger.stages import stage_params
+    from ledger.placement import stage_params
 
     m = ledger_spec(tmp_path, REAL[name])
     b = m.breakdown

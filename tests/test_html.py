@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ledger.cli import main
-from ledger.render_html import COLOURS, LINKS, TIME
+from ledger.render import COLOURS, LINKS, TIME
 from png import read_png
 
 CHROMIUM = shutil.which("chromium")
@@ -77,7 +77,7 @@ def test_broken_page_is_caught(tmp_path):
     """The checks below can fail: a page whose script throws is not marked ok and its
     error reaches the browser's console log."""
     page = tmp_path / "bad.html"
-    from ledger.render_html import page as make_page
+    from ledger.render import page as make_page
     page.write_text(make_page("bad", ["<script>nosuchfunction();</script>"]))
     dom, err = chromium(tmp_path, page, "--dump-dom")
     assert 'data-ok="yes"' not in dom and 'data-errors="1"' in dom

@@ -2,7 +2,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.layout import Layout
+from ledger.placement import Layout
 
 
 def test_seed_16_gpu_example():

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from ledger.errors import LedgerError
-from ledger.hf import from_hf_config
+from ledger.io import from_hf_config
 from ledger.model import PRESETS, ModelSpec, preset
 
 # Published counts: the Hugging Face safetensors totals of the released checkpoints
@@ -210,7 +210,7 @@ def _mask_pairs(s, w=None, chunk=None):
 @pytest.mark.parametrize("kind,w", [("sliding", 1024), ("sliding", 3000), ("chunked", 1024),
                                     ("chunked", 1500)])
 def test_windowed_attention_flops_count_the_mask(kind, w):
-    from ledger.flops import attention_flops_per_token
+    from ledger.arch import attention_flops_per_token
 
     s = 4096
     local = ModelSpec(**dict(BASE, seq_len=s), sliding_window=w, local_layers=(0, 2),
@@ -225,7 +225,7 @@ def test_windowed_attention_flops_count_the_mask(kind, w):
 def test_mla_flops_by_hand():
     """DeepSeek-V3 at s = 4096: attention projections as trained (no absorption) and the
     core over 128 heads of 192-wide q/k and 128-wide v (DeepSeek-V2 sec. 2.1.2)."""
-    from ledger.flops import matmul_params_per_token, model_flops_per_token
+    from ledger.arch import matmul_params_per_token, model_flops_per_token
 
     m = preset("deepseek-v3")
     attn = (7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168)
@@ -239,7 +239,7 @@ def test_mla_flops_by_hand():
 def test_keys_factor_of_gemma3_like_stack():
     """Gemma 3: five local layers of 1024 keys per global one, at s = 8192 the local mean
     is 1024 - 1024^2 / 16384 = 960 keys against 4096 for a global layer."""
-    from ledger.flops import keys_factor
+    from ledger.arch import keys_factor
 
     m = ModelSpec(**dict(BASE, layers=12, seq_len=8192), sliding_window=1024,
                   local_layers=(0, 1, 2, 3, 4, 6, 7, 8, 9, 10))

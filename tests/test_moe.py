@@ -8,9 +8,9 @@ import pytest
 
 from ledger.cli import main
 from ledger.errors import LedgerError
-from ledger.layout import Layout
 from ledger.model import deepseek_v3, mixtral_8x7b
 from ledger.parallel import MoESpec, ParallelConfig, place
+from ledger.placement import Layout
 
 GiB = 2**30
 MiB = 2**20
@@ -217,7 +217,7 @@ def test_imbalance_scales_the_busiest_ranks_expert_side():
 def test_imbalance_scales_the_busiest_ranks_expert_activations():
     """The busiest rank's experts take 1.5 x the even rows: only the routed-expert
     activations grow, by half of themselves, on every MoE layer (32, one micro-batch)."""
-    from ledger.activations import MEGATRON, layer_activations
+    from ledger.arch import MEGATRON, layer_activations
 
     m = mixtral_8x7b()
     even = place(m, ParallelConfig(**MIXTRAL)).memory.activations_bytes
@@ -273,7 +273,7 @@ def test_ep_rows_price_a_grid_like_one_placement():
 
     import numpy as np
 
-    from ledger.comms import ep_comms
+    from ledger.placement import ep_comms
 
     m = mixtral_8x7b()
     shapes = [(1, 16, 8), (2, 8, 8), (2, 8, 4), (4, 4, 2), (8, 2, 2), (2, 16, 8)]  # (tp, dp, ep)
@@ -299,7 +299,7 @@ def test_one_pass_is_one_layer_one_microbatch_one_direction():
     """For the time model: DeepSeek-V3 alltoall, one direction of one MoE layer and one
     micro-batch: the dispatch and the combine all-to-all, 2 of the 4 per layer, of
     4096 x 8 rows each."""
-    from ledger.comms import ep_pass_comms
+    from ledger.placement import ep_pass_comms
 
     m, cfg = deepseek_v3(), ParallelConfig(**DSV3)
     lay = Layout(pp=16, dp=128, ep=64)
@@ -324,7 +324,7 @@ def test_mtp_modules_train_on_the_last_stage():
 
     from ledger.model import preset
     from ledger.parallel import ParallelConfig, place
-    from ledger.stages import stage_params
+    from ledger.placement import stage_params
 
     m = preset("deepseek-v3").with_seq(4096)
     plain = replace(m, mtp_layers=0)
@@ -347,7 +347,7 @@ def test_mtp_modules_train_on_the_last_stage():
     a, b = place(m, cfg).memory_by_rank[-1], place(plain, cfg).memory_by_rank[-1]
     assert a.logits_bytes == 2 * b.logits_bytes
     # one more MoE layer's saved bytes on the last rank, which holds one micro-batch (1F1B)
-    from ledger.parallel import layer_activation_bytes
+    from ledger.placement import layer_activation_bytes
     one = layer_activation_bytes(m, cfg, (True, None))
     assert a.activations_bytes - b.activations_bytes == pytest.approx(one)
 
@@ -357,7 +357,7 @@ def test_expert_gemms_read_the_etp_gathered_tokens():
     expert GEMMs (token_dispatcher.py L741-751): each h-wide routed copy (bf16 input, fp32
     gate weight) is kept for etp x the SP shard. Mixtral, s 4096, tp 2: T k = 8192 rows;
     per row 4096 x 2 + 4 B; etp 2 keeps the other half too: 8192 x 8196 / 2 more bytes."""
-    from ledger.activations import MEGATRON, layer_activations
+    from ledger.arch import MEGATRON, layer_activations
 
     m = mixtral_8x7b()
     one, two = (layer_activations(m, micro_batch=1, tp=2, etp=e, table=MEGATRON).experts_bytes

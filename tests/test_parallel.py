@@ -3,12 +3,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.collectives import coll_bytes
+from ledger.arch import activation_bytes_per_layer
 from ledger.errors import LedgerError
-from ledger.memory import activation_bytes_per_layer, state_bytes
+from ledger.memory import state_bytes
 from ledger.model import ModelSpec, llama3_70b, llama3_405b, mixtral_8x7b
-from ledger.parallel import (MoESpec, ParallelConfig, per_gpu_state, place,
-                             pp_bubble_fraction)
+from ledger.parallel import MoESpec, ParallelConfig, per_gpu_state, place, pp_bubble_fraction
+from ledger.placement import coll_bytes
 
 N70 = 70_553_706_496
 

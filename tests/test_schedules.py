@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from ledger.cli import main
 from ledger.errors import LedgerError
-from ledger.pipeline import Costs, simulate
-from ledger.schedules import KINDS, SPLIT_BACKWARD, build
+from ledger.pipeline import KINDS, SPLIT_BACKWARD, Costs, build, simulate
 
 P = st.integers(2, 16)
 M = st.integers(1, 64)

@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("torch")
 from torch.distributed.pipelining._schedule_visualizer import get_schedule_ops  # noqa: E402
 
-from ledger.schedules import build  # noqa: E402
+from ledger.pipeline import build
 
 KIND = {"FORWARD": "F", "FULL_BACKWARD": "B", "BACKWARD_INPUT": "I", "BACKWARD_WEIGHT": "W"}
 SHAPES = [(2, 4), (3, 6), (4, 8), (4, 16), (8, 16)]

@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 
 from ledger.cli import main
+from ledger.errors import LedgerError
 from ledger.frameworks import get as get_framework
 from ledger.model import ModelSpec, llama3_8b, llama3_70b, llama3_405b, mixtral_8x7b
-from ledger.errors import LedgerError
-from ledger.search import (DEFAULT, DEFAULT_HEADROOM_BYTES, SCHEDULES, Pins, _config, _price,
-                           enumerate_grid, parse_baseline, plan)
-from ledger.validation import gpt
-from ledger.step import estimate
+from ledger.plan import (DEFAULT_HEADROOM_BYTES, SCHEDULES, Pins, enumerate_grid, parse_baseline,
+                         plan)
+from ledger.plan.search import _config, _price
+from ledger.step import DEFAULT, estimate
 from ledger.system import system
+from ledger.validation import gpt
 
 
 @pytest.mark.parametrize("model,gpus,batch,gpu,framework", [

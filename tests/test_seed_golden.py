@@ -84,7 +84,7 @@ def test_section7_figures_for_405b():
     assert round(pl.total_bytes("pp") / GiB, 2) == 1.00
     s_act = m405.seq_len * m405.hidden * 2
     assert round(s_act / MB) == 268
-    from ledger.collectives import coll_bytes
+    from ledger.placement import coll_bytes
     assert round(coll_bytes("all_reduce", 8, s_act) / MB) == 470
     assert round(4 * coll_bytes("all_reduce", 8, s_act) / GB, 2) == 1.88
     assert 33.5 <= s_act / 8 / MB < 33.6  # the seed's "33.5 MB" PP tensor

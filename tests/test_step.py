@@ -1,20 +1,18 @@
 """The time model: FLOP formulas by hand, the published runs, systems, the CLI."""
 import json
 
+import numpy as np
 import pytest
 
+from ledger.arch import model_flops_per_token
 from ledger.cli import main
 from ledger.errors import LedgerError
+from ledger.io import load_system
 from ledger.model import llama3_70b
 from ledger.parallel import ParallelConfig
-import numpy as np
-
-from ledger.makespan import first_backward_s
-from ledger.pipeline import Costs, simulate
-from ledger.schedules import build
-from ledger.step import (DEFAULT, estimate, gemm_s, microbatches_for, model_flops_per_token,
-                         pipeline_s, recompute_flops_per_token)
-from ledger.system import load_system, system
+from ledger.pipeline import Costs, build, first_backward_s, pipeline_s, simulate
+from ledger.step import DEFAULT, estimate, gemm_s, microbatches_for, recompute_flops_per_token
+from ledger.system import system
 from ledger.validation import fit, fit_gemm_share, gpt, predicted, runs, settle
 
 
@@ -142,7 +140,7 @@ def test_fewer_tokens_per_gpu_cost_efficiency():
 
 @pytest.mark.parametrize("kind", ["zb-v", "zb-h1"])
 def test_split_backward_makespan_equals_the_simulator(kind):
-    """ledger.makespan against ledger.pipeline.simulate over p, m and cost ratios with
+    """ledger.pipeline.makespan against ledger.pipeline.simulate over p, m and cost ratios with
     t_b != 2 t_f and t_w != t_b / 2, hops inside and outside the bilinear domain."""
     v = 2 if kind == "zb-v" else 1
     for p in (1, 2, 3, 4, 5, 8, 11):

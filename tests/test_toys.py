@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+
 from procs import leftovers
 
 pytest.importorskip("torch")

@@ -143,10 +143,9 @@ def test_a_toy_wire_row_off_by_two_percent_fails():
 
 def test_the_launcher_knows_nothing_of_verify():
     import ast
+    from pathlib import Path
 
     from ledger.toys import launcher
-
-    from pathlib import Path
 
     text = Path(launcher.__file__).read_text()
     tree = ast.parse(text)

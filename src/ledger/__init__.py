@@ -1,19 +1,46 @@
 """train-ledger: parallel training as state placement.
 
-The analytic core (this package minus ``toys`` and ``verify``) needs only the
-standard library and never imports torch. The public names below load lazily, so
-``python -m ledger.parallel`` and the CLI import only what they use.
+The package reads bottom to top. Each line may import the lines above it, never one
+below it, and nothing imports in a circle (tests/test_layers.py derives the graph from
+the code and holds it to this order):
+
+    errors       the one exception the core raises, and its validators
+    pipeline     schedules as data, the simulator, closed-form makespans (pure arithmetic)
+    checks       the construction checks of a ModelSpec
+    model        ModelSpec: a decoder's shape and exact parameter count; released presets
+    memory       bytes per parameter of each resident state (StateBytes)
+    frameworks   each framework's conventions as data, with sources; FP8 recipes
+    config       ParallelConfig and MoESpec: how a run is placed
+    system       GPUs, nodes and links
+    arch         one layer: FLOPs, saved tensors, activations
+    placement    collectives, dense and expert comms, rank layout, stages, footprint, place()
+    step         GEMM and DP time, step time, MFU
+    plan         the search over every placement
+    validation   published runs: calibration and prediction rows
+    io           what a user hands over: typed limits, config.json, launch files, systems
+    render       text, JSON, HTML, plan tables, time lines
+    parallel     the seed's ledger.parallel: its names gathered, its report
+    cli          the train-ledger command
+    toys verify  torch.distributed: the mechanisms run for real, and measured
+
+``model``, ``config`` and ``system`` are the frozen inputs every layer types against; they
+sit on what they need to check themselves at construction - the framework a config names
+and the pipeline schedule it runs. The analytic core (all but ``toys`` and ``verify``)
+needs only the standard library and numpy, and never imports torch.
+
+The public names below load lazily, so ``python -m ledger.parallel`` and the CLI import
+only what they use.
 """
 from importlib import import_module
 
 __version__ = "0.1.0"
 
 _HOME = {
-    "coll_bytes": "collectives", "LedgerError": "errors", "StateBytes": "memory",
-    "state_bytes": "memory", "ModelSpec": "model", "preset": "model", "Comm": "parallel",
-    "MoESpec": "parallel", "ParallelConfig": "parallel", "Placement": "parallel",
-    "activation_bytes_per_layer": "parallel", "per_gpu_state": "parallel", "place": "parallel",
-    "pp_bubble_fraction": "parallel", "report": "render",
+    "coll_bytes": "placement", "LedgerError": "errors", "StateBytes": "memory",
+    "state_bytes": "memory", "ModelSpec": "model", "preset": "model", "Comm": "placement",
+    "MoESpec": "config", "ParallelConfig": "config", "Placement": "placement",
+    "activation_bytes_per_layer": "placement", "per_gpu_state": "placement",
+    "place": "placement", "pp_bubble_fraction": "pipeline", "report": "render",
 }
 __all__ = sorted(_HOME)
 

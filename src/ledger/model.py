@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ledger import model_checks as checks
+from ledger import checks
 from ledger.errors import LedgerError
-from ledger.model_checks import NORMS  # noqa: F401  (re-exported, existing name)
 
 
 @dataclass(frozen=True, kw_only=True)

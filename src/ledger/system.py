@@ -6,11 +6,7 @@ sparsity); link bandwidths are per GPU, one direction.
 """
 from __future__ import annotations
 
-import json
-import math
-import tomllib
-from dataclasses import dataclass, fields, replace
-from pathlib import Path
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -127,100 +123,3 @@ def system(gpu: str, gpus_per_node: int = 8) -> System:
     intra, inter = _LINKS[key]
     return System(gpu=GPUS[key], gpus_per_node=gpus_per_node, intra_bytes_per_s=intra,
                   inter_bytes_per_s=inter)
-
-
-def _read_table(path: Path) -> dict:
-    """The file's top-level table, or a one-line refusal saying what is wrong with it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(
-            text, parse_constant=lambda c: _refuse_constant(path, c))
-    except FileNotFoundError:
-        raise LedgerError("system", f"no such file: {path}") from None
-    except UnicodeDecodeError:
-        raise LedgerError("system", f"{path} is not text (JSON or TOML expected)") from None
-    except OSError as e:
-        raise LedgerError("system", f"cannot read {path}: {e.strerror}") from None
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-        raise LedgerError("system", f"{path} is not valid {path.suffix[1:] or 'JSON'}: {e}") \
-            from None
-    if not isinstance(raw, dict):
-        raise LedgerError("system", f"{path} must hold a table of keys, got a "
-                                    f"{type(raw).__name__}")
-    return raw
-
-
-def _refuse_constant(path: Path, name: str):
-    raise LedgerError("system", f"{path} holds {name}, which is not a number")
-
-
-# Shares of a peak: a sustained fraction lies in (0, 1]. Every other figure is bounded by
-# 1e9 in the unit its key names (TFLOP/s, GB/s, us, GiB), far past any hardware.
-_FRACTIONS = ("gpu_gemm_efficiency", "link_efficiency")
-_LIMIT = 1e9
-
-
-def _number(key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise LedgerError(key, f"must be a number, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise LedgerError(key, f"must be a positive finite number, got {value!r}")
-    if key in _FRACTIONS and value > 1:
-        raise LedgerError(key, f"is a share of peak and must lie in (0, 1], got {value!r}")
-    if value > _LIMIT:
-        raise LedgerError(key, f"must be at most {_LIMIT:g} in its unit, got {value!r}")
-    return float(value)
-
-
-def _base(raw: dict, path: Path, gpus_per_node: int | None) -> System:
-    """The preset the file starts from, with its node size (the flag must agree)."""
-    gpu = raw.pop("gpu", "h100-sxm")
-    if not isinstance(gpu, str):
-        raise LedgerError("gpu", f"must be a GPU preset name ({', '.join(GPUS)}), got {gpu!r}")
-    node = raw.pop("gpus_per_node", None)
-    if node is not None and (isinstance(node, bool) or not isinstance(node, int)
-                             or not 1 <= node <= 1024):
-        raise LedgerError("gpus_per_node", f"must be an integer in 1..1,024, got {node!r}")
-    if node is not None and gpus_per_node is not None and node != gpus_per_node:
-        raise LedgerError("gpus_per_node", f"given twice: --gpus-per-node {gpus_per_node} "
-                                           f"and {node} in {path}; drop one")
-    return system(gpu, node or gpus_per_node or 8)
-
-
-def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:
-    """A custom system from JSON or TOML with units in the keys, e.g.
-
-    gpu = "h100-sxm"            # a preset to start from, or the gpu_* keys below
-    gpus_per_node = 8
-    intra_GBps = 450            # NVLink per GPU, one direction
-    inter_GBps = 50             # network per GPU, one direction
-    intra_latency_us = 5
-    inter_latency_us = 10
-    link_efficiency = 0.8       # a share, in (0, 1]
-    gpu_bf16_tflops = 989       # optional overrides of the preset GPU
-    gpu_hbm_GiB = 80
-    gpu_hbm_TBps = 3.35
-    gpu_gemm_efficiency = 0.7   # a share, in (0, 1]
-
-    ``gpus_per_node`` (the CLI's flag) applies when the file does not set it.
-    """
-    path = Path(path)
-    raw = _read_table(path)
-    base = _base(raw, path, gpus_per_node)
-    gpu_keys = {"gpu_bf16_tflops": ("bf16_flops", 1e12), "gpu_fp8_tflops": ("fp8_flops", 1e12),
-                "gpu_hbm_GiB": ("hbm_bytes", GiB), "gpu_hbm_TBps": ("hbm_bytes_per_s", 1e12),
-                "gpu_gemm_efficiency": ("gemm_efficiency", 1.0)}
-    sys_keys = {"intra_GBps": ("intra_bytes_per_s", 1e9), "inter_GBps": ("inter_bytes_per_s", 1e9),
-                "intra_latency_us": ("intra_latency_s", 1e-6),
-                "inter_latency_us": ("inter_latency_s", 1e-6),
-                "link_efficiency": ("link_efficiency", 1.0)}
-    gpu_over, sys_over = {}, {}
-    for key, value in raw.items():
-        table = gpu_keys if key in gpu_keys else sys_keys if key in sys_keys else None
-        if table is None:
-            raise LedgerError("system", f"unknown key {key!r} in {path}; known: gpu, "
-                                        f"gpus_per_node, {', '.join([*sys_keys, *gpu_keys])}")
-        name, scale = table[key]
-        (gpu_over if table is gpu_keys else sys_over)[name] = _number(key, value) * scale
-    return replace(base, gpu=replace(base.gpu, name=base.gpu.name + "*" * bool(gpu_over),
-                                     **gpu_over), **sys_over)

@@ -3,7 +3,7 @@
 The call meter wraps the torch.distributed entry points for the duration of a toy, so
 the toys call ``dist.all_reduce`` and friends in plain sight and every byte they hand
 to a collective is still counted: per call, the payload (the tensor), the bytes one
-rank sends for it in the ring model (``ledger.collectives.coll_bytes``), and what
+rank sends for it in the ring model (``ledger.placement.collectives.coll_bytes``), and what
 gloo's own algorithm writes for it with its message counts (``ledger.toys.gloo``).
 The wire meter (``ledger.toys.wire``) reads from the kernel what this rank's sockets
 wrote inside each ``ctx.metering(tag)`` block; less gloo's measured framing for the
@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.distributed as dist
 
-from ledger.collectives import coll_bytes
+from ledger.placement import coll_bytes
 from ledger.toys import gloo, wire
-
 from ledger.toys.catalog import SPAWN_BASELINE
+
 WIRE_TOLERANCE = 0.01
 # gloo's wire bytes / the ring's for the same payload (ledger.toys.gloo says why)
 GLOO_VS_RING = {"reduce_scatter": 2.0}

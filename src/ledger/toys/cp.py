@@ -13,8 +13,9 @@ import math
 import torch
 import torch.distributed as dist
 
+from ledger.config import ParallelConfig
 from ledger.model import ModelSpec
-from ledger.parallel import RING_BLOCKS_PER_STEP, ParallelConfig, cp_comms
+from ledger.placement import RING_BLOCKS_PER_STEP, cp_comms
 from ledger.toys.common import ByteRow, Ctx, ToyReport, handed_check, max_err, wire_row
 
 TOKENS_PER_RANK, HEADS, HEAD_DIM, SEED = 2, 8, 2, 0

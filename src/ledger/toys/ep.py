@@ -18,8 +18,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ledger.config import ParallelConfig
 from ledger.model import ModelSpec
-from ledger.parallel import ParallelConfig, ep_comms
+from ledger.placement import ep_comms
 from ledger.toys.common import ByteRow, Ctx, ToyReport, max_err, wire_row
 
 EXPERTS, TOPK, TOKENS, HIDDEN, CAPACITY_FACTOR, SEED = 8, 2, 16, 4, 1.25, 0

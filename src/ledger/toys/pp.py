@@ -1,6 +1,6 @@
 """Pipeline parallelism: one layer per rank, micro-batches passed with send/recv.
 
-Each rank executes its action list from ``ledger.schedules`` (GPipe, then 1F1B on
+Each rank executes its action list from ``ledger.pipeline.schedules`` (GPipe, then 1F1B on
 the same stages): a forward receives the previous stage's activation, applies its
 layer and sends the result on; a backward receives the next stage's gradient,
 back-propagates through the stored micro-batch and sends the input gradient back.
@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ledger.parallel import ParallelConfig, pp_comms
-from ledger.schedules import peak_inflight, schedule
+from ledger.config import ParallelConfig
+from ledger.pipeline import peak_inflight, schedule
+from ledger.placement import pp_comms
 from ledger.toys.common import ByteRow, Ctx, ToyReport, max_err, wire_row
 
 HIDDEN, ROWS, SEED = 4, 2, 0

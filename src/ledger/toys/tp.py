@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ledger.parallel import ParallelConfig, tp_comms
+from ledger.config import ParallelConfig
+from ledger.placement import tp_comms
 from ledger.toys.common import ByteRow, Ctx, ToyReport, handed_check, max_err, wire_row
 
 X = [[1.0, 2.0]]

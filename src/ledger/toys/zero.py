@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ledger.parallel import ParallelConfig, dp_group_comms
-from ledger.toys.common import (ByteRow, Ctx, ToyReport, fmt_list, handed_check,
-                               wire_row)
+from ledger.config import ParallelConfig
+from ledger.placement import dp_group_comms
+from ledger.toys.common import ByteRow, Ctx, ToyReport, fmt_list, handed_check, wire_row
 
 ELEMENTS = 8
 WIRE_ELEMENTS = 32768  # the same three calls at 128 KiB: gloo's framing < 1% of the wire

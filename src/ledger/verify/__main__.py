@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from ledger.toys import launcher, quiet
     from ledger.verify.runner import Strategy
-    from ledger.verify.strategies import STRATEGIES, WORLD  # torch: after the handlers
+    from ledger.verify.strategies import STRATEGIES, WORLD
 
     p = argparse.ArgumentParser(prog="train-ledger verify", description=__doc__)
     p.add_argument("--world", type=int, default=WORLD, help=f"ranks (the strategies need {WORLD})")

@@ -2,7 +2,7 @@
 tensor autograd keeps during the forward, once per storage (data_ptr, size: a view of a
 kept tensor does not count twice), leaving out the weights and the layer's shared inputs
 (rotary tables, an attention mask built once per model). Predictions come from
-``ledger.activations.layer_activations`` with the implementation's saved-tensor table."""
+``ledger.arch.activations.layer_activations`` with the implementation's saved-tensor table."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ledger.activations import PLAIN, SavedTensors, layer_activations
+from ledger.arch import PLAIN, SavedTensors, layer_activations
 from ledger.model import ModelSpec
 from ledger.verify import tiny
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ledger.config import ParallelConfig
 from ledger.model import ModelSpec
-from ledger.parallel import ParallelConfig, ep_comms
+from ledger.placement import ep_comms
 from ledger.toys.ep import AllToAll
 from ledger.verify.meter import CollectiveMeter
 from ledger.verify.rows import Row

@@ -4,7 +4,7 @@ A TorchDispatchMode sees the c10d ops that ``torch.distributed`` lowers to (FSDP
 all-gathers and reduce-scatters, DDP's all-reduces, pipelining's sends) and the
 functional collectives DTensor uses, so every strategy is measured the same way. Per
 op it records the collective, its group size, the payload in the ledger's convention
-(``ledger.collectives``), and gloo's own traffic for it (``ledger.toys.gloo``: payload
+(``ledger.placement.collectives``), and gloo's own traffic for it (``ledger.toys.gloo``: payload
 bytes and message counts). Around every collective it snapshots this rank's TCP
 sockets (``ledger.toys.wire``), waiting for the op to finish before the second
 snapshot, so each op's kernel bytes are its own. Point-to-point ops are not waited

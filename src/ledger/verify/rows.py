@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.collectives import coll_bytes
+from ledger.placement import coll_bytes
 
 WIRE_TOLERANCE = 0.01  # framing is subtracted, so what is left is segment rounding
 # gloo's wire bytes / the ring's for the same payload (ledger.toys.gloo explains why)

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch._dynamo  # noqa: F401  DDP and FSDP2 load it on first use (~1.5 s of CPU);
-# loaded here, before the launcher forks, every rank shares one copy
 
+# loaded here, before the launcher forks, every rank shares one copy
 from ledger.verify.strategies import STRATEGIES
 
 

@@ -12,10 +12,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from ledger.comms import dp_comms, pp_comms, tp_comms
-from ledger.layout import Layout
+from ledger.config import ParallelConfig
 from ledger.memory import state_bytes
-from ledger.parallel import ParallelConfig, per_gpu_state
+from ledger.placement import Layout, dp_comms, per_gpu_state, pp_comms, tp_comms
 from ledger.verify import tiny
 from ledger.verify.meter import CollectiveMeter
 from ledger.verify.rows import Row, bytes_rows
@@ -172,9 +171,13 @@ TP_BATCH, TP_SEQ = 4, 128  # 128 KiB per all-reduce: gloo framing < 1% of the wi
 
 def _tp(ctx, name, sp):
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
-                                                   RowwiseParallel, SequenceParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
 
     mesh = init_device_mesh("cpu", (WORLD // TP, TP), mesh_dim_names=("dp", "tp"))["tp"]
     torch.manual_seed(0)

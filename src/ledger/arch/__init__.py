@@ -1,0 +1,32 @@
+"""One layer of a decoder: its FLOPs, and the tensors it saves for backward.
+
+``flops`` counts model FLOPs per token (matmuls and the attention over each layer's keys);
+``saved_tensors`` writes down, per implementation (Korthikanti's GPT layer, Megatron-Core
+with Transformer Engine, torch/torchtitan, transformers' modules, the project's plain
+block), what one layer keeps; ``activations`` prices those tables for a layer under TP,
+SP, CP, recompute and expert routing.
+
+May import: the specs (``ledger.model``, ``ledger.config``, ``ledger.memory``) and
+``ledger.frameworks`` (FP8 saved inputs).
+"""
+from ledger.arch.activations import (
+                                     LayerActivations,
+                                     activation_bytes_per_layer,
+                                     kind_counts,
+                                     layer_activations,
+                                     layers_activation_bytes,
+                                     llama_activation_bytes_per_layer,
+                                     recompute_working_bytes,
+)
+from ledger.arch.flops import (
+                                     attention_flops_per_token,
+                                     keys_factor,
+                                     matmul_params_per_token,
+                                     model_flops_per_token,
+)
+from ledger.arch.saved_tensors import HF, KORTHIKANTI, MEGATRON, PLAIN, TORCH, SavedTensors, table
+
+__all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",
+           "activation_bytes_per_layer", "attention_flops_per_token", "keys_factor", "kind_counts",
+           "layer_activations", "layers_activation_bytes", "llama_activation_bytes_per_layer",
+           "matmul_params_per_token", "model_flops_per_token", "recompute_working_bytes", "table"]

@@ -1,0 +1,308 @@
+"""Bytes one transformer layer saves for backward, per GPU and micro-batch, tensor by tensor.
+
+One formula for every architecture (GELU or SwiGLU MLP, MHA/GQA/MQA, head_dim != h/a,
+qk-norm, MLA, routed and shared experts, sliding windows) and every implementation: what
+an implementation keeps is data, a ``SavedTensors`` table, with its source. Tokens per GPU
+are T = s*b/cp; under sequence parallelism the residual-stream tensors are the 1/tp shard.
+
+Every term is "elements per token x bytes per element"; ``e`` is the activation dtype's
+size, fp32 statistics are 4 bytes, indices 8 (int64) or 4 (int32). The arithmetic takes
+numpy arrays for micro_batch, tp and cp (the planner prices a grid at once); only the
+categorical arguments (table, recompute, flash, sequence_parallel) branch. Biases add no
+saved tensor (a linear keeps its input either way; measured on Starcoder2's layer).
+
+>>> from ledger.model import llama3_405b
+>>> r = layer_activations(llama3_405b(), micro_batch=1, tp=8, table=KORTHIKANTI)
+>>> r.total_bytes / 2**20  # the seed's figure: 34 sbh / t (Korthikanti et al. 2022, eq. 4)
+544.0
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, PLAIN, SavedTensors
+from ledger.config import RECOMPUTE
+from ledger.errors import LedgerError
+from ledger.frameworks import gemm_input_bytes as _gi
+from ledger.frameworks import mlp_width_bytes as _mlp_f
+from ledger.model import ModelSpec
+
+_DTYPE = {"act": None, "fp32": 4, "": 0}  # "act": the activation dtype (act_bytes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerActivations:
+    """Saved bytes of one layer for one micro-batch on one GPU, by cause."""
+
+    norms_bytes: float  # the two residual-stream norms and their outputs (the GEMM inputs)
+    attention_bytes: float  # q/k/v/out, lse, qk-norms, MLA latents: everything linear in s
+    scores_bytes: float  # materialised attention: probabilities, masks, dropout (s^2)
+    mlp_bytes: float  # dense MLP (0 in an MoE layer)
+    router_bytes: float
+    experts_bytes: float  # routed tokens x top_k x capacity through the expert MLPs
+    shared_experts_bytes: float
+    dropout_bytes: float  # residual-stream dropout masks
+    input_bytes: float = 0.0  # full recompute: the checkpointed layer input, nothing else
+    recompute: str = "none"
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(getattr(self, f.name) for f in fields(self) if f.name.endswith("_bytes"))
+
+
+def _b(code: str, e) -> float:
+    """Bytes per element of a dtype field."""
+    if code == "fp32+act":  # an fp32 tensor and its cast back (the same tensor when e = 4)
+        return 4 + (e if e != 4 else 0)
+    return e if code == "act" else _DTYPE[code]
+
+
+def _gpt(model: ModelSpec) -> ModelSpec:
+    """Korthikanti's layer: MHA, a 4h GELU MLP, no experts (the seed's accounting)."""
+    h = model.hidden
+    return ModelSpec(name=model.name, layers=model.layers, hidden=h, heads=model.heads,
+                     vocab=model.vocab, seq_len=model.seq_len, ffn_hidden=4 * h,
+                     gated_mlp=False, norm="layernorm")
+
+
+def _norm(width, t: SavedTensors, e, stats=1, layernorm=False) -> float:
+    """A norm over ``width`` features, per token: its input, x_hat and ``stats``
+    statistics (one per normalised row). Its output is counted where it is read (a GEMM
+    input), or not at all (RoPE keeps only cos/sin). LayerNorm runs the fused kernel of
+    every implementation (aten::native_layer_norm, TE): the input, the mean and rstd."""
+    if layernorm:
+        return width * e + 2 * _b(t.norm_stat, e)
+    return width * (_b(t.norm_input, e) + _b(t.norm_xhat, e)) + stats * _b(t.norm_stat, e)
+
+
+def _mla(model) -> tuple[int, int, int, int, int]:
+    """(q_lora, kv_lora, rope, nope, v) sizes of multi-head latent attention, or 0s
+    (DeepSeek-V2 sec. 2.1; ModelSpec's MLA fields, read with defaults)."""
+    if getattr(model, "attention", "mha") != "mla":
+        return 0, 0, 0, 0, 0
+    return (model.q_lora_rank or 0, model.kv_lora_rank, model.qk_rope_head_dim,
+            model.qk_nope_head_dim, model.v_head_dim)
+
+
+def _qk_norm(model, t, e) -> float:
+    """qk-norm per token: "head" normalises each head (Qwen3: a + kv statistics),
+    "full" the whole q and k (OLMo 2: two); their outputs feed RoPE, which keeps only
+    cos/sin, so only input, x_hat and statistics are kept."""
+    kind = getattr(model, "qk_norm", "none")
+    if kind in ("none", False, None):
+        return 0.0
+    a, kv, d = model.heads, model.kv_heads, model.head_dim
+    stats = (a, kv) if kind == "head" else (1, 1)
+    return _norm(a * d, t, e, stats[0]) + _norm(kv * d, t, e, stats[1])
+
+
+def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
+    """(norm, linear-in-s, scores) bytes of the attention block.
+
+    Per token: the norm and its output (the QKV GEMM's input), q, k, v, the output the
+    projection reads; flash adds the log-sum-exp, a materialised kernel the probabilities over
+    ``keys`` keys for each of the ``q_rows`` local queries.
+    """
+    a, kv, d = model.heads, model.kv_heads, model.head_dim
+    q_lora, kv_lora, rope, nope, v_dim = _mla(model)
+    norm = _norm(model.hidden, t, e, layernorm=model.norm == "layernorm") * tokens / sp_div
+    gi = _gi(t, e)
+    norm = norm + model.hidden * gi * tokens / (sp_div if t.sp_gemm_input_shard else 1)
+    extra = 0.0  # MLA latents, qk-norms
+    if kv_lora:  # MLA: the compressed latent (+ shared rope key) and the q latent
+        lat = _norm(kv_lora, t, e) + kv_lora * gi  # latent norm + the up-projection's input
+        if q_lora:
+            lat += _norm(q_lora, t, e) + q_lora * gi
+        extra = lat * tokens / sp_div
+        qk, v_w, kv_heads = nope + rope, v_dim, a  # keys expanded to every head
+    else:
+        qk, v_w, kv_heads = d, d, kv
+    extra = extra + _qk_norm(model, t, e) * tokens / tp
+    out = a * v_w
+    # the output: in its own format, or flash's copy + the projection's FP8 one (eager: that)
+    out_b = t.attn_out_bytes or (e + t.fp8_input_bytes if flash else gi)
+    if flash:
+        k_heads = a if t.flash_kv_repeated else kv_heads
+        per_tok = (a * qk + k_heads * (qk + v_w)) * e + out * out_b + a * _b(t.flash_lse, e)
+        if kv_lora and t.mla_flash_copies:
+            per_tok = per_tok + (a * nope + out) * e
+        scores = 0.0
+    else:  # q, k and v at every head, the contiguous output copy the projection reads
+        per_tok = (a * qk + a * (qk + v_w)) * e + out * out_b
+        per_score = _b(t.eager_probs, e) + (1 + e if t.eager_dropout else 0)
+        if getattr(model, "attn_logit_softcap", 0.0):  # cap * tanh(scores / cap)
+            per_score = per_score + _b(t.eager_softcap, e)
+        batch = tokens / q_rows  # sequences per GPU
+        scores = (a / tp * per_score * batch + t.eager_mask_bytes) * q_rows * keys
+    return norm, extra + per_tok * tokens / tp, scores
+
+
+def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor, etp=1):
+    """(norm, dense MLP, router, routed experts, shared experts) bytes of the MLP block.
+
+    Routed tokens are T*top_k, padded by the capacity factor; under SP the dispatcher
+    routes the sequence shard (the h-wide copies divide by tp), and the expert width
+    divides by tp (ETP) or the tokens do (SP with ETP = 1): either way T*k*f/tp. The
+    h-wide copies are what the expert GEMMs read after the all-gather over ETP
+    (Megatron's alltoall dispatcher, token_dispatcher.py L741-751): etp x the SP shard.
+    """
+    h = model.hidden
+    ln = model.norm == "layernorm"
+    norm = _norm(h, t, e, layernorm=ln) * tokens / sp_div
+    norm = norm + h * _gi(t, e) * tokens / (sp_div if t.sp_gemm_input_shard else 1)  # GEMM input
+    post = getattr(model, "layer_norms", 2) - 2  # Gemma's post-norms: output feeds the residual
+    norm = norm + post * _norm(h, t, e, layernorm=ln) * tokens / sp_div
+    per_f = t.mlp_gated_f if model.gated_mlp else t.mlp_plain_f
+    if not moe:
+        return norm, _mlp_f(t, e, per_f) * model.ffn_hidden * tokens / tp, 0.0, 0.0, 0.0
+    n, k, f = model.num_experts, model.top_k, model.moe_ffn_hidden
+    router = (n * _b(t.router_probs, e) + k * t.router_index_bytes
+              + n * t.routing_map_bytes_per_expert
+              + (4 * h if t.router_input_fp32 and e != 4 else 0)) * tokens / sp_div
+    routed = tokens * k * capacity_factor
+    per_routed = (t.routed_input_copy * h * _gi(t, e)
+                  + t.routed_output_copies * h * _b(t.routed_output, e)
+                  + _b(t.routed_prob, e) + t.routed_index_bytes)
+    per_f_e = _mlp_f(t, e, per_f, t.expert_swiglu_recompute)
+    experts = routed * per_routed * etp / sp_div + routed * per_f_e * f / tp
+    shared_w = getattr(model, "shared_ffn", model.shared_experts * f)
+    shared = _mlp_f(t, e, per_f) * shared_w * tokens / tp
+    return norm, 0.0, router, experts, shared
+
+
+def _kind(model, layer, moe, window):
+    """(MoE layer?, window) of one layer: the model's own answer for layer ``layer``."""
+    if layer is not None and hasattr(model, "is_moe_layer"):
+        moe = model.is_moe_layer(layer) if moe is None else moe
+        window = model.window(layer) if window is None else window
+    elif layer is not None and moe is None:  # a ModelSpec without per-layer ids
+        moe = model.is_moe and layer >= model.first_dense_layers
+    if moe is None:
+        moe = model.is_moe
+    if window is None and getattr(model, "local_layers", None) is None:
+        window = getattr(model, "sliding_window", None)
+    return moe, window
+
+
+def layer_kind(model, layer: int) -> tuple[bool, int | None]:
+    """(is an MoE layer, its attention window) of layer ``layer``: what sets its bytes."""
+    return _kind(model, layer, None, None)
+
+
+def _check(recompute: str) -> None:
+    if recompute not in RECOMPUTE:
+        raise LedgerError("recompute", f"must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+
+
+def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = None, tp=1,
+                      cp=1, sequence_parallel: bool = True, flash: bool = True,
+                      recompute: str = "none", act_bytes: int = 2,
+                      capacity_factor: float | None = None,
+                      table: SavedTensors | None = None, layer: int | None = None,
+                      moe: bool | None = None, window: int | None = None,
+                      etp=1) -> LayerActivations:
+    """Bytes one decoder layer keeps for backward, per GPU, for one micro-batch.
+
+    ``layer`` (0-based) picks the layer's kind from the model (MoE or dense, its sliding
+    window); without it ``moe`` defaults to "the model has experts" and ``window`` to the
+    model's window when every layer is local. Explicit ``moe``/``window`` win.
+    Recompute: ``full`` keeps the layer input only (h*e per token, the SP shard);
+    ``selective`` recomputes the materialised attention core (Korthikanti et al. 2022,
+    sec. 5), so the s^2 terms are not kept; with flash there is nothing to drop.
+
+    >>> from ledger.model import llama3_8b
+    >>> from ledger.arch.saved_tensors import HF
+    >>> r = layer_activations(llama3_8b(), micro_batch=1, table=HF)
+    >>> r.mlp_bytes == 4 * 14336 * 2 * 8192  # gate, silu(gate), up, product in bf16
+    True
+    """
+    _check(recompute)
+    t = MEGATRON if table is None else table
+    if t.gpt_shape:  # every layer is Korthikanti's dense GPT layer, whatever its kind
+        model, layer, moe, window = _gpt(model), None, False, None
+    s = model.seq_len if seq_len is None else seq_len
+    e, tokens = act_bytes, s * micro_batch / cp
+    sp_div = tp if sequence_parallel else 1
+    moe, window = _kind(model, layer, moe, window)
+    if recompute == "full":
+        zero = 0.0 * tokens
+        return LayerActivations(norms_bytes=zero, attention_bytes=zero, scores_bytes=zero,
+                                mlp_bytes=zero, router_bytes=zero, experts_bytes=zero,
+                                shared_experts_bytes=zero, dropout_bytes=zero,
+                                input_bytes=model.hidden * e * tokens / sp_div,
+                                recompute=recompute)
+    keys = min(s, window) if window and t.scores_over_window else s
+    norm_a, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, s / cp)
+    if recompute == "selective":
+        scores = 0.0 * tokens
+    norm_m, mlp, router, experts, shared = _mlp_block(
+        model, t, e, tokens, tp, sp_div, moe, 1.0 if capacity_factor is None else capacity_factor,
+        etp if sequence_parallel else 1)  # without SP every TP rank holds all tokens
+    return LayerActivations(
+        norms_bytes=norm_a + norm_m, attention_bytes=attn,
+        scores_bytes=scores, mlp_bytes=mlp, router_bytes=router, experts_bytes=experts,
+        shared_experts_bytes=shared,
+        dropout_bytes=t.residual_dropout_masks * model.hidden * tokens / sp_div,
+        recompute=recompute)
+
+
+def recompute_working_bytes(model: ModelSpec, **kw) -> float:
+    """Full recompute's working set: the one layer being recomputed holds its whole
+    no-recompute activations during its backward (a buffer on top of the kept inputs)."""
+    kw["recompute"] = "none"
+    return layer_activations(model, **kw).total_bytes
+
+
+def kind_counts(model: ModelSpec, layers) -> dict[tuple, int]:
+    """How many of ``layers`` (layer ids) are of each kind (MoE?, window): the layers of a
+    kind save the same bytes, so a stage is priced once per kind."""
+    counts: dict[tuple, int] = {}
+    for i in layers:
+        key = layer_kind(model, i)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def layers_activation_bytes(model: ModelSpec, layers: range, **kw) -> float:
+    """Sum of ``layer_activations(...).total_bytes`` over ``layers`` (a PP stage's layer
+    ids), priced once per kind of layer (``kind_counts``) and multiplied by its count."""
+    rest = {k: v for k, v in kw.items() if k not in ("moe", "window", "layer")}
+    return sum(n * layer_activations(model, moe=m, window=w, **rest).total_bytes
+               for (m, w), n in kind_counts(model, layers).items())
+
+
+def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, heads: int,
+                               tp: int = 1, cp: int = 1, sequence_parallel: bool = True,
+                               flash: bool = True, recompute: str = "none") -> float:
+    """The seed's GPT figure (Korthikanti et al. 2022, eqs. 1-4: 34 sbh + 5as^2b in 16-bit,
+    /t under TP+SP, 10 sbh unsplit under TP alone, /cp), computed by
+    ``layer_activations`` with the ``KORTHIKANTI`` table.
+
+    >>> activation_bytes_per_layer(seq_len=8192, micro_batch=1, hidden=16384, heads=128,
+    ...                            tp=8) / 2**20
+    544.0
+    """
+    gpt = ModelSpec(name="gpt", layers=1, hidden=hidden, heads=heads, vocab=1, seq_len=seq_len,
+                    ffn_hidden=4 * hidden, gated_mlp=False, norm="layernorm")
+    return layer_activations(gpt, micro_batch=micro_batch, tp=tp, cp=cp,
+                             sequence_parallel=sequence_parallel, flash=flash,
+                             recompute=recompute, act_bytes=2, table=KORTHIKANTI).total_bytes
+
+
+def llama_activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int,
+                                     heads: int, kv_heads: int, head_dim: int,
+                                     ffn_hidden: int, tp: int = 1, cp: int = 1,
+                                     sequence_parallel: bool = True, flash: bool = True,
+                                     recompute: str = "none", act_bytes: int = 2) -> float:
+    """A Llama layer (RMSNorm, rotary GQA, SwiGLU) as the project's plain-torch block keeps
+    it (``ledger.arch.saved_tensors.PLAIN``; measured in tests/test_activations.py).
+
+    >>> llama_activation_bytes_per_layer(seq_len=16, micro_batch=2, hidden=64, heads=4,
+    ...     kv_heads=2, head_dim=16, ffn_hidden=128, act_bytes=4)
+    140032.0
+    """
+    llama = ModelSpec(name="llama", layers=1, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                      head_dim=head_dim, vocab=1, seq_len=seq_len, ffn_hidden=ffn_hidden)
+    return layer_activations(llama, micro_batch=micro_batch, tp=tp, cp=cp,
+                             sequence_parallel=sequence_parallel, flash=flash,
+                             recompute=recompute, act_bytes=act_bytes, table=PLAIN).total_bytes

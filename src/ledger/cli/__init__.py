@@ -1,0 +1,11 @@
+"""The ``train-ledger`` command: the grammar (``args``), the model flags (``model_flags``),
+the inputs assembled from flags and files (``inputs``) and the subcommands (``commands``).
+The only printing besides the seed's ``report``.
+
+May import: everything.
+"""
+from ledger.cli.args import build_parser
+from ledger.cli.commands import main, run
+from ledger.cli.model_flags import FLAGS, parse_layers
+
+__all__ = ["FLAGS", "build_parser", "main", "parse_layers", "run"]

@@ -1,0 +1,236 @@
+"""The command line's grammar: every subcommand, flag, default, unit and limit.
+
+``ledger.cli`` parses with ``build_parser()`` and runs; this module only declares. Each
+number is parsed by a type from ``ledger.io.limits``, which refuses non-finite, non-positive
+and absurd values with the flag's name and the limit.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ledger import __version__
+from ledger.config import RECOMPUTE
+from ledger.errors import LedgerError
+from ledger.frameworks import RECIPES
+from ledger.io import (MAX_CAPACITY_FACTOR, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE,
+                       MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP,
+                       MAX_VP, MIN_TIME, count, natural, real)
+from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS
+from ledger.pipeline import KINDS as SCHEDULES
+
+GPUS = count(MAX_GPUS)
+FP8_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n in family))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2; an error in
+    one argument is reported under that argument's name."""
+
+    def error(self, message: str):  # noqa: D102
+        if message.startswith("argument ") and ": " in message:
+            flags, _, rest = message[len("argument "):].partition(": ")
+            field = flags.split("/")[0].lstrip("-").replace("-", "_")
+            raise LedgerError(field, f"{rest} ({self.prog} {flags.split('/')[0]})")
+        raise LedgerError("usage", f"{self.prog}: {message}")
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per ModelSpec field (``ledger.cli.model_flags.FLAGS``)."""
+    from ledger.cli.model_flags import add_model_flags
+
+    add_model_flags(p)
+
+
+def _add_source_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model and placement from a launch config")
+    g.add_argument("--from-megatron", metavar="FILE",
+                   help="a file of Megatron-LM pretrain_gpt.py arguments")
+    g.add_argument("--from-torchtitan", metavar="FILE", help="a torchtitan job TOML")
+
+
+def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("placement (Megatron spellings accepted)")
+    g.add_argument("--tp", "--tensor-model-parallel-size", type=GPUS, default=1,
+                   help="tensor-parallel GPUs (default 1)")
+    g.add_argument("--pp", "--pipeline-model-parallel-size", type=GPUS, default=1,
+                   help="pipeline stages (default 1)")
+    g.add_argument("--dp", "--data-parallel-size", type=GPUS,
+                   help="data-parallel replicas (default: what --gpus leaves after "
+                        "tp*cp*pp, else 1)")
+    g.add_argument("--cp", "--context-parallel-size", type=GPUS, default=1,
+                   help="context-parallel GPUs (default 1)")
+    g.add_argument("--ep", "--expert-model-parallel-size", type=GPUS, default=1,
+                   help="expert-parallel GPUs, inside tp*cp*dp/etp (default 1)")
+    g.add_argument("--etp", "--expert-tensor-parallel-size", type=GPUS,
+                   help="expert tensor-parallel GPUs (default: --tp, as Megatron-LM)")
+    g.add_argument("--moe-token-dispatcher-type", dest="moe_dispatcher",
+                   choices=("alltoall", "allgather", "flex"),
+                   help="MoE token dispatcher (default: the framework's; megatron alltoall)")
+    g.add_argument("--moe-imbalance", type=real(MAX_CAPACITY_FACTOR, 1.0, closed_low=True),
+                   default=1.0, help="busiest EP rank's routed rows / the mean (default "
+                                     "1.0: even routing)")
+    g.add_argument("--zero", type=natural(3), default=0, help="ZeRO stage 0..3 (3 = FSDP)")
+    g.add_argument("--use-distributed-optimizer", action="store_true",
+                   help="Megatron's distributed optimizer: ZeRO-1")
+    g.add_argument("--no-reshard", action="store_true",
+                   help="ZeRO-3 keeps params gathered between forward and backward")
+    g.add_argument("--hsdp-shard", type=GPUS, help="HSDP shard group size, GPUs")
+    g.add_argument("--no-sp", action="store_true", help="TP without sequence parallelism")
+    g.add_argument("--cp-kind", choices=("ring", "ulysses"), default="ring",
+                   help="context parallelism kind (default ring)")
+    g.add_argument("--micro-batch", "--micro-batch-size", type=count(MAX_MICRO_BATCH),
+                   default=1, help="sequences per micro-batch (default 1)")
+    g.add_argument("--microbatches", type=count(MAX_MICROBATCHES),
+                   help="micro-batches per step per pipeline (default 1)")
+    g.add_argument("--global-batch", "--global-batch-size", type=count(MAX_GLOBAL_BATCH),
+                   help="sequences per step; sets microbatches = B / (dp * micro_batch)")
+    g.add_argument("--vp", type=count(MAX_VP),
+                   help="virtual stages per PP rank (default 1; 2 for zb-v)")
+    g.add_argument("--schedule", choices=SCHEDULES,
+                   help="pipeline schedule (default 1f1b, interleaved when --vp > 1)")
+    g.add_argument("--capacity-factor", type=real(MAX_CAPACITY_FACTOR), default=1.0,
+                   help="MoE routed payload as a multiple of the even share (default 1.0)")
+    g.add_argument("--gpus", type=GPUS, help="world size to check the placement against")
+    g.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
+                   help="GPUs per node (default 8, or the --system file's)")
+    g.add_argument("--precision", choices=(*PRECISIONS, "fp8"),
+                   help="bytes per state as this table says (default: the framework's); "
+                        "fp8: the framework's state, its linear layers' GEMMs in FP8")
+    g.add_argument("--fp8-recipe", choices=FP8_RECIPES,
+                   help="with --precision fp8: Megatron-LM's --fp8-recipe (delayed, the "
+                        "default; tensorwise; blockwise), torchao's (tensorwise, the "
+                        "default; rowwise), or deepseek-v3 (its report, sec. 3.3)")
+    g.add_argument("--fp8-param-gather", action="store_true",
+                   help="with --precision fp8: GEMM weights kept in FP8 and all-gathered in "
+                        "FP8 (Megatron --fp8-param-gather, torchao "
+                        "enable_fsdp_float8_all_gather)")
+    g.add_argument("--optimizer", choices=tuple(OPTIMIZER_MOMENTS), default="adam",
+                   help="optimizer (default adam)")
+    g.add_argument("--recompute", choices=RECOMPUTE, default="none",
+                   help="activation recompute (Megatron's --recompute-granularity)")
+    g.add_argument("--no-flash", action="store_true", help="materialised attention scores")
+    g.add_argument("--grad-accumulation", choices=("sharded", "unsharded"),
+                   help="ZeRO-2/3: reduce-scatter every micro-batch (sharded) or accumulate "
+                        "the full gradient and reduce once (unsharded); default: the "
+                        "framework's")
+    _add_framework_flag(g)
+
+
+def _add_framework_flag(g) -> None:
+    from ledger.frameworks import DEFAULT, FRAMEWORKS
+
+    g.add_argument("--framework", choices=tuple(FRAMEWORKS), default=DEFAULT,
+                   help="whose conventions: bytes per state, when collectives run, what "
+                        f"layers save (default {DEFAULT}; 'ideal' is the seed's accounting)")
+
+
+def _add_system_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu", default="h100-sxm", help="GPU preset (see 'gpus'; default h100-sxm)")
+    p.add_argument("--system", metavar="FILE",
+                   help="a custom system, JSON or TOML with units in the keys")
+
+
+def _add_outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+
+
+def _report_parsers(sub) -> None:
+    r = sub.add_parser("report", help="the ledger of one placement")
+    _add_model_flags(r)
+    _add_source_flags(r)
+    _add_parallel_flags(r)
+    r.add_argument("--gpu", default="h100-sxm",
+                   help="GPU preset to hold the memory against (see 'gpus'; default h100-sxm)")
+    _add_outputs(r)
+    e = sub.add_parser("estimate", help="step time, MFU and where the time goes")
+    _add_model_flags(e)
+    _add_source_flags(e)
+    _add_parallel_flags(e)
+    _add_system_flags(e)
+    e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
+    _add_outputs(e)
+
+
+def _plan_parser(sub) -> None:
+    pl = sub.add_parser("plan", help="search every placement, rank by step time")
+    _add_model_flags(pl)
+    _add_source_flags(pl)
+    pl.add_argument("--gpus", type=GPUS, help="world size, GPUs (required)")
+    _add_system_flags(pl)
+    pl.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
+                    help="GPUs per node (default 8, or the --system file's)")
+    pl.add_argument("--global-batch", "--global-batch-size", type=count(MAX_GLOBAL_BATCH),
+                    help="sequences per step (required)")
+    pl.add_argument("--top", type=count(MAX_TOP), default=10, help="plans listed (default 10)")
+    for axis in ("tp", "pp", "cp", "dp", "ep"):
+        pl.add_argument(f"--{axis}", type=GPUS, help=f"pin {axis}, GPUs")
+    pl.add_argument("--vp", type=count(MAX_VP), help="pin virtual stages per PP rank")
+    pl.add_argument("--zero", type=natural(3), help="pin the ZeRO stage 0..3")
+    pl.add_argument("--micro-batch", type=count(MAX_MICRO_BATCH),
+                    help="pin the micro-batch size, sequences")
+    pl.add_argument("--recompute", choices=RECOMPUTE, help="pin the recompute mode")
+    pl.add_argument("--schedule", choices=SCHEDULES, help="pin the pipeline schedule")
+    pl.add_argument("--max-tp", type=GPUS, help="largest tp searched, GPUs")
+    pl.add_argument("--max-pp", type=GPUS, help="largest pp searched, stages")
+    pl.add_argument("--no-cp", action="store_true", help="search no context parallelism")
+    pl.add_argument("--no-hsdp", action="store_true", help="search no HSDP")
+    pl.add_argument("--no-flash", action="store_true", help="materialised attention scores")
+    _add_framework_flag(pl)
+    pl.add_argument("--headroom", type=real(MAX_HEADROOM_GIB, 0.0, closed_low=True),
+                    default=2.0, help="GiB kept free below the usable capacity (default 2)")
+    pl.add_argument("--baseline", help='a shape to compare with, e.g. "tp=8,cp=1,pp=16,dp=128" '
+                                       "(keys: tp cp pp dp ep vp zero mb recompute schedule)")
+    _add_outputs(pl)
+
+
+def _small_parsers(sub) -> None:
+    lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
+    for axis in ("tp", "cp", "ep", "dp", "pp"):
+        lay.add_argument(f"--{axis}", type=GPUS, default=1, help=f"{axis} size, GPUs")
+    lay.add_argument("--etp", "--expert-tensor-parallel-size", type=GPUS,
+                     help="expert tensor parallel size (default: --tp)")
+    lay.add_argument("--order", default="tp-cp-ep-dp-pp",
+                     help="axis order, fastest first (default tp-cp-ep-dp-pp)")
+    lay.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE), default=8,
+                     help="GPUs per node (default 8)")
+    lay.add_argument("--json", action="store_true", help="print JSON instead of text")
+    time = real(MAX_TIME, MIN_TIME, closed_low=True)
+    s = sub.add_parser("schedule", help="simulate a pipeline schedule and draw it")
+    s.add_argument("kind", choices=SCHEDULES, help="the schedule")
+    s.add_argument("--pp", type=GPUS, required=True, help="pipeline ranks")
+    s.add_argument("--microbatches", type=count(MAX_MICROBATCHES), required=True,
+                   help="micro-batches per step")
+    s.add_argument("--vp", type=count(MAX_VP), help="stages per rank (interleaved; zb-v is 2)")
+    s.add_argument("--tf", type=time, default=1.0,
+                   help="forward time per stage, any unit (default 1)")
+    s.add_argument("--tb", type=time, help="full backward time per stage (default 2)")
+    s.add_argument("--tB", dest="t_in", type=time,
+                   help="input-gradient time of a split backward (default tb/2)")
+    s.add_argument("--tW", dest="t_w", type=time,
+                   help="weight-gradient time of a split backward (default tb - tB)")
+    s.add_argument("--p2p", type=real(MAX_TIME, 0.0, closed_low=True), default=0.0,
+                   help="latency of a cross-rank hop, same unit (default 0)")
+    s.add_argument("--svg", metavar="FILE", help="also write the time line as an SVG file")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour the text time line (default auto: on a terminal)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="train-ledger", description="Parallel training as state placement.")
+    p.add_argument("--version", action="version", version=f"train-ledger {__version__}")
+    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    sub.add_parser("seed", help="the seed's six placements (the default)")
+    m = sub.add_parser("models", help="presets with exact parameter counts")
+    m.add_argument("--json", action="store_true", help="print JSON instead of text")
+    g = sub.add_parser("gpus", help="GPU presets with their figures")
+    g.add_argument("--json", action="store_true", help="print JSON instead of text")
+    sub.add_parser("toys", help="each mechanism on real torch.distributed (torch extra)",
+                   add_help=False)
+    sub.add_parser("verify", help="PyTorch's FSDP2 / DTensor TP / pipelining vs the ledger",
+                   add_help=False)
+    _report_parsers(sub)
+    _plan_parser(sub)
+    _small_parsers(sub)
+    return p

@@ -1,0 +1,347 @@
+"""The ``train-ledger`` command. The only module that prints.
+
+    train-ledger                      the seed's six placements
+    train-ledger report MODEL ...     one placement (Megatron-style flags, --json)
+    train-ledger models               presets with exact parameter counts
+    train-ledger toys zero|tp|cp|pp|ep|all   the mechanisms on real torch.distributed
+    train-ledger verify                   PyTorch's own strategies measured against the ledger
+    train-ledger schedule KIND --pp P --microbatches M   a pipeline time line
+    train-ledger estimate MODEL ... --gpu NAME --global-batch B   step time and MFU
+    train-ledger layout --tp 4 --dp 2 --pp 2              ranks, groups and links
+    train-ledger plan MODEL --gpus N --gpu NAME --global-batch B   the best placements
+    train-ledger gpus                 GPU presets with their figures (--json)
+    train-ledger --version
+
+report, estimate and plan also take --from-megatron FILE / --from-torchtitan FILE (the
+model and placement of a launch) and --html FILE (a self-contained page of charts).
+
+Bad input prints one line ``error: ...`` on stderr and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ledger.cli.args import build_parser
+from ledger.cli.inputs import backward_time, plan_model, vp
+from ledger.cli.inputs import system as _system
+from ledger.errors import LedgerError
+from ledger.io import check_finite_json, check_world
+from ledger.model import PRESETS, ModelSpec
+
+
+def load_model(a: argparse.Namespace) -> ModelSpec:
+    """A preset, a config.json, or a custom model from flags (``ledger.cli.model_flags``)."""
+    from ledger.cli.model_flags import load_model as load
+
+    return load(a)
+
+
+def parallel_config(a: argparse.Namespace):
+    """ParallelConfig from flags; dp and num_microbatches may be derived."""
+    from ledger.parallel import MoESpec, ParallelConfig
+
+    model_par = a.tp * a.cp * a.pp
+    dp = a.dp
+    if dp is None:
+        if a.gpus is not None and a.gpus % model_par:
+            raise LedgerError("gpus", f"gpus({a.gpus}) is not divisible by tp({a.tp}) * "
+                                      f"cp({a.cp}) * pp({a.pp}) = {model_par}")
+        dp = a.gpus // model_par if a.gpus is not None else 1
+    m = a.microbatches
+    if a.global_batch is not None:
+        from ledger.step import microbatches_for
+
+        derived = microbatches_for(a.global_batch, dp, a.micro_batch)
+        if m is not None and m != derived:
+            raise LedgerError("microbatches", f"microbatches({m}) != global_batch"
+                              f"({a.global_batch}) / (dp({dp}) * micro_batch({a.micro_batch}))")
+        m = derived
+    zero = 1 if a.use_distributed_optimizer and a.zero == 0 else a.zero
+    check_world(tp=a.tp, cp=a.cp, pp=a.pp, dp=dp)
+    cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, etp=a.etp,
+                         moe_dispatcher=a.moe_dispatcher, zero_stage=zero,
+                         precision=a.precision,
+                         sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
+                         reshard_after_forward=False if a.no_reshard else None,
+                         hsdp_shard=a.hsdp_shard,
+                         micro_batch=a.micro_batch, num_microbatches=m or 1, vp=vp(a),
+                         moe=MoESpec(capacity_factor=a.capacity_factor,
+                                     imbalance=a.moe_imbalance), schedule=a.schedule,
+                         recompute=a.recompute, flash_attention=not a.no_flash,
+                         framework=a.framework, grad_accumulation=a.grad_accumulation)
+    if a.gpus is not None and cfg.world != a.gpus:
+        raise LedgerError("gpus", f"tp({a.tp}) * cp({a.cp}) * pp({a.pp}) * dp({dp}) = "
+                                  f"{cfg.world} != gpus({a.gpus})")
+    return cfg
+
+
+def _cmd_seed() -> str:
+    from ledger.parallel import seed_placements
+    from ledger.render import report_text
+
+    return "\n".join(report_text(m, c) for m, c in seed_placements())
+
+
+def _cmd_report(a: argparse.Namespace) -> str:
+    from ledger.parallel import place
+    from ledger.placement import Capacity
+    from ledger.render import placement_json, placement_text
+    from ledger.system import system
+
+    model, cfg = _model_and_config(a)
+    pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
+               gpus_per_node=a.gpus_per_node or 8)
+    _warn_idle(cfg, pl.bubble_fraction)
+    gpu = system(a.gpu).gpu  # an unknown name is refused with the presets listed
+    room = Capacity(gpu.name, gpu.hbm_bytes)
+    if a.html:
+        from ledger.render import placement_page
+
+        _write(a.html, placement_page(model, cfg, pl, room.usable_bytes if room else None))
+    if a.json:
+        return _json(placement_json(model, cfg, pl, a.precision, a.optimizer, room), indent=2)
+    return placement_text(model, cfg, pl, room)
+
+
+def _torch_command(module: str, argv: list[str]) -> int:
+    """Hand over to a torch-backed command (toys, verify) if torch is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise LedgerError("torch", "this command needs the torch extra: "
+                                   "pip install 'train-ledger[torch]'")
+    from importlib import import_module
+
+    return import_module(module).main(argv)
+
+
+def _cmd_schedule(a: argparse.Namespace) -> str:
+    from ledger.pipeline import Costs, build, check_cells, check_drawable, simulate
+    from ledger.render import summary, svg_timeline, text_timeline, timeline_json
+
+    v = a.vp or (2 if a.kind == "zb-v" else 1)
+    check_drawable(a.kind, a.pp, a.microbatches, v)
+    tb = backward_time(a)
+    sim = simulate(build(a.kind, a.pp, a.microbatches, v),
+                   Costs(a.tf, tb, a.t_in, a.t_w, a.p2p))
+    if a.svg or not a.json:
+        check_cells(sim)
+    if a.svg:
+        _write(a.svg, svg_timeline(sim), "svg")
+    if a.json:
+        return _json(timeline_json(sim), indent=1)
+    colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty())
+    return summary(sim) + "\n" + text_timeline(sim, colour)
+
+
+def _cmd_estimate(a: argparse.Namespace) -> str:
+    from ledger.render import estimate_json, estimate_text
+    from ledger.step import estimate
+
+    model, cfg = _model_and_config(a)
+    sysm = _system(a)
+    est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
+                   optimizer=a.optimizer)
+    _warn_idle(cfg, est.placement.bubble_fraction)
+    if a.html:
+        from ledger.render import placement_page
+
+        _write(a.html, placement_page(model, cfg, est.placement, est.memory_capacity_bytes,
+                                      est, sysm))
+    if a.json:
+        return _json(estimate_json(model, cfg, sysm, est), indent=2)
+    return estimate_text(model, cfg, sysm, est)
+
+
+def _cmd_layout(a: argparse.Namespace) -> str:
+    from ledger.placement import Layout
+    from ledger.render import layout_json, layout_text
+
+    check_world(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp)
+    if a.etp is None and a.dp * a.cp % a.ep:
+        raise LedgerError("ep", f"ep({a.ep}) does not divide dp({a.dp}) * cp({a.cp})")
+    lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, etp=a.etp, order=a.order,
+                 gpus_per_node=a.gpus_per_node)
+    return _json(layout_json(lay), indent=1) if a.json else layout_text(lay)
+
+
+def _cmd_plan(a: argparse.Namespace) -> str:
+    from ledger.plan import Pins, plan
+    from ledger.render import plan_json, plan_text
+
+    model = plan_model(a)
+    sysm = _system(a)
+    pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
+                micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
+                max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp)
+    bar = _progress_bar() if sys.stderr.isatty() else None
+    result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar,
+                  framework=a.framework, flash=not a.no_flash,
+                  headroom_bytes=a.headroom * 2**30, baseline=a.baseline)
+    if a.html:
+        _write(a.html, _plan_html(model, a, sysm, result))
+    text = (_json(plan_json(model, sysm, result), indent=1) if a.json
+            else plan_text(model, a.gpus, sysm, result))
+    return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1
+
+
+def _plan_html(model, a, sysm, result) -> str:
+    """The plan page, with #1 estimated again for its charts."""
+    from ledger.render import plan_page
+    from ledger.step import estimate
+
+    if not result.plans:
+        return plan_page(model, a.gpus, sysm, result)
+    best = result.plans[0]
+    est = estimate(model, best.config, sysm, tp_overlap=best.tp_overlap)
+    return plan_page(model, a.gpus, sysm, result, est.placement, est)
+
+
+def _write(path: str, text: str, field: str = "html") -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise LedgerError(field, f"cannot write {path}: {e.strerror}") from None
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """Parse, naming the subcommand when an argument is not its own."""
+    a, extra = build_parser().parse_known_args(argv)
+    if extra:
+        where = f"train-ledger {a.cmd}" if a.cmd else "train-ledger"
+        raise LedgerError("usage", f"{where}: unrecognized arguments: {' '.join(extra)}")
+    for name, value in vars(a).items():
+        if isinstance(value, list):  # argparse drops a value of '--' and leaves []
+            raise LedgerError(name, "needs a value, got '--'")
+    _fp8_precision(a)
+    return a
+
+
+def _fp8_precision(a: argparse.Namespace) -> None:
+    """--precision fp8 with --fp8-recipe / --fp8-param-gather as one precision string
+    (``ledger.frameworks.fp8.spell``), which the config carries; the flags need --precision fp8."""
+    recipe, gather = getattr(a, "fp8_recipe", None), getattr(a, "fp8_param_gather", False)
+    if (recipe or gather) and getattr(a, "precision", None) != "fp8":
+        flag = "fp8_recipe" if recipe else "fp8_param_gather"
+        raise LedgerError(flag, f"needs --precision fp8, got --precision {a.precision}")
+    if getattr(a, "precision", None) == "fp8":
+        from ledger.frameworks import spell
+
+        a.precision = spell(recipe, gather)
+
+
+def _json(obj, indent: int) -> str:
+    """JSON text, refused (one line, naming the key) rather than printed with NaN or
+    Infinity, which are not JSON."""
+    try:
+        return json.dumps(obj, indent=indent, allow_nan=False)
+    except ValueError:
+        check_finite_json(obj)
+        raise
+
+
+def _emit(text: str, code: int) -> int:
+    """Print the result; a reader that closed the pipe early (``| head``) ends it quietly."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141 if code == 0 else code  # 128 + SIGPIPE, as a shell reports it
+    return code
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _warn_idle(cfg, bubble: float) -> None:
+    """Say so when too few micro-batches leave a pipeline mostly idle."""
+    if cfg.pp > 1 and (cfg.num_microbatches == 1 or bubble >= 0.5):
+        _warn(f"microbatches({cfg.num_microbatches}) on pp({cfg.pp}) leaves the pipeline "
+              f"{bubble:.0%} idle; raise --microbatches or --global-batch")
+
+
+def _model_and_config(a: argparse.Namespace):
+    """Model and placement, checked against each other where the core does not."""
+    from ledger.cli.inputs import model as load
+    model = load(a)
+    if a.schedule is not None and a.pp == 1:
+        raise LedgerError("schedule", f"a pipeline schedule needs pp > 1, got "
+                                      f"--schedule {a.schedule} with pp(1)")
+    cfg = parallel_config(a)  # its pipeline is checked against the framework by the core
+    return model, cfg
+
+
+def _progress_bar():
+    """A stderr bar for searches that run longer than a second (most take less)."""
+    import time
+
+    start = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        if time.perf_counter() - start < 1.0:
+            return
+        filled = int(30 * done / max(total, 1))
+        end = "\n" if done >= total else ""
+        print(f"\r  costing placements [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}",
+              end=end, file=sys.stderr, flush=True)
+    return show
+
+
+def run(argv: list[str]) -> str | tuple[str, int]:
+    """Parse and run; returns the text to print (and an exit status when it is not 0).
+    Raises LedgerError on bad input."""
+    a = _parse(argv)
+    if a.cmd in ("report", "estimate", "plan"):
+        from ledger.cli.inputs import source
+
+        a.launch = source(a)
+        for note in a.launch.notes if a.launch else ():
+            _warn(note)
+    if a.cmd in (None, "seed"):
+        return _cmd_seed()
+    if a.cmd == "schedule":
+        return _cmd_schedule(a)
+    if a.cmd == "estimate":
+        return _cmd_estimate(a)
+    if a.cmd == "layout":
+        return _cmd_layout(a)
+    if a.cmd == "plan":
+        return _cmd_plan(a)
+    if a.cmd == "models":
+        from ledger.render import models_json, models_table
+
+        specs = [f() for f in PRESETS.values()]
+        return _json(models_json(specs), indent=1) if a.json else models_table(specs)
+    if a.cmd == "gpus":
+        from ledger.render import gpus_json, gpus_table
+
+        return _json(gpus_json(), indent=1) if a.json else gpus_table()
+    return _cmd_report(a)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv[:1] == ["toys"]:
+            return _torch_command("ledger.toys.__main__", argv[1:])
+        if argv[:1] == ["verify"]:
+            return _torch_command("ledger.verify.__main__", argv[1:])
+        out = run(argv)
+    except LedgerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
+    text, code = out if isinstance(out, tuple) else (out, 0)
+    return _emit(text, code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""The CLI's inputs assembled: the model (positional or from a launch file), the
+system, the schedule's times. Checks that span flags live here; nothing prints (the
+notes of a launch file are returned for ``ledger.cli`` to print)."""
+from __future__ import annotations
+
+import argparse
+
+from ledger.cli.args import build_parser
+from ledger.errors import LedgerError
+from ledger.model import ModelSpec
+
+
+def source(a: argparse.Namespace):
+    """The launch config named by --from-megatron / --from-torchtitan (or None), its
+    placement merged into the flags: a flag also given on the command line must agree."""
+    given = [(k, getattr(a, k, None)) for k in ("from_megatron", "from_torchtitan")
+             if getattr(a, k, None)]
+    if not given:
+        return None
+    if len(given) == 2:
+        raise LedgerError("from_megatron", "give --from-megatron or --from-torchtitan, not both")
+    if given[0][0] == "from_megatron":
+        from ledger.io.megatron import read_launch
+
+        launch = read_launch(given[0][1])
+    else:
+        from ledger.io.torchtitan import read_launch
+
+        launch = read_launch(given[0][1], gpus=a.gpus)
+    defaults = vars(build_parser().parse_args([a.cmd]))
+    for dest, value in launch.flags.items():
+        if dest not in defaults or (a.cmd == "plan" and dest not in ("gpus", "global_batch",
+                                                                    "framework")):
+            continue  # the planner searches the placement; the file sizes the job
+        mine = getattr(a, dest)
+        if mine != defaults[dest] and mine != value:
+            raise LedgerError(dest, f"given twice: {mine} on the command line, {value} from "
+                                    f"{launch.path} (its settings and defaults); drop one")
+        setattr(a, dest, value)
+    if given[0][0] == "from_megatron" and a.gpus is None and a.dp is None:
+        from dataclasses import replace
+
+        launch = replace(launch, notes=launch.notes + (
+            "a Megatron launch does not hold its world size: dp = 1 here; give --gpus N",))
+    return launch
+
+
+def model(a: argparse.Namespace) -> ModelSpec:
+    """The model from the positional argument, or from a launch config file, within the
+    stated limits (ledger.io.limits)."""
+    from ledger.io import check_model_size
+
+    spec = _model(a)
+    check_model_size(spec)
+    return spec
+
+
+def _model(a: argparse.Namespace) -> ModelSpec:
+    launch = a.launch
+    if launch is not None and a.model is not None:
+        raise LedgerError("model", f"{a.model!r} given twice: on the command line and by "
+                                   f"{launch.path}; drop one")
+    if launch is not None:
+        return launch.model
+    if a.model is None:
+        raise LedgerError("model", "give a model (a preset, a config.json or 'custom'), or "
+                                   "--from-megatron FILE / --from-torchtitan FILE")
+    from ledger.cli.model_flags import load_model
+
+    return load_model(a)
+
+
+def plan_model(a: argparse.Namespace) -> ModelSpec:
+    model_ = model(a)
+    for name, flag in (("gpus", "--gpus"), ("global_batch", "--global-batch")):
+        if getattr(a, name) is None:
+            raise LedgerError(name, f"plan needs {flag}")
+    from ledger.frameworks import get
+
+    fw = get(a.framework)
+    problem = fw.schedule_problem(a.schedule) if a.schedule is not None else None
+    if problem is not None:
+        raise LedgerError(*problem)
+    if a.vp is not None and a.pp is not None:  # the pins must be a pipeline it runs
+        sched = a.schedule or ("interleaved" if a.vp > 1 else "1f1b")
+        fw.check_pipeline(model_.layers, a.pp, a.vp, sched)
+    return model_
+
+
+def vp(a: argparse.Namespace) -> int:
+    """Stages per PP rank: as given, else 2 for ZB-V (its V holds two), else 1."""
+    return a.vp or (2 if a.schedule == "zb-v" else 1)
+
+
+def system(a: argparse.Namespace):
+    """The GPU preset's usual cluster, or a system file; --gpus-per-node applies to either
+    and is refused when the file says otherwise."""
+    from ledger.io import load_system
+    from ledger.system import system as preset
+
+    if a.system:
+        return load_system(a.system, gpus_per_node=a.gpus_per_node)
+    return preset(a.gpu, a.gpus_per_node or 8)
+
+
+def backward_time(a: argparse.Namespace) -> float:
+    """The full backward time; a split backward's halves must add up to it."""
+    from ledger.pipeline import SPLIT_BACKWARD
+
+    halves = [x for x in (a.t_in, a.t_w) if x is not None]
+    if halves and a.kind not in SPLIT_BACKWARD:
+        raise LedgerError("tB", f"{a.kind} runs a full backward; --tB/--tW apply to "
+                                f"{', '.join(SPLIT_BACKWARD)}")
+    if len(halves) == 2:
+        if a.tb is not None and a.tb != a.t_in + a.t_w:
+            raise LedgerError("tb", f"tb({a.tb:g}) != tB({a.t_in:g}) + tW({a.t_w:g})")
+        return a.t_in + a.t_w
+    tb = 2.0 if a.tb is None else a.tb
+    if halves and halves[0] >= tb:
+        name = "tB" if a.t_in is not None else "tW"
+        raise LedgerError(name, f"{name}({halves[0]:g}) must be below tb({tb:g}), which "
+                                f"the other half shares")
+    return tb

@@ -1,0 +1,161 @@
+"""The model flags of the CLI: one per ModelSpec field, and how a model is loaded.
+
+``custom`` builds a ModelSpec from these flags alone. A preset or a config.json fixes
+its own shape: any model flag but ``--seq`` given with one is refused by name rather
+than dropped. Megatron-LM's spelling is accepted where it has one
+(megatron/training/arguments.py: --num-query-groups, --kv-channels, --q-lora-rank,
+--qk-head-dim, --qk-pos-emb-head-dim, --moe-ffn-hidden-size, --mtp-num-layers ...).
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from ledger.checks import ATTENTIONS, LOCAL_KINDS, NORMS, QK_NORMS
+from ledger.errors import LedgerError
+from ledger.io import from_hf_config, model_flag
+from ledger.model import PRESETS, ModelSpec, preset
+
+LAYERS = "layers"  # marker type: a layer-index list such as '1,3,5-9' or 'every:2'
+
+# ModelSpec field -> (flags, type or choices, help)
+FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
+    "layers": (("--layers", "--num-layers"), int, "transformer layers"),
+    "hidden": (("--hidden", "--hidden-size"), int, "model width"),
+    "heads": (("--heads", "--num-attention-heads"), int, "query heads"),
+    "kv_heads": (("--kv-heads", "--num-query-groups"), int, "key/value heads (GQA)"),
+    "head_dim": (("--head-dim", "--kv-channels"), int, "head width (default hidden/heads)"),
+    "ffn_hidden": (("--ffn", "--ffn-hidden-size"), int, "dense MLP width"),
+    "vocab": (("--vocab", "--vocab-size"), int, "vocabulary"),
+    "seq_len": (("--seq", "--seq-length"), int, "sequence length (default 4096)"),
+    "gated_mlp": (("--mlp",), ("swiglu", "gelu"), "gated (3 matrices) or plain MLP"),
+    "tied_embeddings": (("--tied",), bool, "tie input and output embeddings"),
+    "qkv_bias": (("--qkv-bias", "--add-qkv-bias"), bool, "q/k/v (MLA: down-proj) biases"),
+    "out_bias": (("--out-bias",), bool, "attention output bias"),
+    "mlp_bias": (("--mlp-bias",), bool, "biases on every MLP and expert matrix"),
+    "norm": (("--norm",), NORMS, "norm kind (layernorm has a bias)"),
+    "learned_positions": (("--learned-positions",), int, "rows of a learned position table"),
+    "attention": (("--attention",), ATTENTIONS, "mla: multi-head latent attention"),
+    "q_lora_rank": (("--q-lora-rank",), int, "MLA query rank (omit: plain q_proj)"),
+    "kv_lora_rank": (("--kv-lora-rank",), int, "MLA K/V latent width"),
+    "qk_rope_head_dim": (("--qk-rope-head-dim", "--qk-pos-emb-head-dim"), int,
+                         "MLA rotary q/k part"),
+    "qk_nope_head_dim": (("--qk-nope-head-dim", "--qk-head-dim"), int, "MLA q/k part w/o rope"),
+    "v_head_dim": (("--v-head-dim",), int, "MLA value head width"),
+    "qk_norm": (("--qk-norm",), QK_NORMS, "head: over head_dim (Qwen3); full: OLMo 2"),
+    "layer_norms": (("--layer-norms",), int, "norms per layer (Gemma 2/3: 4)"),
+    "sliding_window": (("--sliding-window",), int, "keys a local layer sees"),
+    "local_layers": (("--local-layers",), LAYERS, "local layers: '0-4,6', 'except-every:6'"),
+    "local_attention": (("--local-attention",), LOCAL_KINDS, "sliding or chunked (Llama 4)"),
+    "attention_sinks": (("--attention-sinks",), bool, "one learned logit per head (gpt-oss)"),
+    "attn_logit_softcap": (("--attn-softcap",), float, "tanh cap on scores (Gemma 2)"),
+    "final_logit_softcap": (("--final-softcap",), float, "tanh cap on logits (Gemma 2)"),
+    "num_experts": (("--num-experts",), int, "routed experts per MoE layer"),
+    "top_k": (("--top-k", "--moe-router-topk"), int, "experts per token"),
+    "moe_ffn_hidden": (("--moe-ffn", "--moe-ffn-hidden-size"), int, "one expert's width"),
+    "shared_experts": (("--shared-experts",), int, "always-on experts"),
+    "shared_expert_ffn": (("--shared-expert-ffn", "--moe-shared-expert-intermediate-size"),
+                          int, "shared MLP width (default shared x moe-ffn)"),
+    "shared_expert_gate": (("--shared-expert-gate",), bool, "Qwen2-MoE's gate on it"),
+    "router_bias": (("--router-bias",), bool, "router bias (gpt-oss)"),
+    "first_dense_layers": (("--first-dense-layers",), int, "leading dense layers"),
+    "moe_layer_ids": (("--moe-layers",), LAYERS, "MoE layers: '1,3,5', 'every:2'"),
+    "mtp_layers": (("--mtp-layers", "--mtp-num-layers"), int, "DeepSeek-V3 MTP modules"),
+    "router_groups": (("--router-groups", "--moe-router-num-groups"), int,
+                      "group-limited routing: expert groups (n_group)"),
+    "router_group_topk": (("--router-group-topk", "--moe-router-group-topk"), int,
+                          "groups a token may pick (topk_group; DeepSeek-V3: 4 nodes)"),
+}
+# routing, not shape: these may override a preset's or a config.json's own values
+ROUTING = ("router_groups", "router_group_topk")
+CUSTOM_REQUIRED = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    """The model argument and one flag per ModelSpec field (all default to unset)."""
+    p.add_argument("model", nargs="?",  # or from --from-megatron / --from-torchtitan
+                   help="preset name, path to a HF config.json, or 'custom'")
+    g = p.add_argument_group("model (for 'custom'; --seq also sets a preset's length)")
+    for field, (names, typ, text) in FLAGS.items():
+        if typ is bool:
+            g.add_argument(*names, dest=field, action="store_const", const=True, help=text)
+        elif isinstance(typ, tuple):
+            g.add_argument(*names, dest=field, choices=typ, help=text)
+        else:
+            g.add_argument(*names, dest=field, type=str if typ is LAYERS else model_flag(typ),
+                           help=text)
+
+
+def parse_layers(text: str, layers: int, flag: str) -> tuple[int, ...]:
+    """'1,3,5-9' (inclusive ranges), 'every:N' (layers i with (i+1) % N == 0, as
+    Llama 4 and Qwen-MoE space them) or 'except-every:N' (the others: Gemma 3's local)."""
+    out: set[int] = set()
+    try:
+        for item in text.split(","):
+            item = item.strip()
+            if item.startswith(("every:", "except-every:")):
+                n = int(item.split(":")[1])
+                if n < 1:
+                    raise ValueError
+                keep = item.startswith("every:")
+                out |= {i for i in range(layers) if ((i + 1) % n == 0) == keep}
+            elif "-" in item:
+                a, b = (int(x) for x in item.split("-"))
+                out |= set(range(a, b + 1))
+            else:
+                out.add(int(item))
+    except ValueError:
+        raise LedgerError(flag, f"expected layer indices like '1,3,5-9' or 'every:2', "
+                                f"got {text!r}") from None
+    return tuple(sorted(out))
+
+
+def _given(a: argparse.Namespace) -> dict[str, object]:
+    return {f: getattr(a, f) for f in FLAGS if getattr(a, f, None) is not None}
+
+
+def custom_model(a: argparse.Namespace) -> ModelSpec:
+    """A ModelSpec from the flags alone."""
+    given = _given(a)
+    missing = [FLAGS[f][0][0] for f in CUSTOM_REQUIRED if f not in given]
+    if missing:
+        raise LedgerError("model", f"custom needs {' '.join(missing)}")
+    if "gated_mlp" in given:
+        given["gated_mlp"] = given["gated_mlp"] == "swiglu"
+    for f in ("local_layers", "moe_layer_ids"):
+        if f in given:
+            given[f] = parse_layers(given[f], given["layers"], FLAGS[f][0][0])
+    seq_default = "seq_len" not in given
+    given.setdefault("seq_len", 4096)
+    try:
+        return ModelSpec(name="custom", seq_default=seq_default, **given)
+    except LedgerError as e:  # name the flag the user typed, not the field
+        if e.field not in FLAGS:
+            raise
+        message = str(e).split(": ", 1)[1]
+        raise LedgerError(FLAGS[e.field][0][0], message) from None
+
+
+def load_model(a: argparse.Namespace) -> ModelSpec:
+    """A preset, a config.json, or a custom model from flags; --seq sets the length.
+    Shape flags given with a preset or a config.json are refused, never ignored."""
+    if a.model == "custom":
+        return custom_model(a)
+    if a.model.lower() in PRESETS:
+        m = preset(a.model)
+    elif a.model.endswith(".json") or Path(a.model).exists():
+        m = from_hf_config(a.model)
+    else:
+        m = preset(a.model)  # raises: unknown model, lists the presets
+    given = _given(a)
+    ignored = [FLAGS[f][0][0] for f in given if f != "seq_len" and f not in ROUTING]
+    if ignored:
+        raise LedgerError("model", f"{' '.join(ignored)} would change {m.name}, whose shape "
+                                   f"is fixed by its preset or config.json; use 'custom' "
+                                   f"with every shape flag (only --seq and the router "
+                                   f"group flags apply here)")
+    routing = {f: given[f] for f in ROUTING if f in given}
+    if routing:  # the parameter count does not move; ModelSpec checks the values
+        m = replace(m, **routing)
+    return m.with_seq(a.seq_len) if a.seq_len is not None else m

@@ -1,0 +1,196 @@
+"""ParallelConfig: how one run is placed - the axes, the sharding stage, the pipeline, the
+framework convention it follows - and the MoE facts of the run (``MoESpec``).
+
+A frozen input, checked at construction against what it names: its framework's stages
+and defaults (``ledger.frameworks``), its pipeline schedule (``ledger.pipeline``), its
+expert grid and dispatcher. Checks that need the model (divisibility of heads, layers)
+are ``ledger.placement.per_gpu.validate``.
+
+>>> cfg = ParallelConfig(tp=8, pp=4, dp=32, num_microbatches=16, vp=2)
+>>> cfg.world, cfg.schedule, cfg.grad_replicas
+(1024, 'interleaved', 32)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ledger.errors import LedgerError, require_positive
+from ledger.frameworks import of as framework_of
+from ledger.pipeline import KINDS as SCHEDULES
+from ledger.pipeline import check as check_schedule
+
+RECOMPUTE = ("none", "selective", "full")
+DISPATCHERS = ("alltoall", "allgather", "flex")
+CP_KINDS = ("ring", "ulysses")
+GRAD_ACCUMULATION = ("sharded", "unsharded")
+
+
+def expert_tp(cfg):
+    """Expert tensor parallel size: the config's ``etp``, or tp when unset (Megatron-LM
+    arguments.py L587-588, parallel_state.py L871-872)."""
+    etp = getattr(cfg, "etp", None)
+    return cfg.tp if etp is None else etp
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """MoE facts of a run (and of a model whose ModelSpec does not describe its experts).
+
+    When the ModelSpec has experts, their share and top-k come from it and only
+    ``capacity_factor`` and ``imbalance`` (run facts) are read from here.
+    ``imbalance``: the busiest EP rank's routed rows / the mean (max load / mean load,
+    >= 1; 1.0 = even routing, the default). It sets that rank's expert-side EP bytes and
+    its expert activations - the rank whose memory peaks. A capacity factor other than 1
+    pads (or drops) every expert to capacity x the even share, so the load no longer
+    depends on the routing: the two are refused together.
+    """
+
+    num_experts: int = 1
+    topk: int = 1
+    expert_fraction: float = 0.0  # share of parameters living in routed experts
+    capacity_factor: float = 1.0  # routed payload is padded to this x the even share
+    imbalance: float = 1.0  # busiest EP rank's rows / the mean (dropless routing)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.expert_fraction <= 1.0:
+            raise LedgerError("expert_fraction", f"must lie in [0, 1], "
+                                                 f"got {self.expert_fraction}")
+        if self.capacity_factor <= 0:
+            raise LedgerError("capacity_factor", f"must be > 0, got {self.capacity_factor}")
+        if not self.imbalance >= 1.0:
+            raise LedgerError("imbalance", f"max load / mean load must be >= 1, got "
+                                           f"{self.imbalance}")
+        if self.imbalance != 1.0 and self.capacity_factor != 1.0:
+            raise LedgerError("imbalance", f"imbalance({self.imbalance}) with "
+                                           f"capacity_factor({self.capacity_factor}): "
+                                           f"capacity pads or drops every expert to the "
+                                           f"same load; set one of them")
+
+    @property
+    def load_factor(self) -> float:
+        """Rows the busiest EP rank's experts take / the even share (one of the two is 1)."""
+        return self.capacity_factor * self.imbalance
+
+
+def dispatcher(cfg) -> str:
+    """The config's token dispatcher, or its framework's (``Framework.moe_dispatcher``)."""
+    kind = getattr(cfg, "moe_dispatcher", None)
+    if kind is None:
+        kind = framework_of(cfg).moe_dispatcher
+    return kind
+
+
+def sp_shard_dispatch(cfg) -> bool:
+    """The dispatcher starts from the SP shard (Megatron's, under SP)."""
+    fw = framework_of(cfg)
+    return bool(fw.moe_tokens_sp_shard and cfg.sequence_parallel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelConfig:
+    """One placement. world = tp x cp x pp x dp; the experts' grid ETP x EP x EDP tiles
+    the tp x cp x dp ranks of each PP stage (``ledger.placement.layout``)."""
+
+    tp: int = 1  # tensor parallel: splits every matrix of a layer
+    pp: int = 1  # pipeline parallel: splits the layers
+    dp: int = 1  # data parallel replicas
+    cp: int = 1  # context parallel: splits the sequence
+    ep: int = 1  # expert parallel: splits the routed experts (inside tp x cp x dp / etp)
+    etp: int | None = None  # expert tensor parallel; None: tp (Megatron arguments.py L587-588)
+    moe_dispatcher: str | None = None  # alltoall | allgather | flex; None: the framework's
+    zero_stage: int = 0  # 0 = DDP, 1/2/3 = ZeRO-1/2/3 (3 == FSDP)
+    sequence_parallel: bool = True  # Megatron SP inside the TP group
+    cp_kind: str = "ring"  # "ring" | "ulysses"
+    reshard_after_forward: bool | None = None  # ZeRO-3 only; None: the framework's default
+    hsdp_shard: int | None = None  # HSDP: shard group size (None = shard over dp x cp)
+    micro_batch: int = 1  # sequences per micro-batch
+    num_microbatches: int = 1  # micro-batches per step per pipeline
+    vp: int = 1  # virtual stages per PP rank (interleaved 1F1B)
+    act_bytes: int = 2  # bf16 activations on the wire
+    moe: MoESpec = field(default_factory=MoESpec)
+    schedule: str | None = None  # pipeline schedule; None: 1f1b, or interleaved when vp > 1
+    recompute: str = "none"  # activation recompute: none | selective | full
+    flash_attention: bool = True  # False: attention scores are materialised (pre-2022 kernels)
+    framework: str = "megatron"  # the convention the run follows (ledger.frameworks)
+    precision: str | None = None  # None: the framework's dtypes; else ledger.memory.PRECISIONS
+    # ZeRO-2/3 over micro-batches: "sharded" reduce-scatters after every backward and keeps
+    # grads sharded; "unsharded" accumulates the full gradient and reduces once per step
+    # (and keeps ZeRO-3 params gathered after each backward); None: the framework's default
+    grad_accumulation: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
+                  "act_bytes"):
+            require_positive(f, getattr(self, f))
+        if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
+            raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        fw = framework_of(self)
+        fw.check_zero(self.zero_stage)
+        if self.reshard_after_forward is None:
+            object.__setattr__(self, "reshard_after_forward", fw.reshard_after_forward(self.pp))
+        if self.grad_accumulation is None:
+            object.__setattr__(self, "grad_accumulation", fw.grad_accumulation(self.pp))
+        if self.grad_accumulation not in GRAD_ACCUMULATION:
+            raise LedgerError("grad_accumulation", f"must be one of "
+                                                   f"{', '.join(GRAD_ACCUMULATION)}, got "
+                                                   f"{self.grad_accumulation!r}")
+        if self.cp_kind not in CP_KINDS:
+            raise LedgerError("cp_kind", f"must be ring or ulysses, got {self.cp_kind!r}")
+        replicas = self.dp * self.cp
+        if self.hsdp_shard is not None:
+            require_positive("hsdp_shard", self.hsdp_shard)
+            if self.zero_stage == 0:
+                raise LedgerError("hsdp_shard", f"HSDP shards state, so it needs zero_stage "
+                                                f">= 1, got zero_stage({self.zero_stage})")
+            if replicas % self.hsdp_shard:
+                raise LedgerError("hsdp_shard", f"hsdp_shard({self.hsdp_shard}) does not "
+                                                f"divide dp({self.dp}) * cp({self.cp}) = {replicas}")
+        check_config(self)  # the expert grid and the dispatcher
+        if self.recompute not in RECOMPUTE:
+            raise LedgerError("recompute", f"must be one of {', '.join(RECOMPUTE)}, "
+                                           f"got {self.recompute!r}")
+        if self.schedule is None:
+            object.__setattr__(self, "schedule", "interleaved" if self.vp > 1 else "1f1b")
+        if self.schedule not in SCHEDULES:
+            raise LedgerError("schedule", f"unknown schedule {self.schedule!r}; known: "
+                                          f"{', '.join(SCHEDULES)}")
+        if self.vp > 1 and self.pp == 1:
+            raise LedgerError("vp", f"virtual stages need pp > 1, got vp({self.vp}) pp(1)")
+        if self.schedule == "zb-v" and self.vp != 2:  # its V: stages r and 2pp-1-r
+            raise LedgerError("vp", f"zb-v holds 2 stages per rank, got vp({self.vp})")
+        if self.pp > 1:
+            check_schedule(self.schedule, self.pp, self.num_microbatches, self.vp)
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def grad_replicas(self) -> int:
+        """Ranks holding a replica of the same parameter shard: dp x cp (Megatron)."""
+        return self.dp * self.cp
+
+
+def check_config(cfg) -> None:
+    """The expert grid and dispatcher of a ParallelConfig; one line per refusal."""
+    etp = expert_tp(cfg)
+    require_positive("etp", etp)
+    stage = cfg.tp * cfg.cp * cfg.dp
+    if etp == cfg.tp and (cfg.dp * cfg.cp) % cfg.ep:
+        raise LedgerError("ep", f"ep({cfg.ep}) does not divide dp({cfg.dp}) * "
+                                f"cp({cfg.cp}) = {cfg.dp * cfg.cp}")
+    if stage % (etp * cfg.ep):
+        raise LedgerError("etp", f"etp({etp}) * ep({cfg.ep}) does not divide tp({cfg.tp}) * "
+                                 f"cp({cfg.cp}) * dp({cfg.dp}) = {stage} (the expert grid "
+                                 f"tiles one PP stage)")
+    kind = dispatcher(cfg)
+    if kind not in DISPATCHERS:
+        raise LedgerError("moe_dispatcher", f"must be one of {', '.join(DISPATCHERS)}, "
+                                            f"got {kind!r}")
+    if etp != cfg.tp and not sp_shard_dispatch(cfg):
+        raise LedgerError("etp", f"etp({etp}) != tp({cfg.tp}) needs a dispatcher that starts "
+                                 f"from the SP shard (framework megatron with sequence "
+                                 f"parallelism), got {cfg.framework} sp={cfg.sequence_parallel}")
+    if kind == "flex" and etp > 1:
+        raise LedgerError("etp", f"the flex (DeepEP) dispatcher is modelled at etp 1 only, "
+                                 f"got etp({etp})")

@@ -1,0 +1,237 @@
+"""Framework conventions: what each training framework really keeps and sends, as data.
+
+The same placement costs different bytes under Megatron-Core, torchtitan (FSDP2),
+DeepSpeed or Hugging Face modules: which dtype each state is kept in, whether sharded
+gradients are reduced after every micro-batch or once per step, whether sequence
+parallelism re-gathers its input in the backward, how many tokens the MoE dispatcher
+sends, what the loss keeps of the logits, which buffers the framework allocates. Each
+framework is one ``Framework`` record below; every fact carries its source in
+``SOURCES``. ``ideal`` is the seed's accounting (the ZeRO paper's 2 + 2 + 12 bytes per
+parameter, one sharded collective per step, gathered-input SP, nothing but state and
+activations in memory) and stays reproducible figure for figure.
+
+Nothing outside this module branches on a framework's name: memory, comms and step read
+the fields.
+
+>>> get("megatron").state_per_param(1).total_bytes, get("ideal").state_per_param(1).total_bytes
+(18, 16)
+>>> get("torchtitan").reshard_after_forward(pp=1), get("torchtitan").reshard_after_forward(pp=4)
+(True, False)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ledger.errors import LedgerError
+from ledger.frameworks import fp8 as fp8_recipes
+from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS, StateBytes
+
+GiB = 2**30
+MiB = 2**20
+
+
+@dataclass(frozen=True, kw_only=True)
+class Framework:
+    """One framework's conventions. Bytes are per parameter or per element."""
+
+    name: str
+    summary: str
+    # ---- resident state (bf16 mixed precision) --------------------------------------
+    param_bytes: int  # the copy the GEMMs read, or for ZeRO-3 the sharded copy kept
+    grad_bytes: int  # the gradient buffer that is accumulated and reduced
+    master_bytes: int  # fp32 master weights held by the optimizer (0: the params are it)
+    moment_bytes: int  # each optimizer moment
+    gathered_param_bytes: int  # ZeRO-3: dtype of a layer's all-gathered params
+    zero_stages: tuple[int, ...]  # sharding stages the framework offers
+    # ---- when the data-parallel collectives run ---------------------------------------
+    sharded_grads_per_microbatch: bool  # ZeRO-2/3 reduce-scatter after every backward
+    reshard: str  # ZeRO-3 reshard after forward by default: "always" | "not_pp"
+    unsharded_with_pp: bool  # with pp > 1 grads accumulate unsharded (torch pipelining)
+    # ---- tensor, expert and pipeline parallel ---------------------------------------
+    sp_regathers_input: bool  # SP saves the sequence shard, all-gathers it again in bwd
+    moe_tokens_sp_shard: bool  # the MoE dispatcher sends the SP shard (s b / (tp cp))
+    moe_dispatcher: str  # token dispatcher by default: "alltoall" | "allgather" | "flex"
+    tied_embedding_allreduce: bool  # pp > 1: first and last stage all-reduce the grad
+    schedules: tuple[str, ...]  # pipeline schedules it runs (ledger.pipeline.schedules.KINDS names)
+    split_slack: int  # layer slots the embedding and the loss may take from the end stages
+    even_split: bool  # interleaved: every virtual stage holds the same slots (the ledger
+    #                   prices a rank's chunks as equal); False: any split, the ends hold fewer
+    # ---- memory beyond state and layer activations ------------------------------------
+    activations: str  # saved-tensor table (ledger.arch.activations) its modules follow
+    logits_bytes: float  # bytes per logit element the loss keeps (+ its gradient)
+    comm_bucket_bytes: float  # communication buckets the framework allocates per GPU
+    fsdp_buffers: bool  # ZeRO-3 keeps the shard resident, gathered layers as buffers
+    fsdp_prefetch_layers: int  # ZeRO-3: layers gathered beyond the one computing
+    overhead_bytes: float  # CUDA context + NCCL communicators, per GPU
+    fragmentation: float  # caching-allocator slack, as a share of what is allocated
+    # ---- FP8 training (``ledger.frameworks.fp8``): None runs every GEMM in BF16 ------------------
+    fp8: fp8_recipes.Fp8Recipe | None = None
+
+    def state_per_param(self, zero_stage: int, optimizer: str = "adam") -> StateBytes:
+        """(params, grads, optimizer) bytes of one parameter, before any sharding."""
+        if optimizer not in OPTIMIZER_MOMENTS:
+            raise LedgerError("optimizer", f"unknown optimizer {optimizer!r}; "
+                                           f"known: {', '.join(OPTIMIZER_MOMENTS)}")
+        moments = OPTIMIZER_MOMENTS[optimizer] * self.moment_bytes
+        return StateBytes(self.param_bytes, self.grad_bytes, self.master_bytes + moments)
+
+    def with_precision(self, precision: str | None) -> Framework:
+        """The same framework run in an explicit precision (``ledger.memory.PRECISIONS``):
+        every state, and the gathered params, in that precision's dtypes."""
+        if precision is None:
+            return self
+        if fp8_recipes.is_fp8(precision):
+            return self.with_fp8(precision)
+        if precision not in PRECISIONS:
+            raise LedgerError("precision", f"unknown precision {precision!r}; "
+                                           f"known: {', '.join([*PRECISIONS, 'fp8'])}")
+        p = PRECISIONS[precision]
+        return replace(self, param_bytes=p.param, grad_bytes=p.grad, master_bytes=p.master,
+                       moment_bytes=p.moment, gathered_param_bytes=p.param)
+
+    def with_fp8(self, precision: str) -> Framework:
+        """The framework's own state dtypes, its GEMMs in FP8 under the recipe
+        ``precision`` names (``ledger.frameworks.fp8``): the recipe's optimizer moments, and its
+        linear layers' saved inputs in the saved-tensor table ``<table>+fp8-<recipe>``."""
+        rec = fp8_recipes.recipe(self.name, precision)
+        moments = self.moment_bytes if rec.moment_bytes is None else rec.moment_bytes
+        acts = self.activations if not rec.act_bytes else f"{self.activations}+fp8-{rec.name}"
+        return replace(self, fp8=rec, moment_bytes=moments, activations=acts)
+
+    def fp8_tp_gather_ratio(self) -> float:
+        """SP all-gather bytes relative to BF16 (``ledger.frameworks.fp8.tp_gather_ratio``)."""
+        return fp8_recipes.tp_gather_ratio(self)
+
+    def fp8_gathered_param_ratio(self, model) -> float:
+        """Param all-gather bytes per param-state byte (``ledger.frameworks.fp8.gathered_param_ratio``)."""
+        return fp8_recipes.gathered_param_ratio(model, self)
+
+    def reshard_after_forward(self, pp: int) -> bool:
+        return self.reshard == "always" or pp == 1
+
+    def grad_accumulation(self, pp: int) -> str:
+        """How ZeRO-2/3 accumulate gradients over micro-batches by default."""
+        return "unsharded" if self.unsharded_with_pp and pp > 1 else "sharded"
+
+    def pipeline_problem(self, layers: int, pp: int, vp: int,
+                         schedule: str) -> tuple[str, str] | None:
+        """(field, why) this framework cannot run ``schedule`` with ``vp`` stages per rank
+        over ``pp`` ranks of ``layers`` layers, or None when it can."""
+        if pp == 1:
+            return None
+        if schedule not in self.schedules:
+            return self.schedule_problem(schedule)
+        stages, slack = pp * vp, self.split_slack
+        if layers + slack < stages:
+            return "layers", (f"layers({layers}) < pp({pp}) * vp({vp}) = {stages}: every "
+                              f"virtual stage needs a layer"
+                              + (f" (the embedding and the loss fill {slack})" if slack else ""))
+        short = -layers % stages
+        if self.even_split and vp > 1 and short > slack:  # one stage per rank: any split
+            return "vp", (
+                f"{self.name} splits layers({layers}) evenly over pp({pp}) * vp({vp}) = "
+                f"{stages} virtual stages, the embedding and the loss taking at most {slack} "
+                f"slots; this split leaves {short} empty (a --pipeline-model-parallel-layout "
+                f"could, but the ledger prices equal interleaved chunks only)")
+        return None
+
+    def schedule_problem(self, schedule: str) -> tuple[str, str] | None:
+        """(field, why) this framework has no pipeline schedule ``schedule``, or None."""
+        if schedule in self.schedules:
+            return None
+        return "schedule", (f"{self.name} runs the pipeline schedules "
+                            f"{', '.join(self.schedules)}, not {schedule}; --framework "
+                            f"ideal or torchtitan prices the others")
+
+    def check_pipeline(self, layers: int, pp: int, vp: int, schedule: str) -> None:
+        problem = self.pipeline_problem(layers, pp, vp, schedule)
+        if problem is not None:
+            raise LedgerError(*problem)
+
+    def check_zero(self, zero_stage: int) -> None:
+        if zero_stage not in self.zero_stages:
+            raise LedgerError("zero_stage", f"{self.name} offers zero stages "
+                                            f"{', '.join(map(str, self.zero_stages))}, got "
+                                            f"{zero_stage}")
+
+
+_NO_EXTRAS = dict(logits_bytes=0.0, comm_bucket_bytes=0.0, fsdp_buffers=False,
+                  fsdp_prefetch_layers=0,
+                  overhead_bytes=0.0, fragmentation=0.0)
+# A CUDA context with PyTorch's kernels loaded, plus NCCL's communicators (buffers per
+# channel and peer, NCCL_BUFFSIZE = 4 MiB); see SOURCES["overhead_bytes"].
+_OVERHEAD = dict(overhead_bytes=1.0 * GiB, fragmentation=0.05)
+_ALL_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zb-v")
+_TORCH_SCHEDULES = ("gpipe", "1f1b", "interleaved", "interleaved-zb", "zb-v")  # no ZB-H1
+
+FRAMEWORKS = {f.name: f for f in (
+    Framework(
+        name="ideal", summary="the seed's accounting: 2 + 2 + 12 B/param, one sharded "
+        "collective per step, gathered-input SP, state and activations only",
+        param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=False, reshard="always",
+        unsharded_with_pp=False,
+        sp_regathers_input=False, moe_tokens_sp_shard=False,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=False,
+        schedules=_ALL_SCHEDULES, split_slack=0, even_split=False,
+        activations="korthikanti", **_NO_EXTRAS),
+    Framework(
+        name="megatron", summary="Megatron-Core: distributed optimizer, fp32 main grads, "
+        "SP with input re-gather, alltoall MoE dispatcher, Transformer Engine kernels",
+        param_bytes=2, grad_bytes=4, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=True, reshard="always",
+        unsharded_with_pp=False,
+        sp_regathers_input=True, moe_tokens_sp_shard=True,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=True,
+        schedules=("1f1b", "interleaved"), split_slack=2, even_split=True,
+        activations="megatron", logits_bytes=4.0 + 2.0, comm_bucket_bytes=0.0,
+        fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+    Framework(
+        name="torchtitan", summary="torchtitan: FSDP2 / HSDP with sharded fp32 params and "
+        "grads, bf16 all-gathers, DTensor TP/SP, torch pipelining, reshard_after_forward = "
+        "not pp",
+        param_bytes=4, grad_bytes=4, master_bytes=0, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 3), sharded_grads_per_microbatch=True, reshard="not_pp",
+        unsharded_with_pp=True,
+        sp_regathers_input=False, moe_tokens_sp_shard=False,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=True,
+        schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False,
+        activations="torch", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
+        fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+    Framework(
+        name="deepspeed", summary="DeepSpeed ZeRO-1/2/3: bf16 params and grads, fp32 "
+        "master and moments, gradients reduced every micro-batch (stages 2, 3), a 5e8-element "
+        "reduce bucket",
+        param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, gathered_param_bytes=2,
+        zero_stages=(0, 1, 2, 3), sharded_grads_per_microbatch=True, reshard="always",
+        unsharded_with_pp=False,
+        sp_regathers_input=False, moe_tokens_sp_shard=False,
+        moe_dispatcher="alltoall", tied_embedding_allreduce=True,
+        schedules=("1f1b",), split_slack=0, even_split=False,
+        activations="torch", logits_bytes=2.0 + 4.0 + 4.0,
+        comm_bucket_bytes=5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+)}
+# transformers' modules under FSDP2 (accelerate): torchtitan's dtypes, collectives and
+# schedules; their own saved tensors; resharded after forward and grads reduced every
+# micro-batch, with or without PP
+FRAMEWORKS["hf"] = replace(
+    FRAMEWORKS["torchtitan"], name="hf",
+    summary="transformers' own modules (their saved tensors) under FSDP2 (accelerate): "
+            "sharded fp32 params and grads, bf16 all-gathers",
+    reshard="always", unsharded_with_pp=False, activations="hf")
+DEFAULT = "megatron"
+
+
+def of(cfg) -> Framework:
+    """The convention a config (or the planner's namespace of arrays) runs under, in its
+    explicit precision if it names one."""
+    return get(getattr(cfg, "framework", DEFAULT), getattr(cfg, "precision", None))
+
+
+def get(name: str, precision: str | None = None) -> Framework:
+    """A framework convention by name (in an explicit precision if one is given); an
+    unknown name lists the known ones."""
+    if name not in FRAMEWORKS:
+        raise LedgerError("framework", f"unknown framework {name!r}; known: "
+                                       f"{', '.join(FRAMEWORKS)}")
+    return FRAMEWORKS[name].with_precision(precision)

@@ -1,0 +1,338 @@
+"""FP8 training recipes as data: what each keeps in FP8, what stays BF16/FP32, what moves
+in FP8 on the wire, and which GEMMs run at the GPU's FP8 rate.
+
+A recipe is named as the framework names it (Megatron-LM ``--fp8-recipe``: delayed,
+tensorwise, blockwise; torchao ``Float8LinearRecipeName``: tensorwise, rowwise) and priced
+as that framework keeps it: Transformer Engine (Megatron) caches FP8 copies of every GEMM
+weight and saves the linear layers' inputs in FP8; torchao (torchtitan) casts per forward
+and saves the high-precision inputs. ``deepseek-v3`` is the DeepSeek-V3 report's own
+scheme (arXiv:2412.19437 sec. 3.3). A precision string carries the choice through the
+ledger: ``"fp8"`` (the framework's default recipe), ``"fp8-<recipe>"``, and a
+``"+param-gather"`` suffix for FP8 parameters all-gathered in FP8.
+
+For the time model (``ledger.step``): ``gemm_precision(fw, gemm, pass_)`` says whether a
+GEMM (``GEMMS``: qkv, attn_out, mla_down/up, mlp_up/down, experts_up/down, shared_up/down
+run in FP8; router, attention_core, output_head stay BF16) runs in FP8 in a pass
+(fprop, dgrad, wgrad); ``peak_flops(gpu, fw, gemm, pass_)`` gives the peak to divide its
+FLOPs by (refusing a GPU without FP8); ``fw`` is ``ledger.placement.comms.framework_of(cfg)``. The
+bytes on the wire are already in ``ledger.placement.comms``' rows (TP all-gathers, param
+all-gathers); ``ep_element_bytes`` gives the MoE dispatcher's per-direction dtype.
+
+Bytes per element: an FP8 value is 1 B; a block-scaled one adds its fp32 scale shared by
+the block (1x128 tile: 4/128 B, 128x128 block: 4/16384 B).
+
+>>> r = recipe("megatron", "fp8-blockwise")
+>>> r.name, r.act_bytes, round(r.weight_cache_bytes, 6)
+('blockwise', 1.03125, 2.000488)
+>>> recipe("torchtitan", "fp8").name, recipe("torchtitan", "fp8").act_bytes
+('tensorwise', 0.0)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ledger.errors import LedgerError
+
+TILE = 4 / 128  # fp32 scale per 1 x 128 tile, per element
+BLOCK = 4 / (128 * 128)  # fp32 scale per 128 x 128 block, per element
+PARAM_GATHER = "+param-gather"
+# The GEMMs of a decoder layer and the model around it, and the three passes of each.
+GEMMS = ("qkv", "attn_out", "mla_down", "mla_up", "mlp_up", "mlp_down", "experts_up",
+         "experts_down", "shared_up", "shared_down", "router", "attention_core",
+         "output_head")
+PASSES = ("fprop", "dgrad", "wgrad")
+# Megatron/TE: fp8_autocast wraps the transformer layers' TE linear modules only
+# (fused attention stays BF16 unless --fp8-dot-product-attention; the router is a plain
+# torch GEMM; the output layer runs BF16 except under mxfp8 --fp8-output-proj).
+# DeepSeek-V3 sec. 3.3: Fprop, Dgrad and Wgrad of the linear layers in FP8; embedding,
+# output head, MoE gating, normalization and attention in their original precision.
+LINEAR_GEMMS = frozenset(GEMMS) - {"router", "attention_core", "output_head"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fp8Recipe:
+    """One FP8 recipe as one framework keeps it. Bytes per element of a GEMM weight or a
+    saved activation; 0 where nothing is kept."""
+
+    name: str
+    summary: str
+    weight_cache_bytes: float  # FP8 copies of each GEMM weight kept across micro-batches
+    act_bytes: float  # a linear layer's saved input in FP8 (+ scales); 0: saves BF16
+    attn_out_bytes: float = 0.0  # the attention output's own format (0: the act dtype)
+    expert_swiglu_recompute: bool = False  # cache the expert SwiGLU input, recompute its output
+    tp_gather_bytes: float = 0.0  # SP all-gathers of GEMM inputs / grad outputs in FP8
+    ep_dispatch_bytes: float = 0.0  # MoE dispatch (fwd) and its backward twin in FP8
+    moment_bytes: int | None = None  # optimizer moments (None: the framework's)
+    meta_bytes_per_weight: float = 0.0  # scales / amax history of each GEMM weight tensor
+    param_gather: bool = False  # GEMM weights all-gathered in FP8 (--fp8-param-gather)
+    param_gather_wire_bytes: float = 0.0  # bytes per GEMM weight element on the wire then
+    param_resident_bytes: float | None = None  # and kept in place of the BF16 param (FP8
+    #   param + its transpose); None: the resident shard is unchanged (torchao casts it)
+    gemms: frozenset = LINEAR_GEMMS  # GEMMs run at the FP8 rate, every pass
+
+
+# Delayed scaling: per GEMM module TE keeps, for 3 forward (input, weight, output) and 2
+# backward (grad output, grad input) operands, an fp32 scale and an amax history of
+# Megatron's default length 1; current scaling the scale and one amax.
+_DELAYED_META = 5 * (4 + 4 * 1)
+_CURRENT_META = 5 * (4 + 4)
+
+_TE = dict(weight_cache_bytes=2.0, act_bytes=1.0, tp_gather_bytes=1.0,
+           param_gather_wire_bytes=1.0, param_resident_bytes=2.0)
+_TE_BLOCK = dict(weight_cache_bytes=2 * (1 + BLOCK), act_bytes=1 + TILE, tp_gather_bytes=1 + TILE,
+                 param_gather_wire_bytes=1 + BLOCK, param_resident_bytes=2 * (1 + BLOCK))
+RECIPES: dict[str, dict[str, Fp8Recipe]] = {
+    "megatron": {
+        "delayed": Fp8Recipe(name="delayed", summary="TE DelayedScaling: per-tensor scales "
+                             "from an amax history", meta_bytes_per_weight=_DELAYED_META, **_TE),
+        "tensorwise": Fp8Recipe(name="tensorwise", summary="TE Float8CurrentScaling: "
+                                "per-tensor scales from the current amax",
+                                meta_bytes_per_weight=_CURRENT_META, **_TE),
+        "blockwise": Fp8Recipe(
+            name="blockwise", summary="TE Float8BlockScaling: 1x128 activation and gradient "
+            "tiles, 128x128 weight blocks, fp32 scales", **_TE_BLOCK),
+        "deepseek-v3": Fp8Recipe(
+            name="deepseek-v3", summary="DeepSeek-V3 (arXiv:2412.19437 sec. 3.3): 1x128 / "
+            "128x128 block scaling, FP8 cached activations, E5M6 attention output, recomputed "
+            "expert SwiGLU, BF16 Adam moments, FP8 MoE dispatch", attn_out_bytes=1.5 + TILE,
+            expert_swiglu_recompute=True, ep_dispatch_bytes=1 + TILE, moment_bytes=2,
+            **_TE_BLOCK),
+    },
+    "torchtitan": {
+        "tensorwise": Fp8Recipe(name="tensorwise", summary="torchao float8 tensorwise: dynamic "
+                                "per-tensor scales, weights cast every forward, BF16 inputs "
+                                "saved", weight_cache_bytes=0.0, act_bytes=0.0,
+                                param_gather_wire_bytes=1.0),
+        "rowwise": Fp8Recipe(name="rowwise", summary="torchao float8 rowwise: dynamic per-row "
+                             "scales (power of 2), weights cast every forward, BF16 inputs "
+                             "saved", weight_cache_bytes=0.0, act_bytes=0.0),
+    },
+}
+DEFAULT_RECIPE = {"megatron": "delayed", "torchtitan": "tensorwise"}
+PARAM_GATHER_RECIPES = {"megatron": ("delayed", "tensorwise", "blockwise", "deepseek-v3"),
+                        "torchtitan": ("tensorwise",)}
+
+
+def is_fp8(precision: str | None) -> bool:
+    return isinstance(precision, str) and (precision == "fp8" or precision.startswith("fp8-")
+                                           or precision.startswith("fp8+"))
+
+
+def spell(recipe_name: str | None, param_gather: bool = False) -> str:
+    """The precision string of a recipe choice: "fp8", "fp8-blockwise+param-gather"."""
+    return "fp8" + (f"-{recipe_name}" if recipe_name else "") + (PARAM_GATHER * param_gather)
+
+
+def recipe(framework: str, precision: str) -> Fp8Recipe:
+    """The recipe a precision string names under ``framework``; one line when the
+    framework does not offer it."""
+    if framework not in RECIPES:
+        raise LedgerError("precision", f"fp8 is modelled under megatron (Transformer "
+                                       f"Engine) and torchtitan (torchao), not {framework}")
+    gather = precision.endswith(PARAM_GATHER)
+    name = precision[:-len(PARAM_GATHER)] if gather else precision
+    name = name[len("fp8-"):] if name.startswith("fp8-") else DEFAULT_RECIPE[framework]
+    offered = RECIPES[framework]
+    if name not in offered:
+        raise LedgerError("fp8_recipe", f"{framework} offers fp8 recipes "
+                                        f"{', '.join(offered)}, got {name!r}")
+    if gather and name not in PARAM_GATHER_RECIPES[framework]:
+        raise LedgerError("fp8_param_gather", f"{framework} gathers fp8 params only under "
+                                              f"{', '.join(PARAM_GATHER_RECIPES[framework])}, "
+                                              f"not {name}")
+    return replace(offered[name], param_gather=gather)
+
+
+def gemm_precision(fw, gemm: str, pass_: str = "fprop") -> str:
+    """"fp8" when ``gemm`` (one of ``GEMMS``) runs at the FP8 rate in ``pass_`` (fprop,
+    dgrad or wgrad) under the framework's recipe, else "bf16". The time model's one
+    question: every linear layer's three GEMMs run in FP8 (TE/Megatron fp8_autocast over
+    the transformer layers; DeepSeek-V3 sec. 3.3 fig. 6); the attention core, the router
+    and the output head stay BF16."""
+    if gemm not in GEMMS or pass_ not in PASSES:
+        raise LedgerError("gemm", f"unknown GEMM {gemm!r} / pass {pass_!r}; known: "
+                                  f"{', '.join(GEMMS)} x {', '.join(PASSES)}")
+    rec = getattr(fw, "fp8", None)
+    return "fp8" if rec is not None and gemm in rec.gemms else "bf16"
+
+
+def peak_flops(gpu, fw, gemm: str, pass_: str = "fprop") -> float:
+    """Dense peak FLOP/s of one GEMM: the GPU's FP8 peak where it runs in FP8, else BF16.
+    A GPU without FP8 tensor cores (A100: 0) is refused with one line."""
+    if gemm_precision(fw, gemm, pass_) == "bf16":
+        return gpu.bf16_flops
+    if not gpu.fp8_flops > 0:
+        raise LedgerError("precision", f"{gpu.name} has no FP8 tensor cores "
+                                       f"(fp8 peak {gpu.fp8_flops:g}); drop --precision fp8")
+    return gpu.fp8_flops
+
+
+def gemm_weights(model, moe: bool) -> tuple[float, float, float, int]:
+    """(split by TP, replicated, routed, dense weight tensors) GEMM weights of one layer -
+    the weights an FP8 recipe quantizes (each routed expert adds 2 tensors: fc1, fc2).
+    Norms, biases, sinks and the router stay BF16."""
+    h, a = model.hidden, model.heads
+    o = a * model.v_head_dim * h
+    if getattr(model, "attention", "mha") == "mla":
+        r_q, r_kv, rope = model.q_lora_rank, model.kv_lora_rank, model.qk_rope_head_dim
+        kv_b = r_kv * a * (model.qk_nope_head_dim + model.v_head_dim)
+        repl, tensors = h * (r_kv + rope), 4
+        if r_q is None:
+            split = h * model.q_dim + kv_b + o
+        else:
+            split, repl, tensors = r_q * model.q_dim + kv_b + o, repl + h * r_q, 5
+    else:
+        split, repl, tensors = h * model.q_dim + 2 * h * model.kv_dim + o, 0, 2
+    mats = 3 if model.gated_mlp else 2
+    if not moe:
+        return split + mats * h * model.ffn_hidden, repl, 0, tensors + 2
+    shared = mats * h * model.shared_ffn if model.shared_experts else 0
+    routed = model.num_experts * mats * h * model.moe_ffn_hidden
+    return split + shared, repl, routed, tensors + 2 * bool(shared)
+
+
+def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
+    """Bytes one GPU adds for FP8 weights over ``layer_counts[i]`` layers of each kind
+    ``kinds[i]`` = (MoE?, window): the recipe's cached FP8 copies (or, with FP8 params,
+    the FP8 param and its transpose in place of the BF16 param) and the scaling metadata.
+    Experts split over tp x ep as ``ledger.placement.largest_unit_params`` splits them."""
+    rec = getattr(fw, "fp8", None)
+    if rec is None:
+        return 0.0
+    per = rec.weight_cache_bytes
+    if rec.param_gather:  # the FP8 param (+ transpose) replaces the BF16 param and its cache
+        per = 0.0 if rec.param_resident_bytes is None else rec.param_resident_bytes \
+            - fw.param_bytes
+    total = 0.0
+    for n, (moe, _window) in zip(layer_counts, kinds):
+        split, repl, routed, tensors = gemm_weights(model, bool(moe))
+        etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp  # expert TP
+        elems = split / cfg.tp + repl + routed / (etp * cfg.ep)
+        tensors = tensors + 2 * model.num_experts / cfg.ep * bool(routed)  # local experts
+        total += n * (elems * per + tensors * rec.meta_bytes_per_weight)
+    return total
+
+
+def gathered_param_ratio(model, fw) -> float:
+    """Bytes on the wire of a ZeRO/FSDP param all-gather per param-state byte: GEMM
+    weights in FP8 under param gather, everything else in the gathered dtype."""
+    ratio = fw.gathered_param_bytes / fw.param_bytes
+    rec = getattr(fw, "fp8", None)
+    if rec is None or not rec.param_gather:
+        return ratio
+    share = gemm_params(model) / model.params
+    wire = rec.param_gather_wire_bytes  # the FP8 data moves, its transpose is made after
+    return ((1 - share) * fw.gathered_param_bytes + share * wire) / fw.param_bytes
+
+
+def gemm_params(model) -> float:
+    """GEMM weights of the whole model (every layer; not embedding, output, router)."""
+    kinds = ((False, model.layers - model.moe_layers), (True, model.moe_layers))
+    return sum(n * sum(gemm_weights(model, moe)[:3]) for moe, n in kinds if n)
+
+
+def tp_gather_ratio(fw) -> float:
+    """SP all-gathers (the column-parallel inputs and the row-parallel grad outputs)
+    move FP8 under Transformer Engine: bytes relative to the BF16 activation."""
+    rec = getattr(fw, "fp8", None)
+    return rec.tp_gather_bytes / 2 if rec is not None and rec.tp_gather_bytes else 1.0
+
+
+def ep_element_bytes(fw, act_bytes: float = 2) -> dict[str, float]:
+    """Bytes per element of each MoE all-to-all: the dispatch direction (forward
+    dispatch, and in backward the gradient sent back to the experts before their down
+    projections) and the combine direction (forward combine, backward gradient of the
+    dispatch). DeepSeek-V3 sec. 3.3.3: FP8 (+ 1x128 scales) one way, BF16 the other."""
+    rec = getattr(fw, "fp8", None)
+    dispatch = rec.ep_dispatch_bytes if rec is not None and rec.ep_dispatch_bytes else act_bytes
+    return {"dispatch": dispatch, "combine": act_bytes}
+
+
+def ep_wire_ratio(fw, act_bytes: float = 2) -> float:
+    """Mean bytes per element of the four MoE all-to-alls per layer (dispatch, combine,
+    and their backward twins) relative to ``act_bytes``: DeepSeek-V3 dispatches in FP8
+    (and sends the grads before the down projections in FP8), combines in BF16."""
+    rec = getattr(fw, "fp8", None)
+    if rec is None or not rec.ep_dispatch_bytes:
+        return 1.0
+    return (rec.ep_dispatch_bytes + act_bytes) / (2 * act_bytes)
+
+
+def saved_inputs(recipe_name: str) -> dict:
+    """The ``ledger.arch.saved_tensors.SavedTensors`` fields a recipe sets: how the linear
+    layers' saved inputs are kept (only recipes that save FP8 inputs name a table)."""
+    for family in RECIPES.values():
+        rec = family.get(recipe_name)
+        if rec is not None and rec.act_bytes:
+            return dict(fp8_input_bytes=rec.act_bytes, attn_out_bytes=rec.attn_out_bytes,
+                        expert_swiglu_recompute=rec.expert_swiglu_recompute)
+    raise LedgerError("fp8_recipe", f"no fp8 recipe {recipe_name!r} saves FP8 inputs")
+
+
+def gemm_input_bytes(t, e) -> float:
+    """Bytes per element of a GEMM input a linear layer saves (table ``t``, act dtype e)."""
+    return t.fp8_input_bytes or e
+
+
+def mlp_width_bytes(t, e, per_f: int, swiglu_recompute: bool = False) -> float:
+    """Saved bytes per unit of MLP width: ``per_f`` tensors, the last the down
+    projection's input (a GEMM input); with the SwiGLU output recomputed (DeepSeek-V3
+    sec. 3.3.3) only the up projection's output, in FP8."""
+    if swiglu_recompute:
+        return (per_f - 1) * gemm_input_bytes(t, e)
+    return (per_f - 1) * e + gemm_input_bytes(t, e)
+
+
+def with_weights(state, model, cfg, fw, layer_counts, kinds):
+    """``state`` (a ``ledger.memory.StateBytes``) with ``weight_bytes`` counted in its
+    params: the GPU holding ``layer_counts`` layers of each kind."""
+    extra = weight_bytes(model, cfg, fw, layer_counts, kinds)
+    return replace(state, params_bytes=state.params_bytes + extra) if extra else state
+
+
+# Each recipe fact and where it was read (TransformerEngine d0067d0d, Megatron-LM d98e8a64,
+# pytorch/ao 36027d82; DeepSeek-V3: arXiv:2412.19437).
+SOURCES = {
+    "recipe names": "Megatron-LM megatron/core/transformer/transformer_config.py L594-600 "
+                    "(fp8_recipe: tensorwise, delayed (default), mxfp8, blockwise, custom); "
+                    "torchao torchao/float8/config.py L141-160 (Float8LinearRecipeName: "
+                    "tensorwise (default), rowwise, rowwise_with_gw_hp)",
+    "weight_cache_bytes (TE)": "TE transformer_engine/pytorch/module/linear.py L466-475 (the "
+                               "weight quantized rowwise and columnwise, i.e. FP8 + its "
+                               "transpose), L1958-1960 and L2068-2071 (kept in _fp8_workspaces "
+                               "across micro-batches when is_first_microbatch is given); "
+                               "Megatron core/extensions/transformer_engine.py L1338-1345 "
+                               "(passes it unless disable_parameter_transpose_cache, "
+                               "transformer_config.py L1175: False)",
+    "act_bytes (TE)": "TE linear.py L378-398 (input quantized before the SP all-gather), "
+                      "L598-621 (the quantized local input is what is saved for backward)",
+    "tp_gather_bytes (TE)": "TE linear.py L403-411 (forward all-gather with the quantizer), "
+                            "L979-999 (backward re-gather of the input in FP8), module/base.py "
+                            "L1720-1750 (row-parallel grad output all-gathered in FP8); the "
+                            "reduce-scatters carry BF16 outputs and input grads",
+    "blockwise": "TE transformer_engine/common/recipe/__init__.py L392-440 (Float8BlockScaling: "
+                 "x and grad 1D 1x128 blocks, w 2D 128x128 blocks, float32 scales; FP8 tensor "
+                 "and transpose quantized separately)",
+    "delayed meta": "TE recipe/__init__.py L173, L255 (DelayedScaling amax_history_len 1024 "
+                    "in TE); Megatron transformer_config.py L621 (fp8_amax_history_len 1)",
+    "param_gather (Megatron)": "Megatron megatron/training/arguments.py L2016-2018 "
+                               "(--fp8-param-gather: the compute param kept in FP8, "
+                               "all-gathered in FP8), L1097 (distributed optimizer or FSDP); "
+                               "transformer_config.py L602-608 (fp8_param: GEMM weights only, "
+                               "biases unchanged)",
+    "torchao": "torchao torchao/float8/float8_linear.py L29-45 (matmul_with_hp_or_float8_args "
+               "saves input_hp and weight_hp_t: BF16 saved, FP8 cast per use, no cache); "
+               "config.py L225, L272-273 (enable_fsdp_float8_all_gather, tensorwise only)",
+    "deepseek-v3": "arXiv:2412.19437 sec. 3.3 (fig. 6: Fprop, Dgrad, Wgrad in FP8; embedding, "
+                   "output head, MoE gating, normalization and attention kept in BF16/FP32), "
+                   "sec. 3.3.2 (1x128 activation tiles, 128x128 weight blocks), sec. 3.3.3 "
+                   "(BF16 AdamW moments, FP32 master weights and gradients; activations cached "
+                   "in FP8 for the linear layers' backward; the attention output in E5M6; the "
+                   "MoE SwiGLU input cached in FP8 and its output recomputed; activations "
+                   "before the MoE up-projections and gradients before the down-projections "
+                   "dispatched in FP8, forward and backward combine in BF16; DeepEP, its "
+                   "all-to-all library, benchmarks 'FP8 dispatching and BF16 combining': "
+                   "deepseek-ai/DeepEP README.md, Performance). Not stated there "
+                   "and assumed here: BF16 working weights with cached FP8 copies, as TE's "
+                   "blockwise recipe keeps them",
+}

@@ -1,0 +1,204 @@
+"""Where each framework fact in ``ledger.frameworks`` comes from: the file and line at a
+named snapshot, or the paper and section. One place for all of them;
+tests/test_frameworks.py checks that every fact of every real framework has a source."""
+from __future__ import annotations
+
+# framework -> fact -> source: the file and line (at the snapshot named in SNAPSHOTS) or the
+# paper and section each fact is taken from. tests/test_frameworks.py checks that every
+# fact of every real framework has one.
+SNAPSHOTS = {
+    "Megatron-LM": "NVIDIA/Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553",
+    "TransformerEngine": "NVIDIA/TransformerEngine d0067d0da6cb01811b8072a7d304f0e00344ce2b",
+    "torchtitan": "pytorch/torchtitan b5bcd76c66d0acb1a08b176d9639425bc55e0b2a",
+    "DeepSpeed": "deepspeedai/DeepSpeed edaa7221267243c7be7fb49c5d5f5c4fb97b4641",
+    "NCCL": "NVIDIA/nccl 5067397c2676d5aed50042fc39e5c8ee96eb0027",
+    "torch": "PyTorch 2.13.0 (torch/distributed/...)",
+    "transformers": "transformers 5.23.0",
+}
+_CONTEXT = ("CUDA context ~0.3-0.43 GiB with lazy module loading (pytorch/pytorch#107667, "
+            "#109888, PR #86509); NCCL: 4 MiB SIMPLE + 0.5 MiB LL + 4.69 MiB LL128 buffers "
+            "per channel, per peer, per communicator (NCCL src/init.cc L810-828, "
+            "src/include/device.h L97-115) - about 0.6 GiB for a handful of process groups; "
+            "fragmentation: an assumption of this project (5%), not a published figure")
+_FSDP2 = {
+    "param_bytes": "torchtitan torchtitan/config/configs.py L87-92 (model built in fp32: "
+                   "sharded params fp32)",
+    "grad_bytes": "torchtitan configs.py L102-106 (mixed_precision_reduce fp32 only); torch "
+                  "_fully_shard/_fsdp_collectives.py foreach_reduce (reduce-scatter in "
+                  "reduce_dtype)",
+    "master_bytes": "FSDP2 keeps no separate master: the fp32 shard is the optimizer's param",
+    "moment_bytes": "torch.optim.AdamW exp_avg / exp_avg_sq in the param dtype (fp32)",
+    "gathered_param_bytes": "torchtitan configs.py L94-100 (mixed_precision_param bf16); "
+                            "torchtitan/distributed/fsdp.py L223-227 (MixedPrecisionPolicy)",
+    "zero_stages": "torchtitan applies fully_shard (FSDP2) or replicate: "
+                   "torchtitan/models/llama3/parallelize.py L57-78",
+    "sharded_grads_per_microbatch": "torchtitan/trainer.py L856-902 (no "
+                                    "set_requires_gradient_sync(False) around micro-batches); "
+                                    "torch _fsdp_param_group.py post_backward L588-720",
+    "reshard": "torchtitan/distributed/fsdp.py L112-136 (default -> not pp_enabled)",
+    "unsharded_with_pp": "torch/distributed/pipelining/stage.py L781-848 (no grad sync and no "
+                         "reshard after backward until the last micro-batch), L1164-1186",
+    "fsdp_prefetch_layers": "torch _fsdp_param_group.py L795 (_backward_prefetch: the next "
+                            "unit is gathered while one computes)",
+    "fsdp_buffers": "torch _fsdp_param_group.py L499-509, L540-586 (unsharded params "
+                    "allocated per unit, freed on reshard)",
+    "schedules": "torch/distributed/pipelining/schedules.py L3620-3644 (get_schedule_class: "
+                 "GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble; no "
+                 "single-stage zero bubble); torchtitan/distributed/pipeline_parallel.py L205",
+    "split_slack": "torchtitan/distributed/pipeline_parallel.py L380-395 (embedding and "
+                   "output weighted as one layer each by default, configs.py L197-203: up "
+                   "to layers + 2 stages)",
+    "even_split": "torchtitan/distributed/pipeline_parallel.py L396-430 (the remainder "
+                  "spread over the first stages: any layer count)",
+}
+SOURCES: dict[str, dict[str, str]] = {
+    "megatron": {
+        "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
+        "param_bytes": "Megatron-LM megatron/training/theoretical_memory_usage.py L293-303 "
+                       "(bf16 params + fp32 main grads = 6 B, + 12/dp with the distributed "
+                       "optimizer); docs/user-guide/features/dist_optimizer.md L14-20",
+        "grad_bytes": "Megatron-LM megatron/training/arguments.py L1204-1217 (--bf16 forces "
+                      "fp32 grad accumulation and reduction unless --grad-reduce-in-bf16)",
+        "master_bytes": "theoretical_memory_usage.py L293-296 (fp32 main params)",
+        "moment_bytes": "theoretical_memory_usage.py L293-296; arguments.py L3667-3684 (fp32 "
+                        "exp_avg, exp_avg_sq)",
+        "gathered_param_bytes": "dist_optimizer.md L36-48 (bf16 params all-gathered after "
+                                "the step)",
+        "zero_stages": "0: DDP; 1: --use-distributed-optimizer (param_and_grad_buffer.py "
+                       "L701-724); 2/3: Megatron-FSDP sharding strategies (optim_grads, "
+                       "optim_grads_params), costed here like FSDP2 - not read line by line",
+        "sharded_grads_per_microbatch": "ZeRO-1 (distributed optimizer) reduces once per "
+                                        "step: param_and_grad_buffer.py L863-885, "
+                                        "distributed_data_parallel.py L588-599; ZeRO-2/3 "
+                                        "(Megatron-FSDP optim_grads / optim_grads_params) "
+                                        "reduce-scatter after every backward, no_sync or "
+                                        "not: megatron_fsdp/megatron_fsdp.py L758-775 "
+                                        "(grad_reduce_every_bprop)",
+        "reshard": "assumed as FSDP2 without PP (Megatron-FSDP)",
+        "unsharded_with_pp": "pipeline schedules sync grads on the last micro-batch only: "
+                             "megatron/core/pipeline_parallel/schedules.py L1127-1139 "
+                             "(ZeRO-1/DDP; sharded stages keep their per-micro-batch sync)",
+        "sp_regathers_input": "megatron/core/tensor_parallel/layers.py L604 (saves the SP "
+                              "shard), L666-680 (re-gathers it for wgrad), L700-709; "
+                              "TransformerEngine pytorch/module/linear.py L618-621, L979-999",
+        "moe_dispatcher": "alltoall, as the large MoE recipes set it "
+                          "(--moe-token-dispatcher-type alltoall); Megatron's code default "
+                          "is allgather: transformer_config.py L891-893. Volumes: "
+                          "token_dispatcher.py L375-387, L705-751, L824-870 (alltoall), "
+                          "L281-303, L355-368 (allgather), L1809 (flex, DeepEP L1228-1245)",
+        "moe_tokens_sp_shard": "megatron/core/transformer/moe/token_dispatcher.py L375-387, "
+                               "L554-556, L705-711 (alltoall dispatcher: s b topk / (tp cp) "
+                               "rows); the default is allgather (transformer_config.py "
+                               "L891-893) - large MoE recipes set alltoall",
+        "tied_embedding_allreduce": "megatron/core/distributed/finalize_model_grads.py "
+                                    "L164-258 (first and last PP stage, main_grad, per step)",
+        "activations": "Megatron-Core with Transformer Engine: transformer_config.py L1314 "
+                       "(transformer_impl default); see ledger.arch.saved_tensors",
+        "logits_bytes": "megatron/core/tensor_parallel/cross_entropy.py L25 (logits cast to "
+                        "fp32), L62, L181 (fp32 exp_logits saved), L186-210 (gradient in "
+                        "place, then a bf16 copy for the output layer): 4 + 2 B",
+        "comm_bucket_bytes": "grads are reduced from the contiguous main-grad buffer "
+                             "(param_and_grad_buffer.py L888-899): no extra buckets",
+        "fsdp_prefetch_layers": "as FSDP2 (Megatron-FSDP prefetches the next unit)",
+        "schedules": "megatron/core/pipeline_parallel/schedules.py L161-168 "
+                     "(get_forward_backward_func: interleaved 1F1B when a virtual size is "
+                     "set, else 1F1B; Megatron-Core has no GPipe or zero-bubble schedule)",
+        "split_slack": "megatron/core/transformer/transformer_config.py L137-143 "
+                       "(--account-for-embedding-in-pipeline-split, "
+                       "--account-for-loss-in-pipeline-split), transformer_block.py L148-200 "
+                       "(each takes one layer slot of the first / last virtual stage) - "
+                       "Llama 3's 126 + 2 = 128 slots",
+        "even_split": "megatron/training/arguments.py L968-973 (interleaved: the slots "
+                      "divide by pp, then by vp); one stage per rank takes any split through "
+                      "--decoder-first/last-pipeline-num-layers or "
+                      "--pipeline-model-parallel-layout (transformer_config.py L111-135), "
+                      "which also builds uneven chunks - not priced here, the schedule "
+                      "model takes a rank's chunks as equal",
+        "fsdp_buffers": "as FSDP2",
+        "overhead_bytes": _CONTEXT,
+        "fragmentation": _CONTEXT,
+    },
+    "torchtitan": {
+        "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
+        **_FSDP2,
+        "sp_regathers_input": "DTensor TP/SP: autograd saves the gathered input "
+                              "(torch/distributed/tensor/parallel/style.py; measured by "
+                              "ledger.verify: 4 collectives per layer)",
+        "moe_dispatcher": "not read line by line: costed as an all-to-all over EP of "
+                          "the CP-local tokens",
+        "moe_tokens_sp_shard": "not read: costed on the full CP-local token count",
+        "tied_embedding_allreduce": "torchtitan/distributed/fsdp.py L238-250 (tied "
+                                    "embedding and output are one unit; with PP they sit "
+                                    "on two stages and their grads must be summed)",
+        "activations": "torchtitan llama3 modules: torch SDPA, RMSNorm, SwiGLU; see "
+                       "ledger.arch.activations",
+        "logits_bytes": "torchtitan/components/loss.py L51-58 (cross_entropy of pred.float()"
+                        "): bf16 logits 2 + fp32 copy 4 + fp32 log-softmax / gradient 4 B",
+        "comm_bucket_bytes": "FSDP2 reduces per unit, from the unit's own buffers: none extra",
+        "overhead_bytes": _CONTEXT,
+        "fragmentation": _CONTEXT,
+    },
+    "deepspeed": {
+        "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
+        "schedules": "deepspeed/runtime/pipe/schedule.py L189 (TrainSchedule, 1F1B: the only "
+                     "training schedule), engine.py L389",
+        "split_slack": "the embedding and head are layers of the PipelineModule's list: "
+                       "none left over (deepspeed/runtime/pipe/module.py L396-417)",
+        "even_split": "deepspeed/runtime/pipe/module.py L396-417 (partition_uniform / "
+                      "partition_balanced over any layer count)",
+        "param_bytes": "DeepSpeed deepspeed/runtime/zero/stage3.py (ds_tensor in the model "
+                       "dtype, bf16)",
+        "grad_bytes": "deepspeed/runtime/engine.py L1485-1496, L2363 (grad partitions in the "
+                      "model dtype unless data_types.grad_accum_dtype); stage_1_and_2.py "
+                      "L1670-1680; reduced in bf16: engine.py L1404-1416",
+        "master_bytes": "stage3.py L1031 (_create_fp32_partitions)",
+        "moment_bytes": "fp32 Adam moments on the fp32 partition",
+        "gathered_param_bytes": "stage3 all_gather_coalesced in the model dtype "
+                                "(partitioned_param_coordinator.py L569-609)",
+        "zero_stages": "engine.py L2423 (stages 1/2), stage3.py",
+        "sharded_grads_per_microbatch": "stage_1_and_2.py L1764-1769 and engine.py L2891-2915 "
+                                        "(stage 2 every micro-batch, stage 1 at the "
+                                        "boundary); stage3.py L1437-1470, L1570-1600, "
+                                        "L1791-1828 (stage 3 every micro-batch)",
+        "reshard": "parameter_offload.py L525-599 (fetch and release per forward and "
+                   "backward of every micro-batch; params <= 1e5 elements persist, L311-323)",
+        "unsharded_with_pp": "DeepSpeed's pipeline engine supports ZeRO-1 only: n/a",
+        "sp_regathers_input": "no Megatron-style SP in DeepSpeed's ZeRO engine: n/a",
+        "moe_dispatcher": "deepspeed/moe/sharded_moe.py L97-109, L720, L749 (_AllToAll "
+                          "of the dispatched input and of the expert output over the EP "
+                          "group)",
+        "moe_tokens_sp_shard": "not read: costed on the full CP-local token count",
+        "tied_embedding_allreduce": "DeepSpeed pipe TiedLayerSpec all-reduces tied weights' "
+                                    "grads between their stages (not read line by line)",
+        "activations": "HF/torch modules as DeepSpeed wraps them; see ledger.arch.saved_tensors",
+        "logits_bytes": "as torchtitan/HF: bf16 logits, fp32 copy, fp32 log-softmax",
+        "comm_bucket_bytes": "deepspeed/runtime/zero/config.py L113 (reduce_bucket_size 5e8 "
+                             "elements, bf16)",
+        "fsdp_prefetch_layers": "config.py L238 (stage3_prefetch_bucket_size 5e7: about one "
+                                "layer ahead)",
+        "fsdp_buffers": "partitioned_param_coordinator.py L310, L494-533",
+        "overhead_bytes": _CONTEXT,
+        "fragmentation": _CONTEXT,
+    },
+    "hf": {
+        "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
+        **_FSDP2,
+        "schedules": "transformers has no pipeline schedule of its own: a model is split "
+                     "with torch.distributed.pipelining, " + _FSDP2["schedules"],
+        "reshard": "FSDP2 default reshard_after_forward=True for non-root units: torch "
+                   "_fully_shard.py L180-190, L246-247",
+        "unsharded_with_pp": "transformers' Trainer has no pipeline schedule: n/a",
+        "sp_regathers_input": "no sequence parallelism in transformers' modules: n/a",
+        "moe_dispatcher": "no expert dispatcher in transformers' modules: costed as an "
+                          "all-to-all if ep > 1",
+        "moe_tokens_sp_shard": "no expert dispatcher in transformers' modules: n/a",
+        "tied_embedding_allreduce": "n/a without pipelining; counted if pp > 1",
+        "activations": "transformers' own modules (modeling_llama.py etc.), measured by "
+                       "tests/test_hf_activations.py; see ledger.arch.saved_tensors",
+        "logits_bytes": "transformers loss_utils ForCausalLMLoss (logits.float()): bf16 "
+                        "logits 2 + fp32 copy 4 + fp32 log-softmax / gradient 4 B",
+        "comm_bucket_bytes": "FSDP2 reduces per unit: none extra",
+        "overhead_bytes": _CONTEXT,
+        "fragmentation": _CONTEXT,
+    },
+}

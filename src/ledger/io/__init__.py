@@ -1,0 +1,37 @@
+"""Everything a user hands over, read as its framework reads it.
+
+``limits`` bounds every typed number; ``hf`` and ``families`` read a Hugging Face
+``config.json`` family by family; ``launch`` is the record a launch file becomes, read
+from a Megatron-LM command line (``megatron``) or a torchtitan job TOML
+(``torchtitan``); ``system`` reads a cluster from JSON or TOML. Every refusal is one line.
+
+May import: the specs and ``ledger.frameworks``; nothing below the edge imports it.
+"""
+from ledger.io.families import FAMILIES
+from ledger.io.hf import from_hf_config, spec_from_dict
+from ledger.io.limits import (
+                              MAX_CAPACITY_FACTOR,
+                              MAX_GLOBAL_BATCH,
+                              MAX_GPUS,
+                              MAX_GPUS_PER_NODE,
+                              MAX_HEADROOM_GIB,
+                              MAX_MICRO_BATCH,
+                              MAX_MICROBATCHES,
+                              MAX_TIME,
+                              MAX_TOP,
+                              MAX_VP,
+                              MIN_TIME,
+                              check_finite_json,
+                              check_model_size,
+                              check_world,
+                              count,
+                              model_flag,
+                              natural,
+                              real,
+)
+from ledger.io.system import load_system
+
+__all__ = ["FAMILIES", "MAX_CAPACITY_FACTOR", "MAX_GLOBAL_BATCH", "MAX_GPUS", "MAX_GPUS_PER_NODE",
+           "MAX_HEADROOM_GIB", "MAX_MICROBATCHES", "MAX_MICRO_BATCH", "MAX_TIME", "MAX_TOP",
+           "MAX_VP", "MIN_TIME", "check_finite_json", "check_model_size", "check_world", "count",
+           "from_hf_config", "load_system", "model_flag", "natural", "real", "spec_from_dict"]

@@ -1,0 +1,25 @@
+"""Pipeline schedules as data, the simulator that runs them, and their closed forms.
+
+``schedules`` writes each schedule (GPipe, 1F1B, interleaved, ZB-H1, interleaved ZB, ZB-V)
+as one ordered action list per PP rank; ``simulator`` runs the lists on their
+dependencies (makespan, bubble, activations in flight); ``makespan`` gives the same
+makespans in closed form for a whole grid of placements at once, and the seed's bubble.
+
+Pure arithmetic over (schedule, pp, m, vp) and per-pass times: it knows no model and no
+framework, so it sits directly on ``ledger.errors`` and imports nothing else of the ledger.
+"""
+from ledger.pipeline.makespan import first_backward_s, pipeline_s, pp_bubble_fraction
+from ledger.pipeline.schedules import KINDS, SPLIT_BACKWARD, build, check, peak_inflight, schedule
+from ledger.pipeline.simulator import (
+                                       Costs,
+                                       check_cells,
+                                       check_drawable,
+                                       inflight_closed,
+                                       placement_pipeline,
+                                       simulate,
+                                       simulated,
+)
+
+__all__ = ["Costs", "KINDS", "SPLIT_BACKWARD", "build", "check", "check_cells", "check_drawable",
+           "first_backward_s", "inflight_closed", "peak_inflight", "pipeline_s",
+           "placement_pipeline", "pp_bubble_fraction", "schedule", "simulate", "simulated"]

@@ -1,0 +1,55 @@
+"""Where state and traffic land: the ledger of one placement.
+
+``collectives`` prices one collective (bytes each rank sends); ``comms`` the dense axes
+(TP/SP, CP ring or Ulysses, PP, DP and ZeRO, tied embeddings) and ``experts`` the MoE
+dispatchers over EP/ETP; ``layout`` maps ranks to axes, groups and links; ``stages`` the
+layers and parameters of each PP rank; ``footprint`` a GPU's whole memory by cause; and
+``per_gpu`` puts them together - ``place(model, cfg)`` -> ``Placement``.
+
+May import: the specs, ``ledger.frameworks``, ``ledger.pipeline`` (activations in flight)
+and ``ledger.arch``.
+"""
+from ledger.placement.collectives import coll_bytes
+from ledger.placement.comms import (
+                                    RING_BLOCKS_PER_STEP,
+                                    Comm,
+                                    cp_comms,
+                                    dp_collective_counts,
+                                    dp_comms,
+                                    dp_group_comms,
+                                    ep_comms,
+                                    ep_pass_comms,
+                                    forward_passes,
+                                    kv_width,
+                                    pp_comms,
+                                    ring_kv_block_bytes,
+                                    tp_comms,
+)
+from ledger.placement.experts import moe_tokens
+from ledger.placement.footprint import (
+                                    Capacity,
+                                    buffer_bytes,
+                                    logits_bytes,
+                                    overhead_bytes,
+                                    shard_state,
+)
+from ledger.placement.layout import Layout
+from ledger.placement.per_gpu import (
+                                    Placement,
+                                    activation_bytes_per_layer,
+                                    largest_unit_params,
+                                    layer_activation_bytes,
+                                    layer_kinds,
+                                    per_gpu_state,
+                                    place,
+                                    resident_state,
+)
+from ledger.placement.stages import rank_layers, stage_params
+
+__all__ = ["Capacity", "Comm", "Layout", "Placement", "RING_BLOCKS_PER_STEP",
+           "activation_bytes_per_layer", "buffer_bytes", "coll_bytes", "cp_comms",
+           "dp_collective_counts", "dp_comms", "dp_group_comms", "ep_comms", "ep_pass_comms",
+           "forward_passes", "kv_width", "largest_unit_params", "layer_activation_bytes",
+           "layer_kinds", "logits_bytes", "moe_tokens", "overhead_bytes", "per_gpu_state", "place",
+           "pp_comms", "rank_layers", "resident_state", "ring_kv_block_bytes", "shard_state",
+           "stage_params", "tp_comms"]

@@ -1,0 +1,235 @@
+"""Parallelism as state placement: per-GPU state, per-step communication, pipeline bubble.
+
+Input: a ModelSpec, its whole-model StateBytes and a ParallelConfig. Output: a
+Placement with the bytes each GPU holds and, per axis and collective, the bytes
+each GPU sends in one training step. No torch.
+
+>>> from ledger.model import llama3_70b
+>>> shape = dict(tp=8, pp=4, dp=32, zero_stage=1, num_microbatches=16, vp=2)
+>>> pl = place(llama3_70b(), ParallelConfig(**shape, framework="ideal"))  # the seed's
+>>> round(pl.bubble_fraction, 3), round(pl.total_bytes("tp") / 2**30, 2)
+(0.086, 280.0)
+
+Megatron-Core (the default) saves only the SP shard and all-gathers it again in the
+backward, so its TP all-gathers are 1.5x its reduce-scatters:
+
+>>> mc = place(llama3_70b(), ParallelConfig(**shape))
+>>> [(c.kind, c.bytes / 2**30) for c in mc.comms if c.axis == "tp"]
+[('all_gather', 210.0), ('reduce_scatter', 140.0)]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ledger.arch import kind_counts, layer_activations
+from ledger.arch import table as saved_table
+from ledger.config import ParallelConfig, expert_tp
+from ledger.errors import require_divides
+from ledger.frameworks import of as framework_of
+from ledger.frameworks import with_weights as with_fp8_weights
+from ledger.memory import StateBytes
+from ledger.model import ModelSpec
+from ledger.pipeline import placement_pipeline
+from ledger.placement.comms import (Comm, cp_comms, dp_comms, ep_comms, expert_fraction, pp_comms,
+                                    tied_embedding_comms, tp_comms)
+from ledger.placement.experts import check_model
+from ledger.placement.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes,
+                                        overhead_bytes, shard_state)
+from ledger.placement.layout import DEFAULT_ORDER, Layout
+from ledger.placement.stages import (rank_layers, rank_stages, stage_layers, stage_params,
+                                     stage_starts)
+
+
+def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
+    """Refuse a config this model cannot run with; each message shows the numbers."""
+    require_divides("heads", model.heads, "tp", cfg.tp)
+    require_divides("kv_heads", model.kv_heads, "tp", cfg.tp)
+    require_divides("ffn_hidden", model.ffn_hidden, "tp", cfg.tp)
+    if cfg.cp_kind == "ulysses" and cfg.cp > 1:
+        require_divides("heads", model.heads, "tp*cp", cfg.tp * cfg.cp)
+        require_divides("kv_heads", model.kv_heads, "tp*cp", cfg.tp * cfg.cp)
+    framework_of(cfg).check_pipeline(model.layers, cfg.pp, cfg.vp, cfg.schedule)
+    if cfg.cp > 1:  # ring balances causal work over 2*cp chunks (head-tail pairing)
+        chunks = 2 * cfg.cp if cfg.cp_kind == "ring" else cfg.cp
+        require_divides("seq_len", model.seq_len, "2*cp" if chunks > cfg.cp else "cp", chunks)
+    check_model(model, cfg)
+
+
+@dataclass(frozen=True)
+class Placement:
+    per_gpu: StateBytes  # the seed's even split: every byte / (tp*pp), ZeRO by stage
+    comms: list[Comm]
+    bubble_fraction: float  # PP bubble as a share of the whole step
+    tokens_per_gpu_per_mb: int
+    activation_bytes_per_layer: float = 0.0  # one micro-batch, flash attention
+    layers_per_stage: float = 0.0
+    heaviest_stage: StateBytes | None = None  # Megatron's layout of the fullest PP rank
+    heaviest_rank: int = 0
+    world: int = 0
+    peak_inflight: tuple[float, ...] = (1.0,)  # per PP rank, micro-batches (simulated)
+    peak_rank: int = 0  # the PP rank whose state + activations in flight is largest
+    activation_bytes: float = 0.0  # that rank's activations in flight at its peak
+    peak_bytes: float = 0.0  # that rank's whole memory (``memory.total_bytes``)
+    memory: MemoryBreakdown | None = None  # the peak rank's memory by cause
+    memory_by_rank: tuple[MemoryBreakdown, ...] = ()  # every PP rank's
+
+    def total_bytes(self, axis: str | None = None) -> float:
+        return sum(c.bytes for c in self.comms if axis is None or c.axis == axis)
+
+    def by_kind(self) -> dict[str, float]:
+        return _sum_by(self.comms, "kind")
+
+    def by_link(self) -> dict[str, float]:
+        return {"nvlink": 0.0, "ib": 0.0} | _sum_by(self.comms, "link")
+
+
+def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in comms:
+        out[getattr(c, key)] = out.get(getattr(c, key), 0.0) + c.bytes
+    return out
+
+
+def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> StateBytes:
+    """The even split: tp x pp divide every dense byte, etp x ep x pp the expert bytes,
+    ZeRO the rest."""
+    f, mp = expert_fraction(model, cfg), cfg.tp * cfg.pp
+    return shard_state(st.scaled((1 - f) / mp), st.scaled(f / (expert_tp(cfg) * cfg.pp
+                                                                * cfg.ep)), cfg,
+                       framework_of(cfg))
+
+
+def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None):
+    """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
+    them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
+    its own modules save otherwise. ``kind``: (MoE?, window) of the layer, else the
+    model's typical layer."""
+    moe, window = kind if kind is not None else (None, None)
+    return layer_activations(
+        model, micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
+        sequence_parallel=cfg.sequence_parallel,
+        flash=cfg.flash_attention if flash is None else flash,
+        recompute=cfg.recompute if recompute is None else recompute, act_bytes=cfg.act_bytes,
+        capacity_factor=cfg.moe.load_factor, table=saved_table(framework_of(cfg).activations),
+        etp=expert_tp(cfg),
+        moe=moe, window=window).total_bytes
+
+
+def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
+                               flash: bool | None = None, recompute: str | None = None) -> float:
+    """Bytes one layer saves for backward for this placement, averaged over the model's
+    layers (dense and MoE, local and global ones differ); the config's attention kernel
+    and recompute mode unless given."""
+    kinds, counts = layer_kinds(model, 1, 1, False)
+    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute)
+               for k, n in zip(kinds, counts[0])) / model.layers
+
+
+def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
+    """The distinct kinds of layer (MoE?, window) and, per PP rank, how many of each it
+    holds: a stage's activations are priced once per kind (numbers or arrays alike)."""
+    counts = stage_layers(model.layers, pp * vp)
+    starts = stage_starts(counts)
+    per_stage = [kind_counts(model, range(starts[st], starts[st] + counts[st]))
+                 for st in range(pp * vp)]
+    mtp_kind = (model.is_moe, None)  # an MTP module's block: a global-attention MoE layer
+    kinds = sorted({k for c in per_stage for k in c} | ({mtp_kind} if model.mtp_layers else set()),
+                   key=lambda k: (k[0], k[1] or 0))
+    table = np.zeros((pp, len(kinds)))
+    for r, held in enumerate(rank_stages(pp, vp, v_shape)):
+        for st in held:
+            for kind, n in per_stage[st].items():
+                table[r, kinds.index(kind)] += n
+            if st == pp * vp - 1:  # the MTP modules run beside the output head
+                table[r, kinds.index(mtp_kind)] += model.mtp_layers
+    return kinds, table
+
+
+def resident_state(model: ModelSpec, cfg: ParallelConfig, optimizer: str = "adam") -> StateBytes:
+    """Whole-model state in the framework's dtypes (or the config's explicit precision)."""
+    return framework_of(cfg).state_per_param(cfg.zero_stage, optimizer).scaled(model.params)
+
+
+def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
+    """Parameters on one GPU of the largest unit ZeRO-3 gathers at once: a layer (its
+    tp share, its experts' tp x ep share) or the embedding / output matrix."""
+    kinds = ([True] if model.is_moe else []) + ([False] if model.moe_layers < model.layers
+                                                 else [])
+    units = [split / cfg.tp + repl + routed / (expert_tp(cfg) * cfg.ep)
+             for split, repl, routed in (model.layer_params(moe) for moe in kinds)]
+    return max(units + [model.vocab * model.hidden / cfg.tp])
+
+
+def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
+                   inflight: tuple[float, ...]) -> list[MemoryBreakdown]:
+    """Every pipeline rank's peak memory by cause (``ledger.placement.footprint``)."""
+    fw = framework_of(cfg)
+    per_param = st.scaled(1 / model.params)
+    vshape = cfg.schedule == "zb-v"
+    held = rank_layers(model.layers, cfg.pp, cfg.vp, vshape)
+    out_rank = 0 if vshape else cfg.pp - 1  # the rank with the output layer
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, vshape)
+    per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
+    working = max(layer_activation_bytes(model, cfg, k, recompute="none") for k in kinds) \
+        if cfg.recompute == "full" else 0.0
+    unit = largest_unit_params(model, cfg)
+    out = []
+    for r, (dense, expert) in enumerate(stage_params(model, cfg)):
+        state = with_fp8_weights(shard_state(per_param.scaled(dense), per_param.scaled(expert),
+                                             cfg, fw), model, cfg, fw, counts[r], kinds)
+        alive = inflight[min(r, len(inflight) - 1)]
+        acts = sum(n * a for n, a in zip(counts[r], per_kind)) * alive
+        logits = logits_bytes(model, cfg, fw) * alive * (r == out_rank)
+        buffers = float(buffer_bytes(cfg, fw, unit, held[r], working))
+        allocated = state.total_bytes + acts + logits + buffers
+        out.append(MemoryBreakdown(r, state.total_bytes, acts, logits, buffers,
+                                   overhead_bytes(fw, allocated)))
+    return out
+
+
+def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str = "adam",
+          gpus_per_node: int = 8, order: str = DEFAULT_ORDER) -> Placement:
+    """The ledger of one placement: ``place(model, cfg)`` (state in the config's framework
+    dtypes, or an explicit ``precision``) or the seed's ``place(model, state_bytes, cfg)``.
+    Links come from the rank layout."""
+    if len(args) == 2:
+        st, cfg = args
+    else:
+        cfg = args[0] if args else None
+        if isinstance(cfg, ParallelConfig) and precision is not None:
+            cfg = replace(cfg, precision=precision)
+        st = resident_state(model, cfg, optimizer) if isinstance(cfg, ParallelConfig) else None
+    if not isinstance(cfg, ParallelConfig) or not isinstance(st, StateBytes):
+        raise TypeError("place(model, cfg) or place(model, state_bytes, cfg)")
+    validate(model, cfg)
+    lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
+                 hsdp_shard=cfg.hsdp_shard, order=order, gpus_per_node=gpus_per_node)
+    layers = model.layers / cfg.pp
+    tokens = model.seq_len * cfg.micro_batch // cfg.cp  # per GPU per micro-batch
+    s_act = tokens * model.hidden * cfg.act_bytes  # one activation tensor
+    comms = [c for c in tp_comms(cfg, s_act, layers, lay.link("tp"))
+             + cp_comms(model, cfg, tokens, layers, lay.link("cp"))
+             + pp_comms(cfg, s_act, lay.link("pp"))
+             + tied_embedding_comms(model, cfg, st, lay.link("pp"))
+             + dp_comms(model, st, cfg, lay)
+             + ep_comms(model, cfg, tokens, lay) if c.bytes > 0]
+    fw, per_param = framework_of(cfg), st.scaled(1 / model.params)
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    stages = [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
+                               model, cfg, fw, counts[r], kinds)
+              for r, (d, e) in enumerate(stage_params(model, cfg))]
+    heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
+    bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
+    if cfg.pp > 1:
+        bubble, inflight = placement_pipeline(cfg.schedule, cfg.pp, cfg.num_microbatches,
+                                              cfg.vp)
+    ranks = memory_by_rank(model, cfg, st, inflight)
+    top = max(ranks, key=lambda m: m.total_bytes)
+    even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
+                            counts.sum(axis=0) / cfg.pp, kinds)
+    return Placement(even, comms, bubble, tokens,
+                     activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
+                     heaviest, cfg.world, inflight, top.rank, top.activations_bytes,
+                     top.total_bytes, top, tuple(ranks))

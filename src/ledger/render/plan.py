@@ -1,0 +1,82 @@
+"""Text and JSON views of the planner's result: the ranked table, the baseline, and
+where #1 gains over it. Units are formatted by ``ledger.render``.
+"""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from ledger.render.text import _seq, fmt_bytes, params_dict, params_lines
+
+
+def plan_config(c, tp_overlap: bool = False) -> str:
+    extra = f" vp={c.vp}" if c.vp > 1 else ""
+    extra += f" hsdp={c.hsdp_shard}" if c.hsdp_shard else ""
+    extra += " ulysses" if c.cp > 1 and c.cp_kind == "ulysses" else ""
+    extra += "" if c.sequence_parallel or c.tp == 1 else " no-sp"
+    extra += " tp-overlap" if tp_overlap else ""
+    return (f"tp={c.tp} cp={c.cp} pp={c.pp} dp={c.dp}" + (f" ep={c.ep}" if c.ep > 1 else "")
+            + f" zero={c.zero_stage} mb={c.micro_batch} m={c.num_microbatches} {c.schedule}"
+            + extra + (f" recompute={c.recompute}" if c.recompute != "none" else ""))
+
+
+def plan_text(model, gpus, system, result) -> str:
+    head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}: "
+            f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
+            f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
+    if not result.plans:
+        return head + (f"\nnothing fits: the leanest placement needs "
+                       f"{fmt_bytes(result.shortfall_bytes)} more per GPU than the "
+                       f"{fmt_bytes(system.gpu.hbm_bytes)} HBM minus the reserve")
+    lines = [head, *params_lines(model)[:1], f"  {'#':>2}  {'step':>8}  {'MFU':>6}  {'memory':>10}  {'dominant':<12} placement"]
+    for i, p in enumerate(result.plans, 1):
+        lines.append(f"  {i:>2}  {p.step_time_s:7.2f}s  {p.mfu:6.1%}  "
+                     f"{fmt_bytes(p.memory_bytes, 6)}  {p.dominant:<12} "
+                     f"{plan_config(p.config, p.tp_overlap)}")
+    if result.rejected:
+        lines.append("  families that lost:")
+        lines += [f"    {r}" for r in result.rejected]
+    if result.baseline is not None:
+        lines += baseline_text(result.plans[0], result.baseline)
+    return "\n".join(lines)
+
+
+def baseline_text(best, base) -> list[str]:
+    """The baseline's line and, term by term, where #1 gains over it (seconds)."""
+    b = base.plan
+    where = f"rank {base.rank:,}" if base.fits else "does not fit"
+    out = [f"  baseline {base.spec}: {b.step_time_s:.2f}s  MFU {b.mfu:.1%}  "
+           f"{fmt_bytes(b.memory_bytes)}  {where}, {base.vs_best:.3f}x #1's step time",
+           f"      as {plan_config(b.config, b.tp_overlap)}",
+           "    where #1 gains over the baseline (baseline - #1):"]
+    for k in sorted(set(best.breakdown) | set(b.breakdown),
+                    key=lambda k: -abs(b.breakdown.get(k, 0.0) - best.breakdown.get(k, 0.0))):
+        d = b.breakdown.get(k, 0.0) - best.breakdown.get(k, 0.0)
+        if abs(d) >= 5e-4:
+            out.append(f"      {k:<12} {d:+8.3f} s")
+    out.append(f"      {'memory':<12} {fmt_bytes(b.memory_bytes - best.memory_bytes)} "
+               f"per GPU (baseline - #1)")
+    return out
+
+
+def plan_json(model, system, result) -> dict:
+    def one(p):
+        cfg = {f.name: getattr(p.config, f.name) for f in fields(p.config) if f.name != "moe"}
+        return cfg | {"tp_overlap": p.tp_overlap,
+                      "step_time_s": p.step_time_s, "mfu": p.mfu, "memory_bytes": p.memory_bytes,
+                      "headroom_bytes": p.headroom_bytes, "dominant": p.dominant,
+                      "breakdown": p.breakdown}
+    return {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
+            "gpu": system.gpu.name, "plans": [one(p) for p in result.plans],
+            "evaluated": result.evaluated, "fitting": result.fitting,
+            "elapsed_s": result.elapsed_s, "rejected": result.rejected,
+            "shortfall_bytes": result.shortfall_bytes} | _baseline_json(result, one)
+
+
+def _baseline_json(result, one) -> dict:
+    base = result.baseline
+    if base is None:
+        return {}
+    return {"baseline": {"spec": base.spec, "fits": base.fits,
+                         "step_time_s": base.plan.step_time_s, "mfu": base.plan.mfu,
+                         "memory_per_gpu_bytes": base.plan.memory_bytes, "rank": base.rank,
+                         "vs_best": base.vs_best, "plan": one(base.plan)}}

@@ -1,0 +1,337 @@
+"""Text and JSON views of the ledger. The only module that formats units.
+
+Bytes are binary: KiB = 2^10 B, MiB = 2^20 B, GiB = 2^30 B, TiB = 2^40 B.
+
+>>> fmt_bytes(570425344)
+'544.00 MiB'
+>>> fmt_bytes(0)
+'0.00 B'
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from itertools import islice
+
+from ledger.frameworks import of as framework_of
+
+UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def fmt_bytes(b: float, width: int = 0) -> str:
+    """``b`` bytes in the largest IEC unit that keeps the number under 1024."""
+    for unit in UNITS:
+        if abs(b) < 1024 or unit == UNITS[-1]:
+            return f"{b:{width}.2f} {unit}"
+        b /= 1024
+    raise AssertionError("unreachable")
+
+
+def _state_line(label: str, st) -> str:
+    return (f"  {label:<20}params {fmt_bytes(st.params_bytes, 8)}  grads "
+            f"{fmt_bytes(st.grads_bytes, 8)}  optim {fmt_bytes(st.optim_bytes, 8)}  "
+            f"total {fmt_bytes(st.total_bytes, 8)}")
+
+
+def _seq(model) -> str:
+    """``s=4096``, saying so when it is the ledger's default rather than the user's."""
+    return f"s={model.seq_len}" + (", default; --seq to set" if model.seq_default else "")
+
+
+def params_lines(model) -> list[str]:
+    """Total and active (per token) parameters, and the count by component."""
+    b = 1e9
+    mtp = (f"; + {model.mtp_params / b:.2f} B in {model.mtp_layers} MTP module(s), not in "
+           f"the total") if model.mtp_params else ""
+    parts = ", ".join(f"{k} {v / b:.2f} B" if v >= 1e7 else f"{k} {v / 1e6:.2f} M"
+                      for k, v in model.breakdown.items() if v)
+    return [f"  {'params':<20}{model.params / b:.2f} B total, {model.active_params / b:.2f} B "
+            f"active{mtp}", f"  {'':<20}({parts})"]
+
+
+def params_dict(model) -> dict:
+    return {"params": model.params, "active_params": model.active_params,
+            "mtp_params": model.mtp_params}
+
+
+def config_line(model, cfg) -> str:
+    sp = "on" if cfg.sequence_parallel else "off"
+    extra = f" vp={cfg.vp}" if cfg.vp > 1 else ""
+    extra += f" hsdp_shard={cfg.hsdp_shard}" if cfg.hsdp_shard else ""
+    extra += f" cp_kind={cfg.cp_kind}" if cfg.cp > 1 else ""
+    extra += f" recompute={cfg.recompute}" if cfg.recompute != "none" else ""
+    extra += " grad_accumulation=unsharded" if cfg.grad_accumulation != "sharded" else ""
+    extra += _moe_extra(model, cfg)
+    return (f"{model.name} ({_seq(model)}): tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} "
+            f"dp={cfg.dp} ep={cfg.ep} zero={cfg.zero_stage} sp={sp} mb={cfg.micro_batch} "
+            f"m={cfg.num_microbatches}{extra} -> {cfg.world} GPUs [{cfg.framework}]")
+
+
+def _moe_extra(model, cfg) -> str:
+    """etp, the dispatcher and the imbalance of an MoE placement (nothing for a dense one)."""
+    from ledger.config import dispatcher
+
+    if not (getattr(model, "is_moe", False) or cfg.ep > 1):
+        return ""
+    etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp
+    out = f" etp={etp} dispatcher={dispatcher(cfg)}"
+    if cfg.moe.imbalance != 1.0:
+        out += f" imbalance={cfg.moe.imbalance:g}"
+    if getattr(model, "router_group_topk", 0):
+        out += f" groups={model.router_group_topk}/{model.router_groups}"
+    return out
+
+
+MEMORY_CAUSES = ("state", "activations", "logits", "buffers", "overhead")
+
+
+def memory_dict(mem, capacity=None) -> dict:
+    """A MemoryBreakdown as JSON: bytes by cause and the total; with a ``Capacity``, the
+    HBM it is held against, what is kept back and why, and whether it fits."""
+    out = {c: getattr(mem, f"{c}_bytes") for c in MEMORY_CAUSES}
+    out |= {"total": mem.total_bytes, "rank": mem.rank}
+    if capacity is not None:
+        out |= {"capacity": capacity.hbm_bytes, "reserve": capacity.reserve_bytes,
+                "usable": capacity.usable_bytes, "reserve_explained": RESERVE_WHY,
+                "fits": bool(mem.total_bytes <= capacity.usable_bytes)}
+    return out
+
+
+RESERVE_WHY = ("the CUDA context, NCCL's buffers and allocator fragmentation are counted "
+               "in 'overhead' (ledger.frameworks); 'reserve' is any further headroom kept "
+               "back from HBM")
+
+
+def memory_lines(mem, capacity=None) -> list[str]:
+    """The peak rank's memory by cause, then its total against the usable HBM."""
+    lines = [f"  {'memory (PP rank ' + str(mem.rank) + ')':<20}"
+             + "  ".join(f"{c} {fmt_bytes(getattr(mem, c + '_bytes'))}" for c in MEMORY_CAUSES)]
+    tail = ""
+    if capacity is not None:
+        verdict = "fits" if mem.total_bytes <= capacity.usable_bytes else "does NOT fit"
+        tail = (f" of {fmt_bytes(capacity.usable_bytes)} usable ({capacity.gpu} "
+                f"{fmt_bytes(capacity.hbm_bytes)} HBM - {fmt_bytes(capacity.reserve_bytes)} "
+                f"reserve): {verdict}")
+    lines.append(f"  {'':<20}total {fmt_bytes(mem.total_bytes)}{tail}")
+    return lines
+
+
+def fp8_lines(cfg) -> list[str]:
+    """The FP8 recipe a config runs under (``ledger.frameworks.fp8``), what it keeps in FP8 and what
+    stays BF16; nothing without one."""
+    rec = framework_of(cfg).fp8
+    if rec is None:
+        return []
+    kept = ("GEMM inputs saved in FP8" if rec.act_bytes else "BF16 inputs saved")
+    kept += ", FP8 params all-gathered in FP8" if rec.param_gather else (
+        ", FP8 weight copies cached" if rec.weight_cache_bytes else ", weights cast per use")
+    return [f"  {'fp8 recipe':<20}{rec.name}: {rec.summary}",
+            f"  {'':<20}linear-layer GEMMs in FP8 (fprop, dgrad, wgrad); attention core, "
+            f"router, output head in BF16; {kept}"]
+
+
+def placement_text(model, cfg, pl, capacity=None) -> str:
+    """The seed's report block, in IEC units, plus the heaviest pipeline stage."""
+    lines = [config_line(model, cfg), *params_lines(model), *fp8_lines(cfg),
+             _state_line("state per GPU", pl.per_gpu)]
+    if cfg.pp > 1 and pl.heaviest_stage is not None:
+        lines.append(_state_line(f"heaviest stage ({pl.heaviest_rank})", pl.heaviest_stage))
+    lines += [
+        f"  {'activations':<20}{fmt_bytes(pl.activation_bytes_per_layer, 8)} per layer per "
+        f"micro-batch (flash)   layers/stage {pl.layers_per_stage:.1f}   tokens/GPU/mb "
+        f"{pl.tokens_per_gpu_per_mb}",
+        f"  {'PP bubble fraction':<20}{pl.bubble_fraction:.3f}" + (
+            f"   ({cfg.schedule}, simulated)" if cfg.pp > 1 else ""),
+        f"  {'peak memory':<20}{fmt_bytes(pl.peak_bytes, 8)} on PP rank {pl.peak_rank}: "
+        f"state + {pl.peak_inflight[min(pl.peak_rank, len(pl.peak_inflight) - 1)]:g} "
+        f"micro-batches in flight = {fmt_bytes(pl.activation_bytes)} of activations",
+    ]
+    if pl.memory is not None and (capacity is not None or pl.memory.total_bytes
+                                  > pl.memory.state_bytes + pl.memory.activations_bytes):
+        lines += memory_lines(pl.memory, capacity)  # the seed's blocks stay as they were
+    lines.append(f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/step':>13}  {'overlap':<7}"
+                 f"  payload")
+    for c in pl.comms:
+        lines.append(f"  {c.axis:<4} {c.kind:<16}{c.link:<8}{fmt_bytes(c.bytes, 9)}  "
+                     f"{c.overlap:<7}  {c.what}")
+    links = pl.by_link()
+    lines.append(f"  total per GPU per step: {fmt_bytes(pl.total_bytes(), 8)}  (nvlink "
+                 f"{fmt_bytes(links['nvlink'], 8)}, ib {fmt_bytes(links['ib'], 8)})")
+    return "\n".join(lines)
+
+
+def report_text(model, cfg, precision: str | None = None, optimizer: str = "adam") -> str:
+    """The seed's text report of one placement."""
+    from ledger.placement import place
+
+    return placement_text(model, cfg, place(model, cfg, precision=precision,
+                                            optimizer=optimizer))
+
+
+def report(model, cfg, precision: str | None = None, optimizer: str = "adam",
+           file=None) -> None:
+    """The seed's ``report``: print one placement's text report (to ``file``, default
+    stdout)."""
+    print(report_text(model, cfg, precision, optimizer), file=file)
+
+
+def _state_dict(st) -> dict:
+    return {"params_bytes": st.params_bytes, "grads_bytes": st.grads_bytes,
+            "optim_bytes": st.optim_bytes, "total_bytes": st.total_bytes}
+
+
+def config_dict(cfg) -> dict:
+    """A ParallelConfig as JSON: ``ParallelConfig(**d, moe=MoESpec(**d["moe"]))`` rebuilds it."""
+    config = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "moe"}
+    config["moe"] = asdict(cfg.moe)
+    return config
+
+
+def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
+                   capacity=None) -> dict:
+    """One JSON object for one placement; bytes are bytes, fractions are fractions."""
+    return {
+        "model": model.name,
+        **params_dict(model),
+        "param_breakdown": dict(model.breakdown),
+        "seq_len": model.seq_len,
+        "framework": cfg.framework,
+        "precision": precision or "framework",
+        "fp8_recipe": getattr(framework_of(cfg).fp8, "name", None),
+        "optimizer": optimizer,
+        "config": config_dict(cfg),
+        "world": pl.world,
+        "per_gpu": _state_dict(pl.per_gpu),
+        "heaviest_stage": {"rank": pl.heaviest_rank, **_state_dict(pl.heaviest_stage)},
+        "activation_bytes_per_layer": pl.activation_bytes_per_layer,
+        "layers_per_stage": pl.layers_per_stage,
+        "tokens_per_gpu_per_mb": pl.tokens_per_gpu_per_mb,
+        "bubble_fraction": pl.bubble_fraction,
+        "schedule": cfg.schedule,
+        "peak_inflight": list(pl.peak_inflight),
+        "activation_bytes": pl.activation_bytes,
+        "peak_bytes": pl.peak_bytes,
+        "peak_rank": pl.peak_rank,
+        "memory": memory_dict(pl.memory, capacity),
+        "memory_by_rank": [memory_dict(m) for m in pl.memory_by_rank],
+        "comms": [{"axis": c.axis, "kind": c.kind, "link": c.link, "bytes": c.bytes,
+                   "overlap": c.overlap, "what": c.what} for c in pl.comms],
+        "total_comm_bytes": pl.total_bytes(),
+        "comm_bytes_by_link": pl.by_link(),
+    }
+
+
+def models_table(specs) -> str:
+    """One line per preset: name, exact parameter count, shape."""
+    lines = [f"{'model':<14}{'params':>20}{'active':>9}  {'layers':>6} {'hidden':>6} "
+             f"{'heads':>5} {'kv':>3} {'ffn':>6} {'vocab':>7}  experts"]
+    for m in specs:
+        moe = f"{m.num_experts} x top-{m.top_k}" if m.is_moe else "-"
+        kv = "MLA" if m.attention == "mla" else m.kv_heads
+        lines.append(f"{m.name:<14}{m.params:>20,}{m.active_params / 1e9:>8.2f}B  "
+                     f"{m.layers:>6} {m.hidden:>6} {m.heads:>5} {kv:>3} {m.ffn_hidden:>6} "
+                     f"{m.vocab:>7}  {moe}")
+    return "\n".join(lines)
+
+
+def models_json(specs) -> list[dict]:
+    """The presets as the table shows them, exact counts included."""
+    return [{"name": m.name, "params": m.params, "layers": m.layers, "hidden": m.hidden,
+             "heads": m.heads, "kv_heads": m.kv_heads, "ffn_hidden": m.ffn_hidden,
+             "vocab": m.vocab, "seq_len": m.seq_len, "num_experts": m.num_experts,
+             "top_k": m.top_k} for m in specs]
+
+
+def gpus_json() -> list[dict]:
+    """Every GPU preset with its datasheet figures and its usual cluster's links."""
+    from ledger.system import GPU_SOURCES, GPUS, system
+
+    out = []
+    for name, g in GPUS.items():
+        s = system(name)
+        out.append({"name": name, "bf16_tflops": g.bf16_flops / 1e12,
+                    "fp8_tflops": g.fp8_flops / 1e12, "hbm_GiB": g.hbm_bytes / 2**30,
+                    "hbm_TBps": g.hbm_bytes_per_s / 1e12,
+                    "nvlink_GBps": s.intra_bytes_per_s / 1e9,
+                    "network_GBps": s.inter_bytes_per_s / 1e9,
+                    "gemm_efficiency": g.gemm_efficiency, "source": GPU_SOURCES[name]})
+    return out
+
+
+def gpus_table() -> str:
+    """One line per GPU preset: peak FLOP/s, HBM, and the links of its usual node."""
+    lines = [f"{'gpu':<11}{'bf16 TFLOP/s':>13}{'fp8 TFLOP/s':>12}{'HBM GiB':>9}"
+             f"{'HBM TB/s':>9}{'NVLink GB/s':>12}{'network GB/s':>13}  (dense; links per "
+             f"GPU, one direction)"]
+    for g in gpus_json():
+        fp8 = f"{g['fp8_tflops']:,.0f}" if g["fp8_tflops"] else "-"
+        lines.append(f"{g['name']:<11}{g['bf16_tflops']:>13,.0f}{fp8:>12}{g['hbm_GiB']:>9.1f}"
+                     f"{g['hbm_TBps']:>9.2f}{g['nvlink_GBps']:>12,.0f}"
+                     f"{g['network_GBps']:>13,.0f}")
+    return "\n".join(lines)
+
+
+def estimate_text(model, cfg, system, est) -> str:
+    """Step time, throughput, MFU and the breakdown, one cause a line."""
+    mem = "fits" if est.fits else "does NOT fit"
+    pipe = f"schedule {cfg.schedule}" if cfg.pp > 1 else "no pipeline"
+    lines = [config_line(model, cfg) + f" on {system.gpu.name}, {pipe}",
+             *params_lines(model)[:1], *fp8_lines(cfg),
+             f"  step time           {est.step_time_s:10.3f} s    {est.tokens_per_s_per_gpu:,.0f} "
+             f"tokens/s/GPU",
+             f"  throughput          {est.tflops_per_gpu:10.1f} TFLOP/s/GPU (model)   "
+             f"MFU {est.mfu:.1%}   HFU {est.hfu:.1%}",
+             f"  memory per GPU      {fmt_bytes(est.memory_per_gpu_bytes, 10)} of "
+             f"{fmt_bytes(est.memory_capacity_bytes)} usable: {mem}"]
+    if est.placement is not None and est.placement.memory is not None:
+        lines += memory_lines(est.placement.memory)[:1]  # the total is the line above
+    lines.append("  where the time goes:")
+    for name, secs in sorted(est.breakdown.items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {name:<14}{secs:10.3f} s  {secs / est.step_time_s:6.1%}")
+    return "\n".join(lines)
+
+
+def estimate_json(model, cfg, system, est) -> dict:
+    keys = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "hardware_tflops_per_gpu",
+            "mfu", "hfu", "memory_per_gpu_bytes", "memory_capacity_bytes", "fits", "breakdown")
+    out = {k: getattr(est, k) for k in keys}
+    out |= {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
+            "gpu": system.gpu.name, "world": cfg.world,
+            "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
+            "recompute": cfg.recompute, "framework": cfg.framework,
+            "config": config_dict(cfg)}
+    if est.placement is not None and est.placement.memory is not None:
+        out["memory"] = memory_dict(est.placement.memory, est.capacity)
+    return out
+
+
+def layout_text(lay) -> str:
+    """The groups of every axis, the way the seed draws its 16-GPU example."""
+    gpn = lay.gpus_per_node
+    lines = [f"{lay.world} GPUs = {-(-lay.world // gpn)} node(s) x {gpn}; order {lay.order} "
+             f"(the first axis varies fastest)"]
+    for axis in _layout_axes(lay):
+        size = lay.group_size(axis)
+        lines.append(f"  {axis} groups ({lay.link(axis)}):")
+        for g in islice(lay.iter_groups(axis), 16):
+            crosses = len({r // gpn for r in g}) > 1
+            shown = g if size <= 32 else g[:16] + ["..."] + g[-4:]  # a row stays a row
+            lines.append(f"    [{', '.join(map(str, shown))}]"
+                         + ("   <- crosses nodes" if crosses else ""))
+        if lay.world // size > 16:
+            lines.append(f"    ... {lay.world // size - 16:,} more")
+    return "\n".join(lines)
+
+
+def _layout_axes(lay) -> list[str]:
+    """The axes with more than one rank, and the expert grid's etp / edp groups when the
+    experts are laid out apart from the dense ranks (ep > 1 or etp != tp)."""
+    axes = [a for a in ("tp", "cp", "ep", "dp", "pp") if getattr(lay, a) > 1]
+    if lay.ep > 1 or (lay.etp is not None and lay.etp != lay.tp):
+        axes += [g for g in ("etp", "edp") if lay.group_size(g) > 1]
+    return axes
+
+
+def layout_json(lay) -> dict:
+    axes = _layout_axes(lay)
+    return {"world": lay.world, "order": lay.order, "gpus_per_node": lay.gpus_per_node,
+            "groups": {a: lay.groups(a) for a in axes}, "links": {a: lay.link(a) for a in axes}}

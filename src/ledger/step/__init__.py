@@ -1,0 +1,24 @@
+"""From bytes to seconds: step time, MFU and HFU of one placement on one system.
+
+``gemm`` times a layer's GEMMs as the frameworks shape them; ``dp`` splits data-parallel
+traffic by when it can overlap; ``timing`` adds compute, exposed communication and the
+pipeline into a ``StepEstimate`` with ``estimate(model, cfg, system)``. Its constants are
+the declared ``Calibration`` (fitted by ``benchmarks/fit.py``, see ``ledger.validation``).
+
+May import: everything below it (specs, frameworks, pipeline, arch, placement).
+"""
+from ledger.step.dp import dp_split
+from ledger.step.gemm import gemm_s
+from ledger.step.timing import (
+                                DEFAULT,
+                                Calibration,
+                                Structure,
+                                estimate,
+                                microbatches_for,
+                                recompute_flops_per_token,
+                                step_times,
+                                structure,
+)
+
+__all__ = ["Calibration", "DEFAULT", "Structure", "dp_split", "estimate", "gemm_s",
+           "microbatches_for", "recompute_flops_per_token", "step_times", "structure"]

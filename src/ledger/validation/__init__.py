@@ -1,0 +1,24 @@
+"""Published training runs the time model is held against: the declared calibration sets
+(the only rows constants are fitted on) and the prediction rows.
+
+``published`` holds the runs with their sources, the one rule that settles a run's open
+settings, and the fits that ``benchmarks/fit.py`` prints.
+
+May import: everything below it (up to ``ledger.plan``).
+"""
+from ledger.validation.published import (
+                                         FIT_GRID,
+                                         FIT_SOURCE,
+                                         SHARE_GRID,
+                                         SHARE_SOURCE,
+                                         calibration_set,
+                                         fit,
+                                         fit_gemm_share,
+                                         gpt,
+                                         predicted,
+                                         runs,
+                                         settle,
+)
+
+__all__ = ["FIT_GRID", "FIT_SOURCE", "SHARE_GRID", "SHARE_SOURCE", "calibration_set", "fit",
+           "fit_gemm_share", "gpt", "predicted", "runs", "settle"]
