@@ -44,8 +44,12 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
 def _add_source_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and placement from a launch config")
     g.add_argument("--from-megatron", metavar="FILE",
-                   help="a file of Megatron-LM pretrain_gpt.py arguments")
+                   help="a Megatron-LM launch script or file of pretrain_gpt.py arguments; "
+                        "or a command line: 'VAR=value ... script.sh ARGS'")
     g.add_argument("--from-torchtitan", metavar="FILE", help="a torchtitan job TOML")
+    g.add_argument("--verbose", action="store_true",
+                   help="also list what the file sets that was applied, and what changes no "
+                        "priced number")
 
 
 def _add_parallel_flags(p: argparse.ArgumentParser) -> None:

@@ -300,9 +300,17 @@ def run(argv: list[str]) -> str | tuple[str, int]:
     if a.cmd in ("report", "estimate", "plan"):
         from ledger.cli.inputs import source
 
+        from ledger.cli.inputs import messages
+
         a.launch = source(a)
-        for note in a.launch.notes if a.launch else ():
-            _warn(note)
+        for line in messages(a):
+            print(line, file=sys.stderr)
+    if a.cmd in ("report", "estimate", "plan"):
+        from ledger.cli.inputs import mark_approximate
+
+        out = {"report": _cmd_report, "estimate": _cmd_estimate, "plan": _cmd_plan}[a.cmd](a)
+        text, code = out if isinstance(out, tuple) else (out, 0)
+        return mark_approximate(a, text), code
     if a.cmd in (None, "seed"):
         return _cmd_seed()
     if a.cmd == "schedule":

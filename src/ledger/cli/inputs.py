@@ -12,21 +12,26 @@ from ledger.model import ModelSpec
 
 def source(a: argparse.Namespace):
     """The launch config named by --from-megatron / --from-torchtitan (or None), its
-    placement merged into the flags: a flag also given on the command line must agree."""
+    placement merged into the flags: a flag also given on the command line must agree.
+    The model flags given beside the file reach the reader, which applies or refuses
+    each (``ledger.io.megatron_flags``, ``ledger.io.torchtitan``)."""
     given = [(k, getattr(a, k, None)) for k in ("from_megatron", "from_torchtitan")
              if getattr(a, k, None)]
     if not given:
         return None
     if len(given) == 2:
         raise LedgerError("from_megatron", "give --from-megatron or --from-torchtitan, not both")
+    if a.model is not None:
+        raise LedgerError("model", f"{a.model!r} given twice: on the command line and by "
+                                   f"{given[0][1]}; drop one")
+    from ledger.cli.model_flags import given_model_flags
+
+    model_flags = given_model_flags(a)
     if given[0][0] == "from_megatron":
         from ledger.io.megatron import read_launch
-
-        launch = read_launch(given[0][1])
     else:
         from ledger.io.torchtitan import read_launch
-
-        launch = read_launch(given[0][1], gpus=a.gpus)
+    launch = read_launch(given[0][1], gpus=a.gpus, model_flags=model_flags)
     defaults = vars(build_parser().parse_args([a.cmd]))
     for dest, value in launch.flags.items():
         if dest not in defaults or (a.cmd == "plan" and dest not in ("gpus", "global_batch",
@@ -37,12 +42,42 @@ def source(a: argparse.Namespace):
             raise LedgerError(dest, f"given twice: {mine} on the command line, {value} from "
                                     f"{launch.path} (its settings and defaults); drop one")
         setattr(a, dest, value)
-    if given[0][0] == "from_megatron" and a.gpus is None and a.dp is None:
-        from dataclasses import replace
-
-        launch = replace(launch, notes=launch.notes + (
-            "a Megatron launch does not hold its world size: dp = 1 here; give --gpus N",))
     return launch
+
+
+def messages(a: argparse.Namespace) -> list[str]:
+    """What to say on stderr about the launch file: its notes; what it sets that the
+    ledger does not model, in one line; with --verbose, what was applied and what was
+    accepted as changing nothing priced."""
+    launch = a.launch
+    if launch is None:
+        return []
+    out = [f"warning: {n}" for n in launch.notes]
+    if launch.unpriced:
+        out.append(f"warning: not modelled, so the figures are approximate: "
+                   f"{'; '.join(launch.unpriced)}")
+    if getattr(a, "verbose", False):
+        if launch.applied:
+            out.append(f"note: applied: {' '.join(launch.applied)}")
+        if launch.silent:
+            out.append(f"note: accepted, changes no priced number: {' '.join(launch.silent)}")
+    return out
+
+
+def mark_approximate(a: argparse.Namespace, text: str) -> str:
+    """The output marked approximate when the launch sets what the ledger does not model:
+    a last line of text, or an "approximate" list in JSON."""
+    launch = a.launch
+    if launch is None or not launch.approximate:
+        return text
+    if getattr(a, "json", False):
+        import json
+
+        d = json.loads(text)
+        d["approximate"] = list(launch.unpriced)
+        return json.dumps(d, indent=1 if a.cmd == "plan" else 2, allow_nan=False)
+    return (text + f"\napproximate: {launch.path} sets {len(launch.unpriced)} thing(s) the "
+                   f"ledger does not model (named on stderr)")
 
 
 def model(a: argparse.Namespace) -> ModelSpec:
@@ -57,9 +92,6 @@ def model(a: argparse.Namespace) -> ModelSpec:
 
 def _model(a: argparse.Namespace) -> ModelSpec:
     launch = a.launch
-    if launch is not None and a.model is not None:
-        raise LedgerError("model", f"{a.model!r} given twice: on the command line and by "
-                                   f"{launch.path}; drop one")
     if launch is not None:
         return launch.model
     if a.model is None:

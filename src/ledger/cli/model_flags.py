@@ -115,6 +115,15 @@ def _given(a: argparse.Namespace) -> dict[str, object]:
     return {f: getattr(a, f) for f in FLAGS if getattr(a, f, None) is not None}
 
 
+def given_model_flags(a: argparse.Namespace) -> dict[str, object]:
+    """The model flags given, by ModelSpec field, values as parsed ('swiglu'/'gelu' as
+    gated_mlp True/False; layer lists as typed)."""
+    given = _given(a)
+    if "gated_mlp" in given:
+        given["gated_mlp"] = given["gated_mlp"] == "swiglu"
+    return given
+
+
 def custom_model(a: argparse.Namespace) -> ModelSpec:
     """A ModelSpec from the flags alone."""
     given = _given(a)

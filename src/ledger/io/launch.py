@@ -3,7 +3,10 @@
 ``ledger.io.megatron`` and ``ledger.io.torchtitan`` each return one ``Launch``; the
 CLI merges ``flags`` (CLI destination names: tp, pp, dp, micro_batch, global_batch ...)
 into its own, refusing a flag given differently on both sides, and prints ``notes``
-(what was applied with a caveat) as warnings.
+(what was applied with a caveat) as warnings. What the file sets that changes a priced
+number the ledger does not model is ``unpriced``: named on one line, and the figures are
+marked approximate. ``silent`` (changes nothing priced) and ``applied`` (modelled, under
+the ledger's names) are listed with ``--verbose``.
 """
 from __future__ import annotations
 
@@ -20,6 +23,13 @@ class Launch:
     model: ModelSpec
     flags: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    unpriced: tuple[str, ...] = ()
+    silent: tuple[str, ...] = ()
+    applied: tuple[str, ...] = ()
+
+    @property
+    def approximate(self) -> bool:
+        return bool(self.unpriced)
 
 
 def read_text(path: str, what: str) -> str:

@@ -1,0 +1,166 @@
+"""A Megatron launch's parsed arguments as the ledger's CLI flags, and the model flags a
+user gives beside the launch file (``--vocab-size``, ``--seq``, ``--layers`` ...), applied
+as the Megatron flags they stand for or refused: never dropped.
+
+Pipelines (megatron/core/transformer/transformer_block.py:148-200, arguments.py:927-998):
+the embedding and the loss may each take a layer slot of the split
+(--account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split); the
+slots divide by pp, and by pp x vp with --num-layers-per-virtual-pipeline-stage (vp =
+slots / pp / that) or --num-virtual-stages-per-pipeline-rank.
+"""
+from __future__ import annotations
+
+from ledger.errors import LedgerError
+from ledger.io import megatron_model as mm
+
+# ModelSpec field (the CLI's model flags) -> the Megatron flag it stands for
+MODEL_FLAGS = {
+    "layers": "--num-layers", "hidden": "--hidden-size", "heads": "--num-attention-heads",
+    "kv_heads": "--num-query-groups", "head_dim": "--kv-channels",
+    "ffn_hidden": "--ffn-hidden-size", "seq_len": "--seq-length", "num_experts": "--num-experts",
+    "top_k": "--moe-router-topk", "moe_ffn_hidden": "--moe-ffn-hidden-size",
+    "shared_expert_ffn": "--moe-shared-expert-intermediate-size",
+    "mtp_layers": "--mtp-num-layers", "router_groups": "--moe-router-num-groups",
+    "router_group_topk": "--moe-router-group-topk", "q_lora_rank": "--q-lora-rank",
+    "kv_lora_rank": "--kv-lora-rank", "qk_rope_head_dim": "--qk-pos-emb-head-dim",
+    "qk_nope_head_dim": "--qk-head-dim", "v_head_dim": "--v-head-dim",
+}
+
+
+def apply_model_flags(ns: dict, parsed, given: dict, path: str) -> tuple[list[str], int | None]:
+    """Apply the CLI's model flags to the launch's arguments: a flag the file sets to
+    another value, or one with no Megatron flag, is refused. Returns notes and the
+    tokenizer's size (from ``--vocab-size`` beside the file)."""
+    from ledger.io.megatron_args import table
+
+    flags, notes, clash, foreign = table()["flags"], [], [], []
+    tokenizer_size = None
+    for field, value in given.items():
+        if field == "vocab":
+            tokenizer_size = _tokenizer_size(ns, parsed, value, path)
+            notes.append(f"--vocab-size {value} beside {path}: the tokenizer's size, padded "
+                         f"as Megatron pads it")
+            continue
+        flag = MODEL_FLAGS.get(field)
+        if flag is None:
+            foreign.append(field)
+            continue
+        dest = flags[flag]["dest"]
+        if flag in parsed.given and ns[dest] != value:
+            clash.append(f"{flag} {ns[dest]} in the file, {value} beside it")
+        ns[dest] = value
+        if field == "kv_heads":
+            ns["group_query_attention"] = True
+    if foreign:
+        raise LedgerError("model", f"{', '.join(foreign)} beside {path}: no Megatron flag "
+                                   f"stands for it here; edit the launch file")
+    if clash:
+        raise LedgerError("model", f"given twice: {'; '.join(clash)}; drop one")
+    return notes, tokenizer_size
+
+
+def _tokenizer_size(ns: dict, parsed, value: int, path: str) -> int:
+    if ns.get("padded_vocab_size") is not None:
+        raise LedgerError("vocab", f"{path} fixes the embedding with --padded-vocab-size "
+                                   f"{ns['padded_vocab_size']}; drop --vocab-size")
+    own = ns.get("vocab_size") if ns.get("tokenizer_type") in mm.SIZED_TOKENIZERS else None
+    if own is not None and own != value:
+        raise LedgerError("vocab", f"given twice: --vocab-size {own} in {path} "
+                                   f"({ns['tokenizer_type']} reads it), {value} beside it")
+    return value
+
+
+def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
+    """The CLI flags the launch sets (framework megatron), and what they cannot express."""
+    tp, pp = ns["tensor_model_parallel_size"], ns["pipeline_model_parallel_size"]
+    for dest, v in (("tensor_model_parallel_size", tp), ("pipeline_model_parallel_size", pp),
+                    ("context_parallel_size", ns["context_parallel_size"]),
+                    ("expert_model_parallel_size", ns["expert_model_parallel_size"]),
+                    ("micro_batch_size", ns["micro_batch_size"])):
+        if v < 1:
+            raise LedgerError("from_megatron", f"--{dest.replace('_', '-')} must be at least "
+                                               f"1, got {v} in {path}")
+    zero = zero_stage(ns)
+    flags = {"framework": "megatron", "tp": tp, "pp": pp, "cp": ns["context_parallel_size"],
+             "ep": ns["expert_model_parallel_size"], "etp": mm.expert_tp(ns),
+             "micro_batch": ns["micro_batch_size"], "no_sp": not ns["sequence_parallel"],
+             "zero": zero, "optimizer": "sgd-momentum" if ns["optimizer"] == "sgd" else "adam"}
+    if ns.get("global_batch_size") is not None:
+        flags["global_batch"] = ns["global_batch_size"]
+    if ns.get("num_experts"):
+        flags["moe_dispatcher"] = ns["moe_token_dispatcher_type"]
+    flags |= _pipeline(ns, path)
+    unpriced = []
+    if ns.get("recompute_granularity"):
+        kind, odd = _recompute(ns, ns["num_layers"] // pp)
+        flags["recompute"] = kind
+        unpriced += odd
+    if ns["context_parallel_size"] > 1 and ns["cp_comm_type"][0] in mm.CP_KINDS:
+        flags["cp_kind"] = mm.CP_KINDS[ns["cp_comm_type"][0]]
+    if ns["tp_comm_overlap"]:
+        flags["tp_overlap"] = True
+    return flags, unpriced
+
+
+def zero_stage(ns: dict) -> int:
+    """The ZeRO stage the launch shards at."""
+    if ns["use_megatron_fsdp"]:
+        return mm.SHARDING[ns["data_parallel_sharding_strategy"]]
+    return 1 if ns["use_distributed_optimizer"] else 0
+
+
+def _pipeline(ns: dict, path: str) -> dict:
+    layers, pp = ns["num_layers"], ns["pipeline_model_parallel_size"]
+    emb, loss = ns["account_for_embedding_in_pipeline_split"], \
+        ns["account_for_loss_in_pipeline_split"]
+    slots = layers + bool(emb) + bool(loss)
+    named = (f"{slots} layer slots ({layers} layers{', + embedding' if emb else ''}"
+             f"{', + loss' if loss else ''})")
+    if pp > 1 and slots % pp:  # arguments.py L968-969, L985-998
+        raise LedgerError("from_megatron", f"{named} do not divide over pp({pp}) in {path}; "
+                                           f"Megatron refuses the split")
+    out, per_vp = {}, ns.get("num_layers_per_virtual_pipeline_stage")
+    if per_vp is not None:
+        if per_vp < 1 or (slots // pp) % per_vp:  # arguments.py L972-973
+            raise LedgerError("from_megatron", f"--num-layers-per-virtual-pipeline-stage "
+                                               f"{per_vp} does not divide the {slots // pp} "
+                                               f"layer slots per rank in {path} (it must be "
+                                               f"at least 1); Megatron refuses it")
+        vp = slots // pp // per_vp
+        if vp > 1:  # vp 1 is no interleaving (arguments.py L976-979)
+            out["vp"] = vp
+    elif ns.get("num_virtual_stages_per_pipeline_rank") is not None:
+        out["vp"] = ns["num_virtual_stages_per_pipeline_rank"]
+        if out["vp"] < 1:
+            raise LedgerError("from_megatron", f"--num-virtual-stages-per-pipeline-rank must "
+                                               f"be at least 1, got {out['vp']} in {path}")
+    stages = pp * out.get("vp", 1)
+    if pp > 1 and slots % stages:  # transformer_block.py L170-178
+        raise LedgerError("from_megatron", f"{named} do not divide over pp({pp}) * "
+                                           f"vp({out['vp']}) = {stages} stages in {path}; "
+                                           f"Megatron refuses the split")
+    return out
+
+
+def _recompute(ns: dict, per_stage: int) -> tuple[str, list[str]]:
+    """Full or selective; a partial full recompute is priced as full, and said."""
+    kind = ns["recompute_granularity"]
+    if kind == "selective":
+        return "selective", []
+    n, method = ns.get("recompute_num_layers") or 1, ns.get("recompute_method")
+    if method == "block" and n < per_stage:
+        return "full", [f"--recompute-method block --recompute-num-layers {n} of {per_stage} "
+                        f"layers per stage (priced as full recompute of every layer)"]
+    if method == "uniform" and n > 1:
+        return "full", [f"--recompute-method uniform --recompute-num-layers {n} (groups of "
+                        f"{n} layers; priced as each layer recomputed alone)"]
+    return "full", []
+
+
+def semantic_notes(ns: dict, parsed) -> list[str]:
+    """Said always: what Megatron does with a given flag that a reader might not expect."""
+    out = []
+    if "--vocab-size" in parsed.given and ns.get("tokenizer_type") not in mm.SIZED_TOKENIZERS:
+        out.append(f"--vocab-size {ns['vocab_size']} in the file is not read by "
+                   f"{ns.get('tokenizer_type')} (only NullTokenizer and TikTokenizer read it)")
+    return out

@@ -1,0 +1,232 @@
+"""The model and placement a Megatron-LM launch builds, from its parsed arguments, and the
+launches Megatron itself refuses. Megatron-LM at d98e8a6 (2026-08-22); ``arguments.py``
+is megatron/training/arguments.py, ``argument_utils.py`` megatron/training/argument_utils.py.
+
+Model (``core_transformer_config_from_args``, argument_utils.py:277-381, and the GPT
+builder): ffn_hidden_size defaults to 4h, or int(8h/3/64)*64 with --swiglu (arguments.py
+:1320-1329; --quick-geglu does not take that rule); kv_channels to h/heads (:1331-1333);
+num_query_groups counts only with --group-query-attention (argument_utils.py:330-333);
+--swiglu and --quick-geglu are gated MLPs, --squared-relu is not (:314-326); a learned
+position table of --max-position-embeddings rows exists iff the type is learned_absolute
+(language_model_embedding.py:47, 70-73; gpt_builders.py:90), and the deprecated
+--use-rotary-position-embeddings sets rope (arguments.py:1626-1627); add_bias_linear
+(default True, --disable-bias-linear) forces the qkv bias too (:1609-1610); embeddings are
+tied unless --untie-embeddings-and-output-weights (gpt_builders.py:96); layer i is MoE when
+i % --moe-layer-freq == 0 or, for a list, when its entry is 1 (gpt_layer_specs.py:643-661);
+a layer is windowed when --window-size is set and layer_number % --window-attn-skip-freq
+!= 0 (1-indexed; a list: its entry is set) (megatron/core/transformer/utils.py:531-545);
+--window-size (127, 0) lets a query see itself and 127 keys before it; --softmax-type
+learnable adds one logit per head (attention sinks); MLA's flag defaults are q-lora-rank
+None, kv-lora-rank 32, qk-head-dim 128, qk-pos-emb-head-dim 64, v-head-dim 128
+(arguments.py:3548-3562), its latent norms exist with --qk-layernorm.
+
+The vocabulary is the tokenizer's size padded to a multiple of
+--make-vocab-size-divisible-by x tp unless --padded-vocab-size is given or
+--no-pad-vocab-size (megatron/core/tokenizers/utils/build_tokenizer.py:133-152); only
+NullTokenizer and TikTokenizer read --vocab-size (:64-65, 101-102), the others take the
+size from their files (``len(tokenizer)``).
+
+Placement: expert tensor parallel defaults to tp (arguments.py:587-588); dp = world /
+(tp pp cp) (:430-448); the global batch defaults to micro x dp (:702-704); sequence
+parallelism is dropped at tp 1 (:1434-1439); --use-distributed-optimizer is ZeRO-1 and
+Megatron-FSDP shards by --data-parallel-sharding-strategy (no_shard, optim, optim_grads,
+optim_grads_params = ZeRO 0-3); with --bf16 the main grads are fp32 unless
+--grad-reduce-in-bf16 (:1204-1217); --recompute-activations is selective recompute
+(:607-608) of the modules ["core_attn"] (transformer_config.py:1940-1941).
+"""
+from __future__ import annotations
+
+import math
+
+from ledger.errors import LedgerError
+from ledger.model import ModelSpec
+
+# tokenizers that read --vocab-size (build_tokenizer.py:64-65, 101-102)
+SIZED_TOKENIZERS = ("NullTokenizer", "TikTokenizer")
+SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+CP_KINDS = {"p2p": "ring", "a2a": "ulysses"}
+
+
+def refusals(ns: dict, world: int | None) -> list[str]:
+    """What Megatron's validate_args (and the builders) raise for this launch: all of it."""
+    out = []
+    for dest, flag in (("num_layers", "--num-layers"), ("hidden_size", "--hidden-size"),
+                       ("num_attention_heads", "--num-attention-heads"),
+                       ("max_position_embeddings", "--max-position-embeddings")):
+        if ns.get(dest) is None:
+            out.append(f"no {flag} (required, arguments.py:1314-1317)")
+    if ns.get("seq_length") is None:
+        out.append("no --seq-length (arguments.py:1346-1350)")
+    if ns.get("tokenizer_type") is None:
+        out.append("no --tokenizer-type (build_tokenizer.py:28-32 raises)")
+    if ns.get("micro_batch_size") is None:
+        out.append("no --micro-batch-size (arguments.py:693-694)")
+    if ns.get("step_batch_size_schedule") and ns.get("global_batch_size"):
+        out.append("--step-batch-size-schedule with --global-batch-size (arguments.py:698-701)")
+    h, heads = ns.get("hidden_size"), ns.get("num_attention_heads")
+    if h and heads and ns.get("kv_channels") is None and h % heads:
+        out.append(f"--hidden-size {h} is not divisible by --num-attention-heads {heads} "
+                   f"(arguments.py:1332)")
+    seq, cp, max_pos = ns.get("seq_length"), ns["context_parallel_size"], \
+        ns.get("max_position_embeddings")
+    if seq and cp > 1 and seq % (2 * cp):
+        out.append(f"--seq-length {seq} is not a multiple of 2 x cp({cp}) (arguments.py:1335)")
+    if seq and max_pos and max_pos < seq:
+        out.append(f"--max-position-embeddings {max_pos} < --seq-length {seq} "
+                   f"(arguments.py:1353-1356)")
+    if not ns["add_position_embedding"] and position_type(ns) != "rope":
+        out.append("--no-position-embedding needs rope (arguments.py:1633-1634)")
+    experts, ep = ns.get("num_experts") or 0, ns["expert_model_parallel_size"]
+    if ep > 1 and (not experts or experts % ep):
+        out.append(f"--expert-model-parallel-size {ep} needs --num-experts divisible by it, "
+                   f"got {experts} (arguments.py:1654-1658)")
+    if ns["multi_latent_attention"] and ns["group_query_attention"]:
+        out.append("--multi-latent-attention with --group-query-attention (arguments.py:1973)")
+    if ns.get("mtp_num_layers") and position_type(ns) not in ("rope", "none"):
+        out.append("--mtp-num-layers needs rope or no position embedding (arguments.py:882-885)")
+    freq, layers = ns["moe_layer_freq"], ns.get("num_layers")
+    if experts and isinstance(freq, list) and layers and len(freq) != layers:
+        out.append(f"--moe-layer-freq has {len(freq)} entries for {layers} layers "
+                   f"(gpt_layer_specs.py:651-657)")
+    if ns["moe_layer_recompute"] and ns.get("recompute_granularity") == "full":
+        out.append("--moe-layer-recompute with full recompute (transformer_config.py:2019)")
+    if ns.get("ckpt_format") == "fsdp_dtensor" and not ns["use_megatron_fsdp"]:
+        out.append("--ckpt-format fsdp_dtensor needs --use-megatron-fsdp (arguments.py:1675)")
+    sharded = ns["use_distributed_optimizer"] or ns["use_megatron_fsdp"]
+    if ns["fp8_param_gather"] and not sharded:
+        out.append("--fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
+                   "(arguments.py:1096-1098)")
+    if ns["overlap_param_gather"] and not (sharded and ns["overlap_grad_reduce"]):
+        out.append("--overlap-param-gather needs the distributed optimizer and "
+                   "--overlap-grad-reduce (arguments.py:1024-1029)")
+    sources = [bool(ns.get("mock_data")), bool(ns.get("data_path")),
+               bool(ns.get("train_data_path") or ns.get("per_split_data_args_path"))]
+    if sum(sources) > 1:
+        out.append("more than one data source: --mock-data, --data-path, per-split paths "
+                   "(arguments.py:1679-1682)")
+    return out + _world_refusals(ns, world)
+
+
+def _world_refusals(ns: dict, world: int | None) -> list[str]:
+    if world is None:
+        return []
+    tp, pp, cp = (ns[k] for k in ("tensor_model_parallel_size",
+                                  "pipeline_model_parallel_size", "context_parallel_size"))
+    etp, ep = expert_tp(ns), ns["expert_model_parallel_size"]
+    out = []
+    if world % (tp * pp * cp):
+        out.append(f"world {world} is not divisible by tp({tp}) x pp({pp}) x cp({cp}) "
+                   f"(arguments.py:430-433)")
+    elif world % (etp * ep * pp):
+        out.append(f"world {world} is not divisible by etp({etp}) x ep({ep}) x pp({pp}) "
+                   f"(parallel_state.py:874-884)")
+    elif ns.get("micro_batch_size") and ns.get("global_batch_size"):
+        dp = world // (tp * pp * cp)
+        if ns["global_batch_size"] % (ns["micro_batch_size"] * dp):
+            out.append(f"--global-batch-size {ns['global_batch_size']} is not divisible by "
+                       f"micro({ns['micro_batch_size']}) x dp({dp}) "
+                       f"(num_microbatches_calculator.py:381-386)")
+    return out
+
+
+def expert_tp(ns: dict) -> int:
+    etp = ns.get("expert_tensor_parallel_size")
+    return ns["tensor_model_parallel_size"] if etp is None else etp
+
+
+def position_type(ns: dict) -> str:
+    return "rope" if ns["use_rotary_position_embeddings"] else ns["position_embedding_type"]
+
+
+def vocab(ns: dict, tokenizer_size: int | None) -> int | None:
+    """The embedding's rows, or None when the size must come from the tokenizer files."""
+    if ns.get("padded_vocab_size") is not None:
+        return ns["padded_vocab_size"]
+    size = ns.get("vocab_size") if ns.get("tokenizer_type") in SIZED_TOKENIZERS else None
+    size = tokenizer_size or size
+    if size is None:
+        return None
+    if not ns["pad_vocab_size"]:
+        return size
+    multiple = ns["make_vocab_size_divisible_by"] * ns["tensor_model_parallel_size"]
+    return math.ceil(size / multiple) * multiple
+
+
+def moe_fields(ns: dict, layers: int, ffn: int) -> dict:
+    experts = ns.get("num_experts") or 0
+    if not experts:
+        return {}
+    freq = ns["moe_layer_freq"]
+    ids = tuple(i for i in range(layers) if (freq[i] if isinstance(freq, list)
+                                             else i % freq == 0))
+    out = dict(num_experts=experts, top_k=ns["moe_router_topk"],
+               moe_ffn_hidden=ns.get("moe_ffn_hidden_size") or ffn, moe_layer_ids=ids,
+               router_groups=ns.get("moe_router_num_groups") or 0,
+               router_group_topk=ns.get("moe_router_group_topk") or 0)
+    if ns.get("moe_shared_expert_intermediate_size"):
+        out |= dict(shared_experts=1,
+                    shared_expert_ffn=ns["moe_shared_expert_intermediate_size"])
+    return out
+
+
+def attention_fields(ns: dict) -> dict:
+    heads = ns["num_attention_heads"]
+    if ns["multi_latent_attention"]:
+        return dict(attention="mla", kv_heads=heads, q_lora_rank=ns.get("q_lora_rank"),
+                    kv_lora_rank=ns["kv_lora_rank"], qk_nope_head_dim=ns["qk_head_dim"],
+                    qk_rope_head_dim=ns["qk_pos_emb_head_dim"], v_head_dim=ns["v_head_dim"])
+    kv = ns["num_query_groups"] if ns["group_query_attention"] else heads
+    return dict(kv_heads=kv, head_dim=ns.get("kv_channels"),
+                qk_norm="head" if ns["qk_layernorm"] else "none")
+
+
+def window_fields(ns: dict, layers: int) -> dict:
+    window = ns.get("window_size")
+    if not window:
+        return {}
+    skip = ns.get("window_attn_skip_freq")
+    local = None if skip is None else tuple(
+        i for i in range(layers) if (skip[i] if isinstance(skip, list) else (i + 1) % skip))
+    return dict(sliding_window=window[0] + 1, local_layers=local)
+
+
+def model_spec(ns: dict, name: str, vocab_rows: int) -> ModelSpec:
+    """The ModelSpec the arguments build (refusals already checked)."""
+    layers, h = ns["num_layers"], ns["hidden_size"]
+    ffn = ns.get("ffn_hidden_size") or (int(4 * h * 2 / 3 / 64) * 64 if ns["swiglu"]
+                                        else 4 * h)
+    bias = ns["add_bias_linear"]
+    norm = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}[ns["normalization"]]
+    learned = ns["max_position_embeddings"] if position_type(ns) == "learned_absolute" else 0
+    try:
+        return ModelSpec(
+            name=name, layers=layers, hidden=h, heads=ns["num_attention_heads"],
+            ffn_hidden=ffn, vocab=vocab_rows, seq_len=ns["seq_length"],
+            gated_mlp=bool(ns["swiglu"] or ns["quick_geglu"]),
+            tied_embeddings=not ns["untie_embeddings_and_output_weights"],
+            qkv_bias=bias or bool(ns["add_qkv_bias"]), out_bias=bias, mlp_bias=bias,
+            norm=norm, learned_positions=learned,
+            attention_sinks=ns.get("softmax_type") == "learnable",
+            mtp_layers=ns.get("mtp_num_layers") or 0, **attention_fields(ns),
+            **moe_fields(ns, layers, ffn), **window_fields(ns, layers))
+    except LedgerError as e:
+        raise LedgerError("from_megatron", f"{name}: {e}") from None
+
+
+def precision(ns: dict) -> tuple[str, list[str]]:
+    """The ledger's precision for the launch, and what it cannot express."""
+    unpriced = []
+    bf16_grads = ns["grad_reduce_in_bf16"] or (
+        ns["use_megatron_fsdp"] and ns.get("megatron_fsdp_main_grads_dtype") == "bf16")
+    if ns.get("fp8"):  # --fp8-format (transformer_config.py:587-588)
+        from ledger.frameworks import spell
+
+        recipe = ns.get("fp8_recipe") or "delayed"
+        if bf16_grads:
+            unpriced.append("BF16 gradients under FP8 (priced as Megatron's fp32 main grads)")
+        return spell(recipe, bool(ns["fp8_param_gather"])), unpriced
+    if ns["fp16"]:
+        return "fp16", unpriced
+    if ns["bf16"]:
+        return ("bf16" if bf16_grads else "bf16-fp32grad"), unpriced
+    return "fp32", unpriced

@@ -1,0 +1,787 @@
+"""A launch script read as bash reads it, within reason: the commands it would run.
+
+``commands(text, path, args)`` runs a small bash in Python over the script and returns
+every command line it would execute, expanded: variables (``$X``, ``${X:-default}``,
+``${X:=v}``, ``${X:+v}``, ``${#X}``), positional arguments, arrays (``X=( ... )``,
+``X+=( ... )``, ``"${X[@]}"`` one word per element, unquoted ``${X[@]}`` split again),
+``export``/``unset``, quotes, ``\\`` continuations, ``$(( ))`` arithmetic, ``if``/``elif``/
+``case``/``while``/``for``, ``&&``/``||``, ``source`` (files beside the script),
+``bash -c STRING`` and here-documents fed to ``bash``/``sbatch`` (run as scripts).
+
+What it cannot know it fixes by rule, so a file always reads the same way: the process
+environment is never read (unset variables are empty, as in a clean shell); file tests
+(``-f``, ``-d``, ``-e``) are true (the paths a script checks are taken to exist); a
+positional argument not given expands to the placeholder ``<$N>``; of command
+substitutions only ``dirname``, ``basename``, ``readlink -f``, ``realpath``, ``pwd`` and
+``echo`` are evaluated, others give an empty string. Nothing is executed. Loops stop after
+``MAX_STEPS`` iterations in all, so no script runs unbounded.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+import operator
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ledger.errors import LedgerError
+
+MAX_STEPS = 10_000  # loop iterations and sourced files, all together
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
+_OPS = ("&&", "||", ";;", ";", "|", "&", "(", ")", "\n")
+_NOTHING = ("", None)  # what an empty "${X[@]}" contributes: not even an empty word
+
+
+class _Exit(Exception):
+    pass
+
+
+@dataclass
+class _Word:
+    parts: list  # (kind, value): lit | sq | dq (list of parts) | var | cmd | arith
+
+    @property
+    def plain(self) -> str | None:
+        """The text of an unquoted literal word, else None."""
+        if len(self.parts) == 1 and self.parts[0][0] == "lit":
+            return self.parts[0][1]
+        return None
+
+
+@dataclass
+class _Cmd:
+    words: list
+    heredoc: tuple | None = None  # (body, quoted)
+
+
+@dataclass
+class _Heredoc:
+    heredoc: tuple  # (delimiter, quoted, strip) until its line ends, then (body, quoted)
+
+
+@dataclass
+class _Array:
+    name: str
+    append: bool
+    words: list
+
+
+@dataclass
+class _State:
+    path: str
+    args: list
+    vars: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+    found: list = field(default_factory=list)
+    steps: int = 0
+
+
+# ---------------------------------------------------------------- lexing
+class _Lexer:
+    def __init__(self, text: str, path: str):
+        self.s, self.i, self.path = text, 0, path
+        self.pending: list = []  # here-documents waiting for the end of the line
+
+    def fail(self, what: str):
+        line = self.s.count("\n", 0, self.i) + 1
+        raise LedgerError("from_megatron", f"{self.path}:{line}: {what}")
+
+    def tokens(self) -> list:
+        out = []
+        while True:
+            tok = self.next()
+            if tok is None:
+                return out
+            out.append(tok)
+
+    def next(self):
+        s = self.s
+        while self.i < len(s):
+            c = s[self.i]
+            if c in " \t":
+                self.i += 1
+            elif c == "\\" and s.startswith("\\\n", self.i):
+                self.i += 2
+            elif c == "#":
+                while self.i < len(s) and s[self.i] != "\n":
+                    self.i += 1
+            else:
+                break
+        if self.i >= len(s):
+            return None
+        if s[self.i] == "\n":
+            self.i += 1
+            for target in self.pending:
+                target.heredoc = self._heredoc_body(*target.heredoc)
+            self.pending = []
+            return ("op", "\n")
+        if s.startswith("<<", self.i) and not s.startswith("<<<", self.i):
+            self.i += 2
+            strip = s.startswith("-", self.i)
+            self.i += strip
+            while s[self.i] in " \t":
+                self.i += 1
+            word = self.word()
+            doc = _Heredoc((self._text(word), any(k != "lit" for k, _ in word.parts), strip))
+            self.pending.append(doc)
+            return ("heredoc", doc)
+        m = re.match(r"\d*(>>|>&|<&|&>|>|<)", s[self.i:])
+        if m:
+            self.i += m.end()
+            while s[self.i] in " \t":
+                self.i += 1
+            self.word()  # the redirection's target: dropped
+            return ("redir", None)
+        for op in _OPS:
+            if s.startswith(op, self.i):
+                self.i += len(op)
+                return ("op", op)
+        m = _ASSIGN.match(s, self.i)
+        if m and s.startswith("(", m.end()):
+            self.i = m.end() + 1
+            return ("array", _Array(m.group(1), bool(m.group(2)), self._array_words()))
+        return ("word", self.word())
+
+    def _array_words(self) -> list:
+        words = []
+        while True:
+            tok = self.next()
+            if tok is None:
+                self.fail("unterminated array ( ... )")
+            if tok == ("op", ")"):
+                return words
+            if tok[0] == "word":
+                words.append(tok[1])
+
+    @staticmethod
+    def _text(word: _Word) -> str:
+        out = []
+        for kind, v in word.parts:
+            out.append("".join(x[1] for x in v) if kind == "dq" else v)
+        return "".join(out)
+
+    def _heredoc_body(self, delim: str, quoted: bool, strip: bool):
+        lines, s = [], self.s
+        while self.i < len(s):
+            end = s.find("\n", self.i)
+            end = len(s) if end < 0 else end
+            line = s[self.i:end]
+            self.i = end + 1
+            if (line.lstrip("\t") if strip else line) == delim:
+                return ("\n".join(lines) + "\n", quoted)
+            lines.append(line.lstrip("\t") if strip else line)
+        self.fail(f"here-document ends before its delimiter {delim!r}")
+
+    def word(self) -> _Word:
+        parts, s = [], self.s
+        lit = []
+
+        def flush():
+            if lit:
+                parts.append(("lit", "".join(lit)))
+                lit.clear()
+        while self.i < len(s):
+            c = s[self.i]
+            if c in " \t\n;&|()<>":
+                break
+            if c == "\\":
+                if s.startswith("\\\n", self.i):
+                    self.i += 2
+                    continue
+                flush()
+                parts.append(("sq", s[self.i + 1:self.i + 2]))
+                self.i += 2
+            elif c == "'":
+                end = s.find("'", self.i + 1)
+                if end < 0:
+                    self.fail("unterminated single quote")
+                flush()
+                parts.append(("sq", s[self.i + 1:end]))
+                self.i = end + 1
+            elif c == '"':
+                flush()
+                self.i += 1
+                parts.append(("dq", self._dquoted()))
+            elif c == "$":
+                flush()
+                parts.append(self._dollar())
+            else:
+                lit.append(c)
+                self.i += 1
+        flush()
+        return _Word(parts)
+
+    def _dquoted(self) -> list:
+        parts, lit, s = [], [], self.s
+        while True:
+            if self.i >= len(s):
+                self.fail("unterminated double quote")
+            c = s[self.i]
+            if c == '"':
+                self.i += 1
+                break
+            if c == "\\" and self.i + 1 < len(s) and s[self.i + 1] in '$`"\\\n':
+                if s[self.i + 1] != "\n":
+                    lit.append(s[self.i + 1])
+                self.i += 2
+            elif c == "$":
+                if lit:
+                    parts.append(("lit", "".join(lit)))
+                    lit = []
+                parts.append(self._dollar())
+            else:
+                lit.append(c)
+                self.i += 1
+        if lit:
+            parts.append(("lit", "".join(lit)))
+        return parts
+
+    def _dollar(self):
+        s = self.s
+        if s.startswith("$((", self.i):
+            end = self._match(self.i + 3, "((", "))")
+            expr, self.i = s[self.i + 3:end], end + 2
+            return ("arith", expr)
+        if s.startswith("$(", self.i):
+            end = self._match(self.i + 2, "(", ")")
+            cmd, self.i = s[self.i + 2:end], end + 1
+            return ("cmd", cmd)
+        if s.startswith("${", self.i):
+            end = self._match(self.i + 2, "{", "}")
+            expr, self.i = s[self.i + 2:end], end + 1
+            return ("var", expr)
+        m = _NAME.match(s, self.i + 1) or re.compile(r"[0-9#@*?$!]").match(s, self.i + 1)
+        if not m:
+            self.i += 1
+            return ("lit", "$")
+        self.i = m.end()
+        return ("var", m.group(0))
+
+    def _match(self, start: int, open_: str, close: str) -> int:
+        depth, j, s = 1, start, self.s
+        while j < len(s):
+            if s.startswith(close, j):
+                depth -= 1
+                if depth == 0:
+                    return j
+                j += len(close)
+            elif s.startswith(open_, j):
+                depth += 1
+                j += len(open_)
+            elif s[j] == "'" and open_ != "{":
+                j = s.find("'", j + 1) + 1 or len(s)
+            else:
+                j += 1
+        self.fail(f"unterminated ${open_}")
+
+
+# ---------------------------------------------------------------- parsing
+def _parse(tokens: list) -> list:
+    """Statements: ('cmd', _Cmd) | ('array', _Array) | ('if', [(cond, body)], else) |
+    ('while', cond, body, until) | ('for', name, words, body) | ('case', word, arms) |
+    ('group', body), each with its connector to the next ('&&', '||' or None)."""
+    stmts, _ = _block(tokens, 0, ())
+    return stmts
+
+
+def _block(toks: list, i: int, ends: tuple) -> tuple[list, int]:
+    out, conn = [], None
+    while i < len(toks):
+        kind, v = toks[i]
+        if kind == "op" and v in ("\n", ";", "&"):
+            i += 1
+            continue
+        if kind == "word" and v.plain in ends:
+            return out, i
+        if kind == "op" and v in ends:
+            return out, i
+        stmt, i = _statement(toks, i)
+        nxt = toks[i] if i < len(toks) else None
+        conn = nxt[1] if nxt and nxt[0] == "op" and nxt[1] in ("&&", "||", "|") else None
+        out.append((stmt, conn))
+        if conn:
+            i += 1
+    if ends:
+        raise LedgerError("from_megatron", f"the script ends before {' or '.join(ends)}")
+    return out, i
+
+
+def _expect(toks, i, word):
+    if i >= len(toks) or toks[i][0] != "word" or toks[i][1].plain != word:
+        raise LedgerError("from_megatron", f"expected {word!r} in the script")
+    return i + 1
+
+
+def _statement(toks: list, i: int):
+    kind, v = toks[i]
+    head = v.plain if kind == "word" else None
+    if head == "if":
+        arms, els = [], None
+        while True:
+            cond, i = _block(toks, i + 1, ("then",))
+            body, i = _block(toks, i + 1, ("elif", "else", "fi"))
+            arms.append((cond, body))
+            word = toks[i][1].plain
+            if word == "else":
+                els, i = _block(toks, i + 1, ("fi",))
+            if word != "elif":
+                return ("if", arms, els), i + 1
+    if head in ("while", "until"):
+        cond, i = _block(toks, i + 1, ("do",))
+        body, i = _block(toks, i + 1, ("done",))
+        return ("while", cond, body, head == "until"), i + 1
+    if head == "for":
+        name = toks[i + 1][1].plain
+        i += 2
+        words = []
+        if i < len(toks) and toks[i][0] == "word" and toks[i][1].plain == "in":
+            i += 1
+            while toks[i][0] == "word":
+                words.append(toks[i][1])
+                i += 1
+        body, i = _block(toks, _expect(toks, _skip_sep(toks, i), "do"), ("done",))
+        return ("for", name, words, body), i + 1
+    if head == "case":
+        return _case(toks, i)
+    if head == "{":
+        body, i = _block(toks, i + 1, ("}",))
+        return ("group", body), i + 1
+    if kind == "op" and v == "(":
+        body, i = _block(toks, i + 1, (")",))
+        return ("group", body), i + 1
+    if kind == "array":
+        return ("array", v), i + 1
+    cmd = _Cmd([])
+    while i < len(toks) and toks[i][0] in ("word", "redir", "heredoc", "array"):
+        k, val = toks[i]
+        if k == "word":
+            cmd.words.append(val)
+        elif k == "heredoc":
+            cmd.heredoc = val.heredoc
+        elif k == "array":  # `local X=( ... )` and the like
+            cmd.words.append(("array", val))
+        i += 1
+    return ("cmd", cmd), i
+
+
+def _skip_sep(toks, i):
+    while i < len(toks) and toks[i][0] == "op" and toks[i][1] in ("\n", ";"):
+        i += 1
+    return i
+
+
+def _case(toks, i):
+    word = toks[i + 1][1]
+    i = _expect(toks, _skip_sep(toks, i + 2), "in")
+    arms = []
+    while True:
+        i = _skip_sep(toks, i)
+        if toks[i][0] == "word" and toks[i][1].plain == "esac":
+            return ("case", word, arms), i + 1
+        if toks[i] == ("op", "("):
+            i += 1
+        pats = []
+        while toks[i] != ("op", ")"):
+            if toks[i][0] == "word":
+                pats.append(toks[i][1])
+            i += 1
+        body, i = _block(toks, i + 1, (";;", "esac"))
+        arms.append((pats, body))
+        if toks[i] == ("op", ";;"):
+            i += 1
+
+
+# ---------------------------------------------------------------- expansion
+def _var(st: _State, expr: str, quoted: bool) -> list:
+    """${...} or $NAME as fields-to-be: a list of (text, splittable) segments, with None
+    between the elements of a quoted ${X[@]}."""
+    m = re.fullmatch(r"#([A-Za-z_]\w*)(\[[@*]\])?", expr)
+    if m:
+        n = m.group(1)
+        return [(str(len(st.arrays.get(n, [])) if m.group(2) else len(_get(st, n))), True)]
+    m = re.fullmatch(r"([A-Za-z_]\w*)\[([@*])\]", expr)
+    if m:
+        items = st.arrays.get(m.group(1), [st.vars[m.group(1)]] if m.group(1) in st.vars
+                              else [])
+        if quoted and m.group(2) == "@":
+            out = []
+            for k, item in enumerate(items):
+                out += ([None] if k else []) + [(item, False)]
+            return out or [_NOTHING]
+        return [(" ".join(items), not quoted)]
+    m = re.fullmatch(r"([A-Za-z_]\w*|[0-9]+|[@*#?$!])(?:\[(\d+)\])?(?:(:?[-=+?])(.*))?", expr,
+                     re.S)
+    if not m:
+        return [("${" + expr + "}", False)]
+    name, index, op, arg = m.groups()
+    if name in ("@", "*"):
+        if quoted and name == "@":
+            out = []
+            for k, a in enumerate(st.args):
+                out += ([None] if k else []) + [(a, False)]
+            return out or [_NOTHING]
+        return [(" ".join(st.args), not quoted)]
+    value = _get(st, name, index)
+    unset = value is None or (op and op.startswith(":") and value == "")
+    if op and op.endswith(("-", "=")) and unset:
+        value = _expand_text(st, arg)
+        if op.endswith("="):
+            st.vars[name] = value
+    elif op and op.endswith("+"):
+        value = "" if unset else _expand_text(st, arg)
+    if value is None:
+        value = f"<${name}>" if name.isdigit() and name != "0" else ""
+    return [(value, not quoted)]
+
+
+def _get(st: _State, name: str, index: str | None = None) -> str | None:
+    if name.isdigit():
+        n = int(name)
+        return st.path if n == 0 else (st.args[n - 1] if n <= len(st.args) else None)
+    if name == "#":
+        return str(len(st.args))
+    if name in ("?", "$", "!"):
+        return "0"
+    if name in st.arrays:
+        items = st.arrays[name]
+        k = int(index or 0)
+        return items[k] if k < len(items) else None
+    return st.vars.get(name)
+
+
+def _expand_text(st: _State, text: str) -> str:
+    """A ${X:-word} default: the word expanded, quotes removed, no splitting."""
+    lexer = _Lexer(text, st.path)
+    return " ".join(_fields(st, lexer.word(), split=False))
+
+
+def _pattern(st: _State, word: _Word) -> str:
+    """A [[ == ]] / case pattern: glob characters active where unquoted."""
+    out = []
+    for kind, v in word.parts:
+        text = "".join(_fields(st, _Word([(kind, v)]), split=False))
+        out.append(text if kind in ("lit", "var") else re.sub(r"([*?\[])", r"[\1]", text))
+    return "".join(out)
+
+
+def _segments(st: _State, parts: list, quoted: bool = False) -> list:
+    out = []
+    for kind, v in parts:
+        if kind in ("lit", "sq"):
+            out.append((v, False))
+        elif kind == "dq":
+            out += _segments(st, v, quoted=True) if v else [("", False)]
+        elif kind == "var":
+            out += _var(st, v, quoted)
+        elif kind == "arith":
+            out.append((str(_arith(st, v)), not quoted))
+        elif kind == "cmd":
+            out.append((_substitute(st, v), not quoted))
+    return out
+
+
+def _fields(st: _State, word: _Word, split: bool = True) -> list[str]:
+    fields, cur, started = [], [], False
+    for seg in _segments(st, word.parts):
+        if seg is None:  # between the elements of "${X[@]}"
+            fields.append("".join(cur))
+            cur, started = [], False
+            continue
+        text, splittable = seg
+        if splittable is None:  # an empty "${X[@]}": no word at all
+            continue
+        if not (splittable and split):
+            cur.append(text)
+            started = True
+            continue
+        for ch in text:
+            if ch in " \t\n":
+                if started:
+                    fields.append("".join(cur))
+                cur, started = [], False
+            else:
+                cur.append(ch)
+                started = True
+    if started:
+        fields.append("".join(cur))
+    return fields
+
+
+def _word_fields(st: _State, words: list) -> list[str]:
+    out = []
+    for w in words:
+        out += _fields(st, w)
+    return out
+
+
+_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+          ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod}
+
+
+def _arith(st: _State, expr: str) -> int:
+    """$(( )) over integers: + - * / % and parentheses; names are variables (0 if unset)."""
+    text = re.sub(r"\$\{?([A-Za-z_]\w*|\d+)\}?|([A-Za-z_]\w*)",
+                  lambda m: _get(st, m.group(1) or m.group(2)) or "0", expr.replace('"', ""))
+
+    def ev(n):
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return n.value
+        if isinstance(n, ast.BinOp) and type(n.op) in _ARITH:
+            right = ev(n.right)
+            if isinstance(n.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
+                raise ValueError
+            return _ARITH[type(n.op)](ev(n.left), right)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
+        raise ValueError
+    try:
+        return ev(ast.parse(text.strip() or "0", mode="eval").body)
+    except (ValueError, SyntaxError):
+        raise LedgerError("from_megatron", f"{st.path}: $(( {expr} )) is not integer "
+                                           f"arithmetic") from None
+
+
+def _substitute(st: _State, cmd: str) -> str:
+    words = _word_fields(st, [w for k, w in _Lexer(cmd, st.path).tokens() if k == "word"])
+    if not words:
+        return ""
+    name, rest = words[0], [w for w in words[1:] if not w.startswith("-")]
+    if name == "dirname" and rest:
+        return os.path.dirname(rest[0]) or "."
+    if name == "basename" and rest:
+        return os.path.basename(rest[0])
+    if name in ("readlink", "realpath") and rest:
+        return os.path.abspath(rest[0])
+    if name == "pwd":
+        return os.getcwd()
+    if name == "echo":
+        return " ".join(words[1:])
+    return ""
+
+
+# ---------------------------------------------------------------- running
+def _test(st: _State, args: list[str]) -> bool:
+    """[ ... ] / [[ ... ]] / test: strings, integers, file tests (true), ! && || -o -a."""
+    for op in ("||", "-o"):
+        if op in args:
+            k = args.index(op)
+            return _test(st, args[:k]) or _test(st, args[k + 1:])
+    for op in ("&&", "-a"):
+        if op in args:
+            k = args.index(op)
+            return _test(st, args[:k]) and _test(st, args[k + 1:])
+    if args[:1] == ["!"]:
+        return not _test(st, args[1:])
+    if len(args) == 1:
+        return args[0] != ""
+    if len(args) == 2:
+        op, x = args
+        if op == "-z":
+            return x == ""
+        if op == "-n":
+            return x != ""
+        return True  # -f -d -e -x -s -r -w: the paths a script checks are taken to exist
+    if len(args) == 3:
+        a, op, b = args
+        if op in ("=", "=="):
+            return fnmatch.fnmatchcase(a, b)
+        if op == "!=":
+            return not fnmatch.fnmatchcase(a, b)
+        ints = {"-eq": operator.eq, "-ne": operator.ne, "-gt": operator.gt,
+                "-lt": operator.lt, "-ge": operator.ge, "-le": operator.le}
+        if op in ints:
+            try:
+                return ints[op](int(a), int(b))
+            except ValueError:
+                return False
+    return False
+
+
+def _run(st: _State, stmts: list) -> int:
+    status, skip = 0, None
+    for stmt, conn in stmts:
+        if skip is None or (skip == "&&" and status == 0) or (skip == "||" and status != 0):
+            status = _one(st, stmt)
+        skip = conn if conn in ("&&", "||") else None
+    return status
+
+
+def _tick(st: _State) -> None:
+    st.steps += 1
+    if st.steps > MAX_STEPS:
+        raise LedgerError("from_megatron", f"{st.path}: more than {MAX_STEPS} loop steps; "
+                                           f"the reader stops here")
+
+
+def _one(st: _State, stmt) -> int:
+    kind = stmt[0]
+    if kind == "cmd":
+        return _command(st, stmt[1])
+    if kind == "array":
+        _assign_array(st, stmt[1])
+        return 0
+    if kind == "group":
+        return _run(st, stmt[1])
+    if kind == "if":
+        for cond, body in stmt[1]:
+            if _run(st, cond) == 0:
+                return _run(st, body)
+        return _run(st, stmt[2]) if stmt[2] else 0
+    if kind == "while":
+        _, cond, body, until = stmt
+        while (_run(st, cond) == 0) != until:
+            _tick(st)
+            _run(st, body)
+        return 0
+    if kind == "for":
+        _, name, words, body = stmt
+        for value in (_word_fields(st, words) if words else list(st.args)):
+            _tick(st)
+            st.vars[name] = value
+            _run(st, body)
+        return 0
+    _, word, arms = stmt  # case
+    value = " ".join(_fields(st, word, split=False))
+    for pats, body in arms:
+        if any(fnmatch.fnmatchcase(value, _pattern(st, pat)) for pat in pats):
+            return _run(st, body)
+    return 0
+
+
+def _assign_array(st: _State, arr: _Array) -> None:
+    items = _word_fields(st, arr.words)
+    st.arrays[arr.name] = (st.arrays.get(arr.name, []) if arr.append else []) + items
+    st.vars.pop(arr.name, None)
+
+
+def _assign(st: _State, word: _Word) -> bool:
+    """NAME=value / NAME+=value at the head of a command; True if it was one."""
+    if not word.parts or word.parts[0][0] != "lit":
+        return False
+    m = _ASSIGN.match(word.parts[0][1])
+    if not m:
+        return False
+    rest = _Word([("lit", word.parts[0][1][m.end():])] + word.parts[1:])
+    value = " ".join(_fields(st, rest, split=False))
+    name = m.group(1)
+    if m.group(2):
+        value = (st.vars.get(name) or "") + value
+    st.arrays.pop(name, None)
+    st.vars[name] = value
+    return True
+
+
+def _command(st: _State, cmd: _Cmd) -> int:
+    words = list(cmd.words)
+    while words and not isinstance(words[0], tuple) and _assign(st, words[0]):
+        words.pop(0)
+    if not words:
+        return 0
+    if isinstance(words[0], tuple):
+        return 0
+    argv = []
+    for w in words:
+        if isinstance(w, tuple):  # declare/local/export X=( ... )
+            _assign_array(st, w[1])
+        else:
+            argv += _fields(st, w)
+    if not argv:
+        return 0
+    name = argv[0]
+    if name in ("export", "declare", "local", "readonly", "typeset"):
+        for w in words[1:]:
+            if not isinstance(w, tuple):
+                _assign(st, w)
+        return 0
+    if name == "unset":
+        for n in argv[1:]:
+            st.vars.pop(n, None)
+            st.arrays.pop(n, None)
+        return 0
+    if name == "[[":  # no splitting inside; the right of == is a pattern
+        body = [" ".join(_fields(st, w, split=False)) for w in words[1:-1]]
+        for k, op in enumerate(body[1:-1], 1):
+            if op in ("==", "=", "!="):
+                body[k + 1] = _pattern(st, words[k + 2])
+        return 0 if _test(st, body) else 1
+    if name in ("[", "test"):
+        body = argv[1:-1] if name == "[" else argv[1:]
+        return 0 if _test(st, body) else 1
+    if name == "exit":
+        raise _Exit
+    if name == "shift":
+        n = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 1
+        st.args = st.args[n:]
+        return 0
+    if name in ("true", ":"):
+        return 0
+    if name == "false":
+        return 1
+    if name in ("source", "."):
+        return _source(st, argv[1:])
+    if any(os.path.basename(w) == "pretrain_gpt.py" for w in argv):
+        st.found.append(argv)
+        return 0
+    if name in ("bash", "sh") or (name in ("srun",) and "-c" in argv):
+        if "-c" in argv and argv.index("-c") + 1 < len(argv):
+            k = argv.index("-c")
+            _nested(st, argv[k + 1], argv[k + 2:])
+        elif cmd.heredoc:
+            _nested(st, _heredoc(st, cmd.heredoc), [])
+        return 0
+    if name == "sbatch" and cmd.heredoc:
+        _nested(st, _heredoc(st, cmd.heredoc), [])
+    return 0
+
+
+def _heredoc(st: _State, doc: tuple) -> str:
+    body, quoted = doc
+    if quoted:
+        return body
+    parts = _Lexer('"' + body.replace('"', '\\"') + '"', st.path).word().parts
+    return "".join(_fields(st, _Word(parts), split=False))
+
+
+def _nested(st: _State, text: str, args: list[str]) -> None:
+    _tick(st)
+    saved = st.args
+    st.args = args
+    try:
+        _run(st, _parse(_Lexer(text, st.path).tokens()))
+    except _Exit:
+        pass
+    st.args = saved
+
+
+def _source(st: _State, argv: list[str]) -> int:
+    if not argv:
+        return 1
+    p = Path(argv[0])
+    if not p.is_absolute():
+        p = Path(st.path).parent / p
+    if not p.is_file():
+        return 1
+    _tick(st)
+    saved, st.args = st.args, argv[1:] or st.args
+    saved_path, st.path = st.path, str(p)
+    _run(st, _parse(_Lexer(p.read_text(encoding="utf-8"), str(p)).tokens()))
+    st.args, st.path = saved, saved_path
+    return 0
+
+
+def commands(text: str, path: str, args: tuple[str, ...] = (),
+             env: dict[str, str] | None = None) -> tuple[list[list[str]], dict]:
+    """The ``pretrain_gpt.py`` command lines the script would run (each as its words, the
+    launcher's included), and the variables it ends with. ``env`` holds variables set
+    before the script (``TP=8 script.sh``)."""
+    st = _State(path=os.path.abspath(path), args=list(args), vars=dict(env or {}))
+    try:
+        _run(st, _parse(_Lexer(text, path).tokens()))
+    except _Exit:
+        pass
+    except RecursionError:
+        raise LedgerError("from_megatron", f"{path}: nested too deeply to read") from None
+    return st.found, {**st.vars, **{k: " ".join(v) for k, v in st.arrays.items()}}
