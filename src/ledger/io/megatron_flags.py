@@ -91,6 +91,8 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         flags["moe_dispatcher"] = ns["moe_token_dispatcher_type"]
     flags |= _pipeline(ns, path)
     unpriced = []
+    if ns["recompute_activations"]:  # arguments.py:607-608
+        ns["recompute_granularity"] = "selective"
     if ns.get("recompute_granularity"):
         kind, odd = _recompute(ns, ns["num_layers"] // pp)
         flags["recompute"] = kind

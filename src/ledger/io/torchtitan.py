@@ -1,21 +1,34 @@
-"""``--from-torchtitan FILE``: a torchtitan job TOML (the TOML-era config, torchtitan at
-238fa99, the parent of 9810191 which replaced TOML files with Python registries).
+"""``--from-torchtitan FILE``: a torchtitan job TOML, read as torchtitan reads it at the
+TOML-era commit it belongs to: v0.1.0 (f7084fc) or 238fa99 (v0.2.2 + 2, the parent of
+9810191, which replaced TOML files with Python registries).
 
-Keys and defaults, torchtitan/config/job_config.py at that commit: [model] name "llama3",
-flavor "debugmodel" (:100-104); [training] local_batch_size 8, global_batch_size -1
-(= local_batch_size x data-parallel degree), seq_len 2048 (:253-261); [parallelism]
-data_parallel_replicate_degree 1, data_parallel_shard_degree -1 (the ranks left over),
-fsdp_reshard_after_forward "default", tensor_parallel_degree 1, pipeline_parallel_degree
-1, pipeline_parallel_layers_per_stage None, pipeline_parallel_schedule "1F1B",
-pipeline_parallel_microbatch_size 1, context_parallel_degree 1, expert_parallel_degree 1
-(:313-454); [activation_checkpoint] mode "selective" (:652). The data-parallel degree is
-replicate x shard (torchtitan/train.py:196-213); FSDP shards over shard x cp, so shard > 1
-or cp > 1 is ZeRO-3 and replicate > 1 with it is HSDP. A looped schedule holds 2 stages
-per rank unless pipeline_parallel_layers_per_stage says otherwise
-(torchtitan/distributed/pipeline_parallel.py:111-115). Flavours map to the presets with
-the same shape (torchtitan/models/llama3/__init__.py: 8B, 70B, 405B).
-Keys of sections that change nothing the ledger prices (job, metrics, optimizer,
-lr_scheduler, checkpoint, ...) are accepted; any other key is refused by name.
+The commit is the one whose JobConfig (``data/torchtitan_<commit>.json``, every section,
+key and default, with the extensions a job names in ``job.custom_config_module`` or
+``experimental.custom_args_module``) knows the file's keys; on a tie, 238fa99. At 238fa99
+an unknown key is refused, as torchtitan's ConfigManager refuses it (config/manager.py
+:160-171); at v0.1.0 it is dropped, as ``_dict_to_dataclass`` drops it
+(config_manager.py:805-817), and listed with --verbose.
+
+The model is ``model.name`` + ``model.flavor`` from torchtitan's own flavours
+(``ledger.io.titan_models``); FLUX and the VLM are not decoder LMs and are refused, as is a
+name the commit does not register (238fa99 protocols/train_spec.py:71-87; v0.1.0 :108-112).
+Converters (238fa99 components/quantization/float8.py:238-239, mx.py:171-172; v0.1.0
+float8.py:131): ``quantize.linear.float8`` [v0.1.0 ``float8``] is the FP8 recipe of
+``recipe_name`` (torchao tensorwise by default), with ``enable_fsdp_float8_all_gather`` its
+FP8 all-gather; an unregistered converter name is refused (protocols/model_converter.py
+:61-63 raises KeyError); the quantize sections without their converter are inert.
+
+Placement (238fa99 config/job_config.py:253-474, distributed/parallel_dims.py:44-56,
+136-138; torchtitan/train.py:196-215): data-parallel degree = replicate x shard (shard -1
+takes the ranks left over); FSDP shards over shard x cp, so shard > 1 or cp > 1 is ZeRO-3,
+with replicate > 1 HSDP; the global batch defaults to local x dp, micro-batch = local
+batch unless pp > 1 (then pipeline_parallel_microbatch_size); fsdp_reshard_after_forward
+"default" reshards unless pp > 1 (models/llama3/infra/parallelize.py:319-331); a looped
+schedule holds 2 stages per rank unless pipeline_parallel_layers_per_stage says otherwise
+(distributed/pipeline_parallel.py:111-115); expert_tensor_parallel_degree has no effect at
+ep 1 and must be 1 or tp otherwise (parallel_dims.py:55-56). activation_checkpoint.mode
+none / full, and selective with option "1" (every layer: full), are exact; selective
+every N-th layer or per-op, and memory_budget, are priced as selective recompute.
 """
 from __future__ import annotations
 
@@ -23,140 +36,279 @@ import tomllib
 
 from ledger.errors import LedgerError
 from ledger.io.launch import Launch, read_text
-from ledger.model import preset
+from ledger.io.titan_models import COMMITS, FAMILIES, flavours, spec, tables
 
-FLAVOURS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b",
-            ("llama3", "405B"): "llama3-405b"}
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved",
              "InterleavedZeroBubble": "interleaved-zb", "ZBVZeroBubble": "zb-v"}
 LOOPED = ("interleaved", "interleaved-zb", "zb-v")
-_PRICED = {
-    "model": {"name": "llama3", "flavor": "debugmodel", "hf_assets_path": None,
-              "tokenizer_path": None, "converters": [], "print_after_conversion": False},
-    "training": {"local_batch_size": 8, "batch_size": None, "global_batch_size": -1,
-                 "seq_len": 2048, "dataset": None, "dataset_path": None, "max_norm": None,
-                 "steps": None, "gc_freq": None, "mixed_precision_param": "bfloat16",
-                 "mixed_precision_reduce": "float32", "dtype": None},
-    "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
-                    "fsdp_reshard_after_forward": "default", "tensor_parallel_degree": 1,
-                    "pipeline_parallel_degree": 1, "pipeline_parallel_schedule": "1F1B",
-                    "pipeline_parallel_microbatch_size": 1,
-                    "pipeline_parallel_layers_per_stage": None,
-                    "context_parallel_degree": 1, "expert_parallel_degree": 1,
-                    "enable_async_tensor_parallel": False, "disable_loss_parallel": False,
-                    "context_parallel_rotate_method": "allgather"},
-    "activation_checkpoint": {"mode": "selective", "selective_ac_option": "2"},
-}
-_UNPRICED = ("job", "profiling", "metrics", "optimizer", "lr_scheduler", "checkpoint",
-             "comm", "validation", "experimental", "fault_tolerance", "memory_estimation",
-             "dataloader")
+NOT_LM = {"flux": "FLUX is a diffusion model", "vlm": "a vision tower with a language model",
+          "transformers_modeling_backend": "its shape is a Hugging Face config.json (give "
+          "that file as the model instead)"}
+REGISTERED = {"238fa9953e": {"deepseek_v3", "flux", "gpt_oss", "llama3", "llama3_ft", "llama4",
+                             "qwen3", "vlm", "transformers_modeling_backend"},
+              "f7084fc785": {"llama3", "llama4", "flux"}}
+FP8 = {"238fa9953e": ("quantize.linear.float8", "quantize.linear.float8"),
+       "f7084fc785": ("float8", "float8")}  # converter name -> its options' section
+CONVERTERS = {"238fa9953e": ("quantize.linear.float8", "quantize.grouped_mm.float8",
+                             "quantize.linear.mx", "quantize.grouped_mm.mx"),
+              "f7084fc785": ("float8", "mx")}
+_TORCHAO = {None: "tensorwise", "tensorwise": "tensorwise", "rowwise": "rowwise"}
 
 
-def sections(raw: dict, path: str) -> dict:
-    """Each priced section with torchtitan's defaults filled in; unknown keys refused."""
-    out = {}
-    for name, value in raw.items():
-        if name in _UNPRICED:
-            continue
-        if name not in _PRICED or not isinstance(value, dict):
-            raise LedgerError("from_torchtitan", f"[{name}] in {path} is not modelled by the "
-                                                 f"ledger")
-        for key in value:
-            if key not in _PRICED[name]:
-                raise LedgerError("from_torchtitan", f"{name}.{key} in {path} is not "
-                                                     f"modelled by the ledger")
-    for name, defaults in _PRICED.items():
-        out[name] = defaults | raw.get(name, {})
+def _keys(raw: dict, prefix: str = "") -> dict:
+    """{"section": {key: value}} of a TOML, nested tables as dotted sections."""
+    out: dict = {}
+    for k, v in raw.items():
+        name = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out |= _keys(v, name) or {name: {}}
+        else:
+            out.setdefault(prefix, {})[k] = v
     return out
 
 
-def _int(sec: dict, key: str, where: str, low: int = 1) -> int:
-    v = sec[key]
+def _known(short: str, sec: dict) -> dict:
+    """{section: {key: default}} of a commit's JobConfig, with the extensions named."""
+    t = tables(short)
+    known = {s: {k: f["default"] for k, f in keys.items()} for s, keys in t["sections"].items()}
+    for module in (sec.get("job", {}).get("custom_config_module"),
+                   sec.get("experimental", {}).get("custom_args_module")):
+        for rel, sections in t["extensions"].items() if module else ():
+            stem = rel[:-len(".py")].replace("/", ".")
+            if module in (stem, stem.rsplit(".", 1)[0]):
+                for s, keys in sections.items():
+                    known[s] = known.get(s, {}) | {k: f["default"] for k, f in keys.items()}
+    return known
+
+
+def _unknown(sec: dict, known: dict) -> list[str]:
+    out = []
+    for s, keys in sec.items():
+        if s not in known and s.split(".")[0] in ("quantize",) and not keys:
+            continue
+        out += [f"[{s}]"] if s not in known else [f"{s}.{k}" for k in keys if k not in known[s]]
+    return out
+
+
+def commit_of(sec: dict) -> tuple[str, dict, list[str]]:
+    """The commit the file belongs to, its JobConfig with defaults, and unknown keys."""
+    best = None
+    for short in COMMITS:
+        known = _known(short, sec)
+        unknown = _unknown(sec, known)
+        if best is None or len(unknown) < len(best[2]):
+            best = (short, known, unknown)
+    return best
+
+
+def _int(v, where: str, low: int = 1) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < low:
-        raise LedgerError("from_torchtitan", f"{where}.{key} must be an integer >= {low}, "
-                                             f"got {v!r}")
+        raise LedgerError("from_torchtitan", f"{where} must be an integer >= {low}, got {v!r}")
     return v
 
 
-def placement_flags(s: dict, layers: int, gpus: int | None) -> dict:
-    """The CLI flags a job sets (framework torchtitan)."""
-    par, tr = s["parallelism"], s["training"]
-    tp, pp, cp, ep, rep = (_int(par, k, "parallelism") for k in (
+class _Job:
+    """One TOML with torchtitan's defaults under it, and what reading it found."""
+
+    def __init__(self, path: str, sec: dict, short: str, known: dict):
+        self.path, self.short, self.sec = path, short, sec
+        self.cfg = {s: known.get(s, {}) | sec.get(s, {}) for s in known}
+        self.unpriced: list[str] = []
+        self.problems: list[str] = []
+
+    def get(self, key: str):
+        s, _, k = key.rpartition(".")
+        return self.cfg[s][k]
+
+    def given(self, key: str) -> bool:
+        s, _, k = key.rpartition(".")
+        return k in self.sec.get(s, {})
+
+
+def _model(job: _Job, gpus_flags: dict, model_flags: dict):
+    name, flavour = job.get("model.name"), job.get("model.flavor")
+    if name in NOT_LM:
+        job.problems.append(f"model {name}: {NOT_LM[name]}, not a decoder LM")
+        return None
+    if name not in REGISTERED[job.short] or name not in FAMILIES:
+        job.problems.append(f"model.name {name!r} is not a registered train spec at torchtitan "
+                            f"{job.short} (torchtitan refuses it: protocols/train_spec.py)")
+        return None
+    table = flavours(job.short, name)
+    if flavour not in table:
+        job.problems.append(f"model.flavor {flavour!r} is not a flavour of {name} at "
+                            f"{job.short}; known: {', '.join(table)}")
+        return None
+    seq = model_flags.pop("seq_len", None)
+    if seq is not None and job.given("training.seq_len") and seq != job.get("training.seq_len"):
+        raise LedgerError("seq_len", f"given twice: training.seq_len "
+                                     f"{job.get('training.seq_len')} in {job.path}, --seq {seq}")
+    seq = seq or _int(job.get("training.seq_len"), "training.seq_len")
+    vocab = model_flags.pop("vocab", None)
+    if model_flags:
+        raise LedgerError("model", f"{', '.join(model_flags)} beside {job.path}: torchtitan's "
+                                   f"{name} {flavour!r} fixes the shape (only --seq and, where "
+                                   f"the tokenizer sets it, --vocab-size apply)")
+    if table[flavour]["vocab_size"] < 0 and vocab is None:
+        job.problems.append(f"{name} {flavour!r} takes its vocabulary from the tokenizer "
+                            f"(model.tokenizer_path {job.get('model.tokenizer_path')!r}): give "
+                            f"its size with --vocab-size N beside the file")
+        return None
+    return spec(job.short, name, flavour, seq, vocab)
+
+
+def _precision(job: _Job) -> str | None:
+    converters = list(job.get("model.converters"))
+    unknown = [c for c in converters if c not in CONVERTERS[job.short]]
+    if unknown:
+        job.problems.append(f"model.converters {unknown} are not registered at torchtitan "
+                            f"{job.short} (a KeyError in protocols/model_converter.py; known: "
+                            f"{', '.join(CONVERTERS[job.short])})")
+        return None
+    fp8, options = FP8[job.short]
+    job.unpriced += [f"model.converters {c!r} (MXFP8 / grouped-GEMM FP8)" for c in converters
+                     if c != fp8]
+    if fp8 not in converters:
+        return None
+    opts = job.cfg[options]
+    recipe = opts.get("recipe_name")
+    if recipe not in _TORCHAO:
+        job.unpriced.append(f"{options}.recipe_name {recipe!r} (priced as tensorwise)")
+    gather = bool(opts.get("enable_fsdp_float8_all_gather")) and _TORCHAO.get(recipe) == \
+        "tensorwise"
+    return "fp8" + ("" if recipe is None else f"-{_TORCHAO.get(recipe, 'tensorwise')}") + \
+        ("+param-gather" if gather else "")
+
+
+def _placement(job: _Job, layers: int, gpus: int | None) -> dict:
+    par = job.cfg["parallelism"]
+    tp, pp, cp, rep = (_int(par[k], f"parallelism.{k}") for k in (
         "tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree",
-        "expert_parallel_degree", "data_parallel_replicate_degree"))
+        "data_parallel_replicate_degree"))
+    ep = _int(par.get("expert_parallel_degree", 1), "parallelism.expert_parallel_degree")
     shard = par["data_parallel_shard_degree"]
     if shard == -1:
         if gpus is None:
             raise LedgerError("from_torchtitan", "parallelism.data_parallel_shard_degree = -1 "
                                                  "takes the ranks left over: give --gpus")
         shard = gpus // (tp * pp * cp * rep)
-    shard = _int({"data_parallel_shard_degree": shard}, "data_parallel_shard_degree",
-                 "parallelism")
+    shard = _int(shard, "parallelism.data_parallel_shard_degree")
     fsdp = shard > 1 or cp > 1
     flags = {"framework": "torchtitan", "tp": tp, "pp": pp, "cp": cp, "ep": ep,
-             "dp": rep * shard, "zero": 3 if fsdp else 0,
-             "gpus": rep * shard * tp * pp * cp}
+             "dp": rep * shard, "zero": 3 if fsdp else 0, "gpus": rep * shard * tp * pp * cp}
     if fsdp and rep > 1:
         flags["hsdp_shard"] = shard * cp
+    etp = par.get("expert_tensor_parallel_degree", 1)
+    if ep > 1 and etp not in (1, tp):
+        job.problems.append(f"parallelism.expert_tensor_parallel_degree {etp} must be 1 or "
+                            f"tp({tp}) (distributed/parallel_dims.py:55-56)")
+    if ep > 1 and etp != tp:
+        job.unpriced.append(f"parallelism.expert_tensor_parallel_degree {etp} with tp {tp} "
+                            f"(priced at etp = tp)")
     reshard = par["fsdp_reshard_after_forward"]
     if reshard not in ("default", "always", "never"):
         raise LedgerError("from_torchtitan", f"parallelism.fsdp_reshard_after_forward "
                                              f"{reshard!r}: default, always or never")
     if reshard == "never":
         flags["no_reshard"] = True
-    local = _int(tr, "batch_size" if tr.get("batch_size") else "local_batch_size", "training")
+    tr = job.cfg["training"]
+    local = _int(tr.get("local_batch_size") or tr.get("batch_size"), "training.local_batch_size")
     glob = tr["global_batch_size"]
     flags["global_batch"] = local * rep * shard if glob == -1 else \
-        _int(tr, "global_batch_size", "training")
-    flags["micro_batch"] = _int(par, "pipeline_parallel_microbatch_size", "parallelism") \
+        _int(glob, "training.global_batch_size")
+    flags["micro_batch"] = _int(par["pipeline_parallel_microbatch_size"],
+                                "parallelism.pipeline_parallel_microbatch_size") \
         if pp > 1 else local
     if pp > 1:
-        flags |= _schedule(par, layers, pp)
+        flags |= _schedule(job, layers, pp)
+    if par.get("context_parallel_rotate_method", "allgather") != "allgather":
+        job.unpriced.append(f"parallelism.context_parallel_rotate_method "
+                            f"{par['context_parallel_rotate_method']!r} (priced as ring)")
     return flags
 
 
-def _schedule(par: dict, layers: int, pp: int) -> dict:
+def _schedule(job: _Job, layers: int, pp: int) -> dict:
+    par = job.cfg["parallelism"]
     name = par["pipeline_parallel_schedule"]
     if name not in SCHEDULES:
         raise LedgerError("from_torchtitan", f"parallelism.pipeline_parallel_schedule "
                                              f"{name!r} is not modelled; known: "
                                              f"{', '.join(SCHEDULES)}")
     kind = SCHEDULES[name]
-    per_stage = par["pipeline_parallel_layers_per_stage"]
+    per_stage = par.get("pipeline_parallel_layers_per_stage")
     vp = 2 if kind in LOOPED else 1
     if per_stage is not None:
         vp = layers // (pp * per_stage)
+    for key in ("pipeline_parallel_first_stage_less_layers",
+                "pipeline_parallel_last_stage_less_layers"):
+        if par.get(key, 1) != 1:
+            job.unpriced.append(f"parallelism.{key} {par[key]} (priced as 1)")
     return {"schedule": kind, "vp": vp}
 
 
-def _recompute(s: dict) -> tuple[str, tuple[str, ...]]:
-    """torchtitan's AC mode; its selective (every n-th layer in full, or an op-level
-    policy) is priced as Korthikanti's selective recompute, and said so."""
-    ac = s["activation_checkpoint"]
-    mode = ac["mode"]
+def _recompute(job: _Job) -> str:
+    ac = job.cfg["activation_checkpoint"]
+    mode, option = ac["mode"], str(ac.get("selective_ac_option", "2"))
     if mode in ("none", "full"):
-        return mode, ()
-    if mode == "selective":
-        return "selective", (f"activation_checkpoint.mode = 'selective' (option "
-                             f"{ac['selective_ac_option']!r}) priced as the ledger's selective "
-                             f"recompute (Korthikanti et al. 2022: the attention core)",)
-    raise LedgerError("from_torchtitan", f"activation_checkpoint.mode {mode!r} is not "
-                                         f"modelled; none, selective or full")
+        return mode
+    if mode == "selective" and option == "1":
+        return "full"  # every block fully checkpointed (distributed/activation_checkpoint.py)
+    if mode in ("selective", "memory_budget"):
+        what = f"option {option!r}" if mode == "selective" else \
+            f"memory_budget {ac.get('memory_budget')}"
+        job.unpriced.append(f"activation_checkpoint.mode {mode!r} ({what}; priced as "
+                            f"selective recompute of the attention core)")
+        return "selective"
+    job.problems.append(f"activation_checkpoint.mode {mode!r}: none, selective, full or "
+                        f"memory_budget")
+    return "none"
 
 
-def read_launch(path: str, gpus: int | None = None) -> Launch:
+def _training(job: _Job) -> None:
+    """The training keys that change a priced number the ledger does not model."""
+    tr = job.cfg["training"]
+    for key, plain in (("mixed_precision_param", "bfloat16"),
+                       ("mixed_precision_reduce", "float32"), ("enable_cpu_offload", False)):
+        if key in tr and tr[key] != plain:
+            job.unpriced.append(f"training.{key} {tr[key]!r}")
+    if tr.get("dtype") not in (None, "float32"):
+        job.unpriced.append(f"training.dtype {tr['dtype']!r} (every state in it)")
+
+
+def read_launch(path: str, gpus: int | None = None, model_flags: dict | None = None
+                ) -> Launch:
     try:
         raw = tomllib.loads(read_text(path, "from_torchtitan"))
     except tomllib.TOMLDecodeError as e:
         raise LedgerError("from_torchtitan", f"{path} is not valid TOML: {e}") from None
-    s = sections(raw, path)
-    key = (s["model"]["name"], s["model"]["flavor"])
-    if key not in FLAVOURS:
-        raise LedgerError("from_torchtitan", f"model {key[0]} flavor {key[1]!r} has no "
-                                             f"preset here; known: "
-                                             + ", ".join(f"{n} {f}" for n, f in FLAVOURS))
-    seq = _int(s["training"], "seq_len", "training")
-    model = preset(FLAVOURS[key]).with_seq(seq)
-    flags = placement_flags(s, model.layers, gpus)
-    recompute, notes = _recompute(s)
-    return Launch(path=path, model=model, flags=flags | {"recompute": recompute}, notes=notes)
+    sec = _keys(raw)
+    short, known, unknown = commit_of(sec)
+    job = _Job(path, sec, short, known)
+    silent = []
+    if unknown and short == "238fa9953e":
+        job.problems.append(f"{', '.join(unknown)} are not JobConfig fields (torchtitan's "
+                            f"ConfigManager raises: config/manager.py:160-171)")
+    elif unknown:
+        silent.append(f"dropped by torchtitan {short}: {', '.join(unknown)}")
+    model = _model(job, {}, dict(model_flags or {}))
+    precision = _precision(job)
+    if job.problems:
+        raise LedgerError("from_torchtitan", f"{path} (torchtitan {short}): torchtitan would "
+                                             f"refuse it, or its numbers would mean nothing: "
+                                             + "; ".join(job.problems))
+    flags = _placement(job, model.layers, gpus) | {"recompute": _recompute(job)}
+    _training(job)
+    if job.problems:
+        raise LedgerError("from_torchtitan", f"{path}: " + "; ".join(job.problems))
+    if precision:
+        flags["precision"] = precision
+    applied = [f"{s}.{k}" for s, keys in sec.items() for k in keys
+               if s in ("model", "parallelism", "activation_checkpoint") or
+               (s == "training" and k in ("local_batch_size", "global_batch_size", "seq_len"))]
+    named = " ".join(job.unpriced)
+    silent += [f"{s}.{k}" for s, keys in sec.items() for k in keys
+               if f"{s}.{k}" not in applied and s in known and k in known[s]
+               and f"{s}.{k}" not in named]
+    return Launch(path=path, model=model, flags=flags, unpriced=tuple(job.unpriced),
+                  silent=(f"(read as torchtitan {short}, {COMMITS[short][:7]})", *silent),
+                  applied=tuple(applied))
