@@ -200,8 +200,3 @@ def namespace(parsed: Parsed) -> dict:
         ns.setdefault(spec["dest"], None if isinstance(default, str) and
                       default.startswith("expr:") else default)
     return ns | parsed.values
-
-
-def default(flag: str):
-    """A flag's default, as the table gives it."""
-    return table()["flags"][flag].get("default")
