@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ledger.cli import main
-from ledger.io.megatron_args import parse, table
-from ledger.io.shell import commands
+from ledger.io.megatron.args import parse, table
+from ledger.io.shell.run import commands
 
 HERE = Path(__file__).parent / "fixtures" / "launch"
 MEG, TITAN = HERE / "megatron", HERE / "torchtitan"

@@ -15,7 +15,7 @@ and file:line; plus the JobConfig extensions a job may name (``job.custom_config
 
 Flavours: each model's flavour dict (module-level ``{name: XModelArgs(...)}``) with the
 args dataclass defaults filled in (nested MoEArgs / RoPEScalingArgs too) and the line of the
-flavour. The sizes derived from them (FFN widths, MoE layers) are ledger.io.titan_models',
+flavour. The sizes derived from them (FFN widths, MoE layers) are ledger.io.torchtitan.flavours',
 written once there with the model code's lines.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ def source(a: argparse.Namespace):
     """The launch config named by --from-megatron / --from-torchtitan (or None), its
     placement merged into the flags: a flag also given on the command line must agree.
     The model flags given beside the file reach the reader, which applies or refuses
-    each (``ledger.io.megatron_flags``, ``ledger.io.torchtitan``)."""
+    each (``ledger.io.megatron.flags``, ``ledger.io.torchtitan.reader``)."""
     given = [(k, getattr(a, k, None)) for k in ("from_megatron", "from_torchtitan")
              if getattr(a, k, None)]
     if not given:
@@ -28,9 +28,9 @@ def source(a: argparse.Namespace):
 
     model_flags = given_model_flags(a)
     if given[0][0] == "from_megatron":
-        from ledger.io.megatron import read_launch
+        from ledger.io.megatron.reader import read_launch
     else:
-        from ledger.io.torchtitan import read_launch
+        from ledger.io.torchtitan.reader import read_launch
     launch = read_launch(given[0][1], gpus=a.gpus, model_flags=model_flags)
     defaults = vars(build_parser().parse_args([a.cmd]))
     for dest, value in launch.flags.items():

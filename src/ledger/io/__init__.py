@@ -2,11 +2,10 @@
 
 ``limits`` bounds every typed number; ``hf`` and ``families`` read a Hugging Face
 ``config.json`` family by family; ``launch`` is the record a launch file becomes, read
-from a Megatron-LM launch (``megatron``: scripts through ``shell`` and ``shell_syntax``,
-flags through ``megatron_args`` and its table in ``data/``, the model and placement in
-``megatron_model`` and ``megatron_flags``) or a torchtitan job TOML (``torchtitan``, with
-the flavours of ``titan_models``); ``system`` reads a cluster from JSON or TOML. Every
-refusal is one line.
+from a Megatron-LM launch (``megatron/``; scripts run through the bash subset of
+``shell/``) or a torchtitan job TOML (``torchtitan/``); ``system`` reads a cluster from
+JSON or TOML. The frameworks' own tables (Megatron's arguments, torchtitan's JobConfig
+and flavours at their commits) are data in ``data/``. Every refusal is one line.
 
 May import: the specs and ``ledger.frameworks``; nothing below the edge imports it.
 """

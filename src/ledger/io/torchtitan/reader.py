@@ -10,7 +10,7 @@ an unknown key is refused, as torchtitan's ConfigManager refuses it (config/mana
 (config_manager.py:805-817), and listed with --verbose.
 
 The model is ``model.name`` + ``model.flavor`` from torchtitan's own flavours
-(``ledger.io.titan_models``); FLUX and the VLM are not decoder LMs and are refused, as is a
+(``ledger.io.torchtitan.flavours``); FLUX and the VLM are not decoder LMs and are refused, as is a
 name the commit does not register (238fa99 protocols/train_spec.py:71-87; v0.1.0 :108-112).
 Converters (238fa99 components/quantization/float8.py:238-239, mx.py:171-172; v0.1.0
 float8.py:131): ``quantize.linear.float8`` [v0.1.0 ``float8``] is the FP8 recipe of
@@ -36,7 +36,7 @@ import tomllib
 
 from ledger.errors import LedgerError
 from ledger.io.launch import Launch, read_text
-from ledger.io.titan_models import COMMITS, FAMILIES, flavours, spec, tables
+from ledger.io.torchtitan.flavours import COMMITS, FAMILIES, flavours, spec, tables
 
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved",
              "InterleavedZeroBubble": "interleaved-zb", "ZBVZeroBubble": "zb-v"}

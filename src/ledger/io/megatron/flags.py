@@ -11,7 +11,7 @@ slots / pp / that) or --num-virtual-stages-per-pipeline-rank.
 from __future__ import annotations
 
 from ledger.errors import LedgerError
-from ledger.io import megatron_model as mm
+from ledger.io.megatron import model as mm
 
 # ModelSpec field (the CLI's model flags) -> the Megatron flag it stands for
 MODEL_FLAGS = {
@@ -31,7 +31,7 @@ def apply_model_flags(ns: dict, parsed, given: dict, path: str) -> tuple[list[st
     """Apply the CLI's model flags to the launch's arguments: a flag the file sets to
     another value, or one with no Megatron flag, is refused. Returns notes and the
     tokenizer's size (from ``--vocab-size`` beside the file)."""
-    from ledger.io.megatron_args import table
+    from ledger.io.megatron.args import table
 
     flags, notes, clash, foreign = table()["flags"], [], [], []
     tokenizer_size = None

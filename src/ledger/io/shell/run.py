@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.errors import LedgerError
-from ledger.io.shell_syntax import _ASSIGN, _Array, _Cmd, _Lexer, _parse, _Word
+from ledger.io.shell.syntax import _ASSIGN, _Array, _Cmd, _Lexer, _parse, _Word
 
 MAX_STEPS = 10_000  # loop iterations and sourced files, all together
 _NOTHING = ("", None)  # what an empty "${X[@]}" contributes: not even an empty word

@@ -5,17 +5,17 @@ FILE is a launch script (read by ``ledger.io.shell`` as bash would run it, for t
 ``pretrain_gpt.py`` command it runs and the ``torchrun`` world around it), or a file of
 bare flags. It may be given as a command line, ``"TP=8 EP=64 train.sh org/model"``:
 variables set before the script and its arguments. The flags are parsed by the table of
-Megatron's own arguments (``ledger.io.megatron_args``), so switches are switches and an
+Megatron's own arguments (``ledger.io.megatron.args``), so switches are switches and an
 absent flag has Megatron's default. Every given flag is then one of:
 
-- modelled (``MODELLED``): applied, under the ledger's names (``ledger.io.megatron_model``);
+- modelled (``MODELLED``): applied, under the ledger's names (``ledger.io.megatron.model``);
 - changing nothing the ledger prices (``NO_EFFECT`` and the argument groups in
   ``NO_EFFECT_GROUPS``: logging, checkpoints, data, learning rate, ...): accepted silently
   and listed with ``--verbose``; so is any flag given at Megatron's default value;
 - anything else changes a priced number the ledger does not model: it is named, all such
   flags in one line, and the figures are marked approximate.
 
-A launch Megatron refuses is refused with every reason at once (``megatron_model.refusals``).
+A launch Megatron refuses is refused with every reason at once (``ledger.io.megatron.model.refusals``).
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ import os
 import shlex
 
 from ledger.errors import LedgerError
-from ledger.io import megatron_model as mm
+from ledger.io.megatron import model as mm
 from ledger.io.launch import Launch, read_text
-from ledger.io.megatron_args import namespace, parse, table
-from ledger.io.shell import commands
+from ledger.io.megatron.args import namespace, parse, table
+from ledger.io.shell.run import commands
 
 # Megatron's argument groups whose flags change nothing the ledger prices
 NO_EFFECT_GROUPS = {f"_add_{g}_args" for g in (
@@ -180,7 +180,7 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
                 ) -> Launch:
     path, words, launcher_world = launch_words(given)
     parsed = parse(words, path)
-    from ledger.io.megatron_flags import apply_model_flags, placement_flags, semantic_notes
+    from ledger.io.megatron.flags import apply_model_flags, placement_flags, semantic_notes
 
     ns = namespace(parsed)
     notes, tokenizer_size = apply_model_flags(ns, parsed, model_flags or {}, path)
