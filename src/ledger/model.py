@@ -71,6 +71,9 @@ class ModelSpec:
     router_group_topk: int = 0  # groups a token may pick (topk_group); 0: no limit
     mtp_layers: int = 0  # DeepSeek-V3 multi-token-prediction modules (not in ``params``)
     seq_default: bool = False  # seq_len is the ledger's default, not the user's (``--seq``)
+    # the transformers model_type whose modules (and module names) the model is built from:
+    # what peft's target names match (``ledger.finetune.modules``); None: Llama's
+    family: str | None = None
 
     def __post_init__(self) -> None:
         checks.check_sizes(self)
@@ -180,14 +183,6 @@ class ModelSpec:
             return split, h * self.out_bias
         return split, h * self.out_bias + nf * qk_norm[self.qk_norm]
 
-    def _moe_parts(self) -> tuple[int, int, int]:
-        """(split, replicated, routed) of one MoE block: shared-expert MLP split like a
-        dense MLP; its gate, the router (+ bias) and the down-projection bias replicated."""
-        h, e = self.hidden, self.num_experts
-        split, repl = self._mlp_parts(self.shared_ffn) if self.shared_experts else (0, 0)
-        repl += h * self.shared_expert_gate + h * e + e * self.router_bias
-        return split, repl, e * self._mlp(self.moe_ffn_hidden)
-
     def _mlp_parts(self, width: int) -> tuple[int, int]:
         """(split, replicated) of one MLP: gate/up are column-parallel with their biases,
         down is row-parallel and its bias replicated (Megatron ParallelMLP)."""
@@ -255,19 +250,28 @@ class ModelSpec:
         biases) across the TP group and replicates the norms, the row-parallel biases
         and the router. Routed experts are split across tp x ep.
         """
-        split, repl = self._attention_parts()
-        repl += self.layer_norms * self.norm_size
+        parts = self.layer_parts(moe).values()
+        return tuple(sum(p[i] for p in parts) for i in range(3))
+
+    def layer_parts(self, moe: bool) -> dict[str, tuple[int, int, int]]:
+        """``layer_params`` by component (the keys of ``breakdown``): attention, norms, and
+        the dense MLP or the MoE block's shared experts (with Qwen2-MoE's gate), router and
+        routed experts - what freezing by module kind selects."""
+        h, e = self.hidden, self.num_experts
+        out = {"attention": (*self._attention_parts(), 0),
+               "norms": (0, self.layer_norms * self.norm_size, 0)}
         if not moe:
-            s, r = self._mlp_parts(self.ffn_hidden)
-            return split + s, repl + r, 0
-        s, r, routed = self._moe_parts()
-        return split + s, repl + r, routed
+            return out | {"mlp": (*self._mlp_parts(self.ffn_hidden), 0)}
+        split, repl = self._mlp_parts(self.shared_ffn) if self.shared_experts else (0, 0)
+        return out | {"shared_experts": (split, repl + h * self.shared_expert_gate, 0),
+                      "router": (0, h * e + e * self.router_bias, 0),
+                      "experts": (0, 0, e * self._mlp(self.moe_ffn_hidden))}
 
 
 def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,
-           seq: int) -> ModelSpec:
+           seq: int, family: str = "llama") -> ModelSpec:
     return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv,
-                     ffn_hidden=ffn, vocab=vocab, seq_len=seq)
+                     ffn_hidden=ffn, vocab=vocab, seq_len=seq, family=family)
 
 
 def llama3_8b() -> ModelSpec:
@@ -295,11 +299,11 @@ def llama2_70b() -> ModelSpec:
 
 
 def mistral_7b() -> ModelSpec:
-    return _llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192)
+    return _llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192, "mistral")
 
 
 def mixtral_8x7b() -> ModelSpec:
-    return replace(_llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096),
+    return replace(_llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, "mixtral"),
                    num_experts=8, top_k=2)
 
 
@@ -309,7 +313,7 @@ def gpt3_175b() -> ModelSpec:
     return ModelSpec(name="gpt3-175b", layers=96, hidden=12288, heads=96, vocab=51200,
                      seq_len=2048, ffn_hidden=4 * 12288, gated_mlp=False,
                      tied_embeddings=True, qkv_bias=True, out_bias=True, mlp_bias=True,
-                     norm="layernorm", learned_positions=2048)
+                     norm="layernorm", learned_positions=2048, family="gpt2")
 
 
 def deepseek_v3() -> ModelSpec:
@@ -321,13 +325,15 @@ def deepseek_v3() -> ModelSpec:
                      kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128,
                      v_head_dim=128, num_experts=256, top_k=8, moe_ffn_hidden=2048,
                      shared_experts=1, first_dense_layers=3, mtp_layers=1,
-                     router_groups=8, router_group_topk=4)  # sec. 2.1.2: M = 4 nodes
+                     router_groups=8, router_group_topk=4,  # sec. 2.1.2: M = 4 nodes
+                     family="deepseek_v3")
 
 
 def _qwen3(name: str, **kw) -> ModelSpec:
     """Qwen3 (tech report sec. 3: qk-norm, 128-wide heads, 4,096-token stage-1 sequences)."""
+    family = "qwen3_moe" if kw.get("num_experts") else "qwen3"
     return ModelSpec(name=name, vocab=151936, seq_len=4096, head_dim=128, qk_norm="head",
-                     **kw)
+                     family=family, **kw)
 
 
 def qwen3_8b() -> ModelSpec:

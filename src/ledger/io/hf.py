@@ -117,7 +117,7 @@ def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
     r.refuse("add_cross_attention", False, "an encoder-decoder's cross-attention")
     seq = min(capacity, DEFAULT_SEQ)
     return ModelSpec(name=name or str(cfg.get("_name_or_path") or kind), seq_len=seq,
-                     seq_default=True, **fields)
+                     seq_default=True, family=kind, **fields)
 
 
 def from_hf_config(path: str | Path) -> ModelSpec:
