@@ -10,6 +10,7 @@ the code and holds it to this order):
     model        ModelSpec: a decoder's shape and exact parameter count; released presets
     memory       bytes per parameter of each resident state (StateBytes)
     frameworks   each framework's conventions as data, with sources; FP8 recipes
+    finetune     what trains: frozen kinds and layers, peft's LoRA / DoRA adapters, NF4 bytes
     config       ParallelConfig and MoESpec: how a run is placed
     system       GPUs, nodes and links
     arch         one layer: FLOPs, saved tensors, activations

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ledger.errors import LedgerError, require_positive
+from ledger.finetune import FineTune
 from ledger.frameworks import of as framework_of
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
@@ -23,6 +24,7 @@ RECOMPUTE = ("none", "selective", "full")
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
 GRAD_ACCUMULATION = ("sharded", "unsharded")
+OFFLOADS = ("none", "optimizer", "params")
 
 
 def expert_tp(cfg):
@@ -117,6 +119,8 @@ class ParallelConfig:
     # grads sharded; "unsharded" accumulates the full gradient and reduces once per step
     # (and keeps ZeRO-3 params gathered after each backward); None: the framework's default
     grad_accumulation: str | None = None
+    finetune: FineTune | None = None  # what trains (ledger.finetune); None: everything
+    offload: str = "none"  # CPU offload: none | optimizer (ZeRO-Offload) | params (all state)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -126,6 +130,13 @@ class ParallelConfig:
             raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
         fw = framework_of(self)
         fw.check_zero(self.zero_stage)
+        if self.offload not in OFFLOADS:
+            raise LedgerError("offload", f"must be one of {', '.join(OFFLOADS)}, got "
+                                         f"{self.offload!r}")
+        fw.check_offload(self.offload, self.zero_stage)
+        if self.finetune is not None and fw.fp8 is not None:
+            raise LedgerError("finetune", "fine-tuning is priced with BF16 GEMMs; drop "
+                                          "--precision fp8")
         if self.reshard_after_forward is None:
             object.__setattr__(self, "reshard_after_forward", fw.reshard_after_forward(self.pp))
         if self.grad_accumulation is None:

@@ -6,9 +6,15 @@ with Transformer Engine, torch/torchtitan, transformers' modules, the project's 
 block), what one layer keeps; ``activations`` prices those tables for a layer under TP,
 SP, CP, recompute and expert routing.
 
-May import: the specs (``ledger.model``, ``ledger.config``, ``ledger.memory``) and
-``ledger.frameworks`` (FP8 saved inputs).
+``adapters`` adds what LoRA adapters save and compute. May import: the specs
+(``ledger.model``, ``ledger.config``, ``ledger.memory``), ``ledger.frameworks`` (FP8
+saved inputs) and ``ledger.finetune`` (peft's adapters).
 """
+from ledger.arch.adapters import (
+                                     adapter_activation_bytes,
+                                     adapter_flops_per_token,
+                                     frozen_wgrad_flops_per_token,
+)
 from ledger.arch.activations import (
                                      LayerActivations,
                                      activation_bytes_per_layer,
@@ -26,7 +32,8 @@ from ledger.arch.flops import (
 )
 from ledger.arch.saved_tensors import HF, KORTHIKANTI, MEGATRON, PLAIN, TORCH, SavedTensors, table
 
-__all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",
+__all__ = ["adapter_activation_bytes", "adapter_flops_per_token",
+           "frozen_wgrad_flops_per_token", "HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",
            "activation_bytes_per_layer", "attention_flops_per_token", "keys_factor", "kind_counts",
            "layer_activations", "layers_activation_bytes", "llama_activation_bytes_per_layer",
            "matmul_params_per_token", "model_flops_per_token", "recompute_working_bytes", "table"]

@@ -15,7 +15,7 @@ from ledger.frameworks import RECIPES
 from ledger.io import (MAX_CAPACITY_FACTOR, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE,
                        MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP,
                        MAX_VP, MIN_TIME, count, natural, real)
-from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS
+from ledger.memory import OPTIMIZERS, PRECISIONS
 from ledger.pipeline import KINDS as SCHEDULES
 
 GPUS = count(MAX_GPUS)
@@ -108,8 +108,10 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                    help="with --precision fp8: GEMM weights kept in FP8 and all-gathered in "
                         "FP8 (Megatron --fp8-param-gather, torchao "
                         "enable_fsdp_float8_all_gather)")
-    g.add_argument("--optimizer", choices=tuple(OPTIMIZER_MOMENTS), default="adam",
-                   help="optimizer (default adam)")
+    g.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam",
+                   help="optimizer (default adam): adam(w), sgd(-momentum), lion, "
+                        "bitsandbytes' block-wise adam8bit / paged-adam8bit / lion8bit, "
+                        "adafactor (factored); master weights off: --precision bf16-pure")
     g.add_argument("--recompute", choices=RECOMPUTE, default="none",
                    help="activation recompute (Megatron's --recompute-granularity)")
     g.add_argument("--no-flash", action="store_true", help="materialised attention scores")

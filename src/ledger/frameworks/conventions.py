@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from ledger.errors import LedgerError
 from ledger.frameworks import fp8 as fp8_recipes
-from ledger.memory import OPTIMIZER_MOMENTS, PRECISIONS, StateBytes
+from ledger.memory import PRECISIONS, StateBytes, optimizer_state_per_param
 
 GiB = 2**30
 MiB = 2**20
@@ -64,16 +64,23 @@ class Framework:
     fsdp_prefetch_layers: int  # ZeRO-3: layers gathered beyond the one computing
     overhead_bytes: float  # CUDA context + NCCL communicators, per GPU
     fragmentation: float  # caching-allocator slack, as a share of what is allocated
+    # ---- fine-tuning (``ledger.finetune``) -----------------------------------------------
+    frozen_param_bytes: int = 2  # a frozen base parameter as the framework keeps it
+    offloads: tuple[str, ...] = ()  # CPU offload it offers: "optimizer" (state, master and
+    #   grads to the host, the step on the CPU), "params" (everything on the host)
+    offload_stage: dict = None  # offload kind -> the ZeRO stages it runs under
     # ---- FP8 training (``ledger.frameworks.fp8``): None runs every GEMM in BF16 ------------------
     fp8: fp8_recipes.Fp8Recipe | None = None
 
-    def state_per_param(self, zero_stage: int, optimizer: str = "adam") -> StateBytes:
-        """(params, grads, optimizer) bytes of one parameter, before any sharding."""
-        if optimizer not in OPTIMIZER_MOMENTS:
-            raise LedgerError("optimizer", f"unknown optimizer {optimizer!r}; "
-                                           f"known: {', '.join(OPTIMIZER_MOMENTS)}")
-        moments = OPTIMIZER_MOMENTS[optimizer] * self.moment_bytes
-        return StateBytes(self.param_bytes, self.grad_bytes, self.master_bytes + moments)
+    def state_per_param(self, zero_stage: int, optimizer: str = "adam",
+                        factored_rate: float = 0.0) -> StateBytes:
+        """(params, grads, optimizer) bytes of one parameter, before any sharding
+        (``ledger.memory.OPTIMIZERS``; ``factored_rate``: Adafactor's row and column
+        bytes per parameter of the model's matrices)."""
+        optim = optimizer_state_per_param(optimizer, self.master_bytes, self.moment_bytes,
+                                          factored_rate)
+        return StateBytes(self.param_bytes, self.grad_bytes,
+                          int(optim) if optim == int(optim) else optim)
 
     def with_precision(self, precision: str | None) -> Framework:
         """The same framework run in an explicit precision (``ledger.memory.PRECISIONS``):
@@ -148,6 +155,19 @@ class Framework:
         if problem is not None:
             raise LedgerError(*problem)
 
+    def check_offload(self, offload: str, zero_stage: int) -> None:
+        """Refuse a CPU offload the framework does not run at this ZeRO stage."""
+        if offload == "none":
+            return
+        if offload not in self.offloads:
+            offered = ", ".join(self.offloads) or "none"
+            raise LedgerError("offload", f"{self.name} offloads {offered}, not {offload}")
+        stages = self.offload_stage[offload]
+        if zero_stage not in stages:
+            raise LedgerError("offload", f"{self.name} offloads {offload} under zero stages "
+                                         f"{', '.join(map(str, stages))}, got "
+                                         f"zero_stage({zero_stage})")
+
     def check_zero(self, zero_stage: int) -> None:
         if zero_stage not in self.zero_stages:
             raise LedgerError("zero_stage", f"{self.name} offers zero stages "
@@ -197,7 +217,8 @@ FRAMEWORKS = {f.name: f for f in (
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False,
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
-        fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+        fsdp_buffers=True, fsdp_prefetch_layers=1, frozen_param_bytes=4,
+        offloads=("params",), offload_stage={"params": (3,)}, **_OVERHEAD),
     Framework(
         name="deepspeed", summary="DeepSpeed ZeRO-1/2/3: bf16 params and grads, fp32 "
         "master and moments, gradients reduced every micro-batch (stages 2, 3), a 5e8-element "
@@ -209,7 +230,9 @@ FRAMEWORKS = {f.name: f for f in (
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         schedules=("1f1b",), split_slack=0, even_split=False,
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0,
-        comm_bucket_bytes=5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+        comm_bucket_bytes=5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1,
+        offloads=("optimizer", "params"), offload_stage={"optimizer": (1, 2, 3),
+                                                         "params": (3,)}, **_OVERHEAD),
 )}
 # transformers' modules under FSDP2 (accelerate): torchtitan's dtypes, collectives and
 # schedules; their own saved tensors; resharded after forward and grads reduced every
@@ -218,7 +241,7 @@ FRAMEWORKS["hf"] = replace(
     FRAMEWORKS["torchtitan"], name="hf",
     summary="transformers' own modules (their saved tensors) under FSDP2 (accelerate): "
             "sharded fp32 params and grads, bf16 all-gathers",
-    reshard="always", unsharded_with_pp=False, activations="hf")
+    reshard="always", unsharded_with_pp=False, activations="hf", frozen_param_bytes=2)
 DEFAULT = "megatron"
 
 

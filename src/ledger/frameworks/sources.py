@@ -20,6 +20,19 @@ _CONTEXT = ("CUDA context ~0.3-0.43 GiB with lazy module loading (pytorch/pytorc
             "per channel, per peer, per communicator (NCCL src/init.cc L810-828, "
             "src/include/device.h L97-115) - about 0.6 GiB for a handful of process groups; "
             "fragmentation: an assumption of this project (5%), not a published figure")
+_FSDP2_OFFLOAD = ("params: torch _fully_shard/_fsdp_api.py L183-199 CPUOffloadPolicy "
+                  "(parameters, gradients and optimizer state on the CPU, the step on the "
+                  "CPU; pinned), _fsdp_param.py L312-315, L896-901 (the shard copied "
+                  "host-to-device in its original dtype before each all-gather), "
+                  "_fsdp_collectives.py L696, L711-743 (grads device-to-host, non_blocking "
+                  "only without accumulation); torchtitan training.enable_cpu_offload "
+                  "(configs.py L70-73, distributed/fsdp.py L231-232)")
+_FROZEN = ("frozen parameters keep no gradient and no optimizer state: torch "
+           "_fsdp_param_group.py L615-640, L659-660 (only params with grads are "
+           "reduce-scattered; frozen ones are still sharded and all-gathered); Megatron-Core "
+           "distributed_data_parallel.py L175-186 (grad buffers for requires_grad only), "
+           "optimizer/__init__.py L330-333; DeepSpeed stage_1_and_2.py L376-384 (only "
+           "requires_grad params in the partitioned groups), stage3.py L677-690")
 _FSDP2 = {
     "param_bytes": "torchtitan torchtitan/config/configs.py L87-92 (model built in fp32: "
                    "sharded params fp32)",
@@ -50,6 +63,11 @@ _FSDP2 = {
                    "to layers + 2 stages)",
     "even_split": "torchtitan/distributed/pipeline_parallel.py L396-430 (the remainder "
                   "spread over the first stages: any layer count)",
+    "frozen_param_bytes": "torchtitan builds the model in fp32 (configs.py L87-92) and its "
+                          "LoRA converter freezes those params as they are "
+                          "(torchtitan/components/lora.py L79-82): 4 B; " + _FROZEN,
+    "offloads": _FSDP2_OFFLOAD,
+    "offload_stage": "CPUOffloadPolicy is a fully_shard option: ZeRO-3 only",
 }
 SOURCES: dict[str, dict[str, str]] = {
     "megatron": {
@@ -117,6 +135,13 @@ SOURCES: dict[str, dict[str, str]] = {
         "fsdp_buffers": "as FSDP2",
         "overhead_bytes": _CONTEXT,
         "fragmentation": _CONTEXT,
+        "frozen_param_bytes": "bf16 params; fp32 main params exist only for what the "
+                              "optimizer holds (optimizer/__init__.py L330-333, L786); "
+                              "freezing is done on the model before wrapping "
+                              "(multimodal/llava_model.py L553-590); " + _FROZEN,
+        "offloads": "not modelled: Megatron-Core's --optimizer-cpu-offload (a hybrid "
+                    "device optimizer) is not read line by line",
+        "offload_stage": "none offered",
     },
     "torchtitan": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
@@ -179,6 +204,17 @@ SOURCES: dict[str, dict[str, str]] = {
         "fsdp_buffers": "partitioned_param_coordinator.py L310, L494-533",
         "overhead_bytes": _CONTEXT,
         "fragmentation": _CONTEXT,
+        "frozen_param_bytes": "bf16 module params; fp32 master partitions only for "
+                              "requires_grad params; " + _FROZEN,
+        "offloads": "optimizer: ZeRO-Offload, offload_optimizer.device cpu "
+                    "(docs/_tutorials/zero-offload.md L9-56; stage_1_and_2.py L236-238, "
+                    "L489-509 fp32 master and a pinned bf16 buffer on the CPU, L837-844 "
+                    "fp32 grads on the CPU, L1590-1605 grads cast to fp32 on the GPU then "
+                    "copied, L2337-2341 bf16 params copied back after the CPU step); "
+                    "params: offload_param.device cpu (ZeRO-3; partition_parameters.py "
+                    "L1156, L1205, L1332 the partition copied to the GPU for each gather)",
+        "offload_stage": "offload_optimizer under ZeRO-1/2/3, offload_param under ZeRO-3 "
+                         "(runtime/zero/config.py)",
     },
     "hf": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
@@ -200,5 +236,8 @@ SOURCES: dict[str, dict[str, str]] = {
         "comm_bucket_bytes": "FSDP2 reduces per unit: none extra",
         "overhead_bytes": _CONTEXT,
         "fragmentation": _CONTEXT,
+        "frozen_param_bytes": "peft's recipes load the base in bf16 (torch_dtype bf16; "
+                              "peft docs accelerate/fsdp.md, deepspeed.md; QLoRA's "
+                              "bnb_4bit_quant_storage bf16); " + _FROZEN,
     },
 }

@@ -168,21 +168,31 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
     """Data parallelism over this GPU's own (tp, pp) shard; expert shards (1/(etp ep) of
     the expert bytes) reduce over the expert-data-parallel group, tp cp dp / (etp ep)
     ranks (Megatron-Core: grads of expert params over intra_expt_dp_group, DDP L285-287)."""
-    mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
     etp = expert_tp(cfg)
     # ep = 1 and etp = tp: the experts are laid out (and reduced) like dense params
     f = expert_fraction(model, cfg) * ((cfg.ep > 1) | (etp != cfg.tp))
-    shard = n if cfg.hsdp_shard is None else cfg.hsdp_shard
     # params travel in the dtype the GEMMs read (FSDP2 gathers bf16 from fp32 shards)
     fw = framework_of(cfg)
     wire_params = st.params_bytes * fw.fp8_gathered_param_ratio(model)  # GEMM weights: fp8
-    out = dp_group_comms(cfg, wire_params * (1 - f) / mp, st.grads_bytes * (1 - f) / mp,
+    return dp_rows(model, cfg, lay, (wire_params * (1 - f), st.grads_bytes * (1 - f)),
+                   (wire_params * f, st.grads_bytes * f))
+
+
+def dp_rows(model: ModelSpec, cfg: ParallelConfig, lay: Layout, dense: tuple,
+            expert: tuple) -> list[Comm]:
+    """The DP rows of ``dp_comms`` from whole-model (params as gathered, grads as
+    reduced) bytes, dense and expert; the dense ones divided over tp x pp, the expert ones
+    over etp x ep x pp."""
+    mp, n = cfg.tp * cfg.pp, cfg.grad_replicas
+    etp = expert_tp(cfg)
+    shard = n if cfg.hsdp_shard is None else cfg.hsdp_shard
+    out = dp_group_comms(cfg, dense[0] / mp, dense[1] / mp,
                          shard, n // shard, (lay.link("shard"), lay.link("replicate")), "")
     if model.is_moe or cfg.moe.expert_fraction > 0:
         e_mp = etp * cfg.pp * cfg.ep
         e_shard = np.maximum(shard * cfg.tp // (etp * cfg.ep), 1)
         edp = n * cfg.tp // (etp * cfg.ep)
-        out += dp_group_comms(cfg, wire_params * f / e_mp, st.grads_bytes * f / e_mp,
+        out += dp_group_comms(cfg, expert[0] / e_mp, expert[1] / e_mp,
                               e_shard, edp // e_shard, (lay.link("edp"),) * 2, "expert ")
     return out
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ledger.arch import kind_counts, layer_activations
+from ledger.arch import adapter_activation_bytes, kind_counts, layer_activations
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import require_divides
@@ -32,8 +32,11 @@ from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.pipeline import placement_pipeline
-from ledger.placement.comms import (Comm, cp_comms, dp_comms, ep_comms, expert_fraction, pp_comms,
-                                    tied_embedding_comms, tp_comms)
+from ledger.placement import offload as offloading
+from ledger.placement import tuned
+from ledger.placement.comms import (Comm, cp_comms, dp_collective_counts, dp_comms, dp_rows,
+                                    ep_comms, expert_fraction, pp_comms, tied_embedding_comms,
+                                    tp_comms)
 from ledger.placement.experts import check_model
 from ledger.placement.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes,
                                         overhead_bytes, shard_state)
@@ -74,6 +77,9 @@ class Placement:
     peak_bytes: float = 0.0  # that rank's whole memory (``memory.total_bytes``)
     memory: MemoryBreakdown | None = None  # the peak rank's memory by cause
     memory_by_rank: tuple[MemoryBreakdown, ...] = ()  # every PP rank's
+    tuned: tuned.TunedLedger | None = None  # a fine-tune's own figures (cfg.finetune)
+    host_bytes_per_gpu: float = 0.0  # CPU offload: what the host holds for one GPU
+    host_transfers: tuple = ()  # CPU offload: host-link rows (ledger.placement.offload)
 
     def total_bytes(self, axis: str | None = None) -> float:
         return sum(c.bytes for c in self.comms if axis is None or c.axis == axis)
@@ -83,6 +89,17 @@ class Placement:
 
     def by_link(self) -> dict[str, float]:
         return {"nvlink": 0.0, "ib": 0.0} | _sum_by(self.comms, "link")
+
+
+def _dp(model: ModelSpec, st: StateBytes, cfg: ParallelConfig, lay: Layout) -> list[Comm]:
+    """The DP rows: of the whole state, or of what a fine-tune trains and gathers."""
+    if cfg.finetune is None:
+        return dp_comms(model, st, cfg, lay)
+    w = tuned.wire(model, cfg, framework_of(cfg))
+    apart = cfg.ep > 1 or expert_tp(cfg) != cfg.tp  # else the experts reduce like dense
+    dense = (w.dense_params + w.expert_params * (not apart),
+             w.dense_grads + w.expert_grads * (not apart))
+    return dp_rows(model, cfg, lay, dense, (w.expert_params * apart, w.expert_grads * apart))
 
 
 def _sum_by(comms: list[Comm], key: str) -> dict[str, float]:
@@ -107,7 +124,11 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     its own modules save otherwise. ``kind``: (MoE?, window) of the layer, else the
     model's typical layer."""
     moe, window = kind if kind is not None else (None, None)
-    return layer_activations(
+    rc = cfg.recompute if recompute is None else recompute
+    ft = getattr(cfg, "finetune", None)
+    adapters = adapter_activation_bytes(model, ft, bool(moe if moe is not None else model.is_moe),
+                                        cfg.micro_batch, cfg.tp, cfg.cp) if rc != "full" else 0.0
+    return adapters + layer_activations(
         model, micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
         sequence_parallel=cfg.sequence_parallel,
         flash=cfg.flash_attention if flash is None else flash,
@@ -148,8 +169,24 @@ def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
 
 
 def resident_state(model: ModelSpec, cfg: ParallelConfig, optimizer: str = "adam") -> StateBytes:
-    """Whole-model state in the framework's dtypes (or the config's explicit precision)."""
-    return framework_of(cfg).state_per_param(cfg.zero_stage, optimizer).scaled(model.params)
+    """Whole-model state in the framework's dtypes (or the config's explicit precision);
+    a factored optimizer's rate from the model's own matrices."""
+    rate = tuned.factored_rate(model) if optimizer == "adafactor" else 0.0
+    return framework_of(cfg).state_per_param(cfg.zero_stage, optimizer, rate).scaled(model.params)
+
+
+def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer: str,
+                counts, kinds) -> list[StateBytes]:
+    """Every PP rank's state on one GPU, ZeRO applied, before any offload: the whole
+    model's ``st`` per parameter over the stage's parameters, or a fine-tune's classes
+    (``ledger.placement.tuned``)."""
+    fw = framework_of(cfg)
+    if cfg.finetune is not None:
+        return [shard_state(d, e, cfg, fw) for d, e in tuned.stage_state(model, cfg, fw, optimizer)]
+    per_param = st.scaled(1 / model.params)
+    return [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
+                             model, cfg, fw, counts[r], kinds)
+            for r, (d, e) in enumerate(stage_params(model, cfg))]
 
 
 def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
@@ -163,10 +200,9 @@ def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
 
 
 def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
-                   inflight: tuple[float, ...]) -> list[MemoryBreakdown]:
+                   inflight: tuple[float, ...], optimizer: str = "adam") -> list[MemoryBreakdown]:
     """Every pipeline rank's peak memory by cause (``ledger.placement.footprint``)."""
     fw = framework_of(cfg)
-    per_param = st.scaled(1 / model.params)
     vshape = cfg.schedule == "zb-v"
     held = rank_layers(model.layers, cfg.pp, cfg.vp, vshape)
     out_rank = 0 if vshape else cfg.pp - 1  # the rank with the output layer
@@ -175,14 +211,16 @@ def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     working = max(layer_activation_bytes(model, cfg, k, recompute="none") for k in kinds) \
         if cfg.recompute == "full" else 0.0
     unit = largest_unit_params(model, cfg)
+    states = rank_states(model, cfg, st, optimizer, counts, kinds)
+    buffers_fw = tuned.buffer_framework(model, cfg, fw)
+    extra = tuned.dequant_bytes(model, cfg)
     out = []
-    for r, (dense, expert) in enumerate(stage_params(model, cfg)):
-        state = with_fp8_weights(shard_state(per_param.scaled(dense), per_param.scaled(expert),
-                                             cfg, fw), model, cfg, fw, counts[r], kinds)
+    for r, state in enumerate(states):
+        state = offloading.on_gpu(state, cfg.offload)
         alive = inflight[min(r, len(inflight) - 1)]
         acts = sum(n * a for n, a in zip(counts[r], per_kind)) * alive
         logits = logits_bytes(model, cfg, fw) * alive * (r == out_rank)
-        buffers = float(buffer_bytes(cfg, fw, unit, held[r], working))
+        buffers = float(buffer_bytes(cfg, buffers_fw, unit, held[r], working)) + extra
         allocated = state.total_bytes + acts + logits + buffers
         out.append(MemoryBreakdown(r, state.total_bytes, acts, logits, buffers,
                                    overhead_bytes(fw, allocated)))
@@ -212,24 +250,49 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     comms = [c for c in tp_comms(cfg, s_act, layers, lay.link("tp"))
              + cp_comms(model, cfg, tokens, layers, lay.link("cp"))
              + pp_comms(cfg, s_act, lay.link("pp"))
-             + tied_embedding_comms(model, cfg, st, lay.link("pp"))
-             + dp_comms(model, st, cfg, lay)
+             + tied_embedding_comms(model, cfg, tuned.tied_state(model, cfg, st), lay.link("pp"))
+             + _dp(model, st, cfg, lay)
              + ep_comms(model, cfg, tokens, lay) if c.bytes > 0]
-    fw, per_param = framework_of(cfg), st.scaled(1 / model.params)
+    fw = framework_of(cfg)
     kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
-    stages = [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
-                               model, cfg, fw, counts[r], kinds)
-              for r, (d, e) in enumerate(stage_params(model, cfg))]
+    stages = rank_states(model, cfg, st, optimizer, counts, kinds)
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
     bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
     if cfg.pp > 1:
         bubble, inflight = placement_pipeline(cfg.schedule, cfg.pp, cfg.num_microbatches,
                                               cfg.vp)
-    ranks = memory_by_rank(model, cfg, st, inflight)
+    ranks = memory_by_rank(model, cfg, st, inflight, optimizer)
     top = max(ranks, key=lambda m: m.total_bytes)
-    even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
-                            counts.sum(axis=0) / cfg.pp, kinds)
+    if cfg.finetune is not None:
+        even = StateBytes(*(sum(getattr(s, f) for s in stages) / cfg.pp
+                            for f in ("params_bytes", "grads_bytes", "optim_bytes")))
+    else:
+        even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
+                                counts.sum(axis=0) / cfg.pp, kinds)
+    host, rows = _offload(model, cfg, stages[top.rank])
+    ledger = tuned.ledger(model, cfg, top.rank, host, rows, gpus_per_node) \
+        if cfg.finetune else None
     return Placement(even, comms, bubble, tokens,
                      activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
                      heaviest, cfg.world, inflight, top.rank, top.activations_bytes,
-                     top.total_bytes, top, tuple(ranks))
+                     top.total_bytes, top, tuple(ranks), ledger, host, tuple(rows))
+
+
+def _offload(model: ModelSpec, cfg: ParallelConfig, state: StateBytes):
+    """(host bytes per GPU, host-link rows) of the config's CPU offload for one GPU
+    holding ``state``."""
+    if cfg.offload == "none":
+        return 0.0, []
+    n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
+    trained = _trainable_on_gpu(model, cfg) / (n if cfg.zero_stage >= 1 else 1)
+    reduces, gathers = dp_collective_counts(cfg)
+    return (offloading.host_bytes(state, trained, cfg.offload),
+            offloading.transfers(state, trained, cfg.offload, reduces, gathers,
+                                 cfg.num_microbatches, cfg.zero_stage))
+
+
+def _trainable_on_gpu(model: ModelSpec, cfg: ParallelConfig) -> float:
+    """Trainable parameters on the fullest rank's GPU before ZeRO divides them."""
+    if cfg.finetune is not None:
+        return max(tuned.trainable_per_gpu(model, cfg))
+    return max(d + e for d, e in stage_params(model, cfg))

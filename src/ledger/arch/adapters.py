@@ -1,0 +1,74 @@
+"""LoRA adapters inside one layer: what they save for backward and the FLOPs they add.
+
+peft's LoRA forward (tuners/lora/layer.py L1088-1102) runs the frozen base layer, then
+for the adapter ``x = _cast_input_dtype(x, lora_A.weight.dtype)`` - a copy of the input
+in the adapters' fp32 (tuners_utils.py L2220-2235) - then ``lora_B(lora_A(dropout(x)))
+* scaling``. Saved per token of one adapted matrix: A's fp32 input (in features; with
+dropout > 0 the dropout output and its mask as well) and B's input, A's r-wide fp32
+output. The scaling and the sum save nothing. Under TP, a column-parallel matrix's
+adapter reads the whole (gathered) input, a row-parallel one its 1/tp share. Adapters on
+transformers 5's fused expert parameters (peft's ParamWrapper) fold B A into the weight
+instead and are not priced here.
+
+FLOPs per token: 2 r (in + out) forward and twice that backward for each adapter (its
+input and weight gradients), 6 r (in + out) in all; the frozen base skips its weight
+gradients, 2 in x out per matrix of the 6 (Hu et al. 2021, LoRA, sec. 4.2: no gradients
+or optimizer state for the frozen weights).
+"""
+from __future__ import annotations
+
+from ledger.finetune import FineTune, layer_adapters, resolve
+from ledger.finetune import modules as weights
+
+FP32 = 4
+MASK = 1  # a bool dropout mask
+
+
+def adapter_activation_bytes(model, ft: FineTune, moe: bool, micro_batch, tp, cp) -> float:
+    """Bytes one layer's adapters save for backward, per GPU and micro-batch."""
+    if ft is None or not ft.adapters:
+        return 0.0
+    layer = next((i for i in range(model.layers) if model.is_moe_layer(i) == moe
+                  and not ft.frozen_layer(i)), None)
+    if layer is None:
+        return 0.0
+    tokens = model.seq_len * micro_batch / cp
+    per_token = 0.0
+    for a in layer_adapters(model, ft, layer, resolve(model, ft)):
+        t = a.target
+        if not t.module:
+            continue
+        width = t.in_features / (tp if t.split == "row" else 1)
+        dropout = (FP32 + MASK) * width if ft.lora_dropout > 0 else 0.0
+        per_token += FP32 * width + dropout + FP32 * a.rank
+    return tokens * per_token
+
+
+def adapter_flops_per_token(model, ft: FineTune) -> float:
+    """Training FLOPs per token the adapters add (module docstring): 6 x the adapter
+    parameters a token passes through (the top-k share of expert adapters)."""
+    if ft is None or not ft.adapters:
+        return 0.0
+    t = resolve(model, ft)
+    out = 0.0
+    for i in range(model.layers):
+        for a in layer_adapters(model, ft, i, t):
+            share = model.top_k / model.num_experts if a.target.experts > 1 else 1.0
+            out += 6 * a.params * share
+    return out
+
+
+def frozen_wgrad_flops_per_token(model, ft: FineTune) -> float:
+    """Weight-gradient FLOPs the frozen base matrices skip: 2 x their weights per token
+    (routed experts at their top-k share). A lower bound: layers before the first one
+    that trains need no backward at all, which is not subtracted."""
+    if ft is None:
+        return 0.0
+    out = 0.0
+    for i in range(model.layers):
+        moe = model.is_moe_layer(i)
+        for lin in weights.layer(model, moe):
+            frozen = ft.adapters or ft.frozen_layer(i) or lin.kind in ft.freeze
+            share = model.top_k / model.num_experts if lin.experts > 1 else 1.0
+            out += 2 * lin.weights * share * frozen
+    return out
