@@ -158,7 +158,7 @@ def test_gpu_presets_fp8_peaks_and_h800():
     HBM, NVLink 400 GB/s both directions = 200 per direction (DeepSeek-V3 sec. 3.2.2
     measures 160 = 0.8 x 200), 400 Gb/s IB = 50 GB/s."""
     want = {"a100-40gb": 0, "a100-80gb": 0, "h100-sxm": 1979e12, "h200": 1979e12,
-            "h800": 1979e12, "b200": 4500e12, "mi300x": 2615e12}
+            "h800": 1979e12, "gh200": 1979e12, "b200": 4500e12, "mi300x": 2615e12}
     assert {n: g.fp8_flops for n, g in GPUS.items()} == want
     h800 = system("h800")
     assert (h800.intra_bytes_per_s, h800.inter_bytes_per_s) == (200e9, 50e9)

@@ -42,6 +42,8 @@ GPUS = {g.name: g for g in (
         hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62),
     GPU(name="h200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=143771 * MiB,
         hbm_bytes_per_s=4.8e12, gemm_efficiency=0.62),
+    GPU(name="gh200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=96 * GiB,
+        hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62),
     GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, hbm_bytes=180 * GiB,
         hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70),
     GPU(name="mi300x", bf16_flops=1307e12, fp8_flops=2615e12, hbm_bytes=192 * GiB,
@@ -66,6 +68,10 @@ GPU_SOURCES = {
             "IB 50 GB/s per GPU (achieved: 0.8 x 200 GB/s, 400 Gb/s NICs)",
     "h200": "NVIDIA H200 datasheet: BF16 989 / FP8 1,979 TFLOP/s dense (half the sparse "
             "figures); 141 GB HBM3e 4.8 TB/s",
+    "gh200": "NVIDIA GH200 Grace Hopper Superchip: the H100's compute (BF16 989 / FP8 1,979 "
+             "TFLOP/s dense), 96 GB HBM3 4 TB/s; NVLink-C2C to the Grace CPU 900 GB/s (both "
+             "directions, 7x PCIe Gen5) - 450 GB/s per direction (10 links x 45 GB/s, Hot "
+             "Chips 34)",
     "b200": "NVIDIA DGX B200 / HGX B200 datasheet: FP8 4.5 PFLOP/s, BF16 2.25 PFLOP/s dense "
             "per GPU; 180 GB HBM3e 8 TB/s; NVLink 5 1.8 TB/s (both directions)",
     "mi300x": "AMD Instinct MI300X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOP/s dense; "
@@ -81,6 +87,7 @@ class System:
     gpus_per_node: int = 8
     intra_bytes_per_s: float  # NVLink / NVSwitch per GPU, one direction
     inter_bytes_per_s: float  # InfiniBand / RoCE per GPU, one direction
+    host_bytes_per_s: float = 64e9  # GPU <-> CPU memory per GPU, one direction (PCIe / C2C)
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
     link_efficiency: float = 0.80  # share of nominal bandwidth collectives reach (nccl-tests)
@@ -101,6 +108,10 @@ class System:
             raw = np.where(link == "nvlink", self.intra_bytes_per_s, self.inter_bytes_per_s)
         return raw * self.link_efficiency
 
+    def host_bandwidth(self) -> float:
+        """Achieved GPU <-> host bytes/s one way (the link efficiency of the fabric)."""
+        return self.host_bytes_per_s * self.link_efficiency
+
     def latency(self, link):
         if isinstance(link, str):
             return self.intra_latency_s if link == "nvlink" else self.inter_latency_s
@@ -111,8 +122,14 @@ class System:
 # B200 (NVLink 5) 900 GB/s, MI300X Infinity Fabric 7 x 64 GB/s. Scale-out: one NIC per
 # GPU; HDR 200 Gb/s on Selene-class A100 nodes, NDR 400 Gb/s on H100-class nodes.
 _LINKS = {"a100-40gb": (300e9, 25e9), "a100-80gb": (300e9, 25e9), "h100-sxm": (450e9, 50e9),
-          "h800": (200e9, 50e9), "h200": (450e9, 50e9), "b200": (900e9, 50e9),
-          "mi300x": (448e9, 50e9)}  # h800: export-limited NVLink (GPU_SOURCES)
+          "h800": (200e9, 50e9), "h200": (450e9, 50e9), "gh200": (450e9, 50e9),
+          "b200": (900e9, 50e9), "mi300x": (448e9, 50e9)}  # h800: export-limited NVLink
+# The host link per GPU, one direction: PCIe Gen4 x16 16 GT/s x 16 lanes x 128/130 = 31.5
+# GB/s (A100); Gen5 x16 63 GB/s, quoted 128 GB/s both ways on the H100 datasheet ("PCIe
+# Gen5 128GB/s"), so 64 (H100, H800, H200, B200 and MI300X hosts); GH200's NVLink-C2C
+# 450 GB/s per direction (GPU_SOURCES). Nominal: pinned copies reach ~80-90% of it.
+HOST_LINKS = {"a100-40gb": 31.5e9, "a100-80gb": 31.5e9, "h100-sxm": 64e9, "h800": 64e9,
+              "h200": 64e9, "gh200": 450e9, "b200": 64e9, "mi300x": 64e9}
 
 
 def system(gpu: str, gpus_per_node: int = 8) -> System:
@@ -122,4 +139,4 @@ def system(gpu: str, gpus_per_node: int = 8) -> System:
         raise LedgerError("gpu", f"unknown GPU {gpu!r}; presets: {', '.join(GPUS)}")
     intra, inter = _LINKS[key]
     return System(gpu=GPUS[key], gpus_per_node=gpus_per_node, intra_bytes_per_s=intra,
-                  inter_bytes_per_s=inter)
+                  inter_bytes_per_s=inter, host_bytes_per_s=HOST_LINKS[key])

@@ -122,6 +122,52 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     _add_framework_flag(g)
 
 
+MAX_LORA_RANK = 1 << 16
+
+
+def _layer_range(text: str) -> tuple[int, int]:
+    """START:STOP, the layers [START, STOP)."""
+    start, sep, stop = text.partition(":")
+    if not sep or not start.strip().isdigit() or not stop.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"must be START:STOP (layers START..STOP-1), got "
+                                         f"{text!r}")
+    return int(start), int(stop)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def add_finetune_flags(p: argparse.ArgumentParser, plan: bool = False) -> None:
+    """What trains (``ledger.finetune.FineTune``) and where the state lives."""
+    g = p.add_argument_group("fine-tuning (peft / bitsandbytes names)")
+    g.add_argument("--finetune", choices=("full", "lora", "qlora"),
+                   help="fine-tune: full (everything, less --freeze), lora (adapters on a "
+                        "frozen base), qlora (on an NF4 base); default: pre-training")
+    g.add_argument("--lora-rank", type=count(MAX_LORA_RANK), help="LoRA r (peft default 8)")
+    g.add_argument("--lora-alpha", type=real(1e6), help="LoRA alpha (peft default 8)")
+    g.add_argument("--lora-targets", type=_names,
+                   help="comma-separated module names (q_proj,v_proj,...) or all-linear "
+                        "(default: peft's for the family)")
+    g.add_argument("--lora-dropout", type=real(1.0, 0.0, closed_low=True),
+                   help="LoRA dropout (default 0)")
+    g.add_argument("--dora", action="store_true", help="DoRA: a magnitude vector per matrix")
+    g.add_argument("--freeze", type=_names,
+                   help="--finetune full: module kinds kept frozen (embedding, attention, "
+                        "mlp, experts, shared_experts, router, norms, output, positions)")
+    g.add_argument("--freeze-layers", type=_layer_range,
+                   help="START:STOP: layers that train nothing")
+    g.add_argument("--no-double-quant", action="store_true",
+                   help="qlora: fp32 absmax (bnb_4bit_use_double_quant False)")
+    g.add_argument("--kbit-upcast", action="store_true",
+                   help="qlora: peft's prepare_model_for_kbit_training (unquantised "
+                        "params in fp32)")
+    if not plan:
+        g.add_argument("--offload", choices=("none", "optimizer", "params"), default="none",
+                       help="CPU offload: optimizer (DeepSpeed ZeRO-Offload) or params "
+                            "(all state: FSDP2 CPUOffloadPolicy, DeepSpeed offload_param)")
+
+
 def _add_framework_flag(g) -> None:
     from ledger.frameworks import DEFAULT, FRAMEWORKS
 
@@ -148,6 +194,7 @@ def _report_parsers(sub) -> None:
     _add_parallel_flags(r)
     r.add_argument("--gpu", default="h100-sxm",
                    help="GPU preset to hold the memory against (see 'gpus'; default h100-sxm)")
+    add_finetune_flags(r)
     _add_outputs(r)
     e = sub.add_parser("estimate", help="step time, MFU and where the time goes")
     _add_model_flags(e)
@@ -155,6 +202,7 @@ def _report_parsers(sub) -> None:
     _add_parallel_flags(e)
     _add_system_flags(e)
     e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
+    add_finetune_flags(e)
     _add_outputs(e)
 
 
@@ -162,7 +210,17 @@ def _plan_parser(sub) -> None:
     pl = sub.add_parser("plan", help="search every placement, rank by step time")
     _add_model_flags(pl)
     _add_source_flags(pl)
-    pl.add_argument("--gpus", type=GPUS, help="world size, GPUs (required)")
+    pl.add_argument("--gpus", type=GPUS, help="world size, GPUs (or --min-gpus)")
+    pl.add_argument("--min-gpus", action="store_true",
+                    help="the smallest number of GPUs on which a placement fits (up to "
+                         "--max-gpus)")
+    pl.add_argument("--max-gpus", type=GPUS, default=1024,
+                    help="with --min-gpus: the largest world tried (default 1,024)")
+    pl.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam",
+                    help="optimizer (default adam; see report --help)")
+    pl.add_argument("--precision", choices=tuple(PRECISIONS),
+                    help="bytes per state (default: the framework's)")
+    add_finetune_flags(pl, plan=True)
     _add_system_flags(pl)
     pl.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
                     help="GPUs per node (default 8, or the --system file's)")

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from ledger.cli.args import build_parser
-from ledger.cli.inputs import backward_time, plan_model, vp
+from ledger.cli.inputs import backward_time, finetune, plan_model, vp
 from ledger.cli.inputs import system as _system
 from ledger.errors import LedgerError
 from ledger.io import check_finite_json, check_world
@@ -39,7 +39,7 @@ def load_model(a: argparse.Namespace) -> ModelSpec:
     return load(a)
 
 
-def parallel_config(a: argparse.Namespace):
+def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
     """ParallelConfig from flags; dp and num_microbatches may be derived."""
     from ledger.parallel import MoESpec, ParallelConfig
 
@@ -71,11 +71,29 @@ def parallel_config(a: argparse.Namespace):
                          moe=MoESpec(capacity_factor=a.capacity_factor,
                                      imbalance=a.moe_imbalance), schedule=a.schedule,
                          recompute=a.recompute, flash_attention=not a.no_flash,
-                         framework=a.framework, grad_accumulation=a.grad_accumulation)
+                         framework=a.framework, grad_accumulation=a.grad_accumulation,
+                         finetune=finetune(a), offload=a.offload)
+    if cfg.finetune is not None and model is not None:
+        check_finetune(model, cfg.finetune)
     if a.gpus is not None and cfg.world != a.gpus:
         raise LedgerError("gpus", f"tp({a.tp}) * cp({a.cp}) * pp({a.pp}) * dp({dp}) = "
                                   f"{cfg.world} != gpus({a.gpus})")
     return cfg
+
+
+def check_finetune(model, ft) -> None:
+    """The model-dependent checks of a fine-tune: its targets resolve on this model, its
+    frozen layers exist."""
+    from ledger.finetune import resolve
+
+    if ft.freeze_layers is not None and ft.freeze_layers[1] > model.layers:
+        raise LedgerError("freeze_layers", f"stop({ft.freeze_layers[1]}) is past the model's "
+                                           f"layers({model.layers})")
+    if ft.adapters:
+        t = resolve(model, ft)
+        if t.unmatched:
+            _warn(f"--lora-targets: no module of {model.name} is named "
+                  f"{', '.join(t.unmatched)} (peft ignores them)")
 
 
 def _cmd_seed() -> str:
@@ -273,7 +291,7 @@ def _model_and_config(a: argparse.Namespace):
     if a.schedule is not None and a.pp == 1:
         raise LedgerError("schedule", f"a pipeline schedule needs pp > 1, got "
                                       f"--schedule {a.schedule} with pp(1)")
-    cfg = parallel_config(a)  # its pipeline is checked against the framework by the core
+    cfg = parallel_config(a, model)  # its pipeline is checked against the framework by the core
     return model, cfg
 
 

@@ -153,3 +153,39 @@ def backward_time(a: argparse.Namespace) -> float:
         raise LedgerError(name, f"{name}({halves[0]:g}) must be below tb({tb:g}), which "
                                 f"the other half shares")
     return tb
+
+
+_LORA_FLAGS = ("lora_rank", "lora_alpha", "lora_targets", "lora_dropout", "dora")
+_QLORA_FLAGS = ("no_double_quant", "kbit_upcast")
+
+
+def finetune(a: argparse.Namespace):
+    """The FineTune the flags describe (None without --finetune); a flag the method does
+    not use is refused, naming it."""
+    from ledger.finetune import ALL_LINEAR, FineTune
+
+    method = getattr(a, "finetune", None)
+    given = [f for f in _LORA_FLAGS + _QLORA_FLAGS + ("freeze", "freeze_layers")
+             if getattr(a, f, None) not in (None, False)]
+    if method is None:
+        if given:
+            raise LedgerError(given[0], f"--{given[0].replace('_', '-')} needs --finetune "
+                                        f"full, lora or qlora")
+        return None
+    unused = [f for f in given if (f in _LORA_FLAGS and method == "full")
+              or (f in _QLORA_FLAGS and method != "qlora")]
+    if unused:
+        raise LedgerError(unused[0], f"--{unused[0].replace('_', '-')} does not apply to "
+                                     f"--finetune {method}")
+    targets = a.lora_targets
+    if targets is not None and ALL_LINEAR in targets:
+        if len(targets) > 1:
+            raise LedgerError("lora_targets", f"all-linear stands alone, got "
+                                              f"{','.join(targets)}")
+        targets = ALL_LINEAR
+    kw = {k: v for k, v in (("lora_rank", a.lora_rank), ("lora_alpha", a.lora_alpha),
+                            ("lora_dropout", a.lora_dropout),
+                            ("freeze_layers", a.freeze_layers)) if v is not None}
+    return FineTune(method=method, lora_targets=targets, dora=a.dora,
+                    freeze=a.freeze or (), double_quant=not a.no_double_quant,
+                    kbit_upcast=a.kbit_upcast, **kw)

@@ -77,6 +77,7 @@ def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:
     gpus_per_node = 8
     intra_GBps = 450            # NVLink per GPU, one direction
     inter_GBps = 50             # network per GPU, one direction
+    host_GBps = 64              # GPU <-> CPU per GPU, one direction (PCIe Gen5 x16; GH200 450)
     intra_latency_us = 5
     inter_latency_us = 10
     link_efficiency = 0.8       # a share, in (0, 1]
@@ -94,6 +95,7 @@ def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:
                 "gpu_hbm_GiB": ("hbm_bytes", GiB), "gpu_hbm_TBps": ("hbm_bytes_per_s", 1e12),
                 "gpu_gemm_efficiency": ("gemm_efficiency", 1.0)}
     sys_keys = {"intra_GBps": ("intra_bytes_per_s", 1e9), "inter_GBps": ("inter_bytes_per_s", 1e9),
+                "host_GBps": ("host_bytes_per_s", 1e9),
                 "intra_latency_us": ("intra_latency_s", 1e-6),
                 "inter_latency_us": ("inter_latency_s", 1e-6),
                 "link_efficiency": ("link_efficiency", 1.0)}

@@ -80,6 +80,7 @@ class Placement:
     tuned: tuned.TunedLedger | None = None  # a fine-tune's own figures (cfg.finetune)
     host_bytes_per_gpu: float = 0.0  # CPU offload: what the host holds for one GPU
     host_transfers: tuple = ()  # CPU offload: host-link rows (ledger.placement.offload)
+    host_bytes_per_node: float = 0.0  # that, for every GPU of a node
 
     def total_bytes(self, axis: str | None = None) -> float:
         return sum(c.bytes for c in self.comms if axis is None or c.axis == axis)
@@ -275,7 +276,8 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     return Placement(even, comms, bubble, tokens,
                      activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
                      heaviest, cfg.world, inflight, top.rank, top.activations_bytes,
-                     top.total_bytes, top, tuple(ranks), ledger, host, tuple(rows))
+                     top.total_bytes, top, tuple(ranks), ledger, host, tuple(rows),
+                     host * min(gpus_per_node, cfg.world))
 
 
 def _offload(model: ModelSpec, cfg: ParallelConfig, state: StateBytes):

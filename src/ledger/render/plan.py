@@ -3,9 +3,7 @@ where #1 gains over it. Units are formatted by ``ledger.render``.
 """
 from __future__ import annotations
 
-from dataclasses import fields
-
-from ledger.render.text import _seq, fmt_bytes, params_dict, params_lines
+from ledger.render.text import _seq, config_dict, fmt_bytes, params_dict, params_lines
 
 
 def plan_config(c, tp_overlap: bool = False) -> str:
@@ -60,7 +58,7 @@ def baseline_text(best, base) -> list[str]:
 
 def plan_json(model, system, result) -> dict:
     def one(p):
-        cfg = {f.name: getattr(p.config, f.name) for f in fields(p.config) if f.name != "moe"}
+        cfg = {k: v for k, v in config_dict(p.config).items() if k != "moe"}
         return cfg | {"tp_overlap": p.tp_overlap,
                       "step_time_s": p.step_time_s, "mfu": p.mfu, "memory_bytes": p.memory_bytes,
                       "headroom_bytes": p.headroom_bytes, "dominant": p.dominant,

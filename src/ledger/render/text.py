@@ -60,6 +60,8 @@ def config_line(model, cfg) -> str:
     extra += f" cp_kind={cfg.cp_kind}" if cfg.cp > 1 else ""
     extra += f" recompute={cfg.recompute}" if cfg.recompute != "none" else ""
     extra += " grad_accumulation=unsharded" if cfg.grad_accumulation != "sharded" else ""
+    extra += f" finetune={cfg.finetune.method}" if getattr(cfg, "finetune", None) else ""
+    extra += f" offload={cfg.offload}" if getattr(cfg, "offload", "none") != "none" else ""
     extra += _moe_extra(model, cfg)
     return (f"{model.name} ({_seq(model)}): tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} "
             f"dp={cfg.dp} ep={cfg.ep} zero={cfg.zero_stage} sp={sp} mb={cfg.micro_batch} "
@@ -129,10 +131,56 @@ def fp8_lines(cfg) -> list[str]:
             f"router, output head in BF16; {kept}"]
 
 
+def _count(n: float) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e8 else f"{n / 1e6:.2f} M"
+
+
+def finetune_lines(model, cfg, pl) -> list[str]:
+    """What trains, what the peak rank's GPU holds of each class, QLoRA's transient."""
+    t, ft = pl.tuned, getattr(cfg, "finetune", None)
+    if t is None:
+        return []
+    what = ft.method
+    if ft.adapters:
+        targets = ft.lora_targets if isinstance(ft.lora_targets, str) else (
+            ",".join(ft.lora_targets) if ft.lora_targets else "peft's default")
+        what += (f" r={ft.lora_rank} alpha={ft.lora_alpha:g} targets={targets}"
+                 + (" +DoRA" if ft.dora else ""))
+    if ft.freeze:
+        what += f" frozen: {','.join(ft.freeze)}"
+    if ft.freeze_layers:
+        what += f" layers {ft.freeze_layers[0]}:{ft.freeze_layers[1]} frozen"
+    share = t.trainable_params / model.params
+    parts = ", ".join(f"{k} {_count(v)}" for k, v in t.trainable_breakdown.items())
+    held = "  ".join(f"{c} {_count(v)}" for c, v in t.classes.items() if v)
+    out = [f"  {'fine-tuning':<20}{what}",
+           f"  {'trainable':<20}{t.trainable_params:,} of {model.params:,} ({share:.2%}): "
+           f"{parts}",
+           f"  {'params on GPU':<20}{held} (PP rank {pl.peak_rank}, before ZeRO)"]
+    if t.dequant_bytes:
+        out.append(f"  {'dequantised weight':<20}{fmt_bytes(t.dequant_bytes)} (one NF4 matrix "
+                   f"in bf16, in buffers)")
+    if t.adapter_activation_bytes:
+        out.append(f"  {'adapter activations':<20}{fmt_bytes(t.adapter_activation_bytes)} per "
+                   f"layer per micro-batch (in activations)")
+    return out
+
+
+def offload_lines(cfg, pl) -> list[str]:
+    """CPU offload: the host's share and the host-link traffic."""
+    if getattr(cfg, "offload", "none") == "none":
+        return []
+    out = [f"  {'cpu offload':<20}{cfg.offload}: host holds {fmt_bytes(pl.host_bytes_per_gpu)} "
+           f"per GPU, {fmt_bytes(pl.host_bytes_per_node)} per node"]
+    out += [f"  {'':<20}{r.direction} {fmt_bytes(r.bytes, 9)}/step  overlap {r.overlap:<3}  "
+            f"{r.what}" for r in pl.host_transfers]
+    return out
+
+
 def placement_text(model, cfg, pl, capacity=None) -> str:
     """The seed's report block, in IEC units, plus the heaviest pipeline stage."""
     lines = [config_line(model, cfg), *params_lines(model), *fp8_lines(cfg),
-             _state_line("state per GPU", pl.per_gpu)]
+             *finetune_lines(model, cfg, pl), _state_line("state per GPU", pl.per_gpu)]
     if cfg.pp > 1 and pl.heaviest_stage is not None:
         lines.append(_state_line(f"heaviest stage ({pl.heaviest_rank})", pl.heaviest_stage))
     lines += [
@@ -148,6 +196,7 @@ def placement_text(model, cfg, pl, capacity=None) -> str:
     if pl.memory is not None and (capacity is not None or pl.memory.total_bytes
                                   > pl.memory.state_bytes + pl.memory.activations_bytes):
         lines += memory_lines(pl.memory, capacity)  # the seed's blocks stay as they were
+    lines += offload_lines(cfg, pl)
     lines.append(f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/step':>13}  {'overlap':<7}"
                  f"  payload")
     for c in pl.comms:
@@ -180,10 +229,36 @@ def _state_dict(st) -> dict:
 
 
 def config_dict(cfg) -> dict:
-    """A ParallelConfig as JSON: ``ParallelConfig(**d, moe=MoESpec(**d["moe"]))`` rebuilds it."""
-    config = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "moe"}
+    """A ParallelConfig as JSON: ``ParallelConfig(**d, moe=MoESpec(**d["moe"]),
+    finetune=FineTune(**d["finetune"]))`` rebuilds it."""
+    config = {f.name: getattr(cfg, f.name) for f in fields(cfg)
+              if f.name not in ("moe", "finetune")}
     config["moe"] = asdict(cfg.moe)
+    ft = getattr(cfg, "finetune", None)
+    config["finetune"] = asdict(ft) if ft is not None else None
     return config
+
+
+def finetune_dict(model, cfg, pl) -> dict:
+    """``trainable_params`` (peft's count) and its breakdown; the fine-tune's classes, its
+    transient and offload figures. A full run trains everything."""
+    t = pl.tuned
+    if t is None:
+        return {"trainable_params": model.params,
+                "trainable_breakdown": {k: v for k, v in model.breakdown.items() if v}}
+    return {"trainable_params": t.trainable_params,
+            "trainable_breakdown": t.trainable_breakdown,
+            "params_on_gpu_by_class": t.classes, "dequant_bytes": t.dequant_bytes,
+            "adapter_activation_bytes_per_layer": t.adapter_activation_bytes}
+
+
+def offload_dict(cfg, pl) -> dict:
+    return {"offload": getattr(cfg, "offload", "none"),
+            "host_bytes_per_gpu": pl.host_bytes_per_gpu,
+            "host_bytes_per_node": pl.host_bytes_per_node,
+            "host_transfers": [{"direction": r.direction, "bytes": r.bytes,
+                                "overlap": r.overlap, "what": r.what}
+                               for r in pl.host_transfers]}
 
 
 def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
@@ -198,6 +273,8 @@ def placement_json(model, cfg, pl, precision: str | None, optimizer: str,
         "precision": precision or "framework",
         "fp8_recipe": getattr(framework_of(cfg).fp8, "name", None),
         "optimizer": optimizer,
+        **finetune_dict(model, cfg, pl),
+        **offload_dict(cfg, pl),
         "config": config_dict(cfg),
         "world": pl.world,
         "per_gpu": _state_dict(pl.per_gpu),
@@ -253,6 +330,7 @@ def gpus_json() -> list[dict]:
                     "hbm_TBps": g.hbm_bytes_per_s / 1e12,
                     "nvlink_GBps": s.intra_bytes_per_s / 1e9,
                     "network_GBps": s.inter_bytes_per_s / 1e9,
+                    "host_GBps": s.host_bytes_per_s / 1e9,
                     "gemm_efficiency": g.gemm_efficiency, "source": GPU_SOURCES[name]})
     return out
 
@@ -260,13 +338,13 @@ def gpus_json() -> list[dict]:
 def gpus_table() -> str:
     """One line per GPU preset: peak FLOP/s, HBM, and the links of its usual node."""
     lines = [f"{'gpu':<11}{'bf16 TFLOP/s':>13}{'fp8 TFLOP/s':>12}{'HBM GiB':>9}"
-             f"{'HBM TB/s':>9}{'NVLink GB/s':>12}{'network GB/s':>13}  (dense; links per "
-             f"GPU, one direction)"]
+             f"{'HBM TB/s':>9}{'NVLink GB/s':>12}{'network GB/s':>13}{'host GB/s':>10}  "
+             f"(dense; links per GPU, one direction)"]
     for g in gpus_json():
         fp8 = f"{g['fp8_tflops']:,.0f}" if g["fp8_tflops"] else "-"
         lines.append(f"{g['name']:<11}{g['bf16_tflops']:>13,.0f}{fp8:>12}{g['hbm_GiB']:>9.1f}"
                      f"{g['hbm_TBps']:>9.2f}{g['nvlink_GBps']:>12,.0f}"
-                     f"{g['network_GBps']:>13,.0f}")
+                     f"{g['network_GBps']:>13,.0f}{g['host_GBps']:>10,.1f}")
     return "\n".join(lines)
 
 
