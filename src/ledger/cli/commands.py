@@ -187,22 +187,35 @@ def _cmd_layout(a: argparse.Namespace) -> str:
 
 
 def _cmd_plan(a: argparse.Namespace) -> str:
-    from ledger.plan import Pins, plan
+    from ledger.plan import Pins, min_gpus, plan
     from ledger.render import plan_json, plan_text
 
     model = plan_model(a)
     sysm = _system(a)
+    ft = finetune(a)
+    if ft is not None:
+        check_finetune(model, ft)
     pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
                 micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
                 max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp)
     bar = _progress_bar() if sys.stderr.isatty() else None
-    result = plan(model, a.gpus, sysm, a.global_batch, a.top, pins, progress=bar,
-                  framework=a.framework, flash=not a.no_flash,
-                  headroom_bytes=a.headroom * 2**30, baseline=a.baseline)
+    kw = dict(top=a.top, pins=pins, progress=bar, framework=a.framework, flash=not a.no_flash,
+              headroom_bytes=a.headroom * 2**30, baseline=a.baseline, finetune=ft,
+              optimizer=a.optimizer, precision=a.precision)
+    gpus = a.gpus
+    if a.min_gpus:
+        gpus, result = min_gpus(model, sysm, a.global_batch, a.max_gpus, **kw)
+    else:
+        result = plan(model, gpus, sysm, a.global_batch, **kw)
     if a.html:
         _write(a.html, _plan_html(model, a, sysm, result))
-    text = (_json(plan_json(model, sysm, result), indent=1) if a.json
-            else plan_text(model, a.gpus, sysm, result))
+    if a.json:
+        return _json(plan_json(model, sysm, result) | {"gpus": gpus}, indent=1)
+    text = plan_text(model, gpus, sysm, result)
+    if a.min_gpus:
+        batch = " (the default with --finetune)" if getattr(a, "batch_defaulted", False) else ""
+        text += (f"\n  smallest world that fits: {gpus} x {sysm.gpu.name}, global batch "
+                 f"{a.global_batch} sequences{batch}")
     return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1
 
 

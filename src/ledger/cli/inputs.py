@@ -102,10 +102,18 @@ def _model(a: argparse.Namespace) -> ModelSpec:
     return load_model(a)
 
 
+FINETUNE_BATCH = 16  # sequences per step when a fine-tune names none: the QLoRA paper's
+# Guanaco runs, batch 1 x 16 accumulation steps (artidoro/qlora scripts/finetune_guanaco_65b.sh)
+
+
 def plan_model(a: argparse.Namespace) -> ModelSpec:
     model_ = model(a)
-    for name, flag in (("gpus", "--gpus"), ("global_batch", "--global-batch")):
-        if getattr(a, name) is None:
+    if a.min_gpus and a.gpus is not None:
+        raise LedgerError("min_gpus", f"--min-gpus searches the world size; drop --gpus {a.gpus}")
+    if a.global_batch is None and a.finetune is not None:
+        a.global_batch, a.batch_defaulted = FINETUNE_BATCH, True
+    for name, flag in (("gpus", "--gpus (or --min-gpus)"), ("global_batch", "--global-batch")):
+        if getattr(a, name) is None and not (name == "gpus" and a.min_gpus):
             raise LedgerError(name, f"plan needs {flag}")
     from ledger.frameworks import get
 

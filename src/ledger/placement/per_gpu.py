@@ -92,14 +92,14 @@ class Placement:
         return {"nvlink": 0.0, "ib": 0.0} | _sum_by(self.comms, "link")
 
 
-def _dp(model: ModelSpec, st: StateBytes, cfg: ParallelConfig, lay: Layout) -> list[Comm]:
+def dp_traffic(model: ModelSpec, st: StateBytes, cfg: ParallelConfig, lay: Layout) -> list[Comm]:
     """The DP rows: of the whole state, or of what a fine-tune trains and gathers."""
-    if cfg.finetune is None:
+    if getattr(cfg, "finetune", None) is None:
         return dp_comms(model, st, cfg, lay)
     w = tuned.wire(model, cfg, framework_of(cfg))
-    apart = cfg.ep > 1 or expert_tp(cfg) != cfg.tp  # else the experts reduce like dense
-    dense = (w.dense_params + w.expert_params * (not apart),
-             w.dense_grads + w.expert_grads * (not apart))
+    apart = np.asarray((cfg.ep > 1) | (expert_tp(cfg) != cfg.tp))  # else: reduced as dense
+    dense = (w.dense_params + w.expert_params * ~apart,
+             w.dense_grads + w.expert_grads * ~apart)
     return dp_rows(model, cfg, lay, dense, (w.expert_params * apart, w.expert_grads * apart))
 
 
@@ -252,7 +252,7 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
              + cp_comms(model, cfg, tokens, layers, lay.link("cp"))
              + pp_comms(cfg, s_act, lay.link("pp"))
              + tied_embedding_comms(model, cfg, tuned.tied_state(model, cfg, st), lay.link("pp"))
-             + _dp(model, st, cfg, lay)
+             + dp_traffic(model, st, cfg, lay)
              + ep_comms(model, cfg, tokens, lay) if c.bytes > 0]
     fw = framework_of(cfg)
     kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")

@@ -99,8 +99,16 @@ def _counts(model, ft, tp, grid, pp, vp, vshape) -> list[tuple[dict, dict]]:
 
 def stage_state(model, cfg, fw, optimizer: str) -> list[tuple[StateBytes, StateBytes]]:
     """Per PP rank, (dense, expert) state on one GPU before ZeRO divides it."""
+    return tuned_stage_state(model, cfg, fw, optimizer, cfg.tp, expert_tp(cfg) * cfg.ep,
+                             cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+
+
+def tuned_stage_state(model, cfg, fw, optimizer: str, tp, grid, pp, vp, vshape):
+    """``stage_state`` for a layout given by its sizes (the planner's groups); ``cfg``
+    supplies the fine-tune and the ZeRO stage."""
     per = class_bytes(model, cfg, fw, optimizer)
-    return [(_price(d, per), _price(e, per)) for d, e in stage_counts(model, cfg)]
+    return [(_price(d, per), _price(e, per))
+            for d, e in _counts(model, cfg.finetune, tp, grid, pp, vp, vshape)]
 
 
 @dataclass(frozen=True)

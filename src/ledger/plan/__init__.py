@@ -7,7 +7,7 @@ baseline) and how losing families are picked out.
 May import: everything below it (up to ``ledger.step``).
 """
 from ledger.plan.pins import SCHEDULES, Pins, parse_baseline
-from ledger.plan.search import DEFAULT_HEADROOM_BYTES, enumerate_grid, plan
+from ledger.plan.search import DEFAULT_HEADROOM_BYTES, enumerate_grid, min_gpus, plan
 
-__all__ = ["DEFAULT_HEADROOM_BYTES", "Pins", "SCHEDULES", "enumerate_grid", "parse_baseline",
-           "plan"]
+__all__ = ["DEFAULT_HEADROOM_BYTES", "Pins", "SCHEDULES", "enumerate_grid", "min_gpus",
+           "parse_baseline", "plan"]

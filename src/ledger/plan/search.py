@@ -27,9 +27,10 @@ from ledger.frameworks import get as get_framework
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.pipeline import inflight_closed
-from ledger.placement import (Layout, buffer_bytes, dp_comms, largest_unit_params,
-                              layer_activation_bytes, layer_kinds, logits_bytes, overhead_bytes,
-                              rank_layers, resident_state, shard_state, stage_params)
+from ledger.placement import (Layout, buffer_bytes, buffer_framework, dequant_bytes,
+                              dp_traffic, largest_unit_params, layer_activation_bytes,
+                              layer_kinds, logits_bytes, overhead_bytes, rank_layers,
+                              resident_state, shard_state, stage_params, tuned_stage_state)
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
 from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
@@ -180,18 +181,19 @@ def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, vshape: b
     return dense, expert, layers
 
 
-def _grid_cfg(g, sel, fw, flash=True, precision=None, **fixed):
+def _grid_cfg(g, sel, fw, flash=True, precision=None, finetune=None, **fixed):
     """The config fields ``ledger.placement.footprint`` and the activation formula read, for the
     rows ``sel`` of the grid: sizes as arrays, categorical fields as given."""
     return SimpleNamespace(
         tp=g["tp"][sel], cp=g["cp"][sel], dp=g["dp"][sel], ep=g["ep"][sel],
         micro_batch=g["mb"][sel], grad_replicas=g["dp"][sel] * g["cp"][sel],
         hsdp_shard=g["shard"][sel], framework=fw.name, flash_attention=flash, act_bytes=2,
-        precision=precision, moe=MoESpec(),
+        precision=precision, moe=MoESpec(), finetune=finetune,
         **fixed)
 
 
-def _memory(model, g, fw, per_param, flash=True, precision=None):
+def _memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
+            optimizer="adam"):
     """Peak memory over the pipeline ranks (``ledger.placement.footprint``: state, activations,
     logits, buffers, overhead), and the heaviest stage's optimizer-step state, for every
     candidate: the exact Megatron stage layout, ZeRO in the framework's dtypes, the
@@ -202,7 +204,7 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
     everything = np.arange(count)
     kinds = layer_kinds(model, 1)[0]  # (MoE?, window) of the model's layers
     acts = {(rc, sp, k): layer_activation_bytes(
-        model, _grid_cfg(g, everything, fw, flash, precision, sequence_parallel=sp,
+        model, _grid_cfg(g, everything, fw, flash, precision, finetune, sequence_parallel=sp,
                          recompute=name), kind)
         for rc, name in enumerate(RECOMPUTES) for sp in (True, False)
         for k, kind in enumerate(kinds)}
@@ -222,13 +224,21 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
         vs = bool(vshape[i])
         dense, expert, layers = _stage_state(model, tp, ep, pp, vp, vs)
         held = _kind_counts(model, pp, vp, vs)  # ranks x kinds
-        cfg = _grid_cfg(g, sel, fw, flash, precision, zero_stage=zero, reshard_after_forward=
-                        fw.reshard_after_forward(pp), grad_accumulation=fw.grad_accumulation(pp))
+        cfg = _grid_cfg(g, sel, fw, flash, precision, finetune, zero_stage=zero,
+                        reshard_after_forward=fw.reshard_after_forward(pp),
+                        grad_accumulation=fw.grad_accumulation(pp))
         cfg.hsdp_shard, cfg.grad_replicas = cfg.hsdp_shard[:, None], cfg.grad_replicas[:, None]
         cfg.tp, cfg.ep = tp, ep
-        st = shard_state(*(StateBytes(*(b * part[None, :] for b in (
-            per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
-            for part in (dense, expert)), cfg, fw)
+        if finetune is None:
+            parts = [StateBytes(*(b * part[None, :] for b in (
+                per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
+                for part in (dense, expert)]
+        else:  # the fine-tune's classes, rank by rank (ledger.placement.tuned)
+            ranks = tuned_stage_state(model, cfg, fw, optimizer, tp, tp * ep, pp, vp, vs)
+            parts = [StateBytes(*(np.array([getattr(r[i], f) for r in ranks])[None, :]
+                                  for f in ("params_bytes", "grads_bytes", "optim_bytes")))
+                     for i in (0, 1)]
+        st = shard_state(*parts, cfg, fw)
         state = st.params_bytes + st.grads_bytes + st.optim_bytes
         infl = np.ones((len(sel), 1))
         if pp > 1:
@@ -242,7 +252,8 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
         unit = largest_unit_params(model, SimpleNamespace(tp=tp, ep=ep))
         total = (state + (act[sel] @ held.T) * infl
                  + logits_bytes(model, cfg, fw)[:, None] * infl * out_rank
-                 + buffer_bytes(cfg, fw, unit, layers[None, :], working[sel][:, None]))
+                 + buffer_bytes(cfg, buffer_framework(model, cfg, fw), unit, layers[None, :],
+                                working[sel][:, None]) + dequant_bytes(model, cfg))
         mem[sel] = (total + overhead_bytes(fw, total)).max(axis=1)
         heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
         rows = np.arange(len(sel))
@@ -251,7 +262,7 @@ def _memory(model, g, fw, per_param, flash=True, precision=None):
 
 
 def _price(model, system, cal, g, precision, optimizer, framework, progress=None,
-           flash=True):
+           flash=True, finetune=None):
     """Step time (s) and peak memory (bytes) of every candidate, and its breakdown."""
     count = len(g["tp"])
     step = np.full(count, np.inf)
@@ -260,7 +271,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision),
                               optimizer)
     mem, state_g = _memory(model, g, fw, st_total.scaled(1 / model.params), flash,
-                           precision)
+                           precision, finetune, optimizer)
     vshape = g["sched"] == SCHEDULES.index("zb-v")
     vr = int(g["vp"].max()) + 1 if count else 1
     lay_key = (g["pp"] * vr + g["vp"]) * 2 + vshape
@@ -291,11 +302,12 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             reshard_after_forward=(sub["pp"] == 1) | (fw.reshard == "always"),
             grad_accumulation=np.where((sub["pp"] > 1) & fw.unsharded_with_pp, "unsharded",
                                        "sharded"),
-            hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec())
+            hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec(),
+            finetune=finetune)
         links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
                        hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node)
-        layer_s, grad_s, param_s, gather_s = dp_split(dp_comms(model, st_total, cfg, links), cfg,
-                                                      system, model.layers / sub["pp"])
+        layer_s, grad_s, param_s, gather_s = dp_split(dp_traffic(model, st_total, cfg, links),
+                                                      cfg, system, model.layers / sub["pp"])
         st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")}
                        | {"layout": links},
                        max_layers=max_layers[idx], last_layers=last_layers[idx],
@@ -312,7 +324,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
 
 
 def _config(g, i, framework: str, flash: bool = True,
-            precision: str | None = None) -> ParallelConfig:
+            precision: str | None = None, finetune=None) -> ParallelConfig:
     flat = g["shard"][i] == g["dp"][i] * g["cp"][i]
     return ParallelConfig(
         tp=int(g["tp"][i]), cp=int(g["cp"][i]), pp=int(g["pp"][i]), dp=int(g["dp"][i]),
@@ -321,11 +333,12 @@ def _config(g, i, framework: str, flash: bool = True,
         hsdp_shard=None if flat else int(g["shard"][i]), micro_batch=int(g["mb"][i]),
         num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
         schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]],
-        framework=framework, flash_attention=flash, precision=precision)
+        framework=framework, flash_attention=flash, precision=precision, finetune=finetune)
 
 
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
-    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision) for its config."""
+    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune) for its
+    config."""
     mfu = flops / (gpus * system.gpu.bf16_flops * step[i])
     return Plan(_config(g, i, *conf), float(step[i]), float(mfu),
                 float(mem[i]), float(limit - mem[i]),
@@ -337,11 +350,13 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
          pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str | None = None,
          optimizer: str = "adam", progress=None, framework: str = "megatron",
          flash: bool = True, headroom_bytes: float = DEFAULT_HEADROOM_BYTES,
-         baseline: str | None = None) -> PlanResult:
+         baseline: str | None = None, finetune=None) -> PlanResult:
     """The best placements of ``model`` on ``gpus`` GPUs of ``system``, fastest first
     (ties to the one with more memory to spare); a placement fits when its peak memory
     leaves ``headroom_bytes`` of the usable capacity free. ``baseline`` ("tp=8,pp=16,...")
-    prices the best placement of that shape and ranks it among the fitting ones."""
+    prices the best placement of that shape and ranks it among the fitting ones.
+    ``finetune`` (a ``ledger.finetune.FineTune``): what trains, priced by
+    ``ledger.placement.tuned`` in every candidate."""
     require_positive("gpus", gpus)
     require_positive("global_batch", global_batch)
     base_pins = parse_baseline(baseline) if baseline is not None else None
@@ -365,7 +380,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
         raise LedgerError("baseline", f"no placement of {model.name} on {gpus} GPUs with "
                                       f"global_batch({global_batch}) has the shape {baseline!r}")
     step, mem, parts = _price(model, system, cal, g, precision, optimizer, framework, progress,
-                              flash)
+                              flash, finetune)
     limit = cap - headroom_bytes
     fits = mem <= limit
     elapsed = time.perf_counter() - start
@@ -373,7 +388,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
         return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - limit))
     order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
     flops = model_flops_per_token(model) * model.seq_len * global_batch
-    conf = (framework, flash, precision)
+    conf = (framework, flash, precision, finetune)
     plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf)
              for i in order]
     rejected = rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)
@@ -387,3 +402,29 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
                         bool(fits[j]), rank, float(step[j] / step[order[0]]))
     return PlanResult(plans, evaluated, int(fits.sum()), time.perf_counter() - start, rejected,
                       baseline=base)
+
+
+def min_gpus(model: ModelSpec, system: System, global_batch: int, max_gpus: int,
+             **kw) -> tuple[int, PlanResult]:
+    """The smallest world on which a placement fits: 1 to the node size, then whole
+    nodes, up to ``max_gpus``; (gpus, its plan). ``kw``: ``plan``'s other arguments. A
+    world that no placement divides (the global batch over dp) is passed over."""
+    node = system.gpus_per_node
+    worlds = [n for n in range(1, node + 1)] + list(range(2 * node, max_gpus + 1, node))
+    last = None
+    for n in (w for w in worlds if w <= max_gpus):
+        try:
+            result = plan(model, n, system, global_batch, **kw)
+        except LedgerError as e:
+            if e.field != "gpus":
+                raise
+            continue
+        if result.plans:
+            return n, result
+        last = result
+    if last is None:
+        raise LedgerError("max_gpus", f"no world of 1..{max_gpus} GPUs divides "
+                                      f"global_batch({global_batch})")
+    raise LedgerError("max_gpus", f"nothing fits on up to {max_gpus} GPUs of "
+                                  f"{system.gpu.name}: at {max_gpus} the leanest placement "
+                                  f"needs {last.shortfall_bytes / 2**30:.2f} GiB more per GPU")
