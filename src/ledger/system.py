@@ -68,7 +68,7 @@ GPU_SOURCES = {
             "IB 50 GB/s per GPU (achieved: 0.8 x 200 GB/s, 400 Gb/s NICs)",
     "h200": "NVIDIA H200 datasheet: BF16 989 / FP8 1,979 TFLOP/s dense (half the sparse "
             "figures); 141 GB HBM3e 4.8 TB/s",
-    "gh200": "NVIDIA GH200 Grace Hopper Superchip: the H100's compute (BF16 989 / FP8 1,979 "
+    "gh200": "NVIDIA GH200 Grace Hopper Superchip datasheet: the H100's compute (BF16 989 / FP8 1,979 "
              "TFLOP/s dense), 96 GB HBM3 4 TB/s; NVLink-C2C to the Grace CPU 900 GB/s (both "
              "directions, 7x PCIe Gen5) - 450 GB/s per direction (10 links x 45 GB/s, Hot "
              "Chips 34)",

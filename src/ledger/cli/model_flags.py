@@ -17,6 +17,8 @@ from ledger.errors import LedgerError
 from ledger.io import from_hf_config, model_flag
 from ledger.model import PRESETS, ModelSpec, preset
 
+from ledger.io.families import FAMILIES  # noqa: E402
+
 LAYERS = "layers"  # marker type: a layer-index list such as '1,3,5-9' or 'every:2'
 
 # ModelSpec field -> (flags, type or choices, help)
@@ -66,6 +68,9 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
                       "group-limited routing: expert groups (n_group)"),
     "router_group_topk": (("--router-group-topk", "--moe-router-group-topk"), int,
                           "groups a token may pick (topk_group; DeepSeek-V3: 4 nodes)"),
+    "family": (("--family",), tuple(sorted(FAMILIES)),
+               "the transformers model_type whose module names peft's targets match "
+               "(default: Llama's)"),
 }
 # routing, not shape: these may override a preset's or a config.json's own values
 ROUTING = ("router_groups", "router_group_topk")
