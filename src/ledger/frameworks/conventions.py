@@ -94,7 +94,8 @@ class Framework:
                                            f"known: {', '.join([*PRECISIONS, 'fp8'])}")
         p = PRECISIONS[precision]
         return replace(self, param_bytes=p.param, grad_bytes=p.grad, master_bytes=p.master,
-                       moment_bytes=p.moment, gathered_param_bytes=p.param)
+                       moment_bytes=p.moment, gathered_param_bytes=p.param,
+                       frozen_param_bytes=p.param)
 
     def with_fp8(self, precision: str) -> Framework:
         """The framework's own state dtypes, its GEMMs in FP8 under the recipe
