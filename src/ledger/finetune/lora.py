@@ -120,9 +120,11 @@ def resolve(model: ModelSpec, ft: FineTune) -> Targets:
         params[new] = len(need)  # rank_pattern / alpha_pattern x 2 on gate_up_proj (L471-479)
     names = frozenset(n for n in wanted - set(mapping) if n in linear or n == "lm_head")
     if not names and not params:
+        fused = f"; experts and router by peft's names: {', '.join(sorted(mapping))}" \
+            if mapping and model.is_moe else ""
         raise LedgerError("lora_targets", f"no module of {model.name} ({fam}) is named "
                                           f"{', '.join(sorted(wanted))}; its linear layers: "
-                                          f"{', '.join(sorted(linear))}")
+                                          f"{', '.join(sorted(linear))}{fused}")
     unmatched = tuple(sorted(wanted - set(mapping) - names)) if given != ALL_LINEAR else ()
     return Targets(names, params, unmatched)
 

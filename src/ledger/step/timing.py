@@ -52,6 +52,7 @@ from ledger.pipeline import first_backward_s, pipeline_s
 from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_layer, cp_comms,
                               ep_pass_comms, forward_passes, kv_width, place, rank_layers,
                               ring_kv_block_bytes, tp_comms)
+from ledger.placement.offload import exposed_s
 from ledger.step.dp import dp_split
 from ledger.step.gemm import gemm_s, layer_gemms_s
 from ledger.system import System
@@ -239,6 +240,7 @@ class Structure:
     dp_param_s: object  # ZeRO-1/2's parameter all-gather after the optimizer step
     dp_gather_s: object  # one layer's ZeRO-3 parameter gather (the one prefetch cannot hide)
     state_bytes: object  # resident state of the heaviest stage (for the optimizer step)
+    offload_s: object = 0.0  # CPU offload: host-link seconds the step waits for
 
 
 def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
@@ -296,7 +298,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     out["compute"] = out["compute"] + last_critical * out_layer * m
     out |= {"pp_bubble": pipeline - m * (t_f + t_b), "pp_comm": steady_p2p,
             "dp_comm": layerwise + step_end, "optimizer": optim}
-    out["step_time_s"] = pipeline + steady_p2p + layerwise + step_end + optim
+    out["offload"] = st.offload_s  # ledger.placement.offload: the exposed host-link rows
+    out["step_time_s"] = pipeline + steady_p2p + layerwise + step_end + optim + st.offload_s
     return out
 
 
@@ -312,7 +315,8 @@ def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placeme
         links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")} | {"layout": lay},
         max_layers=max(held), last_layers=held[0 if cfg.schedule == "zb-v" else -1],
         dp_layer_s=layer, dp_grad_s=grads, dp_param_s=params, dp_gather_s=gather,
-        state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)
+        state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes,
+        offload_s=exposed_s(pl.host_transfers, system.host_bandwidth()))
 
 
 def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
