@@ -1,13 +1,14 @@
 """The planner: every valid placement of a model on a cluster, costed at once and ranked.
 
 ``search`` enumerates and prices the grid in numpy with the same formulas as
-``ledger.placement`` and ``ledger.step``; ``pins`` holds what a user fixes (pins, a
+``ledger.placement`` and ``ledger.step``; ``fewest`` the smallest world that fits; ``pins`` holds what a user fixes (pins, a
 baseline) and how losing families are picked out.
 
 May import: everything below it (up to ``ledger.step``).
 """
 from ledger.plan.pins import SCHEDULES, Pins, parse_baseline
-from ledger.plan.search import DEFAULT_HEADROOM_BYTES, enumerate_grid, min_gpus, plan
+from ledger.plan.fewest import min_gpus
+from ledger.plan.search import DEFAULT_HEADROOM_BYTES, enumerate_grid, plan
 
 __all__ = ["DEFAULT_HEADROOM_BYTES", "Pins", "SCHEDULES", "enumerate_grid", "min_gpus",
            "parse_baseline", "plan"]
