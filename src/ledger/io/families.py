@@ -129,7 +129,15 @@ def qwen3_moe(r):  # configuration_qwen3_moe.py:81-105
     moe = {"num_experts": e, "top_k": r.get("num_experts_per_tok", 8),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 768),
            "moe_layer_ids": _sparse_layers(r, f["layers"])} if e > 1 else {}
-    return {**f, **_bias(r), "qk_norm": "head", **moe, **_qwen_window(r, f["layers"])}, cap
+    return {**f, **_bias(r), "qk_norm": "head", **moe, **_every_window_if_used(r)}, cap
+
+
+def _every_window_if_used(r):
+    """Qwen3-MoE: with use_sliding_window every layer slides (configuration_qwen3_moe.py:111
+    keeps the window; the model masks every layer with it, modeling_qwen3_moe.py:148,
+    :472); the class has no max_window_layers."""
+    w = r.get("sliding_window", 4096, int, nullable=True)
+    return {"sliding_window": w} if r.get("use_sliding_window", False, bool) and w else {}
 
 
 def qwen2_moe(r):  # configuration_qwen2_moe.py:79-106; shared expert + sigmoid gate
