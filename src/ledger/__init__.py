@@ -16,6 +16,7 @@ the code and holds it to this order):
     arch         one layer: FLOPs, saved tensors, activations
     placement    collectives, dense and expert comms, rank layout, stages, footprint, place()
     step         GEMM and DP time, step time, MFU
+    serve        inference: weights and KV cache per GPU, vLLM's paged pool, decode and prefill
     plan         the search over every placement
     validation   published runs: calibration and prediction rows
     io           what a user hands over: typed limits, config.json, launch files, systems

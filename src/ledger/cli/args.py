@@ -19,6 +19,10 @@ from ledger.memory import OPTIMIZERS, PRECISIONS
 from ledger.pipeline import KINDS as SCHEDULES
 
 GPUS = count(MAX_GPUS)
+MAX_CONTEXT = 1 << 24  # tokens of one sequence (the model-size limit of ledger.io)
+MAX_BATCH = 1 << 20  # sequences decoded together
+MAX_KV_BYTES = 1 << 50  # 1 PiB per GPU
+MAX_BLOCK = 1 << 16  # tokens per KV block
 FP8_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n in family))
 
 
@@ -248,6 +252,55 @@ def _plan_parser(sub) -> None:
     _add_outputs(pl)
 
 
+def _serve_parser(sub) -> None:
+    from ledger.serve import GPU_MEMORY_UTILIZATION, KV_DTYPES
+
+    s = sub.add_parser("serve", help="serving with vLLM: weights, KV cache, concurrency, "
+                                     "prefill and decode time")
+    _add_model_flags(s)
+    _add_source_flags(s)
+    g = s.add_argument_group("serving layout and engine (vLLM's spellings accepted)")
+    g.add_argument("--tp", "--tensor-parallel-size", type=GPUS, default=1,
+                   help="tensor-parallel GPUs (default 1)")
+    g.add_argument("--pp", "--pipeline-parallel-size", type=GPUS, default=1,
+                   help="pipeline stages (default 1)")
+    g.add_argument("--dp", "--data-parallel-size", type=GPUS, default=1,
+                   help="engine replicas; an MoE's experts span them (default 1)")
+    g.add_argument("--ep", type=GPUS, default=1,
+                   help="expert parallel GPUs: 1, or tp x dp (vLLM's EP puts whole experts "
+                        "on every GPU of a stage)")
+    g.add_argument("--enable-expert-parallel", action="store_true",
+                   help="vLLM's flag: ep = tp x dp")
+    g.add_argument("--context", "--max-model-len", type=count(MAX_CONTEXT), required=True,
+                   help="tokens a sequence may reach (vLLM's max_model_len)")
+    g.add_argument("--batch", type=count(MAX_BATCH), default=1,
+                   help="sequences decoded together, for the time per token (default 1)")
+    g.add_argument("--kv-dtype", "--kv-cache-dtype", choices=tuple(KV_DTYPES), default="bf16",
+                   help="KV cache dtype (default bf16, the model's)")
+    g.add_argument("--gpu-memory-utilization", type=real(1.0), default=GPU_MEMORY_UTILIZATION,
+                   help=f"share of the GPU vLLM takes (default {GPU_MEMORY_UTILIZATION:g}, "
+                        f"vLLM's)")
+    g.add_argument("--kv-cache-memory-bytes", type=count(MAX_KV_BYTES),
+                   help="bytes for the KV cache per GPU, as vLLM's flag (skips the profile)")
+    g.add_argument("--block-size", type=count(MAX_BLOCK), help="tokens per KV block (default 16)")
+    g.add_argument("--max-num-batched-tokens", type=count(MAX_CONTEXT),
+                   help="tokens per step (default: vLLM's for the GPU)")
+    g.add_argument("--max-num-seqs", type=count(MAX_BATCH),
+                   help="sequences per step (default: vLLM's for the GPU)")
+    g.add_argument("--hybrid-kv-cache-manager", choices=("on", "off"),
+                   help="per-kind KV groups for local layers (default: vLLM's; off for "
+                        "chunked attention)")
+    gib = real(MAX_HEADROOM_GIB, 0.0, closed_low=True)
+    g.add_argument("--non-torch-gib", type=gib, default=0.0,
+                   help="non-torch memory vLLM measures at start-up, GiB (default 0)")
+    g.add_argument("--cudagraph-gib", type=gib, default=0.0,
+                   help="CUDA-graph memory vLLM estimates at start-up, GiB (default 0)")
+    _add_system_flags(s)
+    s.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
+                   help="GPUs per node (default 8, or the --system file's)")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
 def _small_parsers(sub) -> None:
     lay = sub.add_parser("layout", help="rank <-> coordinates and which groups cross nodes")
     for axis in ("tp", "cp", "ep", "dp", "pp"):
@@ -296,5 +349,6 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     _report_parsers(sub)
     _plan_parser(sub)
+    _serve_parser(sub)
     _small_parsers(sub)
     return p

@@ -10,9 +10,11 @@
     train-ledger layout --tp 4 --dp 2 --pp 2              ranks, groups and links
     train-ledger plan MODEL --gpus N --gpu NAME --global-batch B   the best placements
     train-ledger gpus                 GPU presets with their figures (--json)
+    train-ledger serve MODEL --tp T --context N --gpu NAME   serving: weights, KV cache,
+                                      concurrency as vLLM computes it, prefill and decode time
     train-ledger --version
 
-report, estimate and plan also take --from-megatron FILE / --from-torchtitan FILE (the
+report, estimate, plan and serve also take --from-megatron FILE / --from-torchtitan FILE (the
 model and placement of a launch) and --html FILE (a self-contained page of charts).
 
 Bad input prints one line ``error: ...`` on stderr and exits 2.
@@ -231,6 +233,21 @@ def _plan_html(model, a, sysm, result) -> str:
     return plan_page(model, a.gpus, sysm, result, est.placement, est)
 
 
+def _cmd_serve(a: argparse.Namespace):
+    from ledger.cli.inputs import serve_config
+    from ledger.cli.inputs import model as load
+    from ledger.render import serve_json, serve_text
+    from ledger.serve import serve
+
+    model = load(a)
+    cfg = serve_config(a, model)
+    sysm = _system(a)
+    est = serve(model, cfg, sysm)
+    text = _json(serve_json(model, sysm, est), indent=2) if a.json \
+        else serve_text(model, sysm, est)
+    return text if est.pool.short is None else (text, 1)  # vLLM would not start
+
+
 def _write(path: str, text: str, field: str = "html") -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
@@ -328,14 +345,14 @@ def run(argv: list[str]) -> str | tuple[str, int]:
     """Parse and run; returns the text to print (and an exit status when it is not 0).
     Raises LedgerError on bad input."""
     a = _parse(argv)
-    if a.cmd in ("report", "estimate", "plan"):
+    if a.cmd in ("report", "estimate", "plan", "serve"):
         from ledger.cli.inputs import source
 
         from ledger.cli.inputs import messages
 
         a.launch = source(a)
-        for line in messages(a):
-            print(line, file=sys.stderr)
+        for line in messages(a) if a.cmd != "serve" else ():  # a launch's notes are about
+            print(line, file=sys.stderr)  # its training run, which serving does not read
     if a.cmd in ("report", "estimate", "plan"):
         from ledger.cli.inputs import mark_approximate
 
@@ -352,6 +369,8 @@ def run(argv: list[str]) -> str | tuple[str, int]:
         return _cmd_layout(a)
     if a.cmd == "plan":
         return _cmd_plan(a)
+    if a.cmd == "serve":
+        return _cmd_serve(a)
     if a.cmd == "models":
         from ledger.render import models_json, models_table
 

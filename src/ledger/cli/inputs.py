@@ -31,7 +31,9 @@ def source(a: argparse.Namespace):
         from ledger.io.megatron.reader import read_launch
     else:
         from ledger.io.torchtitan.reader import read_launch
-    launch = read_launch(given[0][1], gpus=a.gpus, model_flags=model_flags)
+    launch = read_launch(given[0][1], gpus=getattr(a, "gpus", None), model_flags=model_flags)
+    if a.cmd == "serve":  # the file gives the model; its training layout is not the serving one
+        return launch
     defaults = vars(build_parser().parse_args([a.cmd]))
     for dest, value in launch.flags.items():
         if dest not in defaults or (a.cmd == "plan" and dest not in ("gpus", "global_batch",
@@ -125,6 +127,36 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
         sched = a.schedule or ("interleaved" if a.vp > 1 else "1f1b")
         fw.check_pipeline(model_.layers, a.pp, a.vp, sched)
     return model_
+
+
+def serve_config(a: argparse.Namespace, model: ModelSpec):
+    """The serving layout and engine flags as a ServeConfig; flags the model ignores, and a
+    training length, are refused."""
+    from ledger.serve import ServeConfig
+
+    if a.seq_len is not None:
+        raise LedgerError("seq", "serve sizes a sequence by --context (vLLM's --max-model-len);"
+                                 " --seq is a training length")
+    ep = a.ep
+    if a.enable_expert_parallel:
+        if ep not in (1, a.tp * a.dp):
+            raise LedgerError("ep", f"--enable-expert-parallel sets ep = tp({a.tp}) * dp({a.dp})"
+                                    f" = {a.tp * a.dp}, got --ep {ep}")
+        ep = a.tp * a.dp
+    hybrid = None if a.hybrid_kv_cache_manager is None else a.hybrid_kv_cache_manager == "on"
+    if hybrid is not None and model.sliding_window is None:
+        raise LedgerError("hybrid_kv_cache_manager", f"has no effect: every layer of "
+                                                     f"{model.name} caches every token")
+    from ledger.io import check_world
+
+    check_world(tp=a.tp, pp=a.pp, dp=a.dp)
+    return ServeConfig(tp=a.tp, pp=a.pp, dp=a.dp, ep=ep, context=a.context, batch=a.batch,
+                       kv_dtype=a.kv_dtype, gpu_memory_utilization=a.gpu_memory_utilization,
+                       kv_cache_memory_bytes=a.kv_cache_memory_bytes, block_size=a.block_size,
+                       max_num_batched_tokens=a.max_num_batched_tokens,
+                       max_num_seqs=a.max_num_seqs, hybrid_manager=hybrid,
+                       non_torch_bytes=a.non_torch_gib * 2**30,
+                       cudagraph_bytes=a.cudagraph_gib * 2**30)
 
 
 def vp(a: argparse.Namespace) -> int:

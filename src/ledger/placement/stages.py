@@ -66,14 +66,17 @@ def mtp_params(model: ModelSpec) -> tuple[int, int, int]:
     return n * (split + 2 * h * h), n * (repl + 3 * model.norm_size), n * routed
 
 
-def stage_params(model: ModelSpec, cfg) -> list[tuple[float, float]]:
+def stage_params(model: ModelSpec, cfg,
+                 counts: list[int] | None = None) -> list[tuple[float, float]]:
     """Per PP rank, the (dense, expert) parameters one of its GPUs holds, laid out as
     Megatron does: embedding with the first stage; final norm and output layer with
     the last (a tied embedding is kept there too when pp > 1), with any MTP modules
     (``mtp_params``). Routed experts split over
-    etp x ep (Megatron's expert grid; theoretical_memory_usage.py L205-212)."""
+    etp x ep (Megatron's expert grid; theoretical_memory_usage.py L205-212).
+    ``counts``: layers per stage when another framework splits them (vLLM's split,
+    ``ledger.serve``); None: ``stage_layers``."""
     stages = cfg.pp * cfg.vp
-    counts = stage_layers(model.layers, stages)
+    counts = stage_layers(model.layers, stages) if counts is None else counts
     starts = stage_starts(counts)
     b = model.breakdown
     kinds = {moe: model.layer_params(moe) for moe in (False, True)}  # two kinds of layer

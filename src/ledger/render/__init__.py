@@ -2,6 +2,7 @@
 The only place units are formatted (IEC: GiB = 2^30 B).
 
 ``text`` (text and JSON of a report or an estimate), ``plan`` (the planner's table),
+``serve`` (a served model's weights, KV cache, concurrency and time),
 ``html`` (one self-contained page with inline SVG), ``timeline`` (a simulated pipeline as
 text or SVG).
 
@@ -9,6 +10,7 @@ May import: everything below it; nothing but ``ledger.parallel`` and the CLI imp
 """
 from ledger.render.html import COLOURS, LINKS, TIME, page, placement_page, plan_page
 from ledger.render.plan import plan_json, plan_text
+from ledger.render.serve import serve_json, serve_text
 from ledger.render.text import (
                                 estimate_json,
                                 estimate_text,
@@ -29,5 +31,5 @@ from ledger.render.timeline import summary, svg_timeline, text_timeline, timelin
 __all__ = ["COLOURS", "LINKS", "TIME", "estimate_json", "estimate_text", "fmt_bytes", "gpus_json",
            "gpus_table", "layout_json", "layout_text", "models_json", "models_table", "page",
            "placement_json", "placement_page", "placement_text", "plan_json", "plan_page",
-           "plan_text", "report", "report_text", "summary", "svg_timeline", "text_timeline",
-           "timeline_json"]
+           "plan_text", "report", "report_text", "serve_json", "serve_text", "summary",
+           "svg_timeline", "text_timeline", "timeline_json"]

@@ -1,0 +1,176 @@
+"""Text and JSON of one served model (``ledger.serve.ServeEstimate``)."""
+from __future__ import annotations
+
+from ledger.render.text import fmt_bytes
+from ledger.serve import VLLM_COMMIT
+from ledger.serve.cache import decompressed_mla_elements
+
+
+def _kinds(est) -> list[tuple[str, object, int]]:
+    """(kind, a LayerCache of it, layers) for each distinct cache, model order."""
+    seen: dict = {}
+    for c in est.caches:
+        seen[c] = seen.get(c, 0) + 1
+    return [(c.kind, c, n) for c, n in seen.items()]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.2f} ms"
+
+
+def _header(model, est, system) -> str:
+    c = est.cfg
+    ep = f" ep={c.ep}" if model.is_moe else ""
+    return (f"{model.name} served: tp={c.tp} pp={c.pp} dp={c.dp}{ep} -> {c.world} GPUs on "
+            f"{system.gpu.name}, context {c.context:,}, batch {c.batch}, kv {c.kv_dtype} "
+            f"[vLLM {VLLM_COMMIT[:10]}]")
+
+
+def _weights_line(model, est) -> str:
+    c = est.cfg
+    text = f"  {'weights per GPU':<22}{fmt_bytes(est.weight_bytes_per_gpu, 9)}   (bf16"
+    if model.is_moe:
+        how = f"whole experts, ep {c.ep}" if c.ep > 1 else "each split"
+        text += f"; routed experts over tp x dp = {c.tp * c.dp} GPUs, {how}"
+    if c.pp > 1:
+        text += f"; PP rank {max(est.stages, key=lambda s: s.weight_bytes).rank}"
+    return text + ")"
+
+
+def _cache_lines(model, est) -> list[str]:
+    c = est.cfg
+    top = max(est.stages, key=lambda s: s.kv_bytes_per_sequence)
+    lines = [f"  {'KV cache per GPU':<22}{fmt_bytes(est.kv_bytes_per_token, 9)} per token, "
+             f"{fmt_bytes(est.kv_bytes_per_sequence)} per sequence of {c.context:,} tokens"
+             + (f" (PP rank {top.rank})" if c.pp > 1 else ""),
+             f"  {'':<22}{'layers':>6}  {'kind':<8}{'per token':>13}  {'window':>9}  "
+             f"{'tokens kept':>11}"]
+    for kind, cache, n in _kinds(est):
+        window = f"{cache.window:,}" if cache.window else "-"
+        lines.append(f"  {'':<22}{n:>6}  {kind:<8}{fmt_bytes(cache.bytes_per_token, 9)}  "
+                     f"{window:>9}  {cache.kept_tokens(c.context):>11,}")
+    if model.attention == "mla":
+        per = model.kv_lora_rank + model.qk_rope_head_dim
+        lines.append(f"  {'':<22}MLA caches its latent, {per:,} elements a token and layer "
+                     f"(vLLM, transformers >= 5); K and V decompressed, as transformers 4.57 "
+                     f"cached them: {decompressed_mla_elements(model):,}")
+    return lines
+
+
+def _budget_lines(est) -> list[str]:
+    b = est.binding.budget
+    lines = []
+    if b.given_bytes is not None:
+        lines.append(f"  {'memory for KV cache':<22}{fmt_bytes(b.given_bytes, 9)}   "
+                     f"(--kv-cache-memory-bytes: no profile run)")
+    else:
+        u = est.cfg.gpu_memory_utilization
+        lines += [f"  {'memory (one GPU)':<22}{fmt_bytes(b.hbm_bytes, 9)} x {u:g} = "
+                  f"{fmt_bytes(b.requested_bytes)} for vLLM: weights {fmt_bytes(b.weights_bytes)}"
+                  f", profile run {fmt_bytes(b.activation_bytes)} (estimate)",
+                  f"  {'':<22}non-torch {fmt_bytes(b.non_torch_bytes)}, CUDA graphs "
+                  f"{fmt_bytes(b.cudagraph_bytes)} (measured by vLLM at start-up; given "
+                  f"here) -> KV cache {fmt_bytes(b.available_bytes)}"]
+    return lines
+
+
+def _pool_lines(est) -> list[str]:
+    p, e, c = est.pool, est.engine, est.cfg
+    lines = [f"  {'pool':<22}{e.block_size}-token blocks of {fmt_bytes(p.page_bytes)} a layer, "
+             f"{p.groups} group{'s' * (p.groups > 1)} of {p.group_size} layers: "
+             f"{p.num_blocks:,} blocks; "
+             f"a request of {c.context:,} takes {p.blocks_per_request:,}"]
+    if p.short is not None:
+        need, have = p.short
+        why = ("no memory is left for the cache blocks" if have <= 0 else
+               f"one request of {c.context:,} tokens needs {fmt_bytes(need)} of KV cache, "
+               f"{fmt_bytes(have)} is available")
+        lines.append(f"  {'max sequences':<22}0: vLLM would refuse to start ({why})")
+        return lines
+    replicas = f"; {c.dp} engines (dp)" if c.dp > 1 else ""
+    lines.append(f"  {'max sequences':<22}{est.max_sequences:,} of {c.context:,} tokens per "
+                 f"engine (\"Maximum concurrency for {c.context:,} tokens per request: "
+                 f"{p.max_concurrency:.2f}x\", GPU KV cache size {p.kv_tokens:,} tokens)"
+                 f"{replicas}")
+    return lines
+
+
+def _time_lines(est) -> list[str]:
+    c = est.cfg
+    inflight = f", {c.pp} batches in flight" if c.pp > 1 else ""
+    return [f"  {'prefill':<22}{_ms(est.prefill_s)} for {c.context:,} tokens (compute roofline)",
+            f"  {'decode':<22}{_ms(est.decode_s_per_token)} per token at batch {c.batch} "
+            f"(memory roofline): {est.decode_tokens_per_s:,.0f} tokens/s per engine{inflight}"]
+
+
+def _comm_lines(est) -> list[str]:
+    top = est.binding
+    if not any(s.comms for s in est.stages):
+        return []
+    where = f" (PP rank {top.rank})" if est.cfg.pp > 1 else ""
+    lines = [f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/token':>13}  "
+             f"{'calls/pass':>10}  payload, per GPU{where}"]
+    for r in top.comms:
+        unit = " per sampled token" if r.per_sampled_token else ""
+        lines.append(f"  {r.axis:<4} {r.kind:<16}{r.link:<8}{fmt_bytes(r.bytes_per_token, 9)}  "
+                     f"{r.calls:>10}  {r.what}{unit}")
+    return lines
+
+
+def serve_text(model, system, est) -> str:
+    """What one GPU holds, how many sequences fit, what a token costs."""
+    lines = [_header(model, est, system), _weights_line(model, est), *_cache_lines(model, est),
+             *_budget_lines(est), *_pool_lines(est), *_time_lines(est), *_comm_lines(est)]
+    if est.cfg.pp > 1:
+        lines.append(f"  {'PP rank':<8}{'layers':>7}{'weights':>14}{'KV/sequence':>14}"
+                     f"{'KV memory':>14}{'blocks':>10}")
+        for s, blocks in zip(est.stages, est.pool.worker_blocks):
+            lines.append(f"  {s.rank:<8}{len(s.layers):>7}{fmt_bytes(s.weight_bytes, 10)}"
+                         f"{fmt_bytes(s.kv_bytes_per_sequence, 10)}"
+                         f"{fmt_bytes(s.budget.available_bytes, 10)}{blocks:>10,}")
+    return "\n".join(lines)
+
+
+def _rows(rows) -> list[dict]:
+    return [{"axis": r.axis, "kind": r.kind, "link": r.link, "bytes_per_token": r.bytes_per_token,
+             "calls_per_pass": r.calls, "group": r.group, "what": r.what,
+             "per_sampled_token": r.per_sampled_token} for r in rows]
+
+
+def serve_json(model, system, est) -> dict:
+    """One JSON object; bytes per GPU, seconds, the engine's settings and every stage."""
+    c, p, e = est.cfg, est.pool, est.engine
+    return {
+        "model": model.name, "gpu": system.gpu.name, "vllm_commit": VLLM_COMMIT,
+        "tp": c.tp, "pp": c.pp, "dp": c.dp, "ep": c.ep, "world": c.world,
+        "context": c.context, "batch": c.batch, "kv_dtype": c.kv_dtype,
+        "weight_bytes_per_gpu": est.weight_bytes_per_gpu,
+        "kv_bytes_per_token": est.kv_bytes_per_token,
+        "kv_bytes_per_sequence": est.kv_bytes_per_sequence,
+        "kv_bytes_per_sequence_paged": p.request_bytes,
+        "max_sequences": est.max_sequences if p.short is None else 0,
+        "max_concurrency": p.max_concurrency, "gpu_kv_cache_tokens": p.kv_tokens,
+        "starts": p.short is None,
+        "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
+        "decode_tokens_per_s": est.decode_tokens_per_s,
+        "engine": {"block_size": e.block_size, "max_num_batched_tokens":
+                   e.max_num_batched_tokens, "max_num_seqs": e.max_num_seqs,
+                   "hybrid_kv_cache_manager": e.hybrid_manager,
+                   "gpu_memory_utilization": c.gpu_memory_utilization},
+        "pool": {"page_bytes": p.page_bytes, "groups": p.groups, "group_size": p.group_size,
+                 "num_blocks": p.num_blocks, "blocks_per_request": p.blocks_per_request},
+        "layers": [{"kind": k, "layers": n, "bytes_per_token": cache.bytes_per_token,
+                    "window": cache.window, "kept_tokens": cache.kept_tokens(c.context)}
+                   for k, cache, n in _kinds(est)],
+        "stages": [{"rank": s.rank, "layers": len(s.layers), "weight_bytes": s.weight_bytes,
+                    "kv_bytes_per_token": s.kv_bytes_per_token,
+                    "kv_bytes_per_sequence": s.kv_bytes_per_sequence,
+                    "memory": {"hbm_bytes": s.budget.hbm_bytes,
+                               "requested_bytes": s.budget.requested_bytes,
+                               "weights_bytes": s.budget.weights_bytes,
+                               "profile_activation_bytes": s.budget.activation_bytes,
+                               "non_torch_bytes": s.budget.non_torch_bytes,
+                               "cudagraph_bytes": s.budget.cudagraph_bytes,
+                               "kv_cache_bytes": s.budget.available_bytes},
+                    "decode_s": s.decode_s, "comms": _rows(s.comms)} for s in est.stages],
+    }

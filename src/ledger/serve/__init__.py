@@ -1,0 +1,30 @@
+"""Serving: the same placement with two kinds of state, weights and the KV cache.
+
+``cache`` sizes each layer's KV cache kind by kind (GQA, MLA's latent, sliding and chunked
+windows; one function per kind); ``engine`` holds the layout (``ServeConfig``) and vLLM's
+defaults at a named commit; ``weights`` the weights per GPU from the ledger's sharding
+over vLLM's pipeline split; ``budget`` the memory vLLM leaves for the cache after its
+profile run; ``paging`` vLLM's pages, groups, blocks and maximum concurrency; ``comms``
+the collectives per token; ``timing`` decode from the memory roofline and prefill from
+compute; ``estimate`` puts them together - ``serve(model, cfg, system)``.
+
+May import: the specs, ``ledger.arch`` (FLOPs), ``ledger.placement`` (parameter
+sharding, collectives, the rank layout).
+"""
+from ledger.serve.cache import KINDS, KV_DTYPES, LayerCache, layer_caches, layer_kind
+from ledger.serve.engine import (
+                                 BLOCK_SIZE,
+                                 GPU_MEMORY_UTILIZATION,
+                                 VLLM_COMMIT,
+                                 Engine,
+                                 ServeConfig,
+                                 engine,
+)
+from ledger.serve.estimate import ServeEstimate, Stage, serve
+from ledger.serve.paging import Pool, Spec, groups, spec
+from ledger.serve.weights import pipeline_split, weight_bytes_by_rank
+
+__all__ = ["BLOCK_SIZE", "Engine", "GPU_MEMORY_UTILIZATION", "KINDS", "KV_DTYPES", "LayerCache",
+           "Pool", "ServeConfig", "ServeEstimate", "Spec", "Stage", "VLLM_COMMIT", "engine",
+           "groups", "layer_caches", "layer_kind", "pipeline_split", "serve", "spec",
+           "weight_bytes_by_rank"]

@@ -1,0 +1,115 @@
+"""What is left for the KV cache on one GPU: vLLM's start-up budget.
+
+vLLM asks for ``ceil(total memory x gpu_memory_utilization)`` (request_memory,
+vllm/v1/worker/utils.py:403-423), runs one forward over ``max_num_batched_tokens``
+dummy tokens and a sampler pass (the profile run), and gives the cache the rest
+(Worker.determine_available_memory, vllm/v1/worker/gpu_worker.py:354-447):
+
+    available = requested - (weights + torch peak increase + non-torch increase)
+                - CUDA-graph estimate                              (gpu_worker.py:413-447)
+
+or exactly ``--kv-cache-memory-bytes`` when given (gpu_worker.py:366-384). The weights
+are ``ledger.serve.weights``; the torch peak is ``profile_activation_bytes`` below, an
+estimate from the tensors the profile run allocates; the non-torch increase (NCCL and
+custom all-reduce buffers, cuBLAS workspaces) and the CUDA-graph pool are measured by vLLM
+at start-up and are inputs here (0 unless given).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ledger.serve.cache import kv_heads_per_gpu
+from ledger.serve.engine import WEIGHT_BYTES
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One GPU's memory at vLLM's start-up, by cause, and what the KV cache gets."""
+
+    hbm_bytes: float  # the GPU's memory (vLLM reads cudaMemGetInfo's total)
+    requested_bytes: float  # ceil(hbm x gpu_memory_utilization)
+    weights_bytes: float
+    activation_bytes: float  # the profile run's torch peak increase (estimate)
+    non_torch_bytes: float
+    cudagraph_bytes: float
+    given_bytes: float | None = None  # --kv-cache-memory-bytes: used as is
+
+    @property
+    def available_bytes(self) -> float:
+        if self.given_bytes is not None:
+            return self.given_bytes
+        return (self.requested_bytes - self.weights_bytes - self.activation_bytes
+                - self.non_torch_bytes - self.cudagraph_bytes)
+
+
+def requested_bytes(hbm_bytes: float, utilization: float) -> int:
+    """vLLM's share of the GPU: math.ceil(total_memory x gpu_memory_utilization)
+    (vllm/v1/worker/utils.py:408-410)."""
+    return math.ceil(hbm_bytes * utilization)
+
+
+def _attention_transient(model, tp: int) -> float:
+    """Elements per token a layer's attention allocates at its widest: the fused QKV
+    projection's output and the attention output (qkv_proj and attn in
+    vllm/model_executor/models/llama.py:223-233, LlamaAttention.forward). MLA's prefill path
+    decompresses: the queries, kv_b_proj's output (heads x (nope + v)) and the
+    assembled keys (heads x (nope + rope)), all over this GPU's heads, and the output."""
+    heads = model.heads / tp
+    if model.attention == "mla":
+        return heads * (2 * model.head_dim + model.qk_nope_head_dim + 2 * model.v_head_dim)
+    kv = kv_heads_per_gpu(model, tp)
+    return heads * model.head_dim + kv * (model.head_dim + model.v_head_dim) \
+        + heads * model.v_head_dim
+
+
+def _mlp_transient(model, cfg, moe: bool, tokens: int) -> float:
+    """Elements an MLP allocates for ``tokens`` tokens at its widest. Dense: gate_up's
+    output (2 x ffn / tp) and the activation's (ffn / tp) (LlamaMLP.forward,
+    llama.py:117-121). MoE, the Triton experts' workspaces for M tokens routed top_k
+    ways over I = moe_ffn / etp: (M, top_k, max(I, h)) + (M, top_k, max(2 I, h)) + the output (M, h)
+    (TritonExperts.workspace_shapes, vllm/model_executor/layers/fused_moe/experts/
+    triton_moe.py:132-147), with M the tokens of every DP rank once they are gathered
+    (dispatch, vllm/distributed/device_communicators/all2all.py:49-81); plus the shared
+    experts' MLP, which runs beside them."""
+    if not moe:
+        return tokens * 3 * model.ffn_hidden / cfg.tp
+    h, k, width = model.hidden, model.top_k, model.moe_ffn_hidden / cfg.etp
+    rows = tokens * cfg.dp
+    experts = rows * k * (max(width, h) + max(2 * width, h)) + rows * h
+    return experts + tokens * 3 * model.shared_ffn / cfg.tp
+
+
+def profile_activation_bytes(model, cfg, eng, layers: range, last: bool) -> float:
+    """The torch peak increase of vLLM's profile run on one GPU (an estimate). The run is
+    ``_dummy_run(max_num_batched_tokens)`` then, on the last pipeline rank,
+    ``_dummy_sampler_run`` over the last token of min(tokens, max_num_seqs) dummy requests
+    (vllm/v1/worker/gpu_model_runner.py:6125-6132; requests :5591; last tokens
+    :5864-5868). A forward without autograd holds the hidden states and the residual
+    (2 x tokens x h) and, at its widest, one layer's attention or MLP intermediates
+    (``_attention_transient``, ``_mlp_transient``); the sampler holds the gathered
+    logits in the model's dtype (compute_logits, [rows, vocab], :5886) and their fp32
+    copy (Sampler.forward, vllm/v1/sample/sampler.py:91) beside the hidden states.
+    Kernel workspaces (attention, sorting for top-k/top-p) and the compiler's buffer
+    reuse are not modelled."""
+    tokens, a = eng.max_num_batched_tokens, WEIGHT_BYTES
+    kinds = {model.is_moe_layer(i) for i in layers}
+    widest = max(max(_mlp_transient(model, cfg, moe, tokens) for moe in kinds),
+                 tokens * _attention_transient(model, cfg.tp))
+    forward = (2 * tokens * model.hidden + widest) * a
+    if not last:
+        return forward
+    rows = min(tokens, eng.max_num_seqs)
+    sampler = tokens * model.hidden * a + rows * model.vocab * (a + 4)
+    return max(forward, sampler)
+
+
+def budgets(model, cfg, eng, gpu, weights: list[float], stages: list[range]) -> list[Budget]:
+    """Each pipeline rank's budget (one GPU of it)."""
+    requested = requested_bytes(gpu.hbm_bytes, cfg.gpu_memory_utilization)
+    out = []
+    for r, (w, held) in enumerate(zip(weights, stages)):
+        act = profile_activation_bytes(model, cfg, eng, held, r == len(stages) - 1)
+        out.append(Budget(gpu.hbm_bytes, requested, w, act, cfg.non_torch_bytes,
+                          cfg.cudagraph_bytes, cfg.kv_cache_memory_bytes))
+    return out

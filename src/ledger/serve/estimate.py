@@ -1,0 +1,116 @@
+"""One model served on one layout: ``serve(model, cfg, system)`` -> ``ServeEstimate``.
+
+Weights per GPU (``weights``), each layer's KV cache (``cache``), the memory left for it
+(``budget``) and vLLM's pool of pages over it (``paging``), the collectives per token
+(``comms``) and the seconds (``timing``), per pipeline rank and for the engine.
+
+>>> from ledger.model import llama3_70b
+>>> from ledger.system import system
+>>> est = serve(llama3_70b(), ServeConfig(tp=8, context=8192), system("h100-sxm"))
+>>> est.kv_bytes_per_token, est.kv_bytes_per_sequence  # 80 layers x 512 B; x 8192
+(40960, 335544320)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.serve.budget import Budget, budgets
+from ledger.serve.cache import LayerCache, layer_caches
+from ledger.serve.comms import ServeComm, layout, stage_rows
+from ledger.serve.engine import WEIGHT_BYTES, Engine, ServeConfig, engine
+from ledger.serve.paging import Pool, cdiv, pool
+from ledger.serve.timing import call_s, decode_stage_s, prefill_compute_s
+from ledger.serve.weights import check, lookup_params, params_by_rank, stage_ranges
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One GPU of one pipeline rank."""
+
+    rank: int
+    layers: range
+    weight_bytes: float
+    kv_bytes_per_token: int  # what one more token of context adds (below any window)
+    kv_bytes_per_sequence: int  # one sequence at the context, exactly what is kept
+    budget: Budget
+    comms: tuple[ServeComm, ...]
+    decode_s: float  # this stage's share of one decode step, its collectives included
+
+
+@dataclass(frozen=True)
+class ServeEstimate:
+    model: str
+    cfg: ServeConfig
+    engine: Engine
+    caches: tuple[LayerCache, ...]  # every layer's cache on one GPU of its stage
+    stages: tuple[Stage, ...]
+    pool: Pool
+    prefill_s: float  # one prompt of ``cfg.context`` tokens on an idle engine
+    decode_s_per_token: float  # one decode step of ``cfg.batch`` sequences at the context
+
+    @property
+    def binding(self) -> Stage:
+        """The stage whose memory sets the pool's blocks (vLLM keeps the fewest)."""
+        return self.stages[self.pool.binding_worker]
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return max(s.weight_bytes for s in self.stages)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return max(s.kv_bytes_per_token for s in self.stages)
+
+    @property
+    def kv_bytes_per_sequence(self) -> int:
+        return max(s.kv_bytes_per_sequence for s in self.stages)
+
+    @property
+    def max_sequences(self) -> int:
+        """Whole sequences of ``cfg.context`` tokens the pool holds at once (vLLM's
+        maximum concurrency, rounded down), per engine replica."""
+        return int(self.pool.max_concurrency)
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Tokens one engine replica generates per second with its pipeline full: vLLM keeps
+        pp batches in flight (max_concurrent_batches = pp,
+        vllm/v1/executor/multiproc_executor.py:474-478), so pp x batch sequences decode
+        at once, one token each per step."""
+        return self.cfg.pp * self.cfg.batch / self.decode_s_per_token
+
+
+def _comm_s(rows, system, tokens: float, sampled: float, passes: int) -> float:
+    """A stage's collectives over ``passes`` forward passes sharing ``tokens`` tokens."""
+    return passes * sum(call_s(r, system, tokens / passes, sampled / passes) for r in rows)
+
+
+def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
+    """Weights, KV cache, concurrency, communication and time of one served model."""
+    check(model, cfg)
+    gpu = system.gpu
+    eng = engine(model, cfg, gpu)
+    ranges = stage_ranges(model.layers, cfg.pp)
+    caches = layer_caches(model, range(model.layers), cfg.tp, eng.kv_bytes)
+    params = params_by_rank(model, cfg)
+    weights = [(dense + expert) * WEIGHT_BYTES for dense, expert in params]
+    buds = budgets(model, cfg, eng, gpu, weights, ranges)
+    kv_pool = pool(caches, [list(r) for r in ranges], [b.available_bytes for b in buds],
+                   cfg.context, eng)
+    lay = layout(cfg, system.gpus_per_node)
+    stages, b = [], cfg.batch
+    for r, held in enumerate(ranges):
+        mine = [caches[i] for i in held]
+        per_seq = sum(c.bytes_at(cfg.context) for c in mine)
+        rows = tuple(stage_rows(model, cfg, lay, held, r))
+        dense, expert = params[r]
+        multiplied = (dense - lookup_params(model, cfg, r), expert)
+        t = decode_stage_s(model, cfg, gpu, multiplied, per_seq) + _comm_s(rows, system, b, b, 1)
+        stages.append(Stage(r, held, weights[r], sum(c.bytes_per_token for c in mine), per_seq,
+                            buds[r], rows, t))
+    chunks = cdiv(cfg.context, eng.max_num_batched_tokens)
+    prefill = prefill_compute_s(model, cfg, gpu, cfg.context, sum(weights),
+                                eng.max_num_batched_tokens) \
+        + sum(_comm_s(s.comms, system, cfg.context, 1, chunks) for s in stages)
+    return ServeEstimate(model.name, cfg, eng, tuple(caches), tuple(stages), kv_pool, prefill,
+                         sum(s.decode_s for s in stages))

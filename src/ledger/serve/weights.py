@@ -1,0 +1,98 @@
+"""Weights per GPU when vLLM serves a model: the ledger's own sharding of every parameter
+(``ledger.placement.stages.stage_params``) over vLLM's pipeline split, with what vLLM does
+differently - it replicates a KV head when tp exceeds the KV heads, and loads no MTP
+module without speculative decoding.
+
+>>> from ledger.model import llama3_8b
+>>> from ledger.serve.engine import ServeConfig
+>>> round(weight_bytes_by_rank(llama3_8b(), ServeConfig(context=8192))[0] / 2**30, 2)
+14.96
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ledger.errors import LedgerError, require_divides
+from ledger.placement import stage_params
+from ledger.serve.cache import kv_heads_per_gpu
+from ledger.serve.engine import WEIGHT_BYTES
+
+
+def pipeline_split(layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage as vLLM splits them: layers // pp each, the remainder one
+    apiece to the stages before the last, from the second-last back (get_pp_indices,
+    vllm/distributed/utils.py:124-129; VLLM_PP_LAYER_PARTITION overrides it).
+
+    >>> pipeline_split(126, 4), pipeline_split(61, 2)
+    ([31, 32, 32, 31], [31, 30])
+    """
+    if layers < pp:
+        raise LedgerError("pp", f"pp({pp}) exceeds the model's layers({layers})")
+    out = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        out[-i] += 1
+    return out
+
+
+def stage_ranges(layers: int, pp: int) -> list[range]:
+    """The layer indices each pipeline stage holds."""
+    out, start = [], 0
+    for n in pipeline_split(layers, pp):
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+def check(model, cfg) -> None:
+    """What the layout needs of the model, as vLLM's layers divide it."""
+    require_divides("heads", model.heads, "tp", cfg.tp)
+    kv_heads_per_gpu(model, cfg.tp)
+    require_divides("ffn_hidden", model.ffn_hidden, "tp", cfg.tp)
+    pipeline_split(model.layers, cfg.pp)
+    if cfg.ep > 1 and not model.is_moe:
+        raise LedgerError("ep", f"ep({cfg.ep}) > 1 but {model.name} has no experts")
+    if model.is_moe:
+        # vLLM gives a remainder of experts to the first ranks (determine_expert_map); the
+        # ledger prices an even split only
+        require_divides("num_experts", model.num_experts, "ep", cfg.ep)
+        require_divides("moe_ffn_hidden", model.moe_ffn_hidden, "tp*dp/ep", cfg.etp)
+
+
+def _kv_replicas(model, cfg) -> float:
+    """Parameters per layer one GPU holds beyond its tp share of K and V: with tp above the
+    KV heads, vLLM's QKVParallelLinear keeps one whole head per GPU (num_kv_heads = 1,
+    num_kv_head_replicas = tp / kv_heads; vllm/model_executor/layers/linear.py:1029-1034)."""
+    if model.attention == "mla":
+        return 0.0
+    extra_heads = kv_heads_per_gpu(model, cfg.tp) - model.kv_heads / cfg.tp
+    width = model.head_dim + model.v_head_dim
+    return extra_heads * width * (model.hidden + model.qkv_bias)
+
+
+def params_by_rank(model, cfg) -> list[tuple[float, float]]:
+    """(dense, routed-expert) parameters on one GPU of each pipeline rank: attention and
+    dense MLPs split by tp, routed experts by tp x dp (``ServeConfig.etp`` x ep), norms
+    and the router replicated, the embedding on the first stage and the output head on
+    the last; MTP modules left out (DeepseekV2ForCausalLM.load_weights skips them,
+    vllm/model_executor/models/deepseek_v2.py:1382-1384)."""
+    served = replace(model, mtp_layers=0)
+    counts = pipeline_split(model.layers, cfg.pp)
+    extra = _kv_replicas(model, cfg)
+    return [(dense + n * extra, expert)
+            for (dense, expert), n in zip(stage_params(served, cfg, counts), counts)]
+
+
+def weight_bytes_by_rank(model, cfg) -> list[float]:
+    """Bytes of weights on one GPU of each pipeline rank (``params_by_rank``)."""
+    return [(dense + expert) * WEIGHT_BYTES for dense, expert in params_by_rank(model, cfg)]
+
+
+def lookup_params(model, cfg, rank: int) -> float:
+    """Parameters of ``rank`` a decode step only indexes: the embedding table (its tp
+    share) and learned positions, on the first stage - a step reads the rows of its tokens,
+    not the table; unless the output head is that same table (tied, one stage)."""
+    if rank != 0:
+        return 0.0
+    b = model.breakdown
+    table = 0.0 if model.tied_embeddings and cfg.pp == 1 else b["embedding"] / cfg.tp
+    return table + b["positions"]
