@@ -10,10 +10,13 @@ import json
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ledger.cli import main
 from ledger.io import spec_from_dict
-from ledger.model import ModelSpec, deepseek_v3, llama3_8b, llama3_70b, llama3_405b, qwen3_30b_a3b
+from ledger.model import (PRESETS, ModelSpec, deepseek_v3, llama3_8b, llama3_70b, llama3_405b,
+                          qwen3_30b_a3b)
 from ledger.serve import Engine, ServeConfig, engine, layer_caches, pipeline_split, serve
 from ledger.serve.budget import profile_activation_bytes, requested_bytes
 from ledger.serve.paging import pool
@@ -356,3 +359,32 @@ def test_a_layout_vllm_cannot_start_exits_1(capsys):
     assert code == 1 and "0: vLLM would refuse to start (no memory is left" in out
     code, out, _ = run(capsys, "serve", "llama3-405b", "--context", "8192", "--json")
     assert code == 1 and json.loads(out)["max_sequences"] == 0
+
+
+SIZES = st.sampled_from([1, 2, 3, 4, 8, 16, 64, 1 << 20])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(sorted(PRESETS)), tp=SIZES, pp=SIZES, dp=SIZES,
+       ep=st.sampled_from(["1", "2", "all"]), context=st.integers(1, 1 << 24),
+       batch=st.integers(1, 1 << 20), kv=st.sampled_from(["bf16", "fp8"]),
+       util=st.sampled_from(["0.01", "0.5", "1"]))
+def test_generated_layouts_give_finite_json_or_one_line(model, tp, pp, dp, ep, context, batch,
+                                                        kv, util):
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    ep_flag = ["--enable-expert-parallel"] if ep == "all" else ["--ep", ep]
+    argv = ["serve", model, "--tp", str(tp), "--pp", str(pp), "--dp", str(dp), *ep_flag,
+            "--context", str(context), "--batch", str(batch), "--kv-dtype", kv,
+            "--gpu-memory-utilization", util, "--json"]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    if code == 2:
+        assert out.getvalue() == "" and len(err.getvalue().splitlines()) == 1
+        return
+    assert code in (0, 1) and err.getvalue() == ""
+    d = json.loads(out.getvalue())  # json.dumps(allow_nan=False) refused NaN and Infinity
+    assert d["starts"] == (code == 0) and d["max_sequences"] >= 0
+    assert d["kv_bytes_per_sequence"] <= d["kv_bytes_per_token"] * context

@@ -69,8 +69,8 @@ def _budget_lines(est) -> list[str]:
                   f"{fmt_bytes(b.requested_bytes)} for vLLM: weights {fmt_bytes(b.weights_bytes)}"
                   f", profile run {fmt_bytes(b.activation_bytes)} (estimate)",
                   f"  {'':<22}non-torch {fmt_bytes(b.non_torch_bytes)}, CUDA graphs "
-                  f"{fmt_bytes(b.cudagraph_bytes)} (measured by vLLM at start-up; given "
-                  f"here) -> KV cache {fmt_bytes(b.available_bytes)}"]
+                  f"{fmt_bytes(b.cudagraph_bytes)} (vLLM measures both at start-up: "
+                  f"--non-torch-gib, --cudagraph-gib) -> KV cache {fmt_bytes(b.available_bytes)}"]
     return lines
 
 
@@ -119,8 +119,9 @@ def _comm_lines(est) -> list[str]:
 
 def serve_text(model, system, est) -> str:
     """What one GPU holds, how many sequences fit, what a token costs."""
+    times = _time_lines(est) if est.pool.short is None else []  # no engine, no time
     lines = [_header(model, est, system), _weights_line(model, est), *_cache_lines(model, est),
-             *_budget_lines(est), *_pool_lines(est), *_time_lines(est), *_comm_lines(est)]
+             *_budget_lines(est), *_pool_lines(est), *times, *_comm_lines(est)]
     if est.cfg.pp > 1:
         lines.append(f"  {'PP rank':<8}{'layers':>7}{'weights':>14}{'KV/sequence':>14}"
                      f"{'KV memory':>14}{'blocks':>10}")
