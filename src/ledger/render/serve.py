@@ -1,7 +1,7 @@
 """Text and JSON of one served model (``ledger.serve.ServeEstimate``)."""
 from __future__ import annotations
 
-from ledger.render.text import fmt_bytes
+from ledger.render.units import fmt_bytes
 from ledger.serve import VLLM_COMMIT
 from ledger.serve.cache import decompressed_mla_elements
 
