@@ -10,8 +10,7 @@
     train-ledger layout --tp 4 --dp 2 --pp 2              ranks, groups and links
     train-ledger plan MODEL --gpus N --gpu NAME --global-batch B   the best placements
     train-ledger gpus                 GPU presets with their figures (--json)
-    train-ledger serve MODEL --tp T --context N --gpu NAME   serving: weights, KV cache,
-                                      concurrency as vLLM computes it, prefill and decode time
+    train-ledger serve MODEL --tp T --context N --gpu NAME   serving it with vLLM
     train-ledger --version
 
 report, estimate, plan and serve also take --from-megatron FILE / --from-torchtitan FILE (the
@@ -234,17 +233,13 @@ def _plan_html(model, a, sysm, result) -> str:
 
 
 def _cmd_serve(a: argparse.Namespace):
-    from ledger.cli.inputs import serve_config
-    from ledger.cli.inputs import model as load
+    from ledger.cli.inputs import model, serve_config
     from ledger.render import serve_json, serve_text
     from ledger.serve import serve
 
-    model = load(a)
-    cfg = serve_config(a, model)
-    sysm = _system(a)
-    est = serve(model, cfg, sysm)
-    text = _json(serve_json(model, sysm, est), indent=2) if a.json \
-        else serve_text(model, sysm, est)
+    spec, sysm = model(a), _system(a)
+    est = serve(spec, serve_config(a, spec), sysm)
+    text = _json(serve_json(spec, sysm, est), indent=2) if a.json else serve_text(spec, sysm, est)
     return text if est.pool.short is None else (text, 1)  # vLLM would not start
 
 
