@@ -24,6 +24,7 @@ class GPU:
     hbm_bytes: float  # memory capacity
     hbm_bytes_per_s: float  # memory bandwidth
     gemm_efficiency: float  # fraction of peak a large bf16 GEMM sustains (measured, see GPUS)
+    board_power_w: float  # the board's rated power (TDP / TGP): what a GPU-hour draws
 
 
 # gemm_efficiency: the share of peak that large bf16 GEMMs reach in practice; A100 ~ 0.80
@@ -33,21 +34,21 @@ class GPU:
 # clocks and take the same figure. The others take their generation's figure.
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
-        hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80),
+        hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400),
     GPU(name="a100-80gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=80 * GiB,
-        hbm_bytes_per_s=2.039e12, gemm_efficiency=0.80),
+        hbm_bytes_per_s=2.039e12, gemm_efficiency=0.80, board_power_w=400),
     GPU(name="h100-sxm", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
-        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62),
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
     GPU(name="h800", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
-        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62),
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
     GPU(name="h200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=143771 * MiB,
-        hbm_bytes_per_s=4.8e12, gemm_efficiency=0.62),
+        hbm_bytes_per_s=4.8e12, gemm_efficiency=0.62, board_power_w=700),
     GPU(name="gh200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=96 * GiB,
-        hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62),
+        hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62, board_power_w=1000),
     GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, hbm_bytes=180 * GiB,
-        hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70),
+        hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70, board_power_w=1000),
     GPU(name="mi300x", bf16_flops=1307e12, fp8_flops=2615e12, hbm_bytes=192 * GiB,
-        hbm_bytes_per_s=5.3e12, gemm_efficiency=0.60),
+        hbm_bytes_per_s=5.3e12, gemm_efficiency=0.60, board_power_w=750),
 )}
 
 
@@ -78,6 +79,28 @@ GPU_SOURCES = {
               "192 GB HBM3 5.3 TB/s",
 }
 
+
+# Board power: the rated TDP / TGP a GPU-hour is counted at, as Meta's and BigScience's
+# energy figures count it (a whole run's energy, ledger.run).
+POWER_SOURCES = {
+    "a100-40gb": "400 W (A100 SXM4): Llama 2 model card, meta-llama/llama-models @ a9c89c47 "
+                 "models/llama2/MODEL_CARD.md L43-50 (A100-80GB rows at 400 W)",
+    "a100-80gb": "400 W (A100 SXM4): Llama 2 model card L43-50 (rows at 400 W); BLOOM's "
+                 "433,196 kWh = 1,082,990 GPU-hours x 0.4 kW (Luccioni et al. 2022, "
+                 "arXiv:2211.02001)",
+    "h100-sxm": "700 W: Llama 3 (arXiv:2407.21783) sec. 3.3.1 ('each running at 700W TDP'); "
+                "Llama 3.1 model card L104 ('H100-80GB (TDP of 700W)'); datasheet 'up to 700W'",
+    "h800": "assumed the H100 SXM board's 700 W (the same SXM5 module; no vendor figure "
+            "found, DeepSeek publishes none)",
+    "h200": "700 W: NVIDIA's MLPerf system description, mlcommons/inference_results_v4.1 @ "
+            "a2f5d66d closed/NVIDIA/systems/H200-SXM-141GBx8_TRT.json ('H200 TGP 700W')",
+    "gh200": "1000 W: the superchip module's maximum, Grace CPU and LPDDR5X included "
+             "(configurable 450-1000 W; ServeTheHome's report of NVIDIA's figure, secondary)",
+    "b200": "1000 W: mlcommons/inference_results_v4.1 @ a2f5d66d closed/NVIDIA/systems/"
+            "B200-SXM-180GBx1_TRT.json ('B200 TGP 1000W')",
+    "mi300x": "750 W: AMD's MLPerf system, mlcommons/inference_results_v4.1 @ a2f5d66d "
+              "closed/AMD/systems/8xMI300X_2xEPYC-9374F.json ('MI300X-NPS1-SPX-192GB-750W')",
+}
 
 @dataclass(frozen=True, kw_only=True)
 class System:

@@ -11,10 +11,11 @@ the ledger's names) are listed with ``--verbose``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ledger.errors import LedgerError
+from ledger.io.files import read_text
 from ledger.model import ModelSpec
+
+__all__ = ["Launch", "read_text"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,15 +31,3 @@ class Launch:
     @property
     def approximate(self) -> bool:
         return bool(self.unpriced)
-
-
-def read_text(path: str, what: str) -> str:
-    """The file's text, or a one-line refusal."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LedgerError(what, f"no such file: {path}") from None
-    except UnicodeDecodeError:
-        raise LedgerError(what, f"{path} is not text") from None
-    except OSError as e:
-        raise LedgerError(what, f"cannot read {path}: {e.strerror}") from None

@@ -2,39 +2,13 @@
 from a GPU preset of ``ledger.system``. Every refusal is one line naming the key."""
 from __future__ import annotations
 
-import json
 import math
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.io.files import read_table
 from ledger.system import GPUS, GiB, System, system
-
-
-def _read_table(path: Path) -> dict:
-    """The file's top-level table, or a one-line refusal saying what is wrong with it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(
-            text, parse_constant=lambda c: _refuse_constant(path, c))
-    except FileNotFoundError:
-        raise LedgerError("system", f"no such file: {path}") from None
-    except UnicodeDecodeError:
-        raise LedgerError("system", f"{path} is not text (JSON or TOML expected)") from None
-    except OSError as e:
-        raise LedgerError("system", f"cannot read {path}: {e.strerror}") from None
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-        raise LedgerError("system", f"{path} is not valid {path.suffix[1:] or 'JSON'}: {e}") \
-            from None
-    if not isinstance(raw, dict):
-        raise LedgerError("system", f"{path} must hold a table of keys, got a "
-                                    f"{type(raw).__name__}")
-    return raw
-
-
-def _refuse_constant(path: Path, name: str):
-    raise LedgerError("system", f"{path} holds {name}, which is not a number")
 
 
 # Shares of a peak: a sustained fraction lies in (0, 1]. Every other figure is bounded by
@@ -85,15 +59,17 @@ def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:
     gpu_hbm_GiB = 80
     gpu_hbm_TBps = 3.35
     gpu_gemm_efficiency = 0.7   # a share, in (0, 1]
+    gpu_board_power_W = 700     # board power a GPU-hour draws (a whole run's energy)
 
     ``gpus_per_node`` (the CLI's flag) applies when the file does not set it.
     """
     path = Path(path)
-    raw = _read_table(path)
+    raw = read_table(path, "system")
     base = _base(raw, path, gpus_per_node)
     gpu_keys = {"gpu_bf16_tflops": ("bf16_flops", 1e12), "gpu_fp8_tflops": ("fp8_flops", 1e12),
                 "gpu_hbm_GiB": ("hbm_bytes", GiB), "gpu_hbm_TBps": ("hbm_bytes_per_s", 1e12),
-                "gpu_gemm_efficiency": ("gemm_efficiency", 1.0)}
+                "gpu_gemm_efficiency": ("gemm_efficiency", 1.0),
+                "gpu_board_power_W": ("board_power_w", 1.0)}
     sys_keys = {"intra_GBps": ("intra_bytes_per_s", 1e9), "inter_GBps": ("inter_bytes_per_s", 1e9),
                 "host_GBps": ("host_bytes_per_s", 1e9),
                 "intra_latency_us": ("intra_latency_s", 1e-6),

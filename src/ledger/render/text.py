@@ -242,7 +242,7 @@ def models_json(specs) -> list[dict]:
 
 def gpus_json() -> list[dict]:
     """Every GPU preset with its datasheet figures and its usual cluster's links."""
-    from ledger.system import GPU_SOURCES, GPUS, system
+    from ledger.system import GPU_SOURCES, GPUS, POWER_SOURCES, system
 
     out = []
     for name, g in GPUS.items():
@@ -253,20 +253,22 @@ def gpus_json() -> list[dict]:
                     "nvlink_GBps": s.intra_bytes_per_s / 1e9,
                     "network_GBps": s.inter_bytes_per_s / 1e9,
                     "host_GBps": s.host_bytes_per_s / 1e9,
-                    "gemm_efficiency": g.gemm_efficiency, "source": GPU_SOURCES[name]})
+                    "gemm_efficiency": g.gemm_efficiency, "board_power_W": g.board_power_w,
+                    "source": GPU_SOURCES[name], "power_source": POWER_SOURCES[name]})
     return out
 
 
 def gpus_table() -> str:
     """One line per GPU preset: peak FLOP/s, HBM, and the links of its usual node."""
     lines = [f"{'gpu':<11}{'bf16 TFLOP/s':>13}{'fp8 TFLOP/s':>12}{'HBM GiB':>9}"
-             f"{'HBM TB/s':>9}{'NVLink GB/s':>12}{'network GB/s':>13}{'host GB/s':>10}  "
-             f"(dense; links per GPU, one direction)"]
+             f"{'HBM TB/s':>9}{'NVLink GB/s':>12}{'network GB/s':>13}{'host GB/s':>10}"
+             f"{'power W':>8}  (dense; links per GPU, one direction)"]
     for g in gpus_json():
         fp8 = f"{g['fp8_tflops']:,.0f}" if g["fp8_tflops"] else "-"
         lines.append(f"{g['name']:<11}{g['bf16_tflops']:>13,.0f}{fp8:>12}{g['hbm_GiB']:>9.1f}"
                      f"{g['hbm_TBps']:>9.2f}{g['nvlink_GBps']:>12,.0f}"
-                     f"{g['network_GBps']:>13,.0f}{g['host_GBps']:>10,.1f}")
+                     f"{g['network_GBps']:>13,.0f}{g['host_GBps']:>10,.1f}"
+                     f"{g['board_power_W']:>8,.0f}")
     return "\n".join(lines)
 
 
