@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 
 from ledger.errors import LedgerError
 from ledger.frameworks import fp8 as fp8_recipes
+from ledger.frameworks.checkpoints import FORMATS as CHECKPOINTS
+from ledger.frameworks.checkpoints import CheckpointFormat
 from ledger.memory import PRECISIONS, StateBytes, optimizer_state_per_param
 
 GiB = 2**30
@@ -69,6 +71,8 @@ class Framework:
     offloads: tuple[str, ...] = ()  # CPU offload it offers: "optimizer" (state, master and
     #   grads to the host, the step on the CPU), "params" (everything on the host)
     offload_stage: dict = None  # offload kind -> the ZeRO stages it runs under
+    # ---- checkpoints (``ledger.frameworks.checkpoints``) ----------------------------------
+    checkpoint: CheckpointFormat  # what a save writes, who writes it, what blocks
     # ---- FP8 training (``ledger.frameworks.fp8``): None runs every GEMM in BF16 ------------------
     fp8: fp8_recipes.Fp8Recipe | None = None
 
@@ -195,6 +199,7 @@ FRAMEWORKS = {f.name: f for f in (
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=False,
         schedules=_ALL_SCHEDULES, split_slack=0, even_split=False,
+        checkpoint=CHECKPOINTS["ideal"],
         activations="korthikanti", **_NO_EXTRAS),
     Framework(
         name="megatron", summary="Megatron-Core: distributed optimizer, fp32 main grads, "
@@ -205,6 +210,7 @@ FRAMEWORKS = {f.name: f for f in (
         sp_regathers_input=True, moe_tokens_sp_shard=True,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         schedules=("1f1b", "interleaved"), split_slack=2, even_split=True,
+        checkpoint=CHECKPOINTS["megatron"],
         activations="megatron", logits_bytes=4.0 + 2.0, comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
     Framework(
@@ -217,6 +223,7 @@ FRAMEWORKS = {f.name: f for f in (
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False,
+        checkpoint=CHECKPOINTS["torchtitan"],
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, frozen_param_bytes=4,
         offloads=("params",), offload_stage={"params": (3,)}, **_OVERHEAD),
@@ -230,6 +237,7 @@ FRAMEWORKS = {f.name: f for f in (
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         schedules=("1f1b",), split_slack=0, even_split=False,
+        checkpoint=CHECKPOINTS["deepspeed"],
         activations="torch", logits_bytes=2.0 + 4.0 + 4.0,
         comm_bucket_bytes=5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1,
         offloads=("optimizer", "params"), offload_stage={"optimizer": (1, 2, 3),

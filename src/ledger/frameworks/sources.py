@@ -72,6 +72,8 @@ _FSDP2 = {
 SOURCES: dict[str, dict[str, str]] = {
     "megatron": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
+        "checkpoint": "ledger.frameworks.checkpoints (each fact's source: "
+                      "ledger.frameworks.checkpoints.SOURCES)",
         "param_bytes": "Megatron-LM megatron/training/theoretical_memory_usage.py L293-303 "
                        "(bf16 params + fp32 main grads = 6 B, + 12/dp with the distributed "
                        "optimizer); docs/user-guide/features/dist_optimizer.md L14-20",
@@ -145,6 +147,8 @@ SOURCES: dict[str, dict[str, str]] = {
     },
     "torchtitan": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
+        "checkpoint": "ledger.frameworks.checkpoints (each fact's source: "
+                      "ledger.frameworks.checkpoints.SOURCES)",
         **_FSDP2,
         "sp_regathers_input": "DTensor TP/SP: autograd saves the gathered input "
                               "(torch/distributed/tensor/parallel/style.py; measured by "
@@ -165,6 +169,8 @@ SOURCES: dict[str, dict[str, str]] = {
     },
     "deepspeed": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
+        "checkpoint": "ledger.frameworks.checkpoints (each fact's source: "
+                      "ledger.frameworks.checkpoints.SOURCES)",
         "schedules": "deepspeed/runtime/pipe/schedule.py L189 (TrainSchedule, 1F1B: the only "
                      "training schedule), engine.py L389",
         "split_slack": "the embedding and head are layers of the PipelineModule's list: "
@@ -218,6 +224,8 @@ SOURCES: dict[str, dict[str, str]] = {
     },
     "hf": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
+        "checkpoint": "ledger.frameworks.checkpoints (each fact's source: "
+                      "ledger.frameworks.checkpoints.SOURCES)",
         **_FSDP2,
         "schedules": "transformers has no pipeline schedule of its own: a model is split "
                      "with torch.distributed.pipelining, " + _FSDP2["schedules"],
