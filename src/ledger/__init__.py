@@ -19,6 +19,7 @@ the code and holds it to this order):
     serve        inference: weights and KV cache per GPU, vLLM's paged pool, decode and prefill
     plan         the search over every placement
     validation   published runs: calibration and prediction rows
+    run          whole runs: phases, checkpoints, failures, days, GPU-hours, cost, energy
     io           what a user hands over: typed limits, config.json, launch files, systems
     render       text, JSON, HTML, plan tables, time lines
     parallel     the seed's ledger.parallel: its names gathered, its report

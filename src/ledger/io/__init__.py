@@ -4,10 +4,12 @@
 ``config.json`` family by family; ``launch`` is the record a launch file becomes, read
 from a Megatron-LM launch (``megatron/``; scripts run through the bash subset of
 ``shell/``) or a torchtitan job TOML (``torchtitan/``); ``system`` reads a cluster from
-JSON or TOML. The frameworks' own tables (Megatron's arguments, torchtitan's JobConfig
-and flavours at their commits) are data in ``data/``. Every refusal is one line.
+JSON or TOML, ``phases`` a run's phases (``files`` reads a file of either format). The
+frameworks' own tables (Megatron's arguments, torchtitan's JobConfig and flavours at
+their commits) are data in ``data/``. Every refusal is one line.
 
-May import: the specs and ``ledger.frameworks``; nothing below the edge imports it.
+May import: the specs, ``ledger.frameworks`` and ``ledger.run`` (a phase's record);
+nothing below the edge imports it.
 """
 from ledger.io.families import FAMILIES
 from ledger.io.hf import from_hf_config, spec_from_dict
@@ -19,7 +21,14 @@ from ledger.io.limits import (
                               MAX_HEADROOM_GIB,
                               MAX_MICRO_BATCH,
                               MAX_MICROBATCHES,
+                              MAX_MTBF_HOURS,
+                              MAX_PRICE,
+                              MAX_PUE,
+                              MAX_RELAUNCH_MIN,
+                              MAX_STEPS,
+                              MAX_STORAGE_GBPS,
                               MAX_TIME,
+                              MAX_TOKENS,
                               MAX_TOP,
                               MAX_VP,
                               MIN_TIME,
@@ -31,9 +40,12 @@ from ledger.io.limits import (
                               natural,
                               real,
 )
+from ledger.io.phases import load_phases
 from ledger.io.system import load_system
 
 __all__ = ["FAMILIES", "MAX_CAPACITY_FACTOR", "MAX_GLOBAL_BATCH", "MAX_GPUS", "MAX_GPUS_PER_NODE",
-           "MAX_HEADROOM_GIB", "MAX_MICROBATCHES", "MAX_MICRO_BATCH", "MAX_TIME", "MAX_TOP",
-           "MAX_VP", "MIN_TIME", "check_finite_json", "check_model_size", "check_world", "count",
-           "from_hf_config", "load_system", "model_flag", "natural", "real", "spec_from_dict"]
+           "MAX_HEADROOM_GIB", "MAX_MICROBATCHES", "MAX_MICRO_BATCH", "MAX_MTBF_HOURS",
+           "MAX_PRICE", "MAX_PUE", "MAX_RELAUNCH_MIN", "MAX_STEPS", "MAX_STORAGE_GBPS",
+           "MAX_TIME", "MAX_TOKENS", "MAX_TOP", "MAX_VP", "MIN_TIME", "check_finite_json",
+           "check_model_size", "check_world", "count", "from_hf_config", "load_phases",
+           "load_system", "model_flag", "natural", "real", "spec_from_dict"]

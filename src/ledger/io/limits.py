@@ -37,6 +37,15 @@ MAX_TOP = 10_000  # plans listed
 MAX_HEADROOM_GIB = 1 << 20  # planner's memory headroom
 MAX_TIME = 1e6  # schedule times, in whatever unit the user chose
 MIN_TIME = 1e-6
+# A whole run: a quadrillion tokens is 60x the largest published pre-training (15.6T);
+# the other figures are bounded far past any cluster or price seen.
+MAX_TOKENS = 1e15
+MAX_STEPS = 1 << 40  # optimizer steps of one phase
+MAX_PRICE = 1e4  # USD per GPU-hour
+MAX_PUE = 10.0  # facility / IT energy (1.0 is the floor: no facility overhead)
+MAX_STORAGE_GBPS = 1e6  # checkpoint storage, GB/s (a petabyte per second)
+MAX_MTBF_HOURS = 1e9  # per-GPU hours between interruptions
+MAX_RELAUNCH_MIN = 1e5  # minutes to relaunch a job after an interruption
 
 
 def integer(low: int, limit: int, name: str = "integer"):
