@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ledger.cli import main
-from ledger.render import COLOURS, LINKS, TIME
+from ledger.render import COLOURS, LINKS, RUN_COLOURS, TIME
 from png import read_png
 
 CHROMIUM = shutil.which("chromium")
@@ -47,8 +47,12 @@ def console_lines(stderr: str) -> list[str]:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     d = tmp_path_factory.mktemp("html")
-    out = {k: d / f"{k}.html" for k in ("estimate", "report", "plan")}
+    out = {k: d / f"{k}.html" for k in ("estimate", "report", "plan", "run", "plan-run")}
     assert run(*ESTIMATE, "--html", str(out["estimate"]))[0] == 0
+    assert run(*ESTIMATE, "--tokens", "1e12", "--usd-per-gpu-hour", "2", "--gpu-mtbf-hours",
+               "2000", "--html", str(out["run"]))[0] == 0
+    assert run("plan", "llama3-8b", "--gpus", "64", "--global-batch", "256", "--top", "3",
+               "--tokens", "1e12", "--html", str(out["plan-run"]))[0] == 0
     assert run("report", "llama3-8b", "--pp", "4", "--microbatches", "8", "--gpu", "h100-sxm",
                "--html", str(out["report"]))[0] == 0
     assert run("plan", "llama3-8b", "--gpus", "64", "--global-batch", "256", "--top", "5",
@@ -56,7 +60,7 @@ def pages(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("kind", ["estimate", "report", "plan"])
+@pytest.mark.parametrize("kind", ["estimate", "report", "plan", "run", "plan-run"])
 def test_pages_are_self_contained(pages, kind):
     html = pages[kind].read_text()
     urls = set(re.findall(r"https?://[^\s\"'<>]+", html))
@@ -84,8 +88,18 @@ def test_broken_page_is_caught(tmp_path):
     assert any("Uncaught ReferenceError" in line for line in console_lines(err))
 
 
+def test_run_page_shows_the_run_beside_the_step(pages):
+    """The whole run sits right after the step breakdown: days by cause, cost, goodput."""
+    html = pages["run"].read_text()
+    step, whole = html.index("Where the step time goes"), html.index("The whole run")
+    assert step < whole < html.index("Bytes per GPU per step")
+    for part in ("training", "checkpointing", "failure loss", "cost $", "goodput"):
+        assert part in html[whole:], part
+    assert "#1: the whole run" in pages["plan-run"].read_text()
+
+
 @needs_browser
-@pytest.mark.parametrize("kind", ["estimate", "report", "plan"])
+@pytest.mark.parametrize("kind", ["estimate", "report", "plan", "run"])
 def test_page_loads_without_errors(pages, tmp_path, kind):
     dom, err = chromium(tmp_path, pages[kind], "--dump-dom")
     assert re.search(r'<div id="page-status"[^>]*data-ok="yes"', dom), dom[:500]
@@ -115,3 +129,15 @@ def test_screenshot_shows_the_charts(pages, tmp_path):
     # and the rest of the page is mostly white background
     white = int((img[:, :, :3] == 255).all(axis=2).sum())
     assert 0.5 < white / (img.shape[0] * img.shape[1]) < 0.99
+
+
+@needs_browser
+def test_screenshot_shows_the_run(pages, tmp_path):
+    """The run's stacked bar: training, checkpointing and failure loss each drawn (a GPU
+    failing every 2,000 hours makes the failure share visible)."""
+    shot = tmp_path / "run.png"
+    chromium(tmp_path, pages["run"], f"--screenshot={shot}", "--window-size=1280,2400")
+    img = read_png(shot.read_bytes())
+    counts = {k: colour_pixels(img, c) for k, c in RUN_COLOURS.items()}
+    assert counts["training"] > 10000 and counts["failure loss"] > 300, counts
+    assert counts["checkpointing"] > 144, counts  # more than its legend swatch

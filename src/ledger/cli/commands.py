@@ -11,6 +11,7 @@
     train-ledger plan MODEL --gpus N --gpu NAME --global-batch B   the best placements
     train-ledger gpus                 GPU presets with their figures (--json)
     train-ledger serve MODEL --tp T --context N --gpu NAME   serving it with vLLM
+    train-ledger whole-runs           published whole runs against the run model (--json)
     train-ledger --version
 
 report, estimate, plan and serve also take --from-megatron FILE / --from-torchtitan FILE (the
@@ -26,7 +27,8 @@ import sys
 from pathlib import Path
 
 from ledger.cli.args import build_parser
-from ledger.cli.inputs import backward_time, finetune, plan_model, vp
+from ledger.cli.inputs import (backward_time, finetune, plan_model, run_phases, run_settings,
+                               vp)
 from ledger.cli.inputs import system as _system
 from ledger.errors import LedgerError
 from ledger.io import check_finite_json, check_world
@@ -157,22 +159,32 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
 
 
 def _cmd_estimate(a: argparse.Namespace) -> str:
-    from ledger.render import estimate_json, estimate_text
+    from ledger.render import estimate_json, estimate_text, run_json, run_lines
     from ledger.step import estimate
 
     model, cfg = _model_and_config(a)
     sysm = _system(a)
+    settings = run_settings(a)
     est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
                    optimizer=a.optimizer)
     _warn_idle(cfg, est.placement.bubble_fraction)
+    whole = None
+    if settings is not None:
+        from ledger.run import whole_run
+
+        whole = whole_run(model, cfg, sysm, run_phases(a, model, cfg), settings,
+                          tp_overlap=a.tp_overlap, precision=a.precision,
+                          optimizer=a.optimizer)
     if a.html:
         from ledger.render import placement_page
 
         _write(a.html, placement_page(model, cfg, est.placement, est.memory_capacity_bytes,
-                                      est, sysm))
+                                      est, sysm, whole))
     if a.json:
-        return _json(estimate_json(model, cfg, sysm, est), indent=2)
-    return estimate_text(model, cfg, sysm, est)
+        out = estimate_json(model, cfg, sysm, est)
+        return _json(out | ({"run": run_json(whole)} if whole else {}), indent=2)
+    text = estimate_text(model, cfg, sysm, est)
+    return text + ("\n" + "\n".join(run_lines(whole, sysm.gpu.name)) if whole else "")
 
 
 def _cmd_layout(a: argparse.Namespace) -> str:
@@ -196,11 +208,13 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     ft = finetune(a)
     if ft is not None:
         check_finetune(model, ft)
+    settings = run_settings(a)
     pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
                 micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
                 max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp)
     bar = _progress_bar() if sys.stderr.isatty() else None
-    kw = dict(top=a.top, pins=pins, progress=bar, framework=a.framework, flash=not a.no_flash,
+    kw = dict(top=a.top if settings is None else max(a.top, RUN_CANDIDATES), pins=pins,
+              progress=bar, framework=a.framework, flash=not a.no_flash,
               headroom_bytes=a.headroom * 2**30, baseline=a.baseline, finetune=ft,
               optimizer=a.optimizer, precision=a.precision)
     gpus = a.gpus
@@ -208,11 +222,18 @@ def _cmd_plan(a: argparse.Namespace) -> str:
         gpus, result = min_gpus(model, sysm, a.global_batch, a.max_gpus, **kw)
     else:
         result = plan(model, gpus, sysm, a.global_batch, **kw)
+    runs, priced = None, len(result.plans)
+    if settings is not None and result.plans:
+        from ledger.run import rank_by_time_to_train
+
+        ranked = rank_by_time_to_train(model, sysm, result.plans, a.tokens, settings,
+                                       a.optimizer)[:a.top]
+        result.plans, runs = [p for p, _ in ranked], [r for _, r in ranked]
     if a.html:
-        _write(a.html, _plan_html(model, a, sysm, result))
+        _write(a.html, _plan_html(model, a, sysm, result, runs[0] if runs else None))
     if a.json:
-        return _json(plan_json(model, sysm, result) | {"gpus": gpus}, indent=1)
-    text = plan_text(model, gpus, sysm, result)
+        return _json(plan_json(model, sysm, result, runs) | {"gpus": gpus}, indent=1)
+    text = plan_text(model, gpus, sysm, result, runs, priced)
     if a.min_gpus:
         batch = " (the default with --finetune)" if getattr(a, "batch_defaulted", False) else ""
         text += (f"\n  smallest world that fits: {gpus} x {sysm.gpu.name}, global batch "
@@ -220,7 +241,13 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1
 
 
-def _plan_html(model, a, sysm, result) -> str:
+# plan --tokens re-prices this many of the fastest placements as whole runs: a run's
+# overheads differ between placements only through the checkpoint's largest share per
+# GPU, a small part of the wall time, so the quickest run is among the fastest steps
+RUN_CANDIDATES = 200
+
+
+def _plan_html(model, a, sysm, result, run=None) -> str:
     """The plan page, with #1 estimated again for its charts."""
     from ledger.render import plan_page
     from ledger.step import estimate
@@ -229,7 +256,7 @@ def _plan_html(model, a, sysm, result) -> str:
         return plan_page(model, a.gpus, sysm, result)
     best = result.plans[0]
     est = estimate(model, best.config, sysm, tp_overlap=best.tp_overlap)
-    return plan_page(model, a.gpus, sysm, result, est.placement, est)
+    return plan_page(model, a.gpus, sysm, result, est.placement, est, run)
 
 
 def _cmd_serve(a: argparse.Namespace):
@@ -371,6 +398,12 @@ def run(argv: list[str]) -> str | tuple[str, int]:
 
         specs = [f() for f in PRESETS.values()]
         return _json(models_json(specs), indent=1) if a.json else models_table(specs)
+    if a.cmd == "whole-runs":
+        from ledger.render.run import held_json, held_table
+        from ledger.run.published import held, whole_runs
+
+        helds = [held(w) for w in whole_runs()]
+        return _json([held_json(h) for h in helds], indent=1) if a.json else held_table(helds)
     if a.cmd == "gpus":
         from ledger.render import gpus_json, gpus_table
 

@@ -155,12 +155,43 @@ def timeline(cfg) -> str:
             f'</p><div class="timeline">{svg_timeline(sim)}</div>')
 
 
+RUN_COLOURS = {"training": "#2e7d32", "checkpointing": "#f9a825", "failure loss": "#c62828"}
+
+
+def run_chart(run) -> str:
+    """The run's wall-clock days as one stacked bar: training, checkpointing, failure loss."""
+    days = {"training": run.train_s / 86400, "checkpointing": run.checkpointing_s / 86400,
+            "failure loss": run.lost_s / 86400}
+    total = sum(days.values()) or 1.0
+    left, span, parts, x = 10, 640, [], 10.0
+    for name, d in days.items():
+        w = span * d / total
+        parts.append(f'<rect x="{x:.1f}" y="10" width="{max(w, 0.5):.1f}" height="34" '
+                     f'fill="{RUN_COLOURS[name]}"><title>{name}: {d:,.2f} days '
+                     f'({d / total:.1%})</title></rect>')
+        x += w
+    for k, (name, d) in enumerate(days.items()):
+        parts.append(f'<rect x="{left + 220 * k}" y="56" width="12" height="12" '
+                     f'fill="{RUN_COLOURS[name]}"/><text x="{left + 220 * k + 18}" y="67">'
+                     f'{name} {d:,.2f} d ({d / total:.1%})</text>')
+    return _svg(left + span + 20, 80, parts, "wall-clock days of the run by cause")
+
+
+def run_table(run, gpu_name: str) -> str:
+    """GPU-hours, cost, energy, goodput, checkpoint and failures, as the text block says."""
+    from ledger.render.run import run_lines
+
+    text = "\n".join(run_lines(run, gpu_name))
+    return f'<pre class="run">{escape(text)}</pre>'
+
+
 def _section(title: str, body: str) -> str:
     return f"<section><h2>{escape(title)}</h2>\n{body}\n</section>"
 
 
-def placement_page(model, cfg, pl, usable_bytes=None, est=None, system=None) -> str:
-    """report (pl) and estimate (pl and est): memory, time, bytes, pipeline."""
+def placement_page(model, cfg, pl, usable_bytes=None, est=None, system=None, run=None) -> str:
+    """report (pl) and estimate (pl and est): memory, time, bytes, pipeline; with a whole
+    ``run`` (``ledger.run``), its days by cause, cost, energy and goodput beside the step."""
     head = config_line(model, cfg) + (f" on {system.gpu.name}" if system else "")
     blocks = [f"<p>{escape(head)}</p>"]
     if est is not None:
@@ -171,6 +202,10 @@ def placement_page(model, cfg, pl, usable_bytes=None, est=None, system=None) -> 
     if est is not None:
         blocks.append(_section("Where the step time goes",
                                time_chart(est.breakdown, est.step_time_s)))
+    if run is not None:
+        gpu = system.gpu.name if system is not None else "GPU"
+        blocks.append(_section("The whole run: wall-clock days by cause", run_chart(run)
+                               + run_table(run, gpu)))
     blocks.append(_section("Bytes per GPU per step, by axis and link", comms_chart(pl.comms)))
     blocks.append(_section(f"Pipeline time line ({cfg.schedule})", timeline(cfg)))
     return page(f"train-ledger: {model.name}", blocks)
@@ -194,8 +229,9 @@ def plan_table(result) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def plan_page(model, gpus, system, result, best_pl=None, best_est=None) -> str:
-    """The ranked table (and baseline), then #1 charted as an estimate is."""
+def plan_page(model, gpus, system, result, best_pl=None, best_est=None, run=None) -> str:
+    """The ranked table (and baseline), then #1 charted as an estimate is (and its whole
+    ``run`` when the plan was ranked by time to train)."""
     blocks = [f"<p>{escape(model.name)} on {gpus} x {escape(system.gpu.name)}: "
               f"{result.evaluated:,} placements, {result.fitting:,} fit</p>",
               _section("Ranked placements", plan_table(result))]
@@ -206,6 +242,9 @@ def plan_page(model, gpus, system, result, best_pl=None, best_est=None) -> str:
                             memory_chart(list(best_pl.memory_by_rank or ()), usable)),
                    _section("#1: where the step time goes",
                             time_chart(best_est.breakdown, best_est.step_time_s)),
+                   *([_section("#1: the whole run, wall-clock days by cause",
+                               run_chart(run) + run_table(run, system.gpu.name))]
+                     if run is not None else []),
                    _section("#1: bytes per GPU per step", comms_chart(best_pl.comms)),
                    _section(f"#1: pipeline time line ({cfg.schedule})", timeline(cfg))]
     return page(f"train-ledger plan: {model.name}", blocks)

@@ -3,6 +3,7 @@ where #1 gains over it. Units are formatted by ``ledger.render``.
 """
 from __future__ import annotations
 
+from ledger.render.run import _si
 from ledger.render.text import _seq, config_dict, fmt_bytes, params_dict, params_lines
 
 
@@ -17,7 +18,9 @@ def plan_config(c, tp_overlap: bool = False) -> str:
             + extra + (f" recompute={c.recompute}" if c.recompute != "none" else ""))
 
 
-def plan_text(model, gpus, system, result) -> str:
+def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
+    """The ranked table; with ``runs`` (``ledger.run`` whole runs, one per plan, the best
+    of ``priced``) ranked by time to train, with its days, GPU-hours and goodput."""
     head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}: "
             f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
             f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
@@ -25,10 +28,19 @@ def plan_text(model, gpus, system, result) -> str:
         return head + (f"\nnothing fits: the leanest placement needs "
                        f"{fmt_bytes(result.shortfall_bytes)} more per GPU than the "
                        f"{fmt_bytes(system.gpu.hbm_bytes)} HBM minus the reserve")
-    lines = [head, *params_lines(model)[:1], f"  {'#':>2}  {'step':>8}  {'MFU':>6}  {'memory':>10}  {'dominant':<12} placement"]
+    lines = [head, *params_lines(model)[:1]]
+    if runs:
+        lines.append(f"  ranked by time to train on {_si(runs[0].tokens)} tokens, checkpoints "
+                     f"and failures included: the {priced:,} fastest steps as whole runs")
+    extra = f"  {'days':>8}  {'GPU-hours':>10}  {'goodput':>7}" if runs else ""
+    lines.append(f"  {'#':>2}  {'step':>8}  {'MFU':>6}  {'memory':>10}{extra}  {'dominant':<12} "
+                 f"placement")
     for i, p in enumerate(result.plans, 1):
+        run = runs[i - 1] if runs else None
+        more = (f"  {run.days:8.2f}  {_si(run.gpu_hours):>10}  {run.goodput:7.1%}"
+                if run else "")
         lines.append(f"  {i:>2}  {p.step_time_s:7.2f}s  {p.mfu:6.1%}  "
-                     f"{fmt_bytes(p.memory_bytes, 6)}  {p.dominant:<12} "
+                     f"{fmt_bytes(p.memory_bytes, 6)}{more}  {p.dominant:<12} "
                      f"{plan_config(p.config, p.tp_overlap)}")
     if result.rejected:
         lines.append("  families that lost:")
@@ -56,15 +68,19 @@ def baseline_text(best, base) -> list[str]:
     return out
 
 
-def plan_json(model, system, result) -> dict:
-    def one(p):
+def plan_json(model, system, result, runs=None) -> dict:
+    from ledger.render.run import run_json
+
+    def one(p, run=None):
         cfg = {k: v for k, v in config_dict(p.config).items() if k != "moe"}
         return cfg | {"tp_overlap": p.tp_overlap,
                       "step_time_s": p.step_time_s, "mfu": p.mfu, "memory_bytes": p.memory_bytes,
                       "headroom_bytes": p.headroom_bytes, "dominant": p.dominant,
-                      "breakdown": p.breakdown}
+                      "breakdown": p.breakdown} | ({"run": run_json(run)} if run else {})
+    runs = runs or [None] * len(result.plans)
     return {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
-            "gpu": system.gpu.name, "plans": [one(p) for p in result.plans],
+            "gpu": system.gpu.name, "plans": [one(p, r) for p, r in zip(result.plans, runs)],
+            "ranked_by": "time_to_train" if any(runs) else "step_time",
             "evaluated": result.evaluated, "fitting": result.fitting,
             "elapsed_s": result.elapsed_s, "rejected": result.rejected,
             "shortfall_bytes": result.shortfall_bytes} | _baseline_json(result, one)
