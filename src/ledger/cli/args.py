@@ -15,7 +15,8 @@ from ledger.frameworks import RECIPES
 from ledger.io import (MAX_CAPACITY_FACTOR, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE,
                        MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_MTBF_HOURS,
                        MAX_PRICE, MAX_PUE, MAX_RELAUNCH_MIN, MAX_STEPS, MAX_STORAGE_GBPS,
-                       MAX_TIME, MAX_TOKENS, MAX_TOP, MAX_VP, MIN_TIME, count, natural, real)
+                       MAX_TIME, MAX_TOKENS, MAX_TOP, MAX_VP, MIN_STORAGE_GBPS, MIN_TIME,
+                       count, natural, real)
 from ledger.memory import OPTIMIZERS, PRECISIONS
 from ledger.pipeline import KINDS as SCHEDULES
 
@@ -212,10 +213,10 @@ def _add_run_flags(p: argparse.ArgumentParser, phases: bool = True) -> None:
     g.add_argument("--pue", type=real(MAX_PUE, 1.0, closed_low=True),
                    help="power usage effectiveness (default 1.0: the GPUs' board power only)")
     store = g.add_mutually_exclusive_group()
-    store.add_argument("--ckpt-GBps", dest="ckpt_GBps", type=real(MAX_STORAGE_GBPS),
+    storage = real(MAX_STORAGE_GBPS, MIN_STORAGE_GBPS, closed_low=True)
+    store.add_argument("--ckpt-GBps", dest="ckpt_GBps", type=storage,
                        help="checkpoint storage bandwidth of the whole job, GB/s")
-    store.add_argument("--ckpt-GBps-per-node", dest="ckpt_GBps_per_node",
-                       type=real(MAX_STORAGE_GBPS),
+    store.add_argument("--ckpt-GBps-per-node", dest="ckpt_GBps_per_node", type=storage,
                        help="checkpoint storage bandwidth per node, GB/s (default "
                             f"{DEFAULT_STORAGE.bytes_per_s / 1e9:g})")
     g.add_argument("--ckpt-interval", type=count(MAX_STEPS),

@@ -44,6 +44,7 @@ MAX_STEPS = 1 << 40  # optimizer steps of one phase
 MAX_PRICE = 1e4  # USD per GPU-hour
 MAX_PUE = 10.0  # facility / IT energy (1.0 is the floor: no facility overhead)
 MAX_STORAGE_GBPS = 1e6  # checkpoint storage, GB/s (a petabyte per second)
+MIN_STORAGE_GBPS = 1e-3  # a megabyte per second: slower is not storage a run could use
 MAX_MTBF_HOURS = 1e9  # per-GPU hours between interruptions
 MAX_RELAUNCH_MIN = 1e5  # minutes to relaunch a job after an interruption
 

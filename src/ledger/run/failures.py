@@ -58,6 +58,10 @@ DEFAULT_RELAUNCH_S = 600.0
 MAX_EXPONENT = 50.0  # e^50: a run that would take 5e21 times its work is refused
 
 
+def _s(x: float) -> str:
+    return f"{x:,.0f}" if x < 1e9 else f"{x:.3g}"
+
+
 def job_mtbf_s(gpu_mtbf_s: float, gpus: int) -> float:
     """Mean seconds between interruptions of a job on ``gpus`` GPUs."""
     return gpu_mtbf_s / gpus
@@ -92,9 +96,9 @@ def expected_wall_s(work_s: float, interval_s: float, cost_s: float, restart_s: 
     exponent = (interval_s + cost_s) / mtbf_s + restart_s / mtbf_s
     if exponent > MAX_EXPONENT:
         raise LedgerError("failures", (
-            f"the job stops every {mtbf_s:,.0f} s but a checkpoint interval, its write and "
-            f"a restart take {interval_s + cost_s + restart_s:,.0f} s: it would never "
-            f"finish (e^{exponent:,.0f} times its work); fewer GPUs, a higher "
+            f"the job stops every {_s(mtbf_s)} s but a checkpoint interval, its write and "
+            f"a restart take {_s(interval_s + cost_s + restart_s)} s: it would never "
+            f"finish (e^{_s(exponent)} times its work); fewer GPUs, a higher "
             f"--gpu-mtbf-hours, or a shorter --ckpt-interval"))
     segment = mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1((interval_s + cost_s) / mtbf_s)
     return segment * work_s / interval_s
