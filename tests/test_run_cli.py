@@ -1,11 +1,13 @@
 """``estimate --tokens / --phases`` and ``plan --tokens`` on the command line: the "run"
 object, the phases file, launch files' checkpoint settings, and one-line refusals."""
 import json
+from pathlib import Path
 
 import pytest
 
 from ledger.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
 EST = ["estimate", "llama3-8b", "--gpus", "64", "--global-batch", "512"]
 RUN_KEYS = {"tokens", "steps", "days", "gpu_hours", "energy_mwh", "cost_usd", "checkpoint",
             "failures", "goodput"}
@@ -164,17 +166,18 @@ def test_plan_ranks_by_time_to_train(capsys):
 
 def test_launch_files_checkpoint_settings_apply(capsys, tmp_path):
     sh = tmp_path / "l.sh"
-    sh.write_text((__import__("pathlib").Path(__file__).parents[1] / "examples" /
-                   "llama3_8b.sh").read_text() + " --save-interval 250 --async-save\n")
+    sh.write_text((ROOT / "examples" / "llama3_8b.sh").read_text().replace(
+        "--lr 3e-4", "--save-interval 250 --async-save --lr 3e-4"))
     _, out, _ = run(capsys, "estimate", "--from-megatron", str(sh), "--gpus", "64",
                     "--tokens", "1e11", "--json")
     ck = json.loads(out)["run"]["checkpoint"]
     assert (ck["interval_steps"], ck["mode"]) == (250, "async")
-    code, out, _ = run(capsys, "estimate", "--from-megatron", str(sh), "--gpus", "64")
-    assert code == 0  # without --tokens the file's checkpoint settings change nothing
+    code, out, err = run(capsys, "estimate", "--from-megatron", str(sh), "--gpus", "64",
+                         "--verbose")
+    assert code == 0 and "--save-interval 250 --async-save" in err  # applied, said so
+    # without --tokens the file's checkpoint settings change nothing and are not refused
     toml = tmp_path / "t.toml"
-    toml.write_text((__import__("pathlib").Path(__file__).parents[1] / "examples" /
-                     "llama3_8b.toml").read_text()
+    toml.write_text((ROOT / "examples" / "llama3_8b.toml").read_text()
                     + '\n[checkpoint]\nenable = true\ninterval = 300\nasync_mode = "async"\n')
     _, out, _ = run(capsys, "estimate", "--from-torchtitan", str(toml), "--gpus", "64",
                     "--tokens", "1e11", "--json")

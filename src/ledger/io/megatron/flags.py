@@ -101,6 +101,10 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         flags["cp_kind"] = mm.CP_KINDS[ns["cp_comm_type"][0]]
     if ns["tp_comm_overlap"]:
         flags["tp_overlap"] = True
+    if ns.get("save_interval"):  # a whole run's checkpoints (ledger.run; --tokens)
+        flags["ckpt_interval"] = ns["save_interval"]  # training_config.py:398
+    if ns.get("async_save"):  # training_config.py:516
+        flags["ckpt_async"] = True
     return flags, unpriced
 
 

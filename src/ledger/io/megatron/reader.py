@@ -8,7 +8,8 @@ variables set before the script and its arguments. The flags are parsed by the t
 Megatron's own arguments (``ledger.io.megatron.args``), so switches are switches and an
 absent flag has Megatron's default. Every given flag is then one of:
 
-- modelled (``MODELLED``): applied, under the ledger's names (``ledger.io.megatron.model``);
+- modelled (``MODELLED``): applied, under the ledger's names (``ledger.io.megatron.model``;
+  --save-interval and --async-save are a whole run's checkpoint settings, ``ledger.run``);
 - changing nothing the ledger prices (``NO_EFFECT`` and the argument groups in
   ``NO_EFFECT_GROUPS``: logging, checkpoints, data, learning rate, ...): accepted silently
   and listed with ``--verbose``; so is any flag given at Megatron's default value;
@@ -82,6 +83,7 @@ recompute-granularity recompute-method recompute-num-layers recompute-modules cp
 tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
 fp8-param-gather optimizer attention-dropout hidden-dropout
+save-interval persistent-save-interval async-save
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {

@@ -29,6 +29,8 @@ schedule holds 2 stages per rank unless pipeline_parallel_layers_per_stage says 
 ep 1 and must be 1 or tp otherwise (parallel_dims.py:55-56). activation_checkpoint.mode
 none / full, and selective with option "1" (every layer: full), are exact; selective
 every N-th layer or per-op, and memory_budget, are priced as selective recompute.
+With checkpointing enabled, [checkpoint] interval and async_mode are a whole run's
+checkpoint interval and save mode (``ledger.run``, ``--tokens``).
 """
 from __future__ import annotations
 
@@ -275,6 +277,29 @@ def _training(job: _Job) -> None:
         job.unpriced.append(f"training.dtype {tr['dtype']!r} (every state in it)")
 
 
+# [checkpoint]'s switch per commit: 238fa99 config/job_config.py:488 (enable), :519
+# (interval), :591 (async_mode); v0.1.0 config_manager.py:369 (enable_checkpoint), :404,
+# :428
+_CKPT_ON = {"238fa9953e": "enable", "f7084fc785": "enable_checkpoint"}
+_ASYNC = ("disabled", "async", "async_with_pinned_mem")
+
+
+def _checkpoint(job: _Job) -> dict:
+    """[checkpoint] interval and async_mode, when checkpointing is on, as a whole run's
+    checkpoint interval and save mode (``ledger.run``; they change nothing else)."""
+    ck = job.cfg.get("checkpoint", {})
+    if not ck.get(_CKPT_ON[job.short]):
+        return {}
+    interval, mode = ck["interval"], ck["async_mode"]
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        job.problems.append(f"checkpoint.interval must be an integer >= 1, got {interval!r}")
+    if mode not in _ASYNC:
+        job.problems.append(f"checkpoint.async_mode {mode!r}: {', '.join(_ASYNC)}")
+    if job.problems:
+        return {}
+    return {"ckpt_interval": interval} | ({"ckpt_async": True} if mode != "disabled" else {})
+
+
 def read_launch(path: str, gpus: int | None = None, model_flags: dict | None = None
                 ) -> Launch:
     try:
@@ -297,14 +322,17 @@ def read_launch(path: str, gpus: int | None = None, model_flags: dict | None = N
                                              f"refuse it, or its numbers would mean nothing: "
                                              + "; ".join(job.problems))
     flags = _placement(job, model.layers, gpus) | {"recompute": _recompute(job)}
+    flags |= _checkpoint(job)
     _training(job)
     if job.problems:
         raise LedgerError("from_torchtitan", f"{path}: " + "; ".join(job.problems))
     if precision:
         flags["precision"] = precision
+    run_keys = (_CKPT_ON[short], "interval", "async_mode") if "ckpt_interval" in flags else ()
     applied = [f"{s}.{k}" for s, keys in sec.items() for k in keys
                if s in ("model", "parallelism", "activation_checkpoint") or
-               (s == "training" and k in ("local_batch_size", "global_batch_size", "seq_len"))]
+               (s == "training" and k in ("local_batch_size", "global_batch_size", "seq_len"))
+               or (s == "checkpoint" and k in run_keys)]
     named = " ".join(job.unpriced)
     silent += [f"{s}.{k}" for s, keys in sec.items() for k in keys
                if f"{s}.{k}" not in applied and s in known and k in known[s]
