@@ -183,3 +183,18 @@ def test_launch_files_checkpoint_settings_apply(capsys, tmp_path):
                     "--tokens", "1e11", "--json")
     ck = json.loads(out)["run"]["checkpoint"]
     assert (ck["interval_steps"], ck["mode"], ck["layout"]) == (300, "async", "torch DCP")
+
+
+def test_a_fine_tunes_run_is_refused(capsys):
+    """The run layer prices a pre-training checkpoint; a fine-tune's (adapters, frozen
+    weights) is not modelled, so it is refused rather than priced wrong."""
+    err = refused(capsys, *EST, "--finetune", "lora", "--tokens", "1e9")
+    assert err.startswith("error: tokens: a whole run prices a pre-training checkpoint")
+
+
+def test_plan_min_gpus_by_time_to_train(capsys):
+    code, out, _ = run(capsys, "plan", "llama3-8b", "--min-gpus", "--global-batch", "64",
+                       "--tokens", "1e10", "--top", "2", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["ranked_by"] == "time_to_train" and d["gpus"] == 2
+    assert all(p["run"]["phases"][0]["gpus"] == 2 for p in d["plans"])

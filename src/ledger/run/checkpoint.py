@@ -14,7 +14,8 @@ counts 176e9 x 14 / 2^30 = 2,294.77 GiB) and torchtitan's fp32 FSDP2 shards 4 + 
                   states it holds plus its optimizer partition
     write         aggregate storage: total / bandwidth; per node: the fullest node's
                   bytes (GPUs per node x per GPU) / the node's bandwidth
-    copy to host  per GPU / the GPU's host link (PCIe, one direction)
+    copy to host  per GPU / the host link's achieved rate (``System.host_bandwidth``:
+                  PCIe or NVLink-C2C, one direction, x the link efficiency)
     blocking      synchronous: copy + write; asynchronous: the copy only (the write runs
                   in the background and must end before the next save begins)
     load          on restart the same bytes come back over the same storage: = write
@@ -113,7 +114,7 @@ def checkpoint(model, cfg, system: System, storage: Storage = DEFAULT_STORAGE,
         write = per_gpu * min(system.gpus_per_node, cfg.world) / storage.bytes_per_s
     else:
         write = total / storage.bytes_per_s
-    d2h = per_gpu / system.gpu.host_bytes_per_s
+    d2h = per_gpu / system.host_bandwidth()
     blocking = d2h if mode == "async" else d2h + write
     return Checkpoint(bytes=total, bytes_per_gpu=per_gpu, write_s=write, d2h_s=d2h,
                       blocking_s=blocking, load_s=write, mode=mode,
