@@ -13,11 +13,10 @@ from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
 from ledger.frameworks import RECIPES
 from ledger.io import (MAX_CAPACITY_FACTOR, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE,
-                       MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_MTBF_HOURS,
-                       MAX_PRICE, MAX_PUE, MAX_RELAUNCH_MIN, MAX_STEPS, MAX_STORAGE_GBPS,
-                       MAX_TIME, MAX_TOKENS, MAX_TOP, MAX_VP, MIN_STORAGE_GBPS, MIN_TIME,
-                       count, natural, real)
+                       MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP,
+                       MAX_VP, MIN_TIME, count, natural, real)
 from ledger.memory import OPTIMIZERS, PRECISIONS
+from ledger.cli.runs import add_run_flags
 from ledger.pipeline import KINDS as SCHEDULES
 
 GPUS = count(MAX_GPUS)
@@ -193,45 +192,6 @@ def _add_outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
 
 
-RUN_FLAGS = ("phases", "usd_per_gpu_hour", "pue", "ckpt_GBps", "ckpt_GBps_per_node",
-             "ckpt_interval", "ckpt_async", "gpu_mtbf_hours", "relaunch_min")
-
-
-def _add_run_flags(p: argparse.ArgumentParser, phases: bool = True) -> None:
-    """A whole run: its tokens (or phases) and what its overheads depend on."""
-    from ledger.run import DEFAULT_GPU_MTBF_S, DEFAULT_RELAUNCH_S, DEFAULT_STORAGE
-
-    g = p.add_argument_group("a whole run (ledger.run; docs/run.md)")
-    g.add_argument("--tokens", type=real(MAX_TOKENS, 1.0, closed_low=True),
-                   help="tokens to train on: adds days, GPU-hours, cost, energy, "
-                        "checkpoints and failures")
-    if phases:
-        g.add_argument("--phases", metavar="FILE",
-                       help="a run of phases (TOML or JSON): tokens or steps, seq_len, "
-                            "global_batch, rampup, placement per phase")
-    g.add_argument("--usd-per-gpu-hour", type=real(MAX_PRICE), help="price of a GPU-hour")
-    g.add_argument("--pue", type=real(MAX_PUE, 1.0, closed_low=True),
-                   help="power usage effectiveness (default 1.0: the GPUs' board power only)")
-    store = g.add_mutually_exclusive_group()
-    storage = real(MAX_STORAGE_GBPS, MIN_STORAGE_GBPS, closed_low=True)
-    store.add_argument("--ckpt-GBps", dest="ckpt_GBps", type=storage,
-                       help="checkpoint storage bandwidth of the whole job, GB/s")
-    store.add_argument("--ckpt-GBps-per-node", dest="ckpt_GBps_per_node", type=storage,
-                       help="checkpoint storage bandwidth per node, GB/s (default "
-                            f"{DEFAULT_STORAGE.bytes_per_s / 1e9:g})")
-    g.add_argument("--ckpt-interval", type=count(MAX_STEPS),
-                   help="steps between checkpoints (default: Daly's optimum)")
-    g.add_argument("--ckpt-async", action="store_true",
-                   help="asynchronous saves: only the device-to-host copy blocks")
-    g.add_argument("--gpu-mtbf-hours", type=real(MAX_MTBF_HOURS),
-                   help="per-GPU hours between interruptions (default "
-                        f"{DEFAULT_GPU_MTBF_S / 3600:,.0f}: Llama 3's 419 in 54 days on "
-                        "16,384 H100)")
-    g.add_argument("--relaunch-min", type=real(MAX_RELAUNCH_MIN, 0.0, closed_low=True),
-                   help="minutes to detect a failure and relaunch, before loading the "
-                        f"checkpoint (default {DEFAULT_RELAUNCH_S / 60:g}: MegaScale)")
-
-
 def _report_parsers(sub) -> None:
     r = sub.add_parser("report", help="the ledger of one placement")
     _add_model_flags(r)
@@ -248,7 +208,7 @@ def _report_parsers(sub) -> None:
     _add_system_flags(e)
     e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
     add_finetune_flags(e)
-    _add_run_flags(e)
+    add_run_flags(e)
     _add_outputs(e)
 
 
@@ -291,7 +251,7 @@ def _plan_parser(sub) -> None:
                     default=2.0, help="GiB kept free below the usable capacity (default 2)")
     pl.add_argument("--baseline", help='a shape to compare with, e.g. "tp=8,cp=1,pp=16,dp=128" '
                                        "(keys: tp cp pp dp ep vp zero mb recompute schedule)")
-    _add_run_flags(pl, phases=False)
+    add_run_flags(pl, phases=False)
     _add_outputs(pl)
 
 

@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 
 from ledger.cli.args import build_parser
-from ledger.cli.inputs import (backward_time, finetune, plan_model, run_phases, run_settings,
-                               vp)
+from ledger.cli.inputs import backward_time, finetune, fp8_precision, plan_model, vp
 from ledger.cli.inputs import system as _system
+from ledger.cli.runs import add_run, published_runs, rank_plans, run_settings, top, whole_run
 from ledger.errors import LedgerError
 from ledger.io import check_finite_json, check_world
 from ledger.model import PRESETS, ModelSpec
@@ -159,7 +159,7 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
 
 
 def _cmd_estimate(a: argparse.Namespace) -> str:
-    from ledger.render import estimate_json, estimate_text, run_json, run_lines
+    from ledger.render import estimate_json, estimate_text
     from ledger.step import estimate
 
     model, cfg = _model_and_config(a)
@@ -168,23 +168,15 @@ def _cmd_estimate(a: argparse.Namespace) -> str:
     est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
                    optimizer=a.optimizer)
     _warn_idle(cfg, est.placement.bubble_fraction)
-    whole = None
-    if settings is not None:
-        from ledger.run import whole_run
-
-        whole = whole_run(model, cfg, sysm, run_phases(a, model, cfg), settings,
-                          tp_overlap=a.tp_overlap, precision=a.precision,
-                          optimizer=a.optimizer)
+    whole = whole_run(a, model, cfg, sysm, settings)  # None without --tokens / --phases
     if a.html:
         from ledger.render import placement_page
 
         _write(a.html, placement_page(model, cfg, est.placement, est.memory_capacity_bytes,
                                       est, sysm, whole))
     if a.json:
-        out = estimate_json(model, cfg, sysm, est)
-        return _json(out | ({"run": run_json(whole)} if whole else {}), indent=2)
-    text = estimate_text(model, cfg, sysm, est)
-    return text + ("\n" + "\n".join(run_lines(whole, sysm.gpu.name)) if whole else "")
+        return _json(add_run(estimate_json(model, cfg, sysm, est), whole, sysm), indent=2)
+    return add_run(estimate_text(model, cfg, sysm, est), whole, sysm)
 
 
 def _cmd_layout(a: argparse.Namespace) -> str:
@@ -213,22 +205,15 @@ def _cmd_plan(a: argparse.Namespace) -> str:
                 micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
                 max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp)
     bar = _progress_bar() if sys.stderr.isatty() else None
-    kw = dict(top=a.top if settings is None else max(a.top, RUN_CANDIDATES), pins=pins,
-              progress=bar, framework=a.framework, flash=not a.no_flash,
-              headroom_bytes=a.headroom * 2**30, baseline=a.baseline, finetune=ft,
-              optimizer=a.optimizer, precision=a.precision)
+    kw = dict(top=top(a, settings), pins=pins, progress=bar, framework=a.framework,
+              flash=not a.no_flash, headroom_bytes=a.headroom * 2**30, baseline=a.baseline,
+              finetune=ft, optimizer=a.optimizer, precision=a.precision)
     gpus = a.gpus
     if a.min_gpus:
         gpus, result = min_gpus(model, sysm, a.global_batch, a.max_gpus, **kw)
     else:
         result = plan(model, gpus, sysm, a.global_batch, **kw)
-    runs, priced = None, len(result.plans)
-    if settings is not None and result.plans:
-        from ledger.run import rank_by_time_to_train
-
-        ranked = rank_by_time_to_train(model, sysm, result.plans, a.tokens, settings,
-                                       a.optimizer)[:a.top]
-        result.plans, runs = [p for p, _ in ranked], [r for _, r in ranked]
+    runs, priced = rank_plans(a, model, sysm, result, settings)
     if a.html:
         _write(a.html, _plan_html(model, a, sysm, result, runs[0] if runs else None))
     if a.json:
@@ -239,12 +224,6 @@ def _cmd_plan(a: argparse.Namespace) -> str:
         text += (f"\n  smallest world that fits: {gpus} x {sysm.gpu.name}, global batch "
                  f"{a.global_batch} sequences{batch}")
     return text if result.plans else (text, 1)  # nothing fits: say so, and exit 1
-
-
-# plan --tokens re-prices this many of the fastest placements as whole runs: a run's
-# overheads differ between placements only through the checkpoint's largest share per
-# GPU, a small part of the wall time, so the quickest run is among the fastest steps
-RUN_CANDIDATES = 200
 
 
 def _plan_html(model, a, sysm, result, run=None) -> str:
@@ -286,21 +265,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     for name, value in vars(a).items():
         if isinstance(value, list):  # argparse drops a value of '--' and leaves []
             raise LedgerError(name, "needs a value, got '--'")
-    _fp8_precision(a)
+    fp8_precision(a)
     return a
-
-
-def _fp8_precision(a: argparse.Namespace) -> None:
-    """--precision fp8 with --fp8-recipe / --fp8-param-gather as one precision string
-    (``ledger.frameworks.fp8.spell``), which the config carries; the flags need --precision fp8."""
-    recipe, gather = getattr(a, "fp8_recipe", None), getattr(a, "fp8_param_gather", False)
-    if (recipe or gather) and getattr(a, "precision", None) != "fp8":
-        flag = "fp8_recipe" if recipe else "fp8_param_gather"
-        raise LedgerError(flag, f"needs --precision fp8, got --precision {a.precision}")
-    if getattr(a, "precision", None) == "fp8":
-        from ledger.frameworks import spell
-
-        a.precision = spell(recipe, gather)
 
 
 def _json(obj, indent: int) -> str:
@@ -399,11 +365,7 @@ def run(argv: list[str]) -> str | tuple[str, int]:
         specs = [f() for f in PRESETS.values()]
         return _json(models_json(specs), indent=1) if a.json else models_table(specs)
     if a.cmd == "whole-runs":
-        from ledger.render.run import held_json, held_table
-        from ledger.run.published import held, whole_runs
-
-        helds = [held(w) for w in whole_runs()]
-        return _json([held_json(h) for h in helds], indent=1) if a.json else held_table(helds)
+        return published_runs(a, _json)
     if a.cmd == "gpus":
         from ledger.render import gpus_json, gpus_table
 

@@ -231,48 +231,14 @@ def finetune(a: argparse.Namespace):
                     kbit_upcast=a.kbit_upcast, **kw)
 
 
-def run_settings(a: argparse.Namespace):
-    """A whole run's settings from the flags (``ledger.run.RunSettings``), or None when
-    neither --tokens nor --phases asks for a run (then no run flag may be given)."""
-    from ledger.cli.args import RUN_FLAGS
-    from ledger.run import RunSettings, Storage
+def fp8_precision(a: argparse.Namespace) -> None:
+    """--precision fp8 with --fp8-recipe / --fp8-param-gather as one precision string
+    (``ledger.frameworks.fp8.spell``), which the config carries; the flags need --precision fp8."""
+    recipe, gather = getattr(a, "fp8_recipe", None), getattr(a, "fp8_param_gather", False)
+    if (recipe or gather) and getattr(a, "precision", None) != "fp8":
+        flag = "fp8_recipe" if recipe else "fp8_param_gather"
+        raise LedgerError(flag, f"needs --precision fp8, got --precision {a.precision}")
+    if getattr(a, "precision", None) == "fp8":
+        from ledger.frameworks import spell
 
-    if getattr(a, "tokens", None) is None and getattr(a, "phases", None) is None:
-        launched = getattr(a, "launch", None)
-        given = [f for f in RUN_FLAGS if getattr(a, f, None) not in (None, False)
-                 and not (launched and f in launched.flags)]  # a launch file's apply quietly
-        if given:
-            flag = "--" + given[0].replace("_", "-")
-            raise LedgerError(given[0], f"{flag} prices a whole run: give --tokens N"
-                              + (" or --phases FILE" if a.cmd == "estimate" else ""))
-        return None
-    if getattr(a, "finetune", None) is not None:
-        raise LedgerError("tokens", f"a whole run prices a pre-training checkpoint (every "
-                                    f"parameter and its optimizer state); --finetune "
-                                    f"{a.finetune}'s checkpoints are not modelled")
-    if getattr(a, "phases", None) is not None and a.tokens is not None:
-        raise LedgerError("tokens", "give --tokens or --phases (whose phases say their "
-                                    "tokens), not both")
-    base = RunSettings()
-    storage = base.storage
-    if a.ckpt_GBps is not None:
-        storage = Storage(a.ckpt_GBps * 1e9, per_node=False)
-    elif a.ckpt_GBps_per_node is not None:
-        storage = Storage(a.ckpt_GBps_per_node * 1e9, per_node=True)
-    return RunSettings(
-        storage=storage, ckpt_mode="async" if a.ckpt_async else "sync",
-        ckpt_interval_steps=a.ckpt_interval,
-        gpu_mtbf_s=base.gpu_mtbf_s if a.gpu_mtbf_hours is None else a.gpu_mtbf_hours * 3600,
-        relaunch_s=base.relaunch_s if a.relaunch_min is None else a.relaunch_min * 60,
-        pue=base.pue if a.pue is None else a.pue, usd_per_gpu_hour=a.usd_per_gpu_hour)
-
-
-def run_phases(a: argparse.Namespace, model: ModelSpec, cfg) -> list:
-    """The run's phases: --phases FILE, or one phase of --tokens at the placement's batch."""
-    from ledger.run import Phase
-
-    if getattr(a, "phases", None) is not None:
-        from ledger.io import load_phases
-
-        return load_phases(a.phases, cfg, model.seq_len)
-    return [Phase(tokens=a.tokens)]
+        a.precision = spell(recipe, gather)
