@@ -385,3 +385,36 @@ def test_absurd_model_from_any_source_is_refused(tmp_path):
     code, out, err = run(["report", str(p)])
     assert_refused(["report"], code, out, err)
     assert err == "error: layers: layers(1,000,000,000) exceeds the limit of 65,536\n"
+
+
+def test_a_head_width_that_does_not_exist_is_refused():
+    """hidden 64 over 3 heads has no whole head width; with --head-dim it is a shape."""
+    argv = ["report", "custom", "--layers", "2", "--hidden", "64", "--heads", "3", "--ffn",
+            "128", "--vocab", "100"]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert err == ("error: --head-dim: hidden(64) is not divisible by heads(3), so there is "
+                   "no default head width; set it\n")
+    code, out, err = run([*argv, "--head-dim", "16"])
+    assert code == 0, err
+
+
+def test_a_binary_config_json_is_refused(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_bytes(bytes(range(128, 256)))
+    code, out, err = run(["report", str(p)])
+    assert code == 2 and err == f"error: model: {p} is not text\n"
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["toys", "--bogus"], "error: usage: train-ledger toys: the following arguments are "
+                          "required: toy"),
+    (["verify", "--bogus"], "error: usage: train-ledger verify: unrecognized arguments: --bogus"),
+    (["toys", "zero", "--world", "x"], "error: world: invalid int value: 'x' (train-ledger "
+                                       "toys --world)")])
+def test_the_torch_commands_usage_errors_are_one_line(argv, line):
+    """argparse's own usage + error (two lines and more) as every other error: one."""
+    pytest.importorskip("torch")
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert err == line + "\n"

@@ -59,6 +59,14 @@ def check_sizes(m) -> None:
     _choice(m, "local_attention", LOCAL_KINDS)
 
 
+def check_head_width(m) -> None:
+    """Without an explicit head_dim a head is hidden / heads wide, which must be whole."""
+    if m.attention != "mla" and m.hidden % m.heads:
+        raise LedgerError("head_dim", f"hidden({m.hidden}) is not divisible by heads("
+                                      f"{m.heads}), so there is no default head width; "
+                                      f"set it")
+
+
 def check_attention(m) -> None:
     """GQA divisibility; MLA's ranks and head dims (DeepSeek-V2 paper, sec. 2.1)."""
     for f in ("kv_heads", "head_dim", "v_head_dim"):

@@ -80,6 +80,7 @@ class ModelSpec:
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.head_dim is None:
+            checks.check_head_width(self)
             qk = self.qk_nope_head_dim + self.qk_rope_head_dim
             object.__setattr__(self, "head_dim",
                                qk if self.attention == "mla" else self.hidden // self.heads)

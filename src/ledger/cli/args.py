@@ -14,7 +14,7 @@ from ledger.errors import LedgerError
 from ledger.frameworks import RECIPES
 from ledger.io import (MAX_CAPACITY_FACTOR, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE,
                        MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP,
-                       MAX_VP, MIN_TIME, count, natural, real)
+                       MAX_VP, MIN_TIME, OneLineParser, count, natural, real)
 from ledger.memory import OPTIMIZERS, PRECISIONS
 from ledger.cli.runs import add_run_flags
 from ledger.pipeline import KINDS as SCHEDULES
@@ -25,18 +25,6 @@ MAX_BATCH = 1 << 20  # sequences decoded together
 MAX_KV_BYTES = 1 << 50  # 1 PiB per GPU
 MAX_BLOCK = 1 << 16  # tokens per KV block
 FP8_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n in family))
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit status 2; an error in
-    one argument is reported under that argument's name."""
-
-    def error(self, message: str):  # noqa: D102
-        if message.startswith("argument ") and ": " in message:
-            flags, _, rest = message[len("argument "):].partition(": ")
-            field = flags.split("/")[0].lstrip("-").replace("-", "_")
-            raise LedgerError(field, f"{rest} ({self.prog} {flags.split('/')[0]})")
-        raise LedgerError("usage", f"{self.prog}: {message}")
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -338,9 +326,9 @@ def _small_parsers(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="train-ledger", description="Parallel training as state placement.")
+    p = OneLineParser(prog="train-ledger", description="Parallel training as state placement.")
     p.add_argument("--version", action="version", version=f"train-ledger {__version__}")
-    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", parser_class=OneLineParser)
     sub.add_parser("seed", help="the seed's six placements (the default)")
     m = sub.add_parser("models", help="presets with exact parameter counts")
     m.add_argument("--json", action="store_true", help="print JSON instead of text")

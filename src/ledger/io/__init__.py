@@ -33,6 +33,7 @@ from ledger.io.limits import (
                               MAX_TOP,
                               MAX_VP,
                               MIN_TIME,
+                              OneLineParser,
                               check_finite_json,
                               check_model_size,
                               check_world,
@@ -47,6 +48,7 @@ from ledger.io.system import load_system
 __all__ = ["FAMILIES", "MAX_CAPACITY_FACTOR", "MAX_GLOBAL_BATCH", "MAX_GPUS", "MAX_GPUS_PER_NODE",
            "MAX_HEADROOM_GIB", "MAX_MICROBATCHES", "MAX_MICRO_BATCH", "MAX_MTBF_HOURS",
            "MAX_PRICE", "MAX_PUE", "MAX_RELAUNCH_MIN", "MAX_STEPS", "MAX_STORAGE_GBPS",
-           "MAX_TIME", "MAX_TOKENS", "MAX_TOP", "MAX_VP", "MIN_STORAGE_GBPS", "MIN_TIME", "check_finite_json",
-           "check_model_size", "check_world", "count", "from_hf_config", "load_phases",
-           "load_system", "model_flag", "natural", "real", "spec_from_dict"]
+           "MAX_TIME", "MAX_TOKENS", "MAX_TOP", "MAX_VP", "MIN_STORAGE_GBPS", "MIN_TIME",
+           "OneLineParser", "check_finite_json", "check_model_size", "check_world", "count",
+           "from_hf_config", "load_phases", "load_system", "model_flag", "natural", "real",
+           "spec_from_dict"]

@@ -13,9 +13,11 @@ is flagged ``seq_default`` so reports can say so; ``--seq`` sets it.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.io.launch import read_text
 from ledger.model import ModelSpec
 
 DEFAULT_SEQ = 4096
@@ -37,6 +39,9 @@ class Reader:
         if key in self.cfg and (self.cfg[key] is not None or nullable):
             value = self.cfg[key]
             if value is None or _is(value, typ):
+                if typ is float and not math.isfinite(value):
+                    raise LedgerError("config.json", f"{key!r} must be a finite number, "
+                                                     f"got {value!r}")
                 return float(value) if typ is float else value
             raise LedgerError("config.json", f"{key!r} must be {_KINDS[typ]}, got {value!r}")
         if default is _REQUIRED:
@@ -88,15 +93,19 @@ def _is(value: object, typ: type) -> bool:
 
 
 def _load(path: Path) -> dict:
+    """The config's top-level JSON object, or a one-line refusal saying what is wrong."""
+    text = read_text(str(path), "model")
     try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise LedgerError("model", f"no such file: {path}") from None
+        cfg = json.loads(text)
     except json.JSONDecodeError as e:
         raise LedgerError("config.json", f"{path} is not valid JSON ({e.msg} at line "
                                          f"{e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise LedgerError("config.json", f"{path} nests deeper than a JSON reader follows") \
+            from None
     if not isinstance(cfg, dict):
-        raise LedgerError("config.json", f"{path} must hold a JSON object")
+        raise LedgerError("config.json", f"{path} must hold a JSON object, got a "
+                                         f"{type(cfg).__name__}")
     return cfg
 
 
@@ -105,6 +114,8 @@ def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
     from ledger.io.families import FAMILIES, MULTIMODAL
 
     kind = cfg.get("model_type")
+    if not isinstance(kind, str):
+        raise LedgerError("config.json", f"'model_type' must be a string, got {kind!r}")
     if kind in MULTIMODAL:
         raise LedgerError("model_type", f"{kind!r} wraps a vision tower the ledger does not "
                                         f"count; pass its text_config as model_type "

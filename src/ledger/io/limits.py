@@ -131,3 +131,15 @@ def check_finite_json(obj, where: str = "output") -> None:
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             check_finite_json(v, f"{where}[{i}]")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one LedgerError (one line, exit status 2)
+    instead of usage + error; an error in one argument is reported under its name."""
+
+    def error(self, message: str):  # noqa: D102
+        if message.startswith("argument ") and ": " in message:
+            flags, _, rest = message[len("argument "):].partition(": ")
+            field = flags.split("/")[0].lstrip("-").replace("-", "_")
+            raise LedgerError(field, f"{rest} ({self.prog} {flags.split('/')[0]})")
+        raise LedgerError("usage", f"{self.prog}: {message}")

@@ -156,17 +156,21 @@ def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
     starts = stage_starts(counts)
     per_stage = [kind_counts(model, range(starts[st], starts[st] + counts[st]))
                  for st in range(pp * vp)]
-    mtp_kind = (model.is_moe, None)  # an MTP module's block: a global-attention MoE layer
-    kinds = sorted({k for c in per_stage for k in c} | ({mtp_kind} if model.mtp_layers else set()),
-                   key=lambda k: (k[0], k[1] or 0))
+    mtp = {(model.is_moe, None): model.mtp_layers} if model.mtp_layers else {}
+    # an MTP module's block is a global-attention layer of the stack's MoE kind; it runs
+    # beside the output head, on the last stage
+    per_stage[-1] = _merged(per_stage[-1], mtp)
+    kinds = sorted({k for c in per_stage for k in c}, key=lambda k: (k[0], k[1] or 0))
     table = np.zeros((pp, len(kinds)))
     for r, held in enumerate(rank_stages(pp, vp, v_shape)):
         for st in held:
             for kind, n in per_stage[st].items():
                 table[r, kinds.index(kind)] += n
-            if st == pp * vp - 1:  # the MTP modules run beside the output head
-                table[r, kinds.index(mtp_kind)] += model.mtp_layers
     return kinds, table
+
+
+def _merged(a: dict, b: dict) -> dict:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in a | b}
 
 
 def resident_state(model: ModelSpec, cfg: ParallelConfig, optimizer: str = "adam") -> StateBytes:

@@ -10,11 +10,12 @@ import os
 import sys
 from dataclasses import asdict
 
+from ledger.io.limits import OneLineParser
 from ledger.toys.catalog import SPAWN_BASELINE, TOYS, WORLDS
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="train-ledger toys",
+def _parser() -> OneLineParser:
+    p = OneLineParser(prog="train-ledger toys",
                                 description="Run each parallelism mechanism for real.")
     p.add_argument("toy", choices=TOYS + ("all", SPAWN_BASELINE),
                    help="which mechanism ('spawn' is the launch baseline: one all-reduce)")

@@ -1,6 +1,6 @@
 """How a torch command ends when it is told to: Ctrl-C, SIGTERM, a closed pipe.
 
-``run(body)`` returns the body's exit status, or after one line on stderr 130 (SIGINT)
+``run(body)`` returns the body's exit status (2 after one line for a bad argument), or after one line on stderr 130 (SIGINT)
 / 143 (SIGTERM) once the launcher has ended every rank, or 141 when stdout's reader
 went away (``toys all | head -1``): stdout is pointed at /dev/null so the interpreter's
 last flush cannot raise again, and nothing more is printed.
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+
+from ledger.errors import LedgerError
 
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE, what a shell reports for a writer whose pipe closed
 
@@ -24,6 +26,9 @@ def run(body) -> int:
         signal.signal(s, interrupted)
     try:
         return body()
+    except LedgerError as e:  # a usage error (ledger.io.limits.OneLineParser): one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except Interrupted as e:
         print(f"{e} received: every rank ended", file=sys.stderr)
         return e.exit_code

@@ -3,12 +3,12 @@ HSDP, DTensor TP (+SP), pipelining and an expert all-to-all, one step each on re
 processes, their bytes and state against the ledger. Exit status 1 if any row is off."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from dataclasses import asdict
 
+from ledger.io.limits import OneLineParser
 from ledger.toys.wire import FRAMING_SIZES
 
 
@@ -55,7 +55,7 @@ def _main(argv: list[str] | None) -> int:
     from ledger.verify.runner import Strategy
     from ledger.verify.strategies import STRATEGIES, WORLD
 
-    p = argparse.ArgumentParser(prog="train-ledger verify", description=__doc__)
+    p = OneLineParser(prog="train-ledger verify", description=__doc__)
     p.add_argument("--world", type=int, default=WORLD, help=f"ranks (the strategies need {WORLD})")
     p.add_argument("--json", action="store_true")
     p.add_argument("--only", nargs="+", choices=tuple(STRATEGIES), help="a subset of strategies")
