@@ -134,7 +134,9 @@ def test_hf_config_families(tmp_path, family):
 def test_hf_missing_key_names_it(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
-    with pytest.raises(LedgerError, match="missing key 'num_hidden_layers'"):
+    with pytest.raises(LedgerError, match="missing keys 'num_attention_heads', "
+                                          "'num_hidden_layers', 'vocab_size', "
+                                          "'intermediate_size' for model_type 'llama'"):
         from_hf_config(path)
 
 

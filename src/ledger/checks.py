@@ -6,6 +6,7 @@ take the spec as an argument and import nothing of the ledger but its errors.
 from __future__ import annotations
 
 from ledger.errors import LedgerError, require_positive
+from ledger.mixers import MIXERS, LinearAttention, Mamba, ShortConv
 
 NORMS = ("rmsnorm", "layernorm")
 ATTENTIONS = ("mha", "mla")  # mha covers GQA and MQA through kv_heads
@@ -14,9 +15,13 @@ LOCAL_KINDS = ("sliding", "chunked")
 
 _SIZES = ("layers", "hidden", "heads", "vocab", "seq_len", "ffn_hidden")
 _COUNTS = ("learned_positions", "num_experts", "shared_experts", "first_dense_layers",
-           "layer_norms", "mtp_layers")
+           "layer_norms", "mtp_layers", "act_params", "index_heads", "index_head_dim",
+           "index_topk")
 _FLAGS = ("gated_mlp", "tied_embeddings", "qkv_bias", "out_bias", "mlp_bias",
-          "attention_sinks", "shared_expert_gate", "router_bias", "seq_default")
+          "attention_sinks", "shared_expert_gate", "router_bias", "seq_default",
+          "attn_gate_bias", "diff_attention", "norm_weights", "embedding_norm", "final_norm",
+          "sub_norms", "lm_head_bias", "moe_norm")
+ATTN_GATES = ("none", "elementwise", "head")
 
 
 def _nonneg(m, f: str) -> None:
@@ -57,6 +62,9 @@ def check_sizes(m) -> None:
     _choice(m, "attention", ATTENTIONS)
     _choice(m, "qk_norm", QK_NORMS)
     _choice(m, "local_attention", LOCAL_KINDS)
+    _choice(m, "attn_gate", ATTN_GATES)
+    if m.embedding_rows is not None:
+        require_positive("embedding_rows", m.embedding_rows)
 
 
 def check_head_width(m) -> None:
@@ -143,3 +151,39 @@ def _check_router_groups(m) -> None:
     if not 1 <= k <= g:
         raise LedgerError("router_group_topk", f"router_group_topk({k}) must lie in "
                                                f"[1, router_groups({g})]")
+
+
+_RECORDS = {"mamba": (Mamba, "mamba"), "attention+mamba": (Mamba, "mamba"),
+            "linear": (LinearAttention, "linear"), "conv": (ShortConv, "conv")}
+
+
+def check_stack(m) -> None:
+    """A hybrid stack: one known mixer per layer, each recurrent one with its record
+    (``ledger.mixers``), MLP-free layers by index; a DSA indexer on MLA's query latent."""
+    if m.mixers is not None:
+        if not isinstance(m.mixers, tuple) or len(m.mixers) != m.layers:
+            raise LedgerError("mixers", f"must name one mixer per layer ({m.layers}), got "
+                                        f"{m.mixers!r}")
+        bad = [x for x in m.mixers if x not in MIXERS]
+        if bad:
+            raise LedgerError("mixers", f"{bad[0]!r} is not one of {', '.join(MIXERS)}")
+    used = set(m.mixers or ("attention",))
+    for mixer, (cls, field) in _RECORDS.items():
+        record = getattr(m, field)
+        if mixer in used and not isinstance(record, cls):
+            raise LedgerError(field, f"layers of mixer {mixer!r} need a {cls.__name__} "
+                                     f"record, got {record!r}")
+    for field in ("mamba", "linear", "conv"):
+        if getattr(m, field) is not None and not any(_RECORDS[x][1] == field for x in used
+                                                      if x in _RECORDS):
+            raise LedgerError(field, f"is set but no layer runs it (mixers {m.mixers!r})")
+    _indices(m, "no_mlp_layers")
+    empty = [i for i in (m.no_mlp_layers or ()) if m.mixers and m.mixers[i] == "none"]
+    if empty:
+        raise LedgerError("no_mlp_layers", f"layer {empty[0]} has neither a mixer nor an MLP")
+    if m.index_heads or m.index_head_dim or m.index_topk:
+        for f in ("index_heads", "index_head_dim", "index_topk"):
+            require_positive(f, getattr(m, f))
+        if m.attention != "mla" or m.q_lora_rank is None:
+            raise LedgerError("index_heads", "the lightning indexer reads MLA's query latent:"
+                                             " needs attention='mla' with a q_lora_rank")

@@ -13,16 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ledger import checks
+from ledger import checks, counts
 from ledger.errors import LedgerError
+from ledger.mixers import LayerKind, LinearAttention, Mamba, ShortConv
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A decoder-only transformer. Sizes are counts of elements, never bytes.
 
-    Each field names the transformers module whose parameters it describes; ``hf.py``
-    maps every supported config.json onto these fields.
+    Each field names the transformers module whose parameters it describes;
+    ``ledger.io.hf`` maps every supported config.json onto these fields. A hybrid stack
+    says per layer which sequence mixer it runs (``mixers``, ``ledger.mixers``) and which
+    layers have no MLP; ``layer_kind(i)`` answers both for layer ``i``.
     """
 
     name: str
@@ -57,6 +60,21 @@ class ModelSpec:
     attention_sinks: bool = False  # gpt-oss: one learned logit per head per layer
     attn_logit_softcap: float = 0.0  # Gemma 2: tanh cap on scores (no parameters; 0 = off)
     final_logit_softcap: float = 0.0  # Gemma 2: tanh cap on the output logits
+    attn_gate: str = "none"  # sigmoid gate on the attention output: "elementwise" (Qwen3-Next,
+    #                          AFMoE: h -> heads*head_dim) or "head" (Laguna: h -> heads)
+    attn_gate_bias: bool = False  # Beam: the gate's bias, one per head
+    diff_attention: bool = False  # DiffLlama: two softmax maps, four lambda vectors a layer
+    index_heads: int = 0  # DeepSeek-V3.2's lightning indexer (DSA): its heads,
+    index_head_dim: int = 0  # their width,
+    index_topk: int = 0  # and the keys each query then attends (0: no indexer)
+    # ---- small terms around the stack -----------------------------------------------
+    norm_weights: bool = True  # False: norms without parameters (OLMo, nanochat)
+    embedding_norm: bool = False  # a norm on the embedding output (BLOOM)
+    final_norm: bool = True  # False: no norm after the last layer (GPT-1)
+    sub_norms: bool = False  # BitNet: norms before o_proj (hidden) and down_proj (ffn)
+    act_params: int = 0  # learned scalars of each MLP's activation (Apertus' xIELU: 2)
+    lm_head_bias: bool = False  # the output layer's bias (GPT-J, CodeGen, Phi-2, CTRL)
+    embedding_rows: int | None = None  # input embedding rows; None: vocab (Moshi: vocab+1)
     # ---- mixture of experts ----------------------------------------------------------
     num_experts: int = 0  # routed experts per MoE layer; 0 for a dense model
     top_k: int = 1  # experts each token visits
@@ -65,11 +83,19 @@ class ModelSpec:
     shared_expert_ffn: int | None = None  # their one MLP's width; None: shared x moe_ffn
     shared_expert_gate: bool = False  # Qwen2-MoE: a sigmoid gate Linear(hidden, 1)
     router_bias: bool = False  # gpt-oss: the router Linear carries a bias
+    moe_norm: bool = False  # AXK1: a norm of width hidden after each MoE block
     first_dense_layers: int = 0  # leading layers that keep a dense MLP (first_k_dense)
     moe_layer_ids: tuple[int, ...] | None = None  # MoE layers; None: all from first_dense
     router_groups: int = 0  # group-limited routing: experts in this many groups (n_group)
     router_group_topk: int = 0  # groups a token may pick (topk_group); 0: no limit
     mtp_layers: int = 0  # DeepSeek-V3 multi-token-prediction modules (not in ``params``)
+    # ---- hybrid stacks (ledger.mixers) -------------------------------------------------
+    mixers: tuple[str, ...] | None = None  # per layer: attention, mamba, linear, conv,
+    #                                        attention+mamba (Falcon-H1), none; None: attention
+    mamba: Mamba | None = None  # the Mamba mixer of the "mamba" layers
+    linear: LinearAttention | None = None  # the linear-attention mixer of the "linear" ones
+    conv: ShortConv | None = None  # the short convolution of the "conv" ones
+    no_mlp_layers: tuple[int, ...] | None = None  # layers without an MLP (Mamba blocks)
     seq_default: bool = False  # seq_len is the ledger's default, not the user's (``--seq``)
     # the transformers model_type whose modules (and module names) the model is built from:
     # what peft's target names match (``ledger.finetune.modules``); None: Llama's
@@ -88,9 +114,12 @@ class ModelSpec:
             object.__setattr__(self, "v_head_dim", self.head_dim)
         if self.moe_ffn_hidden is None:
             object.__setattr__(self, "moe_ffn_hidden", self.ffn_hidden)
+        if self.embedding_rows is None:
+            object.__setattr__(self, "embedding_rows", self.vocab)
         checks.check_attention(self)
         checks.check_local(self)
         checks.check_moe(self)
+        checks.check_stack(self)
 
     # ---- structure ---------------------------------------------------------------
     @property
@@ -122,6 +151,38 @@ class ModelSpec:
             return self.sliding_window
         return None
 
+    def mixer(self, i: int) -> str:
+        """Layer ``i``'s sequence mixer (``ledger.mixers.MIXERS``)."""
+        return "attention" if self.mixers is None else self.mixers[i]
+
+    def layer_kind(self, i: int) -> LayerKind:
+        """What layer ``i`` is: its mixer, its MLP (dense, moe, none) and, when it attends,
+        its window. Layers of one kind count, save and cost the same."""
+        mixer = self.mixer(i)
+        mlp = "none" if self.no_mlp_layers is not None and i in self.no_mlp_layers else \
+            "moe" if self.is_moe_layer(i) else "dense"
+        window = self.window(i) if mixer in ("attention", "attention+mamba") else None
+        return LayerKind(mixer, mlp, window)
+
+    @cached_property
+    def kind_counts(self) -> dict[LayerKind, int]:
+        """How many layers of each kind the stack has, in ``LayerKind.order``."""
+        counts: dict[LayerKind, int] = {}
+        for i in range(self.layers):
+            k = self.layer_kind(i)
+            counts[k] = counts.get(k, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: kv[0].order()))
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layer runs a mixer other than attention, or has no MLP."""
+        return any(k.mixer != "attention" or k.mlp == "none" for k in self.kind_counts)
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers that attend (all of them in a plain transformer)."""
+        return sum(n for k, n in self.kind_counts.items() if k.attention)
+
     @property
     def q_dim(self) -> int:
         """Width of Q (and, under MLA, of the up-projected K): heads x head_dim."""
@@ -144,77 +205,16 @@ class ModelSpec:
         """The same model run at another sequence length."""
         return replace(self, seq_len=seq_len, seq_default=False)
 
-    # ---- parameter counts, one term each ----------------------------------------
-    def _mlp(self, width: int) -> int:
-        matrices = 3 if self.gated_mlp else 2
-        bias = ((matrices - 1) * width + self.hidden) if self.mlp_bias else 0
-        return matrices * self.hidden * width + bias
-
+    # ---- parameter counts (ledger.counts, one term each) ----------------------------
     @property
     def norm_size(self) -> int:
         """Parameters of one norm: a weight, and for LayerNorm a bias."""
-        return self.hidden * (2 if self.norm == "layernorm" else 1)
-
-    def _attention_parts(self) -> tuple[int, int]:
-        """(split by TP, replicated) parameters of one attention block.
-
-        MHA/GQA: q, k, v, o (+ biases); Megatron splits q/k/v/o and the q/k/v biases,
-        replicates the output bias. MLA (DeepSeek-V2 sec. 2.1, modeling_deepseek_v3.py
-        :371-404): q_a (h x q_lora) + its norm + q_b (q_lora x heads*(nope+rope)), or a plain
-        q_proj; kv_a (h x kv_lora+rope) + its norm; kv_b (kv_lora x heads*(nope+v)); o.
-        Megatron-Core keeps the down projections (``backend.linear()``, TE's "duplicated"
-        mode) and the latent norms whole on every TP rank and splits the up projections
-        and o (megatron/core/models/gpt/gpt_layer_specs.py:105-128 at d98e8a64dd).
-        """
-        h, heads, nf = self.hidden, self.heads, 2 if self.norm == "layernorm" else 1
-        o = heads * self.v_head_dim * h
-        if self.attention == "mla":
-            r_q, r_kv, rope = self.q_lora_rank, self.kv_lora_rank, self.qk_rope_head_dim
-            kv_a = h * (r_kv + rope) + (r_kv + rope) * self.qkv_bias + nf * r_kv
-            kv_b = r_kv * heads * (self.qk_nope_head_dim + self.v_head_dim)
-            if r_q is None:
-                return h * self.q_dim + kv_b + o, kv_a + h * self.out_bias
-            q_a = h * r_q + r_q * self.qkv_bias + nf * r_q
-            return r_q * self.q_dim + kv_b + o, q_a + kv_a + h * self.out_bias
-        split = h * self.q_dim + 2 * h * self.kv_dim + o
-        split += (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + heads * self.attention_sinks
-        qk_norm = {"none": 0, "head": 2 * self.head_dim, "full": self.q_dim + self.kv_dim}
-        if self.qk_norm == "full":  # OLMo 2's norm weights follow the sharded channels
-            split += nf * qk_norm["full"]
-            return split, h * self.out_bias
-        return split, h * self.out_bias + nf * qk_norm[self.qk_norm]
-
-    def _mlp_parts(self, width: int) -> tuple[int, int]:
-        """(split, replicated) of one MLP: gate/up are column-parallel with their biases,
-        down is row-parallel and its bias replicated (Megatron ParallelMLP)."""
-        whole = self._mlp(width)
-        down_bias = self.hidden * self.mlp_bias
-        return whole - down_bias, down_bias
+        return counts.norm_size(self)
 
     @cached_property
     def breakdown(self) -> dict[str, int]:
-        """Exact parameter count per component; the values sum to ``params``.
-
-        ``attention`` holds the projections, their biases, q/k or latent norms and
-        sinks; ``shared_experts`` the shared MLP and its gate; ``router`` its weight and
-        bias. DeepSeek-V3's MTP modules are not here (transformers does not build them):
-        see ``mtp_params``.
-        """
-        h, n_moe = self.hidden, self.moe_layers
-        attn = sum(self._attention_parts())
-        e = self.num_experts
-        return {
-            "embedding": self.vocab * h,
-            "positions": self.learned_positions * h,
-            "attention": self.layers * attn,
-            "mlp": (self.layers - n_moe) * self._mlp(self.ffn_hidden),
-            "experts": n_moe * e * self._mlp(self.moe_ffn_hidden),
-            "shared_experts": n_moe * ((self._mlp(self.shared_ffn) if self.shared_experts
-                                        else 0) + h * self.shared_expert_gate),
-            "router": n_moe * (h * e + e * self.router_bias),
-            "norms": (self.layers * self.layer_norms + 1) * self.norm_size,  # + final norm
-            "output": 0 if self.tied_embeddings else self.vocab * h,
-        }
+        """Exact parameter count per component (``ledger.counts.breakdown``)."""
+        return counts.breakdown(self)
 
     @cached_property
     def params(self) -> int:
@@ -235,38 +235,35 @@ class ModelSpec:
 
     @property
     def mtp_params(self) -> int:
-        """DeepSeek-V3's multi-token-prediction modules (report sec. 2.2, fig. 3): each has
-        a projection M (h x 2h), two RMSNorms on its inputs, one transformer block (an MoE
-        layer, as layer 61 of the released checkpoint is) and the final norm of its shared
-        head; embedding and output head are shared with the main model, so not counted."""
-        if not self.mtp_layers:
-            return 0
-        block = sum(self.layer_params(moe=self.is_moe))
-        return self.mtp_layers * (2 * self.hidden * self.hidden + block + 3 * self.norm_size)
+        """DeepSeek-V3's multi-token-prediction modules (``ledger.counts.mtp_params``)."""
+        return counts.mtp_params(self)
 
-    def layer_params(self, moe: bool) -> tuple[int, int, int]:
-        """(split by TP, replicated across TP, routed experts) parameters of one layer.
+    def layer_params(self, moe: bool | LayerKind) -> tuple[int, int, int]:
+        """(split by TP, replicated across TP, routed experts) parameters of one layer: an
+        attention layer with an MoE (``moe``) or dense MLP, or a layer of any ``LayerKind``
+        (``ledger.counts.kind_params``)."""
+        kind = moe if isinstance(moe, LayerKind) else LayerKind(
+            "attention", "moe" if moe else "dense")
+        return counts.kind_params(self, kind)
 
-        Megatron shards the attention and MLP matrices (and the column-parallel
-        biases) across the TP group and replicates the norms, the row-parallel biases
-        and the router. Routed experts are split across tp x ep.
-        """
-        parts = self.layer_parts(moe).values()
-        return tuple(sum(p[i] for p in parts) for i in range(3))
+    def layer_parts(self, moe: bool | LayerKind) -> dict[str, tuple[int, int, int]]:
+        """``layer_params`` by component (the keys of ``breakdown``): attention or the
+        recurrent mixer, norms, and the dense MLP or the MoE block's shared experts (with
+        Qwen2-MoE's gate), router and routed experts - what freezing by module kind
+        selects (``ledger.counts.kind_parts``)."""
+        kind = moe if isinstance(moe, LayerKind) else LayerKind(
+            "attention", "moe" if moe else "dense")
+        return counts.kind_parts(self, kind)
 
-    def layer_parts(self, moe: bool) -> dict[str, tuple[int, int, int]]:
-        """``layer_params`` by component (the keys of ``breakdown``): attention, norms, and
-        the dense MLP or the MoE block's shared experts (with Qwen2-MoE's gate), router and
-        routed experts - what freezing by module kind selects."""
-        h, e = self.hidden, self.num_experts
-        out = {"attention": (*self._attention_parts(), 0),
-               "norms": (0, self.layer_norms * self.norm_size, 0)}
-        if not moe:
-            return out | {"mlp": (*self._mlp_parts(self.ffn_hidden), 0)}
-        split, repl = self._mlp_parts(self.shared_ffn) if self.shared_experts else (0, 0)
-        return out | {"shared_experts": (split, repl + h * self.shared_expert_gate, 0),
-                      "router": (0, h * e + e * self.router_bias, 0),
-                      "experts": (0, 0, e * self._mlp(self.moe_ffn_hidden))}
+    @property
+    def first_stage_params(self) -> int:
+        """Outside the layers, with the embedding: the table, positions, embedding norm."""
+        return counts.first_stage_params(self)
+
+    @property
+    def last_stage_params(self) -> int:
+        """Outside the layers, with the output: the final norm, the output layer, its bias."""
+        return counts.last_stage_params(self)
 
 
 def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,

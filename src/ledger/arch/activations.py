@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ledger.arch.recurrent import saved_elements
 from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, PLAIN, SavedTensors
 from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
 from ledger.frameworks import gemm_input_bytes as _gi
 from ledger.frameworks import mlp_width_bytes as _mlp_f
+from ledger.mixers import LayerKind
 from ledger.model import ModelSpec
 
 _DTYPE = {"act": None, "fp32": 4, "": 0}  # "act": the activation dtype (act_bytes)
@@ -43,6 +45,7 @@ class LayerActivations:
     shared_experts_bytes: float
     dropout_bytes: float  # residual-stream dropout masks
     input_bytes: float = 0.0  # full recompute: the checkpointed layer input, nothing else
+    mixer_bytes: float = 0.0  # a recurrent mixer's tensors (ledger.arch.recurrent)
     recompute: str = "none"
 
     @property
@@ -96,6 +99,35 @@ def _qk_norm(model, t, e) -> float:
     return _norm(a * d, t, e, stats[0]) + _norm(kv * d, t, e, stats[1])
 
 
+def _block_norm(model, t, e, tokens, sp_div):
+    """A block's pre-norm and its output, the input of the block's first GEMM (under SP
+    the sequence shard where the implementation keeps it, ``sp_gemm_input_shard``)."""
+    norm = _norm(model.hidden, t, e, layernorm=model.norm == "layernorm") * tokens / sp_div
+    return norm + model.hidden * _gi(t, e) * tokens / (sp_div if t.sp_gemm_input_shard else 1)
+
+
+def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer):
+    """(norm, attention, scores, recurrent mixer) bytes of a layer's sequence mixer:
+    attention, a recurrent mixer (``ledger.arch.recurrent``; Megatron-Core's kernels
+    under its table, transformers' otherwise), both side by side (Falcon-H1: one norm
+    feeds both), or none. An attention output gate keeps the gate (``attn_gate``), a DSA
+    indexer its queries, key and head weights."""
+    zero = 0.0 * tokens
+    if mixer == "none":
+        return zero, zero, zero, zero
+    if mixer in ("attention", "attention+mamba"):
+        norm, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows)
+        gate = {"none": 0, "elementwise": model.q_dim, "head": model.heads}[
+            getattr(model, "attn_gate", "none")]
+        ih, ihd = getattr(model, "index_heads", 0), getattr(model, "index_head_dim", 0)
+        index = ih * (ihd + 1) + ihd
+        attn = attn + (gate + index) * e * tokens / tp
+    else:
+        norm, attn, scores = _block_norm(model, t, e, tokens, sp_div), zero, zero
+    act, fp32 = saved_elements(model, mixer, t.name == "megatron")
+    return norm, attn, scores, (act * e + fp32) * tokens / tp
+
+
 def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     """(norm, linear-in-s, scores) bytes of the attention block.
 
@@ -105,9 +137,8 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
     """
     a, kv, d = model.heads, model.kv_heads, model.head_dim
     q_lora, kv_lora, rope, nope, v_dim = _mla(model)
-    norm = _norm(model.hidden, t, e, layernorm=model.norm == "layernorm") * tokens / sp_div
+    norm = _block_norm(model, t, e, tokens, sp_div)
     gi = _gi(t, e)
-    norm = norm + model.hidden * gi * tokens / (sp_div if t.sp_gemm_input_shard else 1)
     extra = 0.0  # MLA latents, qk-norms
     if kv_lora:  # MLA: the compressed latent (+ shared rope key) and the q latent
         lat = _norm(kv_lora, t, e) + kv_lora * gi  # latent norm + the up-projection's input
@@ -184,9 +215,12 @@ def _kind(model, layer, moe, window):
     return moe, window
 
 
-def layer_kind(model, layer: int) -> tuple[bool, int | None]:
-    """(is an MoE layer, its attention window) of layer ``layer``: what sets its bytes."""
-    return _kind(model, layer, None, None)
+def layer_kind(model, layer: int) -> LayerKind:
+    """What layer ``layer`` is (``ledger.mixers.LayerKind``): what sets its bytes."""
+    if hasattr(model, "layer_kind"):
+        return model.layer_kind(layer)
+    moe, window = _kind(model, layer, None, None)
+    return LayerKind("attention", "moe" if moe else "dense", window)
 
 
 def _check(recompute: str) -> None:
@@ -200,12 +234,13 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                       capacity_factor: float | None = None,
                       table: SavedTensors | None = None, layer: int | None = None,
                       moe: bool | None = None, window: int | None = None,
-                      etp=1) -> LayerActivations:
+                      etp=1, kind: LayerKind | None = None) -> LayerActivations:
     """Bytes one decoder layer keeps for backward, per GPU, for one micro-batch.
 
     ``layer`` (0-based) picks the layer's kind from the model (MoE or dense, its sliding
     window); without it ``moe`` defaults to "the model has experts" and ``window`` to the
-    model's window when every layer is local. Explicit ``moe``/``window`` win.
+    model's window when every layer is local. Explicit ``moe``/``window`` win; ``kind``
+    (a ``ledger.mixers.LayerKind``) sets all three, with the layer's mixer and MLP.
     Recompute: ``full`` keeps the layer input only (h*e per token, the SP shard);
     ``selective`` recomputes the materialised attention core (Korthikanti et al. 2022,
     sec. 5), so the s^2 terms are not kept; with flash there is nothing to drop.
@@ -218,8 +253,14 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     """
     _check(recompute)
     t = MEGATRON if table is None else table
+    mixer, mlp_kind = "attention", None
+    if kind is not None:
+        moe, window, mixer, mlp_kind = kind.moe, kind.window, kind.mixer, kind.mlp
+    elif layer is not None and hasattr(model, "layer_kind"):
+        mixer, mlp_kind = model.layer_kind(layer)[:2]
     if t.gpt_shape:  # every layer is Korthikanti's dense GPT layer, whatever its kind
-        model, layer, moe, window = _gpt(model), None, False, None
+        model, layer, moe, window, mixer, mlp_kind = _gpt(model), None, False, None, \
+            "attention", "dense"
     s = model.seq_len if seq_len is None else seq_len
     e, tokens = act_bytes, s * micro_batch / cp
     sp_div = tp if sequence_parallel else 1
@@ -232,18 +273,21 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                                 input_bytes=model.hidden * e * tokens / sp_div,
                                 recompute=recompute)
     keys = min(s, window) if window and t.scores_over_window else s
-    norm_a, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, s / cp)
+    norm_a, attn, scores, recurrent = _mixer(model, t, e, tokens, tp, sp_div, flash, keys,
+                                            s / cp, mixer)
     if recompute == "selective":
         scores = 0.0 * tokens
     norm_m, mlp, router, experts, shared = _mlp_block(
         model, t, e, tokens, tp, sp_div, moe, 1.0 if capacity_factor is None else capacity_factor,
         etp if sequence_parallel else 1)  # without SP every TP rank holds all tokens
+    if mlp_kind == "none":
+        norm_m = mlp = router = experts = shared = 0.0 * tokens
     return LayerActivations(
         norms_bytes=norm_a + norm_m, attention_bytes=attn,
         scores_bytes=scores, mlp_bytes=mlp, router_bytes=router, experts_bytes=experts,
         shared_experts_bytes=shared,
         dropout_bytes=t.residual_dropout_masks * model.hidden * tokens / sp_div,
-        recompute=recompute)
+        recompute=recompute, mixer_bytes=recurrent)
 
 
 def recompute_working_bytes(model: ModelSpec, **kw) -> float:
@@ -253,8 +297,8 @@ def recompute_working_bytes(model: ModelSpec, **kw) -> float:
     return layer_activations(model, **kw).total_bytes
 
 
-def kind_counts(model: ModelSpec, layers) -> dict[tuple, int]:
-    """How many of ``layers`` (layer ids) are of each kind (MoE?, window): the layers of a
+def kind_counts(model: ModelSpec, layers) -> dict[LayerKind, int]:
+    """How many of ``layers`` (layer ids) are of each kind (``LayerKind``): the layers of a
     kind save the same bytes, so a stage is priced once per kind."""
     counts: dict[tuple, int] = {}
     for i in layers:
@@ -266,9 +310,9 @@ def kind_counts(model: ModelSpec, layers) -> dict[tuple, int]:
 def layers_activation_bytes(model: ModelSpec, layers: range, **kw) -> float:
     """Sum of ``layer_activations(...).total_bytes`` over ``layers`` (a PP stage's layer
     ids), priced once per kind of layer (``kind_counts``) and multiplied by its count."""
-    rest = {k: v for k, v in kw.items() if k not in ("moe", "window", "layer")}
-    return sum(n * layer_activations(model, moe=m, window=w, **rest).total_bytes
-               for (m, w), n in kind_counts(model, layers).items())
+    rest = {k: v for k, v in kw.items() if k not in ("moe", "window", "layer", "kind")}
+    return sum(n * layer_activations(model, kind=k, **rest).total_bytes
+               for k, n in kind_counts(model, layers).items())
 
 
 def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, heads: int,

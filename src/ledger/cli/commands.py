@@ -196,6 +196,7 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     from ledger.render import plan_json, plan_text
 
     model = plan_model(a)
+    _note_model(a)
     sysm = _system(a)
     ft = finetune(a)
     if ft is not None:
@@ -295,6 +296,13 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
+def _note_model(a: argparse.Namespace) -> None:
+    """What the config.json reader has to say (a composite read as its text model, a
+    setting transformers ignores): one stderr line each."""
+    for note in getattr(a, "model_notes", ()):
+        print(f"note: {note}", file=sys.stderr)
+
+
 def _warn_idle(cfg, bubble: float) -> None:
     """Say so when too few micro-batches leave a pipeline mostly idle."""
     if cfg.pp > 1 and (cfg.num_microbatches == 1 or bubble >= 0.5):
@@ -306,6 +314,7 @@ def _model_and_config(a: argparse.Namespace):
     """Model and placement, checked against each other where the core does not."""
     from ledger.cli.inputs import model as load
     model = load(a)
+    _note_model(a)
     if a.schedule is not None and a.pp == 1:
         raise LedgerError("schedule", f"a pipeline schedule needs pp > 1, got "
                                       f"--schedule {a.schedule} with pp(1)")

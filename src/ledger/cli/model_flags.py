@@ -9,17 +9,23 @@ than dropped. Megatron-LM's spelling is accepted where it has one
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
-from ledger.checks import ATTENTIONS, LOCAL_KINDS, NORMS, QK_NORMS
+from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
 from ledger.errors import LedgerError
-from ledger.io import from_hf_config, model_flag
+from ledger.io import model_flag, read_hf_config
+from ledger.mixers import LinearAttention, Mamba, ShortConv
 from ledger.model import PRESETS, ModelSpec, preset
 
 from ledger.io.families import FAMILIES  # noqa: E402
 
 LAYERS = "layers"  # marker type: a layer-index list such as '1,3,5-9' or 'every:2'
+NOT = "not"  # marker type: a flag that turns a default-on field off
+MIXER_PATTERN = "mixers"  # marker type: one letter per layer
+RECORDS = (Mamba, LinearAttention, ShortConv)  # fields given as key=value,key=value
+MIXER_LETTERS = {"A": "attention", "M": "mamba", "L": "linear", "C": "conv",
+                 "P": "attention+mamba", "N": "none"}
 
 # ModelSpec field -> (flags, type or choices, help)
 FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
@@ -71,6 +77,30 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
     "family": (("--family",), tuple(sorted(FAMILIES)),
                "the transformers model_type whose module names peft's targets match "
                "(default: Llama's)"),
+    "moe_norm": (("--moe-norm",), bool, "a norm after each MoE block (AXK1)"),
+    "attn_gate": (("--attn-gate",), ATTN_GATES, "sigmoid gate on attention: per channel "
+                                                "(Qwen3-Next) or per head (Laguna)"),
+    "attn_gate_bias": (("--attn-gate-bias",), bool, "the gate's bias per head (Beam)"),
+    "diff_attention": (("--diff-attention",), bool, "differential attention (DiffLlama)"),
+    "index_heads": (("--index-heads",), int, "DSA lightning indexer heads (DeepSeek-V3.2)"),
+    "index_head_dim": (("--index-head-dim",), int, "DSA indexer head width"),
+    "index_topk": (("--index-topk",), int, "keys each query attends under DSA"),
+    "norm_weights": (("--no-norm-weights",), NOT, "norms without parameters (OLMo)"),
+    "embedding_norm": (("--embedding-norm",), bool, "a norm on the embedding (BLOOM)"),
+    "final_norm": (("--no-final-norm",), NOT, "no norm after the last layer (GPT-1)"),
+    "sub_norms": (("--sub-norms",), bool, "BitNet's norms before o_proj and down_proj"),
+    "act_params": (("--act-params",), int, "learned scalars per MLP activation (xIELU: 2)"),
+    "lm_head_bias": (("--lm-head-bias",), bool, "a bias on the output layer (GPT-J, Phi)"),
+    "embedding_rows": (("--embedding-rows",), int, "input embedding rows (default vocab)"),
+    "mixers": (("--mixers",), MIXER_PATTERN, "per-layer mixers: A attention, M mamba, "
+                                             "L linear, C conv, P attention+mamba, N none; "
+                                             "'MMMA*8' repeats MMMA 8 times"),
+    "mamba": (("--mamba",), Mamba, "the Mamba mixer: version=2,inner=8192,state=128,"
+                                   "heads=128,groups=8 (fields of ledger.mixers.Mamba)"),
+    "linear": (("--linear",), LinearAttention, "linear attention: kind=gdn,key_heads=16,"
+                                               "key_dim=128,value_heads=32,value_dim=128"),
+    "conv": (("--conv",), ShortConv, "LFM2's short convolution: kernel=3"),
+    "no_mlp_layers": (("--no-mlp-layers",), LAYERS, "layers without an MLP: '0-3', 'all'"),
 }
 # routing, not shape: these may override a preset's or a config.json's own values
 ROUTING = ("router_groups", "router_group_topk")
@@ -83,12 +113,14 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="preset name, path to a HF config.json, or 'custom'")
     g = p.add_argument_group("model (for 'custom'; --seq also sets a preset's length)")
     for field, (names, typ, text) in FLAGS.items():
-        if typ is bool:
-            g.add_argument(*names, dest=field, action="store_const", const=True, help=text)
+        if typ is bool or typ is NOT:
+            g.add_argument(*names, dest=field, action="store_const", const=typ is bool,
+                           help=text)
         elif isinstance(typ, tuple):
             g.add_argument(*names, dest=field, choices=typ, help=text)
         else:
-            g.add_argument(*names, dest=field, type=str if typ is LAYERS else model_flag(typ),
+            raw = typ in (LAYERS, MIXER_PATTERN) or typ in RECORDS
+            g.add_argument(*names, dest=field, type=str if raw else model_flag(typ),
                            help=text)
 
 
@@ -116,6 +148,46 @@ def parse_layers(text: str, layers: int, flag: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def parse_mixers(text: str, layers: int) -> tuple[str, ...]:
+    """One letter per layer (``MIXER_LETTERS``); 'MMMA*8' repeats a group 8 times."""
+    out: list[str] = []
+    for group in text.replace(" ", "").split(","):
+        letters, _, times = group.partition("*")
+        try:
+            n = int(times) if times else 1
+            out += [MIXER_LETTERS[c] for c in letters.upper()] * n
+        except (KeyError, ValueError):
+            raise LedgerError("--mixers", f"expected letters of {''.join(MIXER_LETTERS)} "
+                                          f"like 'MMMA*8', got {text!r}") from None
+    if len(out) != layers:
+        raise LedgerError("--mixers", f"names {len(out)} layers, the model has {layers}")
+    return tuple(out)
+
+
+def parse_record(cls, text: str, flag: str):
+    """``key=value,key=value`` into a ``ledger.mixers`` record (integers and true/false)."""
+    names = {f.name: f.type for f in fields(cls)}
+    kw: dict[str, object] = {}
+    for item in filter(None, text.replace(" ", "").split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or key not in names:
+            raise LedgerError(flag, f"expected key=value with keys {', '.join(names)}, got "
+                                    f"{item!r}")
+        if value in ("true", "false"):
+            kw[key] = value == "true"
+        elif names[key] == "str":
+            kw[key] = value
+        else:
+            try:
+                kw[key] = model_flag(int)(value)
+            except argparse.ArgumentTypeError as e:
+                raise LedgerError(flag, f"{key}: {e}") from None
+    try:
+        return cls(**kw)
+    except TypeError as e:  # a required key missing
+        raise LedgerError(flag, str(e).split(".__init__() ")[-1]) from None
+
+
 def _given(a: argparse.Namespace) -> dict[str, object]:
     return {f: getattr(a, f) for f in FLAGS if getattr(a, f, None) is not None}
 
@@ -137,9 +209,15 @@ def custom_model(a: argparse.Namespace) -> ModelSpec:
         raise LedgerError("model", f"custom needs {' '.join(missing)}")
     if "gated_mlp" in given:
         given["gated_mlp"] = given["gated_mlp"] == "swiglu"
-    for f in ("local_layers", "moe_layer_ids"):
+    for f in ("local_layers", "moe_layer_ids", "no_mlp_layers"):
         if f in given:
-            given[f] = parse_layers(given[f], given["layers"], FLAGS[f][0][0])
+            text = given[f].replace("all", f"0-{given['layers'] - 1}")
+            given[f] = parse_layers(text, given["layers"], FLAGS[f][0][0])
+    if "mixers" in given:
+        given["mixers"] = parse_mixers(given["mixers"], given["layers"])
+    for f, (names, typ, _) in FLAGS.items():
+        if typ in RECORDS and f in given:
+            given[f] = parse_record(typ, given[f], names[0])
     seq_default = "seq_len" not in given
     given.setdefault("seq_len", 4096)
     try:
@@ -159,7 +237,8 @@ def load_model(a: argparse.Namespace) -> ModelSpec:
     if a.model.lower() in PRESETS:
         m = preset(a.model)
     elif a.model.endswith(".json") or Path(a.model).exists():
-        m = from_hf_config(a.model)
+        m, notes = read_hf_config(a.model)
+        a.model_notes = notes
     else:
         m = preset(a.model)  # raises: unknown model, lists the presets
     given = _given(a)

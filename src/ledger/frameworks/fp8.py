@@ -193,8 +193,9 @@ def gemm_weights(model, moe: bool) -> tuple[float, float, float, int]:
 
 def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
     """Bytes one GPU adds for FP8 weights over ``layer_counts[i]`` layers of each kind
-    ``kinds[i]`` = (MoE?, window): the recipe's cached FP8 copies (or, with FP8 params,
-    the FP8 param and its transpose in place of the BF16 param) and the scaling metadata.
+    ``kinds[i]`` (a ``ledger.mixers.LayerKind``): the recipe's cached FP8 copies (or, with
+    FP8 params, the FP8 param and its transpose in place of the BF16 param) and the scaling
+    metadata.
     Experts split over tp x ep as ``ledger.placement.largest_unit_params`` splits them."""
     rec = getattr(fw, "fp8", None)
     if rec is None:
@@ -204,8 +205,8 @@ def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
         per = 0.0 if rec.param_resident_bytes is None else rec.param_resident_bytes \
             - fw.param_bytes
     total = 0.0
-    for n, (moe, _window) in zip(layer_counts, kinds):
-        split, repl, routed, tensors = gemm_weights(model, bool(moe))
+    for n, kind in zip(layer_counts, kinds):
+        split, repl, routed, tensors = gemm_weights(model, kind.moe)
         etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp  # expert TP
         elems = split / cfg.tp + repl + routed / (etp * cfg.ep)
         tensors = tensors + 2 * model.num_experts / cfg.ep * bool(routed)  # local experts

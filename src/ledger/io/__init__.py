@@ -12,7 +12,7 @@ May import: the specs, ``ledger.frameworks`` and ``ledger.run`` (a phase's recor
 nothing below the edge imports it.
 """
 from ledger.io.families import FAMILIES
-from ledger.io.hf import from_hf_config, spec_from_dict
+from ledger.io.hf import from_hf_config, read_config, read_hf_config, spec_from_dict
 from ledger.io.limits import (
                               MAX_CAPACITY_FACTOR,
                               MAX_GLOBAL_BATCH,
@@ -50,5 +50,5 @@ __all__ = ["FAMILIES", "MAX_CAPACITY_FACTOR", "MAX_GLOBAL_BATCH", "MAX_GPUS", "M
            "MAX_PRICE", "MAX_PUE", "MAX_RELAUNCH_MIN", "MAX_STEPS", "MAX_STORAGE_GBPS",
            "MAX_TIME", "MAX_TOKENS", "MAX_TOP", "MAX_VP", "MIN_STORAGE_GBPS", "MIN_TIME",
            "OneLineParser", "check_finite_json", "check_model_size", "check_world", "count",
-           "from_hf_config", "load_phases", "load_system", "model_flag", "natural", "real",
-           "spec_from_dict"]
+           "from_hf_config", "load_phases", "load_system", "model_flag", "natural",
+           "read_config", "read_hf_config", "real", "spec_from_dict"]

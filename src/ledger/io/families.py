@@ -4,91 +4,18 @@ Each returns (fields, max_position_embeddings). Defaults are those of the transf
 5.23.0 config classes (``transformers/models/<family>/configuration_<family>.py``, the
 line of the class attribute cited), the structure that of its modeling file. ``r`` is a
 ``ledger.io.hf.Reader``: ``r.get(key, default, type)`` type-checks and names the key.
+This module holds the families first supported; ``FAMILIES`` gathers every reader.
 """
 from __future__ import annotations
 
 from ledger.errors import LedgerError
-
-MULTIMODAL = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
-
-
-def _decoder(r, *, kv, head_dim, tied, maxpos, ffn_key="intermediate_size", ffn=None):
-    """The keys every Llama-like family shares. ``head_dim`` is read by every modeling
-    file as ``getattr(config, "head_dim", hidden // heads)`` (e.g. modeling_qwen3.py:211)."""
-    f = {"layers": r.get("num_hidden_layers"), "hidden": r.get("hidden_size"),
-         "heads": r.get("num_attention_heads"), "vocab": r.get("vocab_size"),
-         "ffn_hidden": r.get(ffn_key) if ffn is None else r.get(ffn_key, ffn),
-         "kv_heads": r.get("num_key_value_heads", kv),
-         "head_dim": r.get("head_dim", head_dim) or None,
-         "tied_embeddings": r.get("tie_word_embeddings", tied, bool)}
-    return f, r.get("max_position_embeddings", maxpos)
-
-
-def _bias(r, key="attention_bias", default=False):
-    b = r.get(key, default, bool)
-    return {"qkv_bias": b, "out_bias": b}
-
-
-def _every_layer_window(r, default=None):
-    """Mistral, Mixtral, Phi-3, Starcoder2: ``sliding_window`` masks every layer
-    (modeling_mistral.py:353 picks the sliding mask for the whole stack)."""
-    w = r.get("sliding_window", default, int, nullable=True)
-    return {"sliding_window": w} if w else {}
-
-
-def _qwen_window(r, layers, alternate=False):
-    """Qwen2/Qwen3 (configuration_qwen3.py:87-95): with use_sliding_window, layers from
-    max_window_layers on are sliding; Qwen2-MoE (configuration_qwen2_moe.py:113-118):
-    every other layer below max_window_layers."""
-    w = r.get("sliding_window", 4096, int, nullable=True)
-    if not r.get("use_sliding_window", False, bool) or w is None:
-        return {}
-    top = r.get("max_window_layers", 28)
-    default = [i for i in range(layers) if ((i + 1) % 2 and i < top)] if alternate \
-        else [i for i in range(layers) if i >= top]
-    local = r.layer_types(layers, default)
-    return {"sliding_window": w, "local_layers": local} if local else {}
-
-
-def _alternating(r, layers, window, pattern):
-    """Gemma 2, gpt-oss (every 2nd layer global), Gemma 3 (every 6th): layer i is
-    sliding when (i + 1) % pattern != 0 (configuration_gemma2.py:95-97)."""
-    w = r.get("sliding_window", window, int, nullable=True)
-    if not w:
-        return {}
-    local = r.layer_types(layers, [i for i in range(layers) if (i + 1) % pattern])
-    return {"sliding_window": w, "local_layers": local} if local else {}
-
-
-def _sparse_layers(r, layers):
-    """Qwen2-MoE / Qwen3-MoE (modeling_qwen3_moe.py:308): MoE unless in mlp_only_layers,
-    and only every decoder_sparse_step-th layer ((i + 1) % step == 0)."""
-    step = r.get("decoder_sparse_step", 1)
-    dense = set(r.get("mlp_only_layers", [], list))
-    return tuple(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
-
-
-def _experts(r, key, default, dense_ok=False, alias=None):
-    """The routed-expert count. transformers builds a router even for one expert, the
-    ledger's MoE needs two or more: 1 (and 0 where the family has no dense fallback,
-    unlike Qwen-MoE's ``num_experts > 0`` test, modeling_qwen3_moe.py:308) is refused.
-    ``alias``: the name a config class's attribute_map writes the count under."""
-    e = r.get(key, None)
-    if alias is not None and alias in r.cfg:
-        other = r.get(alias)
-        if e is not None and e != other:
-            raise LedgerError("config.json", f"{key!r} = {e} and {alias!r} = {other} disagree")
-        e = other
-    e = default if e is None else e
-    if e == 1 or (e == 0 and not dense_ok):
-        raise LedgerError("config.json", f"{key!r} = {e} is not supported for model_type "
-                                         f"{r.kind!r} (an MoE needs 2 or more experts)")
-    return e
-
+from ledger.io import dense, layouts, moe, unmodelled
+from ledger.io.keys import (alternating, bias, decoder, every_layer_window, expert_count,
+                            mla, qwen_window, softcaps, sparse_layers, top_k)
 
 def llama(r):  # configuration_llama.py:69-84
-    f, cap = _decoder(r, kv=None, head_dim=None, tied=False, maxpos=2048)
-    return {**f, **_bias(r), "mlp_bias": r.get("mlp_bias", False, bool)}, cap
+    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=2048)
+    return {**f, **bias(r), "mlp_bias": r.get("mlp_bias", False, bool)}, cap
 
 
 def granite(r):  # configuration_granite.py:64-86; the four multipliers are scalars
@@ -97,39 +24,39 @@ def granite(r):  # configuration_granite.py:64-86; the four multipliers are scal
 
 
 def mistral(r):  # configuration_mistral.py:68-80
-    f, cap = _decoder(r, kv=8, head_dim=None, tied=False, maxpos=4096 * 32)
-    return {**f, **_every_layer_window(r, 4096)}, cap
+    f, cap = decoder(r, kv=8, head_dim=None, tied=False, maxpos=4096 * 32)
+    return {**f, **every_layer_window(r, 4096)}, cap
 
 
 def mixtral(r):  # configuration_mixtral.py:72-83, router Linear(h, E) without bias
-    f, cap = _decoder(r, kv=8, head_dim=None, tied=False, maxpos=4096 * 32)
-    return {**f, **_every_layer_window(r), "num_experts": _experts(r, "num_local_experts", 8),
+    f, cap = decoder(r, kv=8, head_dim=None, tied=False, maxpos=4096 * 32)
+    return {**f, **every_layer_window(r), "num_experts": expert_count(r, "num_local_experts", 8),
             "top_k": r.get("num_experts_per_tok", 2)}, cap
 
 
 def phi3(r):  # configuration_phi3.py:61-81; fused qkv_proj / gate_up_proj count the same
-    f, cap = _decoder(r, kv=None, head_dim=None, tied=False, maxpos=4096)
-    return {**f, **_every_layer_window(r)}, cap
+    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=4096)
+    return {**f, **every_layer_window(r)}, cap
 
 
 def qwen2(r):  # configuration_qwen2.py:66-77; q/k/v carry biases, o does not
-    f, cap = _decoder(r, kv=32, head_dim=None, tied=False, maxpos=32768)
-    return {**f, "qkv_bias": True, **_qwen_window(r, f["layers"])}, cap
+    f, cap = decoder(r, kv=32, head_dim=None, tied=False, maxpos=32768)
+    return {**f, "qkv_bias": True, **qwen_window(r, f["layers"])}, cap
 
 
 def qwen3(r):  # configuration_qwen3.py:62-80; q_norm/k_norm over head_dim
-    f, cap = _decoder(r, kv=32, head_dim=128, tied=False, maxpos=32768)
-    return {**f, **_bias(r), "qk_norm": "head", **_qwen_window(r, f["layers"])}, cap
+    f, cap = decoder(r, kv=32, head_dim=128, tied=False, maxpos=32768)
+    return {**f, **bias(r), "qk_norm": "head", **qwen_window(r, f["layers"])}, cap
 
 
 def qwen3_moe(r):  # configuration_qwen3_moe.py:81-105
-    f, cap = _decoder(r, kv=4, head_dim=None, tied=False, maxpos=32768)
+    f, cap = decoder(r, kv=4, head_dim=None, tied=False, maxpos=32768)
     # transformers 5 writes the count as num_local_experts (configuration_qwen3_moe.py:51-53)
-    e = _experts(r, "num_experts", 128, dense_ok=True, alias="num_local_experts")
+    e = expert_count(r, "num_experts", 128, dense_ok=True, alias="num_local_experts")
     moe = {"num_experts": e, "top_k": r.get("num_experts_per_tok", 8),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 768),
-           "moe_layer_ids": _sparse_layers(r, f["layers"])} if e > 1 else {}
-    return {**f, **_bias(r), "qk_norm": "head", **moe, **_every_window_if_used(r)}, cap
+           "moe_layer_ids": sparse_layers(r, f["layers"])} if e > 1 else {}
+    return {**f, **bias(r), "qk_norm": "head", **moe, **_every_window_if_used(r)}, cap
 
 
 def _every_window_if_used(r):
@@ -141,62 +68,57 @@ def _every_window_if_used(r):
 
 
 def qwen2_moe(r):  # configuration_qwen2_moe.py:79-106; shared expert + sigmoid gate
-    f, cap = _decoder(r, kv=16, head_dim=None, tied=False, maxpos=32768)
-    e = _experts(r, "num_experts", 60, dense_ok=True)
+    f, cap = decoder(r, kv=16, head_dim=None, tied=False, maxpos=32768)
+    e = expert_count(r, "num_experts", 60, dense_ok=True)
     moe = {"num_experts": e, "top_k": r.get("num_experts_per_tok", 4),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 1408), "shared_experts": 1,
            "shared_expert_ffn": r.get("shared_expert_intermediate_size", 5632),
            "shared_expert_gate": True,
-           "moe_layer_ids": _sparse_layers(r, f["layers"])} if e > 1 else {}
+           "moe_layer_ids": sparse_layers(r, f["layers"])} if e > 1 else {}
     return {**f, "qkv_bias": r.get("qkv_bias", True, bool), **moe,
-            **_qwen_window(r, f["layers"], alternate=True)}, cap
+            **qwen_window(r, f["layers"], alternate=True)}, cap
 
 
 def gemma(r):  # configuration_gemma.py:72-84
-    f, cap = _decoder(r, kv=16, head_dim=256, tied=True, maxpos=8192)
-    return {**f, **_bias(r)}, cap
-
-
-def _softcaps(r, attn, final):
-    return {"attn_logit_softcap": r.get("attn_logit_softcapping", attn, float) or 0.0,
-            "final_logit_softcap": r.get("final_logit_softcapping", final, float) or 0.0}
+    f, cap = decoder(r, kv=16, head_dim=256, tied=True, maxpos=8192)
+    return {**f, **bias(r)}, cap
 
 
 def gemma2(r):  # configuration_gemma2.py:68-97; four norms a layer
-    f, cap = _decoder(r, kv=4, head_dim=256, tied=True, maxpos=8192)
-    return {**f, **_bias(r), "layer_norms": 4, **_softcaps(r, 50.0, 30.0),
-            **_alternating(r, f["layers"], 4096, 2)}, cap
+    f, cap = decoder(r, kv=4, head_dim=256, tied=True, maxpos=8192)
+    return {**f, **bias(r), "layer_norms": 4, **softcaps(r, 50.0, 30.0),
+            **alternating(r, f["layers"], 4096, 2)}, cap
 
 
 def gemma3_text(r):  # configuration_gemma3.py:74-110; qk-norm, four norms, 5 local : 1
     r.refuse("use_bidirectional_attention", False, "a bidirectional encoder")
-    f, cap = _decoder(r, kv=4, head_dim=256, tied=True, maxpos=131_072)
+    f, cap = decoder(r, kv=4, head_dim=256, tied=True, maxpos=131_072)
     pattern = r.get("sliding_window_pattern", 6)  # configuration_gemma3.py:106
-    return {**f, **_bias(r), "layer_norms": 4, "qk_norm": "head", **_softcaps(r, None, None),
-            **_alternating(r, f["layers"], 4096, pattern)}, cap
+    return {**f, **bias(r), "layer_norms": 4, "qk_norm": "head", **softcaps(r, None, None),
+            **alternating(r, f["layers"], 4096, pattern)}, cap
 
 
 def olmo2(r):  # configuration_olmo2.py:70-85; post-norms only, qk-norm over all heads
-    f, cap = _decoder(r, kv=None, head_dim=None, tied=False, maxpos=2048)
-    return {**f, **_bias(r), "qk_norm": "full"}, cap
+    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=2048)
+    return {**f, **bias(r), "qk_norm": "full"}, cap
 
 
 def starcoder2(r):  # configuration_starcoder2.py:61-81; LayerNorm, GELU MLP, biases
-    f, cap = _decoder(r, kv=2, head_dim=None, tied=True, maxpos=4096)
+    f, cap = decoder(r, kv=2, head_dim=None, tied=True, maxpos=4096)
     b = r.get("use_bias", True, bool)
     return {**f, "qkv_bias": b, "out_bias": b, "mlp_bias": b, "gated_mlp": False,
-            "norm": "layernorm", **_every_layer_window(r)}, cap
+            "norm": "layernorm", **every_layer_window(r)}, cap
 
 
 def gpt_oss(r):  # configuration_gpt_oss.py:50-85: every layer MoE, biases, sinks
-    f, cap = _decoder(r, kv=8, head_dim=64, tied=False, maxpos=131072)
-    return {**f, **_bias(r, default=True), "num_experts": _experts(r, "num_local_experts", 128),
+    f, cap = decoder(r, kv=8, head_dim=64, tied=False, maxpos=131072)
+    return {**f, **bias(r, default=True), "num_experts": expert_count(r, "num_local_experts", 128),
             "top_k": r.get("num_experts_per_tok", 4), "mlp_bias": True, "router_bias": True,
-            "attention_sinks": True, **_alternating(r, f["layers"], 128, 2)}, cap
+            "attention_sinks": True, **alternating(r, f["layers"], 128, 2)}, cap
 
 
 def llama4_text(r):  # configuration_llama4.py:130-193
-    f, cap = _decoder(r, kv=8, head_dim=128, tied=False, maxpos=4096 * 32,
+    f, cap = decoder(r, kv=8, head_dim=128, tied=False, maxpos=4096 * 32,
                       ffn_key="intermediate_size_mlp", ffn=16384)
     layers, step = f["layers"], r.get("interleave_moe_layer_step", 1)
     ids = r.get("moe_layers", list(range(step - 1, layers, step)), list)
@@ -207,30 +129,21 @@ def llama4_text(r):  # configuration_llama4.py:130-193
     local = r.layer_types(layers, [i for i, v in enumerate(rope) if v]) if chunk else None
     window = {"sliding_window": chunk, "local_layers": local,
               "local_attention": "chunked"} if local else {}
-    return {**f, **_bias(r), "num_experts": _experts(r, "num_local_experts", 16),
+    return {**f, **bias(r), "num_experts": expert_count(r, "num_local_experts", 16),
             "top_k": r.get("num_experts_per_tok", 1),
             "moe_ffn_hidden": r.get("intermediate_size", 8192), "shared_experts": 1,
             "moe_layer_ids": tuple(sorted(set(ids))), **window}, cap
 
 
-def _mla(r, *, experts, shared, moe, first_dense, top_k, maxpos):
+def _mla(r, *, experts, shared, moe, first_dense, top_k_default, maxpos):
     """DeepSeek-V2/V3 (modeling_deepseek_v3.py:371-404 attention, :205-215 MoE). The V3
     router's e_score_correction_bias is a buffer (modeling_deepseek_v3.py:131), not a
     parameter: updated by the balancing rule (V3 report sec. 2.1.2), not by the optimizer."""
     r.refuse("moe_layer_freq", 1, "transformers ignores it; DeepSeek's own code skips layers")
     r.refuse("mlp_bias", False, "biases on the dense and shared MLPs but not the experts")
-    f, cap = _decoder(r, kv=None, head_dim=None, tied=False, maxpos=maxpos)
-    f.update(kv_heads=f["heads"], head_dim=None, attention="mla", **_bias(r),
-             q_lora_rank=r.get("q_lora_rank", 1536, int, nullable=True),
-             kv_lora_rank=r.get("kv_lora_rank", 512),
-             qk_rope_head_dim=r.get("qk_rope_head_dim", 64),
-             qk_nope_head_dim=r.get("qk_nope_head_dim", 128),
-             v_head_dim=r.get("v_head_dim", 128))
-    k = r.get("num_experts_per_tok", top_k)
-    if k is None:
-        raise LedgerError("config.json", "missing key 'num_experts_per_tok' for model_type "
-                                         f"{r.kind!r} (its config class defaults it to None)")
-    f.update(num_experts=_experts(r, "n_routed_experts", experts), top_k=k,
+    f, cap = mla(r, maxpos=maxpos)
+    k = top_k(r, default=top_k_default)
+    f.update(num_experts=expert_count(r, "n_routed_experts", experts), top_k=k,
              shared_experts=r.get("n_shared_experts", shared),
              moe_ffn_hidden=r.get("moe_intermediate_size", moe),
              first_dense_layers=r.get("first_k_dense_replace", first_dense))
@@ -238,11 +151,11 @@ def _mla(r, *, experts, shared, moe, first_dense, top_k, maxpos):
 
 
 def deepseek_v2(r):  # configuration_deepseek_v2.py:76-120
-    return _mla(r, experts=64, shared=2, moe=1407, first_dense=0, top_k=None, maxpos=2048)
+    return _mla(r, experts=64, shared=2, moe=1407, first_dense=0, top_k_default=None, maxpos=2048)
 
 
 def deepseek_v3(r):  # configuration_deepseek_v3.py:82-117; MTP key aliased at :79
-    f, cap = _mla(r, experts=256, shared=1, moe=2048, first_dense=3, top_k=8, maxpos=4096)
+    f, cap = _mla(r, experts=256, shared=1, moe=2048, first_dense=3, top_k_default=8, maxpos=4096)
     mtp = r.get("num_nextn_predict_layers", r.get("num_mtp_layers", 1))
     # node-limited routing: modeling_deepseek_v3.py L128-143 always routes by group
     groups = {"router_groups": r.get("n_group", 8), "router_group_topk": r.get("topk_group", 4)}
@@ -265,11 +178,17 @@ def gpt_neox(r):  # configuration_gpt_neox.py:70-80; fused query_key_value, full
          "heads": r.get("num_attention_heads"), "vocab": r.get("vocab_size"),
          "ffn_hidden": r.get("intermediate_size"),
          "tied_embeddings": r.get("tie_word_embeddings", False, bool),
-         **_bias(r, default=True), "gated_mlp": False, "norm": "layernorm", "mlp_bias": True}
+         **bias(r, default=True), "gated_mlp": False, "norm": "layernorm", "mlp_bias": True}
     return f, r.get("max_position_embeddings", 2048)
 
 
-FAMILIES = {fn.__name__: fn for fn in (
+FIRST = {fn.__name__: fn for fn in (
     llama, mistral, mixtral, qwen2, gemma, gpt2, gpt_neox, qwen3, qwen3_moe, qwen2_moe,
     deepseek_v2, deepseek_v3, llama4_text, gemma2, gemma3_text, gpt_oss, phi3, olmo2,
     granite, starcoder2)}
+FAMILIES = {**FIRST, **dense.FAMILIES, **layouts.FAMILIES, **moe.FAMILIES,
+            **unmodelled.FAMILIES}  # every model_type the ledger reads
+# composites whose text model the ledger reads (from their text_config)
+COMPOSITES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "got_ocr2": "qwen2",
+              "emu3": "emu3_text_model", "fuyu": "persimmon", "qwen3_5": "qwen3_5_text",
+              "qwen3_5_moe": "qwen3_5_moe_text"}

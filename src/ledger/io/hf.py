@@ -22,6 +22,7 @@ from ledger.model import ModelSpec
 
 DEFAULT_SEQ = 4096
 _REQUIRED = object()
+_STAND_IN = {int: 64, bool: False, float: 0.0, str: "", list: []}  # while reading on
 _KINDS = {int: "an integer", bool: "true or false", float: "a number", str: "a string",
           list: "a list of integers"}
 
@@ -31,11 +32,38 @@ class Reader:
 
     def __init__(self, cfg: dict, kind: str):
         self.cfg, self.kind = cfg, kind
+        self.required: list[str] = []  # the keys read without a default
+        self.missing: list[str] = []  # those of them the config lacks
+        self.notes: list[str] = []  # what the user should hear (one stderr line each)
+
+    def _list(self, key: str, default, item: type):
+        value = self.cfg.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, list) or not all(_is(v, item) for v in value):
+            words = {int: "integers", str: "strings", float: "numbers"}[item]
+            raise LedgerError("config.json", f"{key!r} must be a list of {words}, got "
+                                             f"{value!r}")
+        return value
+
+    def sub(self, key: str) -> dict:
+        """A nested config (DBRX's attn_config, a composite's text_config), or {}."""
+        value = self.cfg.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise LedgerError("config.json", f"{key!r} must be an object, got {value!r}")
+        return value
 
     def get(self, key: str, default: object = _REQUIRED, typ: type = int,
-            nullable: bool = False):
-        """``cfg[key]`` checked to be ``typ``; absent (or null, unless ``nullable``)
-        gives ``default``; a required key that is absent is refused by name."""
+            nullable: bool = False, list_of: type | None = None):
+        """``cfg[key]`` checked to be ``typ`` (or a list of ``list_of``); absent (or null,
+        unless ``nullable``) gives ``default``; a required key that is absent is refused
+        by name (and remembered: ``required``)."""
+        if list_of is not None:
+            return self._list(key, default, list_of)
+        if default is _REQUIRED:
+            self.required.append(key)
         if key in self.cfg and (self.cfg[key] is not None or nullable):
             value = self.cfg[key]
             if value is None or _is(value, typ):
@@ -44,10 +72,17 @@ class Reader:
                                                      f"got {value!r}")
                 return float(value) if typ is float else value
             raise LedgerError("config.json", f"{key!r} must be {_KINDS[typ]}, got {value!r}")
-        if default is _REQUIRED:
-            raise LedgerError("config.json", f"missing key {key!r} for model_type "
-                                             f"{self.kind!r}")
+        if default is _REQUIRED:  # noted; refused with every other missing key at the end
+            self.missing.append(key)
+            return _STAND_IN.get(typ, 1)
         return default
+
+    def check_complete(self) -> None:
+        """Refuse a config without its shape keys, naming all of them at once."""
+        if self.missing:
+            keys = ", ".join(repr(k) for k in dict.fromkeys(self.missing))
+            raise LedgerError("config.json", f"missing key{'s' * (len(self.missing) > 1)} "
+                                             f"{keys} for model_type {self.kind!r}")
 
     def refuse(self, key: str, allowed: object, why: str) -> None:
         """Refuse a value the ledger cannot count (``why`` says what it would change)."""
@@ -109,34 +144,73 @@ def _load(path: Path) -> dict:
     return cfg
 
 
-def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
-    """A ModelSpec from a parsed config.json; refuses unsupported model types by name."""
-    from ledger.io.families import FAMILIES, MULTIMODAL
+def read_config(cfg: dict, name: str = "") -> tuple[ModelSpec, tuple[str, ...]]:
+    """A ModelSpec from a parsed config.json, and the notes the reader has for the user
+    (a composite's text model read in its place; settings that change a priced number
+    the ledger does not model). A family the ledger cannot count is refused in one line
+    naming what it lacks; an unknown model_type lists the known ones."""
+    from ledger.io.families import COMPOSITES, FAMILIES
 
     kind = cfg.get("model_type")
     if not isinstance(kind, str):
         raise LedgerError("config.json", f"'model_type' must be a string, got {kind!r}")
-    if kind in MULTIMODAL:
-        raise LedgerError("model_type", f"{kind!r} wraps a vision tower the ledger does not "
-                                        f"count; pass its text_config as model_type "
-                                        f"{MULTIMODAL[kind]!r}")
+    notes: tuple[str, ...] = ()
+    if kind not in FAMILIES and isinstance(cfg.get("text_config"), dict):
+        cfg, notes = _text_model(cfg, kind, FAMILIES)
+        kind = cfg["model_type"]
+    if kind in COMPOSITES and kind not in FAMILIES:
+        raise LedgerError("model_type", f"{kind!r} wraps a vision tower: its text model is "
+                                        f"read from 'text_config' (model_type "
+                                        f"{COMPOSITES[kind]!r}), which this config lacks")
     if kind not in FAMILIES:
         raise LedgerError("model_type", f"unsupported model_type {kind!r}; supported: "
                                         f"{', '.join(sorted(FAMILIES))}")
     r = Reader(cfg, kind)
-    fields, capacity = FAMILIES[kind](r)
+    try:
+        fields, capacity = FAMILIES[kind](r)
+    except LedgerError:
+        r.check_complete()  # a refusal that a missing shape key caused: name the keys
+        raise
+    r.check_complete()
     r.refuse("add_cross_attention", False, "an encoder-decoder's cross-attention")
     seq = min(capacity, DEFAULT_SEQ)
-    return ModelSpec(name=name or str(cfg.get("_name_or_path") or kind), seq_len=seq,
+    spec = ModelSpec(name=name or str(cfg.get("_name_or_path") or kind), seq_len=seq,
                      seq_default=True, family=kind, **fields)
+    return spec, notes + tuple(r.notes)
 
 
-def from_hf_config(path: str | Path) -> ModelSpec:
-    """A ModelSpec from a local ``config.json`` (or a folder holding one)."""
+def _text_model(cfg: dict, kind: str, families) -> tuple[dict, tuple[str, ...]]:
+    """A composite (a vision or audio tower beside a language model, e.g. Gemma 3,
+    Llama 4, GOT-OCR2): its ``text_config``, when that is a decoder the ledger reads."""
+    text = cfg["text_config"]
+    inner = text.get("model_type")
+    if not isinstance(inner, str):
+        raise LedgerError("config.json", f"'text_config' of model_type {kind!r} has no "
+                                         f"model_type")
+    towers = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config"
+                    and isinstance(v, dict)) or ["the non-text parts"]
+    note = (f"model_type {kind!r} is a composite: its text model ({inner!r}, text_config) "
+            f"is what is counted; {', '.join(towers)} not")
+    return text, (note,)
+
+
+def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
+    """A ModelSpec from a parsed config.json (``read_config`` without its notes)."""
+    return read_config(cfg, name)[0]
+
+
+def read_hf_config(path: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
+    """A ModelSpec from a local ``config.json`` (or a folder holding one), and the
+    reader's notes (``read_config``)."""
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
     cfg = _load(path)
     folder = path.resolve().parent.name if path.name == "config.json" else path.stem
     name = str(cfg.get("_name_or_path") or folder or "")
-    return spec_from_dict(cfg, name)
+    return read_config(cfg, name)
+
+
+def from_hf_config(path: str | Path) -> ModelSpec:
+    """A ModelSpec from a local ``config.json`` (or a folder holding one)."""
+    return read_hf_config(path)[0]

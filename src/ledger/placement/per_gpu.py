@@ -30,6 +30,7 @@ from ledger.errors import require_divides
 from ledger.frameworks import of as framework_of
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
+from ledger.mixers import LayerKind
 from ledger.model import ModelSpec
 from ledger.pipeline import placement_pipeline
 from ledger.placement import offload as offloading
@@ -122,21 +123,22 @@ def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> Stat
 def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None):
     """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
     them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
-    its own modules save otherwise. ``kind``: (MoE?, window) of the layer, else the
-    model's typical layer."""
-    moe, window = kind if kind is not None else (None, None)
+    its own modules save otherwise. ``kind``: the layer's ``LayerKind``, else the
+    model's typical layer ((MoE?, window) names an attention layer)."""
+    if kind is not None and not isinstance(kind, LayerKind):
+        kind = LayerKind("attention", "moe" if kind[0] else "dense", kind[1])
     rc = cfg.recompute if recompute is None else recompute
     ft = getattr(cfg, "finetune", None)
-    adapters = adapter_activation_bytes(model, ft, bool(moe if moe is not None else model.is_moe),
-                                        cfg.micro_batch, cfg.tp, cfg.cp) if rc != "full" else 0.0
+    moe = kind.moe if kind is not None else model.is_moe
+    adapters = adapter_activation_bytes(model, ft, moe, cfg.micro_batch, cfg.tp, cfg.cp) \
+        if rc != "full" else 0.0
     return adapters + layer_activations(
         model, micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
         sequence_parallel=cfg.sequence_parallel,
         flash=cfg.flash_attention if flash is None else flash,
         recompute=cfg.recompute if recompute is None else recompute, act_bytes=cfg.act_bytes,
         capacity_factor=cfg.moe.load_factor, table=saved_table(framework_of(cfg).activations),
-        etp=expert_tp(cfg),
-        moe=moe, window=window).total_bytes
+        etp=expert_tp(cfg), kind=kind).total_bytes
 
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
@@ -150,23 +152,29 @@ def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
 
 
 def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
-    """The distinct kinds of layer (MoE?, window) and, per PP rank, how many of each it
-    holds: a stage's activations are priced once per kind (numbers or arrays alike)."""
+    """The distinct kinds of layer (``ledger.mixers.LayerKind``) and, per PP rank, how many
+    of each it holds: a stage's activations are priced once per kind (numbers or arrays
+    alike)."""
     counts = stage_layers(model.layers, pp * vp)
     starts = stage_starts(counts)
     per_stage = [kind_counts(model, range(starts[st], starts[st] + counts[st]))
                  for st in range(pp * vp)]
-    mtp = {(model.is_moe, None): model.mtp_layers} if model.mtp_layers else {}
+    mtp = {mtp_kind(model): model.mtp_layers} if model.mtp_layers else {}
     # an MTP module's block is a global-attention layer of the stack's MoE kind; it runs
     # beside the output head, on the last stage
     per_stage[-1] = _merged(per_stage[-1], mtp)
-    kinds = sorted({k for c in per_stage for k in c}, key=lambda k: (k[0], k[1] or 0))
+    kinds = sorted({k for c in per_stage for k in c}, key=LayerKind.order)
     table = np.zeros((pp, len(kinds)))
     for r, held in enumerate(rank_stages(pp, vp, v_shape)):
         for st in held:
             for kind, n in per_stage[st].items():
                 table[r, kinds.index(kind)] += n
     return kinds, table
+
+
+def mtp_kind(model: ModelSpec) -> LayerKind:
+    """The kind of an MTP module's transformer block: global attention, the stack's MLP."""
+    return LayerKind("attention", "moe" if model.is_moe else "dense", None)
 
 
 def _merged(a: dict, b: dict) -> dict:
@@ -197,10 +205,8 @@ def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer
 def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
     """Parameters on one GPU of the largest unit ZeRO-3 gathers at once: a layer (its
     tp share, its experts' tp x ep share) or the embedding / output matrix."""
-    kinds = ([True] if model.is_moe else []) + ([False] if model.moe_layers < model.layers
-                                                 else [])
     units = [split / cfg.tp + repl + routed / (expert_tp(cfg) * cfg.ep)
-             for split, repl, routed in (model.layer_params(moe) for moe in kinds)]
+             for split, repl, routed in (model.layer_params(k) for k in model.kind_counts)]
     return max(units + [model.vocab * model.hidden / cfg.tp])
 
 

@@ -61,7 +61,7 @@ def mtp_params(model: ModelSpec) -> tuple[int, int, int]:
     h x 2h projection (column-parallel), three norms and one transformer block each."""
     if not model.mtp_layers:
         return 0, 0, 0
-    split, repl, routed = model.layer_params(moe=model.is_moe)
+    split, repl, routed = model.layer_params(model.is_moe)
     n, h = model.mtp_layers, model.hidden
     return n * (split + 2 * h * h), n * (repl + 3 * model.norm_size), n * routed
 
@@ -79,22 +79,20 @@ def stage_params(model: ModelSpec, cfg,
     counts = stage_layers(model.layers, stages) if counts is None else counts
     starts = stage_starts(counts)
     b = model.breakdown
-    kinds = {moe: model.layer_params(moe) for moe in (False, True)}  # two kinds of layer
+    kinds = {k: model.layer_params(k) for k in model.kind_counts}  # each kind of layer
     out = []
     for held in rank_stages(cfg.pp, cfg.vp, cfg.schedule == "zb-v"):
         dense = expert = 0.0
         for s in held:
-            moe = sum(model.is_moe_layer(i) for i in range(starts[s], starts[s] + counts[s]))
-            for is_moe, n in ((False, counts[s] - moe), (True, moe)):
-                split, repl, routed = kinds[is_moe]
-                dense += n * (split / cfg.tp + repl)
-                expert += n * routed / (expert_tp(cfg) * cfg.ep)  # the expert grid
-            if s == 0:
-                dense += b["embedding"] / cfg.tp + b["positions"]
-            if s == stages - 1:
-                dense += model.norm_size  # the final norm, replicated across TP
-                output = b["output"] or (b["embedding"] if cfg.pp > 1 else 0)
-                dense += output / cfg.tp
+            for i in range(starts[s], starts[s] + counts[s]):
+                split, repl, routed = kinds[model.layer_kind(i)]
+                dense += split / cfg.tp + repl
+                expert += routed / (expert_tp(cfg) * cfg.ep)  # the expert grid
+            if s == 0:  # the embedding (vocab-parallel), positions and embedding norm whole
+                dense += b["embedding"] / cfg.tp + model.first_stage_params - b["embedding"]
+            if s == stages - 1:  # the final norm whole, the output layer and its bias split
+                tied = b["embedding"] if model.tied_embeddings and cfg.pp > 1 else 0
+                dense += (b["output"] + tied) / cfg.tp + model.last_stage_params - b["output"]
                 split, repl, routed = mtp_params(model)
                 dense += split / cfg.tp + repl
                 expert += routed / (expert_tp(cfg) * cfg.ep)
