@@ -115,6 +115,17 @@ def _own_causal_class(cfg):
     raise ValueError(f"no causal class takes {type(cfg).__name__}")
 
 
+def decoded(value):
+    """transformers writes a non-finite float as {"__float__": "Infinity"}: the float."""
+    if isinstance(value, dict):
+        if set(value) == {"__float__"}:
+            return float(value["__float__"])
+        return {k: decoded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decoded(v) for v in value]
+    return value
+
+
 def saved(cfg) -> dict:
     """The dict ``save_pretrained`` writes as config.json (the diff against the base
     class, as transformers writes it)."""

@@ -28,6 +28,7 @@ SYSTEM_TOML = 'gpu = "h100-sxm"\ngpus_per_node = 8\nintra_GBps = 450\ninter_GBps
 # reader -> (file suffix, valid text, argv given the file's path)
 READERS = {
     "config.json": (".json", json.dumps(MISTRAL), lambda p: ["report", p]),
+    "config.json (hybrid)": (".json", json.dumps(JAMBA), lambda p: ["report", p]),
     "system json": (".json", json.dumps(SYSTEM),
                     lambda p: ["estimate", "llama3-8b", "--system", p]),
     "system toml": (".toml", SYSTEM_TOML, lambda p: ["estimate", "llama3-8b", "--system", p]),

@@ -178,7 +178,12 @@ def breakdown(m) -> dict[str, int]:
     for kind, n in m.kind_counts.items():
         for key, part in kind_parts(m, kind).items():
             (extra if key in extra else out)[key] += n * sum(part)
-    return out | {k: v for k, v in extra.items() if v}
+    ordered = {}
+    for key, value in out.items():  # the recurrent mixers beside attention
+        ordered[key] = value
+        if key == "attention":
+            ordered |= {k: v for k, v in extra.items() if v}
+    return ordered
 
 
 def mtp_params(m) -> int:

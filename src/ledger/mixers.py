@@ -120,6 +120,14 @@ class Mamba:
         split, repl = self.parts(hidden)
         return split + repl
 
+    def projections(self, hidden: int) -> tuple[int, int]:
+        """(split, replicated) weights of its GEMMs: in_proj and out_proj (Mamba-1 adds
+        x_proj and dt_proj), split as ``parts``."""
+        w = hidden * self.in_width + self.inner * hidden
+        if self.version == 1:
+            return 0, w + self.inner * (self.dt_rank + 2 * self.state) + self.dt_rank * self.inner
+        return w, 0
+
     def parts(self, hidden: int) -> tuple[int, int]:
         """(split by TP, replicated) parameters. Mamba-2 as Megatron-Core splits it: in_proj
         column-parallel, conv1d, dt_bias, A_log, D and the gated norm sharded along the
@@ -179,6 +187,19 @@ class LinearAttention:
         split, repl = self.parts(hidden)
         return split + repl
 
+    def projections(self, hidden: int) -> tuple[int, int]:
+        """(split, replicated) weights of its GEMMs, split as ``parts``: GDN's in_proj (q, k,
+        v, z, beta, alpha) and out_proj; KDA's q, k, v, gates, beta and o; lightning's qkv,
+        output gate and out_proj."""
+        h, key, val, hv, d = hidden, self.key_width, self.value_width, self.value_heads, \
+            self.value_dim
+        if self.kind == "gdn":
+            return h * (2 * key + 2 * val + 2 * hv) + val * h, 0
+        if self.kind == "lightning":
+            return 0, 5 * h * val
+        gate = h * val if self.full_rank_gates else h * d + d * val
+        return 0, 3 * h * val + 2 * gate + h * hv + val * h
+
     def parts(self, hidden: int) -> tuple[int, int]:
         """(split by TP, replicated). GDN as Megatron-Core splits it: in_proj (q, k, v, z,
         beta, alpha) column-parallel, conv1d, dt_bias and A_log sharded by head, out_proj
@@ -212,6 +233,10 @@ class ShortConv:
     def params(self, hidden: int) -> int:
         split, repl = self.parts(hidden)
         return split + repl
+
+    def projections(self, hidden: int) -> tuple[int, int]:
+        """(split, replicated) weights of its GEMMs: in_proj and out_proj."""
+        return 0, 4 * hidden * hidden
 
     def parts(self, hidden: int) -> tuple[int, int]:
         """No tensor-parallel form in a framework the ledger models: replicated."""

@@ -29,6 +29,7 @@ from ledger.arch.flops import (
                                      keys_factor,
                                      matmul_params_per_token,
                                      model_flops_per_token,
+                                     recurrent_flops_per_token,
 )
 from ledger.arch.saved_tensors import HF, KORTHIKANTI, MEGATRON, PLAIN, TORCH, SavedTensors, table
 
@@ -36,4 +37,5 @@ __all__ = ["adapter_activation_bytes", "adapter_flops_per_token",
            "frozen_wgrad_flops_per_token", "HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",
            "activation_bytes_per_layer", "attention_flops_per_token", "keys_factor", "kind_counts",
            "layer_activations", "layers_activation_bytes", "llama_activation_bytes_per_layer",
-           "matmul_params_per_token", "model_flops_per_token", "recompute_working_bytes", "table"]
+           "matmul_params_per_token", "model_flops_per_token", "recompute_working_bytes",
+           "recurrent_flops_per_token", "table"]

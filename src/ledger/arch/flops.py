@@ -22,37 +22,58 @@ holds its down and up projections as trained (no weight absorption).
 """
 from __future__ import annotations
 
+from ledger.arch.recurrent import core_flops_per_token, projection_weights
+from ledger.mixers import LayerKind
 from ledger.model import ModelSpec
 
 
 def attention_matmul_params(model: ModelSpec) -> int:
-    """Weights of one layer's attention projections (no biases, norms or sinks)."""
+    """Weights of one layer's attention projections (no biases, norms or sinks), with an
+    output gate's (``attn_gate``) and a DSA indexer's projections (wq_b, wk, weights_proj)."""
     h, heads = model.hidden, model.heads
     o = heads * model.v_head_dim * h
+    gate = h * {"none": 0, "elementwise": model.q_dim, "head": heads}[model.attn_gate]
+    ih, ihd = model.index_heads, model.index_head_dim
+    index = ((model.q_lora_rank or 0) * ih * ihd + h * ihd + h * ih) if ih else 0
     if model.attention == "mla":
         r_q, r_kv = model.q_lora_rank, model.kv_lora_rank
         q = h * model.q_dim if r_q is None else h * r_q + r_q * model.q_dim
         kv = h * (r_kv + model.qk_rope_head_dim) \
             + r_kv * heads * (model.qk_nope_head_dim + model.v_head_dim)
-        return q + kv + o
-    return h * model.q_dim + 2 * h * model.kv_dim + o
+        return q + kv + o + gate + index
+    return h * model.q_dim + h * model.kv_dim + h * model.kv_heads * model.v_head_dim + o \
+        + gate + index
+
+
+def mixer_matmul_params(model: ModelSpec, mixer: str) -> float:
+    """Weights a token multiplies in a layer's sequence mixer: attention's projections, a
+    recurrent mixer's (``ledger.arch.recurrent.projection_weights``), or both side by side."""
+    attn = attention_matmul_params(model) if mixer in ("attention", "attention+mamba") else 0
+    return attn + projection_weights(model, mixer)
+
+
+def layer_matmul_params(model: ModelSpec, kind: LayerKind) -> float:
+    """Weights one token multiplies in a layer of ``kind``: its mixer's, its dense MLP's,
+    or of its MoE block the top-k routed experts, the shared ones (with Qwen2-MoE's shared
+    gate) and the router."""
+    h, matrices = model.hidden, 3 if model.gated_mlp else 2
+    mlp = {"dense": matrices * h * model.ffn_hidden, "none": 0,
+           "moe": (model.top_k * matrices * h * model.moe_ffn_hidden
+                   + matrices * h * model.shared_ffn + h * model.num_experts
+                   + h * model.shared_expert_gate)}[kind.mlp]
+    return mixer_matmul_params(model, kind.mixer) + mlp
 
 
 def matmul_params_per_token(model: ModelSpec) -> float:
-    """Weights one token multiplies: attention and MLP matrices, the top-k routed experts
-    and the shared ones (with Qwen2-MoE's shared gate), the router and the output layer.
-    Not the embedding lookup, the norms or the biases (elementwise work)."""
-    h, matrices = model.hidden, 3 if model.gated_mlp else 2
-    n_moe = model.moe_layers
-    dense = (model.layers - n_moe) * matrices * h * model.ffn_hidden
-    per_expert = matrices * h * model.moe_ffn_hidden
-    moe = n_moe * (model.top_k * per_expert + matrices * h * model.shared_ffn
-                   + h * model.num_experts + h * model.shared_expert_gate)
-    return model.layers * attention_matmul_params(model) + dense + moe + model.vocab * h
+    """Weights one token multiplies: every layer's (``layer_matmul_params``) and the output
+    layer's. Not the embedding lookup, the norms or the biases (elementwise work)."""
+    return sum(n * layer_matmul_params(model, k) for k, n in model.kind_counts.items()) \
+        + model.vocab * model.hidden
 
 
 def mean_keys(model: ModelSpec, layer: int, causal: bool = True) -> float:
-    """Mean keys a query of ``layer`` attends over the run's sequence (module docstring)."""
+    """Mean keys a query of ``layer`` attends over the run's sequence (module docstring);
+    under DeepSeek-V3.2's sparse attention at most ``index_topk`` of them."""
     s, w = model.seq_len, model.window(layer)
     if w is None or w >= s:
         keys = s / 2
@@ -61,28 +82,50 @@ def mean_keys(model: ModelSpec, layer: int, causal: bool = True) -> float:
     else:
         n, r = divmod(s, w)
         keys = (n * w * w + r * r) / (2 * s)
+    if model.index_topk:  # each query attends the top-k keys the indexer picks
+        k = model.index_topk
+        keys = keys if k >= s else (k - k * k / (2 * s))
     return keys if causal else 2 * keys
 
 
+def _attending(model: ModelSpec) -> list[int]:
+    return [i for i in range(model.layers) if model.layer_kind(i).attention]
+
+
 def keys_factor(model: ModelSpec) -> float:
-    """Mean over layers of the causal keys a query sees, relative to a global layer's s/2:
-    1.0 without local layers; the factor a time model scales its causal attention by."""
-    if model.sliding_window is None:
+    """Mean over the attention layers of the causal keys a query sees, relative to a global
+    layer's s/2: 1.0 without local layers; the factor a time model scales its causal
+    attention by."""
+    if model.sliding_window is None and not model.index_topk:
         return 1.0
-    return sum(mean_keys(model, i) for i in range(model.layers)) / (model.layers
-                                                                    * model.seq_len / 2)
+    layers = _attending(model) or [0]
+    return sum(mean_keys(model, i) for i in layers) / (len(layers) * model.seq_len / 2)
 
 
 def attention_flops_per_token(model: ModelSpec, causal: bool = True) -> float:
-    """Attention-core FLOPs per token, forward and backward, summed over layers."""
+    """Attention-core FLOPs per token, forward and backward, summed over the layers that
+    attend; a DSA indexer adds its scores, 2 d_index per head over the causal keys."""
     per_key = 2 * model.heads * (model.head_dim + model.v_head_dim)
-    if model.sliding_window is None:  # every layer global: one term
-        return 3 * per_key * model.layers * mean_keys(model, 0, causal)
-    return 3 * per_key * sum(mean_keys(model, i, causal) for i in range(model.layers))
+    index = 2 * model.index_heads * model.index_head_dim
+    s = model.seq_len
+    if model.sliding_window is None and not model.index_topk:  # every layer global: one term
+        return 3 * (per_key + index) * model.attention_layers * (s / 2 if causal else s)
+    layers = _attending(model)
+    full = (s / 2 if causal else s) * len(layers)
+    return 3 * (per_key * sum(mean_keys(model, i, causal) for i in layers) + index * full)
+
+
+def recurrent_flops_per_token(model: ModelSpec) -> float:
+    """The recurrent mixers' cores, forward and backward (x 3, as Megatron counts its hybrid
+    layers, megatron/training/training.py:1010 at d98e8a64), summed over their layers
+    (``ledger.arch.recurrent.core_flops_per_token``)."""
+    return 3 * sum(n * core_flops_per_token(model, k.mixer)
+                   for k, n in model.kind_counts.items())
 
 
 def model_flops_per_token(model: ModelSpec, causal: bool = True) -> float:
-    """6 N_matmul + the attention core over the keys each layer sees (module docstring).
-    For a global-attention MHA model this is PaLM's 6 N + 6 l s q_dim (12 l s q_dim
-    with ``causal=False``)."""
-    return 6 * matmul_params_per_token(model) + attention_flops_per_token(model, causal)
+    """6 N_matmul + the attention core over the keys each layer sees + the recurrent
+    mixers' cores (module docstring). For a global-attention MHA model this is PaLM's
+    6 N + 6 l s q_dim (12 l s q_dim with ``causal=False``)."""
+    return 6 * matmul_params_per_token(model) + attention_flops_per_token(model, causal) \
+        + recurrent_flops_per_token(model)

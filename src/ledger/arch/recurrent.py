@@ -104,22 +104,9 @@ def core_flops_per_token(model, mixer: str) -> float:
 
 def projection_weights(model, mixer: str) -> float:
     """Weights a token multiplies in a recurrent mixer: its projections (not the
-    convolution, the norms or the per-head scalars)."""
-    h = model.hidden
-    if mixer == "conv":
-        return 4.0 * h * h
-    if "mamba" in mixer:
-        mb = model.mamba
-        w = h * mb.in_width + mb.inner * h
-        return w + (mb.inner * (mb.dt_rank + 2 * mb.state) + mb.dt_rank * mb.inner
-                    if mb.version == 1 else 0)
-    if mixer != "linear":
-        return 0.0
-    la = model.linear
-    key, val, hv, d = la.key_width, la.value_width, la.value_heads, la.value_dim
-    if la.kind == "gdn":
-        return h * (2 * key + 2 * val + 2 * hv) + val * h
-    if la.kind == "lightning":
-        return 5.0 * h * val
-    gate = h * val if la.full_rank_gates else h * d + d * val
-    return 3 * h * val + 2 * gate + h * hv + val * h
+    convolution, the norms or the per-head scalars; ``ledger.mixers``' ``projections``)."""
+    if mixer in ("mamba", "attention+mamba"):
+        return sum(model.mamba.projections(model.hidden))
+    if mixer in ("linear", "conv"):
+        return sum(getattr(model, mixer).projections(model.hidden))
+    return 0.0

@@ -9,7 +9,7 @@ This module holds the families first supported; ``FAMILIES`` gathers every reade
 from __future__ import annotations
 
 from ledger.errors import LedgerError
-from ledger.io import dense, layouts, moe, unmodelled
+from ledger.io import dense, hybrids, layouts, moe, unmodelled
 from ledger.io.keys import (alternating, bias, decoder, every_layer_window, expert_count,
                             mla, qwen_window, softcaps, sparse_layers, top_k)
 
@@ -187,7 +187,7 @@ FIRST = {fn.__name__: fn for fn in (
     deepseek_v2, deepseek_v3, llama4_text, gemma2, gemma3_text, gpt_oss, phi3, olmo2,
     granite, starcoder2)}
 FAMILIES = {**FIRST, **dense.FAMILIES, **layouts.FAMILIES, **moe.FAMILIES,
-            **unmodelled.FAMILIES}  # every model_type the ledger reads
+            **hybrids.FAMILIES, **unmodelled.FAMILIES}  # every model_type the ledger reads
 # composites whose text model the ledger reads (from their text_config)
 COMPOSITES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "got_ocr2": "qwen2",
               "emu3": "emu3_text_model", "fuyu": "persimmon", "qwen3_5": "qwen3_5_text",

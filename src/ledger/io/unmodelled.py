@@ -46,18 +46,6 @@ FEATURES = {
     "gemma4_unified_assistant": "a speculative-decoding draft that reads its target's KV cache",
     "gemma4_assistant": "a speculative-decoding draft that reads its target's KV cache",
 }
-# hybrid stacks, until their mixers are priced end to end
-HYBRID = {
-    "mamba": "Mamba-1 mixers", "falcon_mamba": "Mamba-1 mixers", "jamba": "Mamba-1 mixers",
-    "mamba2": "Mamba-2 mixers", "bamba": "Mamba-2 mixers", "falcon_h1": "Mamba-2 mixers",
-    "granitemoehybrid": "Mamba-2 mixers", "nemotron_h": "Mamba-2 mixers",
-    "qwen3_next": "Gated DeltaNet mixers", "qwen3_5_text": "Gated DeltaNet mixers",
-    "qwen3_5_moe_text": "Gated DeltaNet mixers", "olmo_hybrid": "Gated DeltaNet mixers",
-    "kimi_linear": "Kimi Delta Attention mixers", "bailing_hybrid": "Kimi Delta Attention mixers",
-    "minimax": "lightning attention mixers", "lfm2": "short-convolution mixers",
-    "lfm2_moe": "short-convolution mixers", "lfm3": "short-convolution mixers",
-}
-FEATURES |= HYBRID
 
 
 def _refusal(feature: str):

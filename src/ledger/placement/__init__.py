@@ -13,6 +13,7 @@ from ledger.placement.collectives import coll_bytes
 from ledger.placement.comms import (
                                     RING_BLOCKS_PER_STEP,
                                     Comm,
+                                    block_layers,
                                     cp_comms,
                                     dp_collective_counts,
                                     dp_comms,
@@ -45,14 +46,15 @@ from ledger.placement.per_gpu import (
                                     place,
                                     resident_state,
 )
+from ledger.placement.splits import split_problem
 from ledger.placement.stages import rank_layers, stage_params
 from ledger.placement.tuned import buffer_framework, dequant_bytes, tuned_stage_state
 
-__all__ = ["Capacity", "Comm", "Layout", "Placement", "RING_BLOCKS_PER_STEP",
+__all__ = ["Capacity", "Comm", "Layout", "block_layers", "Placement", "RING_BLOCKS_PER_STEP",
            "activation_bytes_per_layer", "buffer_bytes", "coll_bytes", "cp_comms",
            "buffer_framework", "dequant_bytes", "dp_collective_counts", "dp_comms",
            "dp_traffic", "dp_group_comms", "ep_comms", "ep_pass_comms",
            "forward_passes", "kv_width", "largest_unit_params", "layer_activation_bytes",
            "layer_kinds", "logits_bytes", "moe_tokens", "overhead_bytes", "per_gpu_state", "place",
            "pp_comms", "rank_layers", "resident_state", "ring_kv_block_bytes", "shard_state",
-           "stage_params", "tp_comms", "tuned_stage_state"]
+           "split_problem", "stage_params", "tp_comms", "tuned_stage_state"]

@@ -74,6 +74,29 @@ def tp_comms(cfg: ParallelConfig, s_act: float, layers: float, link: str) -> lis
                  "activations")]
 
 
+def block_layers(model) -> float:
+    """Layers as TP's collectives see them: a layer's mixer and MLP each issue one
+    all-gather and one reduce-scatter (or all-reduce) per pass; a layer with only one of
+    them (a Mamba block, Nemotron-H's one-block layers) issues half."""
+    return sum(n * ((k.mixer != "none") + (k.mlp != "none")) / 2
+               for k, n in model.kind_counts.items())
+
+
+def recurrent_cp_width(model) -> float:
+    """Elements per token a recurrent layer's context parallelism all-to-alls, mean over
+    the stack: Mamba-2's in_proj output (z, x, B, C, dt) to head-parallel and its output
+    back (megatron/core/ssm/mamba_context_parallel.py:140-215), Gated DeltaNet's q, k, v,
+    z, beta, alpha and its output (gated_delta_net/common.py:692-755 at d98e8a64)."""
+    total = 0.0
+    for kind, n in model.kind_counts.items():
+        if "mamba" in kind.mixer:
+            total += n * (model.mamba.in_width + model.mamba.inner)
+        elif kind.mixer == "linear":
+            la = model.linear
+            total += n * (la.conv_dim + la.value_width + 2 * la.value_heads + la.value_width)
+    return total / model.layers
+
+
 RING_BLOCKS_PER_STEP = 3  # forward: K,V; backward: K,V again (to recompute) and dK,dV
 
 
@@ -94,17 +117,24 @@ def cp_comms(model: ModelSpec, cfg: ParallelConfig, tokens: int, layers: float,
               link: str) -> list[Comm]:
     """Ring: each step passes this rank's K and V block (GQA width, split by TP);
     forward receives cp-1 blocks, backward passes K,V again plus dK,dV: 3(cp-1) blocks.
-    Ulysses: all-to-all of Q, K, V and the output forward, the same backward."""
-    per_mb = layers * cfg.num_microbatches
+    Ulysses: all-to-all of Q, K, V and the output forward, the same backward. Only the
+    layers that attend; a hybrid's recurrent layers add their own all-to-alls
+    (``recurrent_cp_width``), forward and backward."""
     extra = forward_passes(cfg) - 1  # a recomputed forward passes its blocks again
+    rec = recurrent_cp_width(model) if model.is_hybrid else 0.0
+    rows = [Comm("cp", "all_to_all", link, (2 + extra) * coll_bytes(
+        "all_to_all", cfg.cp, tokens * rec / cfg.tp * cfg.act_bytes) * layers
+        * cfg.num_microbatches, "no", "recurrent mixers' heads")] if rec else []
+    layers = layers * model.attention_layers / model.layers
+    per_mb = layers * cfg.num_microbatches
     if cfg.cp_kind == "ring":
         block = ring_kv_block_bytes(tokens, kv_width(model), cfg.tp, cfg.act_bytes)
         return [Comm("cp", "send_recv", link, (RING_BLOCKS_PER_STEP + extra) * (cfg.cp - 1)
-                     * block * per_mb, "yes", "K/V blocks")]
+                     * block * per_mb, "yes", "K/V blocks")] + rows
     q_o = model.heads * (model.head_dim + model.v_head_dim)
     qkvo = tokens * (q_o + 2 * kv_width(model)) / cfg.tp
     per_layer = (2 + extra) * coll_bytes("all_to_all", cfg.cp, qkvo * cfg.act_bytes)
-    return [Comm("cp", "all_to_all", link, per_layer * per_mb, "no", "Q/K/V/O heads")]
+    return [Comm("cp", "all_to_all", link, per_layer * per_mb, "no", "Q/K/V/O heads")] + rows
 
 
 def pp_comms(cfg: ParallelConfig, s_act: float, link: str) -> list[Comm]:

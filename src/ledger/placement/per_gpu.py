@@ -26,7 +26,7 @@ import numpy as np
 from ledger.arch import adapter_activation_bytes, kind_counts, layer_activations
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
-from ledger.errors import require_divides
+from ledger.errors import LedgerError, require_divides
 from ledger.frameworks import of as framework_of
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
@@ -35,25 +35,23 @@ from ledger.model import ModelSpec
 from ledger.pipeline import placement_pipeline
 from ledger.placement import offload as offloading
 from ledger.placement import tuned
-from ledger.placement.comms import (Comm, cp_comms, dp_collective_counts, dp_comms, dp_rows,
-                                    ep_comms, expert_fraction, pp_comms, tied_embedding_comms,
-                                    tp_comms)
+from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
+                                    dp_rows, ep_comms, expert_fraction, pp_comms,
+                                    tied_embedding_comms, tp_comms)
 from ledger.placement.experts import check_model
 from ledger.placement.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes,
                                         overhead_bytes, shard_state)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
+from ledger.placement.splits import split_problem
 from ledger.placement.stages import (rank_layers, rank_stages, stage_layers, stage_params,
                                      stage_starts)
 
 
 def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
     """Refuse a config this model cannot run with; each message shows the numbers."""
-    require_divides("heads", model.heads, "tp", cfg.tp)
-    require_divides("kv_heads", model.kv_heads, "tp", cfg.tp)
-    require_divides("ffn_hidden", model.ffn_hidden, "tp", cfg.tp)
-    if cfg.cp_kind == "ulysses" and cfg.cp > 1:
-        require_divides("heads", model.heads, "tp*cp", cfg.tp * cfg.cp)
-        require_divides("kv_heads", model.kv_heads, "tp*cp", cfg.tp * cfg.cp)
+    problem = split_problem(model, cfg.tp, cfg.cp, cfg.cp_kind)
+    if problem is not None:
+        raise LedgerError(*problem)
     framework_of(cfg).check_pipeline(model.layers, cfg.pp, cfg.vp, cfg.schedule)
     if cfg.cp > 1:  # ring balances causal work over 2*cp chunks (head-tail pairing)
         chunks = 2 * cfg.cp if cfg.cp_kind == "ring" else cfg.cp
@@ -258,7 +256,8 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     layers = model.layers / cfg.pp
     tokens = model.seq_len * cfg.micro_batch // cfg.cp  # per GPU per micro-batch
     s_act = tokens * model.hidden * cfg.act_bytes  # one activation tensor
-    comms = [c for c in tp_comms(cfg, s_act, layers, lay.link("tp"))
+    blocks = block_layers(model) / cfg.pp  # TP's collectives: a mixer and an MLP a layer
+    comms = [c for c in tp_comms(cfg, s_act, blocks, lay.link("tp"))
              + cp_comms(model, cfg, tokens, layers, lay.link("cp"))
              + pp_comms(cfg, s_act, lay.link("pp"))
              + tied_embedding_comms(model, cfg, tuned.tied_state(model, cfg, st), lay.link("pp"))

@@ -30,7 +30,8 @@ from ledger.pipeline import inflight_closed
 from ledger.placement import (Layout, buffer_bytes, buffer_framework, dequant_bytes,
                               dp_traffic, largest_unit_params, layer_activation_bytes,
                               layer_kinds, logits_bytes, overhead_bytes, rank_layers,
-                              resident_state, shard_state, stage_params, tuned_stage_state)
+                              resident_state, shard_state, split_problem, stage_params,
+                              tuned_stage_state)
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
 from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
@@ -74,13 +75,14 @@ def _pow2_upto(n: int) -> list[int]:
 
 def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins):
     """(tp, cp, pp, dp, ep, mb, m) tuples that divide exactly."""
-    kv, seq = model.kv_heads, model.seq_len
+    seq = model.seq_len
     tps = [t for t in _pow2_upto(min(gpus, 4 * system.gpus_per_node, pins.max_tp or gpus))
-           if model.heads % t == 0 and kv % t == 0 and model.ffn_hidden % t == 0]
+           if split_problem(model, t) is None]
     cps = [c for c in _pow2_upto(min(gpus, max(seq // 256, 1)))
            if c == 1 or seq % (2 * c) == 0] if not pins.no_cp else [1]
     for tp, cp in product(tps, cps):
-        if gpus % (tp * cp) or (pins.tp or tp) != tp or (pins.cp or cp) != cp:
+        if gpus % (tp * cp) or (pins.tp or tp) != tp or (pins.cp or cp) != cp \
+                or split_problem(model, tp, cp) is not None:
             continue
         for pp in range(1, min(model.layers, pins.max_pp or gpus) + 1):
             if (gpus // (tp * cp)) % pp or (pins.pp or pp) != pp:
@@ -114,7 +116,7 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None):
     zeros = [z for z in range(4) if (pins.zero if pins.zero is not None else z) == z
              and (z == 0 or replicas > 1) and (fw is None or z in fw.zero_stages)]
     kinds = ["ring"]
-    if cp > 1 and model.heads % (tp * cp) == 0 and model.kv_heads % (tp * cp) == 0:
+    if cp > 1 and split_problem(model, tp, cp, "ulysses") is None:
         kinds.append("ulysses")
     for (sched, v), zero, kind in product(scheds, zeros, kinds):
         shards = [replicas]

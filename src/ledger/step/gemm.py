@@ -6,6 +6,9 @@ a linear layer), at the same sustained share of that peak (no separate FP8 figur
 published or fitted); the attention core, the router and the output head stay BF16."""
 from __future__ import annotations
 
+import numpy as np
+
+from ledger.arch.recurrent import projection_weights
 from ledger.config import expert_tp
 from ledger.frameworks import of as framework_of
 from ledger.frameworks import peak_flops
@@ -64,16 +67,44 @@ def _mlp_gemms(width, tokens, model: ModelSpec, tp, gpu, cal, pk, kind="mlp"):
         + gemm_s(tokens, model.hidden, width / tp, gpu, cal, peak=pk[kind + "_down"])
 
 
-def layer_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
-    """Forward GEMM seconds of one layer, averaged over the stack: attention projections,
-    the dense MLP (dense layers' share), the router, the routed experts a GPU holds and
-    the shared expert of width ``model.shared_ffn`` (MoE layers' share)."""
-    h, tp, pk = model.hidden, cfg.tp, _peaks(cfg, gpu)
-    t = _attention_gemms(model, tokens, tp, gpu, cal, pk)
-    dense = _mlp_gemms(model.ffn_hidden, tokens, model, tp, gpu, cal, pk)
-    if not model.is_moe:
-        return t + dense
-    share, etp = model.moe_layers / model.layers, expert_tp(cfg)
+def _mixer_gemms(model: ModelSpec, mixer: str, tokens, tp, gpu, cal, pk):
+    """Forward seconds of one layer's sequence-mixer projections: attention's, or a recurrent
+    mixer's in_proj (column-parallel) and out_proj (row-parallel) as Megatron-Core lays
+    them (megatron/core/models/hybrid/hybrid_layer_specs.py:110-131 at d98e8a64; the
+    mixers without a TP form run at tp = 1, ``ledger.placement`` refuses more); Mamba-1's
+    x_proj and dt_proj, KDA's low-rank gates beside them."""
+    h = model.hidden
+    t = _attention_gemms(model, tokens, tp, gpu, cal, pk) if mixer in (
+        "attention", "attention+mamba") else 0.0
+    if "mamba" in mixer:
+        mb = model.mamba
+        t = t + gemm_s(tokens, mb.in_width / tp, h, gpu, cal, peak=pk["qkv"]) \
+            + gemm_s(tokens, h, mb.inner / tp, gpu, cal, peak=pk["attn_out"])
+        if mb.version == 1:
+            r, n = mb.dt_rank, mb.state
+            t = t + gemm_s(tokens, r + 2 * n, mb.inner, gpu, cal) \
+                + gemm_s(tokens, mb.inner, r, gpu, cal)
+    elif mixer == "linear":
+        la = model.linear
+        width = projection_weights(model, mixer) / h - la.value_width  # all but out_proj
+        t = gemm_s(tokens, width / tp, h, gpu, cal, peak=pk["qkv"]) \
+            + gemm_s(tokens, h, la.value_width / tp, gpu, cal, peak=pk["attn_out"])
+    elif mixer == "conv":
+        t = gemm_s(tokens, 3 * h, h, gpu, cal, peak=pk["qkv"]) \
+            + gemm_s(tokens, h, h, gpu, cal, peak=pk["attn_out"])
+    return t
+
+
+def _kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk):
+    """Forward GEMM seconds of one layer of ``kind``: its mixer and its MLP block - the
+    dense MLP, or the router, the routed experts a GPU holds and the shared expert."""
+    tp, h = cfg.tp, model.hidden
+    t = _mixer_gemms(model, kind.mixer, tokens, tp, gpu, cal, pk)
+    if kind.mlp == "dense":
+        return t + _mlp_gemms(model.ffn_hidden, tokens, model, tp, gpu, cal, pk)
+    if kind.mlp == "none":
+        return t
+    etp = expert_tp(cfg)
     # rows each local expert sees: the dispatcher's tokens (comms_ep.moe_tokens: the SP
     # shard under Megatron) x top_k over the EP group's experts, gathered over ETP
     per_expert = moe_tokens(cfg, tokens) * model.top_k * cfg.ep * etp / model.num_experts
@@ -81,5 +112,50 @@ def layer_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
                                                      etp, gpu, cal, pk, "experts")
     shared = _mlp_gemms(model.shared_ffn, tokens, model, tp, gpu, cal, pk, "shared") \
         if model.shared_experts else 0.0
-    router = gemm_s(tokens, model.num_experts, h, gpu, cal)
-    return t + (1 - share) * dense + share * (routed + shared + router)
+    return t + routed + shared + gemm_s(tokens, model.num_experts, h, gpu, cal)
+
+
+def layer_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
+    """Forward GEMM seconds of one layer, averaged over the stack: each kind of layer
+    (``ledger.mixers.LayerKind``) weighted by how many layers are of it."""
+    pk = _peaks(cfg, gpu)
+    return sum(n * _kind_gemms_s(model, k, cfg, tokens, gpu, cal, pk)
+               for k, n in model.kind_counts.items()) / model.layers
+
+
+def recurrent_core_s(model: ModelSpec, cfg, tokens, gpu, cal):
+    """Forward seconds of the recurrent mixers' chunked cores, averaged over the stack, as
+    the batched GEMMs they are (``ledger.arch.recurrent.core_flops_per_token`` counts the
+    same products): per chunk of Q tokens and head, Mamba-2's C B^T (per group), its
+    intra-chunk product with X, the chunk state and its read-out (Dao & Gu 2024 sec. 6);
+    Gated DeltaNet's and KDA's three C x C x d_k products, two C x d_v x C and three
+    d_k x d_v ones (the WY form, Yang et al. 2024); lightning attention's two intra-block
+    and two state products (Qin et al. 2024). Heads split by tp x cp (Megatron-Core's
+    context parallelism is head-parallel for both, mamba_context_parallel.py:140-215,
+    gated_delta_net/common.py:692-755), so a rank's share is tokens / cp of the whole.
+    Mamba-1's scan and every causal convolution are memory-bound: the step's elementwise
+    term prices them from the bytes the layer saves."""
+    total = 0.0
+    for kind, n in model.kind_counts.items():
+        if "mamba" in kind.mixer and model.mamba.version == 2:
+            mb = model.mamba
+            q, chunks = mb.chunk, tokens / mb.chunk
+            heads, groups = mb.heads / cfg.tp, np.maximum(mb.groups / cfg.tp, 1)
+            t = gemm_s(q, q, mb.state, gpu, cal, count=chunks * groups) + heads * chunks * (
+                gemm_s(q, mb.head_dim, q, gpu, cal) + gemm_s(mb.head_dim, mb.state, q, gpu, cal)
+                + gemm_s(q, mb.head_dim, mb.state, gpu, cal))
+        elif kind.mixer == "linear":
+            la = model.linear
+            c, dk, dv = la.chunk, la.key_dim, la.value_dim
+            count = tokens / c * la.value_heads / cfg.tp
+            if la.kind == "lightning":
+                t = count * (gemm_s(c, c, dk, gpu, cal) + gemm_s(c, dv, c, gpu, cal)
+                             + gemm_s(c, dv, dk, gpu, cal) + gemm_s(dk, dv, c, gpu, cal))
+            else:
+                t = count * (3 * gemm_s(c, c, dk, gpu, cal) + 2 * gemm_s(c, dv, c, gpu, cal)
+                             + 3 * gemm_s(c, dv, dk, gpu, cal))
+        else:
+            continue
+        total = total + n * t
+    return total / model.layers
+

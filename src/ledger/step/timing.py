@@ -44,17 +44,19 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ledger.arch import keys_factor, matmul_params_per_token, model_flops_per_token
+from ledger.arch import (keys_factor, matmul_params_per_token, model_flops_per_token,
+                         recurrent_flops_per_token)
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 from ledger.pipeline import first_backward_s, pipeline_s
-from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_layer, cp_comms,
+from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_layer,
+                              block_layers, cp_comms,
                               ep_pass_comms, forward_passes, kv_width, place, rank_layers,
                               ring_kv_block_bytes, tp_comms)
 from ledger.placement.offload import exposed_s
 from ledger.step.dp import dp_split
-from ledger.step.gemm import gemm_s, layer_gemms_s
+from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s
 from ledger.system import System
 
 
@@ -98,10 +100,10 @@ def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = T
     """What recompute adds: one more forward of every layer (full) or of the attention
     core only (selective, Korthikanti et al. 2022 sec. 5)."""
     q_dim = model.heads * model.head_dim
-    attn_fwd = (2 if causal else 4) * model.layers * model.seq_len * q_dim
-    if recompute == "full":
+    attn_fwd = (2 if causal else 4) * model.attention_layers * model.seq_len * q_dim
+    if recompute == "full":  # the layers' forward again, recurrent cores included
         layer_params = matmul_params_per_token(model) - model.vocab * model.hidden
-        return 2 * layer_params + attn_fwd
+        return 2 * layer_params + attn_fwd + recurrent_flops_per_token(model) / 3
     return attn_fwd if recompute == "selective" else 0.0
 
 
@@ -167,16 +169,20 @@ def _cp_times(model, cfg, tokens, attention, links, system):
     dK/dV backward, each hidden under that step's share of attention (1/cp of it).
     Ulysses: the Q/K/V/O all-to-alls of ledger.placement.comms, exposed, the same backward."""
     link = links["cp"]
-    if cfg.cp_kind == "ring":
+    rows = cp_comms(model, cfg, tokens, 1.0, link)
+    share = model.attention_layers / model.layers  # the layers that attend; a hybrid's
+    rec = sum(r.bytes for r in rows[1:]) / cfg.num_microbatches / (forward_passes(cfg) + 1)
+    rec_t = rec / system.bandwidth(link) + (rec > 0) * 2 * (cfg.cp - 1) * system.latency(link)
+    if cfg.cp_kind == "ring":  # recurrent layers' all-to-alls, exposed (rows[1:])
         block = ring_kv_block_bytes(tokens, kv_width(model), cfg.tp, cfg.act_bytes)
         hop = system.latency(link) + block / system.bandwidth(link)
         steps, per_step = cfg.cp - 1, attention / cfg.cp
-        return (steps * np.maximum(0.0, hop - per_step),
-                steps * np.maximum(0.0, 2 * hop - 2 * per_step))
-    per_pass = cp_comms(model, cfg, tokens, 1.0, link)[0].bytes / cfg.num_microbatches \
+        return (share * steps * np.maximum(0.0, hop - per_step) + rec_t,
+                share * steps * np.maximum(0.0, 2 * hop - 2 * per_step) + rec_t)
+    per_pass = rows[0].bytes / cfg.num_microbatches \
         / (forward_passes(cfg) + 1)  # the forward's, the backward's and a recompute's
-    t = per_pass / system.bandwidth(link) + 2 * (cfg.cp - 1) * system.latency(link)
-    return t, t
+    t = per_pass / system.bandwidth(link) + share * 2 * (cfg.cp - 1) * system.latency(link)
+    return t + rec_t, t + rec_t
 
 
 def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibration,
@@ -197,7 +203,9 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     skip = 0.5 * keys_factor(model) if cfg.flash_attention else 1.0
     per_chunk = gemm_s(q_tokens, keys, d, gpu, cal) + gemm_s(q_tokens, dv, keys, gpu, cal)
     chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
-    attention = heads * chunks * per_chunk * skip
+    # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
+    attention = heads * chunks * per_chunk * skip * model.attention_layers / model.layers \
+        + recurrent_core_s(model, cfg, tokens, gpu, cal)
 
     def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations)
         return activation_bytes_per_layer(model, cfg, flash=flash, recompute="none")
@@ -207,6 +215,8 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     core = traffic * (saved - act(True)) if not cfg.flash_attention else 0.0 * saved
     s_act = tokens * model.hidden * cfg.act_bytes
     tp_f, tp_b = _tp_times(cfg, s_act, gemm, links, system, tp_overlap)
+    blocks = block_layers(model) / model.layers  # a one-block layer issues half of them
+    tp_f, tp_b = tp_f * blocks, tp_b * blocks
     cp_f, cp_b = _cp_times(model, cfg, tokens, attention, links, system)
     ep = _ep_time(model, cfg, tokens, links, system)
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep)
