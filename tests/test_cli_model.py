@@ -127,3 +127,30 @@ def test_moe_layers_flag_counts_only_those_layers(capsys):
     d = json.loads(out)["param_breakdown"]
     assert (d["mlp"], d["experts"], d["router"]) == (2 * 3 * 64 * 96, 2 * 4 * 3 * 64 * 96,
                                                      2 * 64 * 4)
+
+
+def test_a_hybrid_from_flags(capsys):
+    """Two Mamba-2 blocks and an attention layer, as ledger.mixers' records take them:
+    the same count as the ModelSpec built in Python."""
+    from ledger.mixers import Mamba
+
+    code, out, err = run(capsys, "report", "custom", "--layers", "3", "--hidden", "64",
+                         "--heads", "4", "--ffn", "128", "--vocab", "100", "--mixers", "MMA",
+                         "--mamba", "version=2,inner=128,state=16,heads=4,groups=2",
+                         "--json")
+    want = ModelSpec(name="custom", layers=3, hidden=64, heads=4, ffn_hidden=128, vocab=100,
+                     seq_len=4096, mixers=("mamba", "mamba", "attention"),
+                     mamba=Mamba(version=2, inner=128, state=16, heads=4, groups=2))
+    assert code == 0 and json.loads(out)["params"] == want.params
+
+
+@pytest.mark.parametrize("flags,line", [
+    (["--mixers", "MMX"], "error: --mixers: expected letters of AMLCPN like 'MMMA*8'"),
+    (["--mixers", "MA"], "error: --mixers: names 2 layers, the model has 3"),
+    (["--mixers", "MMA", "--mamba", "version=2,size=3"], "error: --mamba: expected key=value"),
+    (["--mixers", "MMA"], "error: --mamba: layers of mixer 'mamba' need a Mamba record"),
+])
+def test_hybrid_flags_refused_in_one_line(capsys, flags, line):
+    code, out, err = run(capsys, "report", "custom", "--layers", "3", "--hidden", "64",
+                         "--heads", "4", "--ffn", "128", "--vocab", "100", *flags)
+    assert code == 2 and err.startswith(line) and err.count("\n") == 1, err

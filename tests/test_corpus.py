@@ -76,8 +76,6 @@ REFUSED: dict[str, str] = {
     "gemma3n_text": "AltUp and Laurel blocks",
     "gemma4": "per-layer embeddings",
     "gemma4_text": "per-layer embeddings",
-    "gemma4_unified": "head width differs between local and global layers",
-    "gemma4_unified_text": "head width differs between local and global layers",
     "gemma4_unified_assistant": "speculative-decoding draft",
     "git": "without a text_config",
     "gpt_neox_japanese": "output bias on the last layer only",
@@ -87,7 +85,6 @@ REFUSED: dict[str, str] = {
     "inkling2_text": "short convolutions on keys, values and the residual stream",
     "jetmoe": "mixture of attention heads",
     "longcat_flash": "zero-computation experts",
-    "mimo_v2_flash": "K/V heads and sinks differ between local and global layers",
     "mllama": "cross-attention layers",
     "modernbert-decoder": "ModernBERT's layout",
     "phi4_multimodal": "vision and audio embedders",
@@ -161,4 +158,4 @@ def test_the_corpus_is_transformers_decoder_families():
 
 def test_at_least_120_families_counted():
     exact = [mt for mt in MEMBERS if mt not in REFUSED and mt not in NO_CONFIG]
-    assert len(exact) >= 118, f"{len(exact)} counted, {len(REFUSED)} refused"
+    assert len(exact) >= 120, f"{len(exact)} counted, {len(REFUSED)} refused"

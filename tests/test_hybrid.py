@@ -169,3 +169,22 @@ def test_report_estimate_plan_run_end_to_end(tmp_path, model_type):
                  ["plan", str(path), "--gpus", "64", "--global-batch", "128", "--top", "1"]):
         code, out, err = run(argv)
         assert code in (0, 1) and "Traceback" not in err and out, (argv, err)
+
+
+def test_global_layers_with_their_own_attention_shape():
+    """MiMo-V2-Flash: sliding layers attend with 2 x the K/V heads and sinks, global ones
+    without; K heads 192 wide, V heads 128 (modeling_mimo_v2_flash.py:339-360). Per layer
+    q 64 x 192, k 8 x 192 / 4 x 192, v 8 x 128 / 4 x 128, o 64 x 128 over h = 4096."""
+    pytest.importorskip("transformers")
+    cfg = {"model_type": "mimo_v2_flash", "num_hidden_layers": 4, "hidden_size": 4096,
+           "num_attention_heads": 64, "num_key_value_heads": 4, "intermediate_size": 96,
+           "vocab_size": 128, "n_routed_experts": 4, "moe_intermediate_size": 32,
+           "num_experts_per_tok": 2,
+           "layer_types": ["sliding_attention", "full_attention"] * 2, **TOKENS}
+    m = spec_from_dict(cfg)
+    h = 4096
+    local = h * (64 * 192 + 8 * 192 + 8 * 128) + 64 * 128 * h + 64
+    full = h * (64 * 192 + 4 * 192 + 4 * 128) + 64 * 128 * h
+    assert m.breakdown["attention"] == 2 * local + 2 * full
+    kw = {k: v for k, v in cfg.items() if k != "model_type"}
+    assert m.params == corpus.counts(corpus.config("mimo_v2_flash", **kw))[0]

@@ -6,7 +6,7 @@ take the spec as an argument and import nothing of the ledger but its errors.
 from __future__ import annotations
 
 from ledger.errors import LedgerError, require_positive
-from ledger.mixers import MIXERS, LinearAttention, Mamba, ShortConv
+from ledger.mixers import MIXERS, GlobalAttention, LinearAttention, Mamba, ShortConv
 
 NORMS = ("rmsnorm", "layernorm")
 ATTENTIONS = ("mha", "mla")  # mha covers GQA and MQA through kv_heads
@@ -95,9 +95,6 @@ def check_attention(m) -> None:
         if m.qk_norm != "none":
             raise LedgerError("qk_norm", "MLA normalises its latents, not q/k: use 'none'")
         return
-    if m.v_head_dim != m.head_dim:
-        raise LedgerError("v_head_dim", f"v_head_dim({m.v_head_dim}) != head_dim({m.head_dim})"
-                                        " needs attention='mla'")
     for f in (*mla, "q_lora_rank"):
         if getattr(m, f):
             raise LedgerError(f, f"is an MLA field; set attention='mla' (got {getattr(m, f)})")
@@ -178,6 +175,9 @@ def check_stack(m) -> None:
                                                       if x in _RECORDS):
             raise LedgerError(field, f"is set but no layer runs it (mixers {m.mixers!r})")
     _indices(m, "no_mlp_layers")
+    if m.global_attention is not None and not isinstance(m.global_attention, GlobalAttention):
+        raise LedgerError("global_attention", f"must be a GlobalAttention, got "
+                                              f"{m.global_attention!r}")
     empty = [i for i in (m.no_mlp_layers or ()) if m.mixers and m.mixers[i] == "none"]
     if empty:
         raise LedgerError("no_mlp_layers", f"layer {empty[0]} has neither a mixer nor an MLP")

@@ -55,8 +55,9 @@ def attention_parts(m) -> tuple[int, int]:
         q_a = h * r_q + r_q * m.qkv_bias + nf * r_q
         return (r_q * m.q_dim + kv_b + o + gate + split_x,
                 q_a + kv_a + h * m.out_bias + repl_x)
-    split = h * m.q_dim + 2 * h * m.kv_dim + o + gate + split_x
-    split += (m.q_dim + 2 * m.kv_dim) * m.qkv_bias + heads * m.attention_sinks
+    kv = m.kv_dim + m.kv_heads * m.v_head_dim  # K and V (MiMo's V heads are narrower)
+    split = h * m.q_dim + h * kv + o + gate + split_x
+    split += (m.q_dim + kv) * m.qkv_bias + heads * m.attention_sinks
     qk_norm = {"none": 0, "head": 2 * m.head_dim, "full": m.q_dim + m.kv_dim}
     if m.qk_norm == "full":  # OLMo 2's norm weights follow the sharded channels
         return split + nf * qk_norm["full"], h * m.out_bias + repl_x
@@ -124,8 +125,8 @@ def kind_parts(m, kind: LayerKind) -> dict[str, tuple[int, int, int]]:
     recurrent mixer (ssm, linear_attention, conv), the norms, the dense MLP or the MoE
     block's shared experts (with Qwen2-MoE's gate), router and routed experts."""
     out: dict[str, tuple[int, int, int]] = {}
-    if kind.attention:  # BitNet's norm before o_proj with it
-        split, repl = attention_parts(m)
+    if kind.attention:  # as the layer attends (a global layer's own shape); BitNet's norm
+        split, repl = attention_parts(m.attention_of(kind))  # before o_proj with it
         out["attention"] = (split, repl + m.hidden * m.sub_norms * (kind.mixer == "attention"),
                             0)
     if kind.mixer in _RECURRENT:

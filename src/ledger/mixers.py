@@ -68,6 +68,26 @@ def _flags(record, names) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GlobalAttention:
+    """The attention shape of a model's global layers where it differs from its local
+    ones' (``ModelSpec``'s own fields): Gemma 4's wider heads on its full-attention layers
+    (models/gemma4_unified/modeling_gemma4_unified.py:341, per_layer_config), MiMo-V2-Flash's
+    half as many K/V heads and no sinks there (models/mimo_v2_flash/modeling_mimo_v2_flash
+    .py:339-360). A field left None keeps the model's."""
+
+    head_dim: int | None = None
+    kv_heads: int | None = None
+    sinks: bool | None = None
+
+    def __post_init__(self) -> None:
+        for f in ("head_dim", "kv_heads"):
+            if getattr(self, f) is not None:
+                require_positive(f"global_{f}", getattr(self, f))
+        if self.sinks is not None:
+            _flags(self, ("sinks",))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Mamba:
     """A Mamba mixer of width ``inner`` (d_inner) over ``state`` (N) per channel."""
 

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from ledger import checks, counts
 from ledger.errors import LedgerError
-from ledger.mixers import LayerKind, LinearAttention, Mamba, ShortConv
+from ledger.mixers import GlobalAttention, LayerKind, LinearAttention, Mamba, ShortConv
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +67,7 @@ class ModelSpec:
     index_heads: int = 0  # DeepSeek-V3.2's lightning indexer (DSA): its heads,
     index_head_dim: int = 0  # their width,
     index_topk: int = 0  # and the keys each query then attends (0: no indexer)
+    global_attention: GlobalAttention | None = None  # global layers' own attention shape
     # ---- small terms around the stack -----------------------------------------------
     norm_weights: bool = True  # False: norms without parameters (OLMo, nanochat)
     embedding_norm: bool = False  # a norm on the embedding output (BLOOM)
@@ -172,6 +173,24 @@ class ModelSpec:
             k = self.layer_kind(i)
             counts[k] = counts.get(k, 0) + 1
         return dict(sorted(counts.items(), key=lambda kv: kv[0].order()))
+
+    def attention_of(self, kind: LayerKind) -> ModelSpec:
+        """The model as a layer of ``kind`` attends: its own fields, or on a global layer
+        of a model with ``global_attention`` the global layers' head width, K/V heads and
+        sinks (the rest of the stack is the same)."""
+        g = self.global_attention
+        if g is None or not kind.attention or kind.window is not None:
+            return self
+        return self._global_view
+
+    @cached_property
+    def _global_view(self) -> ModelSpec:
+        g = self.global_attention
+        hd = g.head_dim or self.head_dim
+        return replace(self, global_attention=None, head_dim=hd,
+                       v_head_dim=hd if self.v_head_dim == self.head_dim else self.v_head_dim,
+                       kv_heads=g.kv_heads or self.kv_heads,
+                       attention_sinks=self.attention_sinks if g.sinks is None else g.sinks)
 
     @property
     def is_hybrid(self) -> bool:

@@ -147,7 +147,7 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
         extra = lat * tokens / sp_div
         qk, v_w, kv_heads = nope + rope, v_dim, a  # keys expanded to every head
     else:
-        qk, v_w, kv_heads = d, d, kv
+        qk, v_w, kv_heads = d, getattr(model, "v_head_dim", d), kv
     extra = extra + _qk_norm(model, t, e) * tokens / tp
     out = a * v_w
     # the output: in its own format, or flash's copy + the projection's FP8 one (eager: that)
@@ -256,6 +256,7 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     mixer, mlp_kind = "attention", None
     if kind is not None:
         moe, window, mixer, mlp_kind = kind.moe, kind.window, kind.mixer, kind.mlp
+        model = model.attention_of(kind) if hasattr(model, "attention_of") else model
     elif layer is not None and hasattr(model, "layer_kind"):
         mixer, mlp_kind = model.layer_kind(layer)[:2]
     if t.gpt_shape:  # every layer is Korthikanti's dense GPT layer, whatever its kind

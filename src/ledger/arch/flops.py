@@ -49,7 +49,7 @@ def mixer_matmul_params(model: ModelSpec, mixer: str) -> float:
     """Weights a token multiplies in a layer's sequence mixer: attention's projections, a
     recurrent mixer's (``ledger.arch.recurrent.projection_weights``), or both side by side."""
     attn = attention_matmul_params(model) if mixer in ("attention", "attention+mamba") else 0
-    return attn + projection_weights(model, mixer)
+    return attn + projection_weights(model, mixer)  # (``model.attention_of`` the layer)
 
 
 def layer_matmul_params(model: ModelSpec, kind: LayerKind) -> float:
@@ -61,7 +61,7 @@ def layer_matmul_params(model: ModelSpec, kind: LayerKind) -> float:
            "moe": (model.top_k * matrices * h * model.moe_ffn_hidden
                    + matrices * h * model.shared_ffn + h * model.num_experts
                    + h * model.shared_expert_gate)}[kind.mlp]
-    return mixer_matmul_params(model, kind.mixer) + mlp
+    return mixer_matmul_params(model.attention_of(kind), kind.mixer) + mlp
 
 
 def matmul_params_per_token(model: ModelSpec) -> float:
@@ -108,11 +108,14 @@ def attention_flops_per_token(model: ModelSpec, causal: bool = True) -> float:
     per_key = 2 * model.heads * (model.head_dim + model.v_head_dim)
     index = 2 * model.index_heads * model.index_head_dim
     s = model.seq_len
-    if model.sliding_window is None and not model.index_topk:  # every layer global: one term
+    if model.sliding_window is None and not model.index_topk \
+            and model.global_attention is None:  # every layer global alike: one term
         return 3 * (per_key + index) * model.attention_layers * (s / 2 if causal else s)
     layers = _attending(model)
     full = (s / 2 if causal else s) * len(layers)
-    return 3 * (per_key * sum(mean_keys(model, i, causal) for i in layers) + index * full)
+    widths = [model.attention_of(model.layer_kind(i)) for i in layers]
+    return 3 * (sum(2 * m.heads * (m.head_dim + m.v_head_dim) * mean_keys(model, i, causal)
+                    for i, m in zip(layers, widths)) + index * full)
 
 
 def recurrent_flops_per_token(model: ModelSpec) -> float:

@@ -15,7 +15,7 @@ from pathlib import Path
 from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
 from ledger.errors import LedgerError
 from ledger.io import model_flag, read_hf_config
-from ledger.mixers import LinearAttention, Mamba, ShortConv
+from ledger.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
 from ledger.model import PRESETS, ModelSpec, preset
 
 from ledger.io.families import FAMILIES  # noqa: E402
@@ -23,7 +23,7 @@ from ledger.io.families import FAMILIES  # noqa: E402
 LAYERS = "layers"  # marker type: a layer-index list such as '1,3,5-9' or 'every:2'
 NOT = "not"  # marker type: a flag that turns a default-on field off
 MIXER_PATTERN = "mixers"  # marker type: one letter per layer
-RECORDS = (Mamba, LinearAttention, ShortConv)  # fields given as key=value,key=value
+RECORDS = (Mamba, LinearAttention, ShortConv, GlobalAttention)  # fields given as key=value,key=value
 MIXER_LETTERS = {"A": "attention", "M": "mamba", "L": "linear", "C": "conv",
                  "P": "attention+mamba", "N": "none"}
 
@@ -100,6 +100,8 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
     "linear": (("--linear",), LinearAttention, "linear attention: kind=gdn,key_heads=16,"
                                                "key_dim=128,value_heads=32,value_dim=128"),
     "conv": (("--conv",), ShortConv, "LFM2's short convolution: kernel=3"),
+    "global_attention": (("--global-attention",), GlobalAttention,
+                         "global layers' own attention: head_dim=512,kv_heads=4,sinks=false"),
     "no_mlp_layers": (("--no-mlp-layers",), LAYERS, "layers without an MLP: '0-3', 'all'"),
 }
 # routing, not shape: these may override a preset's or a config.json's own values

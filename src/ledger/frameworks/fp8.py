@@ -175,8 +175,9 @@ def gemm_weights(model, moe) -> tuple[float, float, float, int]:
     out_proj are its GEMMs, ``projections``; a layer without an MLP has none there)."""
     mixer, mlp = (moe.mixer, moe.mlp) if hasattr(moe, "mixer") else \
         ("attention", "moe" if moe else "dense")
-    split, repl, tensors = _attention_gemms(model) if mixer in ("attention",
-                                                                "attention+mamba") else (0, 0, 0)
+    attn = model.attention_of(moe) if hasattr(moe, "mixer") else model
+    split, repl, tensors = _attention_gemms(attn) if mixer in ("attention",
+                                                               "attention+mamba") else (0, 0, 0)
     if mixer in ("mamba", "attention+mamba", "linear", "conv"):
         record = model.mamba if "mamba" in mixer else getattr(model, mixer)
         s, r = record.projections(model.hidden)

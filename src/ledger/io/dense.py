@@ -7,7 +7,9 @@ transformers' own in ``tests/test_corpus.py``.
 """
 from __future__ import annotations
 
+from ledger.errors import LedgerError
 from ledger.io.keys import bias, decoder, every, every_layer_window, softcaps, windows
+from ledger.mixers import GlobalAttention
 
 
 def _llama(r, *, kv=None, head_dim=None, tied=False, maxpos=2048, **extra):
@@ -134,7 +136,32 @@ def nanochat(r):  # configuration_nanochat.py; weightless RMSNorms and qk-norm, 
             **softcaps(r, None, 15.0)}, cap
 
 
+def gemma4_unified_text(r):  # configuration_gemma4_unified.py; modeling_gemma4_unified.py:341
+    r.refuse("attention_k_eq_v", False, "global layers whose keys are their values")
+    r.refuse("num_kv_shared_layers", 0, "layers reading another layer's K/V")
+    r.refuse("use_double_wide_mlp", False, "a double-width MLP on the shared layers")
+    f, cap = decoder(r, kv=4, head_dim=256, tied=True, maxpos=262144)
+    local = windows(r, f["layers"], 1024, every(f["layers"], 6))
+    per = r.sub("per_layer_config")
+    widths = {}
+    for key, layer in per.items():
+        sub = type(r)(layer if isinstance(layer, dict) else {"head_dim": layer}, r.kind)
+        widths[key] = sub.get("head_dim", f["head_dim"])
+    globals_ = [i for i in range(f["layers"]) if i not in (local.get("local_layers") or ())]
+    wide: set[int] = set()  # layers (by index, or all of a layer type) of another width
+    for key, width in widths.items():
+        if width != f["head_dim"]:
+            wide |= {int(key)} if key.isdigit() else set(globals_) \
+                if key == "full_attention" else {-1}
+    if wide and wide != set(globals_) or len(set(widths.values()) - {f["head_dim"]}) > 1:
+        raise LedgerError("config.json", f"'per_layer_config' widens layers {sorted(wide)}; "
+                                         f"the ledger's global layers are {globals_}")
+    g = {"global_attention": GlobalAttention(head_dim=max(widths.values()))} if wide else {}
+    return {**f, **bias(r), "layer_norms": 4, "qk_norm": "head", **softcaps(r, None, None),
+            **local, **g}, cap
+
+
 FAMILIES = {fn.__name__: fn for fn in (
     helium, internlm3, iquestcoder, emu3_text_model, hunyuan_v1_dense, hyperclovax, cwm,
     smollm3, ernie4_5, glm, glm4, seed_oss, ministral, ministral3, exaone4, olmo3,
-    vaultgemma, arcee, apertus, bitnet, diffllama, olmo, nanochat)}
+    vaultgemma, arcee, apertus, bitnet, diffllama, olmo, nanochat, gemma4_unified_text)}

@@ -10,6 +10,7 @@ are held to transformers' own in ``tests/test_corpus.py``.
 from __future__ import annotations
 
 from ledger.errors import LedgerError
+from ledger.mixers import GlobalAttention
 from ledger.io.keys import (bias, decoder, every, every_layer_window, expert_count, mla,
                             mlp_types, softcaps, sparse_ids, sparse_layers, top_k, windows)
 
@@ -310,8 +311,21 @@ def youtu(r):  # configuration_youtu.py; MLA with a dense MLP, tied
     return mla(r, maxpos=131072, tied=True)
 
 
+def mimo_v2_flash(r):  # configuration_mimo_v2_flash.py; modeling_mimo_v2_flash.py:339-360
+    f, cap = decoder(r, kv=4, head_dim=192, tied=False, maxpos=131072)
+    types = mlp_types(r, f["layers"], ["dense"] + ["sparse"] * (f["layers"] - 1))
+    kv = f["kv_heads"]  # the full-attention layers'; the sliding ones double it, with sinks
+    return {**f, **bias(r), "kv_heads": 2 * kv, "attention_sinks": True,
+            "v_head_dim": r.get("v_head_dim", 128),
+            "global_attention": GlobalAttention(kv_heads=kv, sinks=False),
+            **_deepseek_moe(r, f["layers"], experts=256, shared=0, width=2048, first_dense=1,
+                            k=8), "moe_layer_ids": sparse_ids(types),
+            **windows(r, f["layers"], 128)}, cap
+
+
 FAMILIES = {fn.__name__: fn for fn in (
     granitemoe, granitemoeshared, granitemoe_swa, granite_swa, phimoe, olmoe, flex_olmo,
     minimax_m2, minimax_m3_vl_text, aria_text, cohere2_moe, dbrx, dots1, glm4_moe,
     solar_open, hy_v3, exaone_moe, ernie4_5_moe, mellum, flint, kolibri1, hunyuan_v1_moe,
-    afmoe, beam, laguna, glm4_moe_lite, axk1, deepseek_v32, glm_moe_dsa, minicpm3, youtu)}
+    afmoe, beam, laguna, glm4_moe_lite, axk1, deepseek_v32, glm_moe_dsa, minicpm3, youtu,
+    mimo_v2_flash)}

@@ -19,8 +19,6 @@ FEATURES = {
                        "an indexer on some of them",
     "gemma3n_text": "AltUp and Laurel blocks with per-layer embeddings",
     "gemma4_text": "per-layer embeddings (a second embedding table feeding every layer)",
-    "gemma4_unified_text": "attention whose head width differs between local and global "
-                           "layers",
     "git": "a post-LN text decoder over a CLIP tower without a text_config",
     "gpt_neox_japanese": "an attention output bias on the last layer only",
     "hrm_text": "two recurrent stacks iterated in turn (a hierarchical reasoning model)",
@@ -29,8 +27,6 @@ FEATURES = {
     "inkling2_text": "short convolutions on keys, values and the residual stream",
     "jetmoe": "a mixture of attention heads (MoA: experts in attention)",
     "longcat_flash": "zero-computation experts (the experts a token visits vary)",
-    "mimo_v2_flash": "attention whose K/V heads and sinks differ between local and global "
-                     "layers",
     "mllama_text_model": "cross-attention layers to a vision encoder",
     "modernbert-decoder": "ModernBERT's layout (an embedding norm, a first layer without an "
                           "attention norm, a prediction head with its own dense and norm)",

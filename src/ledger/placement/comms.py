@@ -105,6 +105,10 @@ def kv_width(model) -> float:
     K, kv_heads x v_head_dim for V (MLA's K and V differ: 192 and 128 per head in
     DeepSeek-V3; Megatron-Core decompresses them before its context-parallel attention,
     megatron/core/transformer/multi_latent_attention.py L815-823, L950-961)."""
+    if getattr(model, "global_attention", None) is not None:  # mean over attending layers
+        views = [(n, model.attention_of(k)) for k, n in model.kind_counts.items() if k.attention]
+        return sum(n * (m.kv_dim + m.kv_heads * m.v_head_dim) / 2 for n, m in views) \
+            / sum(n for n, _ in views)
     return (model.kv_dim + model.kv_heads * model.v_head_dim) / 2
 
 

@@ -41,6 +41,9 @@ def split_problem(model, tp: int, cp: int = 1, cp_kind: str = "ring"):
     checks = []
     if any(k.attention for k in kinds):
         checks += [("heads", model.heads, "tp", tp), ("kv_heads", model.kv_heads, "tp", tp)]
+        g = model.global_attention
+        if g is not None and g.kv_heads:
+            checks.append(("global_kv_heads", g.kv_heads, "tp", tp))
     if any(k.mlp == "dense" for k in kinds) or not model.is_hybrid:
         checks.append(("ffn_hidden", model.ffn_hidden, "tp", tp))
     if cp > 1 and cp_kind == "ulysses" and any(k.attention for k in kinds):

@@ -46,7 +46,8 @@ def _attention_gemms(model: ModelSpec, tokens, tp, gpu, cal, pk):
     h, v_width = model.hidden, model.heads * model.v_head_dim
     o = gemm_s(tokens, h, v_width / tp, gpu, cal, peak=pk["attn_out"])
     if model.attention != "mla":
-        return gemm_s(tokens, (model.q_dim + 2 * model.kv_dim) / tp, h, gpu, cal,
+        kv = model.kv_dim + model.kv_heads * model.v_head_dim
+        return gemm_s(tokens, (model.q_dim + kv) / tp, h, gpu, cal,
                       peak=pk["qkv"]) + o
     r_q, r_kv, rope = model.q_lora_rank, model.kv_lora_rank, model.qk_rope_head_dim
     down, up = pk["mla_down"], pk["mla_up"]
@@ -99,7 +100,7 @@ def _kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk):
     """Forward GEMM seconds of one layer of ``kind``: its mixer and its MLP block - the
     dense MLP, or the router, the routed experts a GPU holds and the shared expert."""
     tp, h = cfg.tp, model.hidden
-    t = _mixer_gemms(model, kind.mixer, tokens, tp, gpu, cal, pk)
+    t = _mixer_gemms(model.attention_of(kind), kind.mixer, tokens, tp, gpu, cal, pk)
     if kind.mlp == "dense":
         return t + _mlp_gemms(model.ffn_hidden, tokens, model, tp, gpu, cal, pk)
     if kind.mlp == "none":

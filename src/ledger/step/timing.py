@@ -202,6 +202,12 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     # window or chunk (flops.keys_factor); a materialised s x s score matrix does neither
     skip = 0.5 * keys_factor(model) if cfg.flash_attention else 1.0
     per_chunk = gemm_s(q_tokens, keys, d, gpu, cal) + gemm_s(q_tokens, dv, keys, gpu, cal)
+    if model.global_attention is not None:  # global layers' own head widths (Gemma 4)
+        views = [(n, model.attention_of(k)) for k, n in model.kind_counts.items()
+                 if k.attention]
+        per_chunk = sum(n * (gemm_s(q_tokens, keys, m.head_dim, gpu, cal)
+                             + gemm_s(q_tokens, m.v_head_dim, keys, gpu, cal))
+                        for n, m in views) / model.attention_layers
     chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
     # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
     attention = heads * chunks * per_chunk * skip * model.attention_layers / model.layers \
