@@ -87,8 +87,9 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
 def check_finetune(model, ft) -> None:
     """The model-dependent checks of a fine-tune: its targets resolve on this model, its
     frozen layers exist."""
-    from ledger.finetune import resolve
+    from ledger.finetune import modules, resolve
 
+    modules.family(model)
     if ft.freeze_layers is not None and ft.freeze_layers[1] > model.layers:
         raise LedgerError("freeze_layers", f"stop({ft.freeze_layers[1]}) is past the model's "
                                            f"layers({model.layers})")

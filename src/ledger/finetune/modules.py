@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
 
@@ -59,9 +60,23 @@ _PLAIN_MLP = {"gpt2": ("c_fc", "c_proj"), "starcoder2": ("c_fc", "c_proj"),
 _LINEAR_ROUTER = {"llama4_text": "router"}
 
 
+# the families whose modules this file names (held to peft in tests/test_finetune_peft.py)
+TABLED = frozenset(("llama", "mistral", "mixtral", "qwen2", "gemma", "gpt2", "gpt_neox",
+                    "qwen3", "qwen3_moe", "qwen2_moe", "deepseek_v2", "deepseek_v3",
+                    "llama4_text", "gemma2", "gemma3_text", "gpt_oss", "phi3", "olmo2",
+                    "granite", "starcoder2"))
+
+
 def family(model: ModelSpec) -> str:
-    """The transformers model_type the model's module names follow (Llama's by default)."""
-    return model.family or "llama"
+    """The transformers model_type the model's module names follow (Llama's by default);
+    a family whose modules are not tabled here (or a hybrid stack's recurrent layers) is
+    refused in one line rather than counted under another family's names."""
+    fam = model.family or "llama"
+    if fam not in TABLED or getattr(model, "is_hybrid", False):
+        raise LedgerError("finetune", f"fine-tuning model_type {fam!r} is not modelled: its "
+                                      f"weight matrices' names and kinds are tabled for "
+                                      f"{', '.join(sorted(TABLED))}")
+    return fam
 
 
 def attention(model: ModelSpec) -> list[Linear]:

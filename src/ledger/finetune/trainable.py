@@ -94,6 +94,7 @@ def _base(parts: dict, trains, quantised: dict) -> dict[str, Counts]:
 def layer_state(model: ModelSpec, ft: FineTune, i: int,
                 targets: lora.Targets | None = None) -> dict[str, Counts]:
     """Layer ``i`` by class (CLASSES) and division."""
+    modules.family(model)  # a family whose modules are tabled, or one line
     moe = model.is_moe_layer(i)
     frozen_layer = ft.frozen_layer(i)
     quantised: dict[str, Counts] = {}
@@ -129,6 +130,7 @@ def trainable(model: ModelSpec, ft: FineTune) -> dict[str, int]:
     """Trainable parameters by component (as ``ModelSpec.breakdown`` names them) -
     what peft's ``get_nb_trainable_parameters`` counts in total. A tied output head is
     the embedding: counted once, under "embedding"."""
+    modules.family(model)  # a family whose modules are tabled, or one line
     targets = lora.resolve(model, ft) if ft.adapters else None
     out = {k: 0 for k in model.breakdown}
     for i in range(model.layers):

@@ -117,8 +117,19 @@ def layer_kind(model, layer: int) -> str:
 
 
 def layer_caches(model, layers, tp: int, kv_bytes: int) -> list[LayerCache]:
-    """The caches of ``layers`` (indices) on one GPU of a TP group of ``tp``."""
-    return [KINDS[layer_kind(model, i)](model, i, tp, kv_bytes) for i in layers]
+    """The caches of ``layers`` (indices) on one GPU of a TP group of ``tp``: each layer as
+    it attends (``ModelSpec.attention_of``: a global layer's own K/V shape). A layer whose
+    mixer holds a recurrent state (``ModelSpec.layer_kind``) is refused until its kind has
+    a function here."""
+    out = []
+    for i in layers:
+        kind = model.layer_kind(i) if hasattr(model, "layer_kind") else None
+        if kind is not None and kind.mixer != "attention":
+            raise LedgerError("model", f"{model.name}'s layer {i} runs a {kind.mixer!r} mixer: "
+                                       f"its recurrent state is not priced by serve")
+        view = model.attention_of(kind) if kind is not None else model
+        out.append(KINDS[layer_kind(view, i)](view, i, tp, kv_bytes))
+    return out
 
 
 def decompressed_mla_elements(model) -> int:

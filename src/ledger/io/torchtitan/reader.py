@@ -129,6 +129,9 @@ class _Job:
 
 def _model(job: _Job, gpus_flags: dict, model_flags: dict):
     name, flavour = job.get("model.name"), job.get("model.flavor")
+    for key, value in (("model.name", name), ("model.flavor", flavour)):
+        if not isinstance(value, str):  # a list or a table cannot name a model
+            raise LedgerError("from_torchtitan", f"{key} must be a string, got {value!r}")
     if name in NOT_LM:
         job.problems.append(f"model {name}: {NOT_LM[name]}, not a decoder LM")
         return None
