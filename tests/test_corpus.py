@@ -159,3 +159,30 @@ def test_the_corpus_is_transformers_decoder_families():
 def test_at_least_120_families_counted():
     exact = [mt for mt in MEMBERS if mt not in REFUSED and mt not in NO_CONFIG]
     assert len(exact) >= 120, f"{len(exact)} counted, {len(REFUSED)} refused"
+
+
+SHAPE = {"num_hidden_layers": 4, "n_layer": 4, "n_layers": 4, "num_layers": 4,
+         "intermediate_size": 96, "vocab_size": 128}  # the shape keys made small
+KEEP = {"gpt_neo": ("num_layers",)}  # its attention_types name every default layer
+
+
+@pytest.mark.parametrize("model_type", sorted(mt for mt in MEMBERS if mt not in REFUSED
+                                              and MEMBERS[mt] == "decoder"))
+def test_defaults_as_the_config_class_sets_them(model_type):
+    """Only the keys the ledger requires, small: every other key takes its config class's
+    default on both sides - what checks each default a reader restates."""
+    from ledger.io.families import FAMILIES
+    from ledger.io.hf import Reader
+
+    cfg = ledger_dict(model_type)
+    r = Reader(cfg, cfg["model_type"])
+    FAMILIES[cfg["model_type"]](r)
+    small = {k: cfg[k] if k in KEEP.get(model_type, ()) else SHAPE.get(k, cfg[k])
+             for k in dict.fromkeys(r.required)}
+    small = {"model_type": cfg["model_type"], **small, **REPAIRS.get(model_type, lambda c: {})(
+        {**cfg, **small}), "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0}
+    spec, _ = read_config(small)
+    total, active = reference(small, False)
+    assert spec.params == total
+    if active is not None:
+        assert spec.active_params == pytest.approx(active, rel=1e-15)

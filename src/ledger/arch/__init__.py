@@ -4,11 +4,12 @@
 ``saved_tensors`` writes down, per implementation (Korthikanti's GPT layer, Megatron-Core
 with Transformer Engine, torch/torchtitan, transformers' modules, the project's plain
 block), what one layer keeps; ``activations`` prices those tables for a layer under TP,
-SP, CP, recompute and expert routing.
+SP, CP, recompute and expert routing; ``recurrent`` what a hybrid's recurrent mixers
+(Mamba, linear attention, short convolutions) keep and compute.
 
 ``adapters`` adds what LoRA adapters save and compute. May import: the specs
 (``ledger.model``, ``ledger.config``, ``ledger.memory``), ``ledger.frameworks`` (FP8
-saved inputs) and ``ledger.finetune`` (peft's adapters).
+saved inputs), ``ledger.finetune`` (peft's adapters) and ``ledger.mixers``.
 """
 from ledger.arch.adapters import (
                                      adapter_activation_bytes,

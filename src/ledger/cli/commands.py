@@ -87,9 +87,8 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
 def check_finetune(model, ft) -> None:
     """The model-dependent checks of a fine-tune: its targets resolve on this model, its
     frozen layers exist."""
-    from ledger.finetune import modules, resolve
+    from ledger.finetune import resolve
 
-    modules.family(model)
     if ft.freeze_layers is not None and ft.freeze_layers[1] > model.layers:
         raise LedgerError("freeze_layers", f"stop({ft.freeze_layers[1]}) is past the model's "
                                            f"layers({model.layers})")
@@ -197,7 +196,6 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     from ledger.render import plan_json, plan_text
 
     model = plan_model(a)
-    _note_model(a)
     sysm = _system(a)
     ft = finetune(a)
     if ft is not None:
@@ -298,8 +296,7 @@ def _warn(message: str) -> None:
 
 
 def _note_model(a: argparse.Namespace) -> None:
-    """What the config.json reader has to say (a composite read as its text model, a
-    setting transformers ignores): one stderr line each."""
+    """The config.json reader's notes (a composite read as its text model): a line each."""
     for note in getattr(a, "model_notes", ()):
         print(f"note: {note}", file=sys.stderr)
 
@@ -315,7 +312,6 @@ def _model_and_config(a: argparse.Namespace):
     """Model and placement, checked against each other where the core does not."""
     from ledger.cli.inputs import model as load
     model = load(a)
-    _note_model(a)
     if a.schedule is not None and a.pp == 1:
         raise LedgerError("schedule", f"a pipeline schedule needs pp > 1, got "
                                       f"--schedule {a.schedule} with pp(1)")
@@ -355,20 +351,19 @@ def run(argv: list[str]) -> str | tuple[str, int]:
         from ledger.cli.inputs import mark_approximate
 
         out = {"report": _cmd_report, "estimate": _cmd_estimate, "plan": _cmd_plan}[a.cmd](a)
+        _note_model(a)
         text, code = out if isinstance(out, tuple) else (out, 0)
         return mark_approximate(a, text), code
     if a.cmd in (None, "seed"):
         return _cmd_seed()
     if a.cmd == "schedule":
         return _cmd_schedule(a)
-    if a.cmd == "estimate":
-        return _cmd_estimate(a)
     if a.cmd == "layout":
         return _cmd_layout(a)
-    if a.cmd == "plan":
-        return _cmd_plan(a)
     if a.cmd == "serve":
-        return _cmd_serve(a)
+        out = _cmd_serve(a)
+        _note_model(a)
+        return out
     if a.cmd == "models":
         from ledger.render import models_json, models_table
 

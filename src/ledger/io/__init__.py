@@ -1,7 +1,10 @@
 """Everything a user hands over, read as its framework reads it.
 
-``limits`` bounds every typed number; ``hf`` and ``families`` read a Hugging Face
-``config.json`` family by family; ``launch`` is the record a launch file becomes, read
+``limits`` bounds every typed number; ``hf`` reads a Hugging Face ``config.json`` (a
+composite as its text model) and ``families`` dispatches it by model_type to a reader, one
+per family, in ``families`` (the first ones), ``dense``, ``layouts``, ``moe`` and
+``hybrids``, over the shared keys of ``keys``; ``unmodelled`` refuses the rest naming the
+feature each lacks. ``launch`` is the record a launch file becomes, read
 from a Megatron-LM launch (``megatron/``; scripts run through the bash subset of
 ``shell/``) or a torchtitan job TOML (``torchtitan/``); ``system`` reads a cluster from
 JSON or TOML, ``phases`` a run's phases (``files`` reads a file of either format). The

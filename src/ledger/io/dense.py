@@ -19,20 +19,20 @@ def _llama(r, *, kv=None, head_dim=None, tied=False, maxpos=2048, **extra):
 
 
 def helium(r):  # configuration_helium.py; modeling_helium.py:215-223: o_proj has no bias
-    f, cap = _llama(r, maxpos=4096)
+    f, cap = _llama(r, kv=20, head_dim=128, maxpos=4096)
     return {**f, "out_bias": False}, cap
 
 
 def internlm3(r):  # configuration_internlm3.py; built as LlamaForCausalLM
-    return _llama(r, maxpos=32768)
+    return _llama(r, kv=2, head_dim=128, maxpos=32768)
 
 
 def iquestcoder(r):  # configuration_iquestcoder.py; built as LlamaForCausalLM
-    return _llama(r, maxpos=131072)
+    return _llama(r, kv=8, head_dim=128, maxpos=131072)
 
 
 def emu3_text_model(r):  # configuration_emu3.py: Emu3TextConfig, Llama-shaped
-    return _llama(r, maxpos=9216)
+    return _llama(r, kv=8, maxpos=9216)
 
 
 def hunyuan_v1_dense(r):  # configuration_hunyuan_v1_dense.py; q/k norms over head_dim
@@ -45,24 +45,24 @@ def hyperclovax(r):  # configuration_hyperclovax.py; use_post_norm adds two (Per
 
 
 def cwm(r):  # configuration_cwm.py; layer_types: 1 global : 3 sliding
-    f, cap = _llama(r, maxpos=131072)
+    f, cap = _llama(r, kv=8, head_dim=128, maxpos=131072)
     return {**f, **windows(r, f["layers"], 8192, every(f["layers"], 4, offset=1))}, cap
 
 
 def smollm3(r):  # configuration_smollm3.py; NoPE layers have no parameters of their own
-    f, cap = _llama(r, maxpos=32768, tied=True)
+    f, cap = _llama(r, kv=4, maxpos=32768, tied=True)
     return ({**f, **windows(r, f["layers"])} if r.get("use_sliding_window", False, bool)
             else f), cap
 
 
 def ernie4_5(r):  # configuration_ernie4_5.py; use_bias on q/k/v/o and the MLP
-    f, cap = decoder(r, kv=None, head_dim=None, tied=True, maxpos=131072)
+    f, cap = decoder(r, kv=2, head_dim=128, tied=True, maxpos=131072)
     b = r.get("use_bias", False, bool)
     return {**f, "qkv_bias": b, "out_bias": b, "mlp_bias": b}, cap
 
 
 def glm(r):  # configuration_glm.py; q/k/v biases only, gate_up fused (the same count)
-    f, cap = decoder(r, kv=None, head_dim=128, tied=False, maxpos=131072)
+    f, cap = decoder(r, kv=2, head_dim=128, tied=False, maxpos=131072)
     return {**f, "qkv_bias": r.get("attention_bias", True, bool)}, cap
 
 
@@ -72,8 +72,9 @@ def glm4(r):  # configuration_glm4.py; glm + post-attention and post-MLP norms
 
 
 def seed_oss(r):  # configuration_seed_oss.py; o_proj's bias is its own key
-    f, cap = _llama(r, maxpos=524288)
-    return {**f, "out_bias": r.get("attention_out_bias", False, bool)}, cap
+    f, cap = _llama(r, kv=8, head_dim=128, maxpos=524288)
+    return {**f, "qkv_bias": r.get("attention_bias", True, bool),
+            "out_bias": r.get("attention_out_bias", False, bool)}, cap
 
 
 def ministral(r):  # configuration_ministral.py; layer_types, all sliding by default
@@ -82,7 +83,7 @@ def ministral(r):  # configuration_ministral.py; layer_types, all sliding by def
 
 
 def ministral3(r):  # configuration_ministral3.py; a window masks every layer (Mistral)
-    f, cap = _llama(r, kv=8, maxpos=262144)
+    f, cap = _llama(r, kv=8, head_dim=128, maxpos=262144)
     return {**f, **every_layer_window(r)}, cap
 
 
@@ -116,7 +117,7 @@ def apertus(r):  # configuration_apertus.py; plain MLP with xIELU's alpha_p, alp
 
 
 def bitnet(r):  # configuration_bitnet.py; modeling_bitnet.py:73,176 sub-norms
-    f, cap = _llama(r)
+    f, cap = _llama(r, kv=5)
     return {**f, "sub_norms": True}, cap
 
 
@@ -142,7 +143,13 @@ def gemma4_unified_text(r):  # configuration_gemma4_unified.py; modeling_gemma4_
     r.refuse("use_double_wide_mlp", False, "a double-width MLP on the shared layers")
     f, cap = decoder(r, kv=4, head_dim=256, tied=True, maxpos=262144)
     local = windows(r, f["layers"], 1024, every(f["layers"], 6))
-    per = r.sub("per_layer_config")
+    if local.get("local_layers") and f["layers"] - 1 in local["local_layers"]:
+        # configuration_gemma4_unified.py:164-168 forces the last layer to full attention
+        local["local_layers"] = local["local_layers"][:-1] or None
+        local = local if local["local_layers"] else {}
+    per = r.sub("per_layer_config") if "per_layer_config" in r.cfg else {  # the class's own:
+        str(i): {"head_dim": r.get("global_head_dim", 512)} for i in range(f["layers"])  # :177
+        if i not in (local.get("local_layers") or ())}
     widths = {}
     for key, layer in per.items():
         sub = type(r)(layer if isinstance(layer, dict) else {"head_dim": layer}, r.kind)

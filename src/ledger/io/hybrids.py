@@ -113,7 +113,7 @@ def granitemoehybrid(r):  # configuration_granitemoehybrid.py; modeling :518-543
 def falcon_h1(r):  # configuration_falcon_h1.py; modeling_falcon_h1.py:598-656, :873-921
     f, cap = decoder(r, kv=8, head_dim=None, tied=False, maxpos=8192)
     r.refuse("projectors_bias", False, "biases on the attention and Mamba projections")
-    d_ssm = r.get("mamba_d_ssm", None)
+    d_ssm = r.get("mamba_d_ssm", 1024)  # configuration_falcon_h1.py; null: expand x hidden
     mb = _mamba2_keys(r, inner=d_ssm, norm=r.get("mamba_rms_norm", False, bool))
     return {**f, "qkv_bias": r.get("attention_bias", False, bool),
             "out_bias": r.get("attention_bias", False, bool),
@@ -153,8 +153,7 @@ def nemotron_h(r):  # configuration_nemotron_h.py:84-205; one block a layer, M *
         if e > 1 else {}
     b = r.get("attention_bias", False, bool)
     return {"layers": layers, "hidden": h, "heads": heads,
-            "kv_heads": r.get("num_key_value_heads", heads),
-            "head_dim": r.get("head_dim", h // heads if heads > 0 else None),
+            "kv_heads": r.get("num_key_value_heads", 8), "head_dim": r.get("head_dim", 128),
             "vocab": r.get("vocab_size"), "ffn_hidden": r.get("intermediate_size"),
             "gated_mlp": False,  # ReLU^2 up/down MLPs and experts (mlp_hidden_act)
             "qkv_bias": b, "out_bias": b, "mlp_bias": r.get("mlp_bias", False, bool),
@@ -226,11 +225,21 @@ def qwen3_5_moe_text(r):  # configuration_qwen3_5_moe.py; experts on every layer
             "shared_expert_gate": True, **_gdn(r), "mixers": _mixers(types, "linear")}, cap
 
 
-def olmo_hybrid(r):  # configuration_olmo_hybrid.py; modeling_olmo_hybrid.py:596-630
+def olmo_hybrid(r):  # configuration_olmo_hybrid.py:121-141; modeling_olmo_hybrid.py:596-630
     f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=65536)
-    types = _types(r, f["layers"], ["linear_attention"] * 3 + ["full_attention"])
+    layers, heads = f["layers"], f["heads"]
+    default = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]
+    if "full_attention" not in default:
+        default[-1] = "full_attention"
+    types = _types(r, layers, default)
+    kh = r.get("linear_num_key_heads", heads)
+    kd = r.get("linear_key_head_dim", int(0.75 * f["hidden"] / kh) if kh > 0 else 1)
+    la = LinearAttention(kind="gdn", key_heads=kh, key_dim=kd,
+                         value_heads=r.get("linear_num_value_heads", heads),
+                         value_dim=r.get("linear_value_head_dim", 2 * kd),
+                         conv_kernel=r.get("linear_conv_kernel_dim", 4))
     b = r.get("attention_bias", False, bool)
-    return {**f, "qkv_bias": b, "out_bias": b, "qk_norm": "full", **_gdn(r),
+    return {**f, "qkv_bias": b, "out_bias": b, "qk_norm": "full", "linear": la,
             "mixers": _mixers(types, "linear")}, cap
 
 
@@ -242,29 +251,35 @@ def _kda(r, full_rank=False) -> dict:
                                       full_rank_gates=full_rank)}
 
 
-def _kda_moe(r, layers: int, k_default: int, width: int) -> dict:
-    types = mlp_types(r, layers, ["dense"] + ["sparse"] * (layers - 1))
-    return {"num_experts": expert_count(r, "num_experts", 256),
+def _kda_moe(r, layers: int, k_default: int, width: int, dense: int, experts: int) -> dict:
+    """The MoE keys of Kimi Linear and Bailing: mlp_layer_types, else ``dense`` leading
+    dense layers (first_k_dense_replace)."""
+    types = mlp_types(r, layers, ["dense" if i < dense else "sparse" for i in range(layers)])
+    return {"num_experts": expert_count(r, "num_experts", experts),
             "top_k": top_k(r, "num_experts_per_token", k_default),
             "moe_ffn_hidden": r.get("moe_intermediate_size", width),
             "shared_experts": r.get("num_shared_experts", 1),
             "moe_layer_ids": sparse_ids(types)}
 
 
-def kimi_linear(r):  # configuration_kimi_linear.py; modeling_kimi_linear.py:569-604
+def kimi_linear(r):  # configuration_kimi_linear.py:129-146; modeling_kimi_linear.py:569-604
     f, cap = mla(r, maxpos=r.get("model_max_length", 1048576), q_lora=None, rope=64,
                  nope=128, v=128)
-    types = _types(r, f["layers"], ["linear_attention"] * 3 + ["full_attention"])
-    return {**f, **_kda(r), **_kda_moe(r, f["layers"], 8, 1024),
+    layers = f["layers"]
+    types = _types(r, layers, ["full_attention" if i and i % 4 == 0 else "linear_attention"
+                               for i in range(layers)])
+    return {**f, **_kda(r), **_kda_moe(r, layers, 8, 1024, r.get("first_k_dense_replace", 1), 256),
             "mixers": _mixers(types, "linear")}, cap
 
 
 def bailing_hybrid(r):  # configuration_bailing_hybrid.py; modeling :403-682
     f, cap = mla(r, maxpos=r.get("model_max_length", 262144), q_lora=None)
-    types = _types(r, f["layers"], ["linear_attention"] * 5 + ["full_attention"])
-    moe = _kda_moe(r, f["layers"], 8, 768)
-    groups = {"router_groups": r.get("num_expert_group"), "router_group_topk":
-              r.get("topk_group", 1)} if r.get("num_expert_group", 1) > 1 else {}
+    group = r.get("layer_group_size", 6)  # configuration_bailing_hybrid.py:143-151
+    types = _types(r, f["layers"], ["full_attention" if (i + 1) % group == 0 else
+                                    "linear_attention" for i in range(f["layers"])])
+    moe = _kda_moe(r, f["layers"], 8, 768, r.get("first_k_dense_replace", 2), 512)
+    n = r.get("num_expert_group", 8)
+    groups = {"router_groups": n, "router_group_topk": r.get("topk_group", 4)} if n > 1 else {}
     return {**f, "attn_gate": "head", **_kda(r, full_rank=True), **moe, **groups,
             "mixers": _mixers(types, "linear")}, cap
 
@@ -324,8 +339,10 @@ def lfm2_moe(r):  # configuration_lfm2_moe.py; expert_bias is a buffer (not coun
 
 
 def lfm3(r):  # configuration_lfm3.py; modeling_lfm3.py:239,361 conv and gated attention
-    f, cap = decoder(r, kv=4, head_dim=None, tied=True, maxpos=128000)
-    types = _types(r, f["layers"], ["conv", "conv", "full_attention"] * (f["layers"] // 3))
+    f, cap = decoder(r, kv=4, head_dim=128, tied=True, maxpos=128000)
+    types = _types(r, f["layers"], [  # configuration_lfm3.py:94-97
+        "full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0
+        else "conv" for i in range(f["layers"])])
     mixers = tuple("conv" if t == "conv" else "attention" for t in types)
     local = [i for i, t in enumerate(types) if t == "sliding_attention"]
     w = r.get("sliding_window", 256, int, nullable=True)

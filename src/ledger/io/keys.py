@@ -58,11 +58,12 @@ def alternating(r, layers, window, pattern):
     return {"sliding_window": w, "local_layers": local} if local else {}
 
 
-def sparse_layers(r, layers):
-    """Qwen2-MoE / Qwen3-MoE (modeling_qwen3_moe.py:308): MoE unless in mlp_only_layers,
-    and only every decoder_sparse_step-th layer ((i + 1) % step == 0)."""
+def sparse_layers(r, layers, dense=()):
+    """Qwen2-MoE / Qwen3-MoE (modeling_qwen3_moe.py:308): MoE unless in mlp_only_layers
+    (``dense`` by default), and only every decoder_sparse_step-th layer ((i + 1) % step
+    == 0)."""
     step = r.get("decoder_sparse_step", 1)
-    dense = set(r.get("mlp_only_layers", [], list))
+    dense = set(r.get("mlp_only_layers", list(dense), list))
     return tuple(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
 
 

@@ -15,18 +15,21 @@ _GPT = {"gated_mlp": False, "norm": "layernorm", "qkv_bias": True, "out_bias": T
         "mlp_bias": True}  # LayerNorm, a plain MLP, biases everywhere
 
 
-def _gpt_keys(r, layers="n_layer", hidden="n_embd", heads="n_head", vocab=50257, ffn="n_inner"):
+def _gpt_keys(r, layers="n_layer", hidden="n_embd", heads="n_head", vocab=50257, ffn="n_inner",
+              width=None):
+    """The GPT-2-era shape keys; the MLP's width ``ffn`` defaults to ``width`` (the class's
+    constant) or, null or absent with no constant, 4 x hidden."""
     h = r.get(hidden)
     return {"layers": r.get(layers), "hidden": h, "heads": r.get(heads),
-            "vocab": r.get("vocab_size", vocab), "ffn_hidden": r.get(ffn, 4 * h)}
+            "vocab": r.get("vocab_size", vocab), "ffn_hidden": r.get(ffn, width or 4 * h)}
 
 
 def gpt_neo(r):  # configuration_gpt_neo.py; modeling_gpt_neo.py:85 (q/k/v without bias)
     f = _gpt_keys(r, layers="num_layers", hidden="hidden_size", heads="num_heads",
                   ffn="intermediate_size")
     maxpos = r.get("max_position_embeddings", 2048)
-    kinds = r.get("attention_layers", None, list_of=str) or ["global", "local"] * (
-        f["layers"] // 2)
+    kinds = r.get("attention_layers", None, list_of=str) or _expand_types(
+        r.cfg.get("attention_types", [[["global", "local"], f["layers"] // 2]]))
     if len(kinds) != f["layers"] or any(k not in ("global", "local") for k in kinds):
         raise LedgerError("config.json", f"'attention_layers' must list global or local for "
                                          f"each of num_layers({f['layers']}), got {kinds!r}")
@@ -35,6 +38,16 @@ def gpt_neo(r):  # configuration_gpt_neo.py; modeling_gpt_neo.py:85 (q/k/v witho
         else {}
     return {**f, **_GPT, "qkv_bias": False, "learned_positions": maxpos, **window,
             "tied_embeddings": r.get("tie_word_embeddings", True, bool)}, maxpos
+
+
+def _expand_types(spec) -> list:
+    """GPT-Neo's attention_types, [[kinds, repeat], ...] (configuration_gpt_neo.py
+    expand_attention_types_params), as one kind per layer."""
+    try:
+        return [kind for kinds, n in spec for _ in range(n) for kind in kinds]
+    except (TypeError, ValueError):
+        raise LedgerError("config.json", f"'attention_types' must be [[kinds, repeat], ...], "
+                                         f"got {spec!r}") from None
 
 
 def gptj(r):  # configuration_gptj.py; one LayerNorm before the parallel attention and MLP
@@ -84,7 +97,8 @@ def opt(r):  # configuration_opt.py; modeling_opt.py
 
 def biogpt(r):  # configuration_biogpt.py
     f = _gpt_keys(r, layers="num_hidden_layers", hidden="hidden_size",
-                  heads="num_attention_heads", vocab=42384, ffn="intermediate_size")
+                  heads="num_attention_heads", vocab=42384, ffn="intermediate_size",
+                  width=4096)
     positions = _learned_with_offset(r, 1024)
     return {**f, **_GPT, "learned_positions": positions,
             "tied_embeddings": r.get("tie_word_embeddings", True, bool)}, positions - 2
@@ -92,7 +106,7 @@ def biogpt(r):  # configuration_biogpt.py
 
 def xglm(r):  # configuration_xglm.py; sinusoidal positions (no parameters)
     f = _gpt_keys(r, layers="num_layers", hidden="d_model", heads="attention_heads",
-                  vocab=256008, ffn="ffn_dim")
+                  vocab=256008, ffn="ffn_dim", width=4096)
     return {**f, **_GPT, "tied_embeddings": r.get("tie_word_embeddings", True, bool)}, \
         r.get("max_position_embeddings", 2048)
 
@@ -105,7 +119,7 @@ def openai_gpt(r):  # configuration_openai.py; post-LN GPT-1 without a final nor
 
 
 def ctrl(r):  # configuration_ctrl.py; sinusoidal positions, tied head with its own bias
-    f = _gpt_keys(r, vocab=246534, ffn="dff")
+    f = _gpt_keys(r, vocab=246534, ffn="dff", width=8192)
     return {**f, **_GPT, "lm_head_bias": True,  # modeling_ctrl.py:352
             "tied_embeddings": r.get("tie_word_embeddings", True, bool)}, \
         r.get("n_positions", 256)
@@ -148,10 +162,12 @@ def mpt(r):  # configuration_mpt.py; ALiBi, fused Wqkv, bias-free LayerNorms (no
     if ratio != 4:  # modeling_mpt.py:142 builds 4 x d_model whatever the ratio says
         r.notes.append(f"expansion_ratio {ratio} is ignored: transformers' MPT builds an MLP "
                        f"of 4 x d_model, so does the ledger")
-    no_bias = r.get("no_bias", True, bool)
+    if not r.get("no_bias", True, bool):  # modeling_mpt.py:82-172 builds no bias either way
+        r.notes.append("no_bias = false is ignored: transformers' MPT builds no biases and "
+                       "norms without one, so does the ledger")
     f = {"layers": r.get("n_layers"), "hidden": h, "heads": r.get("n_heads"),
          "vocab": r.get("vocab_size", 50368), "ffn_hidden": 4 * h}
-    return {**f, "gated_mlp": False, "norm": "rmsnorm" if no_bias else "layernorm",
+    return {**f, "gated_mlp": False, "norm": "rmsnorm",  # a LayerNorm's weight alone
             "tied_embeddings": r.get("tie_word_embeddings", True, bool)}, \
         r.get("max_seq_len", 2048)
 
@@ -188,14 +204,14 @@ def jais2(r):  # configuration_jais2.py; LayerNorm, biases, a plain ReLU^2 MLP
             "gated_mlp": False, "norm": "layernorm"}, cap
 
 
-def cohere(r):  # configuration_cohere.py; one weight-only LayerNorm before a parallel block
-    f, cap = decoder(r, kv=None, head_dim=None, tied=True, maxpos=8192)
+def cohere(r, head_dim=None):  # configuration_cohere.py; one weight-only LayerNorm, parallel
+    f, cap = decoder(r, kv=None, head_dim=head_dim, tied=True, maxpos=8192)
     qk = "full" if r.get("use_qk_norm", False, bool) else "none"  # LayerNorm over (heads, d)
     return {**f, **bias(r), "layer_norms": 1, "qk_norm": qk}, cap
 
 
-def cohere2(r):  # configuration_cohere2.py; cohere with 3 sliding : 1 global
-    f, cap = cohere(r)
+def cohere2(r, head_dim=None):  # configuration_cohere2.py; cohere with 3 sliding : 1 global
+    f, cap = cohere(r, head_dim)
     pattern = r.get("sliding_window_pattern", 4)
     return {**f, **windows(r, f["layers"], 4096, every(f["layers"], pattern))}, cap
 

@@ -43,7 +43,7 @@ def granitemoe_swa(r):  # configuration_granitemoe_swa.py; + sinks and 3 sliding
 
 
 def granite_swa(r):  # configuration_granite_swa.py; Granite with sinks and local layers
-    f, cap = decoder(r, kv=None, head_dim=None, tied=True, maxpos=8192)
+    f, cap = decoder(r, kv=4, head_dim=None, tied=True, maxpos=8192)
     return {**f, **bias(r), "mlp_bias": r.get("mlp_bias", False, bool),
             "attention_sinks": True, **windows(r, f["layers"], 128, every(f["layers"], 4))}, cap
 
@@ -68,18 +68,18 @@ def flex_olmo(r):  # configuration_flex_olmo.py; OLMo 2's post-norms + experts
 
 
 def minimax_m2(r):  # configuration_minimax_m2.py; full-width qk-norm, experts only
-    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=196608)
+    f, cap = decoder(r, kv=8, head_dim=128, tied=False, maxpos=196608)
     return {**f, "qk_norm": "full",
             **_moe(r, "num_local_experts", 256, "intermediate_size", None, k=8)}, cap
 
 
 def minimax_m3_vl_text(r):  # configuration_minimax_m3_vl.py; + a shared expert, dense layers
-    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=524288,
+    f, cap = decoder(r, kv=4, head_dim=128, tied=False, maxpos=524288,
                      ffn_key="dense_intermediate_size")
     ids = sparse_ids(mlp_types(r, f["layers"], ["sparse"] * f["layers"]))
     return {**f, "qk_norm": "head", "moe_layer_ids": ids,
-            **_moe(r, "num_local_experts", 128, "intermediate_size", None, k=4),
-            **_shared(r.get("shared_intermediate_size", 0))}, cap
+            **_moe(r, "num_local_experts", 128, "intermediate_size", 3072, k=4),
+            **_shared(r.get("shared_intermediate_size", 3072))}, cap
 
 
 def aria_text(r):  # configuration_aria.py; intermediate_size per expert, shared x it
@@ -93,7 +93,7 @@ def aria_text(r):  # configuration_aria.py; intermediate_size per expert, shared
 def cohere2_moe(r):  # configuration_cohere2_moe.py; modeling_cohere2_moe.py:170-178, :351
     from ledger.io.layouts import cohere2
 
-    f, cap = cohere2(r)
+    f, cap = cohere2(r, head_dim=128)
     types = mlp_types(r, f["layers"], ["sparse"] * f["layers"])
     dense = r.get("prefix_dense_intermediate_size", None) if "dense" in types else None
     if "dense" in types and dense is None:
@@ -177,19 +177,19 @@ def exaone_moe(r):  # configuration_exaone_moe.py; EXAONE 4's attention, DeepSee
 
 def ernie4_5_moe(r):  # configuration_ernie4_5_moe.py; modeling_ernie4_5_moe.py:397-399
     r.refuse("use_bias", False, "biases on the dense and shared MLPs but not the experts")
-    f, cap = decoder(r, kv=None, head_dim=None, tied=True, maxpos=131072)
+    f, cap = decoder(r, kv=4, head_dim=None, tied=True, maxpos=131072)
     moe = _moe(r, "moe_num_experts", 64, "moe_intermediate_size", 1536, k_key="moe_k", k=6)
     start, end = r.get("moe_layer_start_index", 1), r.get("moe_layer_end_index", -1)
     end = f["layers"] - 1 if end < 0 else end
     step = r.get("moe_layer_interval", 1)
     ids = tuple(i for i in range(f["layers"]) if (i + 1) % step == 0 and start <= i <= end)
-    n = r.get("moe_num_shared_experts", 0)
+    n = r.get("moe_num_shared_experts", 2)
     return {**f, **moe, "moe_layer_ids": ids, "router_bias": True,  # moe_statics, a parameter
             **_shared(n * moe["moe_ffn_hidden"])}, cap
 
 
 def mellum(r):  # configuration_mellum.py; Qwen3-MoE shape, mlp_layer_types, layer_types
-    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=131072)
+    f, cap = decoder(r, kv=4, head_dim=128, tied=False, maxpos=131072)
     ids = sparse_ids(mlp_types(r, f["layers"], ["sparse"] * f["layers"]))
     return {**f, **bias(r), "qk_norm": "head", "moe_layer_ids": ids,
             **_moe(r, "num_local_experts", 64, "moe_intermediate_size", 896, k=8),
@@ -197,20 +197,21 @@ def mellum(r):  # configuration_mellum.py; Qwen3-MoE shape, mlp_layer_types, lay
 
 
 def flint(r):  # configuration_flint.py; sinks, head qk-norm, an ungated shared expert
-    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=262144)
+    f, cap = decoder(r, kv=4, head_dim=128, tied=False, maxpos=262144)
     return {**f, **bias(r), "qk_norm": "head", "attention_sinks": True,
             **_moe(r, "num_experts", 256, "moe_intermediate_size", 512, k=6),
-            "moe_layer_ids": sparse_layers(r, f["layers"]),
-            **_shared(r.get("shared_expert_intermediate_size", 0)),
-            **windows(r, f["layers"])}, cap
+            "moe_layer_ids": sparse_layers(r, f["layers"], dense=[0, 1]),
+            **_shared(r.get("shared_expert_intermediate_size", 1024)),
+            **windows(r, f["layers"], 513, [i for i in range(f["layers"]) if not (
+                i < 2 or i % 4 == 1 or i == f["layers"] - 1)])}, cap  # configuration_flint.py:105-108
 
 
 def kolibri1(r):  # configuration_kolibri1.py; four norms, head qk-norm, a shared expert
-    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=262144, ffn_key=
+    f, cap = decoder(r, kv=4, head_dim=128, tied=False, maxpos=262144, ffn_key=
                      "moe_intermediate_size")
     return {**f, "qk_norm": "head", "layer_norms": 4,
             **_moe(r, "num_local_experts", 384, "moe_intermediate_size", 512, k=6),
-            **_shared(r.get("shared_expert_intermediate_size", 0)),
+            **_shared(r.get("shared_expert_intermediate_size", 512)),
             **windows(r, f["layers"])}, cap
 
 
@@ -229,7 +230,7 @@ def hunyuan_v1_moe(r):  # configuration_hunyuan_v1_moe.py; modeling :229-289
 
 
 def afmoe(r):  # configuration_afmoe.py; modeling_afmoe.py:117,211 gate_proj, expert_bias
-    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=16384)
+    f, cap = decoder(r, kv=None, head_dim=128, tied=False, maxpos=16384)
     moe = _moe(r, "num_experts", 64, "moe_intermediate_size", 1408, k=6)
     every_n = r.get("global_attn_every_n_layers", 4)
     return {**f, **bias(r), "qk_norm": "head", "layer_norms": 4, "attn_gate": "elementwise",
@@ -239,27 +240,38 @@ def afmoe(r):  # configuration_afmoe.py; modeling_afmoe.py:117,211 gate_proj, ex
 
 
 def beam(r):  # configuration_beam.py; modeling_beam.py:231-233 gate_proj + gate_bias
-    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=8192)
+    f, cap = decoder(r, kv=8, head_dim=128, tied=False, maxpos=8192)
     moe = _moe(r, "num_experts", 256, "moe_intermediate_size", 2560, k=8)
     groups = {"router_groups": r.get("n_group", 1), "router_group_topk":
               r.get("topk_group", 1)} if r.get("n_group", 1) > 1 else {}
     return {**f, **bias(r), "qk_norm": "head", "layer_norms": 4, "attn_gate": "elementwise",
             "attn_gate_bias": True, **moe, **groups, **softcaps(r, None, 30.0),
-            "moe_layer_ids": sparse_ids(mlp_types(r, f["layers"], ["sparse"] * f["layers"])),
-            **windows(r, f["layers"])}, cap
+            "moe_layer_ids": sparse_ids(mlp_types(r, f["layers"], ["dense"] * min(3, f["layers"])
+                                                  + ["sparse"] * (f["layers"] - 3))),
+            **windows(r, f["layers"], 512, every(f["layers"], 6))}, cap  # configuration_beam.py:113-123
+
+
+def _laguna_gate(gating) -> str:
+    """Laguna's output gate (modeling_laguna.py:354-356): per head when ``gating`` is true
+    or "per-head", per channel otherwise - always there."""
+    if not isinstance(gating, (bool, str)):
+        raise LedgerError("config.json", f"'gating' must be true, false or a string, got "
+                                         f"{gating!r}")
+    return "head" if gating is True or gating == "per-head" else "elementwise"
 
 
 def laguna(r):  # configuration_laguna.py; modeling_laguna.py:154,356 per-head g_proj
-    f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=131072)
+    f, cap = decoder(r, kv=8, head_dim=128, tied=False, maxpos=131072)
     per = r.get("num_attention_heads_per_layer", None, list_of=int)
     if per is not None and set(per) != {f["heads"]}:
         raise LedgerError("config.json", f"'num_attention_heads_per_layer' = {per!r}: heads "
                                          f"that differ by layer are not modelled")
     moe = _moe(r, "num_experts", 256, "moe_intermediate_size", 512, k=8)
     return {**f, **bias(r), "qk_norm": "head",
-            "attn_gate": "head" if r.get("gating", True, bool) else "none", **moe,
-            "router_bias": True, **_shared(r.get("shared_expert_intermediate_size", 0)),
-            "moe_layer_ids": sparse_ids(mlp_types(r, f["layers"], ["sparse"] * f["layers"])),
+            "attn_gate": _laguna_gate(r.cfg.get("gating", True)), **moe,
+            "router_bias": True, **_shared(r.get("shared_expert_intermediate_size", 512)),
+            "moe_layer_ids": sparse_ids(mlp_types(r, f["layers"], ["dense"] + ["sparse"] * (
+                f["layers"] - 1))),
             **windows(r, f["layers"])}, cap
 
 
@@ -320,7 +332,7 @@ def mimo_v2_flash(r):  # configuration_mimo_v2_flash.py; modeling_mimo_v2_flash.
             "global_attention": GlobalAttention(kv_heads=kv, sinks=False),
             **_deepseek_moe(r, f["layers"], experts=256, shared=0, width=2048, first_dense=1,
                             k=8), "moe_layer_ids": sparse_ids(types),
-            **windows(r, f["layers"], 128)}, cap
+            **windows(r, f["layers"], 129, [i for i in range(1, f["layers"]) if (i + 1) % 6])}, cap
 
 
 FAMILIES = {fn.__name__: fn for fn in (

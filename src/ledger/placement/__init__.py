@@ -3,7 +3,8 @@
 ``collectives`` prices one collective (bytes each rank sends); ``comms`` the dense axes
 (TP/SP, CP ring or Ulysses, PP, DP and ZeRO, tied embeddings) and ``experts`` the MoE
 dispatchers over EP/ETP; ``layout`` maps ranks to axes, groups and links; ``stages`` the
-layers and parameters of each PP rank; ``footprint`` a GPU's whole memory by cause; and
+layers and parameters of each PP rank, kind by kind; ``splits`` what TP and CP may split
+of a model; ``footprint`` a GPU's whole memory by cause; and
 ``per_gpu`` puts them together - ``place(model, cfg)`` -> ``Placement``.
 
 May import: the specs, ``ledger.frameworks``, ``ledger.pipeline`` (activations in flight)
