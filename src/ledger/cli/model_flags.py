@@ -23,7 +23,7 @@ from ledger.io.families import FAMILIES  # noqa: E402
 LAYERS = "layers"  # marker type: a layer-index list such as '1,3,5-9' or 'every:2'
 NOT = "not"  # marker type: a flag that turns a default-on field off
 MIXER_PATTERN = "mixers"  # marker type: one letter per layer
-RECORDS = (Mamba, LinearAttention, ShortConv, GlobalAttention)  # fields given as key=value,key=value
+RECORDS = (Mamba, LinearAttention, ShortConv, GlobalAttention)  # given as key=value,...
 MIXER_LETTERS = {"A": "attention", "M": "mamba", "L": "linear", "C": "conv",
                  "P": "attention+mamba", "N": "none"}
 

@@ -202,8 +202,8 @@ def flint(r):  # configuration_flint.py; sinks, head qk-norm, an ungated shared 
             **_moe(r, "num_experts", 256, "moe_intermediate_size", 512, k=6),
             "moe_layer_ids": sparse_layers(r, f["layers"], dense=[0, 1]),
             **_shared(r.get("shared_expert_intermediate_size", 1024)),
-            **windows(r, f["layers"], 513, [i for i in range(f["layers"]) if not (
-                i < 2 or i % 4 == 1 or i == f["layers"] - 1)])}, cap  # configuration_flint.py:105-108
+            **windows(r, f["layers"], 513, [i for i in range(f["layers"]) if not (  # its class's
+                i < 2 or i % 4 == 1 or i == f["layers"] - 1)])}, cap  # rule, :105-108
 
 
 def kolibri1(r):  # configuration_kolibri1.py; four norms, head qk-norm, a shared expert
@@ -248,7 +248,7 @@ def beam(r):  # configuration_beam.py; modeling_beam.py:231-233 gate_proj + gate
             "attn_gate_bias": True, **moe, **groups, **softcaps(r, None, 30.0),
             "moe_layer_ids": sparse_ids(mlp_types(r, f["layers"], ["dense"] * min(3, f["layers"])
                                                   + ["sparse"] * (f["layers"] - 3))),
-            **windows(r, f["layers"], 512, every(f["layers"], 6))}, cap  # configuration_beam.py:113-123
+            **windows(r, f["layers"], 512, every(f["layers"], 6))}, cap  # its class: :113-123
 
 
 def _laguna_gate(gating) -> str:

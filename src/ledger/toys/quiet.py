@@ -1,9 +1,10 @@
 """How a torch command ends when it is told to: Ctrl-C, SIGTERM, a closed pipe.
 
-``run(body)`` returns the body's exit status (2 after one line for a bad argument), or after one line on stderr 130 (SIGINT)
-/ 143 (SIGTERM) once the launcher has ended every rank, or 141 when stdout's reader
-went away (``toys all | head -1``): stdout is pointed at /dev/null so the interpreter's
-last flush cannot raise again, and nothing more is printed.
+``run(body)`` returns the body's exit status (2 after one line for a bad argument), or
+after one line on stderr 130 (SIGINT) / 143 (SIGTERM) once the launcher has ended every
+rank, or 141 when stdout's reader went away (``toys all | head -1``): stdout is pointed
+at /dev/null so the interpreter's last flush cannot raise again, and nothing more is
+printed.
 """
 from __future__ import annotations
 
