@@ -154,3 +154,19 @@ def test_hybrid_flags_refused_in_one_line(capsys, flags, line):
     code, out, err = run(capsys, "report", "custom", "--layers", "3", "--hidden", "64",
                          "--heads", "4", "--ffn", "128", "--vocab", "100", *flags)
     assert code == 2 and err.startswith(line) and err.count("\n") == 1, err
+
+
+def test_a_composite_is_read_as_its_text_model_and_says_so(capsys, tmp_path):
+    """GOT-OCR2's config.json: a vision tower beside a Qwen2 text model; the report counts
+    the text model (transformers: 463,909,888 for Qwen2ForCausalLM on its text_config, the
+    count tests/test_corpus.py holds) and one stderr line says what was left out."""
+    text = {"model_type": "qwen2", "hidden_size": 1024, "intermediate_size": 2816,
+            "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+            "vocab_size": 151860, "tie_word_embeddings": True}
+    cfg = {"model_type": "got_ocr2", "text_config": text, "vision_config": {"hidden_size": 768}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = run(capsys, "report", str(path), "--json")
+    assert code == 0 and json.loads(out)["params"] == 463_909_888
+    assert err == ("note: model_type 'got_ocr2' is a composite: its text model ('qwen2', "
+                   "text_config) is what is counted; vision_config not\n")
