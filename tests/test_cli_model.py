@@ -130,9 +130,9 @@ def test_moe_layers_flag_counts_only_those_layers(capsys):
 
 
 def test_a_hybrid_from_flags(capsys):
-    """Two Mamba-2 blocks and an attention layer, as ledger.mixers' records take them:
+    """Two Mamba-2 blocks and an attention layer, as ledger.anatomy.mixers' records take them:
     the same count as the ModelSpec built in Python."""
-    from ledger.mixers import Mamba
+    from ledger.anatomy.mixers import Mamba
 
     code, out, err = run(capsys, "report", "custom", "--layers", "3", "--hidden", "64",
                          "--heads", "4", "--ffn", "128", "--vocab", "100", "--mixers", "MMA",

@@ -16,7 +16,7 @@ from ledger.arch.recurrent import core_flops_per_token
 from ledger.config import ParallelConfig
 from ledger.errors import LedgerError
 from ledger.io import spec_from_dict
-from ledger.mixers import LayerKind, LinearAttention, Mamba
+from ledger.anatomy.mixers import LayerKind, LinearAttention, Mamba
 from ledger.model import ModelSpec
 from ledger.placement import place, split_problem
 from test_bad_input import run

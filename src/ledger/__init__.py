@@ -6,10 +6,9 @@ the code and holds it to this order):
 
     errors       the one exception the core raises, and its validators
     pipeline     schedules as data, the simulator, closed-form makespans (pure arithmetic)
-    mixers       the kind of each layer; the recurrent mixers of hybrid stacks (Mamba,
-                 linear attention, short convolutions): their shapes and parameter counts
+    anatomy      what each layer is (its kind; the recurrent mixers of hybrid stacks) and
+                 a ModelSpec's exact parameter count, term by term
     checks       the construction checks of a ModelSpec
-    counts       a ModelSpec's exact parameter count, term by term, split as Megatron splits it
     model        ModelSpec: a decoder's shape and exact parameter count; released presets
     memory       bytes per parameter of each resident state (StateBytes)
     frameworks   each framework's conventions as data, with sources; FP8 recipes

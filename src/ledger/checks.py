@@ -6,7 +6,7 @@ take the spec as an argument and import nothing of the ledger but its errors.
 from __future__ import annotations
 
 from ledger.errors import LedgerError, require_positive
-from ledger.mixers import MIXERS, GlobalAttention, LinearAttention, Mamba, ShortConv
+from ledger.anatomy.mixers import MIXERS, GlobalAttention, LinearAttention, Mamba, ShortConv
 
 NORMS = ("rmsnorm", "layernorm")
 ATTENTIONS = ("mha", "mla")  # mha covers GQA and MQA through kv_heads
@@ -156,7 +156,7 @@ _RECORDS = {"mamba": (Mamba, "mamba"), "attention+mamba": (Mamba, "mamba"),
 
 def check_stack(m) -> None:
     """A hybrid stack: one known mixer per layer, each recurrent one with its record
-    (``ledger.mixers``), MLP-free layers by index; a DSA indexer on MLA's query latent."""
+    (``ledger.anatomy.mixers``), MLP-free layers by index; a DSA indexer on MLA's query latent."""
     if m.mixers is not None:
         if not isinstance(m.mixers, tuple) or len(m.mixers) != m.layers:
             raise LedgerError("mixers", f"must name one mixer per layer ({m.layers}), got "

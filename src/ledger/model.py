@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ledger import checks, counts
+from ledger import checks
+from ledger.anatomy import counts
 from ledger.errors import LedgerError
-from ledger.mixers import GlobalAttention, LayerKind, LinearAttention, Mamba, ShortConv
+from ledger.anatomy.mixers import GlobalAttention, LayerKind, LinearAttention, Mamba, ShortConv
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +25,7 @@ class ModelSpec:
 
     Each field names the transformers module whose parameters it describes;
     ``ledger.io.hf`` maps every supported config.json onto these fields. A hybrid stack
-    says per layer which sequence mixer it runs (``mixers``, ``ledger.mixers``) and which
+    says per layer which sequence mixer it runs (``mixers``, ``ledger.anatomy.mixers``) and which
     layers have no MLP; ``layer_kind(i)`` answers both for layer ``i``.
     """
 
@@ -90,7 +91,7 @@ class ModelSpec:
     router_groups: int = 0  # group-limited routing: experts in this many groups (n_group)
     router_group_topk: int = 0  # groups a token may pick (topk_group); 0: no limit
     mtp_layers: int = 0  # DeepSeek-V3 multi-token-prediction modules (not in ``params``)
-    # ---- hybrid stacks (ledger.mixers) -------------------------------------------------
+    # ---- hybrid stacks (ledger.anatomy.mixers) -------------------------------------------------
     mixers: tuple[str, ...] | None = None  # per layer: attention, mamba, linear, conv,
     #                                        attention+mamba (Falcon-H1), none; None: attention
     mamba: Mamba | None = None  # the Mamba mixer of the "mamba" layers
@@ -153,7 +154,7 @@ class ModelSpec:
         return None
 
     def mixer(self, i: int) -> str:
-        """Layer ``i``'s sequence mixer (``ledger.mixers.MIXERS``)."""
+        """Layer ``i``'s sequence mixer (``ledger.anatomy.mixers.MIXERS``)."""
         return "attention" if self.mixers is None else self.mixers[i]
 
     def layer_kind(self, i: int) -> LayerKind:
@@ -224,7 +225,7 @@ class ModelSpec:
         """The same model run at another sequence length."""
         return replace(self, seq_len=seq_len, seq_default=False)
 
-    # ---- parameter counts (ledger.counts, one term each) ----------------------------
+    # ---- parameter counts (ledger.anatomy.counts, one term each) ----------------------------
     @property
     def norm_size(self) -> int:
         """Parameters of one norm: a weight, and for LayerNorm a bias."""
@@ -232,7 +233,7 @@ class ModelSpec:
 
     @cached_property
     def breakdown(self) -> dict[str, int]:
-        """Exact parameter count per component (``ledger.counts.breakdown``)."""
+        """Exact parameter count per component (``ledger.anatomy.counts.breakdown``)."""
         return counts.breakdown(self)
 
     @cached_property
@@ -254,13 +255,13 @@ class ModelSpec:
 
     @property
     def mtp_params(self) -> int:
-        """DeepSeek-V3's multi-token-prediction modules (``ledger.counts.mtp_params``)."""
+        """DeepSeek-V3's multi-token-prediction modules (``ledger.anatomy.counts.mtp_params``)."""
         return counts.mtp_params(self)
 
     def layer_params(self, moe: bool | LayerKind) -> tuple[int, int, int]:
         """(split by TP, replicated across TP, routed experts) parameters of one layer: an
         attention layer with an MoE (``moe``) or dense MLP, or a layer of any ``LayerKind``
-        (``ledger.counts.kind_params``)."""
+        (``ledger.anatomy.counts.kind_params``)."""
         kind = moe if isinstance(moe, LayerKind) else LayerKind(
             "attention", "moe" if moe else "dense")
         return counts.kind_params(self, kind)
@@ -269,7 +270,7 @@ class ModelSpec:
         """``layer_params`` by component (the keys of ``breakdown``): attention or the
         recurrent mixer, norms, and the dense MLP or the MoE block's shared experts (with
         Qwen2-MoE's gate), router and routed experts - what freezing by module kind
-        selects (``ledger.counts.kind_parts``)."""
+        selects (``ledger.anatomy.counts.kind_parts``)."""
         kind = moe if isinstance(moe, LayerKind) else LayerKind(
             "attention", "moe" if moe else "dense")
         return counts.kind_parts(self, kind)

@@ -9,7 +9,7 @@ SP, CP, recompute and expert routing; ``recurrent`` what a hybrid's recurrent mi
 
 ``adapters`` adds what LoRA adapters save and compute. May import: the specs
 (``ledger.model``, ``ledger.config``, ``ledger.memory``), ``ledger.frameworks`` (FP8
-saved inputs), ``ledger.finetune`` (peft's adapters) and ``ledger.mixers``.
+saved inputs), ``ledger.finetune`` (peft's adapters) and ``ledger.anatomy.mixers``.
 """
 from ledger.arch.adapters import (
                                      adapter_activation_bytes,

@@ -26,7 +26,7 @@ from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
 from ledger.frameworks import gemm_input_bytes as _gi
 from ledger.frameworks import mlp_width_bytes as _mlp_f
-from ledger.mixers import LayerKind
+from ledger.anatomy.mixers import LayerKind
 from ledger.model import ModelSpec
 
 _DTYPE = {"act": None, "fp32": 4, "": 0}  # "act": the activation dtype (act_bytes)
@@ -216,7 +216,7 @@ def _kind(model, layer, moe, window):
 
 
 def layer_kind(model, layer: int) -> LayerKind:
-    """What layer ``layer`` is (``ledger.mixers.LayerKind``): what sets its bytes."""
+    """What layer ``layer`` is (``ledger.anatomy.mixers.LayerKind``): what sets its bytes."""
     if hasattr(model, "layer_kind"):
         return model.layer_kind(layer)
     moe, window = _kind(model, layer, None, None)
@@ -240,7 +240,7 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     ``layer`` (0-based) picks the layer's kind from the model (MoE or dense, its sliding
     window); without it ``moe`` defaults to "the model has experts" and ``window`` to the
     model's window when every layer is local. Explicit ``moe``/``window`` win; ``kind``
-    (a ``ledger.mixers.LayerKind``) sets all three, with the layer's mixer and MLP.
+    (a ``ledger.anatomy.mixers.LayerKind``) sets all three, with the layer's mixer and MLP.
     Recompute: ``full`` keeps the layer input only (h*e per token, the SP shard);
     ``selective`` recomputes the materialised attention core (Korthikanti et al. 2022,
     sec. 5), so the s^2 terms are not kept; with flash there is nothing to drop.

@@ -23,7 +23,7 @@ holds its down and up projections as trained (no weight absorption).
 from __future__ import annotations
 
 from ledger.arch.recurrent import core_flops_per_token, projection_weights
-from ledger.mixers import LayerKind
+from ledger.anatomy.mixers import LayerKind
 from ledger.model import ModelSpec
 
 

@@ -1,4 +1,4 @@
-"""The recurrent mixers of hybrid stacks (``ledger.mixers``): what one keeps for backward
+"""The recurrent mixers of hybrid stacks (``ledger.anatomy.mixers``): what one keeps for backward
 and what its core computes, per token.
 
 Saved tensors follow the kernels the frameworks call in training; the elements below are
@@ -104,7 +104,7 @@ def core_flops_per_token(model, mixer: str) -> float:
 
 def projection_weights(model, mixer: str) -> float:
     """Weights a token multiplies in a recurrent mixer: its projections (not the
-    convolution, the norms or the per-head scalars; ``ledger.mixers``' ``projections``)."""
+    convolution, the norms or the per-head scalars; ``ledger.anatomy.mixers``' ``projections``)."""
     if mixer in ("mamba", "attention+mamba"):
         return sum(model.mamba.projections(model.hidden))
     if mixer in ("linear", "conv"):

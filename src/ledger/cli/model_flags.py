@@ -15,7 +15,7 @@ from pathlib import Path
 from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
 from ledger.errors import LedgerError
 from ledger.io import model_flag, read_hf_config
-from ledger.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
+from ledger.anatomy.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
 from ledger.model import PRESETS, ModelSpec, preset
 
 from ledger.io.families import FAMILIES  # noqa: E402
@@ -96,7 +96,7 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
                                              "L linear, C conv, P attention+mamba, N none; "
                                              "'MMMA*8' repeats MMMA 8 times"),
     "mamba": (("--mamba",), Mamba, "the Mamba mixer: version=2,inner=8192,state=128,"
-                                   "heads=128,groups=8 (fields of ledger.mixers.Mamba)"),
+                                   "heads=128,groups=8 (fields of ledger.anatomy.mixers.Mamba)"),
     "linear": (("--linear",), LinearAttention, "linear attention: kind=gdn,key_heads=16,"
                                                "key_dim=128,value_heads=32,value_dim=128"),
     "conv": (("--conv",), ShortConv, "LFM2's short convolution: kernel=3"),
@@ -167,7 +167,7 @@ def parse_mixers(text: str, layers: int) -> tuple[str, ...]:
 
 
 def parse_record(cls, text: str, flag: str):
-    """``key=value,key=value`` into a ``ledger.mixers`` record (integers and true/false)."""
+    """``key=value,key=value`` into a ``ledger.anatomy.mixers`` record (integers and true/false)."""
     names = {f.name: f.type for f in fields(cls)}
     kw: dict[str, object] = {}
     for item in filter(None, text.replace(" ", "").split(",")):

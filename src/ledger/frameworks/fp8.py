@@ -171,7 +171,7 @@ def gemm_weights(model, moe) -> tuple[float, float, float, int]:
     """(split by TP, replicated, routed, dense weight tensors) GEMM weights of one layer -
     the weights an FP8 recipe quantizes (each routed expert adds 2 tensors: fc1, fc2).
     Norms, biases, sinks and the router stay BF16. ``moe``: whether an attention layer's
-    MLP is MoE, or the layer's ``ledger.mixers.LayerKind`` (a recurrent mixer's in_proj and
+    MLP is MoE, or the layer's ``ledger.anatomy.mixers.LayerKind`` (a recurrent mixer's in_proj and
     out_proj are its GEMMs, ``projections``; a layer without an MLP has none there)."""
     mixer, mlp = (moe.mixer, moe.mlp) if hasattr(moe, "mixer") else \
         ("attention", "moe" if moe else "dense")
@@ -209,7 +209,7 @@ def _attention_gemms(model) -> tuple[float, float, int]:
 
 def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
     """Bytes one GPU adds for FP8 weights over ``layer_counts[i]`` layers of each kind
-    ``kinds[i]`` (a ``ledger.mixers.LayerKind``): the recipe's cached FP8 copies (or, with
+    ``kinds[i]`` (a ``ledger.anatomy.mixers.LayerKind``): the recipe's cached FP8 copies (or, with
     FP8 params, the FP8 param and its transpose in place of the BF16 param) and the scaling
     metadata.
     Experts split over tp x ep as ``ledger.placement.largest_unit_params`` splits them."""

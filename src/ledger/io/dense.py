@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ledger.errors import LedgerError
 from ledger.io.keys import bias, decoder, every, every_layer_window, softcaps, windows
-from ledger.mixers import GlobalAttention
+from ledger.anatomy.mixers import GlobalAttention
 
 
 def _llama(r, *, kv=None, head_dim=None, tied=False, maxpos=2048, **extra):

@@ -1,5 +1,5 @@
 """Hybrid stacks, family by family: which layers attend, which run a recurrent mixer
-(``ledger.mixers``: Mamba-1/2, Gated DeltaNet, Kimi Delta Attention, lightning attention,
+(``ledger.anatomy.mixers``: Mamba-1/2, Gated DeltaNet, Kimi Delta Attention, lightning attention,
 LFM2's short convolution) and which have no MLP. Readers as in ``ledger.io.families``;
 the config keys and defaults are transformers 5.23.0's, the counts held to its own in
 ``tests/test_corpus.py``.
@@ -11,7 +11,7 @@ import math
 from ledger.errors import LedgerError
 from ledger.io.keys import (decoder, expert_count, mla, mlp_types, sparse_ids, sparse_layers,
                             top_k, windows)
-from ledger.mixers import LinearAttention, Mamba, ShortConv
+from ledger.anatomy.mixers import LinearAttention, Mamba, ShortConv
 
 UNCAPPED = 1 << 20  # no max_position_embeddings: the run's length is the ledger's default
 # transformers' layer type names, the legacy ones with them (configuration_utils.py:94-99)

@@ -10,7 +10,7 @@ are held to transformers' own in ``tests/test_corpus.py``.
 from __future__ import annotations
 
 from ledger.errors import LedgerError
-from ledger.mixers import GlobalAttention
+from ledger.anatomy.mixers import GlobalAttention
 from ledger.io.keys import (bias, decoder, every, every_layer_window, expert_count, mla,
                             mlp_types, softcaps, sparse_ids, sparse_layers, top_k, windows)
 

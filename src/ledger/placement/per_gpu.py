@@ -30,7 +30,7 @@ from ledger.errors import LedgerError, require_divides
 from ledger.frameworks import of as framework_of
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
-from ledger.mixers import LayerKind
+from ledger.anatomy.mixers import LayerKind
 from ledger.model import ModelSpec
 from ledger.pipeline import placement_pipeline
 from ledger.placement import offload as offloading
@@ -150,7 +150,7 @@ def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
 
 
 def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
-    """The distinct kinds of layer (``ledger.mixers.LayerKind``) and, per PP rank, how many
+    """The distinct kinds of layer (``ledger.anatomy.mixers.LayerKind``) and, per PP rank, how many
     of each it holds: a stage's activations are priced once per kind (numbers or arrays
     alike)."""
     counts = stage_layers(model.layers, pp * vp)

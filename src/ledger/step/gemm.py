@@ -118,7 +118,7 @@ def _kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk):
 
 def layer_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
     """Forward GEMM seconds of one layer, averaged over the stack: each kind of layer
-    (``ledger.mixers.LayerKind``) weighted by how many layers are of it."""
+    (``ledger.anatomy.mixers.LayerKind``) weighted by how many layers are of it."""
     pk = _peaks(cfg, gpu)
     return sum(n * _kind_gemms_s(model, k, cfg, tokens, gpu, cal, pk)
                for k, n in model.kind_counts.items()) / model.layers

@@ -2,13 +2,13 @@
 
 Kept apart from ``ledger.model`` so the record stays short: every function takes the spec
 (``m``) and returns element counts. A layer's count is that of its kind
-(``ledger.mixers.LayerKind``): its sequence mixer, its norms, its MLP; the rest of the
+(``ledger.anatomy.mixers.LayerKind``): its sequence mixer, its norms, its MLP; the rest of the
 model is the embedding (with a learned position table and an embedding norm, on the first
 pipeline stage) and the final norm and output layer (on the last).
 """
 from __future__ import annotations
 
-from ledger.mixers import LayerKind
+from ledger.anatomy.mixers import LayerKind
 
 
 def mlp(m, width: int) -> int:
@@ -97,7 +97,7 @@ _RECURRENT = {"mamba": "ssm", "attention+mamba": "ssm", "linear": "linear_attent
 
 
 def _record(m, mixer: str):
-    """The ``ledger.mixers`` record of a recurrent mixer."""
+    """The ``ledger.anatomy.mixers`` record of a recurrent mixer."""
     return m.mamba if "mamba" in mixer else getattr(m, mixer)
 
 
@@ -114,7 +114,7 @@ def kind_params(m, kind: LayerKind) -> tuple[int, int, int]:
 
     Megatron shards the attention and MLP matrices (and the column-parallel biases)
     across the TP group and replicates the norms, the row-parallel biases and the
-    router; routed experts are split across tp x ep. Mixers as ``ledger.mixers`` says.
+    router; routed experts are split across tp x ep. Mixers as ``ledger.anatomy.mixers`` says.
     """
     parts = kind_parts(m, kind).values()
     return tuple(sum(p[i] for p in parts) for i in range(3))
