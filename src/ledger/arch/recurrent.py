@@ -15,7 +15,7 @@ Mamba-2, transformers (``Mamba2Mixer.cuda_kernels_forward`` in training): the sa
 with the gated norm and out_proj inside keeps zxBCdt, out_x and the rstd only.
 Mamba-1 (``mamba_inner_fn``, ops/selective_scan_interface.py:196-292, checkpoint_lvl 1):
 xz, x_dbl (dt, B, C), contiguous copies of B and C, the scan output, and the scan's fp32
-chunk states (2N per channel per 2048-token chunk, csrc/selective_scan).
+chunk states (2N per channel per 2048-token chunk).
 Gated DeltaNet (FLA ``chunk_gated_delta_rule``, fla/ops/gated_delta_rule/chunk.py:310-326
 at bc3b101d): q and k repeated to the value heads, v, per-head fp32 rstd of q and k, gate
 and beta, the WY matrix A (chunk C values per head per token); around it the in_proj
@@ -24,8 +24,9 @@ Kimi Delta Attention (``chunk_kda``, fla/ops/kda/chunk.py:103-107, recompute on)
 their rstd, the channel-wise gate and its input, beta, Aqk and Akk (C per head each);
 around it the projections the convolutions read, the output gate, norm and out_proj inputs.
 Lightning attention and LFM2's short convolution: the tensors of transformers' reference
-modules (models/minimax/modeling_minimax.py:185-260, models/lfm2/modeling_lfm2.py), the
-fused kernels' own lists not being extracted.
+modules (models/minimax/modeling_minimax.py:175-271, models/lfm2/modeling_lfm2.py:342-381),
+the fused kernels' own lists not being extracted. Mamba-1's scan keeps its fp32 state
+every 2048 tokens (mamba_ssm csrc/selective_scan/selective_scan.cpp:307).
 """
 from __future__ import annotations
 
