@@ -171,7 +171,7 @@ KEEP = {"gpt_neo": ("num_layers",)}  # its attention_types name every default la
 def test_defaults_as_the_config_class_sets_them(model_type):
     """Only the keys the ledger requires, small: every other key takes its config class's
     default on both sides - what checks each default a reader restates."""
-    from ledger.io.families import FAMILIES
+    from ledger.io.hf.families import FAMILIES
     from ledger.io.hf import Reader
 
     cfg = ledger_dict(model_type)

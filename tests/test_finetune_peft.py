@@ -14,7 +14,7 @@ import pytest
 from ledger.errors import LedgerError
 from ledger.finetune import FineTune, trainable
 from ledger.io import spec_from_dict
-from ledger.io.families import FIRST as FAMILIES  # the families with module names / caches
+from ledger.io.hf.families import FIRST as FAMILIES  # the families with module names / caches
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

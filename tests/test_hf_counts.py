@@ -13,7 +13,7 @@ import pytest
 
 from ledger.errors import LedgerError
 from ledger.io import from_hf_config, spec_from_dict
-from ledger.io.families import FIRST
+from ledger.io.hf.families import FIRST
 from ledger.model import ModelSpec
 
 torch = pytest.importorskip("torch")

@@ -16,7 +16,7 @@ published DeepSeek-V3 shape by hand.
 import pytest
 
 from ledger.io import spec_from_dict
-from ledger.io.families import FIRST as FAMILIES  # the families with module names / caches
+from ledger.io.hf.families import FIRST as FAMILIES  # the families with module names / caches
 from ledger.model import deepseek_v3
 from ledger.serve.cache import decompressed_mla_elements, layer_caches
 

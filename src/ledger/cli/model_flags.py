@@ -18,7 +18,7 @@ from ledger.io import model_flag, read_hf_config
 from ledger.anatomy.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
 from ledger.model import PRESETS, ModelSpec, preset
 
-from ledger.io.families import FAMILIES  # noqa: E402
+from ledger.io.hf.families import FAMILIES  # noqa: E402
 
 LAYERS = "layers"  # marker type: a layer-index list such as '1,3,5-9' or 'every:2'
 NOT = "not"  # marker type: a flag that turns a default-on field off

@@ -1,10 +1,8 @@
 """Everything a user hands over, read as its framework reads it.
 
-``limits`` bounds every typed number; ``hf`` reads a Hugging Face ``config.json`` (a
-composite as its text model) and ``families`` dispatches it by model_type to a reader, one
-per family, in ``families`` (the first ones), ``dense``, ``layouts``, ``moe`` and
-``hybrids``, over the shared keys of ``keys``; ``unmodelled`` refuses the rest naming the
-feature each lacks. ``launch`` is the record a launch file becomes, read
+``limits`` bounds every typed number; ``hf/`` reads a Hugging Face ``config.json``
+family by family (a composite as its text model; a family the ledger cannot count refused
+naming the feature it lacks). ``launch`` is the record a launch file becomes, read
 from a Megatron-LM launch (``megatron/``; scripts run through the bash subset of
 ``shell/``) or a torchtitan job TOML (``torchtitan/``); ``system`` reads a cluster from
 JSON or TOML, ``phases`` a run's phases (``files`` reads a file of either format). The
@@ -14,8 +12,8 @@ their commits) are data in ``data/``. Every refusal is one line.
 May import: the specs, ``ledger.frameworks`` and ``ledger.run`` (a phase's record);
 nothing below the edge imports it.
 """
-from ledger.io.families import FAMILIES
-from ledger.io.hf import from_hf_config, read_config, read_hf_config, spec_from_dict
+from ledger.io.hf.families import FAMILIES
+from ledger.io.hf.reader import from_hf_config, read_config, read_hf_config, spec_from_dict
 from ledger.io.limits import (
                               MAX_CAPACITY_FACTOR,
                               MAX_GLOBAL_BATCH,

@@ -3,14 +3,13 @@
 Each returns (fields, max_position_embeddings). Defaults are those of the transformers
 5.23.0 config classes (``transformers/models/<family>/configuration_<family>.py``, the
 line of the class attribute cited), the structure that of its modeling file. ``r`` is a
-``ledger.io.hf.Reader``: ``r.get(key, default, type)`` type-checks and names the key.
+``ledger.io.hf.reader.Reader``: ``r.get(key, default, type)`` type-checks and names the key.
 This module holds the families first supported; ``FAMILIES`` gathers every reader.
 """
 from __future__ import annotations
 
-from ledger.errors import LedgerError
-from ledger.io import dense, hybrids, layouts, moe, unmodelled
-from ledger.io.keys import (alternating, bias, decoder, every_layer_window, expert_count,
+from ledger.io.hf import dense, hybrids, layouts, moe, unmodelled
+from ledger.io.hf.keys import (alternating, bias, decoder, every_layer_window, expert_count,
                             mla, qwen_window, softcaps, sparse_layers, top_k)
 
 def llama(r):  # configuration_llama.py:69-84

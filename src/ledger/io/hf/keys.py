@@ -1,6 +1,6 @@
 """The config.json keys every family reads alike: the shape of a Llama-like decoder, its
-biases, its local layers, its experts. Each reader in ``ledger.io.families`` and the
-modules beside it builds on these; ``r`` is a ``ledger.io.hf.Reader``, which type-checks
+biases, its local layers, its experts. Each reader in ``ledger.io.hf.families`` and the
+modules beside it builds on these; ``r`` is a ``ledger.io.hf.reader.Reader``, which type-checks
 and names every key it refuses. Defaults are the transformers 5.23.0 config classes'.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Mixtures of experts and latent attention beyond DeepSeek and Qwen, family by family:
-config.json keys -> ModelSpec fields, as in ``ledger.io.families``.
+config.json keys -> ModelSpec fields, as in ``ledger.io.hf.families``.
 
 Routed experts are counted per layer as transformers 5 builds them (fused [E, 2f, h] and
 [E, h, f] tensors; DBRX's [E f, h]); a shared expert is one MLP of its own width; a
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ledger.errors import LedgerError
 from ledger.anatomy.mixers import GlobalAttention
-from ledger.io.keys import (bias, decoder, every, every_layer_window, expert_count, mla,
+from ledger.io.hf.keys import (bias, decoder, every, every_layer_window, expert_count, mla,
                             mlp_types, softcaps, sparse_ids, sparse_layers, top_k, windows)
 
 
@@ -91,7 +91,7 @@ def aria_text(r):  # configuration_aria.py; intermediate_size per expert, shared
 
 
 def cohere2_moe(r):  # configuration_cohere2_moe.py; modeling_cohere2_moe.py:170-178, :351
-    from ledger.io.layouts import cohere2
+    from ledger.io.hf.layouts import cohere2
 
     f, cap = cohere2(r, head_dim=128)
     types = mlp_types(r, f["layers"], ["sparse"] * f["layers"])

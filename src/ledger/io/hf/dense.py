@@ -1,5 +1,5 @@
 """Dense decoders shaped like Llama (RMSNorm, rotary attention, a gated or plain MLP),
-family by family: config.json keys -> ModelSpec fields, as in ``ledger.io.families``.
+family by family: config.json keys -> ModelSpec fields, as in ``ledger.io.hf.families``.
 
 Each reader cites its config class (``transformers/models/<family>/configuration_*.py``)
 and, where its modeling file differs from Llama's, what differs. Counts are held to
@@ -8,7 +8,7 @@ transformers' own in ``tests/test_corpus.py``.
 from __future__ import annotations
 
 from ledger.errors import LedgerError
-from ledger.io.keys import bias, decoder, every, every_layer_window, softcaps, windows
+from ledger.io.hf.keys import bias, decoder, every, every_layer_window, softcaps, windows
 from ledger.anatomy.mixers import GlobalAttention
 
 

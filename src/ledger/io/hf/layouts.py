@@ -4,12 +4,12 @@ positions, fused or multi-query attention (GPT-BigCode, Falcon, MPT), parallel a
 and MLP behind one norm (GPT-J, CodeGen, Phi, Falcon, Cohere), a bias on the output layer,
 and the LayerNorm models of the 2020s (Persimmon, StableLM, Nemotron, Jais 2).
 
-Readers as in ``ledger.io.families``; counts held to transformers' in ``tests/test_corpus.py``.
+Readers as in ``ledger.io.hf.families``; counts held to transformers' in ``tests/test_corpus.py``.
 """
 from __future__ import annotations
 
 from ledger.errors import LedgerError
-from ledger.io.keys import bias, decoder, every, every_layer_window, windows
+from ledger.io.hf.keys import bias, decoder, every, every_layer_window, windows
 
 _GPT = {"gated_mlp": False, "norm": "layernorm", "qkv_bias": True, "out_bias": True,
         "mlp_bias": True}  # LayerNorm, a plain MLP, biases everywhere

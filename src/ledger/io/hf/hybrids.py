@@ -1,6 +1,6 @@
 """Hybrid stacks, family by family: which layers attend, which run a recurrent mixer
 (``ledger.anatomy.mixers``: Mamba-1/2, Gated DeltaNet, Kimi Delta Attention, lightning attention,
-LFM2's short convolution) and which have no MLP. Readers as in ``ledger.io.families``;
+LFM2's short convolution) and which have no MLP. Readers as in ``ledger.io.hf.families``;
 the config keys and defaults are transformers 5.23.0's, the counts held to its own in
 ``tests/test_corpus.py``.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ledger.errors import LedgerError
-from ledger.io.keys import (decoder, expert_count, mla, mlp_types, sparse_ids, sparse_layers,
+from ledger.io.hf.keys import (decoder, expert_count, mla, mlp_types, sparse_ids, sparse_layers,
                             top_k, windows)
 from ledger.anatomy.mixers import LinearAttention, Mamba, ShortConv
 

@@ -149,7 +149,7 @@ def read_config(cfg: dict, name: str = "") -> tuple[ModelSpec, tuple[str, ...]]:
     (a composite's text model read in its place; settings that change a priced number
     the ledger does not model). A family the ledger cannot count is refused in one line
     naming what it lacks; an unknown model_type lists the known ones."""
-    from ledger.io.families import COMPOSITES, FAMILIES
+    from ledger.io.hf.families import COMPOSITES, FAMILIES
 
     kind = cfg.get("model_type")
     if not isinstance(kind, str):
