@@ -245,6 +245,7 @@ def _plan_parser(sub) -> None:
 
 def _serve_parser(sub) -> None:
     from ledger.serve import GPU_MEMORY_UTILIZATION, KV_DTYPES
+    from ledger.serve.state import STATE_DTYPES
 
     s = sub.add_parser("serve", help="serving with vLLM: weights, KV cache, concurrency, "
                                      "prefill and decode time")
@@ -281,6 +282,11 @@ def _serve_parser(sub) -> None:
     g.add_argument("--hybrid-kv-cache-manager", choices=("on", "off"),
                    help="per-kind KV groups for local layers (default: vLLM's; off for "
                         "chunked attention)")
+    for flag, what in (("--mamba-cache-dtype", "recurrent states (conv and ssm)"),
+                       ("--mamba-ssm-cache-dtype", "the ssm part of recurrent states")):
+        g.add_argument(flag, choices=tuple(STATE_DTYPES),
+                       help=f"dtype of {what} (default auto: vLLM's, the model's bf16; "
+                            f"Nemotron-H's ssm state float32)")
     gib = real(MAX_HEADROOM_GIB, 0.0, closed_low=True)
     g.add_argument("--non-torch-gib", type=gib, default=0.0,
                    help="non-torch memory vLLM measures at start-up, GiB (default 0)")

@@ -133,6 +133,7 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     """The serving layout and engine flags as a ServeConfig; flags the model ignores, and a
     training length, are refused."""
     from ledger.serve import ServeConfig
+    from ledger.serve.state import has_state
 
     if a.seq_len is not None:
         raise LedgerError("seq", "serve sizes a sequence by --context (vLLM's --max-model-len);"
@@ -144,9 +145,17 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                                     f" = {a.tp * a.dp}, got --ep {ep}")
         ep = a.tp * a.dp
     hybrid = None if a.hybrid_kv_cache_manager is None else a.hybrid_kv_cache_manager == "on"
-    if hybrid is not None and model.sliding_window is None:
+    recurrent = has_state(model)
+    if hybrid is True and model.sliding_window is None and recurrent:
+        raise LedgerError("hybrid_kv_cache_manager", f"has no effect: vLLM's hybrid KV-cache "
+                                                     f"manager is on for {model.name}'s "
+                                                     f"recurrent layers")
+    if hybrid is not None and model.sliding_window is None and not recurrent:
         raise LedgerError("hybrid_kv_cache_manager", f"has no effect: every layer of "
                                                      f"{model.name} caches every token")
+    for flag in ("mamba_cache_dtype", "mamba_ssm_cache_dtype"):
+        if getattr(a, flag) is not None and not recurrent:
+            raise LedgerError(flag, f"has no effect: {model.name} has no recurrent layer")
     from ledger.io import check_world
 
     check_world(tp=a.tp, pp=a.pp, dp=a.dp)
@@ -155,6 +164,8 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes, block_size=a.block_size,
                        max_num_batched_tokens=a.max_num_batched_tokens,
                        max_num_seqs=a.max_num_seqs, hybrid_manager=hybrid,
+                       mamba_cache_dtype=a.mamba_cache_dtype or "auto",
+                       mamba_ssm_cache_dtype=a.mamba_ssm_cache_dtype or "auto",
                        non_torch_bytes=a.non_torch_gib * 2**30,
                        cudagraph_bytes=a.cudagraph_gib * 2**30)
 

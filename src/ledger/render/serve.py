@@ -37,24 +37,56 @@ def _weights_line(model, est) -> str:
     return text + ")"
 
 
+def _shape(t) -> str:
+    return f"{t.name} {' x '.join(f'{n:,}' for n in t.shape)} {t.dtype}"
+
+
+def _state_lines(est) -> list[str]:
+    """A recurrent layer's state tensors as vLLM keeps them, the same shards as transformers
+    keeps them, and the attention pages vLLM raised to hold one."""
+    pad = " " * 24
+    states = {c.state for c in est.caches if c.state is not None}
+    lines = []
+    for st in states:
+        hf = st.transformers_layout()
+        lines += [f"{pad}{st.mixer} state, a sequence and layer: vLLM "
+                  f"{' + '.join(_shape(t) for t in st.tensors)} = {fmt_bytes(st.bytes)}",
+                  f"{pad}(transformers 5.23 keeps these shards as "
+                  f"{' + '.join(_shape(t) for t in hf.tensors)} = {fmt_bytes(hf.bytes)})"]
+    page = est.engine.state_page_bytes
+    if page is not None:
+        state = max(s.bytes for s in states)
+        pad_pct = (f"the state padded by {100 * (page - state) / state:.2f}%" if page > state
+                   else "no padding")
+        lines.append(f"{pad}pages: {est.engine.block_size}-token attention blocks so that a "
+                     f"page ({fmt_bytes(page)}) holds a state ({fmt_bytes(state)}): {pad_pct}")
+    return lines
+
+
 def _cache_lines(model, est) -> list[str]:
     c = est.cfg
     top = max(est.stages, key=lambda s: s.kv_bytes_per_sequence)
+    hybrid = any(cache.state is not None for cache in est.caches)
+    w = max(8, *(len(k) + 1 for k, _, _ in _kinds(est)))
     lines = [f"  {'KV cache per GPU':<22}{fmt_bytes(est.kv_bytes_per_token, 9)} per token, "
              f"{fmt_bytes(est.kv_bytes_per_sequence)} per sequence of {c.context:,} tokens"
              + (f" (PP rank {top.rank})" if c.pp > 1 else ""),
-             f"  {'':<22}{'layers':>6}  {'kind':<8}{'per token':>13}  {'window':>9}  "
-             f"{'tokens kept':>11}"]
+             f"  {'':<22}{'layers':>6}  {'kind':<{w}}{'per token':>13}  {'window':>9}  "
+             f"{'tokens kept':>11}" + f"  {'state':>13}" * hybrid]
     for kind, cache, n in _kinds(est):
         window = f"{cache.window:,}" if cache.window else "-"
-        lines.append(f"  {'':<22}{n:>6}  {kind:<8}{fmt_bytes(cache.bytes_per_token, 9)}  "
-                     f"{window:>9}  {cache.kept_tokens(c.context):>11,}")
+        attends = cache.bytes_per_token > 0
+        per_token = fmt_bytes(cache.bytes_per_token, 9) if attends else f"{'-':>13}"
+        kept = f"{cache.kept_tokens(c.context):>11,}" if attends else f"{'-':>11}"
+        state = (f"  {fmt_bytes(cache.state_bytes, 9)}" if cache.state else f"  {'-':>13}") \
+            * hybrid
+        lines.append(f"  {'':<22}{n:>6}  {kind:<{w}}{per_token}  {window:>9}  {kept}{state}")
     if model.attention == "mla":
         per = model.kv_lora_rank + model.qk_rope_head_dim
         lines.append(f"  {'':<22}MLA caches its latent, {per:,} elements a token and layer "
                      f"(vLLM, transformers >= 5); K and V decompressed, as transformers 4.57 "
                      f"cached them: {decompressed_mla_elements(model):,}")
-    return lines
+    return lines + _state_lines(est)
 
 
 def _budget_lines(est) -> list[str]:
@@ -138,6 +170,17 @@ def _rows(rows) -> list[dict]:
              "per_sampled_token": r.per_sampled_token} for r in rows]
 
 
+def _state(state) -> dict | None:
+    """A recurrent state's tensors, vLLM's and transformers' layouts."""
+    if state is None:
+        return None
+    hf = state.transformers_layout()
+    return {"mixer": state.mixer, "bytes": state.bytes, "transformers_bytes": hf.bytes,
+            "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+                         "transformers_shape": list(h.shape), "transformers_dtype": h.dtype}
+                        for t, h in zip(state.tensors, hf.tensors)]}
+
+
 def serve_json(model, system, est) -> dict:
     """One JSON object; bytes per GPU, seconds, the engine's settings and every stage."""
     c, p, e = est.cfg, est.pool, est.engine
@@ -157,11 +200,15 @@ def serve_json(model, system, est) -> dict:
         "engine": {"block_size": e.block_size, "max_num_batched_tokens":
                    e.max_num_batched_tokens, "max_num_seqs": e.max_num_seqs,
                    "hybrid_kv_cache_manager": e.hybrid_manager,
+                   "state_page_bytes": e.state_page_bytes,
+                   "mamba_cache_dtype": c.mamba_cache_dtype,
+                   "mamba_ssm_cache_dtype": c.mamba_ssm_cache_dtype,
                    "gpu_memory_utilization": c.gpu_memory_utilization},
         "pool": {"page_bytes": p.page_bytes, "groups": p.groups, "group_size": p.group_size,
                  "num_blocks": p.num_blocks, "blocks_per_request": p.blocks_per_request},
         "layers": [{"kind": k, "layers": n, "bytes_per_token": cache.bytes_per_token,
-                    "window": cache.window, "kept_tokens": cache.kept_tokens(c.context)}
+                    "window": cache.window, "kept_tokens": cache.kept_tokens(c.context),
+                    "state_bytes": cache.state_bytes, "state": _state(cache.state)}
                    for k, cache, n in _kinds(est)],
         "stages": [{"rank": s.rank, "layers": len(s.layers), "weight_bytes": s.weight_bytes,
                     "kv_bytes_per_token": s.kv_bytes_per_token,

@@ -1,10 +1,12 @@
 """Serving: the same placement with two kinds of state, weights and the KV cache.
 
 ``cache`` sizes each layer's KV cache kind by kind (GQA, MLA's latent, sliding and chunked
-windows; one function per kind); ``engine`` holds the layout (``ServeConfig``) and vLLM's
-defaults at a named commit; ``weights`` the weights per GPU from the ledger's sharding
-over vLLM's pipeline split; ``budget`` the memory vLLM leaves for the cache after its
-profile run; ``paging`` vLLM's pages, groups, blocks and maximum concurrency; ``comms``
+windows; one function per kind) and ``state`` a recurrent layer's state (Mamba-1/2, Gated
+DeltaNet, KDA, lightning attention, short convolutions) as vLLM shapes it; ``engine``
+holds the layout (``ServeConfig``) and vLLM's defaults at a named commit; ``weights`` the
+weights per GPU from the ledger's sharding over vLLM's pipeline split; ``budget`` the
+memory vLLM leaves for the cache after its profile run; ``paging`` vLLM's pages, groups,
+blocks, the alignment of attention and state pages, and maximum concurrency; ``comms``
 the collectives per token; ``timing`` decode from the memory roofline and prefill from
 compute; ``estimate`` puts them together - ``serve(model, cfg, system)``.
 
@@ -21,10 +23,12 @@ from ledger.serve.engine import (
                                  engine,
 )
 from ledger.serve.estimate import ServeEstimate, Stage, serve
-from ledger.serve.paging import Pool, Spec, groups, spec
+from ledger.serve.paging import Pool, Spec, align_hybrid, groups, specs
+from ledger.serve.state import RecurrentState, StateTensor, state_dtypes
 from ledger.serve.weights import pipeline_split, weight_bytes_by_rank
 
 __all__ = ["BLOCK_SIZE", "Engine", "GPU_MEMORY_UTILIZATION", "KINDS", "KV_DTYPES", "LayerCache",
-           "Pool", "ServeConfig", "ServeEstimate", "Spec", "Stage", "VLLM_COMMIT", "engine",
-           "groups", "layer_caches", "layer_kind", "pipeline_split", "serve", "spec",
+           "Pool", "RecurrentState", "ServeConfig", "ServeEstimate", "Spec", "Stage",
+           "StateTensor", "VLLM_COMMIT", "align_hybrid", "engine", "groups", "layer_caches",
+           "layer_kind", "pipeline_split", "serve", "specs", "state_dtypes",
            "weight_bytes_by_rank"]

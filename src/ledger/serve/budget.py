@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ledger.serve.cache import kv_heads_per_gpu
 from ledger.serve.engine import WEIGHT_BYTES
+from ledger.serve.state import RECURRENT
 
 
 @dataclass(frozen=True)
@@ -80,23 +81,48 @@ def _mlp_transient(model, cfg, moe: bool, tokens: int) -> float:
     return experts + tokens * 3 * model.shared_ffn / cfg.tp
 
 
+def _mixer_transient(model, tp: int, mixer: str) -> float:
+    """Elements per token a recurrent mixer allocates at its widest, on one GPU: its input
+    projection's output, split over tp as vLLM splits it - Mamba-1's x and z, Mamba-2's z,
+    xBC and dt (MambaMixer2.forward's projected_states, mamba_mixer2.py), Gated DeltaNet's
+    q, k, v, z and its beta and alpha, KDA's and lightning attention's q, k and v, LFM2's
+    B, C and x."""
+    if mixer in ("mamba", "attention+mamba"):
+        return model.mamba.in_width / tp
+    if mixer == "conv":
+        return 3 * model.hidden / tp
+    la = model.linear
+    if la.kind == "gdn":
+        return (2 * la.key_width + 2 * la.value_width + 2 * la.value_heads) / tp
+    return 3 * la.value_width / tp
+
+
+def _widest(model, cfg, tokens: int, layers: range) -> float:
+    """The largest transient of one layer of ``layers`` for ``tokens`` tokens: its
+    attention, its recurrent mixer or its MLP, whichever allocates most."""
+    kinds = {model.layer_kind(i) for i in layers}
+    out = [_mlp_transient(model, cfg, k.moe, tokens) for k in kinds if k.mlp != "none"]
+    if any(k.attention for k in kinds):
+        out.append(tokens * _attention_transient(model, cfg.tp))
+    out += [tokens * _mixer_transient(model, cfg.tp, k.mixer) for k in kinds
+            if k.mixer in RECURRENT]
+    return max(out, default=0.0)
+
+
 def profile_activation_bytes(model, cfg, eng, layers: range, last: bool) -> float:
     """The torch peak increase of vLLM's profile run on one GPU (an estimate). The run is
     ``_dummy_run(max_num_batched_tokens)`` then, on the last pipeline rank,
     ``_dummy_sampler_run`` over the last token of min(tokens, max_num_seqs) dummy requests
     (vllm/v1/worker/gpu_model_runner.py:6125-6132; requests :5591; last tokens
     :5864-5868). A forward without autograd holds the hidden states and the residual
-    (2 x tokens x h) and, at its widest, one layer's attention or MLP intermediates
-    (``_attention_transient``, ``_mlp_transient``); the sampler holds the gathered
+    (2 x tokens x h) and, at its widest, one layer's attention, recurrent mixer or MLP
+    intermediates (``_widest``); the sampler holds the gathered
     logits in the model's dtype (compute_logits, [rows, vocab], :5886) and their fp32
     copy (Sampler.forward, vllm/v1/sample/sampler.py:91) beside the hidden states.
     Kernel workspaces (attention, sorting for top-k/top-p) and the compiler's buffer
     reuse are not modelled."""
     tokens, a = eng.max_num_batched_tokens, WEIGHT_BYTES
-    kinds = {model.is_moe_layer(i) for i in layers}
-    widest = max(max(_mlp_transient(model, cfg, moe, tokens) for moe in kinds),
-                 tokens * _attention_transient(model, cfg.tp))
-    forward = (2 * tokens * model.hidden + widest) * a
+    forward = (2 * tokens * model.hidden + _widest(model, cfg, tokens, layers)) * a
     if not last:
         return forward
     rows = min(tokens, eng.max_num_seqs)

@@ -1,7 +1,7 @@
 """The KV cache of one layer on one GPU, kind by kind: what a token of context adds, and
 what the layer keeps.
 
-Each kind of layer has one function (``KINDS``) returning a ``LayerCache``:
+Each kind of attention layer has one function (``KINDS``) returning a ``LayerCache``:
 
   full      K and V of every token: 2 x kv heads per GPU x head width x bytes
   mla       DeepSeek-V2's compressed latent and the shared rotary key, one "head" that TP
@@ -9,10 +9,13 @@ Each kind of layer has one function (``KINDS``) returning a ``LayerCache``:
   sliding   a full layer that attends its last ``window`` keys only
   chunked   Llama 4's local layers: each query sees the keys of its own chunk
 
-A layer kind that holds a recurrent state (Mamba, linear attention) adds a function
-here that returns its ``state_bytes`` and no bytes per token; ``layer_kind`` names which
-layer is which. What the layer keeps at a context of n tokens is ``LayerCache.bytes_at``;
-what a serving engine reserves for it is ``ledger.serve.paging``.
+A layer whose mixer is recurrent (Mamba, linear attention, a short convolution) keeps no
+bytes per token but a state per sequence, as vLLM shapes it (``ledger.serve.state``); its
+kind is the mixer's (mamba1, mamba2, gdn, kda, lightning, conv). Falcon-H1's layers run
+attention and Mamba-2 side by side and keep both ("full+mamba2"); a layer without a mixer
+(Nemotron-H's MLP layers) keeps nothing ("none"). What the layer keeps at a context of n
+tokens is ``LayerCache.bytes_at``; what a serving engine reserves for it is
+``ledger.serve.paging``.
 
 >>> from ledger.model import llama3_70b, deepseek_v3
 >>> full_attention(llama3_70b(), 0, tp=8, kv_bytes=2).bytes_per_token  # 2 x 1 x 128 x 2
@@ -22,10 +25,11 @@ what a serving engine reserves for it is ``ledger.serve.paging``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ledger.errors import LedgerError
 from ledger.placement import kv_width
+from ledger.serve.state import RecurrentState, layer_state
 
 # bytes per cached element: vLLM's --kv-cache-dtype (vllm/utils/torch_utils.py:38-40 at
 # 9aaf83ef50: "fp8", "fp8_e4m3", "fp8_e5m2" are stored as uint8; "auto" is the model's
@@ -41,7 +45,11 @@ class LayerCache:
     kind: str  # a key of KINDS
     bytes_per_token: int  # bytes one more token of context adds (below any window)
     window: int | None = None  # keys a query sees at most (sliding window, chunk); None: all
-    state_bytes: int = 0  # bytes held whatever the context (a recurrent state)
+    state: RecurrentState | None = None  # held whatever the context (a recurrent mixer)
+
+    @property
+    def state_bytes(self) -> int:
+        return self.state.bytes if self.state is not None else 0
 
     def kept_tokens(self, context: int) -> int:
         """Tokens the layer keeps between decode steps: all of them, or the last
@@ -110,26 +118,31 @@ KINDS = {"full": full_attention, "mla": mla, "sliding": sliding, "chunked": chun
 
 
 def layer_kind(model, layer: int) -> str:
-    """Which cache kind layer ``layer`` (0-based) has."""
+    """Which attention cache kind layer ``layer`` (0-based) has."""
     if model.window(layer) is not None:
         return "chunked" if model.local_attention == "chunked" else "sliding"
     return "mla" if model.attention == "mla" else "full"
 
 
-def layer_caches(model, layers, tp: int, kv_bytes: int) -> list[LayerCache]:
-    """The caches of ``layers`` (indices) on one GPU of a TP group of ``tp``: each layer as
-    it attends (``ModelSpec.attention_of``: a global layer's own K/V shape). A layer whose
-    mixer holds a recurrent state (``ModelSpec.layer_kind``) is refused until its kind has
-    a function here."""
-    out = []
-    for i in layers:
-        kind = model.layer_kind(i) if hasattr(model, "layer_kind") else None
-        if kind is not None and kind.mixer != "attention":
-            raise LedgerError("model", f"{model.name}'s layer {i} runs a {kind.mixer!r} mixer: "
-                                       f"its recurrent state is not priced by serve")
+def _layer(model, i: int, tp: int, kv_bytes: int, state_dtypes: tuple[str, str]) -> LayerCache:
+    kind = model.layer_kind(i) if hasattr(model, "layer_kind") else None
+    state = layer_state(model, kind.mixer, tp, state_dtypes) if kind is not None else None
+    if kind is None or kind.attention:
         view = model.attention_of(kind) if kind is not None else model
-        out.append(KINDS[layer_kind(view, i)](view, i, tp, kv_bytes))
-    return out
+        cache = KINDS[layer_kind(view, i)](view, i, tp, kv_bytes)
+        if state is None:
+            return cache
+        return replace(cache, kind=f"{cache.kind}+{state.mixer}", state=state)
+    return LayerCache(state.mixer if state is not None else "none", 0, state=state)
+
+
+def layer_caches(model, layers, tp: int, kv_bytes: int,
+                 state_dtypes: tuple[str, str] = ("bfloat16", "bfloat16")) -> list[LayerCache]:
+    """The caches of ``layers`` (indices) on one GPU of a TP group of ``tp``: each attention
+    layer as it attends (``ModelSpec.attention_of``: a global layer's own K/V shape), each
+    recurrent mixer's state in the (conv, ssm) dtypes ``state_dtypes``
+    (``ledger.serve.state.state_dtypes``)."""
+    return [_layer(model, i, tp, kv_bytes, state_dtypes) for i in layers]
 
 
 def decompressed_mla_elements(model) -> int:

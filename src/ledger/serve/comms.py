@@ -1,9 +1,11 @@
 """What one GPU sends per token when vLLM serves a model, axis by axis, and the calls that
 sit on each forward pass's critical path.
 
-- TP: every layer all-reduces its attention output (o_proj) and its MLP or MoE output
+- TP: every layer all-reduces its mixer's output (attention's o_proj, a recurrent
+  mixer's out_proj; Falcon-H1's layers, which run both, each) and its MLP or MoE output
   (down_proj, the experts' final reduce): RowParallelLinear.forward,
-  vllm/model_executor/layers/linear.py:1558-1559; the first stage all-reduces the
+  vllm/model_executor/layers/linear.py:1558-1559 (a layer without an MLP or without a
+  mixer, Nemotron-H's, issues one); the first stage all-reduces the
   vocab-parallel embedding (vocab_parallel_embedding.py:489); the last gathers each
   sampled token's logits to TP rank 0 (logits_processor.py:75-87). Payload h per token:
   in training s b h per call, in decode B h - a few KiB, latency-bound (the seed: 80
@@ -54,15 +56,23 @@ def layout(cfg, gpus_per_node: int) -> Layout:
                   gpus_per_node=gpus_per_node)
 
 
-def tp_rows(model, cfg, lay: Layout, layers: int, first: bool, last: bool) -> list[ServeComm]:
-    """A stage's TP traffic per token: 2 all-reduces per layer of h values, the
-    embedding's all-reduce on the first stage, the logits gather on the last."""
+def tp_reduces(kind) -> int:
+    """All-reduces of h values one layer of ``kind`` (a LayerKind) issues per pass."""
+    mixers = {"none": 0, "attention+mamba": 2}.get(kind.mixer, 1)
+    return mixers + (kind.mlp != "none")
+
+
+def tp_rows(model, cfg, lay: Layout, held: range, first: bool, last: bool) -> list[ServeComm]:
+    """A stage's TP traffic per token: the all-reduces of h values of its layers
+    (``tp_reduces``: 2 a layer of attention and an MLP), the embedding's all-reduce on the
+    first stage, the logits gather on the last."""
     if cfg.tp == 1:
         return []
     h_bytes, link = model.hidden * WEIGHT_BYTES, lay.link("tp")
-    calls = 2 * layers + first
+    calls = sum(tp_reduces(model.layer_kind(i)) for i in held) + first
     rows = [ServeComm("tp", "all_reduce", link, calls * coll_bytes("all_reduce", cfg.tp, h_bytes),
-                      calls, cfg.tp, "attention and MLP outputs" + ", embedding" * first)]
+                      calls, cfg.tp, ("mixer" if model.is_hybrid else "attention")
+                      + " and MLP outputs" + ", embedding" * first)]
     if last:  # each TP rank but rank 0 sends its V / tp logits of each sampled token
         shard = model.vocab / cfg.tp * WEIGHT_BYTES
         rows.append(ServeComm("tp", "send_recv", link, coll_bytes("send_recv", 2, shard), 1,
@@ -112,5 +122,5 @@ def stage_rows(model, cfg, lay: Layout, held: range, rank: int) -> list[ServeCom
     """Every row of one pipeline rank's GPUs."""
     first, last = rank == 0, rank == cfg.pp - 1
     moe = sum(model.is_moe_layer(i) for i in held)
-    return (tp_rows(model, cfg, lay, len(held), first, last) + pp_rows(model, cfg, lay, first, last)
+    return (tp_rows(model, cfg, lay, held, first, last) + pp_rows(model, cfg, lay, first, last)
             + ep_rows(model, cfg, lay, moe))

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from ledger.errors import LedgerError, require_positive
 from ledger.serve.cache import KV_DTYPES
+from ledger.serve.paging import align_hybrid
+from ledger.serve.state import STATE_DTYPES
 
 VLLM_COMMIT = "9aaf83ef502fc37bc647f6e474314d48ba36cd1c"
 # CacheConfig.gpu_memory_utilization: Field(default=0.92) (vllm/config/cache.py:66; 0.9
@@ -43,6 +45,8 @@ class ServeConfig:
     max_num_batched_tokens: int | None = None  # None: vLLM's default for the GPU
     max_num_seqs: int | None = None  # None: vLLM's default for the GPU
     hybrid_manager: bool | None = None  # None: on, unless the model has chunked layers
+    mamba_cache_dtype: str = "auto"  # --mamba-cache-dtype: recurrent states (auto: bf16)
+    mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: their ssm part
     non_torch_bytes: float = 0.0  # vLLM's measured non-torch increase (NCCL, cuBLAS)
     cudagraph_bytes: float = 0.0  # vLLM's measured CUDA-graph pool estimate
 
@@ -56,6 +60,10 @@ class ServeConfig:
         if self.kv_dtype not in KV_DTYPES:
             raise LedgerError("kv_dtype", f"must be one of {', '.join(KV_DTYPES)}, "
                                           f"got {self.kv_dtype!r}")
+        for f in ("mamba_cache_dtype", "mamba_ssm_cache_dtype"):
+            if getattr(self, f) not in STATE_DTYPES:
+                raise LedgerError(f, f"must be one of {', '.join(STATE_DTYPES)}, got "
+                                     f"{getattr(self, f)!r}")
         u = self.gpu_memory_utilization
         if not (isinstance(u, (int, float)) and 0 < u <= 1):
             raise LedgerError("gpu_memory_utilization", f"must lie in (0, 1], got {u!r}")
@@ -94,6 +102,8 @@ class Engine:
     max_num_seqs: int  # sequences one step schedules: the profile run's sampler rows
     hybrid_manager: bool  # per-kind KV groups (False: every local layer cached in full)
     kv_bytes: int  # bytes per cached element
+    state_page_bytes: int | None = None  # a recurrent state's page, padded to the
+    #                                      attention page (None: not padded)
 
 
 def batch_defaults(gpu) -> tuple[int, int]:
@@ -105,13 +115,17 @@ def batch_defaults(gpu) -> tuple[int, int]:
     return 2048, 256
 
 
-def engine(model, cfg: ServeConfig, gpu) -> Engine:
+def engine(model, cfg: ServeConfig, gpu, caches: list | None = None) -> Engine:
     """The engine's settings: the user's, else vLLM's defaults. Unset, max_num_batched_tokens
     is capped at max_num_seqs x max_model_len and max_num_seqs at the result
     (arg_utils.py:2458-2486). The hybrid KV-cache manager is on by default
     (vllm/config/vllm.py:1480-1482) except for chunked local attention, where vLLM turns it
     off for a latency regression (vllm/config/vllm.py:1405-1425) unless
-    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (``hybrid_manager=True`` here)."""
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (``hybrid_manager=True`` here).
+    With ``caches`` (``ledger.serve.cache.layer_caches``) of attention and recurrent layers,
+    the block size is raised until an attention page holds a state, and the state page
+    padded to it (``ledger.serve.paging.align_hybrid``; vLLM may raise a --block-size the
+    user gave, interface.py:503-506)."""
     tokens, seqs = batch_defaults(gpu)
     seqs = cfg.max_num_seqs or seqs
     if cfg.max_num_batched_tokens is None:
@@ -123,4 +137,5 @@ def engine(model, cfg: ServeConfig, gpu) -> Engine:
     hybrid = cfg.hybrid_manager
     if hybrid is None:
         hybrid = not (model.sliding_window is not None and model.local_attention == "chunked")
-    return Engine(cfg.block_size or BLOCK_SIZE, tokens, seqs, hybrid, KV_DTYPES[cfg.kv_dtype])
+    block, state_page = align_hybrid(caches or [], cfg.block_size or BLOCK_SIZE)
+    return Engine(block, tokens, seqs, hybrid, KV_DTYPES[cfg.kv_dtype], state_page)

@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ledger.serve.budget import Budget, budgets
-from ledger.serve.cache import LayerCache, layer_caches
+from ledger.serve.cache import KV_DTYPES, LayerCache, layer_caches
 from ledger.serve.comms import ServeComm, layout, stage_rows
 from ledger.serve.engine import WEIGHT_BYTES, Engine, ServeConfig, engine
 from ledger.serve.paging import Pool, cdiv, pool
+from ledger.serve.state import state_dtypes
 from ledger.serve.timing import call_s, decode_stage_s, prefill_compute_s
 from ledger.serve.weights import check, lookup_params, params_by_rank, stage_ranges
 
@@ -89,9 +90,10 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
     """Weights, KV cache, concurrency, communication and time of one served model."""
     check(model, cfg)
     gpu = system.gpu
-    eng = engine(model, cfg, gpu)
+    dtypes = state_dtypes(model, cfg.mamba_cache_dtype, cfg.mamba_ssm_cache_dtype)
+    caches = layer_caches(model, range(model.layers), cfg.tp, KV_DTYPES[cfg.kv_dtype], dtypes)
+    eng = engine(model, cfg, gpu, caches)
     ranges = stage_ranges(model.layers, cfg.pp)
-    caches = layer_caches(model, range(model.layers), cfg.tp, eng.kv_bytes)
     params = params_by_rank(model, cfg)
     weights = [(dense + expert) * WEIGHT_BYTES for dense, expert in params]
     buds = budgets(model, cfg, eng, gpu, weights, ranges)

@@ -50,15 +50,52 @@ class Spec:
         return 1
 
 
-def spec(cache, block_size: int) -> Spec:
-    """A ``ledger.serve.cache.LayerCache`` as vLLM's spec: an attention page is
+def specs(cache, block_size: int, state_page: int | None = None) -> list[Spec]:
+    """A ``ledger.serve.cache.LayerCache`` as vLLM's specs: an attention page is
     block_size x the layer's bytes per token (AttentionSpec.real_page_size_bytes,
     kv_cache_interface.py:167-184; MLA :354-369); a recurrent state is one page of its
-    state bytes (MambaSpec.page_size_bytes, :572-580)."""
-    if cache.bytes_per_token == 0:
-        return Spec("state", cache.state_bytes, block_size)
-    kind = "full" if cache.window is None else cache.kind
-    return Spec(kind, block_size * cache.bytes_per_token, block_size, cache.window)
+    state bytes (MambaSpec.page_size_bytes, :572-580), padded to ``state_page`` when vLLM
+    aligned it to the attention page (``align_hybrid``). A layer that runs both (Falcon-H1)
+    has both; one without a mixer, none."""
+    out = []
+    if cache.bytes_per_token:
+        kind = "full" if cache.window is None else cache.kind.split("+")[0]
+        out.append(Spec(kind, block_size * cache.bytes_per_token, block_size, cache.window))
+    if cache.state is not None:
+        out.append(Spec("state", state_page or cache.state_bytes, block_size))
+    return out
+
+
+def align_hybrid(caches: list, block_size: int) -> tuple[int, int | None]:
+    """(block size, padded state page) of a model with attention and recurrent layers, as
+    vLLM aligns them (Platform._align_hybrid_block_size, vllm/platforms/interface.py:
+    509-676, with mamba_cache_mode "none": vLLM turns prefix caching off for hybrids,
+    vllm/config/model.py:1817-1823, and then the mode, models/config.py:388-395): the
+    attention block grows to the fewest multiples of ``align`` tokens whose page holds one
+    state,
+
+        attn_block = align x cdiv(state page, align x attention bytes per token)  :640-645
+
+    with align = max(the backend's smallest kernel block, block_size) = block_size here
+    (FlashAttention: MultipleOf(16), or 16, 32, 64 with a float32 state, flash_attn.py:
+    77-94; :618-626), and the state page is padded to exactly the attention page
+    (:658-676). Without both kinds nothing changes (:608-609; an attention-free model
+    has no attention backend, :485-487).
+
+    >>> from ledger.serve.cache import LayerCache
+    >>> from ledger.serve.state import RecurrentState, StateTensor
+    >>> s = RecurrentState("gdn", (StateTensor("conv", (4096, 3), "bfloat16", True),
+    ...                            StateTensor("ssm", (16, 128, 128), "bfloat16")))  # 548,864 B
+    >>> align_hybrid([LayerCache("full", 1024), LayerCache("gdn", 0, state=s)], 16)
+    (544, 557056)
+    """
+    per_token = [c.bytes_per_token for c in caches if c.bytes_per_token]
+    states = [c.state_bytes for c in caches if c.state is not None]
+    if not per_token or not states:
+        return block_size, None
+    attn, state = per_token[0], max(states)  # vLLM sizes both from the model's config
+    block = max(block_size, block_size * cdiv(state, block_size * attn))
+    return block, block * attn
 
 
 def unify_without_hybrid_manager(specs: list[Spec]) -> list[Spec]:
@@ -66,6 +103,12 @@ def unify_without_hybrid_manager(specs: list[Spec]) -> list[Spec]:
     local layer in full (unify_hybrid_kv_cache_specs, kv_cache_utils.py:1324-1417: "we
     do not enable any optimizations for saving KV cache memory")."""
     kinds = {s.kind for s in specs}
+    if "state" in kinds and len(kinds) > 1:
+        raise LedgerError("hybrid_kv_cache_manager", "vLLM cannot cache recurrent layers "
+                                                     "beside attention without its hybrid "
+                                                     "KV-cache manager "
+                                                     "(unify_hybrid_kv_cache_specs, "
+                                                     "kv_cache_utils.py:1410-1417)")
     if "full" not in kinds or not kinds & {"sliding", "chunked"}:
         return specs
     return [replace(s, kind="full", window=None) if s.kind in ("sliding", "chunked") else s
@@ -138,10 +181,12 @@ def pool(caches: list, workers: list[list[int]], available: list[float], max_mod
     whose pipeline workers hold the layers ``workers[r]`` with ``available[r]`` bytes for
     the cache each (get_kv_cache_configs, kv_cache_utils.py:1945-2074: global groups
     projected on each worker, num_blocks the minimum). ``eng``: an Engine."""
-    specs = [spec(c, eng.block_size) for c in caches]
+    entries = [(i, s) for i, c in enumerate(caches)
+               for s in specs(c, eng.block_size, eng.state_page_bytes)]
+    all_specs = [s for _, s in entries]
     if not eng.hybrid_manager:
-        specs = unify_without_hybrid_manager(specs)
-    grouped = groups(specs)
+        all_specs = unify_without_hybrid_manager(all_specs)
+    grouped = [(s, [entries[j][0] for j in members]) for s, members in groups(all_specs)]
     page = grouped[0][0].page_bytes
     per_request = sum(s.admission_blocks(max_model_len, eng.max_num_batched_tokens)
                       for s, _ in grouped)  # get_max_concurrency_for_kv_cache_config :877-895
@@ -149,7 +194,7 @@ def pool(caches: list, workers: list[list[int]], available: list[float], max_mod
     for held in workers:
         mine = set(held)
         sizes.append(max(sum(i in mine for i in members) for _, members in grouped))
-    blocks = [max(int(avail // page // size), 0) for avail, size in zip(available, sizes)]
+    blocks = [max(int(avail // page // max(size, 1)), 0) for avail, size in zip(available, sizes)]
     num_blocks = min(blocks)  # get_num_blocks :935-952, then the minimum :2061-2071
     # one request at max_model_len on each worker (_max_memory_usage_bytes_from_groups
     # :1741-1801): its layer slots x page x the request's blocks

@@ -17,7 +17,8 @@ chunk of max_num_batched_tokens, whichever is longer, plus its collectives.
 """
 from __future__ import annotations
 
-from ledger.arch import attention_flops_per_token, matmul_params_per_token
+from ledger.arch import (attention_flops_per_token, matmul_params_per_token,
+                         recurrent_flops_per_token)
 from ledger.serve.engine import WEIGHT_BYTES
 from ledger.serve.paging import cdiv
 
@@ -76,14 +77,15 @@ def decode_stage_s(model, cfg, gpu, params: tuple[float, float], kv_bytes: float
 
 def prefill_flops(model, context: int) -> float:
     """Forward FLOPs of one prompt of ``context`` tokens: 2 N_matmul per token without the
-    output head, the causal attention core (a third of ``attention_flops_per_token``,
-    which counts forward and backward), and the output head for the last token, the
-    one vLLM samples (logits at the last token of each request,
-    gpu_model_runner.py:5864-5868)."""
+    output head, the causal attention core and the recurrent mixers' cores (a third of
+    ``attention_flops_per_token`` and ``recurrent_flops_per_token``, which count forward
+    and backward), and the output head for the last token, the one vLLM samples (logits
+    at the last token of each request, gpu_model_runner.py:5864-5868)."""
     head = model.vocab * model.hidden
     body = 2 * (matmul_params_per_token(model) - head)
-    attention = attention_flops_per_token(model.with_seq(context)) / 3
-    return context * (body + attention) + 2 * head
+    at = model.with_seq(context)
+    cores = (attention_flops_per_token(at) + recurrent_flops_per_token(at)) / 3
+    return context * (body + cores) + 2 * head
 
 
 def prefill_compute_s(model, cfg, gpu, context: int, weight_bytes: float, chunk: int) -> float:

@@ -1,7 +1,8 @@
 """Weights per GPU when vLLM serves a model: the ledger's own sharding of every parameter
 (``ledger.placement.stages.stage_params``) over vLLM's pipeline split, with what vLLM does
-differently - it replicates a KV head when tp exceeds the KV heads, and loads no MTP
-module without speculative decoding.
+differently - it replicates a KV head when tp exceeds the KV heads, splits the recurrent
+mixers Megatron-Core keeps whole (``vllm_mixer_parts``), and loads no MTP module without
+speculative decoding.
 
 >>> from ledger.model import llama3_8b
 >>> from ledger.serve.engine import ServeConfig
@@ -15,7 +16,8 @@ from dataclasses import replace
 from ledger.errors import LedgerError, require_divides
 from ledger.placement import stage_params
 from ledger.serve.cache import kv_heads_per_gpu
-from ledger.serve.engine import WEIGHT_BYTES
+from ledger.serve.engine import VLLM_COMMIT, WEIGHT_BYTES
+from ledger.serve.state import RECURRENT, UNSERVED, has_state, mamba2_groups
 
 
 def pipeline_split(layers: int, pp: int) -> list[int]:
@@ -44,10 +46,18 @@ def stage_ranges(layers: int, pp: int) -> list[range]:
 
 
 def check(model, cfg) -> None:
-    """What the layout needs of the model, as vLLM's layers divide it."""
-    require_divides("heads", model.heads, "tp", cfg.tp)
-    kv_heads_per_gpu(model, cfg.tp)
-    require_divides("ffn_hidden", model.ffn_hidden, "tp", cfg.tp)
+    """What the layout needs of the model, as vLLM's layers divide it (the recurrent
+    states' own splits: ``ledger.serve.state``)."""
+    kinds = model.kind_counts
+    if model.family in UNSERVED and has_state(model):
+        raise LedgerError("model", f"vLLM serves no {model.family!r} model at "
+                                   f"{VLLM_COMMIT[:10]} ({UNSERVED[model.family]} is not in "
+                                   f"vllm/model_executor/models/registry.py)")
+    if any(k.attention for k in kinds):
+        require_divides("heads", model.heads, "tp", cfg.tp)
+        kv_heads_per_gpu(model, cfg.tp)
+    if any(k.mlp == "dense" for k in kinds):
+        require_divides("ffn_hidden", model.ffn_hidden, "tp", cfg.tp)
     pipeline_split(model.layers, cfg.pp)
     if cfg.ep > 1 and not model.is_moe:
         raise LedgerError("ep", f"ep({cfg.ep}) > 1 but {model.name} has no experts")
@@ -56,6 +66,50 @@ def check(model, cfg) -> None:
         # ledger prices an even split only
         require_divides("num_experts", model.num_experts, "ep", cfg.ep)
         require_divides("moe_ffn_hidden", model.moe_ffn_hidden, "tp*dp/ep", cfg.etp)
+
+
+def vllm_mixer_parts(model, mixer: str, tp: int) -> tuple[float, float]:
+    """(split by TP, replicated) parameters of a recurrent mixer as vLLM builds it:
+    - Mamba-1 (MambaMixer, vllm/model_executor/layers/mamba/mamba_mixer.py:91-189): every
+      projection, the convolution, A and D split; the RMSNorms on dt, B and C whole;
+    - Mamba-2 (MambaMixer2, mamba_mixer2.py:285-466): heads split, and with one group and
+      tp > 1 its B and C projections and convolution channels whole on every rank
+      (the groups replicated to accompany the heads, mamba_utils.py:200-210);
+    - Gated DeltaNet (gdn_linear_attn.py:313-398): as the ledger splits it;
+    - KDA (vllm/model_executor/layers/kda.py:137-245): all split but the low-rank gates'
+      first projections (f_a_proj, g_a_proj: ReplicatedLinear) and o_norm;
+    - lightning attention (layers/mamba/linear_attn.py:302-330, its norm split too) and
+      LFM2's short convolution (layers/mamba/short_conv.py:53-76): all split."""
+    h = model.hidden
+    if mixer in ("mamba", "attention+mamba"):
+        m = model.mamba
+        if m.version == 1:
+            norms = (m.dt_rank + 2 * m.state) * m.dt_norms
+            return m.params(h) - norms, norms
+        if mamba2_groups(m, tp) == m.groups:
+            return m.params(h), 0
+        bc = 2 * m.groups * m.state * (h + m.proj_bias + m.conv_kernel + m.conv_bias)
+        return m.params(h) - bc, bc
+    if mixer == "linear":
+        la = model.linear
+        if la.kind == "gdn":
+            return la.parts(h)
+        whole = 2 * h * la.value_dim + la.value_dim if la.kind == "kda" else 0
+        return la.params(h) - whole, whole
+    if mixer == "conv":
+        return model.conv.params(h), 0
+    return 0, 0
+
+
+def _mixer_correction(model, tp: int, mixer: str) -> float:
+    """Parameters one GPU holds beyond the ledger's sharding of a layer's mixer."""
+    if mixer not in RECURRENT:
+        return 0.0
+    split, repl = vllm_mixer_parts(model, mixer, tp)
+    record = model.conv if mixer == "conv" else \
+        model.linear if mixer == "linear" else model.mamba
+    mine_split, mine_repl = record.parts(model.hidden)
+    return split / tp + repl - (mine_split / tp + mine_repl)
 
 
 def _kv_replicas(model, cfg) -> float:
@@ -78,8 +132,14 @@ def params_by_rank(model, cfg) -> list[tuple[float, float]]:
     served = replace(model, mtp_layers=0)
     counts = pipeline_split(model.layers, cfg.pp)
     extra = _kv_replicas(model, cfg)
-    return [(dense + n * extra, expert)
-            for (dense, expert), n in zip(stage_params(served, cfg, counts), counts)]
+    mixers = {k.mixer: _mixer_correction(model, cfg.tp, k.mixer) for k in model.kind_counts}
+    out = []
+    for (dense, expert), held in zip(stage_params(served, cfg, counts),
+                                     stage_ranges(model.layers, cfg.pp)):
+        kinds = [model.layer_kind(i) for i in held]
+        dense += sum(extra * k.attention + mixers[k.mixer] for k in kinds)
+        out.append((dense, expert))
+    return out
 
 
 def weight_bytes_by_rank(model, cfg) -> list[float]:
