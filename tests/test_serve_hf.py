@@ -75,13 +75,17 @@ def _layer_bytes(cache) -> list[int]:
             for layer in cache.layers]
 
 
-def measured(cfg: dict) -> tuple[list[int], list[int]]:
-    """transformers' cache bytes per layer after a PROMPT-token prefill and one more token."""
-    kw = {k: v for k, v in cfg.items() if k != "model_type"}
-    config = transformers.AutoConfig.for_model(cfg["model_type"], **kw)
+def tiny_model(kind: str, **kw):
+    """A random transformers model of ``kind``: bf16, eager attention, seeded."""
+    config = transformers.AutoConfig.for_model(kind, **kw)
     config._attn_implementation = "eager"
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16).eval()
+    return transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16).eval()
+
+
+def measured(cfg: dict) -> tuple[list[int], list[int]]:
+    """transformers' cache bytes per layer after a PROMPT-token prefill and one more token."""
+    model = tiny_model(cfg["model_type"], **{k: v for k, v in cfg.items() if k != "model_type"})
     ids = torch.randint(3, 100, (1, PROMPT))
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=True)

@@ -26,13 +26,9 @@ from ledger.serve.cache import layer_caches
 from ledger.serve.state import DTYPE_BYTES, state_dtypes
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("transformers")
+from test_serve_hf import PROMPT, SMALL, TOKENS, tiny_model  # noqa: E402 (after the skips)
 
-PROMPT = 8
-TOKENS = {"pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0}
-SMALL = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 128,
-         "max_position_embeddings": 64, **TOKENS}
 MAMBA = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 128, **TOKENS}
 GDN = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
        "linear_value_head_dim": 24}
@@ -100,10 +96,7 @@ def _layers(cache) -> list[dict[str, list]]:
 
 def measured(kind: str) -> tuple[list, list]:
     """transformers' cache after the prompt, and after one more token."""
-    config = transformers.AutoConfig.for_model(kind, **CASES[kind])
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16).eval()
+    model = tiny_model(kind, **CASES[kind])
     ids = torch.randint(3, 100, (1, PROMPT))
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=True)
