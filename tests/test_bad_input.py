@@ -335,6 +335,17 @@ def test_generated_system_files_never_crash_or_lie(tmp_path, raw):
     assert math.isfinite(d["step_time_s"]) and d["step_time_s"] > 0
 
 
+@pytest.mark.parametrize("key", ["gpu_hbm_TBps", "gpu_gemm_efficiency", "gpu_bf16_tflops"])
+def test_vanishing_system_figure_is_refused_not_divided_by(tmp_path, key):
+    # hypothesis once found gpu_hbm_TBps = 3e-254: the GEMM efficiency underflowed to 0.0
+    p = tmp_path / "system.json"
+    p.write_text(json.dumps({key: 3.042723292377648e-254}))
+    argv = ["estimate", "llama3-8b", "--tp", "8", "--system", str(p), "--json"]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert key in err and "at least 1e-06" in err, err
+
+
 SIZE = st.sampled_from([1, 2, 3, 4, 8, 16, 64, 1000, 2**20])
 
 

@@ -11,10 +11,13 @@ from ledger.io.files import read_table
 from ledger.system import GPUS, GiB, System, system
 
 
-# Shares of a peak: a sustained fraction lies in (0, 1]. Every other figure is bounded by
-# 1e9 in the unit its key names (TFLOP/s, GB/s, us, GiB), far past any hardware.
+# Shares of a peak: a sustained fraction lies in (0, 1]. Every figure is bounded by 1e9 in
+# the unit its key names (TFLOP/s, GB/s, us, GiB), far past any hardware, and by 1e-6 below
+# (a micro-share of peak, 1 MB/s of HBM): a figure that small is a typo, and past it the
+# GEMM model's efficiency underflows to zero and a step takes no finite time.
 _FRACTIONS = ("gpu_gemm_efficiency", "link_efficiency")
 _LIMIT = 1e9
+_FLOOR = 1e-6
 
 
 def _number(key: str, value) -> float:
@@ -26,6 +29,8 @@ def _number(key: str, value) -> float:
         raise LedgerError(key, f"is a share of peak and must lie in (0, 1], got {value!r}")
     if value > _LIMIT:
         raise LedgerError(key, f"must be at most {_LIMIT:g} in its unit, got {value!r}")
+    if value < _FLOOR:
+        raise LedgerError(key, f"must be at least {_FLOOR:g} in its unit, got {value!r}")
     return float(value)
 
 
