@@ -53,9 +53,12 @@ def test_megatron_mixtral_by_hand():
 
 
 def test_korthikanti_is_the_seed_figure():
-    """The ideal convention keeps 34 sbh (+5as^2b) for every model, as the seed did."""
+    """The ideal convention keeps 34 sbh (+5as^2b) for every model, as the seed did: its
+    2 sbh of dropout masks with GPT-3's dropout on (the ideal framework's default 0.1)."""
     sbh = 8192 * 16384
-    r = layer_activations(llama3_405b(), micro_batch=1, tp=8, table=KORTHIKANTI)
+    r = layer_activations(llama3_405b(), micro_batch=1, tp=8, table=KORTHIKANTI, dropout=0.1)
+    assert layer_activations(llama3_405b(), micro_batch=1, tp=8,
+                             table=KORTHIKANTI).total_bytes == sbh * 32 / 8  # no masks
     assert r.total_bytes == sbh * 34 / 8 == 544 * 2**20
     kw = dict(seq_len=2048, micro_batch=1, hidden=12288, heads=96, tp=4)
     small = 2048 * 12288
@@ -82,8 +85,13 @@ def test_hf_and_window_by_hand():
 def test_recompute_modes():
     full = layer_activations(llama3_8b(), micro_batch=1, tp=8, recompute="full", table=MEGATRON)
     assert full.total_bytes == 4096 * 2 * 8192 / 8  # the layer input, SP shard
-    assert recompute_working_bytes(llama3_8b(), micro_batch=1, tp=8, table=MEGATRON) == (
-        LLAMA8B_MEGATRON_PER_TOKEN * 8192 / 8)
+    # one layer's backward: SwiGLU's 3 f-wide input gradients (product, silu, up) on the
+    # TP shard; under full recompute also everything the layer saves but its kept input
+    grads = 3 * 14336 * 2 * 8192 / 8
+    assert recompute_working_bytes(llama3_8b(), micro_batch=1, tp=8, table=MEGATRON) == grads
+    assert recompute_working_bytes(llama3_8b(), micro_batch=1, tp=8, table=MEGATRON,
+                                   recompute="full") == (
+        LLAMA8B_MEGATRON_PER_TOKEN * 8192 / 8 - 4096 * 2 * 8192 / 8 + grads)
     sel = layer_activations(llama3_8b(), micro_batch=1, flash=False, recompute="selective",
                             table=MEGATRON)
     assert sel.scores_bytes == 0

@@ -211,6 +211,16 @@ def test_megatron_model_flags_beside_the_file(tmp_path):
     assert code == 2 and "attention_sinks beside" in err and "no Megatron flag" in err
 
 
+@pytest.mark.parametrize("flags,want", [("", 0.1), (" --hidden-dropout 0.0 "
+                                                   "--attention-dropout 0.0", 0.0),
+                                        (" --attention-dropout 0.05", 0.05)])
+def test_megatron_dropout_applied(tmp_path, flags, want):
+    """Megatron's default 0.1 (transformer_config.py L188-192) unless the launch sets it."""
+    f = write(tmp_path, "llama.sh", megatron(flags))
+    code, out, _ = run("report", "--from-megatron", f, "--json")
+    assert code == 0 and json.loads(out)["config"]["dropout"] == want
+
+
 def test_torchtitan_llama3_8b(tmp_path):
     f = write(tmp_path, "llama3_8b.toml", TITAN_8B)
     code, out, err = run("estimate", "--from-torchtitan", f, "--gpus", "64", "--json")
@@ -262,11 +272,24 @@ def test_torchtitan_refuses_by_name(tmp_path, change, needle):
     assert needle.format(f=f) in err
 
 
-def test_torchtitan_selective_is_applied_and_said(tmp_path):
-    f = write(tmp_path, "j.toml", TITAN_8B.replace('mode = "full"', 'mode = "selective"'))
-    code, _, err = run("report", "--from-torchtitan", f, "--gpus", "64")
-    assert code == 0 and "priced as selective recompute of the attention core" in err
-    assert err.startswith("warning: not modelled, so the figures are approximate: ")
+@pytest.mark.parametrize("ac,want", [
+    ('mode = "selective"', ("full", 2, False)),  # the default option "2": every 2nd block
+    ('mode = "selective"\nselective_ac_option = "op"', ("selective", 1, False)),
+    ('mode = "selective"\nselective_ac_option = "3"', ("full", 3, False)),
+    ('mode = "none"\n[training]\ncompile = true', ("none", 1, True)),
+])
+def test_torchtitan_activation_checkpointing_is_applied(tmp_path, ac, want):
+    """torchtitan's selective AC is its op policy ('op') or every n-th block in full (a
+    digit); training.compile compiles the blocks and the loss - applied, not noted."""
+    text = TITAN_8B.replace('mode = "full"', ac)
+    if "compile" in ac:  # one [training] table: move the key into the one the file has
+        text = TITAN_8B.replace('mode = "full"', 'mode = "none"').replace(
+            "seq_len = 8192", "seq_len = 8192\ncompile = true")
+    f = write(tmp_path, "j.toml", text)
+    code, out, err = run("report", "--from-torchtitan", f, "--gpus", "64", "--json")
+    cfg = json.loads(out)["config"]
+    assert code == 0
+    assert (cfg["recompute"], cfg["recompute_every"], cfg["compile"]) == want
 
 
 def test_torchtitan_needs_the_world_for_a_leftover_shard(tmp_path):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ledger.errors import LedgerError, require_positive
 from ledger.finetune import FineTune
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.losses import loss as loss_of
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
 
@@ -121,6 +122,13 @@ class ParallelConfig:
     grad_accumulation: str | None = None
     finetune: FineTune | None = None  # what trains (ledger.finetune); None: everything
     offload: str = "none"  # CPU offload: none | optimizer (ZeRO-Offload) | params (all state)
+    # -- what a step keeps beyond its layers (ledger.placement.footprint) ----------------
+    recompute_every: int = 1  # with recompute "full": every n-th layer is recomputed, the
+    #   others keep everything (torchtitan's selective layer AC, selective_ac_option = n)
+    dropout: float | None = None  # hidden and attention dropout; None: the framework's
+    loss: str | None = None  # ledger.frameworks.losses; None: the framework's (compiled
+    #   under ``compile`` where the framework compiles it)
+    compile: bool = False  # torch.compile of the model (torchtitan --training.compile)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -171,6 +179,7 @@ class ParallelConfig:
             raise LedgerError("vp", f"zb-v holds 2 stages per rank, got vp({self.vp})")
         if self.pp > 1:
             check_schedule(self.schedule, self.pp, self.num_microbatches, self.vp)
+        check_step(self, fw)
 
     @property
     def world(self) -> int:
@@ -180,6 +189,23 @@ class ParallelConfig:
     def grad_replicas(self) -> int:
         """Ranks holding a replica of the same parameter shard: dp x cp (Megatron)."""
         return self.dp * self.cp
+
+
+def check_step(cfg, fw) -> None:
+    """Recompute frequency, dropout and loss: checked, and the framework's defaults
+    filled in (dropout, and the loss - its compiled one under ``compile``)."""
+    require_positive("recompute_every", cfg.recompute_every)
+    if cfg.recompute_every > 1 and cfg.recompute != "full":
+        raise LedgerError("recompute_every", f"recomputes every n-th layer in full: needs "
+                                             f"recompute full, got recompute "
+                                             f"{cfg.recompute!r}")
+    if cfg.dropout is None:
+        object.__setattr__(cfg, "dropout", fw.dropout)
+    if not 0.0 <= cfg.dropout < 1.0:
+        raise LedgerError("dropout", f"must lie in [0, 1), got {cfg.dropout}")
+    if cfg.loss is None:
+        object.__setattr__(cfg, "loss", fw.loss_for(cfg.tp, cfg.compile))
+    loss_of(cfg.loss)
 
 
 def check_config(cfg) -> None:

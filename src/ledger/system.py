@@ -41,6 +41,10 @@ GPUS = {g.name: g for g in (
         hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
     GPU(name="h800", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
         hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
+    GPU(name="h100-96gb", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=95.04 * GiB,
+        hbm_bytes_per_s=2.4e12, gemm_efficiency=0.62, board_power_w=500),
+    GPU(name="h100-nvl", bf16_flops=835e12, fp8_flops=1671e12, hbm_bytes=99_961_274_368,
+        hbm_bytes_per_s=3.9e12, gemm_efficiency=0.62, board_power_w=400),
     GPU(name="h200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=143771 * MiB,
         hbm_bytes_per_s=4.8e12, gemm_efficiency=0.62, board_power_w=700),
     GPU(name="gh200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=96 * GiB,
@@ -67,6 +71,15 @@ GPU_SOURCES = {
             "per direction. DeepSeek-V3 report (arXiv:2412.19437) sec. 3.1: 8 H800 per node "
             "over NVLink/NVSwitch, InfiniBand between nodes; sec. 3.2.2: NVLink 160 GB/s, "
             "IB 50 GB/s per GPU (achieved: 0.8 x 200 GB/s, 400 Gb/s NICs)",
+    "h100-96gb": "Meta Grand Teton H100 SXM: '96GB HBM2e with 2.4 TB/sec peak memory "
+                 "bandwidth', 500 W (torchtitan docs/performance.md @d4c86e37, where its "
+                 "measured peaks come from); torch reports 'NVIDIA H100 (0) with 95.04GiB' "
+                 "(torchtitan commit ff3e9f59's log, 2024-04-10): that is its capacity here. "
+                 "Compute as the H100 SXM datasheet's (the same GH100 SXM part; the docs say "
+                 "its peak lies 'between SXM and NVL')",
+    "h100-nvl": "NVIDIA H100 NVL datasheet: 94 GB HBM3 3.9 TB/s, BF16 1,671 / FP8 3,341 "
+                "TFLOP/s with sparsity (835 / 1,671 dense); capacity as a driver reads it, "
+                "99,961,274,368 B (fastfetch-cli/fastfetch issue #1658); a PCIe Gen5 card",
     "h200": "NVIDIA H200 datasheet: BF16 989 / FP8 1,979 TFLOP/s dense (half the sparse "
             "figures); 141 GB HBM3e 4.8 TB/s",
     "gh200": "NVIDIA GH200 Grace Hopper Superchip datasheet: the H100's compute (BF16 989 / FP8 1,979 "
@@ -90,6 +103,10 @@ POWER_SOURCES = {
                  "arXiv:2211.02001)",
     "h100-sxm": "700 W: Llama 3 (arXiv:2407.21783) sec. 3.3.1 ('each running at 700W TDP'); "
                 "Llama 3.1 model card L104 ('H100-80GB (TDP of 700W)'); datasheet 'up to 700W'",
+    "h100-96gb": "500 W: Meta's Grand Teton H100 as torchtitan docs/performance.md @d4c86e37 "
+                 "line 5 describes it (96GB HBM2e, 500 W)",
+    "h100-nvl": "400 W: NVIDIA H100 datasheet, NVL column ('350-400W (configurable)'), at its "
+                "maximum",
     "h800": "assumed the H100 SXM board's 700 W (the same SXM5 module; no vendor figure "
             "found, DeepSeek publishes none)",
     "h200": "700 W: NVIDIA's MLPerf system description, mlcommons/inference_results_v4.1 @ "
@@ -141,18 +158,21 @@ class System:
         return np.where(link == "nvlink", self.intra_latency_s, self.inter_latency_s)
 
 
-# NVLink per GPU per direction: A100 (NVLink 3) 300 GB/s, H100/H200 (NVLink 4) 450 GB/s,
+# NVLink per GPU per direction: A100 (NVLink 3) 300 GB/s, H100/H200 (NVLink 4) 450 GB/s
+# (H100 NVL: 600 GB/s NVLink bridges, both directions, between a pair),
 # B200 (NVLink 5) 900 GB/s, MI300X Infinity Fabric 7 x 64 GB/s. Scale-out: one NIC per
 # GPU; HDR 200 Gb/s on Selene-class A100 nodes, NDR 400 Gb/s on H100-class nodes.
 _LINKS = {"a100-40gb": (300e9, 25e9), "a100-80gb": (300e9, 25e9), "h100-sxm": (450e9, 50e9),
-          "h800": (200e9, 50e9), "h200": (450e9, 50e9), "gh200": (450e9, 50e9),
-          "b200": (900e9, 50e9), "mi300x": (448e9, 50e9)}  # h800: export-limited NVLink
+          "h100-96gb": (450e9, 50e9), "h100-nvl": (300e9, 50e9), "h800": (200e9, 50e9),
+          "h200": (450e9, 50e9), "gh200": (450e9, 50e9), "b200": (900e9, 50e9),
+          "mi300x": (448e9, 50e9)}  # h800: export-limited NVLink
 # The host link per GPU, one direction: PCIe Gen4 x16 16 GT/s x 16 lanes x 128/130 = 31.5
 # GB/s (A100); Gen5 x16 63 GB/s, quoted 128 GB/s both ways on the H100 datasheet ("PCIe
 # Gen5 128GB/s"), so 64 (H100, H800, H200, B200 and MI300X hosts); GH200's NVLink-C2C
 # 450 GB/s per direction (GPU_SOURCES). Nominal: pinned copies reach ~80-90% of it.
-HOST_LINKS = {"a100-40gb": 31.5e9, "a100-80gb": 31.5e9, "h100-sxm": 64e9, "h800": 64e9,
-              "h200": 64e9, "gh200": 450e9, "b200": 64e9, "mi300x": 64e9}
+HOST_LINKS = {"a100-40gb": 31.5e9, "a100-80gb": 31.5e9, "h100-sxm": 64e9, "h100-96gb": 64e9,
+              "h100-nvl": 64e9, "h800": 64e9, "h200": 64e9, "gh200": 450e9, "b200": 64e9,
+              "mi300x": 64e9}
 
 
 def system(gpu: str, gpus_per_node: int = 8) -> System:

@@ -19,6 +19,7 @@ from ledger.arch.adapters import (
 from ledger.arch.activations import (
                                      LayerActivations,
                                      activation_bytes_per_layer,
+                                     head_bytes,
                                      kind_counts,
                                      layer_activations,
                                      layers_activation_bytes,
@@ -34,9 +35,10 @@ from ledger.arch.flops import (
 )
 from ledger.arch.saved_tensors import HF, KORTHIKANTI, MEGATRON, PLAIN, TORCH, SavedTensors, table
 
-__all__ = ["adapter_activation_bytes", "adapter_flops_per_token",
-           "frozen_wgrad_flops_per_token", "HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",
-           "activation_bytes_per_layer", "attention_flops_per_token", "keys_factor", "kind_counts",
+__all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",
+           "activation_bytes_per_layer", "adapter_activation_bytes", "adapter_flops_per_token",
+           "attention_flops_per_token", "frozen_wgrad_flops_per_token", "head_bytes",
+           "keys_factor", "kind_counts",
            "layer_activations", "layers_activation_bytes", "llama_activation_bytes_per_layer",
            "matmul_params_per_token", "model_flops_per_token", "recompute_working_bytes",
            "recurrent_flops_per_token", "table"]

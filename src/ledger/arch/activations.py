@@ -12,7 +12,7 @@ categorical arguments (table, recompute, flash, sequence_parallel) branch. Biase
 saved tensor (a linear keeps its input either way; measured on Starcoder2's layer).
 
 >>> from ledger.model import llama3_405b
->>> r = layer_activations(llama3_405b(), micro_batch=1, tp=8, table=KORTHIKANTI)
+>>> r = layer_activations(llama3_405b(), micro_batch=1, tp=8, table=KORTHIKANTI, dropout=0.1)
 >>> r.total_bytes / 2**20  # the seed's figure: 34 sbh / t (Korthikanti et al. 2022, eq. 4)
 544.0
 """
@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+import numpy as np
+
+from ledger.arch.checkpointing import gradient_bytes, op_policy
 from ledger.arch.recurrent import saved_elements
 from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, PLAIN, SavedTensors
 from ledger.config import RECOMPUTE
@@ -106,7 +109,7 @@ def _block_norm(model, t, e, tokens, sp_div):
     return norm + model.hidden * _gi(t, e) * tokens / (sp_div if t.sp_gemm_input_shard else 1)
 
 
-def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer):
+def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=0.0):
     """(norm, attention, scores, recurrent mixer) bytes of a layer's sequence mixer:
     attention, a recurrent mixer (``ledger.arch.recurrent``; Megatron-Core's kernels
     under its table, transformers' otherwise), both side by side (Falcon-H1: one norm
@@ -116,7 +119,8 @@ def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer):
     if mixer == "none":
         return zero, zero, zero, zero
     if mixer in ("attention", "attention+mamba"):
-        norm, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows)
+        norm, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows,
+                                        dropout)
         gate = {"none": 0, "elementwise": model.q_dim, "head": model.heads}[
             getattr(model, "attn_gate", "none")]
         ih, ihd = getattr(model, "index_heads", 0), getattr(model, "index_head_dim", 0)
@@ -128,7 +132,7 @@ def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer):
     return norm, attn, scores, (act * e + fp32) * tokens / tp
 
 
-def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
+def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0):
     """(norm, linear-in-s, scores) bytes of the attention block.
 
     Per token: the norm and its output (the QKV GEMM's input), q, k, v, the output the
@@ -160,7 +164,7 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows):
         scores = 0.0
     else:  # q, k and v at every head, the contiguous output copy the projection reads
         per_tok = (a * qk + a * (qk + v_w)) * e + out * out_b
-        per_score = _b(t.eager_probs, e) + (1 + e if t.eager_dropout else 0)
+        per_score = _b(t.eager_probs, e) + (1 + e if t.eager_dropout and dropout else 0)
         if getattr(model, "attn_logit_softcap", 0.0):  # cap * tanh(scores / cap)
             per_score = per_score + _b(t.eager_softcap, e)
         batch = tokens / q_rows  # sequences per GPU
@@ -234,7 +238,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                       capacity_factor: float | None = None,
                       table: SavedTensors | None = None, layer: int | None = None,
                       moe: bool | None = None, window: int | None = None,
-                      etp=1, kind: LayerKind | None = None) -> LayerActivations:
+                      etp=1, kind: LayerKind | None = None,
+                      dropout: float = 0.0) -> LayerActivations:
     """Bytes one decoder layer keeps for backward, per GPU, for one micro-batch.
 
     ``layer`` (0-based) picks the layer's kind from the model (MoE or dense, its sliding
@@ -242,8 +247,10 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     model's window when every layer is local. Explicit ``moe``/``window`` win; ``kind``
     (a ``ledger.anatomy.mixers.LayerKind``) sets all three, with the layer's mixer and MLP.
     Recompute: ``full`` keeps the layer input only (h*e per token, the SP shard);
-    ``selective`` recomputes the materialised attention core (Korthikanti et al. 2022,
-    sec. 5), so the s^2 terms are not kept; with flash there is nothing to drop.
+    ``selective`` runs the table's policy: the attention core recomputed (Korthikanti
+    et al. 2022, sec. 5: the s^2 terms are not kept; with flash there is nothing to
+    drop), or torchtitan's per-op policy (``ledger.arch.checkpointing``). ``dropout`` > 0
+    keeps the table's dropout masks.
 
     >>> from ledger.model import llama3_8b
     >>> from ledger.arch.saved_tensors import HF
@@ -273,13 +280,24 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                                 shared_experts_bytes=zero, dropout_bytes=zero,
                                 input_bytes=model.hidden * e * tokens / sp_div,
                                 recompute=recompute)
+    cf = 1.0 if capacity_factor is None else capacity_factor
+    if recompute == "selective" and t.selective == "op" and mixer == "attention" \
+            and mlp_kind != "none":  # the policy's matmuls are an attention layer's
+        kept = op_policy(model, t, e, tokens=tokens, tp=tp, sp_div=sp_div, moe=moe,
+                         capacity_factor=cf, etp=etp if sequence_parallel else 1)
+        zero = 0.0 * tokens
+        return LayerActivations(norms_bytes=zero, attention_bytes=kept["attention"],
+                                scores_bytes=zero, mlp_bytes=kept["mlp"],
+                                router_bytes=kept["router"], experts_bytes=kept["experts"],
+                                shared_experts_bytes=kept["shared"], dropout_bytes=zero,
+                                input_bytes=kept["input"], recompute=recompute)
     keys = min(s, window) if window and t.scores_over_window else s
     norm_a, attn, scores, recurrent = _mixer(model, t, e, tokens, tp, sp_div, flash, keys,
-                                            s / cp, mixer)
+                                            s / cp, mixer, dropout)
     if recompute == "selective":
         scores = 0.0 * tokens
     norm_m, mlp, router, experts, shared = _mlp_block(
-        model, t, e, tokens, tp, sp_div, moe, 1.0 if capacity_factor is None else capacity_factor,
+        model, t, e, tokens, tp, sp_div, moe, cf,
         etp if sequence_parallel else 1)  # without SP every TP rank holds all tokens
     if mlp_kind == "none":
         norm_m = mlp = router = experts = shared = 0.0 * tokens
@@ -287,15 +305,44 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
         norms_bytes=norm_a + norm_m, attention_bytes=attn,
         scores_bytes=scores, mlp_bytes=mlp, router_bytes=router, experts_bytes=experts,
         shared_experts_bytes=shared,
-        dropout_bytes=t.residual_dropout_masks * model.hidden * tokens / sp_div,
-        recompute=recompute, mixer_bytes=recurrent)
+        dropout_bytes=t.residual_dropout_masks * model.hidden * tokens / sp_div * (
+            dropout > 0), recompute=recompute, mixer_bytes=recurrent)
 
 
 def recompute_working_bytes(model: ModelSpec, **kw) -> float:
-    """Full recompute's working set: the one layer being recomputed holds its whole
-    no-recompute activations during its backward (a buffer on top of the kept inputs)."""
-    kw["recompute"] = "none"
-    return layer_activations(model, **kw).total_bytes
+    """What one layer's backward holds beyond what the layer saved: under recompute the
+    tensors its forward, run again, keeps - its no-recompute activations less what the
+    policy kept - and, under any mode, its MLP's input gradients
+    (``ledger.arch.checkpointing.gradient_bytes``)."""
+    mode = kw.get("recompute", "none")
+    kept = layer_activations(model, **kw)
+    again = 0.0
+    if mode != "none":
+        again = layer_activations(model, **(kw | {"recompute": "none"})).total_bytes \
+            - kept.total_bytes
+    t = MEGATRON if kw.get("table") is None else kw["table"]
+    spec, kind = (_gpt(model), None) if t.gpt_shape else (model, kw.get("kind"))
+    if kind is not None and kind.mlp == "none":
+        return again
+    moe = kind.moe if kind is not None else _kind(
+        spec, kw.get("layer"), False if t.gpt_shape else kw.get("moe"), None)[0]
+    s = model.seq_len if kw.get("seq_len") is None else kw["seq_len"]
+    tokens = s * kw["micro_batch"] / kw.get("cp", 1)
+    cf = kw.get("capacity_factor") or 1.0
+    return again + gradient_bytes(spec, kw.get("act_bytes", 2), tokens=tokens,
+                                  tp=kw.get("tp", 1), moe=moe, capacity_factor=cf)
+
+
+def head_bytes(model: ModelSpec, *, micro_batch, seq_len: int | None = None, tp=1, cp=1,
+               sequence_parallel: bool = True, act_bytes: int = 2,
+               table: SavedTensors | None = None) -> float:
+    """What the output head keeps for backward, per GPU and micro-batch: the final norm
+    (as the table's layers keep theirs) and the output GEMM's input."""
+    t = MEGATRON if table is None else table
+    s = model.seq_len if seq_len is None else seq_len
+    e, tokens = act_bytes, s * micro_batch / cp
+    sp_div = np.where(sequence_parallel, tp, 1)  # a flag, or the planner's array of them
+    return _block_norm(model, t, e, tokens, sp_div)
 
 
 def kind_counts(model: ModelSpec, layers) -> dict[LayerKind, int]:
@@ -331,7 +378,8 @@ def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, h
                     ffn_hidden=4 * hidden, gated_mlp=False, norm="layernorm")
     return layer_activations(gpt, micro_batch=micro_batch, tp=tp, cp=cp,
                              sequence_parallel=sequence_parallel, flash=flash,
-                             recompute=recompute, act_bytes=2, table=KORTHIKANTI).total_bytes
+                             recompute=recompute, act_bytes=2, table=KORTHIKANTI,
+                             dropout=0.1).total_bytes  # GPT-3's dropout, as the paper's
 
 
 def llama_activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int,

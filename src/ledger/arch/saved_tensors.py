@@ -1,7 +1,9 @@
 """What each implementation of a decoder layer keeps for backward, as data: one
 ``SavedTensors`` table per implementation (Korthikanti's GPT layer, Megatron-Core with
-Transformer Engine, torchtitan's torch modules, transformers' modules, the project's own
-plain block), each with its source. ``ledger.arch.activations`` turns a table into bytes."""
+Transformer Engine, torchtitan's torch modules at HEAD and at the commits of its published
+measurements, transformers' modules, the project's own plain block), each with its
+source, and the selective-recompute policy each runs. ``ledger.arch.activations`` turns a
+table into bytes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -26,12 +28,14 @@ class SavedTensors:
     norm_stat: str = "fp32"  # rstd (LayerNorm adds the mean: 2 statistics)
     sp_gemm_input_shard: bool = True  # under SP a column-parallel GEMM keeps the sequence
     #   shard of its input and re-gathers it in backward (Megatron/TE); else the gathered copy
-    residual_dropout_masks: int = 0  # 1-byte h-wide masks per layer (GPT: attention + MLP)
+    residual_dropout_masks: int = 0  # h-wide dropout sites per layer (GPT: after attention
+    #   and after the MLP), each a 1-byte mask when dropout > 0 (CUDA native_dropout)
     # -- attention ---------------------------------------------------------------------
     flash_kv_repeated: bool = False  # the fused kernel reads K, V expanded to all heads
     flash_lse: str = "fp32"  # log-sum-exp per head and token
     eager_probs: str = "act"  # softmax output per score; "fp32+act": fp32 softmax cast back
-    eager_dropout: bool = False  # attention dropout: 1-byte mask + dropped probs per score
+    eager_dropout: bool = False  # attention dropout (when > 0) on materialised scores: a
+    #   1-byte mask + the dropped probs per score; fused kernels keep an RNG state only
     eager_mask_bytes: int = 0  # a causal mask the layer builds itself, per (query, key)
     eager_softcap: str = "act"  # logit soft-capping (Gemma 2) keeps tanh's output per score
     scores_over_window: bool = True  # a sliding window bounds the kept scores
@@ -56,6 +60,16 @@ class SavedTensors:
     fp8_input_bytes: float = 0.0
     attn_out_bytes: float = 0.0
     expert_swiglu_recompute: bool = False  # experts keep the SwiGLU input (in FP8) only
+    # -- selective recompute --------------------------------------------------------------
+    selective: str = "attention-core"  # "attention-core": the materialised scores are
+    #   recomputed (Korthikanti et al. 2022 sec. 5, Megatron --recompute-granularity
+    #   selective); "op": torchtitan's per-op policy - each checkpointed block keeps its
+    #   input, the outputs of its 1st, 3rd, 5th ... matmul, the attention kernel's output
+    #   and log-sum-exp and the SP reduce-scatters' outputs, and recomputes the rest
+    sac_router_mm: bool = True  # op policy: the router GEMM counts as a matmul (HF); False:
+    #   always recomputed and not counted (torchtitan HEAD, or no MoE in its era)
+    sac_expert_mms: int = 2  # op policy: matmuls per routed expert (HF: gate_up, down);
+    #   0: grouped GEMMs the policy neither counts nor saves (torchtitan)
 
 
 # ---- the tables ---------------------------------------------------------------------
@@ -71,7 +85,7 @@ KORTHIKANTI = SavedTensors(
 
 MEGATRON = SavedTensors(
     name="megatron", mlp_gated_f=3, routing_map_bytes_per_expert=8, routed_output_copies=0,
-    routed_index_bytes=0,
+    routed_index_bytes=0, residual_dropout_masks=2, eager_dropout=True,
     source="Megatron-LM d98e8a64 with TransformerEngine d0067d0d: TELayerNormColumnParallel"
            "Linear keeps the norm input, ln_out (under SP the local shard, re-gathered in "
            "backward) and rsigma/mu (TE pytorch/module/layernorm_linear.py:469-475,526-536,"
@@ -84,11 +98,16 @@ MEGATRON = SavedTensors(
            "permutation.py:447-450,519; its extra column, 4 B per token, is not counted), the "
            "permuted tokens fc1 reads, probs applied inside the weighted SwiGLU (fused_bias_"
            "swiglu.py:270, moe/experts.py:966) so unpermute keeps no outputs (permutation.py:"
-           "808). No dropout (Llama/Mixtral recipes: hidden_dropout = attention_dropout = 0).")
+           "808). Dropout (Megatron's default 0.1; the Llama/Mixtral recipes set 0): the "
+           "bias-dropout-add after attention and after the MLP keeps a 1-byte mask each "
+           "(transformer_layer.py L753-755, L1104-1106; fused_bias_dropout.py L11-59; ATen "
+           "native_dropout allocates a bool mask on CUDA); TE's fused attention applies "
+           "attention dropout in-kernel from an RNG state, the unfused path masks its "
+           "probabilities (dot_product_attention.py L114, L217-220).")
 
 TORCH = SavedTensors(
     name="torch", sp_gemm_input_shard=False, routed_output_copies=1, routed_output="fp32",
-    routed_index_bytes=8,
+    routed_index_bytes=8, selective="op", sac_router_mm=False, sac_expert_mms=0,
     source="torchtitan b5bcd76c on torch 2.13 (CUDA): nn.RMSNorm (models/common/nn_modules.py:"
            "134) runs aten::_fused_rms_norm, which keeps the input and the fp32 rstd (torch/"
            "_decomp/decompositions.py:1946); F.scaled_dot_product_attention with enable_gqa "
@@ -101,11 +120,17 @@ TORCH = SavedTensors(
            "of each routed output with the fp32 score, scatter_add keeps the int64 index "
            "(models/common/token_dispatcher.py:156-168, ops/scatter_add.py:42). On CPU the "
            "composite rms_norm keeps an fp32 x_hat and upcast input instead (measured in "
-           "tests/test_activations.py).")
+           "tests/test_activations.py). Selective AC (torchtitan/distributed/"
+           "activation_checkpoint.py L31-94, L249-273): outputs of functorch's compute-"
+           "intensive ops (mm, SDPA, _scaled_mm), aten.linear, max, topk and the "
+           "reduce-scatter / all-to-all collectives are saved, every second mm or linear "
+           "recomputed, the router's GEMM always recomputed (L196-198, L260-266); grouped "
+           "expert GEMMs are not in the list.")
 
 HF = SavedTensors(
     name="hf", norm_input="fp32", norm_xhat="act", sp_gemm_input_shard=False,
     eager_probs="fp32+act", scores_over_window=False, mla_flash_copies=True,
+    eager_dropout=True, selective="op",
     source="transformers 5.23.0, measured with saved-tensor hooks (tests/test_hf_activations"
            ".py): LlamaRMSNorm upcasts to fp32 and keeps that copy, the fp32 rstd and the cast-"
            "back x_hat (models/llama/modeling_llama.py:61-66), nn.LayerNorm the input and mean/"
@@ -121,7 +146,9 @@ HF = SavedTensors(
            "(slot, token) pair from torch.where; the router keeps fp32 softmax and int64 top-k; "
            "DeepSeek-V3's MLA under sdpa keeps value_states, a view of kv_b_proj's output, "
            "and o_proj's contiguous copy of the head-major output (modeling_deepseek_v3.py:"
-           "418,463,480).")
+           "418,463,480). Under torchtitan's op policy (applied per decoder layer by "
+           "ledger.verify.steps) q/k/v/o_proj, the router and each expert's gate_up and "
+           "down run as aten.mm (nn.functional.linear on 2-D rows), counted in that order.")
 
 PLAIN = SavedTensors(
     name="plain", norm_xhat="act", norm_stat="act", eager_mask_bytes=1,
@@ -129,7 +156,36 @@ PLAIN = SavedTensors(
            "keeps x, rsqrt (activation dtype), x*rsqrt and the output; eager attention builds "
            "its own s x s boolean causal mask; flash is SDPA with enable_gqa (tiny.py).")
 
-TABLES = {t.name: t for t in (KORTHIKANTI, MEGATRON, TORCH, HF, PLAIN)}
+# torchtitan's Llama as it ran its published measurements (ledger.validation.memory)
+TORCH_2412 = replace(
+    TORCH, name="torch-2412", norm_input="fp32", norm_xhat="act", flash_kv_repeated=True,
+    source="torchtitan 9dec370a on torch 1963fc83: its own RMSNorm, output = "
+           "_norm(x.float()).type_as(x) * weight (torchtitan/models/norms.py L77-104, "
+           "from c22d1a8d 2024-04-11 until 3b39d7ab 2025-03-19 switched to nn.RMSNorm), keeps "
+           "the fp32 copy, the fp32 rstd and the bf16 x_hat the weight multiplies; "
+           "repeat_kv expands K and V to every head before F.scaled_dot_product_attention "
+           "(torchtitan/models/llama/model.py L189-209); FeedForward as HEAD. Selective op "
+           "AC (torchtitan/parallelisms/parallelize_llama.py L214-276): saves aten.mm, the "
+           "flash / efficient SDPA, reduce_scatter_tensor, abs and max outputs, every "
+           "second mm recomputed (a fresh counter per block); abs and max are float8's "
+           "amax, not modelled (float8 leaves the mm outputs it saves in place: the "
+           "caching mode sees aten.mm before Float8Tensor dispatches _scaled_mm). No MoE "
+           "in that era.")
+TORCH_2506 = replace(
+    TORCH, name="torch-2506",
+    source="torchtitan e7c0cae9 on torch 2.8.0a0+5228986c: nn.RMSNorm (since 3b39d7ab) and "
+           "SDPA as HEAD; selective op AC as 9dec370 without abs "
+           "(torchtitan/models/llama3/parallelize_llama.py L218-280; 88247277, #820).")
+TORCH_2404 = replace(
+    TORCH_2412, name="torch-2404", norm_input="act", norm_xhat="",
+    source="torchtitan 395a5262 / 1ea476e9 (April 2024), as torch-2412 but with the "
+           "Triton fused_rmsnorm of the 8B and 13B tomls (norm_type = 'fused_rmsnorm', "
+           "torchtitan/models/norms.py FusedRMSNorm: the input and the fp32 rstd kept) and "
+           "the 4-op SAC list (mm, the two SDPAs, reduce_scatter; parallelize_llama.py "
+           "L36-41). The 70B tomls ran 'rmsnorm' (torch-2412's fp32 copy), which only "
+           "layers kept whole feel.")
+TABLES = {t.name: t for t in (KORTHIKANTI, MEGATRON, TORCH, TORCH_2404, TORCH_2412, TORCH_2506,
+                              HF, PLAIN)}
 
 
 def table(name: str) -> SavedTensors:

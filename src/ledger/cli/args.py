@@ -12,9 +12,11 @@ from ledger import __version__
 from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
 from ledger.frameworks import RECIPES
-from ledger.io import (MAX_CAPACITY_FACTOR, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE,
-                       MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP,
-                       MAX_VP, MIN_TIME, OneLineParser, count, natural, real)
+from ledger.frameworks import LOSSES
+from ledger.io import (MAX_CAPACITY_FACTOR, MAX_DROPOUT, MAX_GLOBAL_BATCH, MAX_GPU_MEMORY_GIB,
+                       MAX_GPUS, MAX_GPUS_PER_NODE, MAX_HEADROOM_GIB, MAX_LAYERS, MAX_MICRO_BATCH,
+                       MAX_MICROBATCHES, MAX_TIME, MAX_TOP, MAX_VP, MIN_TIME, OneLineParser, count,
+                       natural, real)
 from ledger.memory import OPTIMIZERS, PRECISIONS
 from ledger.cli.runs import add_run_flags
 from ledger.pipeline import KINDS as SCHEDULES
@@ -113,6 +115,31 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                         "the full gradient and reduce once (unsharded); default: the "
                         "framework's")
     _add_framework_flag(g)
+    _add_step_flags(p)
+
+
+def _add_step_flags(p: argparse.ArgumentParser) -> None:
+    """What a step keeps beyond its layers (docs/memory.md): each at the framework's
+    default unless given."""
+    g = p.add_argument_group("what the step keeps (default: the framework's)")
+    g.add_argument("--recompute-every", type=count(MAX_LAYERS), default=1,
+                   help="with --recompute full: every n-th layer only (torchtitan's "
+                        "selective layer AC, selective_ac_option = n; default 1)")
+    g.add_argument("--dropout", type=real(MAX_DROPOUT, 0.0, closed_low=True),
+                   help="hidden and attention dropout (Megatron --hidden-dropout; default: "
+                        "the framework's, megatron 0.1, torchtitan 0)")
+    g.add_argument("--loss", choices=tuple(LOSSES),
+                   help="the loss implementation (default: the framework's; "
+                        "docs/memory.md lists what each keeps)")
+    g.add_argument("--compile", action="store_true",
+                   help="torch.compile (torchtitan --training.compile): the compiled loss "
+                        "where the framework compiles it, compiled-code fragmentation")
+
+
+def _add_gpu_memory_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu-memory", type=real(MAX_GPU_MEMORY_GIB),
+                   help="the GPU's memory, GiB, in place of the preset's (a GPU outside "
+                        "the presets: H100 96 GB, GH200 144 GB, ...)")
 
 
 MAX_LORA_RANK = 1 << 16
@@ -173,6 +200,7 @@ def _add_system_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default="h100-sxm", help="GPU preset (see 'gpus'; default h100-sxm)")
     p.add_argument("--system", metavar="FILE",
                    help="a custom system, JSON or TOML with units in the keys")
+    _add_gpu_memory_flag(p)
 
 
 def _add_outputs(p: argparse.ArgumentParser) -> None:
@@ -188,6 +216,9 @@ def _report_parsers(sub) -> None:
     r.add_argument("--gpu", default="h100-sxm",
                    help="GPU preset to hold the memory against (see 'gpus'; default h100-sxm)")
     add_finetune_flags(r)
+    r.add_argument("--system", metavar="FILE",
+                   help="a custom system, JSON or TOML with units in the keys (its GPU)")
+    _add_gpu_memory_flag(r)
     _add_outputs(r)
     e = sub.add_parser("estimate", help="step time, MFU and where the time goes")
     _add_model_flags(e)
@@ -235,6 +266,7 @@ def _plan_parser(sub) -> None:
     pl.add_argument("--no-hsdp", action="store_true", help="search no HSDP")
     pl.add_argument("--no-flash", action="store_true", help="materialised attention scores")
     _add_framework_flag(pl)
+    _add_step_flags(pl)
     pl.add_argument("--headroom", type=real(MAX_HEADROOM_GIB, 0.0, closed_low=True),
                     default=2.0, help="GiB kept free below the usable capacity (default 2)")
     pl.add_argument("--baseline", help='a shape to compare with, e.g. "tp=8,cp=1,pp=16,dp=128" '

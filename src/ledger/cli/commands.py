@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 
 from ledger.cli.args import build_parser
-from ledger.cli.inputs import backward_time, finetune, fp8_precision, plan_model, vp
+from ledger.cli.inputs import (backward_time, finetune, fp8_precision, plan_facts, plan_model,
+                              step_flags, vp)
 from ledger.cli.inputs import system as _system
 from ledger.cli.runs import add_run, published_runs, rank_plans, run_settings, top, whole_run
 from ledger.errors import LedgerError
@@ -75,7 +76,7 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
                                      imbalance=a.moe_imbalance), schedule=a.schedule,
                          recompute=a.recompute, flash_attention=not a.no_flash,
                          framework=a.framework, grad_accumulation=a.grad_accumulation,
-                         finetune=finetune(a), offload=a.offload)
+                         finetune=finetune(a), offload=a.offload, **step_flags(a))
     if cfg.finetune is not None and model is not None:
         check_finetune(model, cfg.finetune)
     if a.gpus is not None and cfg.world != a.gpus:
@@ -110,13 +111,12 @@ def _cmd_report(a: argparse.Namespace) -> str:
     from ledger.parallel import place
     from ledger.placement import Capacity
     from ledger.render import placement_json, placement_text
-    from ledger.system import system
 
     model, cfg = _model_and_config(a)
     pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
                gpus_per_node=a.gpus_per_node or 8)
     _warn_idle(cfg, pl.bubble_fraction)
-    gpu = system(a.gpu).gpu  # an unknown name is refused with the presets listed
+    gpu = _system(a).gpu  # an unknown name is refused with the presets listed
     room = Capacity(gpu.name, gpu.hbm_bytes)
     if a.html:
         from ledger.render import placement_page
@@ -207,7 +207,7 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     bar = _progress_bar() if sys.stderr.isatty() else None
     kw = dict(top=top(a, settings), pins=pins, progress=bar, framework=a.framework,
               flash=not a.no_flash, headroom_bytes=a.headroom * 2**30, baseline=a.baseline,
-              finetune=ft, optimizer=a.optimizer, precision=a.precision)
+              finetune=ft, optimizer=a.optimizer, precision=a.precision, facts=plan_facts(a))
     gpus = a.gpus
     if a.min_gpus:
         gpus, result = min_gpus(model, sysm, a.global_batch, a.max_gpus, **kw)

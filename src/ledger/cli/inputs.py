@@ -177,13 +177,24 @@ def vp(a: argparse.Namespace) -> int:
 
 def system(a: argparse.Namespace):
     """The GPU preset's usual cluster, or a system file; --gpus-per-node applies to either
-    and is refused when the file says otherwise."""
+    and is refused when the file says otherwise; --gpu-memory sets its GPU's memory."""
     from ledger.io import load_system
     from ledger.system import system as preset
 
-    if a.system:
-        return load_system(a.system, gpus_per_node=a.gpus_per_node)
-    return preset(a.gpu, a.gpus_per_node or 8)
+    sysm = load_system(a.system, gpus_per_node=a.gpus_per_node) if a.system else \
+        preset(a.gpu, a.gpus_per_node or 8)
+    return with_memory(sysm, getattr(a, "gpu_memory", None))
+
+
+def with_memory(sysm, gib: float | None):
+    """The system with its GPU's memory set by --gpu-memory (GiB); the GPU's name marked
+    with a * as a --system file's overrides are."""
+    if gib is None:
+        return sysm
+    from dataclasses import replace
+
+    name = sysm.gpu.name.rstrip("*") + "*"
+    return replace(sysm, gpu=replace(sysm.gpu, name=name, hbm_bytes=gib * 2**30))
 
 
 def backward_time(a: argparse.Namespace) -> float:
@@ -253,3 +264,29 @@ def fp8_precision(a: argparse.Namespace) -> None:
         from ledger.frameworks import spell
 
         a.precision = spell(recipe, gather)
+
+
+# -- what the step keeps (issue 21) ------------------------------------------------------
+def step_flags(a: argparse.Namespace) -> dict:
+    """--recompute-every, --dropout, --loss, --compile as ParallelConfig fields; dropout
+    on a framework whose modules keep no dropout masks is refused."""
+    from ledger.arch import table
+    from ledger.frameworks import get
+
+    if a.dropout:
+        t = table(get(a.framework).activations)
+        if not (t.residual_dropout_masks or t.eager_dropout):
+            raise LedgerError("dropout", f"{a.framework}'s modules have no dropout "
+                                         f"(saved-tensor table {t.name}); drop --dropout "
+                                         f"{a.dropout:g}")
+    return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
+                compile=a.compile)
+
+
+def plan_facts(a: argparse.Namespace) -> dict:
+    """The step flags the planner holds fixed; it searches every-layer recompute only."""
+    if a.recompute_every != 1:
+        raise LedgerError("recompute_every", f"plan searches recompute of every layer or "
+                                             f"none; drop --recompute-every "
+                                             f"{a.recompute_every}")
+    return {k: v for k, v in step_flags(a).items() if k != "recompute_every"}

@@ -58,14 +58,29 @@ class Framework:
     split_slack: int  # layer slots the embedding and the loss may take from the end stages
     even_split: bool  # interleaved: every virtual stage holds the same slots (the ledger
     #                   prices a rank's chunks as equal); False: any split, the ends hold fewer
-    # ---- memory beyond state and layer activations ------------------------------------
+    # ---- memory beyond state and layer activations (docs/memory.md) -------------------
+    version: str  # the code this record describes: the framework's and torch's commits
     activations: str  # saved-tensor table (ledger.arch.activations) its modules follow
-    logits_bytes: float  # bytes per logit element the loss keeps (+ its gradient)
+    loss: str  # loss implementation by default (ledger.frameworks.losses)
+    tp_loss: str  # the loss when the logits are split over TP
+    compiled_loss: str | None  # the loss under --compile (None: compiling leaves it as is)
+    dropout: float  # hidden and attention dropout by default
+    pipeline_outputs: str  # stages that keep each micro-batch's output to the step's end
+    #                        (ledger.pipeline.held.KEEP: none | last | all)
+    pipeline_recv_buffers: bool  # a receive buffer per micro-batch, activations and their
+    #                              gradients, allocated once and kept (torch pipelining)
+    grads_persist: bool  # gradients allocated through the step (a persistent buffer);
+    #                      False: created by the backward, freed by zero_grad(set_to_none)
+    optimizer_temp_moments: int  # moment-sized copies alive during the optimizer step
+    working_set: bool  # one layer's backward holds its recomputed tensors and gradients
+    cp_buffers: str  # context parallelism's attention buffers (ledger.frameworks.cp)
     comm_bucket_bytes: float  # communication buckets the framework allocates per GPU
     fsdp_buffers: bool  # ZeRO-3 keeps the shard resident, gathered layers as buffers
     fsdp_prefetch_layers: int  # ZeRO-3: layers gathered beyond the one computing
-    overhead_bytes: float  # CUDA context + NCCL communicators, per GPU
-    fragmentation: float  # caching-allocator slack, as a share of what is allocated
+    overhead_bytes: float  # CUDA context + NCCL communicators, per GPU, outside the
+    #                        caching allocator (neither allocated nor reserved)
+    fragmentation: float  # reserved / allocated - 1 at the peak, eager (benchmarks/fit_memory.py)
+    compiled_fragmentation: float  # the same under torch.compile (fewer, fused temporaries)
     # ---- fine-tuning (``ledger.finetune``) -----------------------------------------------
     frozen_param_bytes: int = 2  # a frozen base parameter as the framework keeps it
     offloads: tuple[str, ...] = ()  # CPU offload it offers: "optimizer" (state, master and
@@ -75,6 +90,11 @@ class Framework:
     checkpoint: CheckpointFormat  # what a save writes, who writes it, what blocks
     # ---- FP8 training (``ledger.frameworks.fp8``): None runs every GEMM in BF16 ------------------
     fp8: fp8_recipes.Fp8Recipe | None = None
+
+    @property
+    def family(self) -> str:
+        """The framework a versioned record belongs to: "torchtitan@2024-12" -> "torchtitan"."""
+        return self.name.partition("@")[0]
 
     def state_per_param(self, zero_stage: int, optimizer: str = "adam",
                         factored_rate: float = 0.0) -> StateBytes:
@@ -105,7 +125,7 @@ class Framework:
         """The framework's own state dtypes, its GEMMs in FP8 under the recipe
         ``precision`` names (``ledger.frameworks.fp8``): the recipe's optimizer moments, and its
         linear layers' saved inputs in the saved-tensor table ``<table>+fp8-<recipe>``."""
-        rec = fp8_recipes.recipe(self.name, precision)
+        rec = fp8_recipes.recipe(self.family, precision)
         moments = self.moment_bytes if rec.moment_bytes is None else rec.moment_bytes
         acts = self.activations if not rec.act_bytes else f"{self.activations}+fp8-{rec.name}"
         return replace(self, fp8=rec, moment_bytes=moments, activations=acts)
@@ -117,6 +137,13 @@ class Framework:
     def fp8_gathered_param_ratio(self, model) -> float:
         """Param all-gather bytes per param-state byte (``ledger.frameworks.fp8.gathered_param_ratio``)."""
         return fp8_recipes.gathered_param_ratio(model, self)
+
+    def loss_for(self, tp: int, compile: bool) -> str:
+        """The loss a run uses by default: compiled under --compile where the framework
+        compiles it, else its TP loss when the logits are split over TP."""
+        if compile and self.compiled_loss is not None:
+            return self.compiled_loss
+        return self.tp_loss if tp > 1 else self.loss
 
     def reshard_after_forward(self, pp: int) -> bool:
         return self.reshard == "always" or pp == 1
@@ -180,12 +207,19 @@ class Framework:
                                             f"{zero_stage}")
 
 
-_NO_EXTRAS = dict(logits_bytes=0.0, comm_bucket_bytes=0.0, fsdp_buffers=False,
-                  fsdp_prefetch_layers=0,
-                  overhead_bytes=0.0, fragmentation=0.0)
+_NO_EXTRAS = dict(loss="none", tp_loss="none", compiled_loss=None, pipeline_outputs="none",
+                  pipeline_recv_buffers=False, working_set=False,
+                  grads_persist=True, optimizer_temp_moments=0, cp_buffers="none",
+                  comm_bucket_bytes=0.0, fsdp_buffers=False, fsdp_prefetch_layers=0,
+                  overhead_bytes=0.0, fragmentation=0.0, compiled_fragmentation=0.0)
 # A CUDA context with PyTorch's kernels loaded, plus NCCL's communicators (buffers per
-# channel and peer, NCCL_BUFFSIZE = 4 MiB); see SOURCES["overhead_bytes"].
-_OVERHEAD = dict(overhead_bytes=1.0 * GiB, fragmentation=0.05)
+# channel and peer, NCCL_BUFFSIZE = 4 MiB); see SOURCES["overhead_bytes"]. The caching
+# allocator's fragmentation (reserved over allocated at the peak, eager and compiled) is
+# fitted by benchmarks/fit_memory.py on a declared set of measured peaks
+# (ledger.validation.memory.calibration_rows) and shipped as its first line.
+FRAGMENTATION = (0.09, 0.01)
+_OVERHEAD = dict(working_set=True, overhead_bytes=1.0 * GiB, fragmentation=FRAGMENTATION[0],
+                 compiled_fragmentation=FRAGMENTATION[1])
 _ALL_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zb-v")
 _TORCH_SCHEDULES = ("gpipe", "1f1b", "interleaved", "interleaved-zb", "zb-v")  # no ZB-H1
 
@@ -200,7 +234,8 @@ FRAMEWORKS = {f.name: f for f in (
         moe_dispatcher="alltoall", tied_embedding_allreduce=False,
         schedules=_ALL_SCHEDULES, split_slack=0, even_split=False,
         checkpoint=CHECKPOINTS["ideal"],
-        activations="korthikanti", **_NO_EXTRAS),
+        version="Korthikanti et al. 2022 (the seed's accounting)", activations="korthikanti",
+        dropout=0.1, **_NO_EXTRAS),
     Framework(
         name="megatron", summary="Megatron-Core: distributed optimizer, fp32 main grads, "
         "SP with input re-gather, alltoall MoE dispatcher, Transformer Engine kernels",
@@ -211,7 +246,11 @@ FRAMEWORKS = {f.name: f for f in (
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         schedules=("1f1b", "interleaved"), split_slack=2, even_split=True,
         checkpoint=CHECKPOINTS["megatron"],
-        activations="megatron", logits_bytes=4.0 + 2.0, comm_bucket_bytes=0.0,
+        version="Megatron-LM d98e8a64 with TransformerEngine d0067d0d",
+        activations="megatron", loss="vocab-parallel", tp_loss="vocab-parallel",
+        compiled_loss=None,
+        dropout=0.1, pipeline_outputs="none", pipeline_recv_buffers=False,
+        grads_persist=True, optimizer_temp_moments=0, cp_buffers="te-p2p", comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
     Framework(
         name="torchtitan", summary="torchtitan: FSDP2 / HSDP with sharded fp32 params and "
@@ -224,7 +263,11 @@ FRAMEWORKS = {f.name: f for f in (
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False,
         checkpoint=CHECKPOINTS["torchtitan"],
-        activations="torch", logits_bytes=2.0 + 4.0 + 4.0, comm_bucket_bytes=0.0,
+        version="torchtitan b5bcd76c on torch 2.13.0",
+        activations="torch", loss="eager", tp_loss="loss-parallel", compiled_loss="compiled",
+        dropout=0.0,
+        pipeline_outputs="none", pipeline_recv_buffers=True, grads_persist=False,
+        optimizer_temp_moments=1, cp_buffers="torch-allgather", comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, frozen_param_bytes=4,
         offloads=("params",), offload_stage={"params": (3,)}, **_OVERHEAD),
     Framework(
@@ -238,7 +281,10 @@ FRAMEWORKS = {f.name: f for f in (
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
         schedules=("1f1b",), split_slack=0, even_split=False,
         checkpoint=CHECKPOINTS["deepspeed"],
-        activations="torch", logits_bytes=2.0 + 4.0 + 4.0,
+        version="DeepSpeed edaa7221",
+        activations="torch", loss="eager", tp_loss="eager", compiled_loss=None, dropout=0.0,
+        pipeline_outputs="none", pipeline_recv_buffers=False, grads_persist=True,
+        optimizer_temp_moments=0, cp_buffers="none",
         comm_bucket_bytes=5e8 * 2, fsdp_buffers=True, fsdp_prefetch_layers=1,
         offloads=("optimizer", "params"), offload_stage={"optimizer": (1, 2, 3),
                                                          "params": (3,)}, **_OVERHEAD),
@@ -250,7 +296,30 @@ FRAMEWORKS["hf"] = replace(
     FRAMEWORKS["torchtitan"], name="hf",
     summary="transformers' own modules (their saved tensors) under FSDP2 (accelerate): "
             "sharded fp32 params and grads, bf16 all-gathers",
-    reshard="always", unsharded_with_pp=False, activations="hf", frozen_param_bytes=2)
+    reshard="always", unsharded_with_pp=False, activations="hf", frozen_param_bytes=2,
+    version="transformers 5.23.0 on torch 2.13.0 (FSDP2)", loss="eager", tp_loss="eager",
+    compiled_loss="compiled")
+# torchtitan as it ran the published measurements (ledger.validation.memory): its Llama
+# modules, checkpoint policy, loss and torch pipelining at those commits
+FRAMEWORKS["torchtitan@2024-12"] = replace(
+    FRAMEWORKS["torchtitan"], name="torchtitan@2024-12",
+    summary="torchtitan 9dec370 (2024-12-26) on torch 1963fc8: its own RMSNorm with an "
+            "fp32 copy, K/V repeated before SDPA, the loss never compiled, every pipeline "
+            "stage keeping its outputs to the step's end",
+    version="torchtitan 9dec370a on torch 1963fc83", activations="torch-2412",
+    compiled_loss=None, pipeline_outputs="all")
+FRAMEWORKS["torchtitan@2024-04"] = replace(
+    FRAMEWORKS["torchtitan@2024-12"], name="torchtitan@2024-04",
+    summary="torchtitan 395a526 / 1ea476e (April 2024): Triton fused RMSNorm, the model's "
+            "fp32 logits held by the loop through the backward",
+    version="torchtitan 395a5262 / 1ea476e9 (torch nightly of April 2024)",
+    activations="torch-2404", loss="eager-held")
+FRAMEWORKS["torchtitan@2025-06"] = replace(
+    FRAMEWORKS["torchtitan"], name="torchtitan@2025-06",
+    summary="torchtitan e7c0cae (2025-06-13) on torch 2.8.0a0+5228986: nn.RMSNorm, the "
+            "loss compiled with the model, the last pipeline stage keeping its outputs",
+    version="torchtitan e7c0cae9 on torch 2.8.0a0+5228986c", activations="torch-2506",
+    pipeline_outputs="last")
 DEFAULT = "megatron"
 
 

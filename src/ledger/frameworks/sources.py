@@ -19,7 +19,9 @@ _CONTEXT = ("CUDA context ~0.3-0.43 GiB with lazy module loading (pytorch/pytorc
             "#109888, PR #86509); NCCL: 4 MiB SIMPLE + 0.5 MiB LL + 4.69 MiB LL128 buffers "
             "per channel, per peer, per communicator (NCCL src/init.cc L810-828, "
             "src/include/device.h L97-115) - about 0.6 GiB for a handful of process groups; "
-            "fragmentation: an assumption of this project (5%), not a published figure")
+            "both outside the caching allocator: torch/cuda/memory.py (torch 2.13) "
+            "L231-256, L533-548 (allocated = tensors, reserved = the allocator's segments, "
+            "the context not in either)")
 _FSDP2_OFFLOAD = ("params: torch _fully_shard/_fsdp_api.py L183-199 CPUOffloadPolicy "
                   "(parameters, gradients and optimizer state on the CPU, the step on the "
                   "CPU; pinned), _fsdp_param.py L312-315, L896-901 (the shard copied "
@@ -33,6 +35,35 @@ _FROZEN = ("frozen parameters keep no gradient and no optimizer state: torch "
            "distributed_data_parallel.py L175-186 (grad buffers for requires_grad only), "
            "optimizer/__init__.py L330-333; DeepSpeed stage_1_and_2.py L376-384 (only "
            "requires_grad params in the partitioned groups), stage3.py L677-690")
+_FRAGMENTATION = ("reserved / allocated - 1 at the step's peak, the caching allocator's "
+                  "cached and split blocks (torch/cuda/memory.py L571-600, "
+                  "inactive_split_bytes): one constant fitted by benchmarks/fit_memory.py on "
+                  "the declared calibration rows of ledger.validation.memory")
+_WORKING = ("autograd runs a layer's backward with its input gradients alive at once "
+            "(ledger.arch.checkpointing.gradient_bytes) and, under recompute, the tensors "
+            "its forward run again keeps (torch/utils/checkpoint.py; Megatron "
+            "tensor_parallel/random.py CheckpointFunction)")
+_TORCH_STEP = {
+    "loss": "eager F.cross_entropy(pred.float()): torchtitan/components/loss.py (HEAD "
+            "L32-62); ledger.frameworks.losses",
+    "compiled_loss": "torchtitan bbb1b616 (#1033): the loss compiled with training.compile; "
+                     "HEAD torchtitan/components/loss.py; ledger.frameworks.losses",
+    "tp_loss": "torchtitan parallelism.disable_loss_parallel False: the output layer keeps "
+               "its vocab shard and the loss runs under loss_parallel(); "
+               "ledger.frameworks.losses['loss-parallel']",
+    "dropout": "torchtitan's Llama and DeepSeek modules have no dropout "
+               "(torchtitan/models/llama3/model.py)",
+    "grads_persist": "torchtitan/trainer.py (optimizers.zero_grad(): torch's set_to_none "
+                     "default, torch/optim/optimizer.py zero_grad set_to_none=True); FSDP2 "
+                     "writes the sharded grad in post_backward (_fsdp_param_group.py "
+                     "L588-720)",
+    "optimizer_temp_moments": "torch/optim/adamw.py _multi_tensor_adam (foreach, the default "
+                            "on CUDA): torch._foreach_sqrt(exp_avg_sqs) allocates one copy "
+                              "of the second moment",
+    "cp_buffers": "ledger.frameworks.cp (torch context_parallel, all-gather rotation: "
+                  "torchtitan's context_parallel_rotate_method default 'allgather')",
+}
+
 _FSDP2 = {
     "param_bytes": "torchtitan torchtitan/config/configs.py L87-92 (model built in fp32: "
                    "sharded params fp32)",
@@ -114,9 +145,28 @@ SOURCES: dict[str, dict[str, str]] = {
                                     "L164-258 (first and last PP stage, main_grad, per step)",
         "activations": "Megatron-Core with Transformer Engine: transformer_config.py L1314 "
                        "(transformer_impl default); see ledger.arch.saved_tensors",
-        "logits_bytes": "megatron/core/tensor_parallel/cross_entropy.py L25 (logits cast to "
-                        "fp32), L62, L181 (fp32 exp_logits saved), L186-210 (gradient in "
-                        "place, then a bf16 copy for the output layer): 4 + 2 B",
+        "version": "NVIDIA/Megatron-LM d98e8a64, NVIDIA/TransformerEngine d0067d0d",
+        "loss": "ledger.frameworks.losses['vocab-parallel'] (cross_entropy.py L25-210; "
+                "model_parallel_config.py L320, L325: no fusion, native)",
+        "compiled_loss": "Megatron-LM has no --compile of the model; the loss stays its own",
+        "tp_loss": "the same vocab-parallel cross-entropy over the TP group "
+                   "(cross_entropy.py L25-210)",
+        "dropout": "megatron/core/transformer/transformer_config.py L188-192 (hidden_dropout "
+                   "= attention_dropout = 0.1), arguments.py L2373 (argparse from the "
+                   "dataclass); masks kept: fused_bias_dropout.py L11-59 (bias-dropout-add "
+                   "after attention and after the MLP, transformer_layer.py L753-755, "
+                   "L1104-1106)",
+        "pipeline_outputs": "megatron/core/pipeline_parallel/schedules.py forward_step: the "
+                            "last stage returns the loss, its logits are not retained",
+        "pipeline_recv_buffers": "megatron/core/pipeline_parallel/p2p_communication.py "
+                                 "(_communicate allocates each receive tensor for the one "
+                                 "transfer, freed after its use)",
+        "grads_persist": "megatron/core/distributed/param_and_grad_buffer.py (the contiguous "
+                         "main-grad buffer, allocated at init, zeroed not freed)",
+        "optimizer_temp_moments": "the distributed optimizer steps TE / apex FusedAdam "
+                                "(multi_tensor_apply, in place): megatron/core/optimizer/"
+                                "__init__.py",
+        "cp_buffers": "ledger.frameworks.cp['te-p2p']",
         "comm_bucket_bytes": "grads are reduced from the contiguous main-grad buffer "
                              "(param_and_grad_buffer.py L888-899): no extra buckets",
         "fsdp_prefetch_layers": "as FSDP2 (Megatron-FSDP prefetches the next unit)",
@@ -136,7 +186,6 @@ SOURCES: dict[str, dict[str, str]] = {
                       "model takes a rank's chunks as equal",
         "fsdp_buffers": "as FSDP2",
         "overhead_bytes": _CONTEXT,
-        "fragmentation": _CONTEXT,
         "frozen_param_bytes": "bf16 params; fp32 main params exist only for what the "
                               "optimizer holds (optimizer/__init__.py L330-333, L786); "
                               "freezing is done on the model before wrapping "
@@ -144,6 +193,9 @@ SOURCES: dict[str, dict[str, str]] = {
         "offloads": "not modelled: Megatron-Core's --optimizer-cpu-offload (a hybrid "
                     "device optimizer) is not read line by line",
         "offload_stage": "none offered",
+        "working_set": _WORKING,
+        "fragmentation": _FRAGMENTATION,
+        "compiled_fragmentation": _FRAGMENTATION,
     },
     "torchtitan": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
@@ -161,11 +213,19 @@ SOURCES: dict[str, dict[str, str]] = {
                                     "on two stages and their grads must be summed)",
         "activations": "torchtitan llama3 modules: torch SDPA, RMSNorm, SwiGLU; see "
                        "ledger.arch.activations",
-        "logits_bytes": "torchtitan/components/loss.py L51-58 (cross_entropy of pred.float()"
-                        "): bf16 logits 2 + fp32 copy 4 + fp32 log-softmax / gradient 4 B",
+        "version": "pytorch/torchtitan b5bcd76c; torch 2.13.0",
+        **_TORCH_STEP,
+        "pipeline_outputs": "torchtitan/trainer.py L827-833 (pp_schedule.step(..., "
+                            "return_outputs=False): torch pipelining keeps no outputs)",
+        "pipeline_recv_buffers": "torch 2.13 torch/distributed/pipelining/stage.py "
+                                 "L1268-1291 (_prepare_forward_infra: an activation "
+                                 "receive buffer per micro-batch, L1428), L1596 (a gradient "
+                                 "receive buffer per micro-batch), allocated once",
         "comm_bucket_bytes": "FSDP2 reduces per unit, from the unit's own buffers: none extra",
         "overhead_bytes": _CONTEXT,
-        "fragmentation": _CONTEXT,
+        "working_set": _WORKING,
+        "fragmentation": _FRAGMENTATION,
+        "compiled_fragmentation": _FRAGMENTATION,
     },
     "deepspeed": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
@@ -202,14 +262,24 @@ SOURCES: dict[str, dict[str, str]] = {
         "tied_embedding_allreduce": "DeepSpeed pipe TiedLayerSpec all-reduces tied weights' "
                                     "grads between their stages (not read line by line)",
         "activations": "HF/torch modules as DeepSpeed wraps them; see ledger.arch.saved_tensors",
-        "logits_bytes": "as torchtitan/HF: bf16 logits, fp32 copy, fp32 log-softmax",
+        "version": "deepspeedai/DeepSpeed edaa7221",
+        "loss": "HF/torch modules' eager cross-entropy: ledger.frameworks.losses['eager']",
+        "compiled_loss": "DeepSpeed's engine does not compile the loss: eager",
+        "tp_loss": "no tensor parallelism of the output layer in DeepSpeed's ZeRO engine",
+        "dropout": "the models DeepSpeed wraps decide; Llama-style modules have none",
+        "pipeline_outputs": "DeepSpeed's pipeline engine keeps no outputs past the loss "
+                            "(deepspeed/runtime/pipe/engine.py)",
+        "pipeline_recv_buffers": "deepspeed/runtime/pipe/engine.py pipe_buffers: one per "
+                                 "buffer slot of the schedule, counted with the activations",
+        "grads_persist": "stage_1_and_2.py (partitioned gradient buffers allocated at init)",
+        "optimizer_temp_moments": "DeepSpeed FusedAdam (multi_tensor_apply, in place)",
+        "cp_buffers": "no context parallelism in DeepSpeed's ZeRO engine: n/a",
         "comm_bucket_bytes": "deepspeed/runtime/zero/config.py L113 (reduce_bucket_size 5e8 "
                              "elements, bf16)",
         "fsdp_prefetch_layers": "config.py L238 (stage3_prefetch_bucket_size 5e7: about one "
                                 "layer ahead)",
         "fsdp_buffers": "partitioned_param_coordinator.py L310, L494-533",
         "overhead_bytes": _CONTEXT,
-        "fragmentation": _CONTEXT,
         "frozen_param_bytes": "bf16 module params; fp32 master partitions only for "
                               "requires_grad params; " + _FROZEN,
         "offloads": "optimizer: ZeRO-Offload, offload_optimizer.device cpu "
@@ -221,6 +291,9 @@ SOURCES: dict[str, dict[str, str]] = {
                     "L1156, L1205, L1332 the partition copied to the GPU for each gather)",
         "offload_stage": "offload_optimizer under ZeRO-1/2/3, offload_param under ZeRO-3 "
                          "(runtime/zero/config.py)",
+        "working_set": _WORKING,
+        "fragmentation": _FRAGMENTATION,
+        "compiled_fragmentation": _FRAGMENTATION,
     },
     "hf": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
@@ -239,13 +312,61 @@ SOURCES: dict[str, dict[str, str]] = {
         "tied_embedding_allreduce": "n/a without pipelining; counted if pp > 1",
         "activations": "transformers' own modules (modeling_llama.py etc.), measured by "
                        "tests/test_hf_activations.py; see ledger.arch.saved_tensors",
-        "logits_bytes": "transformers loss_utils ForCausalLMLoss (logits.float()): bf16 "
-                        "logits 2 + fp32 copy 4 + fp32 log-softmax / gradient 4 B",
+        "version": "transformers 5.23.0; torch 2.13.0 FSDP2",
+        **_TORCH_STEP,
+        "loss": "transformers loss_utils ForCausalLMLoss (logits.float(), cross_entropy): "
+                "ledger.frameworks.losses['eager']",
+        "compiled_loss": "the loss is part of the model's forward: torch.compile(model) "
+                         "compiles it (ledger.frameworks.losses['compiled'])",
+        "tp_loss": "transformers' tp_plan gathers the logits before its loss (lm_head "
+                   "colwise_rep): the eager loss",
+        "dropout": "LlamaConfig attention_dropout 0.0 and no hidden dropout (models/llama/"
+                   "configuration_llama.py)",
+        "pipeline_outputs": "no pipeline schedule in transformers: n/a",
+        "pipeline_recv_buffers": "as torch pipelining when a model is split with it: "
+                                 "torch/distributed/pipelining/stage.py L1268-1291, L1596",
         "comm_bucket_bytes": "FSDP2 reduces per unit: none extra",
         "overhead_bytes": _CONTEXT,
-        "fragmentation": _CONTEXT,
         "frozen_param_bytes": "peft's recipes load the base in bf16 (torch_dtype bf16; "
                               "peft docs accelerate/fsdp.md, deepspeed.md; QLoRA's "
                               "bnb_4bit_quant_storage bf16); " + _FROZEN,
+        "working_set": _WORKING,
+        "fragmentation": _FRAGMENTATION,
+        "compiled_fragmentation": _FRAGMENTATION,
     },
 }
+# torchtitan at the commits of its published measurements: what changed from HEAD
+SOURCES["torchtitan@2024-12"] = {
+    **SOURCES["torchtitan"],
+    "version": "pytorch/torchtitan 9dec370a (2024-12-26) on pytorch/pytorch 1963fc83 "
+               "(2024-12-23), the commits docs/performance.md @d4c86e37 names",
+    "activations": "ledger.arch.saved_tensors.TORCH_2412",
+    "compiled_loss": "torchtitan 9dec370 train.py L136-138: compiling the loss is disabled "
+                     "('causes CUDA errors')",
+    "pipeline_outputs": "torch/distributed/pipelining/stage.py of that era (forward_one_chunk"
+                        ": self.output_chunks.append(output) on every stage, freed when the "
+                        "step ends; pytorch/pytorch#138504 detaches the last stage's outputs "
+                        "but keeps them, #153383 (2025-05) keeps the last stage's only)",
+}
+SOURCES["torchtitan@2024-04"] = {
+    **SOURCES["torchtitan@2024-12"],
+    "version": "pytorch/torchtitan 395a5262 (2024-04-18) and 1ea476e9 (2024-04-24), the "
+               "commits of the docs/performance.md tables of that month",
+    "activations": "ledger.arch.saved_tensors.TORCH_2404",
+    "loss": "ledger.frameworks.losses['eager-held'] (model.py L436, train.py L290-293 "
+            "@395a5262)",
+    "compiled_loss": "compile = false in every toml of the month; the loss is never "
+                     "compiled: as 'loss'",
+}
+SOURCES["torchtitan@2025-06"] = {
+    **SOURCES["torchtitan"],
+    "version": "pytorch/torchtitan e7c0cae9 (2025-06-13) on torch 2.8.0a0+5228986c (NGC "
+               "25.05), the commits benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md "
+               "names",
+    "activations": "ledger.arch.saved_tensors.TORCH_2506",
+    "compiled_loss": "e7c0cae torchtitan/components/loss.py L25-30 (torch.compile(loss_fn) "
+                     "when training.compile)",
+    "pipeline_outputs": "pytorch/pytorch#153383 (2025-05-12, in torch 2.8): only the last "
+                        "stage appends to output_chunks, kept to the step's end",
+}
+

@@ -16,10 +16,13 @@ from ledger.io.hf.families import FAMILIES
 from ledger.io.hf.reader import from_hf_config, read_config, read_hf_config, spec_from_dict
 from ledger.io.limits import (
                               MAX_CAPACITY_FACTOR,
+                              MAX_DROPOUT,
                               MAX_GLOBAL_BATCH,
+                              MAX_GPU_MEMORY_GIB,
                               MAX_GPUS,
                               MAX_GPUS_PER_NODE,
                               MAX_HEADROOM_GIB,
+                              MAX_LAYERS,
                               MAX_MICRO_BATCH,
                               MAX_MICROBATCHES,
                               MAX_MTBF_HOURS,
@@ -46,8 +49,9 @@ from ledger.io.limits import (
 from ledger.io.phases import load_phases
 from ledger.io.system import load_system
 
-__all__ = ["FAMILIES", "MAX_CAPACITY_FACTOR", "MAX_GLOBAL_BATCH", "MAX_GPUS", "MAX_GPUS_PER_NODE",
-           "MAX_HEADROOM_GIB", "MAX_MICROBATCHES", "MAX_MICRO_BATCH", "MAX_MTBF_HOURS",
+__all__ = ["FAMILIES", "MAX_CAPACITY_FACTOR", "MAX_DROPOUT", "MAX_GLOBAL_BATCH",
+           "MAX_GPU_MEMORY_GIB", "MAX_GPUS", "MAX_GPUS_PER_NODE", "MAX_HEADROOM_GIB",
+           "MAX_LAYERS", "MAX_MICROBATCHES", "MAX_MICRO_BATCH", "MAX_MTBF_HOURS",
            "MAX_PRICE", "MAX_PUE", "MAX_RELAUNCH_MIN", "MAX_STEPS", "MAX_STORAGE_GBPS",
            "MAX_TIME", "MAX_TOKENS", "MAX_TOP", "MAX_VP", "MIN_STORAGE_GBPS", "MIN_TIME",
            "OneLineParser", "check_finite_json", "check_model_size", "check_world", "count",

@@ -35,6 +35,8 @@ MAX_MODEL_REAL = 1e9  # a model's real-valued knobs (soft-caps) are finite and b
 MAX_CAPACITY_FACTOR = 64.0  # routed tokens padded to at most 64x their even share
 MAX_TOP = 10_000  # plans listed
 MAX_HEADROOM_GIB = 1 << 20  # planner's memory headroom
+MAX_GPU_MEMORY_GIB = 1 << 20  # a GPU's memory, --gpu-memory
+MAX_DROPOUT = 0.999  # a dropout probability below 1
 MAX_TIME = 1e6  # schedule times, in whatever unit the user chose
 MIN_TIME = 1e-6
 # A whole run: a quadrillion tokens is 60x the largest published pre-training (15.6T);

@@ -29,10 +29,17 @@ from ledger.placement.comms import (
 )
 from ledger.placement.experts import moe_tokens
 from ledger.placement.footprint import (
+                                    MOMENTS,
                                     Capacity,
+                                    MemoryBreakdown,
+                                    RankParts,
                                     buffer_bytes,
+                                    cp_buffer_bytes,
                                     logits_bytes,
-                                    overhead_bytes,
+                                    logits_elements,
+                                    peak_memory,
+                                    peak_total,
+                                    point_bytes,
                                     shard_state,
 )
 from ledger.placement.layout import Layout
@@ -43,19 +50,24 @@ from ledger.placement.per_gpu import (
                                     largest_unit_params,
                                     layer_activation_bytes,
                                     layer_kinds,
+                                    layer_working_bytes,
+                                    memory_points,
                                     per_gpu_state,
                                     place,
+                                    rank_parts,
                                     resident_state,
 )
 from ledger.placement.splits import split_problem
 from ledger.placement.stages import rank_layers, stage_params
 from ledger.placement.tuned import buffer_framework, dequant_bytes, tuned_stage_state
 
-__all__ = ["Capacity", "Comm", "Layout", "block_layers", "Placement", "RING_BLOCKS_PER_STEP",
-           "activation_bytes_per_layer", "buffer_bytes", "coll_bytes", "cp_comms",
-           "buffer_framework", "dequant_bytes", "dp_collective_counts", "dp_comms",
-           "dp_traffic", "dp_group_comms", "ep_comms", "ep_pass_comms",
-           "forward_passes", "kv_width", "largest_unit_params", "layer_activation_bytes",
-           "layer_kinds", "logits_bytes", "moe_tokens", "overhead_bytes", "per_gpu_state", "place",
-           "pp_comms", "rank_layers", "resident_state", "ring_kv_block_bytes", "shard_state",
-           "split_problem", "stage_params", "tp_comms", "tuned_stage_state"]
+__all__ = ["Capacity", "Comm", "Layout", "MOMENTS", "MemoryBreakdown", "Placement",
+           "RING_BLOCKS_PER_STEP", "RankParts", "activation_bytes_per_layer", "block_layers",
+           "buffer_bytes", "buffer_framework", "coll_bytes", "cp_buffer_bytes", "cp_comms",
+           "dequant_bytes", "dp_collective_counts", "dp_comms", "dp_group_comms", "dp_traffic",
+           "ep_comms", "ep_pass_comms", "forward_passes", "kv_width", "largest_unit_params",
+           "layer_activation_bytes", "layer_kinds", "layer_working_bytes", "logits_bytes",
+           "logits_elements", "memory_points", "moe_tokens", "peak_memory", "peak_total",
+           "per_gpu_state", "place", "point_bytes", "pp_comms", "rank_layers", "rank_parts",
+           "resident_state", "ring_kv_block_bytes", "shard_state", "split_problem",
+           "stage_params", "tp_comms", "tuned_stage_state"]

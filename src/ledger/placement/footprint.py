@@ -1,20 +1,31 @@
-"""The whole of a GPU's memory, by cause: state, activations, logits, buffers, overhead.
+"""The whole of a GPU's memory, by cause, at the point of its step where it peaks.
 
 One set of formulas for one placement (``ledger.parallel.place``) and for a grid of them
-(the planner passes numpy arrays for the sizes; the categorical fields are plain):
+(the planner passes numpy arrays for the sizes; the categorical fields are plain).
+What a rank is made of (``RankParts``):
 
 - state        params / grads / optimizer in the framework's dtypes, divided by tp x pp
                (Megatron's stage layout) and by the ZeRO stage's shard group
-- activations  what each layer saves for backward x the layers this rank holds x the
-               micro-batches its schedule keeps in flight
-- logits       what the loss keeps of the output layer's s b V / (tp cp) logits, on the
-               rank holding the output layer, per micro-batch in flight there
-- buffers      ZeRO-3: the gathered layer(s) in the GEMM dtype plus one layer's unsharded
-               gradient before its reduce-scatter (all of the rank's layers when params
-               stay gathered between forward and backward); communication buckets; under
-               full recompute the working set of the one layer being recomputed
-- overhead     CUDA context and NCCL communicators, plus allocator fragmentation as a
-               share of everything above
+- activations  what each layer saves for backward x the layers this rank holds
+- logits       the output layer's s b / (tp cp) logits as the loss keeps them
+               (``ledger.frameworks.losses``), on the rank holding the output layer
+- buffers      ZeRO-3's gathered layer(s), root unit and unsharded gradients (all of the
+               rank's layers when params stay gathered between forward and backward),
+               communication buckets; what one layer's backward holds beyond its saved
+               tensors (recomputed ones, its MLP's gradients); context parallelism's
+               attention buffers; the pipeline outputs a framework keeps
+- fragmentation  the caching allocator's reserved less its allocated bytes at the peak
+               (a share of allocated, fitted: ``Framework.fragmentation`` eager,
+               ``compiled_fragmentation`` under torch.compile), and the freed blocks it
+               keeps cached: the logits at the loss backward (``Loss.cached_bytes``),
+               the gradients zero_grad freed before the step's first backward
+- context      CUDA context and NCCL communicators, outside the allocator
+
+The schedule says how much is alive at once (``ledger.pipeline.held``): the peak is the
+largest of the step's points - a forward, the loss forward and the loss backward on the
+last stage, a layer's backward, the optimizer step - not the sum of their largest
+terms. ``allocated`` is what torch.cuda.max_memory_allocated reads, ``reserved`` what
+max_memory_reserved reads; the device holds reserved + context.
 """
 from __future__ import annotations
 
@@ -23,7 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ledger.config import expert_tp
+from ledger.frameworks.cp import CP_BUFFERS
+from ledger.frameworks.losses import loss as loss_of
 from ledger.memory import StateBytes
+
+MOMENTS = ("forward", "loss forward", "loss backward", "output backward", "backward",
+           "optimizer step")
 
 
 @dataclass(frozen=True)
@@ -48,12 +64,53 @@ class MemoryBreakdown:
     activations_bytes: float
     logits_bytes: float
     buffers_bytes: float
-    overhead_bytes: float
+    fragmentation_bytes: float = 0.0
+    context_bytes: float = 0.0
+    moment: str = ""  # the point of the step where the peak falls (MOMENTS)
+    cached_bytes: float = 0.0  # of fragmentation: freed blocks no request there can reuse
+
+    @property
+    def allocated_bytes(self) -> float:
+        """What the tensors hold: torch.cuda.max_memory_allocated at the peak."""
+        return self.state_bytes + self.activations_bytes + self.logits_bytes \
+            + self.buffers_bytes
+
+    @property
+    def reserved_bytes(self) -> float:
+        """What the caching allocator holds: torch.cuda.max_memory_reserved."""
+        return self.allocated_bytes + self.fragmentation_bytes
+
+    @property
+    def overhead_bytes(self) -> float:
+        return self.fragmentation_bytes + self.context_bytes
 
     @property
     def total_bytes(self) -> float:
-        return (self.state_bytes + self.activations_bytes + self.logits_bytes
-                + self.buffers_bytes + self.overhead_bytes)
+        """The device's memory in use: reserved + the CUDA context and NCCL."""
+        return self.reserved_bytes + self.context_bytes
+
+
+@dataclass(frozen=True)
+class RankParts:
+    """One pipeline rank's memory before the schedule says how much is alive at once;
+    bytes (numbers or arrays), ``logits`` in elements of one micro-batch (0 off the
+    output layer's rank)."""
+
+    params: float
+    grads: float
+    optim: float
+    stage_act: float  # one micro-batch of the rank's stage activations (whole stage)
+    work: float  # one layer's backward beyond its saved tensors
+    cp_forward: float  # context parallelism's buffers in one layer's attention forward
+    cp_backward: float  # and in its backward
+    buffers: float  # gathered params, buckets: alive throughout
+    head: float  # one micro-batch of what the output head saves (0 off its rank)
+    logits: float  # logit elements of one micro-batch on this rank
+    boundary: float  # bytes of one micro-batch's stage output (kept by some frameworks)
+    optimizer_temp: float  # alive during the optimizer step
+    freed_grads: float = 0.0  # the optimizer's sharded gradients, freed by zero_grad
+    root_grads: float = 0.0  # the output layer's (and embedding's) gradients, made first
+    #                          in the backward (FSDP2's unsharded ones are in buffers)
 
 
 def shard_group(cfg):
@@ -98,33 +155,131 @@ def shard_state(dense: StateBytes, expert: StateBytes, cfg, fw) -> StateBytes:
     return StateBytes(*(np.floor(d[i] / divs[i] + e[i] / e_divs[i]) for i in range(3)))
 
 
-def logits_bytes(model, cfg, fw):
-    """One micro-batch's logits as the loss keeps them: s b / cp tokens x V / tp columns
-    x the framework's bytes per logit (fp32 softmax for backward, and its gradient), once
-    for the output head and once per MTP module (DeepSeek-V3 sec. 2.2)."""
+def loss_name(cfg, fw) -> str:
+    """The loss a config runs: its own, or the framework's (``Framework.loss_for``)."""
+    name = getattr(cfg, "loss", None)
+    return fw.loss_for(cfg.tp, getattr(cfg, "compile", False)) if name is None else name
+
+
+def logits_elements(model, cfg):
+    """One micro-batch's logits on the output layer's GPU: s b / cp tokens x V / tp
+    columns, once for the output head and once per MTP module (DeepSeek-V3 sec. 2.2)."""
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
     heads = 1 + model.mtp_layers  # each MTP module predicts through the shared head
-    return heads * tokens * model.vocab / cfg.tp * fw.logits_bytes
+    return heads * tokens * model.vocab / cfg.tp
 
 
-def buffer_bytes(cfg, fw, layer_params, layers_held, working_set):
-    """Gathered-parameter and gradient buffers (ZeRO-3), buckets, recompute working set.
+def logits_bytes(model, cfg, fw):
+    """The most one micro-batch's loss holds at once (its backward), in bytes."""
+    return logits_elements(model, cfg) * loss_of(loss_name(cfg, fw)).backward_bytes(
+        cfg.act_bytes)
+
+
+def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
+    """(throughout, backward) bytes of ZeRO-3's gathered parameters and gradients, and the
+    communication buckets, alive throughout.
 
     ``layer_params``: parameters of the largest layer on this GPU (after tp / ep);
-    ``layers_held``: layers on this rank; ``working_set``: one layer's activations when
-    recomputed (0 without full recompute)."""
-    out = fw.comm_bucket_bytes + working_set
-    if cfg.zero_stage == 3 and fw.fsdp_buffers:
-        # resharded: the layer computing and the one prefetched; otherwise (or when the
-        # params stay gathered after backward, accumulating unsharded) all the rank's layers
-        keep = np.logical_and(cfg.reshard_after_forward,
-                              np.asarray(cfg.grad_accumulation) == "sharded")
-        gathered = np.where(keep, 1 + fw.fsdp_prefetch_layers, layers_held)
-        out = out + gathered * layer_params * fw.gathered_param_bytes \
-            + layer_params * fw.grad_bytes
-    return out + 0.0 * layers_held
+    ``layers_held``: layers on this rank; ``root_params``: the rest of the rank's
+    parameters (embedding, final norm, output layer), one unit FSDP2 keeps gathered from
+    its forward to the end of the backward (torch fully_shard: the root is not resharded
+    after forward). A layer is gathered in FP8 under an FP8 recipe's param gather.
+    Resharding after forward, one layer is gathered at a time; its
+    backward adds the next one prefetched, its unsharded gradient and the reduce-
+    scatter's copy in the reduce dtype, and the root's unsharded gradients waiting for
+    the root's own backward. Kept gathered (and accumulating unsharded), every layer of
+    the rank is, and only each layer's fresh gradient passes through."""
+    out = fw.comm_bucket_bytes + 0.0 * layers_held
+    if not (cfg.zero_stage == 3 and fw.fsdp_buffers):
+        return out, 0.0 * out
+    keep = np.logical_and(cfg.reshard_after_forward,
+                          np.asarray(cfg.grad_accumulation) == "sharded")
+    g = fw.gathered_param_bytes  # the root (embedding, output) is never gathered in FP8
+    rec = fw.fp8
+    g_layer = rec.param_gather_wire_bytes if rec is not None and rec.param_gather else g
+    gathered = np.where(keep, 1, layers_held) * layer_params * g_layer + root_params * g
+    backward = np.where(keep, fw.fsdp_prefetch_layers * layer_params * g_layer
+                        + layer_params * (g + fw.grad_bytes) + root_params * g,
+                        layer_params * g)
+    return out + gathered, backward
 
 
-def overhead_bytes(fw, allocated):
-    """CUDA context + NCCL, and the caching allocator's fragmentation of ``allocated``."""
-    return fw.overhead_bytes + fw.fragmentation * allocated
+def cp_buffer_bytes(model, cfg, fw, table) -> tuple:
+    """(forward, backward) bytes of context parallelism's buffers in one attention call
+    (``ledger.frameworks.cp``): ring CP only, over this rank's s b / cp tokens, K and V at
+    the heads the kernel reads (all of them where K/V are repeated before it)."""
+    if cfg.cp_kind != "ring":
+        return 0.0 * cfg.cp, 0.0 * cfg.cp
+    tokens = model.seq_len * cfg.micro_batch / cfg.cp
+    width = (model.heads * (model.head_dim + model.v_head_dim) if table.flash_kv_repeated
+             else model.kv_dim + model.kv_heads * model.v_head_dim)
+    kv, q = tokens * width / cfg.tp, tokens * model.heads * model.head_dim / cfg.tp
+    buf = CP_BUFFERS[fw.cp_buffers]
+    on = cfg.cp > 1
+    return (on * buf.forward_bytes(kv, q, cfg.act_bytes, cfg.cp),
+            on * buf.backward_bytes(kv, q, cfg.act_bytes, cfg.cp))
+
+
+def _moments(p: RankParts, held, loss, e, grads_at_loss):
+    """(state, activations, logits, buffers) of each point of the step (MOMENTS)."""
+    chunks, losses, kept_logits, kept_boundary = held
+    acts = chunks * p.stage_act + losses * p.head
+    kept = kept_logits * p.logits * e  # the last stage's outputs kept to the end
+    saved = losses * p.logits * loss.saved_bytes(e) + kept
+    fresh = np.where(kept_logits > 0, 0.0, e)  # this loss's logits, unless counted as kept
+    state_f = p.params + p.optim + p.grads * grads_at_loss
+    boundary = kept_boundary * p.boundary + p.buffers
+    zero = 0.0 * acts
+    grads_b = state_f + p.root_grads * (1 - grads_at_loss)  # the backward has begun
+    return [
+        (state_f, acts, saved, boundary + p.cp_forward),
+        (state_f, acts + p.head, saved + p.logits * (loss.forward_bytes(e) - e + fresh),
+         boundary),
+        (state_f, acts + p.head, saved + p.logits * loss.backward_bytes(e), boundary),
+        (grads_b, acts + p.head, saved + p.logits * loss.grad_bytes(e), boundary),
+        (grads_b, acts, saved, boundary + p.work + p.cp_backward),
+        (p.params + p.optim + p.grads, zero, zero, p.buffers + p.optimizer_temp),
+    ]
+
+
+def point_bytes(parts: RankParts, held, cfg, fw, grads_at_loss) -> dict[str, float]:
+    """Allocated bytes at each point of the step (MOMENTS), by name."""
+    loss = loss_of(loss_name(cfg, fw))
+    points = _moments(parts, held, loss, cfg.act_bytes, grads_at_loss)
+    return {name: sum(pt) for name, pt in zip(MOMENTS, points)}
+
+
+def _reserved_points(parts: RankParts, held, cfg, fw, grads_at_loss):
+    """(the points' (state, activations, logits, buffers), their fragmentation, the
+    cached part of it)."""
+    loss = loss_of(loss_name(cfg, fw))
+    points = _moments(parts, held, loss, cfg.act_bytes, grads_at_loss)
+    # freed blocks the allocator keeps but no request at that point can reuse: the logits
+    # during the loss backward, and the sharded gradients zero_grad freed at the step's
+    # start (per-unit blocks smaller than the activations and unsharded gradients the step
+    # asks for), until the optimizer step refills them
+    freed = parts.freed_grads * (1 - fw.grads_persist)
+    logits = parts.logits * loss.cached_bytes(cfg.act_bytes)
+    cached = [freed, freed, freed + logits, freed, freed, 0.0]
+    share = fw.compiled_fragmentation if getattr(cfg, "compile", False) else fw.fragmentation
+    return points, [share * sum(pt) + c for pt, c in zip(points, cached)], cached
+
+
+def peak_total(parts: RankParts, held, cfg, fw, grads_at_loss):
+    """The device's bytes at the largest point: ``peak_memory(...).total_bytes`` without
+    the breakdown (the planner's grid)."""
+    points, frag, _ = _reserved_points(parts, held, cfg, fw, grads_at_loss)
+    totals = [sum(pt) + f for pt, f in zip(points, frag)]
+    return np.maximum.reduce(np.broadcast_arrays(*totals)) + fw.overhead_bytes
+
+
+def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
+    """The largest point of the step (``_moments``) of one rank, by what the device
+    holds there - allocated, the allocator's fragmentation (``Framework.fragmentation``
+    of allocated, and the freed blocks it keeps cached) and the context. ``held``:
+    (chunks, losses, logits kept, boundary outputs kept) from ``ledger.pipeline.held``."""
+    points, frag, cached = _reserved_points(parts, held, cfg, fw, grads_at_loss)
+    best = int(np.argmax([float(sum(pt) + f) for pt, f in zip(points, frag)]))
+    state, acts, logits, buffers = (float(x) for x in points[best])
+    return MemoryBreakdown(rank, state, acts, logits, buffers, float(frag[best]),
+                           fw.overhead_bytes, MOMENTS[best], float(cached[best]))

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ledger.arch import adapter_activation_bytes, kind_counts, layer_activations
+from ledger.arch import (adapter_activation_bytes, head_bytes, kind_counts, layer_activations,
+                         recompute_working_bytes)
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError, require_divides
@@ -32,15 +33,16 @@ from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.anatomy.mixers import LayerKind
 from ledger.model import ModelSpec
-from ledger.pipeline import placement_pipeline
+from ledger.pipeline import held_closed, placement_pipeline
 from ledger.placement import offload as offloading
 from ledger.placement import tuned
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
                                     dp_rows, ep_comms, expert_fraction, pp_comms,
                                     tied_embedding_comms, tp_comms)
 from ledger.placement.experts import check_model
-from ledger.placement.footprint import (MemoryBreakdown, buffer_bytes, logits_bytes,
-                                        overhead_bytes, shard_state)
+from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes,
+                                        cp_buffer_bytes, logits_elements, peak_memory,
+                                        point_bytes, shard_state)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
 from ledger.placement.splits import split_problem
 from ledger.placement.stages import (rank_layers, rank_stages, stage_layers, stage_params,
@@ -118,34 +120,61 @@ def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> Stat
                        framework_of(cfg))
 
 
-def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None):
-    """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
-    them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
-    its own modules save otherwise. ``kind``: the layer's ``LayerKind``, else the
-    model's typical layer ((MoE?, window) names an attention layer)."""
+def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
+              dropout=None) -> dict:
+    """The arguments ``ledger.arch.activations`` prices one layer with, for this config:
+    ``kind`` a ``LayerKind``, an (MoE?, window) pair naming an attention layer, or None
+    (the model's typical layer)."""
     if kind is not None and not isinstance(kind, LayerKind):
         kind = LayerKind("attention", "moe" if kind[0] else "dense", kind[1])
-    rc = cfg.recompute if recompute is None else recompute
-    ft = getattr(cfg, "finetune", None)
-    moe = kind.moe if kind is not None else model.is_moe
-    adapters = adapter_activation_bytes(model, ft, moe, cfg.micro_batch, cfg.tp, cfg.cp) \
-        if rc != "full" else 0.0
-    return adapters + layer_activations(
-        model, micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
-        sequence_parallel=cfg.sequence_parallel,
-        flash=cfg.flash_attention if flash is None else flash,
-        recompute=cfg.recompute if recompute is None else recompute, act_bytes=cfg.act_bytes,
-        capacity_factor=cfg.moe.load_factor, table=saved_table(framework_of(cfg).activations),
-        etp=expert_tp(cfg), kind=kind).total_bytes
+    fw = framework_of(cfg)
+    if dropout is None:
+        dropout = getattr(cfg, "dropout", None)  # the planner's namespaces: the default
+    return dict(micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
+                sequence_parallel=cfg.sequence_parallel,
+                flash=cfg.flash_attention if flash is None else flash,
+                recompute=cfg.recompute if recompute is None else recompute,
+                act_bytes=cfg.act_bytes, capacity_factor=cfg.moe.load_factor,
+                table=saved_table(fw.activations), etp=expert_tp(cfg), kind=kind,
+                dropout=fw.dropout if dropout is None else dropout)
+
+
+def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
+                           dropout=None):
+    """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
+    them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
+    its own modules save otherwise. ``kind``: the layer's ``LayerKind`` (or an (MoE?,
+    window) pair), else the model's typical layer; a fine-tune's adapters add theirs. Full
+    recompute of every n-th layer only (``recompute_every``) averages the recomputed and
+    the untouched layers."""
+    kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
+    moe = kw["kind"].moe if kw["kind"] is not None else model.is_moe
+    adapters = adapter_activation_bytes(  # a fine-tune's LoRA adapters (ledger.arch.adapters)
+        model, getattr(cfg, "finetune", None), moe, cfg.micro_batch, cfg.tp, cfg.cp)
+    every = getattr(cfg, "recompute_every", 1)
+    kept = layer_activations(model, **kw).total_bytes
+    if kw["recompute"] != "full":
+        return adapters + kept
+    if every == 1:
+        return kept
+    whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes
+    return kept / every + whole * (1 - 1 / every)
+
+
+def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
+    """What one layer's backward holds beyond what the layer saved
+    (``ledger.arch.activations.recompute_working_bytes``)."""
+    return recompute_working_bytes(model, **_layer_kw(model, cfg, kind, flash))
 
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
-                               flash: bool | None = None, recompute: str | None = None) -> float:
+                               flash: bool | None = None, recompute: str | None = None,
+                               dropout: float | None = None) -> float:
     """Bytes one layer saves for backward for this placement, averaged over the model's
-    layers (dense and MoE, local and global ones differ); the config's attention kernel
-    and recompute mode unless given."""
+    layers (dense and MoE, local and global ones differ); the config's attention kernel,
+    recompute mode and dropout unless given."""
     kinds, counts = layer_kinds(model, 1, 1, False)
-    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute)
+    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout)
                for k, n in zip(kinds, counts[0])) / model.layers
 
 
@@ -200,40 +229,123 @@ def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer
             for r, (d, e) in enumerate(stage_params(model, cfg))]
 
 
+def largest_layer_params(model: ModelSpec, cfg) -> float:
+    """Parameters on one GPU of the largest layer ZeRO-3 gathers at once: its tp share,
+    its experts' etp x ep share."""
+    return max(split / cfg.tp + repl + routed / (expert_tp(cfg) * cfg.ep)
+               for split, repl, routed in (model.layer_params(k) for k in model.kind_counts))
+
+
 def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
-    """Parameters on one GPU of the largest unit ZeRO-3 gathers at once: a layer (its
-    tp share, its experts' tp x ep share) or the embedding / output matrix."""
-    units = [split / cfg.tp + repl + routed / (expert_tp(cfg) * cfg.ep)
-             for split, repl, routed in (model.layer_params(k) for k in model.kind_counts)]
-    return max(units + [model.vocab * model.hidden / cfg.tp])
+    """Parameters on one GPU of the largest unit ZeRO-3 gathers at once: a layer
+    (``largest_layer_params``) or the embedding / output matrix."""
+    return max(largest_layer_params(model, cfg), model.vocab * model.hidden / cfg.tp)
+
+
+def root_params(model: ModelSpec, cfg, rank) -> float:
+    """Parameters of one GPU of PP rank ``rank`` (a rank or an array of them) outside its
+    transformer layers - the embedding on the first stage, the final norm and output layer
+    on the last, an MTP module's projections: ``stage_params`` less the rank's layers."""
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    per_layer = np.array([split / cfg.tp + repl for split, repl, _ in
+                          (model.layer_params(k) for k in kinds)])
+    dense = np.array([d for d, _ in stage_params(model, cfg)])
+    return (dense - counts @ per_layer)[rank]
+
+
+def recv_buffers(cfg, fw, rank: int) -> int:
+    """Receive buffers per micro-batch one PP rank keeps for the whole step
+    (``Framework.pipeline_recv_buffers``), each one micro-batch's stage output: for each
+    of its stages the input activations (but the first stage's) and the output
+    gradients (but the last stage's)."""
+    if cfg.pp == 1 or not fw.pipeline_recv_buffers:
+        return 0
+    stages = rank_stages(cfg.pp, cfg.vp, cfg.schedule == "zb-v")[rank]
+    ends = sum(s == 0 for s in stages) + sum(s == cfg.pp * cfg.vp - 1 for s in stages)
+    return 2 * len(stages) - ends
+
+
+def head_activation_bytes(model: ModelSpec, cfg) -> float:
+    """One micro-batch of what the output head saves (``ledger.arch.head_bytes``)."""
+    return head_bytes(model, micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
+                      sequence_parallel=cfg.sequence_parallel, act_bytes=cfg.act_bytes,
+                      table=saved_table(framework_of(cfg).activations))
+
+
+def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, work,
+               layers_held, per_param: StateBytes) -> RankParts:
+    """What the pipeline ranks ``ranks`` (a rank, or an array of them) are made of
+    (``ledger.placement.footprint.RankParts``): their sharded ``state``, one micro-batch of
+    their stage activations, one layer's backward working set ``work`` - numbers, or
+    arrays over a grid of placements (the planner)."""
+    vshape = cfg.schedule == "zb-v"
+    out_rank = np.asarray(ranks) == (0 if vshape else cfg.pp - 1)  # the output layer's rank
+    cp_fwd, cp_bwd = cp_buffer_bytes(model, cfg, fw, saved_table(fw.activations))
+    boundary = model.seq_len * cfg.micro_batch / cfg.cp * model.hidden * cfg.act_bytes \
+        / np.where(cfg.sequence_parallel, cfg.tp, 1)
+    always, backward = buffer_bytes(cfg, tuned.buffer_framework(model, cfg, fw),
+                                    largest_layer_params(model, cfg), layers_held,
+                                    root_params(model, cfg, ranks))
+    always = always + tuned.dequant_bytes(model, cfg)  # QLoRA's dequantised weight
+    recv = np.array([recv_buffers(cfg, fw, r) for r in np.ravel(ranks)]).reshape(
+        np.shape(ranks)) * cfg.num_microbatches
+    per_optim = max(per_param.optim_bytes, 1e-30)  # per byte of optimizer state
+    root = root_params(model, cfg, ranks)
+    return RankParts(
+        params=state.params_bytes, grads=state.grads_bytes, optim=state.optim_bytes,
+        stage_act=stage_act, work=work + backward,
+        cp_forward=cp_fwd, cp_backward=cp_bwd,
+        root_grads=root * per_param.grads_bytes * (cfg.zero_stage < 3),
+        buffers=always + recv * boundary, head=head_activation_bytes(model, cfg) * out_rank,
+        logits=logits_elements(model, cfg) * out_rank, boundary=boundary,
+        optimizer_temp=state.optim_bytes * fw.optimizer_temp_moments * fw.moment_bytes
+        / per_optim,
+        freed_grads=state.optim_bytes * per_param.grads_bytes / per_optim)
+
+
+def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
+                 inflight: tuple[float, ...], optimizer: str = "adam"):
+    """Per PP rank: (rank, RankParts, the schedule's peak point, gradients at the loss)."""
+    fw = framework_of(cfg)
+    per_param = st.scaled(1 / model.params)
+    vshape = cfg.schedule == "zb-v"
+    held = rank_layers(model.layers, cfg.pp, cfg.vp, vshape)
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, vshape)
+    per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
+    work = max(layer_working_bytes(model, cfg, k) for k in kinds) * fw.working_set
+    grads_at_loss = fw.grads_persist or cfg.num_microbatches > 1
+    states = rank_states(model, cfg, st, optimizer, counts, kinds)
+    for r, state in enumerate(states):
+        state = offloading.on_gpu(state, cfg.offload)
+        parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(counts[r],
+                                                                                per_kind)),
+                           work, held[r], per_param)
+        alive = inflight[min(r, len(inflight) - 1)]
+        point = (alive, 0, 0, 0) if cfg.pp == 1 else held_closed(
+            cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,
+            inflight=alive)
+        yield r, parts, tuple(float(x) for x in point), grads_at_loss
 
 
 def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
                    inflight: tuple[float, ...], optimizer: str = "adam") -> list[MemoryBreakdown]:
-    """Every pipeline rank's peak memory by cause (``ledger.placement.footprint``)."""
+    """Every pipeline rank's peak memory by cause (``ledger.placement.footprint``), what
+    is alive at once set by the schedule (``ledger.pipeline.held``)."""
     fw = framework_of(cfg)
-    vshape = cfg.schedule == "zb-v"
-    held = rank_layers(model.layers, cfg.pp, cfg.vp, vshape)
-    out_rank = 0 if vshape else cfg.pp - 1  # the rank with the output layer
-    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, vshape)
-    per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
-    working = max(layer_activation_bytes(model, cfg, k, recompute="none") for k in kinds) \
-        if cfg.recompute == "full" else 0.0
-    unit = largest_unit_params(model, cfg)
-    states = rank_states(model, cfg, st, optimizer, counts, kinds)
-    buffers_fw = tuned.buffer_framework(model, cfg, fw)
-    extra = tuned.dequant_bytes(model, cfg)
-    out = []
-    for r, state in enumerate(states):
-        state = offloading.on_gpu(state, cfg.offload)
-        alive = inflight[min(r, len(inflight) - 1)]
-        acts = sum(n * a for n, a in zip(counts[r], per_kind)) * alive
-        logits = logits_bytes(model, cfg, fw) * alive * (r == out_rank)
-        buffers = float(buffer_bytes(cfg, buffers_fw, unit, held[r], working)) + extra
-        allocated = state.total_bytes + acts + logits + buffers
-        out.append(MemoryBreakdown(r, state.total_bytes, acts, logits, buffers,
-                                   overhead_bytes(fw, allocated)))
-    return out
+    return [peak_memory(r, parts, point, cfg, fw, grads)
+            for r, parts, point, grads in _rank_inputs(model, cfg, st, inflight, optimizer)]
+
+
+def memory_points(model: ModelSpec, cfg: ParallelConfig, rank: int = -1,
+                  optimizer: str = "adam") -> dict[str, float]:
+    """Allocated bytes at each point of rank ``rank``'s step (``footprint.MOMENTS``): what
+    a measured step's phases are held to (ledger.verify.steps)."""
+    st = resident_state(model, cfg, optimizer)
+    inflight = (1.0,) if cfg.pp == 1 else placement_pipeline(
+        cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp)[1]
+    inputs = list(_rank_inputs(model, cfg, st, inflight, optimizer))
+    r, parts, point, grads = inputs[rank]
+    return point_bytes(parts, point, cfg, framework_of(cfg), grads)
 
 
 def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str = "adam",

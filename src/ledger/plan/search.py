@@ -13,7 +13,7 @@ link" is written here: it must fall out of the costs.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import product
 from types import SimpleNamespace
@@ -26,10 +26,9 @@ from ledger.errors import LedgerError, require_positive
 from ledger.frameworks import get as get_framework
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
-from ledger.pipeline import inflight_closed
-from ledger.placement import (Layout, buffer_bytes, buffer_framework, dequant_bytes,
-                              dp_traffic, largest_unit_params, layer_activation_bytes,
-                              layer_kinds, logits_bytes, overhead_bytes, rank_layers,
+from ledger.pipeline import held_closed
+from ledger.placement import (Layout, dp_traffic, layer_activation_bytes, layer_kinds,
+                              layer_working_bytes, peak_total, rank_layers, rank_parts,
                               resident_state, shard_state, split_problem, stage_params,
                               tuned_stage_state)
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
@@ -38,6 +37,7 @@ from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
 from ledger.system import System
 
 MICRO_BATCHES = (1, 2, 4, 8)
+RUN_FACTS = ("dropout", "loss", "compile")  # run facts the search holds fixed
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30
@@ -183,40 +183,49 @@ def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, vshape: b
     return dense, expert, layers
 
 
-def _grid_cfg(g, sel, fw, flash=True, precision=None, finetune=None, **fixed):
+def _grid_cfg(g, sel, fw, flash=True, precision=None, finetune=None, facts=None, **fixed):
     """The config fields ``ledger.placement.footprint`` and the activation formula read, for the
-    rows ``sel`` of the grid: sizes as arrays, categorical fields as given."""
+    rows ``sel`` of the grid: sizes as arrays, categorical fields as given; dropout, loss
+    and compile as ``facts`` gives them (``RUN_FACTS``), else the framework's defaults."""
+    facts = {k: v for k, v in (facts or {}).items() if v is not None}
+    run = dict(dropout=fw.dropout, loss=None, compile=False) | facts
     return SimpleNamespace(
         tp=g["tp"][sel], cp=g["cp"][sel], dp=g["dp"][sel], ep=g["ep"][sel],
         micro_batch=g["mb"][sel], grad_replicas=g["dp"][sel] * g["cp"][sel],
         hsdp_shard=g["shard"][sel], framework=fw.name, flash_attention=flash, act_bytes=2,
-        precision=precision, moe=MoESpec(), finetune=finetune,
-        **fixed)
+        precision=precision, moe=MoESpec(), finetune=finetune, recompute_every=1,
+        cp_kind="ring", **run, **fixed)
+
+
+def _per_kind(model, g, fw, flash, precision, finetune=None, facts=None):
+    """Per candidate and kind of layer: the saved bytes of one layer and its backward's
+    working set, under the candidate's recompute mode and SP."""
+    count = len(g["tp"])
+    everything = np.arange(count)
+    kinds = layer_kinds(model, 1)[0]  # (MoE?, window) of the model's layers
+    act, work = np.zeros((count, len(kinds))), np.zeros((count, len(kinds)))
+    for rc, name in enumerate(RECOMPUTES):
+        for sp in (True, False):
+            cfg = _grid_cfg(g, everything, fw, flash, precision, finetune, facts,
+                            sequence_parallel=sp, recompute=name)
+            pick = (g["rc"] == rc) & (g["sp"] == sp)
+            for k, kind in enumerate(kinds):
+                act[pick, k] = layer_activation_bytes(model, cfg, kind)[pick]
+                work[pick, k] = layer_working_bytes(model, cfg, kind)[pick]
+    return act, work.max(axis=1) * fw.working_set
 
 
 def _memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
-            optimizer="adam"):
-    """Peak memory over the pipeline ranks (``ledger.placement.footprint``: state, activations,
-    logits, buffers, overhead), and the heaviest stage's optimizer-step state, for every
-    candidate: the exact Megatron stage layout, ZeRO in the framework's dtypes, the
-    schedule's in-flight count in closed form, the recompute mode's activations."""
+            optimizer="adam", facts=None):
+    """Peak memory over the pipeline ranks (``ledger.placement.footprint``: the largest
+    point of each rank's step, what the device holds there), and the heaviest stage's
+    optimizer-step state, for every candidate: the exact Megatron stage layout, ZeRO in
+    the framework's dtypes, the schedule's in-flight count in closed form
+    (``ledger.pipeline.held``), the recompute mode's activations."""
     count = len(g["tp"])
     mem, state_max = np.empty(count), np.empty(count)
     vshape = (g["sched"] == SCHEDULES.index("zb-v")).astype(np.int64)
-    everything = np.arange(count)
-    kinds = layer_kinds(model, 1)[0]  # (MoE?, window) of the model's layers
-    acts = {(rc, sp, k): layer_activation_bytes(
-        model, _grid_cfg(g, everything, fw, flash, precision, finetune, sequence_parallel=sp,
-                         recompute=name), kind)
-        for rc, name in enumerate(RECOMPUTES) for sp in (True, False)
-        for k, kind in enumerate(kinds)}
-    act, working = np.zeros((count, len(kinds))), np.zeros(count)  # per kind of layer
-    for (rc, sp, k), values in acts.items():
-        pick = (g["rc"] == rc) & (g["sp"] == sp)
-        act[pick, k] = values[pick]
-        if RECOMPUTES[rc] == "full":
-            none = acts[RECOMPUTES.index("none"), sp, k][pick]
-            working[pick] = np.maximum(working[pick], none)
+    act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
     radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
     key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"]) * 2
            + vshape) * 4 + g["zero"]
@@ -226,37 +235,41 @@ def _memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
         vs = bool(vshape[i])
         dense, expert, layers = _stage_state(model, tp, ep, pp, vp, vs)
         held = _kind_counts(model, pp, vp, vs)  # ranks x kinds
-        cfg = _grid_cfg(g, sel, fw, flash, precision, finetune, zero_stage=zero,
-                        reshard_after_forward=fw.reshard_after_forward(pp),
-                        grad_accumulation=fw.grad_accumulation(pp))
-        cfg.hsdp_shard, cfg.grad_replicas = cfg.hsdp_shard[:, None], cfg.grad_replicas[:, None]
+        cfg = _grid_cfg(g, sel, fw, flash, precision, finetune, facts, zero_stage=zero,
+                        reshard_after_forward=
+                        fw.reshard_after_forward(pp), grad_accumulation=fw.grad_accumulation(pp),
+                        sequence_parallel=g["sp"][sel][:, None].astype(bool), pp=pp, vp=vp,
+                        schedule="zb-v" if vs else "1f1b", num_microbatches=g["m"][sel][:, None])
+        for name in ("hsdp_shard", "grad_replicas", "cp", "micro_batch", "dp"):
+            setattr(cfg, name, getattr(cfg, name)[:, None])
         cfg.tp, cfg.ep = tp, ep
         if finetune is None:
-            parts = [StateBytes(*(b * part[None, :] for b in (
+            split = [StateBytes(*(b * part[None, :] for b in (
                 per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
                 for part in (dense, expert)]
         else:  # the fine-tune's classes, rank by rank (ledger.placement.tuned)
-            ranks = tuned_stage_state(model, cfg, fw, optimizer, tp, tp * ep, pp, vp, vs)
-            parts = [StateBytes(*(np.array([getattr(r[i], f) for r in ranks])[None, :]
+            tuned = tuned_stage_state(model, cfg, fw, optimizer, tp, tp * ep, pp, vp, vs)
+            split = [StateBytes(*(np.array([getattr(r[i], f) for r in tuned])[None, :]
                                   for f in ("params_bytes", "grads_bytes", "optim_bytes")))
                      for i in (0, 1)]
-        st = shard_state(*parts, cfg, fw)
-        state = st.params_bytes + st.grads_bytes + st.optim_bytes
-        infl = np.ones((len(sel), 1))
+        st = shard_state(*split, cfg, fw)
+        ranks = np.arange(pp)[None, :]
+        parts = rank_parts(model, cfg, fw, ranks, st, act[sel] @ held.T, work[sel][:, None],
+                           layers[None, :], per_param)
+        parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
+                        cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
+        point = np.zeros((4, len(sel), pp))
+        point[0] = 1.0  # without a pipeline one micro-batch is alive at a time
         if pp > 1:
-            ranks, m = np.arange(pp)[None, :], g["m"][sel][:, None]
             scheds = g["sched"][sel]
-            infl = np.empty((len(sel), pp))
             for code in np.unique(scheds):
                 rows = scheds == code
-                infl[rows] = inflight_closed(SCHEDULES[code], ranks, pp, m[rows], vp)
-        out_rank = np.arange(pp)[None, :] == (0 if vs else pp - 1)
-        unit = largest_unit_params(model, SimpleNamespace(tp=tp, ep=ep))
-        total = (state + (act[sel] @ held.T) * infl
-                 + logits_bytes(model, cfg, fw)[:, None] * infl * out_rank
-                 + buffer_bytes(cfg, buffer_framework(model, cfg, fw), unit, layers[None, :],
-                                working[sel][:, None]) + dequant_bytes(model, cfg))
-        mem[sel] = (total + overhead_bytes(fw, total)).max(axis=1)
+                point[:, rows] = np.broadcast_to(held_closed(
+                    SCHEDULES[code], ranks, pp, cfg.num_microbatches[rows], vp,
+                    fw.pipeline_outputs), (4, int(rows.sum()), pp))
+        grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
+        mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss).max(axis=1)
+        state = st.params_bytes + st.grads_bytes + st.optim_bytes
         heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
         rows = np.arange(len(sel))
         state_max[sel] = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes)[rows, heaviest]
@@ -264,7 +277,7 @@ def _memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
 
 
 def _price(model, system, cal, g, precision, optimizer, framework, progress=None,
-           flash=True, finetune=None):
+           flash=True, finetune=None, facts=None):
     """Step time (s) and peak memory (bytes) of every candidate, and its breakdown."""
     count = len(g["tp"])
     step = np.full(count, np.inf)
@@ -273,7 +286,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision),
                               optimizer)
     mem, state_g = _memory(model, g, fw, st_total.scaled(1 / model.params), flash,
-                           precision, finetune, optimizer)
+                           precision, finetune, optimizer, facts)
     vshape = g["sched"] == SCHEDULES.index("zb-v")
     vr = int(g["vp"].max()) + 1 if count else 1
     lay_key = (g["pp"] * vr + g["vp"]) * 2 + vshape
@@ -326,7 +339,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
 
 
 def _config(g, i, framework: str, flash: bool = True,
-            precision: str | None = None, finetune=None) -> ParallelConfig:
+            precision: str | None = None, finetune=None, facts=None) -> ParallelConfig:
     flat = g["shard"][i] == g["dp"][i] * g["cp"][i]
     return ParallelConfig(
         tp=int(g["tp"][i]), cp=int(g["cp"][i]), pp=int(g["pp"][i]), dp=int(g["dp"][i]),
@@ -335,12 +348,13 @@ def _config(g, i, framework: str, flash: bool = True,
         hsdp_shard=None if flat else int(g["shard"][i]), micro_batch=int(g["mb"][i]),
         num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
         schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]],
-        framework=framework, flash_attention=flash, precision=precision, finetune=finetune)
+        framework=framework, flash_attention=flash, precision=precision, finetune=finetune,
+        **(facts or {}))
 
 
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
-    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune) for its
-    config."""
+    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune, facts) for
+    its config."""
     mfu = flops / (gpus * system.gpu.bf16_flops * step[i])
     return Plan(_config(g, i, *conf), float(step[i]), float(mfu),
                 float(mem[i]), float(limit - mem[i]),
@@ -352,13 +366,14 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
          pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str | None = None,
          optimizer: str = "adam", progress=None, framework: str = "megatron",
          flash: bool = True, headroom_bytes: float = DEFAULT_HEADROOM_BYTES,
-         baseline: str | None = None, finetune=None) -> PlanResult:
+         baseline: str | None = None, finetune=None, facts: dict | None = None) -> PlanResult:
     """The best placements of ``model`` on ``gpus`` GPUs of ``system``, fastest first
     (ties to the one with more memory to spare); a placement fits when its peak memory
     leaves ``headroom_bytes`` of the usable capacity free. ``baseline`` ("tp=8,pp=16,...")
     prices the best placement of that shape and ranks it among the fitting ones.
     ``finetune`` (a ``ledger.finetune.FineTune``): what trains, priced by
-    ``ledger.placement.tuned`` in every candidate."""
+    ``ledger.placement.tuned`` in every candidate; ``facts``: the run's dropout, loss and
+    compile (``RUN_FACTS``; None: the framework's)."""
     require_positive("gpus", gpus)
     require_positive("global_batch", global_batch)
     base_pins = parse_baseline(baseline) if baseline is not None else None
@@ -382,7 +397,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
         raise LedgerError("baseline", f"no placement of {model.name} on {gpus} GPUs with "
                                       f"global_batch({global_batch}) has the shape {baseline!r}")
     step, mem, parts = _price(model, system, cal, g, precision, optimizer, framework, progress,
-                              flash, finetune)
+                              flash, finetune, facts)
     limit = cap - headroom_bytes
     fits = mem <= limit
     elapsed = time.perf_counter() - start
@@ -390,7 +405,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
         return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - limit))
     order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
     flops = model_flops_per_token(model) * model.seq_len * global_batch
-    conf = (framework, flash, precision, finetune)
+    conf = (framework, flash, precision, finetune, facts)
     plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf)
              for i in order]
     rejected = rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)

@@ -4,11 +4,13 @@ The only place units are formatted (IEC: GiB = 2^30 B).
 ``text`` (text and JSON of a report or an estimate), ``plan`` (the planner's table),
 ``serve`` (a served model's weights, KV cache, concurrency and time),
 ``html`` (one self-contained page with inline SVG), ``timeline`` (a simulated pipeline as
-text or SVG), ``run`` (a whole run: days, GPU-hours, cost, energy, checkpoints, failures).
+text or SVG), ``run`` (a whole run: days, GPU-hours, cost, energy, checkpoints, failures),
+``peaks`` (the memory validation table and its fit).
 
 May import: everything below it; nothing but ``ledger.parallel`` and the CLI imports it.
 """
 from ledger.render.html import COLOURS, LINKS, RUN_COLOURS, TIME, page, placement_page, plan_page
+from ledger.render.peaks import fit_table, memory_table
 from ledger.render.plan import plan_json, plan_text
 from ledger.render.run import held_json, held_table, run_json, run_lines
 from ledger.render.serve import serve_json, serve_text
@@ -30,8 +32,9 @@ from ledger.render.text import (
 from ledger.render.timeline import summary, svg_timeline, text_timeline, timeline_json
 
 __all__ = ["COLOURS", "LINKS", "RUN_COLOURS", "TIME", "estimate_json", "estimate_text",
-           "fmt_bytes", "gpus_json", "gpus_table", "held_json", "held_table", "layout_json",
-           "layout_text", "models_json", "models_table", "page", "placement_json",
-           "placement_page", "placement_text", "plan_json", "plan_page", "plan_text", "report",
-           "report_text", "run_json", "run_lines", "serve_json", "serve_text", "summary",
+           "fit_table", "fmt_bytes", "gpus_json", "gpus_table", "held_json", "held_table",
+           "layout_json", "layout_text", "memory_table", "models_json", "models_table", "page",
+           "placement_json", "placement_page", "placement_text", "plan_json", "plan_page",
+           "plan_text", "report", "report_text", "run_json", "run_lines", "serve_json",
+           "serve_text", "summary",
            "svg_timeline", "text_timeline", "timeline_json"]

@@ -74,13 +74,18 @@ def _moe_extra(model, cfg) -> str:
 
 
 MEMORY_CAUSES = ("state", "activations", "logits", "buffers", "overhead")
+ALLOCATED_CAUSES = MEMORY_CAUSES[:4]
 
 
 def memory_dict(mem, capacity=None) -> dict:
-    """A MemoryBreakdown as JSON: bytes by cause and the total; with a ``Capacity``, the
-    HBM it is held against, what is kept back and why, and whether it fits."""
+    """A MemoryBreakdown as JSON: bytes by cause, allocated (what max_memory_allocated
+    reads), reserved (max_memory_reserved) and the device's total with the context, the
+    point of the step where it peaks; with a ``Capacity``, the HBM it is held against,
+    what is kept back and why, and whether it fits."""
     out = {c: getattr(mem, f"{c}_bytes") for c in MEMORY_CAUSES}
-    out |= {"total": mem.total_bytes, "rank": mem.rank}
+    out |= {"allocated": mem.allocated_bytes, "fragmentation": mem.fragmentation_bytes,
+            "reserved": mem.reserved_bytes, "context": mem.context_bytes,
+            "total": mem.total_bytes, "rank": mem.rank, "moment": mem.moment}
     if capacity is not None:
         out |= {"capacity": capacity.hbm_bytes, "reserve": capacity.reserve_bytes,
                 "usable": capacity.usable_bytes, "reserve_explained": RESERVE_WHY,
@@ -88,22 +93,26 @@ def memory_dict(mem, capacity=None) -> dict:
     return out
 
 
-RESERVE_WHY = ("the CUDA context, NCCL's buffers and allocator fragmentation are counted "
-               "in 'overhead' (ledger.frameworks); 'reserve' is any further headroom kept "
-               "back from HBM")
+RESERVE_WHY = ("the device holds the allocator's reserved bytes (allocated + "
+               "fragmentation) and the CUDA context with NCCL's buffers, outside the "
+               "allocator; 'reserve' is any further headroom kept back from HBM")
 
 
 def memory_lines(mem, capacity=None) -> list[str]:
-    """The peak rank's memory by cause, then its total against the usable HBM."""
+    """The peak rank's memory by cause at the point of its step where it peaks, then
+    allocated, reserved and the device's total against the usable HBM."""
+    at = f"   at the {mem.moment}" if mem.moment else ""
     lines = [f"  {'memory (PP rank ' + str(mem.rank) + ')':<20}"
-             + "  ".join(f"{c} {fmt_bytes(getattr(mem, c + '_bytes'))}" for c in MEMORY_CAUSES)]
+             + "  ".join(f"{c} {fmt_bytes(getattr(mem, c + '_bytes'))}"
+                         for c in ALLOCATED_CAUSES) + at]
     tail = ""
     if capacity is not None:
         verdict = "fits" if mem.total_bytes <= capacity.usable_bytes else "does NOT fit"
-        tail = (f" of {fmt_bytes(capacity.usable_bytes)} usable ({capacity.gpu} "
-                f"{fmt_bytes(capacity.hbm_bytes)} HBM - {fmt_bytes(capacity.reserve_bytes)} "
-                f"reserve): {verdict}")
-    lines.append(f"  {'':<20}total {fmt_bytes(mem.total_bytes)}{tail}")
+        kept = f" less {fmt_bytes(capacity.reserve_bytes)}" if capacity.reserve_bytes else ""
+        tail = f" of {capacity.gpu}'s {fmt_bytes(capacity.usable_bytes)}{kept}: {verdict}"
+    lines.append(f"  {'':<20}allocated {fmt_bytes(mem.allocated_bytes)}, reserved "
+                 f"{fmt_bytes(mem.reserved_bytes)}, + context {fmt_bytes(mem.context_bytes)}"
+                 f" = {fmt_bytes(mem.total_bytes)}{tail}")
     return lines
 
 

@@ -213,8 +213,10 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     attention = heads * chunks * per_chunk * skip * model.attention_layers / model.layers \
         + recurrent_core_s(model, cfg, tokens, gpu, cal)
 
-    def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations)
-        return activation_bytes_per_layer(model, cfg, flash=flash, recompute="none")
+    def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations),
+        # without dropout masks, as benchmarks/fit.py calibrated elementwise_traffic on them
+        return activation_bytes_per_layer(model, cfg, flash=flash, recompute="none",
+                                          dropout=0.0)
     traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
     saved = act(cfg.flash_attention)
     elementwise = traffic * saved

@@ -2,7 +2,9 @@
 (the only rows constants are fitted on) and the prediction rows.
 
 ``published`` holds the runs with their sources, the one rule that settles a run's open
-settings, and the fits that ``benchmarks/fit.py`` prints.
+settings, and the fits that ``benchmarks/fit.py`` prints; ``memory`` the measured peak
+memory of published runs, each in its source's own definition, and the fragmentation
+fit ``benchmarks/fit_memory.py`` prints.
 
 May import: everything below it (up to ``ledger.plan``).
 """

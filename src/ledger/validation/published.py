@@ -112,7 +112,8 @@ def _llama3() -> list[Run]:
     (recompute none; the 128K row's recompute is not published: THE RULE); interleaved
     1F1B (depth not published: THE RULE) with one layer removed from the first and the
     last stage, so 126 layers + embedding + output fill 128 chunk slots; 16M-token
-    batches (Table 4's batch size per DP: 32, 16, 16 sequences)."""
+    batches (Table 4's batch size per DP: 32, 16, 16 sequences); no dropout (Llama 3's
+    model, meta-llama/llama-models, has none)."""
     m405 = llama3_405b()
     rows = [("8K GPUs, 8K seq", m405, 8, 1, 16, 64, 430.0, "none"),
             ("16K GPUs, 8K seq", m405, 8, 1, 16, 128, 400.0, "none"),
@@ -121,7 +122,7 @@ def _llama3() -> list[Run]:
     for label, model, tp, cp, pp, dp, tflops, rc in rows:
         seqs = 16 * 2**20 // model.seq_len
         cfg = ParallelConfig(tp=tp, cp=cp, pp=pp, dp=dp, zero_stage=2, recompute=rc or "none",
-                             num_microbatches=seqs // dp)
+                             num_microbatches=seqs // dp, dropout=0.0)
         settings = ("micro_batch", "vp", "tp_overlap") + (() if rc else ("recompute",))
         out.append(Run("Llama 3 2024", label, model, cfg, "h100-sxm", "tflops_per_gpu", tflops,
                        open=settings, global_batch=seqs, chunk_slots=model.layers + 2))
@@ -176,9 +177,9 @@ def _deepseek_v3() -> list[Run]:
     (sec. 1, Table 1): 1e12 / (180,000 x 3,600 s) = 1,543.2 tokens/s/GPU. Its DualPipe
     schedule, which hides the all-to-alls under another micro-batch's compute, is not
     in the ledger: priced as 1F1B with the all-to-alls exposed (stated, not tuned). The
-    micro-batch is not published: THE RULE."""
+    micro-batch is not published: THE RULE. No dropout (DeepSeek-V3's model has none)."""
     cfg = ParallelConfig(pp=16, dp=128, ep=64, zero_stage=1, num_microbatches=120,
-                         moe_dispatcher="flex", precision="fp8-deepseek-v3")
+                         moe_dispatcher="flex", precision="fp8-deepseek-v3", dropout=0.0)
     return [Run("DeepSeek-V3 2024", "671B on 2048 H800", deepseek_v3().with_seq(4096), cfg,
                 "h800", "tokens_per_s_per_gpu", 1e12 / (180e3 * 3600), open=("micro_batch",),
                 global_batch=15360)]

@@ -87,10 +87,6 @@ save-interval persistent-save-interval async-save
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
-    "--attention-dropout": (lambda v: v == 0.1, "dropout masks (the activation table "
-                                                "keeps Megatron's default 0.1)"),
-    "--hidden-dropout": (lambda v: v == 0.1, "dropout masks (the activation table keeps "
-                                             "Megatron's default 0.1)"),
     "--recompute-modules": (lambda v: v == ["core_attn"], "priced as selective recompute "
                                                           "of core_attn"),
     "--cp-comm-type": (lambda v: all(x in mm.CP_KINDS for x in v), "priced as ring"),

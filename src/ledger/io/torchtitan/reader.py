@@ -27,10 +27,10 @@ batch unless pp > 1 (then pipeline_parallel_microbatch_size); fsdp_reshard_after
 schedule holds 2 stages per rank unless pipeline_parallel_layers_per_stage says otherwise
 (distributed/pipeline_parallel.py:111-115); expert_tensor_parallel_degree has no effect at
 ep 1 and must be 1 or tp otherwise (parallel_dims.py:55-56). activation_checkpoint.mode
-none / full, and selective with option "1" (every layer: full), are exact; selective
-every N-th layer or per-op, and memory_budget, are priced as selective recompute.
-With checkpointing enabled, [checkpoint] interval and async_mode are a whole run's
-checkpoint interval and save mode (``ledger.run``, ``--tokens``).
+none / full, selective with an option "n" (every n-th block in full) or "op" (torchtitan's
+per-op policy), and training.compile are applied; memory_budget is priced as the per-op
+policy, and said. With checkpointing enabled, [checkpoint] interval and async_mode are a
+whole run's checkpoint interval and save mode (``ledger.run``, ``--tokens``).
 """
 from __future__ import annotations
 
@@ -251,22 +251,30 @@ def _schedule(job: _Job, layers: int, pp: int) -> dict:
     return {"schedule": kind, "vp": vp}
 
 
-def _recompute(job: _Job) -> str:
-    ac = job.cfg["activation_checkpoint"]
+# -- what the step keeps (issue 21): AC policy and compile, read as torchtitan reads them --
+def _step(job: _Job) -> dict:
+    """torchtitan's activation checkpointing and compile as flags: selective 'op' is its
+    per-op policy (the ledger's selective under torchtitan, ledger.arch.checkpointing),
+    selective 'n' checkpoints every n-th block in full (models/llama3/infra/parallelize.py,
+    distributed/activation_checkpoint.py), training.compile compiles the blocks and the
+    loss (ledger.frameworks.losses); memory_budget is priced as the op policy, and said."""
+    ac, tr = job.cfg["activation_checkpoint"], job.cfg["training"]
     mode, option = ac["mode"], str(ac.get("selective_ac_option", "2"))
+    flags = {"compile": bool(tr.get("compile", False))}
     if mode in ("none", "full"):
-        return mode
-    if mode == "selective" and option == "1":
-        return "full"  # every block fully checkpointed (distributed/activation_checkpoint.py)
-    if mode in ("selective", "memory_budget"):
-        what = f"option {option!r}" if mode == "selective" else \
-            f"memory_budget {ac.get('memory_budget')}"
-        job.unpriced.append(f"activation_checkpoint.mode {mode!r} ({what}; priced as "
-                            f"selective recompute of the attention core)")
-        return "selective"
-    job.problems.append(f"activation_checkpoint.mode {mode!r}: none, selective, full or "
-                        f"memory_budget")
-    return "none"
+        return flags | {"recompute": mode}
+    if mode == "selective" and option == "op":
+        return flags | {"recompute": "selective"}
+    if mode == "selective" and option.isdigit() and int(option) > 0:
+        return flags | {"recompute": "full", "recompute_every": int(option)}
+    if mode == "memory_budget":
+        job.unpriced.append(f"activation_checkpoint.mode 'memory_budget' (memory_budget "
+                            f"{ac.get('memory_budget')}; priced as the per-op policy)")
+        return flags | {"recompute": "selective"}
+    job.problems.append(f"activation_checkpoint.mode {mode!r} with selective_ac_option "
+                        f"{option!r}: none, full, selective with 'op' or a positive layer "
+                        f"frequency, or memory_budget")
+    return flags | {"recompute": "none"}
 
 
 def _training(job: _Job) -> None:
@@ -324,7 +332,7 @@ def read_launch(path: str, gpus: int | None = None, model_flags: dict | None = N
         raise LedgerError("from_torchtitan", f"{path} (torchtitan {short}): torchtitan would "
                                              f"refuse it, or its numbers would mean nothing: "
                                              + "; ".join(job.problems))
-    flags = _placement(job, model.layers, gpus) | {"recompute": _recompute(job)}
+    flags = _placement(job, model.layers, gpus) | _step(job)
     flags |= _checkpoint(job)
     _training(job)
     if job.problems:
@@ -334,7 +342,8 @@ def read_launch(path: str, gpus: int | None = None, model_flags: dict | None = N
     run_keys = (_CKPT_ON[short], "interval", "async_mode") if "ckpt_interval" in flags else ()
     applied = [f"{s}.{k}" for s, keys in sec.items() for k in keys
                if s in ("model", "parallelism", "activation_checkpoint") or
-               (s == "training" and k in ("local_batch_size", "global_batch_size", "seq_len"))
+               (s == "training" and k in ("local_batch_size", "global_batch_size", "seq_len",
+                                          "compile"))
                or (s == "checkpoint" and k in run_keys)]
     named = " ".join(job.unpriced)
     silent += [f"{s}.{k}" for s, keys in sec.items() for k in keys

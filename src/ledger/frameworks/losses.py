@@ -1,0 +1,146 @@
+"""What a language-model loss keeps of the logits, by implementation, as data.
+
+The output layer writes s b / cp tokens x V / tp logits in the activation dtype (``e``
+bytes each). A loss then holds, per logit element:
+
+- ``forward_bytes``   at the end of its forward, everything alive: the logits and the
+                      copies the loss makes of them
+- ``saved_bytes``     what it keeps for its backward, from then until that backward
+- ``backward_bytes``  the most alive during its backward (the saved tensors included)
+- ``grad_bytes``      the gradient it hands the output layer, alive through that
+                      layer's backward
+- ``cached_bytes``    reserved but not allocated during its backward: the freed logits
+
+Each figure is a function of ``e`` (the fp32 copy costs nothing when the logits are
+already fp32). The model's own logits are counted in ``forward_bytes`` only: after the
+loss forward the training loop drops them (torchtitan ``del pred``; Megatron returns the
+loss alone) unless a pipeline schedule keeps its outputs (``Framework.pipeline_outputs``).
+
+>>> eager = LOSSES["eager"]
+>>> eager.forward_bytes(2), eager.saved_bytes(2), eager.backward_bytes(2), eager.grad_bytes(2)
+(10.0, 4.0, 12.0, 2.0)
+>>> LOSSES["compiled"].backward_bytes(2), LOSSES["vocab-parallel"].backward_bytes(2)
+(4.0, 6.0)
+>>> LOSSES["loss-parallel"].forward_bytes(2), LOSSES["loss-parallel"].backward_bytes(2)
+(14.0, 16.0)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.errors import LedgerError
+
+
+def _copy(e: float) -> float:
+    """An fp32 copy of the logits: 4 B, or nothing when they are fp32 already."""
+    return 0.0 if e == 4 else 4.0
+
+
+@dataclass(frozen=True)
+class Loss:
+    """One loss implementation; bytes per logit element as functions of the logits'
+    dtype size ``e``. ``source``: where each figure was read or measured."""
+
+    name: str
+    summary: str
+    source: str
+    kind: str  # "eager" | "eager-held" | "loss-parallel" | "compiled" | "vocab-parallel"
+    #            | "none"
+
+    def forward_bytes(self, e: float) -> float:
+        if self.kind in ("eager", "eager-held"):  # logits, the fp32 copy, the log-softmax
+            return e + _copy(e) + 4.0
+        if self.kind == "loss-parallel":  # logits, the fp32 copy, shifted, exp(shifted)
+            return e + _copy(e) + 8.0
+        if self.kind == "compiled":  # the logits; the fused kernels keep per-row stats only
+            return float(e)
+        if self.kind == "vocab-parallel":  # logits and one fp32 copy, worked on in place
+            return e + _copy(e)
+        return 0.0
+
+    def saved_bytes(self, e: float) -> float:
+        if self.kind == "compiled":  # the graph keeps its input, the logits
+            return float(e)
+        if self.kind == "eager-held":  # the loop's fp32 logits and the log-softmax
+            return 4.0 + 4.0
+        return 4.0 if self.kind in ("eager", "vocab-parallel", "loss-parallel") else 0.0
+
+    def backward_bytes(self, e: float) -> float:
+        if self.kind == "eager":  # saved log-softmax, nll's gradient, log-softmax's gradient
+            return 12.0
+        if self.kind == "eager-held":  # the same, and the fp32 logits the loop still holds
+            return 16.0
+        if self.kind == "loss-parallel":  # saved log-softmax, zeros + exp + their sum
+            return 16.0
+        if self.kind == "compiled":  # the saved logits and the gradient, in their dtype
+            return 2.0 * e
+        if self.kind == "vocab-parallel":  # the softmax turned into the gradient in place,
+            return 4.0 + (e if e != 4 else 0.0)  # and its copy in the logits' dtype
+        return 0.0
+
+    def grad_bytes(self, e: float) -> float:
+        """The gradient it hands the output layer, in the logits' dtype."""
+        return 0.0 if self.kind == "none" else float(e)
+
+    def cached_bytes(self, e: float) -> float:
+        """Bytes per logit the caching allocator keeps reserved, not allocated, through
+        the loss backward: the model's logits, freed after the loss forward, are a block
+        smaller than every fp32 buffer the backward asks for, so none of them can reuse
+        it (CUDACachingAllocator serves a request from a free block at least its size);
+        the output layer's gradient, e bytes per logit, takes it back afterwards. The
+        compiled loss keeps the logits, so nothing is freed."""
+        return float(e) if self.kind in ("eager", "eager-held", "loss-parallel",
+                                         "vocab-parallel") and e < 4 else 0.0
+
+
+LOSSES = {loss.name: loss for loss in (
+    Loss(name="eager", kind="eager",
+         summary="torch F.cross_entropy(logits.float()): an fp32 copy, an fp32 log-softmax "
+                 "kept for backward",
+         source="torchtitan 9dec370 train.py L131-134 and e7c0cae torchtitan/components/"
+                "loss.py L18-22 (F.cross_entropy(pred.flatten(0, 1).float(), labels)); "
+                "transformers loss_utils ForCausalLMLoss (logits.float()); aten "
+                "log_softmax saves its output, nll_loss_backward and "
+                "_log_softmax_backward_data each write a full fp32 tensor. Measured on "
+                "torch 2.13 (CPU allocator, tests/test_memory_measured.py): 12 B per bf16 "
+                "logit at the peak of forward + backward"),
+    Loss(name="eager-held", kind="eager-held",
+         summary="torchtitan's loss of April 2024: the model returns fp32 logits "
+                 "(output(h).float()) and the training loop holds them through the backward",
+         source="torchtitan 395a5262 torchtitan/models/llama/model.py L436 (output = "
+                "self.output(h).float()), train.py L163-164, L290-293 (loss = loss_fn(pred, "
+                "labels); loss.backward() with pred still referenced)"),
+    Loss(name="loss-parallel", kind="loss-parallel",
+         summary="the eager loss on vocab-sharded DTensor logits (torch loss_parallel): "
+                 "log-softmax and nll written out per shard, the backward fused",
+         source="torch 2.13 torch/distributed/tensor/parallel/loss.py L197-221 (_log_softmax: "
+                "an fp32 copy, shifted = x - max, exp(shifted), result), L451-517 "
+                "(_nll_loss_and_log_softmax_backward: zeros_like(x), exp(x), their sum, "
+                "times the gradient); torchtitan runs it under TP by default "
+                "(disable_loss_parallel False, config_manager.py L283-286 @9dec370): 14 B "
+                "per bf16 logit forward, 16 B backward"),
+    Loss(name="compiled", kind="compiled",
+         summary="the same loss under torch.compile: fused kernels keep the logits and "
+                 "per-row statistics, the gradient is written in the logits' dtype",
+         source="torchtitan bbb1b616 (#1033, 2025-04-02: the loss compiled with "
+                "training.compile), e7c0cae torchtitan/components/loss.py L25-30; measured "
+                "on torch 2.13 Inductor (CPU, tests/test_memory_measured.py): 4 B per bf16 "
+                "logit at the peak"),
+    Loss(name="vocab-parallel", kind="vocab-parallel",
+         summary="Megatron-Core's vocab-parallel cross-entropy: one fp32 copy, max, exp and "
+                 "softmax in place, the fp32 softmax kept and turned into the gradient",
+         source="Megatron-LM d98e8a64 megatron/core/tensor_parallel/cross_entropy.py L25 "
+                "(.float() copy), L42, L61-62, L77 (in place), L181 (save_for_backward "
+                "exp_logits), L186-210 (gradient in place, cast to the logits' dtype); the "
+                "default: cross_entropy_loss_fusion False, cross_entropy_fusion_impl "
+                "'native' (model_parallel_config.py L320, L325)"),
+    Loss(name="none", kind="none", summary="no loss priced (the seed's accounting)",
+         source="the seed's ledger counts state and layer activations only"),
+)}
+
+
+def loss(name: str) -> Loss:
+    """A loss implementation by name; an unknown name lists the known ones."""
+    if name not in LOSSES:
+        raise LedgerError("loss", f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
+    return LOSSES[name]

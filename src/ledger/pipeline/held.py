@@ -1,0 +1,94 @@
+"""What one pipeline rank holds at each point of its schedule: the stage activations in
+flight, the loss tensors of the micro-batches whose loss ran and whose backward has not,
+and the outputs a framework keeps until the step ends.
+
+``walk`` runs one rank's action list and records every point where memory can peak:
+the end of a forward (the loss forward on the last stage), the start of a backward (the
+loss backward on the last stage) and the backward of a stage's layers. ``held_closed``
+gives the point that sets the peak in closed form, for a grid of placements at once;
+tests/test_memory.py holds it to the walk for every schedule.
+
+Counts are micro-batches: ``chunks`` in whole-stage units (chunk-micro-batches / v, as
+``simulator.SimResult.peak_inflight``), ``losses`` the other micro-batches whose loss
+keeps its saved tensors, ``logits`` the last stage's outputs kept and ``boundary`` the
+other stages' outputs kept (the current one counted).
+
+>>> from ledger.pipeline.schedules import build
+>>> last = build("interleaved", 4, 8, 2).ranks[3]
+>>> max(h.chunks for h in walk(last, 7, 2, "last")), max(h.losses for h in walk(last, 7, 2))
+(2.5, 0)
+>>> [float(x) for x in held_closed("interleaved", 3, 4, 8, 2, "last")]
+[2.5, 0.0, 8.0, 0.0]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ledger.pipeline.schedules import Action
+from ledger.pipeline.simulator import inflight_closed
+
+KEEP = ("none", "last", "all")  # which stages keep each micro-batch's output to the end
+
+
+@dataclass(frozen=True)
+class Held:
+    """One point of a rank's schedule where its memory can peak."""
+
+    event: str  # "forward" | "loss_forward" | "loss_backward" | "backward"
+    chunks: float  # stage activations alive, in whole-stage micro-batches
+    losses: int  # other micro-batches whose loss tensors are alive
+    logits: int  # the last stage's outputs kept until the step ends
+    boundary: int  # the other stages' outputs kept until the step ends
+    grads: bool  # a backward ran on this rank before this point: gradients exist
+
+
+def walk(actions: list[Action], last_stage: int, v: int = 1, keep: str = "none") -> set[Held]:
+    """Every point of one rank's action list (``last_stage``: the stage with the loss;
+    ``keep``: "last" keeps the last stage's outputs, "all" every stage's)."""
+    held = losses = logits = boundary = 0
+    done_backward = False
+    points: set[Held] = set()
+    for a in actions:
+        last = a.stage == last_stage
+        if a.kind == "F":
+            logits += last and keep != "none"
+            boundary += not last and keep == "all"
+            event = "loss_forward" if last else "forward"
+            points.add(Held(event, (held + 1) / v, losses, logits, boundary, done_backward))
+            held, losses = held + 1, losses + last
+        elif a.kind in ("B", "I"):
+            if last:
+                losses -= 1
+                points.add(Held("loss_backward", held / v, losses, logits, boundary,
+                                done_backward))
+            points.add(Held("backward", held / v, losses, logits, boundary, True))
+            held -= a.kind == "B"
+            done_backward = True
+        elif a.kind == "W":
+            held -= 1
+    return points
+
+
+def loss_stage_rank(kind: str, pp: int) -> int:
+    """The rank holding the last stage: pp - 1, or 0 in ZB-V's V."""
+    return 0 if kind == "zb-v" else pp - 1
+
+
+def held_closed(kind: str, rank, p, m, v, keep: str = "none", inflight=None):
+    """(chunks, losses, logits, boundary) at the point that sets rank ``rank``'s peak, in closed
+    form (numbers or arrays): the most activations it holds (``inflight``, from
+    ``simulator.inflight_closed``) together with every output kept by the end - in every
+    schedule the last forward falls in the steady state, where the activations in flight
+    are at their most - and the loss tensors of the other micro-batches: GPipe runs every
+    loss before any backward (m - 1 others alive at the first backward); 1F1B-style
+    schedules run a micro-batch's last-stage backward right after its forward, so no
+    other loss is alive."""
+    chunks = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
+    on_loss = np.asarray(rank) == loss_stage_rank(kind, p)
+    losses = np.where(on_loss & (kind == "gpipe"), m - 1, 0)
+    stages = 2 if kind == "zb-v" else v  # stages per rank
+    logits = np.where(on_loss, m * (keep != "none"), 0)
+    boundary = m * (stages - on_loss) * (keep == "all")
+    return chunks, losses, logits, boundary

@@ -1,0 +1,88 @@
+"""The memory validation as text: every measured peak against the ledger's, in the
+source's own definition (``ledger.validation.memory``), and the fit of the allocator's
+fragmentation. benchmarks/memory.py and benchmarks/fit_memory.py print these;
+docs/memory.md shows them and tests/test_memory.py holds the page to them."""
+from __future__ import annotations
+
+from ledger.render.text import fmt_bytes
+
+_SHORT = {"pytorch/torchtitan@d4c86e37": "torchtitan 2024-12", "pytorch/torchtitan@cbccb387":
+          "torchtitan 2025-06", "NVIDIA/Megatron-LM@d98e8a64": "Megatron-LM",
+          "pytorch/torchtitan@395a5262": "torchtitan 2024-04",
+          "pytorch/torchtitan@3faaa1a0": "torchtitan 2024-08"}
+
+
+def source_name(row) -> str:
+    return next((v for k, v in _SHORT.items() if row.source.startswith(k)), row.source)
+
+
+def _gib(b: float) -> str:
+    return f"{b / 2**30:8.2f}"
+
+
+def _row(row, placed) -> str:
+    from ledger.validation.memory import error, predicted
+
+    ranks = placed.memory_by_rank
+    top = max(ranks, key=lambda m: m.reserved_bytes) if row.metric == "reserved" else ranks[-1]
+    where = f"{top.moment}, rank {top.rank}" if top.moment else ""
+    head = f"{row.role[:5]:<5} {source_name(row):<18} {row.label:<44} {row.metric:<9}"
+    if row.metric == "outcome":
+        device = max(m.total_bytes for m in ranks)
+        verdict = "fits" if predicted(row) else "OOM"
+        right = "right" if error(row) == 0 else "WRONG"
+        return (f"{head} {'ran' if row.measured else 'OOM':>8} {verdict:>8} {right:>7}  "
+                f"{fmt_bytes(device)} on {row.gpu}")
+    return (f"{head} {_gib(row.measured)} {_gib(predicted(row))} {error(row):+7.1%}  "
+            f"{where}")
+
+
+def _summary(role: str, what: str, errs: list[float]) -> str:
+    return (f"{role:<5} {what:<18} mean |error| {sum(errs) / len(errs):5.1%}   max "
+            f"{max(errs):5.1%}   ({len(errs)} rows)")
+
+
+def memory_table(rows=None) -> str:
+    """One line per row (GiB = 2^30 B), then mean and max |error| per source and role, and
+    the verdicts right."""
+    from ledger.validation.memory import _placed, error, peaks
+
+    rows = peaks() if rows is None else rows
+    lines = [f"{'set':<5} {'source':<18} {'run':<44} {'metric':<9} {'measured':>8} "
+             f"{'ledger':>8} {'error':>7}  the ledger's peak"]
+    lines += [_row(r, _placed(r)) for r in rows]
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r.metric != "outcome":
+            groups.setdefault((r.role, source_name(r)), []).append(abs(error(r)))
+    for role in ("calibration", "prediction"):
+        every = []
+        for (rl, src), errs in groups.items():
+            if rl == role:
+                every += errs
+                lines.append(_summary(role[:5], src, errs))
+        if every:
+            lines.append(_summary(role[:5], "all measured", every))
+    lines.append(_summary("all", "measured rows", [e for v in groups.values() for e in v]))
+    outcomes = [r for r in rows if r.metric == "outcome"]
+    right = sum(error(r) == 0 for r in outcomes)
+    lines.append(f"{'all':<5} {'fit verdicts':<18} {right} of {len(outcomes)} right "
+                 f"({sum(r.measured == 1 for r in outcomes)} ran, "
+                 f"{sum(r.measured == 0 for r in outcomes)} out of memory)")
+    return "\n".join(lines)
+
+
+def fit_table(scores, top: int = 5) -> str:
+    """The fragmentation fit's best grid points, then what ships."""
+    from ledger.frameworks.conventions import FRAGMENTATION
+    from ledger.validation.memory import calibration_rows
+
+    rows = calibration_rows()
+    lines = [f"fragmentation (reserved / allocated - 1) on {len(rows)} calibration rows "
+             f"({sum(not r.cfg.compile for r in rows)} eager, "
+             f"{sum(bool(r.cfg.compile) for r in rows)} compiled)"]
+    for mean, worst, eager, compiled in scores[:top]:
+        lines.append(f"eager {eager:4.2f}  compiled {compiled:4.2f}  mean |error| {mean:.2%}"
+                     f"  max {worst:.2%}")
+    lines.append(f"shipped: eager {FRAGMENTATION[0]:4.2f}  compiled {FRAGMENTATION[1]:4.2f}")
+    return "\n".join(lines)

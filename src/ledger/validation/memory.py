@@ -1,0 +1,276 @@
+"""Measured peak memory the memory model is held against: a declared table of published
+runs, each compared like with like, and the one constant fitted on a declared subset.
+
+What each source measured (``Peak.metric``):
+- ``reserved``: torchtitan's ``memory`` figure, ``torch.cuda.memory_stats()``'s
+  ``reserved_bytes.all.peak`` (torchtitan/metrics.py L55-83 @9dec370, printed by
+  train.py L393; components/metrics.py L66-72 @e7c0cae), peak stats reset after each
+  log, "the maximum across all GPUs" (docs/performance.md @d4c86e37, footnote 1) - the
+  ledger's largest ``reserved_bytes`` over the pipeline ranks.
+- ``allocated``: Megatron-LM's ``mem-max-allocated-bytes``, ``allocated_bytes.all.peak``
+  since the process started (megatron/training/training.py L3436-3447 @d98e8a64; no
+  reset_peak_memory_stats in megatron/), logged by the last rank only
+  (global_vars.py L234-241: the TensorBoard writer lives on rank world - 1, the last
+  pipeline stage in the default order tp-cp-ep-dp-pp) - the ledger's last rank's
+  ``allocated_bytes``.
+- ``resident``: Megatron-LM's ``mem-allocated-bytes`` after the step (same lines):
+  the last rank's state.
+- ``outcome``: the run ran (1) or went out of memory (0): the ledger's verdict, the
+  device's reserved + context against its capacity.
+
+Open settings, one rule for all rows: a setting a publication does not state takes the
+framework's default at the commit the publication names (its launch file, else its
+config defaults), never a value chosen per row and never one read off the measured
+figure. The torchtitan rows' float8 linear options (not published for Dec 2024) are
+the config defaults at 9dec370 (no float8 all-gather) except where the model's shipped
+TOML turns them on (llama3_405b.toml L57-60: float8 all-gather with precomputed scales).
+
+The fragmentation constant (``Framework.fragmentation``: reserved over allocated at the
+peak) is the one fitted figure. It is fitted by benchmarks/fit_memory.py on the
+calibration rows below - torchtitan's Table 1, the simplest placements (8 GPUs, FSDP
+only) - and every other row is a prediction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ledger.config import ParallelConfig
+from ledger.model import ModelSpec, llama2_13b, llama2_70b, llama3_8b, llama3_70b, llama3_405b
+
+GiB = 2**30
+METRICS = ("reserved", "allocated", "resident", "outcome")
+TT24 = "pytorch/torchtitan@d4c86e37 docs/performance.md"  # its Tables 1-6 (Dec 2024)
+TT25 = "pytorch/torchtitan@cbccb387 benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md"
+TT_A100 = "pytorch/torchtitan@395a5262 and @1ea476e9 docs/performance.md (Apr 2024)"
+TT_405 = "pytorch/torchtitan@3faaa1a0 docs/performance.md (Aug 2024)"
+MEGATRON = "NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases/gpt"
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One measured run: its settings, what was measured and how (``metric``)."""
+
+    source: str
+    label: str
+    model: ModelSpec
+    cfg: ParallelConfig
+    gpu: str  # the GPU preset; the platform the source names where no capacity is needed
+    metric: str  # METRICS
+    measured: float  # bytes, or 1.0 (ran) / 0.0 (out of memory) for "outcome"
+    role: str = "prediction"  # "calibration": the fragmentation is fitted on it
+    note: str = ""
+
+
+def _tt24(label, model, seq, role="prediction", gpu="h100-96gb", **cfg) -> dict:
+    return dict(source=TT24, label=label, model=model.with_seq(seq), gpu=gpu, role=role,
+                cfg=ParallelConfig(framework="torchtitan@2024-12", zero_stage=3, **cfg))
+
+
+def _torchtitan_2024_12() -> list[Peak]:
+    """docs/performance.md @d4c86e37 lines 13-59: Grand Teton H100 96GB HBM2e; torchtitan
+    9dec370, torch 1963fc8. Seq 8192 and SAC 'op' from the tomls at 9dec370 (llama3_8b.toml
+    L30, L53-55); PP: micro-batches = the PP degree (pipelining_utils.py L79-81), the
+    default 1F1B, 126 layers split 15, 6 x 16, 15 (Interleaved1F1B: 2 stages per rank,
+    7, 14 x 8, 7); CP over dp_shard x cp for FSDP, allgather rotation."""
+    m8, m70, m405 = llama3_8b(), llama3_70b(), llama3_405b()
+    rows = []
+    for gpus, table in ((8, (82.4, 77.0, 76.8)), (128, (67.0, 62.0, 61.8))):
+        role = "calibration"
+        t = 1 if gpus == 8 else 3
+        for i, (extra, gib) in enumerate(zip(({}, {"compile": True},
+                                              {"compile": True, "precision": "fp8"}), table)):
+            tech = ("FSDP", "FSDP + compile", "FSDP + compile + float8")[i]
+            rows.append(Peak(metric="reserved", measured=gib * GiB, **_tt24(
+                f"T{t}-{i + 1} 8B {gpus} GPUs {tech}", m8, 8192, role, dp=gpus, micro_batch=2,
+                recompute="selective", **extra)))
+    f8 = {"compile": True, "precision": "fp8"}
+    for i, (cp, gib) in enumerate(zip((1, 2, 4, 8), (83.9, 84.2, 84.0, 84.5))):
+        rows.append(Peak(metric="reserved", measured=gib * GiB, **_tt24(
+            f"T2-{i + 1} 8B FSDP {8 // cp} CP {cp}", m8, 32768 * cp, "calibration",
+            dp=8 // cp, cp=cp, recompute="full", **f8)))
+    for i, gib in enumerate((71.9, 67.6)):
+        rows.append(Peak(metric="reserved", measured=gib * GiB, **_tt24(
+            f"T4-{i + 1} 70B FSDP 32 TP 8" + (" async TP" if i else ""), m70, 8192, dp=32,
+            tp=8, micro_batch=16, recompute="full", **f8)))
+    f8g = {"compile": True, "precision": "fp8+param-gather"}  # llama3_405b.toml L57-60
+    for i, (sched, vp, gib) in enumerate((("1f1b", 1, 82.5), ("interleaved", 2, 72.7))):
+        rows.append(Peak(metric="reserved", measured=gib * GiB, **_tt24(
+            f"T5-{i + 1} 405B 3D {'Interleaved 1F1B' if vp > 1 else '1F1B'}", m405, 8192,
+            dp=8, tp=8, pp=8, vp=vp, schedule=sched, micro_batch=4, num_microbatches=8,
+            recompute="full", **f8g)))
+    for i, (cp, gib) in enumerate(zip((1, 2, 4, 8), (75.3, 75.9, 77.1, 84.9))):
+        rows.append(Peak(metric="reserved", measured=gib * GiB, **_tt24(
+            f"T6-{i + 1} 405B 4D FSDP {8 // cp} CP {cp}", m405, 32768 * cp, dp=8 // cp,
+            cp=cp, tp=8, pp=8, num_microbatches=8, recompute="full", **f8g)))
+    return rows
+
+
+def _torchtitan_2025_06() -> list[Peak]:
+    """The Trainy H200 runs (benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md L17-54):
+    local batch 2, compile, float8 with FSDP float8 all-gather and precomputed scales;
+    seq 8192 and SAC 'op' from llama3_8b.toml @e7c0cae L34, L55-57. Which of max_active /
+    max_reserved the table shows is not stated: the rule takes what torchtitan prints,
+    max_reserved."""
+    cfg = dict(framework="torchtitan@2025-06", zero_stage=3, micro_batch=2,
+               recompute="selective", compile=True, precision="fp8+param-gather")
+    return [Peak(TT25, f"H200-{i + 1} 8B FSDP {gpus}", llama3_8b().with_seq(8192),
+                 ParallelConfig(dp=gpus, **cfg), "h200", "reserved", gib * GiB)
+            for i, (gpus, gib) in enumerate(((32, 47.96), (64, 46.97)))]
+
+
+def _torchtitan_outcomes() -> list[Peak]:
+    """Runs that ran or went out of memory. 64 A100 80GB, FSDP2 (Apr 2024, torchtitan of
+    that month: fused_rmsnorm for 13B and 8B, rmsnorm for 70B, the model's fp32 logits held
+    through the backward, no compile; selective 'layer' = every 2nd block in full, the
+    default option '2'); Llama 2 at seq 4096, Llama 3 at 8192. 405B on 128 H100 (94 GB):
+    2D FSDP 16 x TP 8 with local batch 2 and full AC ran; 1D FSDP went out of memory, its
+    batch and AC not stated - by the rule, as the 2D runs'."""
+    a100 = dict(framework="torchtitan@2024-04", zero_stage=3, dp=64)
+    sel = {"op": dict(recompute="selective"), "layer": dict(recompute="full",
+                                                            recompute_every=2),
+           "no": {}, "full": dict(recompute="full")}
+    rows = [(llama2_13b().with_seq(4096), 2, "no", 1), (llama2_13b().with_seq(4096), 2, "layer", 1),
+            (llama2_13b().with_seq(4096), 2, "op", 1), (llama2_70b().with_seq(4096), 2, "layer", 0),
+            (llama2_70b().with_seq(4096), 2, "op", 0), (llama2_70b().with_seq(4096), 1, "op", 1),
+            (llama2_70b().with_seq(4096), 2, "full", 1), (llama3_8b(), 1, "layer", 1),
+            (llama3_8b(), 1, "op", 1), (llama3_70b(), 1, "full", 1)]
+    out = [Peak(TT_A100, f"{m.name} b{mb} {ac} AC on 64 A100", m,
+                ParallelConfig(micro_batch=mb, **sel[ac], **a100), "a100-80gb", "outcome",
+                float(ran)) for m, mb, ac, ran in rows]
+    m405 = llama3_405b().with_seq(8192)
+    for label, cfg, ran in (("405B 2D FSDP 16 TP 8 b2 full AC", dict(dp=16, tp=8), 1),
+                            ("405B 1D FSDP 128 b2 full AC", dict(dp=128), 0)):
+        out.append(Peak(TT_405, label, m405, ParallelConfig(
+            framework="torchtitan@2024-12", zero_stage=3, micro_batch=2, recompute="full",
+            **cfg), "h100-96gb", "outcome", float(ran)))
+    return out
+
+
+def megatron_gpt(vocab: int, seq: int = 8192) -> ModelSpec:
+    """The memory_speed tests' GPT 7B: 32 layers, hidden 4096, 32 heads in 8 query groups,
+    ffn 4h (arguments.py L1320-1330 without --swiglu), GELU, LayerNorm, learned absolute
+    positions (max-position-embeddings 8192), biases on (add_bias_linear), untied; the
+    NullTokenizer's --vocab-size 131073 padded to a multiple of 128 x tp
+    (build_tokenizer.py L133-146)."""
+    return ModelSpec(name="gpt3-7b", layers=32, hidden=4096, heads=32, kv_heads=8,
+                     vocab=vocab, seq_len=seq, ffn_hidden=4 * 4096, gated_mlp=False,
+                     qkv_bias=True, out_bias=True, mlp_bias=True, norm="layernorm",
+                     learned_positions=seq)
+
+
+def _megatron() -> list[Peak]:
+    """gpt3_7b_tp1_pp4_memory_speed and gpt3_7b_tp4_pp1_memory_speed (model_config.yaml,
+    tests/fixtures/memory/SOURCES.md): bf16, Transformer Engine, the distributed optimizer,
+    no recompute, no SP, seq 8192, global batch 8 on 8 GPUs (DP 2); tp1 pp4 with
+    micro-batch 1 and one layer per virtual stage (vp 8), tp4 pp1 with micro-batch 2;
+    dropout at Megatron's default 0.1. The last step's (25) figures of each platform's
+    golden values."""
+    goldens = {  # (max allocated, allocated after the step) at step 25
+        ("tp1 pp4", "dgx_h100"): (60720852992, 24808996864),
+        ("tp1 pp4", "dgx_a100"): (60489064448, 24510808064),
+        ("tp1 pp4", "dgx_gb200"): (60519342080, 24540168192),
+        ("tp4 pp1", "dgx_h100"): (57143791616, 20663519232),
+        ("tp4 pp1", "dgx_a100"): (58188115968, 20634103808),
+        ("tp4 pp1", "dgx_gb200"): (58217476096, 20663463936)}
+    shapes = {"tp1 pp4": (megatron_gpt(131200), dict(tp=1, pp=4, vp=8, micro_batch=1,
+                                                     num_microbatches=4)),
+              "tp4 pp1": (megatron_gpt(131584), dict(tp=4, micro_batch=2,
+                                                     num_microbatches=2))}
+    out = []
+    for (shape, platform), (peak, after) in goldens.items():
+        model, cfg = shapes[shape]
+        c = ParallelConfig(dp=2, zero_stage=1, sequence_parallel=False, **cfg)
+        run = f"gpt3_7b_{shape.replace(' ', '_')}_memory_speed {platform}"
+        out.append(Peak(MEGATRON, run, model, c, platform, "allocated", float(peak)))
+        out.append(Peak(MEGATRON, run + " after step", model, c, platform, "resident",
+                        float(after)))
+    return out
+
+
+def peaks() -> list[Peak]:
+    return (_torchtitan_2024_12() + _torchtitan_2025_06() + _megatron()
+            + _torchtitan_outcomes())
+
+
+def calibration_rows() -> list[Peak]:
+    return [r for r in peaks() if r.role == "calibration"]
+
+
+@lru_cache(maxsize=None)
+def _placed(row: Peak):
+    from ledger.placement import place
+
+    return place(row.model, row.cfg)
+
+
+def predicted(row: Peak, fragmentation: tuple[float, float] | None = None) -> float:
+    """The row's metric from the ledger, in the row's own definition (bytes, or 1 / 0
+    for fits / does not fit); ``fragmentation`` (eager, compiled) in place of the
+    framework's fitted pair (at the points of the step the shipped pair picks)."""
+    ranks = _placed(row).memory_by_rank
+    if row.metric == "resident":  # Megatron's grads persist: the state of every point
+        return ranks[-1].state_bytes
+    if row.metric == "allocated":
+        return ranks[-1].allocated_bytes
+    if fragmentation is None:
+        reserved = max(m.reserved_bytes for m in ranks)
+    else:
+        share = fragmentation[bool(row.cfg.compile)]
+        reserved = max(m.allocated_bytes * (1 + share) + m.cached_bytes for m in ranks)
+    if row.metric == "reserved":
+        return reserved
+    from ledger.system import system
+
+    return float(reserved + ranks[0].context_bytes <= system(row.gpu).gpu.hbm_bytes)
+
+
+def error(row: Peak, fragmentation: tuple[float, float] | None = None) -> float:
+    """(predicted - measured) / measured; for an outcome row 0 when the verdict is right,
+    else 1."""
+    p = predicted(row, fragmentation)
+    if row.metric == "outcome":
+        return float(p != row.measured)
+    return (p - row.measured) / row.measured
+
+
+FRAGMENTATION_GRID = tuple(round(0.01 * i, 2) for i in range(31))  # 0.00 ... 0.30
+
+
+def fit_fragmentation(grid=FRAGMENTATION_GRID) -> list[tuple[float, float, float, float]]:
+    """Every (mean |error|, max |error|, eager, compiled) fragmentation on the calibration
+    rows, best first: the memory model's fitted constants. Each is fitted on its own
+    rows (eager runs, compiled runs), so the grid is searched one axis at a time."""
+    rows = calibration_rows()
+    best = {}
+    for compiled in (False, True):
+        mine = [r for r in rows if r.cfg.compile == compiled]
+        scores = []
+        for f in grid:
+            errs = [abs(error(r, (f, f))) for r in mine]
+            scores.append((sum(errs) / len(errs), max(errs), f))
+        best[compiled] = sorted(scores)
+    out = []
+    for e_mean, e_max, fe in best[False][:5]:
+        for c_mean, c_max, fc in best[True][:5]:
+            n_e, n_c = (sum(r.cfg.compile == c for r in rows) for c in (False, True))
+            mean = (e_mean * n_e + c_mean * n_c) / (n_e + n_c)
+            out.append((mean, max(e_max, c_max), fe, fc))
+    return sorted(out)
+
+
+def summary(rows=None) -> dict:
+    """Mean and max |error| of the measured rows (calibration and prediction apart) and
+    the outcome verdicts right of all."""
+    rows = peaks() if rows is None else rows
+    out = {}
+    for role in ("calibration", "prediction"):
+        errs = [abs(error(r)) for r in rows if r.role == role and r.metric != "outcome"]
+        out[role] = (sum(errs) / len(errs), max(errs), len(errs)) if errs else (0, 0, 0)
+    verdicts = [r for r in rows if r.metric == "outcome"]
+    out["outcome"] = (sum(error(r) == 0 for r in verdicts), len(verdicts))
+    return out
+
+
+__all__ = ["FRAGMENTATION_GRID", "METRICS", "Peak", "calibration_rows", "error",
+           "fit_fragmentation", "megatron_gpt", "peaks", "predicted", "summary"]

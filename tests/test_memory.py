@@ -1,0 +1,162 @@
+"""The memory model held to measured peaks (ledger.validation.memory), and its parts by
+hand: what torchtitan's op policy keeps, the logits alive on the loss rank as the
+schedule holds them (walked over the simulator's action lists), dropout masks, CP
+buffers, and what ``report`` prints against a GPU's capacity."""
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ledger.arch import TORCH, layer_activations
+from ledger.cli import main
+from ledger.frameworks.conventions import FRAGMENTATION
+from ledger.frameworks.cp import CP_BUFFERS
+from ledger.model import llama3_8b, llama3_405b
+from ledger.parallel import ParallelConfig, place
+from ledger.pipeline import KINDS, build, held_closed, walk
+from ledger.render import fit_table, memory_table
+from ledger.validation.memory import error, fit_fragmentation, megatron_gpt, peaks
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = peaks()
+
+
+def errors(rows):
+    return [abs(error(r)) for r in rows if r.metric != "outcome"]
+
+
+def test_calibration_rows_fit():
+    errs = errors([r for r in ROWS if r.role == "calibration"])
+    assert len(errs) == 10 and sum(errs) / len(errs) <= 0.02 and max(errs) <= 0.04, errs
+
+
+def test_megatron_goldens_within_6_percent():
+    """Max allocated on the last rank and allocated after the step, three platforms."""
+    errs = errors([r for r in ROWS if r.source.startswith("NVIDIA/Megatron-LM")])
+    assert len(errs) == 12 and max(errs) <= 0.06, errs
+
+
+def test_every_fit_verdict_right_both_ways():
+    outcomes = [r for r in ROWS if r.metric == "outcome"]
+    assert {r.measured for r in outcomes} == {0.0, 1.0}  # runs that ran and OOMs
+    assert [r.label for r in outcomes if error(r)] == []
+
+
+def test_measured_rows_mean_error_within_5_percent():
+    errs = errors(ROWS)
+    assert len(errs) == 32 and sum(errs) / len(errs) <= 0.05, sum(errs) / len(errs)
+
+
+@pytest.mark.xfail(strict=True, reason="torchtitan's Dec-2024 405B rows under 1F1B sit 10-20% "
+                   "under (T5-1 -20%, T6-4 -17%, T6-1 -12.5%) and 70B TP T4-1 -12%: their "
+                   "interleaved twin (T5-2) is within 1%, so what 1F1B adds there is not in "
+                   "the model (docs/memory.md, 'What it does not explain')")
+def test_measured_rows_max_error_within_12_percent():
+    assert max(errors(ROWS)) <= 0.12
+
+
+def test_shipped_fragmentation_is_the_fits_argmin():
+    _, _, eager, compiled = fit_fragmentation()[0]
+    assert (eager, compiled) == FRAGMENTATION
+
+
+def test_docs_show_the_benchmarks_output():
+    """docs/memory.md holds benchmarks/memory.py's and benchmarks/fit_memory.py's output."""
+    page = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```text\n(.*?)```", page, re.S)
+    assert memory_table() + "\n" in blocks
+    assert fit_table(fit_fragmentation()) + "\n" in blocks
+
+
+def test_op_policy_keeps_by_hand():
+    """Llama 3 8B under torchtitan's op policy, per token: the block input (8 KiB), wq's
+    and wv's outputs (4096 + 1024 wide), the SDPA output and fp32 lse (4096 + 32 x 4 B),
+    w1's (14336) and w2's (4096): the odd-numbered of wq wk wv wo w1 w3 w2."""
+    r = layer_activations(llama3_8b(), micro_batch=1, recompute="selective", table=TORCH)
+    per_token = 4096 * 2 + (4096 + 1024 + 4096 + 14336 + 4096) * 2 + 32 * 4
+    assert per_token == 63_616 and r.total_bytes == per_token * 8192
+
+
+def test_every_nth_layer_in_full():
+    """torchtitan's selective layer AC: half the layers keep their input, half all."""
+    kw = dict(dp=8, zero_stage=3, framework="torchtitan")
+    full = place(llama3_8b(), ParallelConfig(recompute="full", **kw))
+    none = place(llama3_8b(), ParallelConfig(**kw))
+    half = place(llama3_8b(), ParallelConfig(recompute="full", recompute_every=2, **kw))
+    assert half.activation_bytes_per_layer == pytest.approx(
+        (full.activation_bytes_per_layer + none.activation_bytes_per_layer) / 2)
+
+
+def test_dropout_keeps_two_masks_a_layer():
+    """Megatron's bias-dropout-add after attention and after the MLP, a 1-byte mask of
+    the h-wide residual each: 2 x 4096 B per token (no SP: the whole s b h)."""
+    m = megatron_gpt(131200)
+    on, off = (place(m, ParallelConfig(dp=2, zero_stage=1, sequence_parallel=False,
+                                       dropout=p)).activation_bytes_per_layer for p in (0.1, 0))
+    assert on - off == 2 * 4096 * 8192
+    with pytest.raises(Exception, match="dropout"):
+        ParallelConfig(dropout=1.0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_what_the_loss_rank_holds_walked_on_the_schedule(kind):
+    """The simulator's action lists walked point by point (ledger.pipeline.held.walk)
+    against the closed form every placement uses: the same largest point for any bytes
+    per activation, loss, kept logits and kept boundary (ZB-V: an upper bound)."""
+    rng = np.random.default_rng(0)
+    vs = {"gpipe": (1,), "1f1b": (1,), "zb-h1": (1,), "zb-v": (2,)}.get(kind, (2, 3))
+    for pp, m, v in [(p, m, v) for p in (2, 4) for m in (4, 8) for v in vs]:
+        s = build(kind, pp, m, v)
+        for keep in ("none", "last", "all"):
+            for r, acts in enumerate(s.ranks):
+                points = walk(acts, s.stages - 1, s.v, keep)
+                closed = [float(x) for x in held_closed(kind, r, pp, m, s.v, keep)]
+                for w in rng.uniform(0.1, 3, (4, 4)):
+                    walked = max(p.chunks * w[0] + p.losses * w[1] + p.logits * w[2]
+                                 + p.boundary * w[3] for p in points)
+                    priced = float(np.dot(closed, w))
+                    if kind == "zb-v":
+                        assert walked <= priced + 1e-9
+                    else:
+                        assert walked == pytest.approx(priced), (pp, m, v, keep, r)
+
+
+def test_logits_alive_on_the_loss_rank():
+    """Megatron's interleaved schedule runs a micro-batch's last-stage backward right
+    after its forward: one loss alive on the last rank, however deep the interleaving;
+    GPipe holds every micro-batch's; torch pipelining of Dec 2024 kept every output to the
+    step's end (pytorch/pytorch#138504)."""
+    assert [float(x) for x in held_closed("interleaved", 3, 4, 8, 4)][1:] == [0, 0, 0]
+    assert float(held_closed("gpipe", 3, 4, 8, 1)[1]) == 7  # 7 others at the first backward
+    assert [float(x) for x in held_closed("1f1b", 7, 8, 8, 1, "all")][2:] == [8, 0]
+    assert [float(x) for x in held_closed("1f1b", 0, 8, 8, 1, "all")][2:] == [0, 8]
+    pl = place(llama3_405b(), ParallelConfig(tp=8, pp=16, dp=128, zero_stage=1, vp=8,
+                                             num_microbatches=16, dropout=0.0))
+    last = pl.memory_by_rank[-1]  # 1 micro-batch's fp32 softmax: 8192 x 128256 / 8 x 4 B
+    assert last.moment == "loss backward"
+    assert last.logits_bytes == 8192 * 128256 / 8 * (4 + 2)  # and its bf16 copy
+
+
+def test_cp_buffers_by_hand():
+    """torch's all-gather rotation, backward: fp32 dQ (4 B per Q element) and the bf16 dQ
+    of a step (2); per K/V element (3 + cp) x 2 B of copies and gathers and 12 B of fp32
+    accumulators and rotations."""
+    b = CP_BUFFERS["torch-allgather"]
+    assert b.backward_bytes(kv_elems=100, q_elems=10, e=2, cp=4) == (3 + 4) * 2 * 100 + 12 * 100 \
+        + (2 + 4) * 10
+
+
+def test_report_prints_allocated_reserved_and_the_device(capsys):
+    argv = ["report", "llama3-8b", "--gpus", "8", "--zero", "3", "--micro-batch", "2",
+            "--framework", "torchtitan@2024-12", "--recompute", "selective"]
+    assert main(argv + ["--gpu", "h100-96gb", "--json"]) == 0
+    mem = json.loads(capsys.readouterr().out)["memory"]
+    assert mem["reserved"] == mem["allocated"] + mem["fragmentation"]
+    assert mem["total"] == mem["reserved"] + mem["context"] and mem["fits"]
+    assert mem["capacity"] == 95.04 * 2**30 and mem["moment"] == "loss backward"
+    assert main(argv + ["--gpu-memory", "80"]) == 0
+    assert "does NOT fit" in capsys.readouterr().out  # the same run on 80 GiB
+    assert main(argv + ["--gpu-memory", "0"]) == 2
+    assert "gpu_memory" in capsys.readouterr().err
