@@ -168,8 +168,9 @@ def test_megatron_partial_recompute_is_named_and_marked(tmp_path):
     assert code == 0 and err.count("\n") == 1, err  # torchrun's world: no note; one line
     line = err.splitlines()[0]
     assert line.startswith("warning: not modelled, so the figures are approximate: ")
-    assert "--recompute-num-layers 2 of 16 layers" in line and "--attention-dropout 0.0" in line
-    assert out.rstrip().endswith("2 thing(s) the ledger does not model (named on stderr)")
+    assert "--recompute-num-layers 2 of 16 layers" in line
+    assert "--attention-dropout" not in line  # the fused kernels keep no mask: nothing priced
+    assert out.rstrip().endswith("1 thing(s) the ledger does not model (named on stderr)")
 
 
 def test_megatron_verbose_lists_what_changes_nothing(tmp_path):
@@ -213,9 +214,11 @@ def test_megatron_model_flags_beside_the_file(tmp_path):
 
 @pytest.mark.parametrize("flags,want", [("", 0.1), (" --hidden-dropout 0.0 "
                                                    "--attention-dropout 0.0", 0.0),
-                                        (" --attention-dropout 0.05", 0.05)])
+                                        (" --attention-dropout 0.05", 0.1),
+                                        (" --hidden-dropout 0.0", 0.0)])
 def test_megatron_dropout_applied(tmp_path, flags, want):
-    """Megatron's default 0.1 (transformer_config.py L188-192) unless the launch sets it."""
+    """--hidden-dropout, Megatron's default 0.1 (transformer_config.py L188) unless the
+    launch sets it; --attention-dropout prices nothing (its kernels keep no mask)."""
     f = write(tmp_path, "llama.sh", megatron(flags))
     code, out, _ = run("report", "--from-megatron", f, "--json")
     assert code == 0 and json.loads(out)["config"]["dropout"] == want
@@ -273,23 +276,41 @@ def test_torchtitan_refuses_by_name(tmp_path, change, needle):
 
 
 @pytest.mark.parametrize("ac,want", [
-    ('mode = "selective"', ("full", 2, False)),  # the default option "2": every 2nd block
-    ('mode = "selective"\nselective_ac_option = "op"', ("selective", 1, False)),
-    ('mode = "selective"\nselective_ac_option = "3"', ("full", 3, False)),
-    ('mode = "none"\n[training]\ncompile = true', ("none", 1, True)),
+    ('mode = "selective"', ("full", 2, False, "loss-parallel")),  # option "2": every 2nd block
+    ('mode = "selective"\nselective_ac_option = "op"', ("selective", 1, False, "loss-parallel")),
+    ('mode = "selective"\nselective_ac_option = "3"', ("full", 3, False, "loss-parallel")),
+    ('mode = "none"\n[compile]\nenable = true', ("none", 1, True, "compiled")),
+    ('mode = "none"\n[compile]\nenable = true\ncomponents = ["model"]',
+     ("none", 1, True, "loss-parallel")),
+    ('mode = "none"\n[parallelism]\ndisable_loss_parallel = true', ("none", 1, False, "eager")),
 ])
 def test_torchtitan_activation_checkpointing_is_applied(tmp_path, ac, want):
     """torchtitan's selective AC is its op policy ('op') or every n-th block in full (a
-    digit); training.compile compiles the blocks and the loss - applied, not noted."""
+    digit); [compile] compiles the blocks and, among its components, the loss; TP's loss is
+    loss-parallel unless disabled - applied, not noted."""
     text = TITAN_8B.replace('mode = "full"', ac)
-    if "compile" in ac:  # one [training] table: move the key into the one the file has
+    if "disable" in ac:  # one [parallelism] table: the key goes into the one the file has
         text = TITAN_8B.replace('mode = "full"', 'mode = "none"').replace(
-            "seq_len = 8192", "seq_len = 8192\ncompile = true")
+            "tensor_parallel_degree = 2",
+            "tensor_parallel_degree = 2\ndisable_loss_parallel = true")
     f = write(tmp_path, "j.toml", text)
     code, out, err = run("report", "--from-torchtitan", f, "--gpus", "64", "--json")
+    assert code == 0 and err == "", err
     cfg = json.loads(out)["config"]
-    assert code == 0
-    assert (cfg["recompute"], cfg["recompute_every"], cfg["compile"]) == want
+    assert (cfg["recompute"], cfg["recompute_every"], cfg["compile"], cfg["loss"]) == want
+
+
+def test_torchtitan_f7084_training_compile(tmp_path):
+    """Before [compile] (f7084fc, config_manager.py:235) training.compile compiled the
+    blocks and the loss."""
+    text = TITAN_8B.replace('mode = "full"', 'mode = "none"').replace(
+        "seq_len = 8192", "seq_len = 8192\ncompile = true")
+    f = write(tmp_path, "j.toml", text)
+    code, out, err = run("report", "--from-torchtitan", f, "--gpus", "64", "--vocab-size",
+                         "128256", "--json")
+    assert code == 0, err
+    cfg = json.loads(out)["config"]
+    assert (cfg["compile"], cfg["loss"]) == (True, "compiled")
 
 
 def test_torchtitan_needs_the_world_for_a_leftover_shard(tmp_path):

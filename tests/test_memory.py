@@ -79,6 +79,23 @@ def test_op_policy_keeps_by_hand():
     assert per_token == 63_616 and r.total_bytes == per_token * 8192
 
 
+def test_op_policy_recompute_by_hand():
+    """What the op policy runs again, per token of Llama 3 8B: the even-numbered GEMMs wk
+    (4096 x 1024), wo (4096 x 4096), w3 (4096 x 14336), 2 FLOPs a multiply-add, 32 layers;
+    full recompute of every 2nd layer is half a forward of the stack."""
+    from ledger.arch import op_share
+    from ledger.step import recompute_flops_per_token
+
+    m = llama3_8b()
+    cfg = ParallelConfig(dp=8, zero_stage=3, framework="torchtitan", recompute="selective")
+    assert op_share(m, cfg) == (1024 + 4096 + 14336) / (4096 + 1024 + 1024 + 4096 + 3 * 14336)
+    got = recompute_flops_per_token(m, "selective", share=op_share(m, cfg))
+    assert got == pytest.approx(2 * 32 * 4096 * (1024 + 4096 + 14336))
+    assert op_share(m, ParallelConfig(dp=8, recompute="selective")) is None  # Megatron's core
+    full = recompute_flops_per_token(m, "full")
+    assert recompute_flops_per_token(m, "full", every=2) == pytest.approx(full / 2)
+
+
 def test_every_nth_layer_in_full():
     """torchtitan's selective layer AC: half the layers keep their input, half all."""
     kw = dict(dp=8, zero_stage=3, framework="torchtitan")

@@ -196,5 +196,9 @@ def test_plan_min_gpus_by_time_to_train(capsys):
     code, out, _ = run(capsys, "plan", "llama3-8b", "--min-gpus", "--global-batch", "64",
                        "--tokens", "1e10", "--top", "2", "--json")
     d = json.loads(out)
-    assert code == 0 and d["ranked_by"] == "time_to_train" and d["gpus"] == 2
-    assert all(p["run"]["phases"][0]["gpus"] == 2 for p in d["plans"])
+    gpus = d["gpus"]  # the smallest world that fits: one GPU fewer fits nothing
+    assert code == 0 and d["ranked_by"] == "time_to_train" and gpus >= 2
+    assert all(p["run"]["phases"][0]["gpus"] == gpus for p in d["plans"])
+    code, out, _ = run(capsys, "plan", "llama3-8b", "--gpus", str(gpus - 1), "--global-batch",
+                       "64", "--json")
+    assert json.loads(out)["plans"] == []

@@ -26,6 +26,7 @@ from ledger.arch.activations import (
                                      llama_activation_bytes_per_layer,
                                      recompute_working_bytes,
 )
+from ledger.arch.checkpointing import op_share
 from ledger.arch.flops import (
                                      attention_flops_per_token,
                                      keys_factor,
@@ -40,5 +41,6 @@ __all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedT
            "attention_flops_per_token", "frozen_wgrad_flops_per_token", "head_bytes",
            "keys_factor", "kind_counts",
            "layer_activations", "layers_activation_bytes", "llama_activation_bytes_per_layer",
-           "matmul_params_per_token", "model_flops_per_token", "recompute_working_bytes",
+           "matmul_params_per_token", "model_flops_per_token", "op_share",
+           "recompute_working_bytes",
            "recurrent_flops_per_token", "table"]

@@ -6,7 +6,8 @@ wraps each block in a checkpoint whose policy saves the outputs of the 1st, 3rd,
 matmul it runs (a fresh counter per block), the attention kernel's output and
 log-sum-exp and the outputs of TP's reduce-scatters, and recomputes everything else; the
 checkpoint itself keeps the block's input. ``matmuls`` lists a layer's GEMMs in the order
-its forward runs them, ``op_policy`` prices what the policy keeps.
+its forward runs them, ``op_policy`` prices what the policy keeps, ``recomputed_share``
+what it runs again.
 
 Per token, before TP: a column-parallel GEMM's output is its width / tp, a row-parallel
 one writes partial sums of the full width (the reduce-scatter comes after it), a
@@ -21,35 +22,57 @@ replicated one its width.
 from __future__ import annotations
 
 
-def matmuls(model, t, moe: bool) -> list[tuple[str, str, float, float]]:
-    """(part, split, width, rows per token) of each GEMM of one layer, in forward order:
-    the attention projections (MLA's down and up projections), then the MLP, or the
-    router, each routed expert (its ``t.sac_expert_mms`` GEMMs, at top_k rows per token)
-    and the shared experts."""
+def matmuls(model, t, moe: bool) -> list[tuple[str, str, float, float, float]]:
+    """(part, split, width, rows per token, input width) of each GEMM of one layer, in
+    forward order: the attention projections (MLA's down and up projections), then the
+    MLP, or the router, each routed expert (its ``t.sac_expert_mms`` GEMMs, at top_k rows
+    per token) and the shared experts."""
     h, a, kv, d = model.hidden, model.heads, model.kv_heads, model.head_dim
+    out_in = a * getattr(model, "v_head_dim", d)  # the output projection reads every head
     if getattr(model, "attention", "mha") == "mla":
-        q = ([("attention", "repl", model.q_lora_rank, 1), ("attention", "col", a * model.q_dim, 1)]
-             if model.q_lora_rank else [("attention", "col", a * model.q_dim, 1)])
-        attn = q + [("attention", "repl", model.kv_lora_rank + model.qk_rope_head_dim, 1),
-                    ("attention", "col", a * (model.qk_nope_head_dim + model.v_head_dim), 1),
-                    ("attention", "row", h, 1)]
+        ql, kvl = model.q_lora_rank, model.kv_lora_rank
+        q = ([("attention", "repl", ql, 1, h), ("attention", "col", a * model.q_dim, 1, ql)]
+             if ql else [("attention", "col", a * model.q_dim, 1, h)])
+        attn = q + [("attention", "repl", kvl + model.qk_rope_head_dim, 1, h),
+                    ("attention", "col", a * (model.qk_nope_head_dim + model.v_head_dim), 1,
+                     kvl), ("attention", "row", h, 1, a * model.v_head_dim)]
     else:
-        attn = [("attention", "col", a * d, 1), ("attention", "col", kv * d, 1),
-                ("attention", "col", kv * d, 1), ("attention", "row", h, 1)]
+        attn = [("attention", "col", a * d, 1, h), ("attention", "col", kv * d, 1, h),
+                ("attention", "col", kv * d, 1, h), ("attention", "row", h, 1, out_in)]
     if not moe:
         f = model.ffn_hidden
-        ups = [("mlp", "col", f, 1)] * (2 if model.gated_mlp else 1)
-        return attn + ups + [("mlp", "row", h, 1)]
+        ups = [("mlp", "col", f, 1, h)] * (2 if model.gated_mlp else 1)
+        return attn + ups + [("mlp", "row", h, 1, f)]
     n, k, f = model.num_experts, model.top_k, model.moe_ffn_hidden
-    out = attn + ([("router", "repl", n, 1)] if t.sac_router_mm else [])
+    out = attn + ([("router", "repl", n, 1, h)] if t.sac_router_mm else [])
     if t.sac_expert_mms == 2:  # a fused gate_up projection, then down
-        out += [("experts", "col", (2 if model.gated_mlp else 1) * f, k),
-                ("experts", "row", h, k)]
+        out += [("experts", "col", (2 if model.gated_mlp else 1) * f, k, h),
+                ("experts", "row", h, k, f)]
     shared = getattr(model, "shared_ffn", model.shared_experts * f)
     if shared:
-        out += [("shared", "col", shared, 1)] * (2 if model.gated_mlp else 1) \
-            + [("shared", "row", h, 1)]
+        out += [("shared", "col", shared, 1, h)] * (2 if model.gated_mlp else 1) \
+            + [("shared", "row", h, 1, shared)]
     return out
+
+
+def recomputed_share(model, t, moe: bool) -> float:
+    """The share of one layer's GEMM FLOPs the op policy runs again in backward: its
+    even-numbered GEMMs' (rows x width x input width of each)."""
+    flops = [rows * width * k for _, _, width, rows, k in matmuls(model, t, moe)]
+    return sum(flops[1::2]) / sum(flops)
+
+
+def op_share(model, cfg) -> float | None:
+    """The share of one layer's GEMM FLOPs a config's selective recompute runs again: the
+    op policy's (``recomputed_share``, of the model's typical layer) where its framework's
+    modules run one; None where selective means the attention core (Korthikanti)."""
+    from ledger.arch.saved_tensors import table
+    from ledger.frameworks import of
+
+    if cfg.recompute != "selective":
+        return None
+    t = table(of(cfg).activations)
+    return recomputed_share(model, t, model.is_moe) if t.selective == "op" else None
 
 
 def op_policy(model, t, e, *, tokens, tp, sp_div, moe: bool, capacity_factor=1.0,
@@ -59,7 +82,7 @@ def op_policy(model, t, e, *, tokens, tp, sp_div, moe: bool, capacity_factor=1.0
     (the SP shard under TP + SP) and, under SP, the two reduce-scatters' outputs."""
     kept = {"input": model.hidden * e * tokens / sp_div, "attention": 0.0, "mlp": 0.0,
             "router": 0.0, "experts": 0.0, "shared": 0.0}
-    for i, (part, split, width, rows) in enumerate(matmuls(model, t, moe), 1):
+    for i, (part, split, width, rows, _) in enumerate(matmuls(model, t, moe), 1):
         if i % 2 == 0:
             continue  # every second matmul is recomputed
         if part == "experts":  # routed rows: T k cf, the width over etp (tp under SP)

@@ -4,8 +4,9 @@
 (TP/SP, CP ring or Ulysses, PP, DP and ZeRO, tied embeddings) and ``experts`` the MoE
 dispatchers over EP/ETP; ``layout`` maps ranks to axes, groups and links; ``stages`` the
 layers and parameters of each PP rank, kind by kind; ``splits`` what TP and CP may split
-of a model; ``footprint`` a GPU's whole memory by cause; and
-``per_gpu`` puts them together - ``place(model, cfg)`` -> ``Placement``.
+of a model; ``layers`` one layer's bytes as the framework keeps them; ``footprint`` a
+GPU's whole memory by cause, at each point of its step; and ``per_gpu`` puts them
+together - ``place(model, cfg)`` -> ``Placement``.
 
 May import: the specs, ``ledger.frameworks``, ``ledger.pipeline`` (activations in flight)
 and ``ledger.arch``.
@@ -42,15 +43,17 @@ from ledger.placement.footprint import (
                                     point_bytes,
                                     shard_state,
 )
-from ledger.placement.layout import Layout
-from ledger.placement.per_gpu import (
-                                    Placement,
+from ledger.placement.layers import (
                                     activation_bytes_per_layer,
-                                    dp_traffic,
                                     largest_unit_params,
                                     layer_activation_bytes,
                                     layer_kinds,
                                     layer_working_bytes,
+)
+from ledger.placement.layout import Layout
+from ledger.placement.per_gpu import (
+                                    Placement,
+                                    dp_traffic,
                                     memory_points,
                                     per_gpu_state,
                                     place,

@@ -23,15 +23,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ledger.arch import (adapter_activation_bytes, head_bytes, kind_counts, layer_activations,
-                         recompute_working_bytes)
+from ledger.arch import head_bytes
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError, require_divides
 from ledger.frameworks import of as framework_of
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
-from ledger.anatomy.mixers import LayerKind
 from ledger.model import ModelSpec
 from ledger.pipeline import held_closed, placement_pipeline
 from ledger.placement import offload as offloading
@@ -43,10 +41,11 @@ from ledger.placement.experts import check_model
 from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes,
                                         cp_buffer_bytes, logits_elements, peak_memory,
                                         point_bytes, shard_state)
+from ledger.placement.layers import (activation_bytes_per_layer, largest_layer_params,
+                                     layer_activation_bytes, layer_kinds, layer_working_bytes)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
 from ledger.placement.splits import split_problem
-from ledger.placement.stages import (rank_layers, rank_stages, stage_layers, stage_params,
-                                     stage_starts)
+from ledger.placement.stages import end_params, rank_layers, rank_stages, stage_params
 
 
 def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
@@ -120,94 +119,6 @@ def per_gpu_state(model: ModelSpec, st: StateBytes, cfg: ParallelConfig) -> Stat
                        framework_of(cfg))
 
 
-def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
-              dropout=None) -> dict:
-    """The arguments ``ledger.arch.activations`` prices one layer with, for this config:
-    ``kind`` a ``LayerKind``, an (MoE?, window) pair naming an attention layer, or None
-    (the model's typical layer)."""
-    if kind is not None and not isinstance(kind, LayerKind):
-        kind = LayerKind("attention", "moe" if kind[0] else "dense", kind[1])
-    fw = framework_of(cfg)
-    if dropout is None:
-        dropout = getattr(cfg, "dropout", None)  # the planner's namespaces: the default
-    return dict(micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
-                sequence_parallel=cfg.sequence_parallel,
-                flash=cfg.flash_attention if flash is None else flash,
-                recompute=cfg.recompute if recompute is None else recompute,
-                act_bytes=cfg.act_bytes, capacity_factor=cfg.moe.load_factor,
-                table=saved_table(fw.activations), etp=expert_tp(cfg), kind=kind,
-                dropout=fw.dropout if dropout is None else dropout)
-
-
-def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
-                           dropout=None):
-    """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
-    them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
-    its own modules save otherwise. ``kind``: the layer's ``LayerKind`` (or an (MoE?,
-    window) pair), else the model's typical layer; a fine-tune's adapters add theirs. Full
-    recompute of every n-th layer only (``recompute_every``) averages the recomputed and
-    the untouched layers."""
-    kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
-    moe = kw["kind"].moe if kw["kind"] is not None else model.is_moe
-    adapters = adapter_activation_bytes(  # a fine-tune's LoRA adapters (ledger.arch.adapters)
-        model, getattr(cfg, "finetune", None), moe, cfg.micro_batch, cfg.tp, cfg.cp)
-    every = getattr(cfg, "recompute_every", 1)
-    kept = layer_activations(model, **kw).total_bytes
-    if kw["recompute"] != "full":
-        return adapters + kept
-    if every == 1:
-        return kept
-    whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes
-    return kept / every + whole * (1 - 1 / every)
-
-
-def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
-    """What one layer's backward holds beyond what the layer saved
-    (``ledger.arch.activations.recompute_working_bytes``)."""
-    return recompute_working_bytes(model, **_layer_kw(model, cfg, kind, flash))
-
-
-def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
-                               flash: bool | None = None, recompute: str | None = None,
-                               dropout: float | None = None) -> float:
-    """Bytes one layer saves for backward for this placement, averaged over the model's
-    layers (dense and MoE, local and global ones differ); the config's attention kernel,
-    recompute mode and dropout unless given."""
-    kinds, counts = layer_kinds(model, 1, 1, False)
-    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout)
-               for k, n in zip(kinds, counts[0])) / model.layers
-
-
-def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
-    """The distinct kinds of layer (``ledger.anatomy.mixers.LayerKind``) and, per PP rank, how many
-    of each it holds: a stage's activations are priced once per kind (numbers or arrays
-    alike)."""
-    counts = stage_layers(model.layers, pp * vp)
-    starts = stage_starts(counts)
-    per_stage = [kind_counts(model, range(starts[st], starts[st] + counts[st]))
-                 for st in range(pp * vp)]
-    mtp = {mtp_kind(model): model.mtp_layers} if model.mtp_layers else {}
-    # an MTP module's block is a global-attention layer of the stack's MoE kind; it runs
-    # beside the output head, on the last stage
-    per_stage[-1] = _merged(per_stage[-1], mtp)
-    kinds = sorted({k for c in per_stage for k in c}, key=LayerKind.order)
-    table = np.zeros((pp, len(kinds)))
-    for r, held in enumerate(rank_stages(pp, vp, v_shape)):
-        for st in held:
-            for kind, n in per_stage[st].items():
-                table[r, kinds.index(kind)] += n
-    return kinds, table
-
-
-def mtp_kind(model: ModelSpec) -> LayerKind:
-    """The kind of an MTP module's transformer block: global attention, the stack's MLP."""
-    return LayerKind("attention", "moe" if model.is_moe else "dense", None)
-
-
-def _merged(a: dict, b: dict) -> dict:
-    return {k: a.get(k, 0) + b.get(k, 0) for k in a | b}
-
-
 def resident_state(model: ModelSpec, cfg: ParallelConfig, optimizer: str = "adam") -> StateBytes:
     """Whole-model state in the framework's dtypes (or the config's explicit precision);
     a factored optimizer's rate from the model's own matrices."""
@@ -229,28 +140,14 @@ def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer
             for r, (d, e) in enumerate(stage_params(model, cfg))]
 
 
-def largest_layer_params(model: ModelSpec, cfg) -> float:
-    """Parameters on one GPU of the largest layer ZeRO-3 gathers at once: its tp share,
-    its experts' etp x ep share."""
-    return max(split / cfg.tp + repl + routed / (expert_tp(cfg) * cfg.ep)
-               for split, repl, routed in (model.layer_params(k) for k in model.kind_counts))
-
-
-def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
-    """Parameters on one GPU of the largest unit ZeRO-3 gathers at once: a layer
-    (``largest_layer_params``) or the embedding / output matrix."""
-    return max(largest_layer_params(model, cfg), model.vocab * model.hidden / cfg.tp)
-
-
 def root_params(model: ModelSpec, cfg, rank) -> float:
     """Parameters of one GPU of PP rank ``rank`` (a rank or an array of them) outside its
-    transformer layers - the embedding on the first stage, the final norm and output layer
-    on the last, an MTP module's projections: ``stage_params`` less the rank's layers."""
-    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
-    per_layer = np.array([split / cfg.tp + repl for split, repl, _ in
-                          (model.layer_params(k) for k in kinds)])
-    dense = np.array([d for d, _ in stage_params(model, cfg)])
-    return (dense - counts @ per_layer)[rank]
+    transformer layers (``ledger.placement.stages.end_params``): the embedding's on the
+    first stage's rank, the output layer's on the last's."""
+    first, last = end_params(model, cfg)
+    ranks = np.asarray(rank)
+    return first * (ranks == 0) + last * (ranks == (0 if cfg.schedule == "zb-v" else
+                                                     cfg.pp - 1))
 
 
 def recv_buffers(cfg, fw, rank: int) -> int:
@@ -283,14 +180,13 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
     cp_fwd, cp_bwd = cp_buffer_bytes(model, cfg, fw, saved_table(fw.activations))
     boundary = model.seq_len * cfg.micro_batch / cfg.cp * model.hidden * cfg.act_bytes \
         / np.where(cfg.sequence_parallel, cfg.tp, 1)
+    root = root_params(model, cfg, ranks)
     always, backward = buffer_bytes(cfg, tuned.buffer_framework(model, cfg, fw),
-                                    largest_layer_params(model, cfg), layers_held,
-                                    root_params(model, cfg, ranks))
+                                    largest_layer_params(model, cfg), layers_held, root)
     always = always + tuned.dequant_bytes(model, cfg)  # QLoRA's dequantised weight
     recv = np.array([recv_buffers(cfg, fw, r) for r in np.ravel(ranks)]).reshape(
         np.shape(ranks)) * cfg.num_microbatches
     per_optim = max(per_param.optim_bytes, 1e-30)  # per byte of optimizer state
-    root = root_params(model, cfg, ranks)
     return RankParts(
         params=state.params_bytes, grads=state.grads_bytes, optim=state.optim_bytes,
         stage_act=stage_act, work=work + backward,

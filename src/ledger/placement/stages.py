@@ -66,6 +66,16 @@ def mtp_params(model: ModelSpec) -> tuple[int, int, int]:
     return n * (split + 2 * h * h), n * (repl + 3 * model.norm_size), n * routed
 
 
+def end_params(model: ModelSpec, cfg) -> tuple[float, float]:
+    """Parameters one GPU of the first and of the last stage holds beyond its layers: the
+    embedding (vocab-parallel), positions and embedding norm whole; the final norm whole,
+    the output layer and its bias split (a tied embedding kept there too when pp > 1)."""
+    b = model.breakdown
+    first = b["embedding"] / cfg.tp + model.first_stage_params - b["embedding"]
+    tied = b["embedding"] if model.tied_embeddings and cfg.pp > 1 else 0
+    return first, (b["output"] + tied) / cfg.tp + model.last_stage_params - b["output"]
+
+
 def stage_params(model: ModelSpec, cfg,
                  counts: list[int] | None = None) -> list[tuple[float, float]]:
     """Per PP rank, the (dense, expert) parameters one of its GPUs holds, laid out as
@@ -78,7 +88,6 @@ def stage_params(model: ModelSpec, cfg,
     stages = cfg.pp * cfg.vp
     counts = stage_layers(model.layers, stages) if counts is None else counts
     starts = stage_starts(counts)
-    b = model.breakdown
     kinds = {k: model.layer_params(k) for k in model.kind_counts}  # each kind of layer
     out = []
     for held in rank_stages(cfg.pp, cfg.vp, cfg.schedule == "zb-v"):
@@ -88,11 +97,11 @@ def stage_params(model: ModelSpec, cfg,
                 split, repl, routed = kinds[model.layer_kind(i)]
                 dense += split / cfg.tp + repl
                 expert += routed / (expert_tp(cfg) * cfg.ep)  # the expert grid
-            if s == 0:  # the embedding (vocab-parallel), positions and embedding norm whole
-                dense += b["embedding"] / cfg.tp + model.first_stage_params - b["embedding"]
-            if s == stages - 1:  # the final norm whole, the output layer and its bias split
-                tied = b["embedding"] if model.tied_embeddings and cfg.pp > 1 else 0
-                dense += (b["output"] + tied) / cfg.tp + model.last_stage_params - b["output"]
+            first, last = end_params(model, cfg)
+            if s == 0:
+                dense += first
+            if s == stages - 1:
+                dense += last
                 split, repl, routed = mtp_params(model)
                 dense += split / cfg.tp + repl
                 expert += routed / (expert_tp(cfg) * cfg.ep)

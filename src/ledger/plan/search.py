@@ -202,16 +202,18 @@ def _per_kind(model, g, fw, flash, precision, finetune=None, facts=None):
     working set, under the candidate's recompute mode and SP."""
     count = len(g["tp"])
     everything = np.arange(count)
-    kinds = layer_kinds(model, 1)[0]  # (MoE?, window) of the model's layers
+    kinds = layer_kinds(model, 1)[0]  # the model's kinds of layer (LayerKind)
     act, work = np.zeros((count, len(kinds))), np.zeros((count, len(kinds)))
     for rc, name in enumerate(RECOMPUTES):
         for sp in (True, False):
             cfg = _grid_cfg(g, everything, fw, flash, precision, finetune, facts,
                             sequence_parallel=sp, recompute=name)
             pick = (g["rc"] == rc) & (g["sp"] == sp)
-            for k, kind in enumerate(kinds):
-                act[pick, k] = layer_activation_bytes(model, cfg, kind)[pick]
-                work[pick, k] = layer_working_bytes(model, cfg, kind)[pick]
+            for k, kind in enumerate(kinds):  # a kind's bytes may not vary: a number
+                act[pick, k] = np.broadcast_to(layer_activation_bytes(model, cfg, kind),
+                                               (count,))[pick]
+                work[pick, k] = np.broadcast_to(layer_working_bytes(model, cfg, kind),
+                                                (count,))[pick]
     return act, work.max(axis=1) * fw.working_set
 
 

@@ -10,8 +10,9 @@ Model FLOPs per token (PaLM, Chowdhery et al. 2022, app. B, with the causal mask
 
 where N_matmul are the weights tokens multiply (attention, MLP, the top-k experts a token
 visits, router, output layer; not the embedding lookup or norms). Hardware FLOPs add what
-recompute repeats: full recompute (+1 forward of every layer), selective (+1 forward of
-the attention core). MFU counts model FLOPs, HFU hardware FLOPs.
+recompute repeats: full recompute (+1 forward of every layer, or of every n-th),
+selective (+1 forward of the attention core; under torchtitan's per-op policy the GEMMs
+it does not keep, ledger.arch.checkpointing). MFU counts model FLOPs, HFU hardware FLOPs.
 
 The time of one micro-batch on one pipeline stage is the sum, per layer, of
   GEMMs      each GEMM of the layer at its own efficiency: the GPU's sustained GEMM share
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ledger.arch import (keys_factor, matmul_params_per_token, model_flops_per_token,
+from ledger.arch import (keys_factor, matmul_params_per_token, model_flops_per_token, op_share,
                          recurrent_flops_per_token)
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError
@@ -96,14 +97,19 @@ class StepEstimate:
     capacity: Capacity | None = None
 
 
-def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = True) -> float:
-    """What recompute adds: one more forward of every layer (full) or of the attention
-    core only (selective, Korthikanti et al. 2022 sec. 5)."""
+def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = True,
+                              share: float | None = None, every: int = 1) -> float:
+    """What recompute adds: one more forward of every layer (full; of every ``every``-th
+    layer), of the attention core only (selective, Korthikanti et al. 2022 sec. 5), or,
+    under a per-op policy, of the ``share`` of the layers' GEMMs it does not keep
+    (``ledger.arch.op_share``)."""
     q_dim = model.heads * model.head_dim
     attn_fwd = (2 if causal else 4) * model.attention_layers * model.seq_len * q_dim
+    layer_params = matmul_params_per_token(model) - model.vocab * model.hidden
     if recompute == "full":  # the layers' forward again, recurrent cores included
-        layer_params = matmul_params_per_token(model) - model.vocab * model.hidden
-        return 2 * layer_params + attn_fwd + recurrent_flops_per_token(model) / 3
+        return (2 * layer_params + attn_fwd + recurrent_flops_per_token(model) / 3) / every
+    if recompute == "selective" and share is not None:
+        return 2 * layer_params * share
     return attn_fwd if recompute == "selective" else 0.0
 
 
@@ -120,6 +126,8 @@ class _Layer:
     cp_f: object
     cp_b: object
     ep: object  # one direction's EP all-to-alls
+    op_share: float | None = None  # selective under a per-op policy: its GEMMs run again
+    every: int = 1  # full recompute of every n-th layer
 
     def forward(self) -> dict:
         return {"compute": self.gemm + self.attention, "elementwise": self.elementwise,
@@ -131,7 +139,11 @@ class _Layer:
                "tp_comm": self.tp_b, "cp_comm": self.cp_b, "ep_comm": self.ep}
         if recompute == "full":  # the forward again, its TP collectives included
             for k, v in self.forward().items():
-                out[k] = out[k] + v  # not +=: with arrays that would write into self
+                out[k] = out[k] + v / self.every  # not +=: with arrays it writes into self
+        elif recompute == "selective" and self.op_share is not None:  # torchtitan's op
+            # policy: the GEMMs it does not keep and every elementwise op, not attention
+            out["compute"] = out["compute"] + self.gemm * self.op_share
+            out["elementwise"] = out["elementwise"] + self.elementwise
         elif recompute == "selective":  # the attention core only
             out["compute"] = out["compute"] + self.attention
             out["elementwise"] = out["elementwise"] + self.core_elementwise
@@ -227,7 +239,8 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     tp_f, tp_b = tp_f * blocks, tp_b * blocks
     cp_f, cp_b = _cp_times(model, cfg, tokens, attention, links, system)
     ep = _ep_time(model, cfg, tokens, links, system)
-    return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep)
+    return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
+                  op_share(model, cfg), getattr(cfg, "recompute_every", 1))
 
 
 def _ep_time(model: ModelSpec, cfg, tokens, links, system: System):
@@ -351,7 +364,9 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     global_tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
     world, peak = cfg.world, system.gpu.bf16_flops
     model_flops = model_flops_per_token(model) * global_tokens
-    hw_flops = model_flops + recompute_flops_per_token(model, cfg.recompute) * global_tokens
+    hw_flops = model_flops + recompute_flops_per_token(
+        model, cfg.recompute, share=op_share(model, cfg), every=cfg.recompute_every) \
+        * global_tokens
     hbm = system.gpu.hbm_bytes
     room = Capacity(system.gpu.name, hbm, hbm * cal.memory_reserve)
     capacity = room.usable_bytes

@@ -105,7 +105,17 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         flags["ckpt_interval"] = ns["save_interval"]  # training_config.py:398
     if ns.get("async_save"):  # training_config.py:516
         flags["ckpt_async"] = True
-    return flags, unpriced
+    return flags | _step(ns), unpriced
+
+
+# -- what the step keeps (issue 21) ------------------------------------------------------
+def _step(ns: dict) -> dict:
+    """The step facts a launch sets: --hidden-dropout is the residual stream's dropout,
+    whose masks the bias-dropout-add keeps (0.1 by default: transformer_config.py:188 at
+    d98e8a64; a rate of 0 keeps none). --attention-dropout changes nothing priced: the
+    fused attention kernels Megatron runs (TransformerEngine, flash) regenerate their mask
+    from the RNG state in backward."""
+    return {"dropout": ns["hidden_dropout"]}
 
 
 def zero_stage(ns: dict) -> int:

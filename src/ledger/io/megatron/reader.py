@@ -61,7 +61,8 @@ transformer-impl use-flash-attn use-mcore-models use-nccl-ub use-rope-scaling we
 timing-log-level timing-log-option
 no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg delay-wgrad-compute
 moe-flex-dispatcher-backend moe-enable-deepep moe-deepep-num-sms
-""".split()}
+attention-dropout
+""".split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step)
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
 num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
@@ -82,7 +83,7 @@ data-parallel-sharding-strategy micro-batch-size global-batch-size recompute-act
 recompute-granularity recompute-method recompute-num-layers recompute-modules cp-comm-type
 tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
-fp8-param-gather optimizer attention-dropout hidden-dropout
+fp8-param-gather optimizer hidden-dropout
 save-interval persistent-save-interval async-save
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named

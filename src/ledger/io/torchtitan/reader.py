@@ -253,14 +253,17 @@ def _schedule(job: _Job, layers: int, pp: int) -> dict:
 
 # -- what the step keeps (issue 21): AC policy and compile, read as torchtitan reads them --
 def _step(job: _Job) -> dict:
-    """torchtitan's activation checkpointing and compile as flags: selective 'op' is its
-    per-op policy (the ledger's selective under torchtitan, ledger.arch.checkpointing),
+    """torchtitan's activation checkpointing, compile and loss as flags: selective 'op' is
+    its per-op policy (the ledger's selective under torchtitan, ledger.arch.checkpointing),
     selective 'n' checkpoints every n-th block in full (models/llama3/infra/parallelize.py,
-    distributed/activation_checkpoint.py), training.compile compiles the blocks and the
-    loss (ledger.frameworks.losses); memory_budget is priced as the op policy, and said."""
-    ac, tr = job.cfg["activation_checkpoint"], job.cfg["training"]
+    distributed/activation_checkpoint.py); memory_budget is priced as the op policy, and
+    said. Compile: training.compile compiles the blocks and the loss (f7084fc), [compile]
+    enable its components, "model" and "loss" (238fa99 job_config.py:722-727); the loss
+    is loss-parallel over TP unless parallelism.disable_loss_parallel
+    (ledger.frameworks.losses)."""
+    flags = _compile(job)
+    ac = job.cfg["activation_checkpoint"]
     mode, option = ac["mode"], str(ac.get("selective_ac_option", "2"))
-    flags = {"compile": bool(tr.get("compile", False))}
     if mode in ("none", "full"):
         return flags | {"recompute": mode}
     if mode == "selective" and option == "op":
@@ -275,6 +278,21 @@ def _step(job: _Job) -> dict:
                         f"{option!r}: none, full, selective with 'op' or a positive layer "
                         f"frequency, or memory_budget")
     return flags | {"recompute": "none"}
+
+
+def _compile(job: _Job) -> dict:
+    comp = job.cfg.get("compile")
+    if comp:
+        on, parts = bool(comp["enable"]), list(comp["components"])
+        model, loss = on and "model" in parts, on and "loss" in parts
+    else:
+        model = loss = bool(job.cfg["training"].get("compile", False))
+    par = job.cfg["parallelism"]
+    split = par["tensor_parallel_degree"] > 1 and not par["disable_loss_parallel"]
+    flags = {"compile": model}
+    if loss != model or (par["tensor_parallel_degree"] > 1 and not split):
+        flags["loss"] = "compiled" if loss else "loss-parallel" if split else "eager"
+    return flags
 
 
 def _training(job: _Job) -> None:
@@ -343,7 +361,8 @@ def read_launch(path: str, gpus: int | None = None, model_flags: dict | None = N
     applied = [f"{s}.{k}" for s, keys in sec.items() for k in keys
                if s in ("model", "parallelism", "activation_checkpoint") or
                (s == "training" and k in ("local_batch_size", "global_batch_size", "seq_len",
-                                          "compile"))
+                                          "compile")) or (s == "compile" and k in (
+                                              "enable", "components"))
                or (s == "checkpoint" and k in run_keys)]
     named = " ".join(job.unpriced)
     silent += [f"{s}.{k}" for s, keys in sec.items() for k in keys

@@ -1,0 +1,126 @@
+"""One decoder layer as the config's framework keeps it, and the kinds of layer each
+pipeline rank holds: saved bytes (``ledger.arch.activations`` under the framework's
+table, dropout, adapters, full recompute of every n-th layer), the backward's working
+set, and the largest unit ZeRO-3 gathers. No torch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ledger.anatomy.mixers import LayerKind
+from ledger.arch import (adapter_activation_bytes, kind_counts, layer_activations,
+                         recompute_working_bytes)
+from ledger.arch import table as saved_table
+from ledger.config import ParallelConfig, expert_tp
+from ledger.frameworks import of as framework_of
+from ledger.model import ModelSpec
+from ledger.placement.stages import rank_stages, stage_layers, stage_starts
+
+
+def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
+              dropout=None) -> dict:
+    """The arguments ``ledger.arch.activations`` prices one layer with, for this config:
+    ``kind`` a ``LayerKind``, an (MoE?, window) pair naming an attention layer, or None
+    (the model's typical layer)."""
+    if kind is not None and not isinstance(kind, LayerKind):
+        kind = LayerKind("attention", "moe" if kind[0] else "dense", kind[1])
+    fw = framework_of(cfg)
+    if dropout is None:
+        dropout = getattr(cfg, "dropout", None)  # the planner's namespaces: the default
+    return dict(micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
+                sequence_parallel=cfg.sequence_parallel,
+                flash=cfg.flash_attention if flash is None else flash,
+                recompute=cfg.recompute if recompute is None else recompute,
+                act_bytes=cfg.act_bytes, capacity_factor=cfg.moe.load_factor,
+                table=saved_table(fw.activations), etp=expert_tp(cfg), kind=kind,
+                dropout=fw.dropout if dropout is None else dropout)
+
+
+def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
+                           dropout=None):
+    """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
+    them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
+    its own modules save otherwise. ``kind``: the layer's ``LayerKind`` (or an (MoE?,
+    window) pair), else the model's typical layer; a fine-tune's adapters add theirs. Full
+    recompute of every n-th layer only (``recompute_every``) averages the recomputed and
+    the untouched layers."""
+    kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
+    adapters = _adapters(model, cfg, kw)
+    every = getattr(cfg, "recompute_every", 1)
+    kept = layer_activations(model, **kw).total_bytes
+    if kw["recompute"] != "full":
+        return adapters + kept
+    if every == 1:
+        return kept
+    whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes
+    return kept / every + whole * (1 - 1 / every)
+
+
+def _adapters(model: ModelSpec, cfg, kw: dict):
+    """What a fine-tune's LoRA adapters save in one layer (``ledger.arch.adapters``)."""
+    moe = kw["kind"].moe if kw["kind"] is not None else model.is_moe
+    return adapter_activation_bytes(model, getattr(cfg, "finetune", None), moe,
+                                    cfg.micro_batch, cfg.tp, cfg.cp)
+
+
+def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
+    """What one layer's backward holds beyond what the layer saved
+    (``ledger.arch.activations.recompute_working_bytes``); under full recompute the
+    adapters' tensors too, saved again by the recomputed forward."""
+    kw = _layer_kw(model, cfg, kind, flash)
+    again = _adapters(model, cfg, kw) if kw["recompute"] == "full" else 0.0
+    return recompute_working_bytes(model, **kw) + again
+
+
+def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
+                               flash: bool | None = None, recompute: str | None = None,
+                               dropout: float | None = None) -> float:
+    """Bytes one layer saves for backward for this placement, averaged over the model's
+    layers (dense and MoE, local and global ones differ); the config's attention kernel,
+    recompute mode and dropout unless given."""
+    kinds, counts = layer_kinds(model, 1, 1, False)
+    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout)
+               for k, n in zip(kinds, counts[0])) / model.layers
+
+
+def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
+    """The distinct kinds of layer (``ledger.anatomy.mixers.LayerKind``) and, per PP rank, how many
+    of each it holds: a stage's activations are priced once per kind (numbers or arrays
+    alike)."""
+    counts = stage_layers(model.layers, pp * vp)
+    starts = stage_starts(counts)
+    per_stage = [kind_counts(model, range(starts[st], starts[st] + counts[st]))
+                 for st in range(pp * vp)]
+    mtp = {mtp_kind(model): model.mtp_layers} if model.mtp_layers else {}
+    # an MTP module's block is a global-attention layer of the stack's MoE kind; it runs
+    # beside the output head, on the last stage
+    per_stage[-1] = _merged(per_stage[-1], mtp)
+    kinds = sorted({k for c in per_stage for k in c}, key=LayerKind.order)
+    table = np.zeros((pp, len(kinds)))
+    for r, held in enumerate(rank_stages(pp, vp, v_shape)):
+        for st in held:
+            for kind, n in per_stage[st].items():
+                table[r, kinds.index(kind)] += n
+    return kinds, table
+
+
+def mtp_kind(model: ModelSpec) -> LayerKind:
+    """The kind of an MTP module's transformer block: global attention, the stack's MLP."""
+    return LayerKind("attention", "moe" if model.is_moe else "dense", None)
+
+
+def _merged(a: dict, b: dict) -> dict:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in a | b}
+
+
+def largest_layer_params(model: ModelSpec, cfg) -> float:
+    """Parameters on one GPU of the largest layer ZeRO-3 gathers at once: its tp share,
+    its experts' etp x ep share."""
+    return max(split / cfg.tp + repl + routed / (expert_tp(cfg) * cfg.ep)
+               for split, repl, routed in (model.layer_params(k) for k in model.kind_counts))
+
+
+def largest_unit_params(model: ModelSpec, cfg: ParallelConfig) -> float:
+    """Parameters on one GPU of the largest unit ZeRO-3 gathers at once: a layer
+    (``largest_layer_params``) or the embedding / output matrix."""
+    return max(largest_layer_params(model, cfg), model.vocab * model.hidden / cfg.tp)
