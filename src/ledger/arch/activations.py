@@ -326,11 +326,9 @@ def recompute_working_bytes(model: ModelSpec, **kw) -> float:
         return again
     moe = kind.moe if kind is not None else _kind(
         spec, kw.get("layer"), False if t.gpt_shape else kw.get("moe"), None)[0]
-    s = model.seq_len if kw.get("seq_len") is None else kw["seq_len"]
-    tokens = s * kw["micro_batch"] / kw.get("cp", 1)
-    cf = kw.get("capacity_factor") or 1.0
-    return again + gradient_bytes(spec, kw.get("act_bytes", 2), tokens=tokens,
-                                  tp=kw.get("tp", 1), moe=moe, capacity_factor=cf)
+    tokens = (kw.get("seq_len") or model.seq_len) * kw["micro_batch"] / kw.get("cp", 1)
+    return again + gradient_bytes(spec, kw.get("act_bytes", 2), tokens=tokens, tp=kw.get("tp", 1),
+                                  moe=moe, capacity_factor=kw.get("capacity_factor") or 1.0)
 
 
 def head_bytes(model: ModelSpec, *, micro_batch, seq_len: int | None = None, tp=1, cp=1,
@@ -338,11 +336,9 @@ def head_bytes(model: ModelSpec, *, micro_batch, seq_len: int | None = None, tp=
                table: SavedTensors | None = None) -> float:
     """What the output head keeps for backward, per GPU and micro-batch: the final norm
     (as the table's layers keep theirs) and the output GEMM's input."""
-    t = MEGATRON if table is None else table
-    s = model.seq_len if seq_len is None else seq_len
-    e, tokens = act_bytes, s * micro_batch / cp
+    tokens = (model.seq_len if seq_len is None else seq_len) * micro_batch / cp
     sp_div = np.where(sequence_parallel, tp, 1)  # a flag, or the planner's array of them
-    return _block_norm(model, t, e, tokens, sp_div)
+    return _block_norm(model, MEGATRON if table is None else table, act_bytes, tokens, sp_div)
 
 
 def kind_counts(model: ModelSpec, layers) -> dict[LayerKind, int]:
