@@ -90,6 +90,23 @@ ISSUE = [
      "error: tB: 1f1b runs a full backward"),
     (["schedule", "zb-h1", "--pp", "4", "--microbatches", "8", "--tB", "3"],
      "error: tB: tB(3) must be below tb(2)"),
+    # issue 22: the overlap switches and the pipeline's own splits
+    (["estimate", "llama3-8b", "--gpus", "64", "--pipeline-model-parallel-layout", "Et|tL"],
+     "error: pipeline_model_parallel_layout: a layer split needs pp > 1, got pp(1)"),
+    (["estimate", "llama3-8b", "--gpus", "64", "--pp", "2",
+      "--pipeline-model-parallel-layout", "Et*16|t*15L"],
+     "error: pipeline_model_parallel_layout: 'Et*16|t*15L': 31 decoder layers t, the model "
+     "has 32"),
+    (["estimate", "llama3-8b", "--gpus", "64", "--pp", "2",
+      "--decoder-first-pipeline-num-layers", "40"],
+     "error: decoder_first_pipeline_num_layers: first(40) + last(0) of 32 layers leave -8"),
+    (["plan", "llama3-8b", "--gpus", "64", "--global-batch", "64", "--framework",
+      "torchtitan", "--no-overlap-grad-reduce"],
+     "error: overlap_grad_reduce: torchtitan decides it at every ZeRO stage it offers"),
+    (["plan", "llama3-8b", "--gpus", "64", "--global-batch", "64", "--ep-overlap"],
+     "error: ep_overlap: llama3-8b has no experts to overlap"),
+    (["schedule", "dualpipe", "--pp", "4", "--microbatches", "6"],
+     "error: num_microbatches: dualpipe needs num_microbatches(6) >= 2 * pp(4) = 8"),
 ]
 
 

@@ -53,33 +53,57 @@ def _errors(rows, source=None, role=None):
 def test_calibration_rows(validation):
     """The declared calibration sets: Korthikanti's eight rows, mean |error| <= 3%, max <= 6%
     (a published analytic model reaches 3.65% mean on them); Megatron-LM's nine H100 rows
-    (the H100 GEMM share's set), mean <= 5%, max <= 10%."""
+    (the H100 GEMM share's set), mean <= 5%, max <= 10%; all seventeen within 3% mean."""
     assert {r.source for r, _ in validation if r.role == "calibration"} == \
         {"Korthikanti 2022", "Megatron-LM H100"}
     errs = _errors(validation, "Korthikanti 2022", role="calibration")
     assert len(errs) == 8 and sum(errs) / len(errs) <= 0.03 and max(errs) <= 0.06, errs
     errs = _errors(validation, "Megatron-LM H100", role="calibration")
     assert len(errs) == 9 and sum(errs) / len(errs) <= 0.05 and max(errs) <= 0.10, errs
+    errs = _errors(validation, role="calibration")
+    assert len(errs) == 17 and sum(errs) / len(errs) <= 0.03, errs
 
 
 def test_prediction_rows(validation):
-    """Rows no constant was fitted on, per source: a regression bar per source, set when
-    the source's rows were added and not moved since (a row that misses it is an xfail)."""
-    bars = {"Narayanan 2021": (10, 0.05), "Llama 3 2024": (3, 0.25),
-            "torchtitan FSDP2": (8, 0.12)}
-    for source, (count, bar) in bars.items():
-        errs = _errors(validation, source, role="prediction")
-        assert len(errs) == count and sum(errs) / len(errs) <= bar, (source, errs)
-
-
-@pytest.mark.xfail(strict=True, reason="measured 46.6% slow (824.7 vs 1543.2 tokens/s/GPU): "
-                   "no DualPipe (the EP all-to-alls are exposed, 11.5 s), and the even layer "
-                   "split leaves the last rank 3 layers + MTP + two BF16 heads")
-def test_deepseek_v3_row_within_its_bar(validation):
-    """DeepSeek-V3's row against its report's 180K H800 GPU-hours per trillion tokens, at
-    the bar it was added with (40%)."""
+    """Rows no constant was fitted on, per source that meets a bar: Narayanan's Table 1 and
+    Table 2's PTD-P rows (Megatron of 2021, gradients reduced after the backward), and
+    DeepSeek-V3 under DualPipe against its report's 180K GPU-hours per trillion tokens
+    (the issue's 15%)."""
+    errs = _errors(validation, "Narayanan 2021", role="prediction")
+    assert len(errs) == 10 and sum(errs) / len(errs) <= 0.05 and max(errs) <= 0.07, errs
+    ptdp = [abs(p - r.measured) / r.measured for r, p in validation
+            if r.source == "Narayanan 2021 T2" and r.label.startswith("PTD-P")]
+    assert len(ptdp) == 6 and sum(ptdp) / len(ptdp) <= 0.07 and max(ptdp) <= 0.10, ptdp
     errs = _errors(validation, "DeepSeek-V3 2024", role="prediction")
-    assert len(errs) == 1 and errs[0] <= 0.40, errs
+    assert len(errs) == 1 and errs[0] <= 0.15, errs
+    errs = _errors(validation, "torchtitan FSDP2", role="prediction")  # its bar since added
+    assert len(errs) == 8 and sum(errs) / len(errs) <= 0.12, errs
+
+
+BLOCKED = ("measured: ZeRO-3 of 2021 (Narayanan Table 2) +51% to +380%: 67 s per step "
+           "at both 768 and 1536 GPUs is ~16 GB/s per GPU of gathered and reduced bytes, "
+           "where NCCL's rings over 8 NICs per node and DeepSpeed's overlap price it "
+           "hidden; torchtitan FSDP2 +8% to +39% (its 64-A100 cluster's network is not "
+           "published; the flat per-NIC model of before priced them within 12%); MT-NLG "
+           "-41% to -43% and BLOOM -18%, DeepSpeed's pipeline engine slower than the same "
+           "shapes under Megatron (MT-NLG 31.3 ms per sequence on 2,240 GPUs against "
+           "Megatron's 24.8 ms); Llama 3 -19% to -27% (see below)")
+
+
+@pytest.mark.xfail(strict=True, reason=BLOCKED)
+def test_every_prediction_row_within_15_percent_and_their_mean_within_7(validation):
+    errs = _errors(validation, role="prediction")
+    assert max(errs) <= 0.15 and sum(errs) / len(errs) <= 0.07, errs
+
+
+@pytest.mark.xfail(strict=True, reason="measured -26.6%, -20.6%, -18.5%: by this memory "
+                   "accounting the 8K-GPU row fits only at vp 1 (4.8 s of bubble), and "
+                   "Llama 3's own reading (FP32 gradients accumulated over micro-batches, "
+                   "then reduce-scattered once) does not fit at all; the memory model is "
+                   "not this issue's")
+def test_llama3_rows_within_12_percent(validation):
+    errs = _errors(validation, "Llama 3 2024", role="prediction")
+    assert len(errs) == 3 and max(errs) <= 0.12, errs
 
 
 def test_torchtitan_figures_as_published():
@@ -116,6 +140,9 @@ def test_open_settings_follow_the_rule_not_the_row():
         by_source.setdefault(r.source, set()).add(r.open)
     assert by_source["Korthikanti 2022"] == {()} and by_source["torchtitan FSDP2"] == {()}
     assert by_source["Narayanan 2021"] == {("micro_batch",)}
+    assert by_source["Narayanan 2021 T2"] == {(), ("recompute",)}
+    assert by_source["MT-NLG 2022"] == {("micro_batch", "recompute", "zero_stage")}
+    assert by_source["BLOOM 2022"] == {()}
     assert all("vp" in o for o in by_source["Llama 3 2024"] | by_source["Megatron-LM H100"])
 
 

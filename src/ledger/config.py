@@ -22,6 +22,7 @@ from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
 
 RECOMPUTE = ("none", "selective", "full")
+TWO_STAGES = ("zb-v", "dualpipe", "dualpipev")  # schedules holding 2 stages per rank
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
 GRAD_ACCUMULATION = ("sharded", "unsharded")
@@ -129,6 +130,18 @@ class ParallelConfig:
     loss: str | None = None  # ledger.frameworks.losses; None: the framework's (compiled
     #   under ``compile`` where the framework compiles it)
     compile: bool = False  # torch.compile of the model (torchtitan --training.compile)
+    # DP traffic overlapped with compute (Megatron --overlap-grad-reduce /
+    # --overlap-param-gather, DeepSpeed overlap_comm); None: the framework's default for
+    # the ZeRO stage (Framework.overlaps)
+    overlap_grad_reduce: bool | None = None
+    overlap_param_gather: bool | None = None
+    # EP all-to-alls hidden under another micro-batch's compute (Megatron
+    # --overlap-moe-expert-parallel-comm, DualPipe's forward-backward pairs); None: the
+    # framework's default where its schedule allows it
+    ep_overlap: bool | None = None
+    # transformer layers per model stage (Megatron --decoder-first/last-pipeline-num-layers
+    # or --pipeline-model-parallel-layout); None: the framework's rule (Framework.split)
+    stage_layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -175,11 +188,19 @@ class ParallelConfig:
                                           f"{', '.join(SCHEDULES)}")
         if self.vp > 1 and self.pp == 1:
             raise LedgerError("vp", f"virtual stages need pp > 1, got vp({self.vp}) pp(1)")
-        if self.schedule == "zb-v" and self.vp != 2:  # its V: stages r and 2pp-1-r
-            raise LedgerError("vp", f"zb-v holds 2 stages per rank, got vp({self.vp})")
+        if self.schedule in TWO_STAGES and self.vp != 2:  # a V, or DualPipe's two copies
+            raise LedgerError("vp", f"{self.schedule} holds 2 stages per rank, got "
+                                    f"vp({self.vp})")
         if self.pp > 1:
             check_schedule(self.schedule, self.pp, self.num_microbatches, self.vp)
         check_step(self, fw)
+        grad, param = fw.overlaps(self.zero_stage, self.overlap_grad_reduce,
+                                  self.overlap_param_gather)
+        object.__setattr__(self, "overlap_grad_reduce", grad)
+        object.__setattr__(self, "overlap_param_gather", param)
+        object.__setattr__(self, "ep_overlap", _ep_overlap(self, fw))
+        if self.stage_layers is not None:
+            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
 
     @property
     def world(self) -> int:
@@ -206,6 +227,24 @@ def check_step(cfg, fw) -> None:
     if cfg.loss is None:
         object.__setattr__(cfg, "loss", fw.loss_for(cfg.tp, cfg.compile))
     loss_of(cfg.loss)
+def _ep_overlap(cfg, fw) -> bool:
+    """The config's EP overlap: as given where its framework, schedule and run allow it
+    (Megatron-LM transformer_config.py L3002-3046: EP > 1, the alltoall or flex
+    dispatcher, no full recompute), else the framework's default where it applies."""
+    problem = fw.ep_overlap_problem(cfg.schedule, cfg.pp)
+    if cfg.ep_overlap is None:
+        return bool(fw.ep_overlap and problem is None and cfg.ep > 1)
+    if not cfg.ep_overlap:
+        return False
+    if problem is None and cfg.ep == 1:
+        problem = "ep(1) has no all-to-alls to overlap"
+    if problem is None and cfg.recompute == "full":
+        problem = "full recompute runs the forward again inside the backward"
+    if problem is None and dispatcher(cfg) == "allgather":
+        problem = "the allgather dispatcher has no all-to-alls"
+    if problem is not None:
+        raise LedgerError("ep_overlap", problem)
+    return True
 
 
 def check_config(cfg) -> None:

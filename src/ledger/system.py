@@ -25,6 +25,8 @@ class GPU:
     hbm_bytes_per_s: float  # memory bandwidth
     gemm_efficiency: float  # fraction of peak a large bf16 GEMM sustains (measured, see GPUS)
     board_power_w: float  # the board's rated power (TDP / TGP): what a GPU-hour draws
+    sms: int = 132  # streaming multiprocessors (compute units): what comm kernels take from
+    generation: str = "hopper"  # NCCL's tuning tables by GPU generation (ledger.step.nccl)
 
 
 # gemm_efficiency: the share of peak that large bf16 GEMMs reach in practice; A100 ~ 0.80
@@ -34,9 +36,11 @@ class GPU:
 # clocks and take the same figure. The others take their generation's figure.
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
-        hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400),
+        hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
+        generation="ampere"),
     GPU(name="a100-80gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=80 * GiB,
-        hbm_bytes_per_s=2.039e12, gemm_efficiency=0.80, board_power_w=400),
+        hbm_bytes_per_s=2.039e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
+        generation="ampere"),
     GPU(name="h100-sxm", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
         hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
     GPU(name="h800", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
@@ -50,14 +54,19 @@ GPUS = {g.name: g for g in (
     GPU(name="gh200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=96 * GiB,
         hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62, board_power_w=1000),
     GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, hbm_bytes=180 * GiB,
-        hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70, board_power_w=1000),
+        hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70, board_power_w=1000, sms=148,
+        generation="blackwell"),
     GPU(name="mi300x", bf16_flops=1307e12, fp8_flops=2615e12, hbm_bytes=192 * GiB,
-        hbm_bytes_per_s=5.3e12, gemm_efficiency=0.60, board_power_w=750),
+        hbm_bytes_per_s=5.3e12, gemm_efficiency=0.60, board_power_w=750, sms=304,
+        generation="cdna3"),
 )}
 
 
 # Where each preset's peaks come from (dense, no sparsity: the datasheets' sparse FP8
-# figures are twice these). The A100 has no FP8 tensor cores, so its fp8 peak is 0.
+# figures are twice these). The A100 has no FP8 tensor cores, so its fp8 peak is 0. SMs:
+# A100 108, H100 SXM / H800 / H200 132, B200 148 (NVIDIA architecture whitepapers),
+# MI300X 304 compute units (AMD CDNA 3 whitepaper); the generation picks NCCL's tables
+# (RCCL's, for the MI300X, are not modelled: it takes Hopper's).
 GPU_SOURCES = {
     "a100-40gb": "NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOP/s dense, no FP8; "
                  "40 GB HBM2 1,555 GB/s",

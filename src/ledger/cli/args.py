@@ -84,7 +84,7 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--global-batch", "--global-batch-size", type=count(MAX_GLOBAL_BATCH),
                    help="sequences per step; sets microbatches = B / (dp * micro_batch)")
     g.add_argument("--vp", type=count(MAX_VP),
-                   help="virtual stages per PP rank (default 1; 2 for zb-v)")
+                   help="virtual stages per PP rank (default 1; 2 for zb-v, dualpipe, dualpipev)")
     g.add_argument("--schedule", choices=SCHEDULES,
                    help="pipeline schedule (default 1f1b, interleaved when --vp > 1)")
     g.add_argument("--capacity-factor", type=real(MAX_CAPACITY_FACTOR), default=1.0,
@@ -114,6 +114,14 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                    help="ZeRO-2/3: reduce-scatter every micro-batch (sharded) or accumulate "
                         "the full gradient and reduce once (unsharded); default: the "
                         "framework's")
+    _add_overlap_flags(g)
+    g.add_argument("--pipeline-model-parallel-layout", dest="pipeline_layout", metavar="LAYOUT",
+                   help="Megatron's stage layout, e.g. 'Et|(tt|)*30mL' (E embedding, t layer, "
+                        "m MTP layer, L loss; stage i on rank i %% pp); sets vp")
+    g.add_argument("--decoder-first-pipeline-num-layers", dest="decoder_first",
+                   type=natural(MAX_LAYERS), help="layers on the first PP rank (Megatron)")
+    g.add_argument("--decoder-last-pipeline-num-layers", dest="decoder_last",
+                   type=natural(MAX_LAYERS), help="layers on the last PP rank (Megatron)")
     _add_framework_flag(g)
     _add_step_flags(p)
 
@@ -186,6 +194,24 @@ def add_finetune_flags(p: argparse.ArgumentParser, plan: bool = False) -> None:
         g.add_argument("--offload", choices=("none", "optimizer", "params"), default="none",
                        help="CPU offload: optimizer (DeepSpeed ZeRO-Offload) or params "
                             "(all state: FSDP2 CPUOffloadPolicy, DeepSpeed offload_param)")
+
+
+def _add_overlap_flags(g) -> None:
+    """The overlap switches a launch sets (default: the framework's for its ZeRO stage)."""
+    on_off = argparse.BooleanOptionalAction
+    g.add_argument("--overlap-grad-reduce", action=on_off, default=None,
+                   help="overlap the DP gradient reduction with the backward (Megatron "
+                        "--overlap-grad-reduce, DeepSpeed overlap_comm; default: the "
+                        "framework's: megatron off below ZeRO-2, deepspeed at ZeRO-3, FSDP2 "
+                        "always)")
+    g.add_argument("--overlap-param-gather", action=on_off, default=None,
+                   help="overlap the parameter all-gather with compute (Megatron "
+                        "--overlap-param-gather; needs --overlap-grad-reduce)")
+    g.add_argument("--overlap-moe-expert-parallel-comm", "--ep-overlap", dest="ep_overlap",
+                   action=on_off, default=None,
+                   help="hide EP all-to-alls under another micro-batch's compute (Megatron's "
+                        "combined 1F1B, interleaved or no pipeline; DualPipe's pairs under "
+                        "--framework deepseek, its default there)")
 
 
 def _add_framework_flag(g) -> None:
@@ -265,6 +291,7 @@ def _plan_parser(sub) -> None:
     pl.add_argument("--no-cp", action="store_true", help="search no context parallelism")
     pl.add_argument("--no-hsdp", action="store_true", help="search no HSDP")
     pl.add_argument("--no-flash", action="store_true", help="materialised attention scores")
+    _add_overlap_flags(pl)
     _add_framework_flag(pl)
     _add_step_flags(pl)
     pl.add_argument("--headroom", type=real(MAX_HEADROOM_GIB, 0.0, closed_low=True),
@@ -347,7 +374,7 @@ def _small_parsers(sub) -> None:
     s.add_argument("--pp", type=GPUS, required=True, help="pipeline ranks")
     s.add_argument("--microbatches", type=count(MAX_MICROBATCHES), required=True,
                    help="micro-batches per step")
-    s.add_argument("--vp", type=count(MAX_VP), help="stages per rank (interleaved; zb-v is 2)")
+    s.add_argument("--vp", type=count(MAX_VP), help="stages per rank (interleaved; zb-v and dualpipe(v) are 2)")
     s.add_argument("--tf", type=time, default=1.0,
                    help="forward time per stage, any unit (default 1)")
     s.add_argument("--tb", type=time, help="full backward time per stage (default 2)")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ledger.cli.args import build_parser
 from ledger.cli.inputs import (backward_time, finetune, fp8_precision, plan_facts, plan_model,
-                              step_flags, vp)
+                              stage_split, step_flags)
 from ledger.cli.inputs import system as _system
 from ledger.cli.runs import add_run, published_runs, rank_plans, run_settings, top, whole_run
 from ledger.errors import LedgerError
@@ -65,18 +65,22 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
         m = derived
     zero = 1 if a.use_distributed_optimizer and a.zero == 0 else a.zero
     check_world(tp=a.tp, cp=a.cp, pp=a.pp, dp=dp)
+    split, vp_ = stage_split(a, model)
     cfg = ParallelConfig(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, etp=a.etp,
                          moe_dispatcher=a.moe_dispatcher, zero_stage=zero,
                          precision=a.precision,
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
                          reshard_after_forward=False if a.no_reshard else None,
                          hsdp_shard=a.hsdp_shard,
-                         micro_batch=a.micro_batch, num_microbatches=m or 1, vp=vp(a),
+                         micro_batch=a.micro_batch, num_microbatches=m or 1, vp=vp_,
                          moe=MoESpec(capacity_factor=a.capacity_factor,
                                      imbalance=a.moe_imbalance), schedule=a.schedule,
                          recompute=a.recompute, flash_attention=not a.no_flash,
                          framework=a.framework, grad_accumulation=a.grad_accumulation,
-                         finetune=finetune(a), offload=a.offload, **step_flags(a))
+                         finetune=finetune(a), offload=a.offload,
+                         overlap_grad_reduce=a.overlap_grad_reduce,
+                         overlap_param_gather=a.overlap_param_gather, ep_overlap=a.ep_overlap,
+                         stage_layers=split, **step_flags(a))
     if cfg.finetune is not None and model is not None:
         check_finetune(model, cfg.finetune)
     if a.gpus is not None and cfg.world != a.gpus:
@@ -143,7 +147,9 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
     from ledger.pipeline import Costs, build, check_cells, check_drawable, simulate
     from ledger.render import summary, svg_timeline, text_timeline, timeline_json
 
-    v = a.vp or (2 if a.kind == "zb-v" else 1)
+    from ledger.config import TWO_STAGES
+
+    v = a.vp or (2 if a.kind in TWO_STAGES else 1)
     check_drawable(a.kind, a.pp, a.microbatches, v)
     tb = backward_time(a)
     sim = simulate(build(a.kind, a.pp, a.microbatches, v),
@@ -203,7 +209,9 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     settings = run_settings(a)
     pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
                 micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
-                max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp)
+                max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp,
+                overlap_grad_reduce=a.overlap_grad_reduce,
+                overlap_param_gather=a.overlap_param_gather, ep_overlap=a.ep_overlap)
     bar = _progress_bar() if sys.stderr.isatty() else None
     kw = dict(top=top(a, settings), pins=pins, progress=bar, framework=a.framework,
               flash=not a.no_flash, headroom_bytes=a.headroom * 2**30, baseline=a.baseline,

@@ -123,6 +123,13 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
     problem = fw.schedule_problem(a.schedule) if a.schedule is not None else None
     if problem is not None:
         raise LedgerError(*problem)
+    for name in ("overlap_grad_reduce", "overlap_param_gather"):
+        if getattr(a, name) is not None and set(fw.zero_stages) <= set(fw.overlap_fixed):
+            raise LedgerError(name, f"{fw.name} decides it at every ZeRO stage it offers; "
+                                    f"drop --{'' if getattr(a, name) else 'no-'}"
+                                    f"{name.replace('_', '-')}")
+    if a.ep_overlap and not model_.is_moe:
+        raise LedgerError("ep_overlap", f"{model_.name} has no experts to overlap")
     if a.vp is not None and a.pp is not None:  # the pins must be a pipeline it runs
         sched = a.schedule or ("interleaved" if a.vp > 1 else "1f1b")
         fw.check_pipeline(model_.layers, a.pp, a.vp, sched)
@@ -171,8 +178,31 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
 
 
 def vp(a: argparse.Namespace) -> int:
-    """Stages per PP rank: as given, else 2 for ZB-V (its V holds two), else 1."""
-    return a.vp or (2 if a.schedule == "zb-v" else 1)
+    """Stages per PP rank: as given, else 2 for ZB-V and DualPipe(V) (two per rank), else 1."""
+    from ledger.config import TWO_STAGES
+
+    return a.vp or (2 if a.schedule in TWO_STAGES else 1)
+
+
+def stage_split(a: argparse.Namespace, model_) -> tuple[tuple[int, ...] | None, int]:
+    """(layers per model stage, vp) from Megatron's layout or first/last flags, else
+    (None, the stages per rank --vp and --schedule give)."""
+    layout = getattr(a, "pipeline_layout", None)
+    first, last = getattr(a, "decoder_first", None), getattr(a, "decoder_last", None)
+    if layout is None and first is None and last is None:
+        return None, vp(a)
+    if a.pp == 1:
+        raise LedgerError("pipeline_model_parallel_layout", "a layer split needs pp > 1, "
+                                                            "got pp(1)")
+    from ledger.io import parse_layout, uneven_layers
+
+    if layout is not None:
+        if first is not None or last is not None or a.vp is not None:
+            raise LedgerError("pipeline_model_parallel_layout",
+                              "--pipeline-model-parallel-layout sets the split and vp alone: "
+                              "drop --vp and --decoder-first/last-pipeline-num-layers")
+        return parse_layout(layout, a.pp, model_.layers, model_.mtp_layers)
+    return uneven_layers(a.pp, vp(a), model_.layers, first, last), vp(a)
 
 
 def system(a: argparse.Namespace):

@@ -56,8 +56,20 @@ class Framework:
     tied_embedding_allreduce: bool  # pp > 1: first and last stage all-reduce the grad
     schedules: tuple[str, ...]  # pipeline schedules it runs (ledger.pipeline.schedules.KINDS names)
     split_slack: int  # layer slots the embedding and the loss may take from the end stages
-    even_split: bool  # interleaved: every virtual stage holds the same slots (the ledger
-    #                   prices a rank's chunks as equal); False: any split, the ends hold fewer
+    even_split: bool  # interleaved: every virtual stage holds the same slots unless the
+    #                   launch gives its own split; False: any split, the ends hold fewer
+    split: str  # how layers fall on stages by default (ledger.placement.stages.SPLIT_RULES)
+    # ---- what overlaps compute unless the launch says otherwise -------------------------
+    overlap_grad_reduce: tuple[int, ...]  # ZeRO stages whose gradient reduction overlaps
+    #                                       the backward by default
+    overlap_param_gather: tuple[int, ...]  # ZeRO stages whose parameter gathers overlap
+    #                                        compute by default
+    overlap_fixed: tuple[int, ...]  # ZeRO stages whose DP overlap no launch can change
+    dp_bucket_params: tuple[int, int]  # overlapped gradient bucket: fixed + per DP rank
+    one_bucket_exposed: bool  # not overlapped, the gradients go in one call per buffer
+    ep_overlap: bool  # EP all-to-alls hidden under another micro-batch's compute by default
+    ep_overlap_schedules: tuple[str, ...]  # pipeline schedules it can overlap them in (and
+    #                                        without a pipeline); () when it cannot
     # ---- memory beyond state and layer activations (docs/memory.md) -------------------
     version: str  # the code this record describes: the framework's and torch's commits
     activations: str  # saved-tensor table (ledger.arch.activations) its modules follow
@@ -152,15 +164,19 @@ class Framework:
         """How ZeRO-2/3 accumulate gradients over micro-batches by default."""
         return "unsharded" if self.unsharded_with_pp and pp > 1 else "sharded"
 
-    def pipeline_problem(self, layers: int, pp: int, vp: int,
-                         schedule: str) -> tuple[str, str] | None:
+    def pipeline_problem(self, layers: int, pp: int, vp: int, schedule: str,
+                         own_split: bool = False) -> tuple[str, str] | None:
         """(field, why) this framework cannot run ``schedule`` with ``vp`` stages per rank
-        over ``pp`` ranks of ``layers`` layers, or None when it can."""
+        over ``pp`` ranks of ``layers`` layers, or None when it can; ``own_split``: the
+        launch gives its own layers per stage (Megatron's layout), checked elsewhere."""
         if pp == 1:
             return None
         if schedule not in self.schedules:
             return self.schedule_problem(schedule)
-        stages, slack = pp * vp, self.split_slack
+        if own_split:
+            return None
+        # DualPipe splits the model in pp stages, held twice; every other schedule in pp x vp
+        stages, slack = (pp if schedule == "dualpipe" else pp * vp), self.split_slack
         if layers + slack < stages:
             return "layers", (f"layers({layers}) < pp({pp}) * vp({vp}) = {stages}: every "
                               f"virtual stage needs a layer"
@@ -170,8 +186,8 @@ class Framework:
             return "vp", (
                 f"{self.name} splits layers({layers}) evenly over pp({pp}) * vp({vp}) = "
                 f"{stages} virtual stages, the embedding and the loss taking at most {slack} "
-                f"slots; this split leaves {short} empty (a --pipeline-model-parallel-layout "
-                f"could, but the ledger prices equal interleaved chunks only)")
+                f"slots; this split leaves {short} empty (give its own split: "
+                f"--pipeline-model-parallel-layout)")
         return None
 
     def schedule_problem(self, schedule: str) -> tuple[str, str] | None:
@@ -182,8 +198,9 @@ class Framework:
                             f"{', '.join(self.schedules)}, not {schedule}; --framework "
                             f"ideal or torchtitan prices the others")
 
-    def check_pipeline(self, layers: int, pp: int, vp: int, schedule: str) -> None:
-        problem = self.pipeline_problem(layers, pp, vp, schedule)
+    def check_pipeline(self, layers: int, pp: int, vp: int, schedule: str,
+                       own_split: bool = False) -> None:
+        problem = self.pipeline_problem(layers, pp, vp, schedule, own_split)
         if problem is not None:
             raise LedgerError(*problem)
 
@@ -200,6 +217,42 @@ class Framework:
                                          f"{', '.join(map(str, stages))}, got "
                                          f"zero_stage({zero_stage})")
 
+    def overlaps(self, zero_stage: int, grad_reduce: bool | None,
+                 param_gather: bool | None) -> tuple[bool, bool]:
+        """(gradient reduction, parameter gather) overlapped at ``zero_stage``: the
+        launch's choice where it makes one, else this framework's default; a choice the
+        framework does not let a launch make is refused."""
+        out = []
+        for name, given, default in (("overlap_grad_reduce", grad_reduce,
+                                      zero_stage in self.overlap_grad_reduce),
+                                     ("overlap_param_gather", param_gather,
+                                      zero_stage in self.overlap_param_gather)):
+            if given is not None and given != default and zero_stage in self.overlap_fixed:
+                raise LedgerError(name, f"{self.name} at zero stage {zero_stage} always "
+                                        f"{'overlaps' if default else 'exposes'} it; got "
+                                        f"{name}={given}")
+            out.append(default if given is None else bool(given))
+        if param_gather and zero_stage == 0 and zero_stage not in self.overlap_fixed:
+            raise LedgerError("overlap_param_gather", "zero stage 0 gathers no parameters "
+                                                      "(Megatron: --overlap-param-gather "
+                                                      "needs the distributed optimizer)")
+        if out[1] and not out[0]:
+            raise LedgerError("overlap_param_gather", f"the parameter gather overlaps only "
+                                                      f"with the gradient reduction "
+                                                      f"overlapped too (zero stage "
+                                                      f"{zero_stage}, {self.name})")
+        return out[0], out[1]
+
+    def ep_overlap_problem(self, schedule: str, pp: int) -> str | None:
+        """Why this framework cannot hide EP all-to-alls under ``schedule``, or None."""
+        where = self.ep_overlap_schedules
+        if where and (schedule in where or pp == 1):
+            return None
+        if not where:
+            return f"{self.name} does not overlap EP all-to-alls with compute"
+        return (f"{self.name} overlaps EP all-to-alls in {', '.join(where)} only, not "
+                f"{schedule}")
+
     def check_zero(self, zero_stage: int) -> None:
         if zero_stage not in self.zero_stages:
             raise LedgerError("zero_stage", f"{self.name} offers zero stages "
@@ -212,6 +265,12 @@ _NO_EXTRAS = dict(loss="none", tp_loss="none", compiled_loss=None, pipeline_outp
                   grads_persist=True, optimizer_temp_moments=0, cp_buffers="none",
                   comm_bucket_bytes=0.0, fsdp_buffers=False, fsdp_prefetch_layers=0,
                   overhead_bytes=0.0, fragmentation=0.0, compiled_fragmentation=0.0)
+_STAGES = (0, 1, 2, 3)
+# FSDP2 overlaps its gathers and reduce-scatters on streams of its own and a launch cannot
+# turn that off; torch DDP (torchtitan's replicate) overlaps its bucketed all-reduce
+_FSDP2_OVERLAP = dict(overlap_grad_reduce=_STAGES, overlap_param_gather=_STAGES[1:],
+                      overlap_fixed=_STAGES, dp_bucket_params=(6_553_600, 0),
+                      one_bucket_exposed=False, ep_overlap=False, ep_overlap_schedules=())
 # A CUDA context with PyTorch's kernels loaded, plus NCCL's communicators (buffers per
 # channel and peer, NCCL_BUFFSIZE = 4 MiB); see SOURCES["overhead_bytes"]. The caching
 # allocator's fragmentation (reserved over allocated at the peak, eager and compiled) is
@@ -220,8 +279,10 @@ _NO_EXTRAS = dict(loss="none", tp_loss="none", compiled_loss=None, pipeline_outp
 FRAGMENTATION = (0.09, 0.01)
 _OVERHEAD = dict(working_set=True, overhead_bytes=1.0 * GiB, fragmentation=FRAGMENTATION[0],
                  compiled_fragmentation=FRAGMENTATION[1])
-_ALL_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zb-v")
-_TORCH_SCHEDULES = ("gpipe", "1f1b", "interleaved", "interleaved-zb", "zb-v")  # no ZB-H1
+_ALL_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zb-v",
+                  "dualpipe", "dualpipev")
+_TORCH_SCHEDULES = ("gpipe", "1f1b", "interleaved", "interleaved-zb", "zb-v",
+                    "dualpipev")  # no ZB-H1
 
 FRAMEWORKS = {f.name: f for f in (
     Framework(
@@ -232,8 +293,10 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=False,
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=False,
-        schedules=_ALL_SCHEDULES, split_slack=0, even_split=False,
-        checkpoint=CHECKPOINTS["ideal"],
+        schedules=_ALL_SCHEDULES, split_slack=0, even_split=False, split="ends",
+        overlap_grad_reduce=_STAGES, overlap_param_gather=_STAGES[1:], overlap_fixed=(),
+        dp_bucket_params=(40_000_000, 1_000_000), one_bucket_exposed=True, ep_overlap=False,
+        ep_overlap_schedules=_ALL_SCHEDULES, checkpoint=CHECKPOINTS["ideal"],
         version="Korthikanti et al. 2022 (the seed's accounting)", activations="korthikanti",
         dropout=0.1, **_NO_EXTRAS),
     Framework(
@@ -244,8 +307,10 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=False,
         sp_regathers_input=True, moe_tokens_sp_shard=True,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
-        schedules=("1f1b", "interleaved"), split_slack=2, even_split=True,
-        checkpoint=CHECKPOINTS["megatron"],
+        schedules=("1f1b", "interleaved"), split_slack=2, even_split=True, split="ends",
+        overlap_grad_reduce=(2, 3), overlap_param_gather=(3,), overlap_fixed=(2, 3),
+        dp_bucket_params=(40_000_000, 1_000_000), one_bucket_exposed=True, ep_overlap=False,
+        ep_overlap_schedules=("interleaved",), checkpoint=CHECKPOINTS["megatron"],
         version="Megatron-LM d98e8a64 with TransformerEngine d0067d0d",
         activations="megatron", loss="vocab-parallel", tp_loss="vocab-parallel",
         compiled_loss=None,
@@ -261,8 +326,8 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=True,
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
-        schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False,
-        checkpoint=CHECKPOINTS["torchtitan"],
+        schedules=_TORCH_SCHEDULES, split_slack=2, even_split=False, split="torchtitan",
+        **_FSDP2_OVERLAP, checkpoint=CHECKPOINTS["torchtitan"],
         version="torchtitan b5bcd76c on torch 2.13.0",
         activations="torch", loss="eager", tp_loss="loss-parallel", compiled_loss="compiled",
         dropout=0.0,
@@ -279,8 +344,10 @@ FRAMEWORKS = {f.name: f for f in (
         unsharded_with_pp=False,
         sp_regathers_input=False, moe_tokens_sp_shard=False,
         moe_dispatcher="alltoall", tied_embedding_allreduce=True,
-        schedules=("1f1b",), split_slack=0, even_split=False,
-        checkpoint=CHECKPOINTS["deepspeed"],
+        schedules=("1f1b",), split_slack=0, even_split=False, split="ends",
+        overlap_grad_reduce=(3,), overlap_param_gather=(3,), overlap_fixed=(),
+        dp_bucket_params=(500_000_000, 0), one_bucket_exposed=False, ep_overlap=False,
+        ep_overlap_schedules=(), checkpoint=CHECKPOINTS["deepspeed"],
         version="DeepSpeed edaa7221",
         activations="torch", loss="eager", tp_loss="eager", compiled_loss=None, dropout=0.0,
         pipeline_outputs="none", pipeline_recv_buffers=False, grads_persist=True,
@@ -320,6 +387,17 @@ FRAMEWORKS["torchtitan@2025-06"] = replace(
             "loss compiled with the model, the last pipeline stage keeping its outputs",
     version="torchtitan e7c0cae9 on torch 2.8.0a0+5228986c", activations="torch-2506",
     pipeline_outputs="last")
+# DeepSeek's own stack (HAI-LLM, not released) as the DeepSeek-V3 report describes it and
+# deepseek-ai/DualPipe runs its schedules: Megatron-Core's state and dispatcher facts
+# (the report's ZeRO-1, FP32 master, gradients and moments cut to BF16 by its FP8 recipe),
+# DualPipe with each forward-backward pair's all-to-alls hidden under the other's compute
+FRAMEWORKS["deepseek"] = replace(
+    FRAMEWORKS["megatron"], name="deepseek",
+    summary="DeepSeek's own stack (DeepSeek-V3 report sec. 3.2): DualPipe, its EP "
+            "all-to-alls overlapped in forward-backward pairs, ZeRO-1, no TP",
+    schedules=("1f1b", "dualpipe", "dualpipev"), even_split=False, ep_overlap=True,
+    ep_overlap_schedules=("dualpipe", "dualpipev"),
+    version="DeepSeek-V3 report (arXiv:2412.19437) and deepseek-ai/DualPipe 3da1bbea")
 DEFAULT = "megatron"
 
 

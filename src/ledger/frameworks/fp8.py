@@ -108,9 +108,11 @@ RECIPES: dict[str, dict[str, Fp8Recipe]] = {
                              "saved", weight_cache_bytes=0.0, act_bytes=0.0),
     },
 }
-DEFAULT_RECIPE = {"megatron": "delayed", "torchtitan": "tensorwise"}
+# DeepSeek's own stack runs its own recipe only
+RECIPES["deepseek"] = {"deepseek-v3": RECIPES["megatron"]["deepseek-v3"]}
+DEFAULT_RECIPE = {"megatron": "delayed", "torchtitan": "tensorwise", "deepseek": "deepseek-v3"}
 PARAM_GATHER_RECIPES = {"megatron": ("delayed", "tensorwise", "blockwise", "deepseek-v3"),
-                        "torchtitan": ("tensorwise",)}
+                        "torchtitan": ("tensorwise",), "deepseek": ()}
 
 
 def is_fp8(precision: str | None) -> bool:
@@ -128,7 +130,8 @@ def recipe(framework: str, precision: str) -> Fp8Recipe:
     framework does not offer it."""
     if framework not in RECIPES:
         raise LedgerError("precision", f"fp8 is modelled under megatron (Transformer "
-                                       f"Engine) and torchtitan (torchao), not {framework}")
+                                       f"Engine), torchtitan (torchao) and deepseek (its "
+                                       f"report's recipe), not {framework}")
     gather = precision.endswith(PARAM_GATHER)
     name = precision[:-len(PARAM_GATHER)] if gather else precision
     name = name[len("fp8-"):] if name.startswith("fp8-") else DEFAULT_RECIPE[framework]

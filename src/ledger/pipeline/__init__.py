@@ -1,7 +1,7 @@
 """Pipeline schedules as data, the simulator that runs them, and their closed forms.
 
-``schedules`` writes each schedule (GPipe, 1F1B, interleaved, ZB-H1, interleaved ZB, ZB-V)
-as one ordered action list per PP rank; ``simulator`` runs the lists on their
+``schedules`` writes each schedule (GPipe, 1F1B, interleaved, ZB-H1, interleaved ZB, ZB-V,
+DualPipe, DualPipeV; Megatron's combined 1F1B pairs) as one ordered action list per PP rank; ``simulator`` runs the lists on their
 dependencies (makespan, bubble, activations in flight); ``makespan`` gives the same
 makespans in closed form for a whole grid of placements at once, and the seed's bubble;
 ``held`` walks a rank's list for what it holds at each point (activations, the loss's
@@ -11,8 +11,23 @@ Pure arithmetic over (schedule, pp, m, vp) and per-pass times: it knows no model
 framework, so it sits directly on ``ledger.errors`` and imports nothing else of the ledger.
 """
 from ledger.pipeline.held import KEEP, Held, held_closed, walk
-from ledger.pipeline.makespan import first_backward_s, pipeline_s, pp_bubble_fraction
-from ledger.pipeline.schedules import KINDS, SPLIT_BACKWARD, build, check, peak_inflight, schedule
+from ledger.pipeline.makespan import (
+                                      dual_s,
+                                      first_backward_s,
+                                      overlap_pairs,
+                                      pipeline_s,
+                                      pp_bubble_fraction,
+                                      visits,
+)
+from ledger.pipeline.schedules import (
+                                       DUAL,
+                                       KINDS,
+                                       SPLIT_BACKWARD,
+                                       build,
+                                       check,
+                                       peak_inflight,
+                                       schedule,
+)
 from ledger.pipeline.simulator import (
                                        Costs,
                                        check_cells,
@@ -23,7 +38,8 @@ from ledger.pipeline.simulator import (
                                        simulated,
 )
 
-__all__ = ["Costs", "Held", "KEEP", "KINDS", "SPLIT_BACKWARD", "build", "check", "check_cells",
-           "check_drawable", "first_backward_s", "held_closed", "inflight_closed",
-           "peak_inflight", "pipeline_s", "placement_pipeline", "pp_bubble_fraction",
-           "schedule", "simulate", "simulated", "walk"]
+__all__ = ["Costs", "DUAL", "Held", "KEEP", "KINDS", "SPLIT_BACKWARD", "build", "check",
+           "check_cells", "check_drawable", "dual_s", "first_backward_s", "held_closed",
+           "inflight_closed", "overlap_pairs", "peak_inflight", "pipeline_s",
+           "placement_pipeline", "pp_bubble_fraction", "schedule", "simulate", "simulated",
+           "visits", "walk"]

@@ -44,14 +44,17 @@ class Held:
     grads: bool  # a backward ran on this rank before this point: gradients exist
 
 
-def walk(actions: list[Action], last_stage: int, v: int = 1, keep: str = "none") -> set[Held]:
-    """Every point of one rank's action list (``last_stage``: the stage with the loss;
-    ``keep``: "last" keeps the last stage's outputs, "all" every stage's)."""
+def walk(actions: list[Action], last_stage, v: int = 1, keep: str = "none") -> set[Held]:
+    """Every point of one rank's action list (``last_stage``: the stage with the loss, or
+    the set of them - DualPipe's two directions each end in one; ``keep``: "last" keeps
+    the last stage's outputs, "all" every stage's). A DualPipe pair (FB) is its forward
+    then its backward."""
+    lasts = {last_stage} if isinstance(last_stage, int) else set(last_stage)
     held = losses = logits = boundary = 0
     done_backward = False
     points: set[Held] = set()
-    for a in actions:
-        last = a.stage == last_stage
+    for a in (part for action in actions for part in action.parts()):
+        last = a.stage in lasts
         if a.kind == "F":
             logits += last and keep != "none"
             boundary += not last and keep == "all"
@@ -71,9 +74,12 @@ def walk(actions: list[Action], last_stage: int, v: int = 1, keep: str = "none")
     return points
 
 
-def loss_stage_rank(kind: str, pp: int) -> int:
-    """The rank holding the last stage: pp - 1, or 0 in ZB-V's V."""
-    return 0 if kind == "zb-v" else pp - 1
+def loss_stage_ranks(kind: str, pp: int) -> tuple[int, ...]:
+    """The ranks holding a last stage: pp - 1; 0 in a V (ZB-V, DualPipeV); both ends
+    under DualPipe (one direction's last stage each)."""
+    if kind in ("zb-v", "dualpipev"):
+        return (0,)
+    return (0, pp - 1) if kind == "dualpipe" else (pp - 1,)
 
 
 def held_closed(kind: str, rank, p, m, v, keep: str = "none", inflight=None):
@@ -86,9 +92,9 @@ def held_closed(kind: str, rank, p, m, v, keep: str = "none", inflight=None):
     schedules run a micro-batch's last-stage backward right after its forward, so no
     other loss is alive."""
     chunks = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
-    on_loss = np.asarray(rank) == loss_stage_rank(kind, p)
+    on_loss = np.isin(np.asarray(rank), loss_stage_ranks(kind, p))
     losses = np.where(on_loss & (kind == "gpipe"), m - 1, 0)
-    stages = 2 if kind == "zb-v" else v  # stages per rank
+    stages = 2 if kind in ("zb-v", "dualpipe", "dualpipev") else v  # stages per rank
     logits = np.where(on_loss, m * (keep != "none"), 0)
     boundary = m * (stages - on_loss) * (keep == "all")
     return chunks, losses, logits, boundary

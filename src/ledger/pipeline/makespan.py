@@ -26,7 +26,8 @@ import numpy as np
 from ledger.pipeline.schedules import build
 from ledger.pipeline.simulator import Costs, _deps, makespan_bounded
 
-_KIND = {"F": 0, "I": 1, "W": 2, "B": 3}
+_KIND = {"F": 0, "I": 1, "W": 2, "B": 3, "FB": 4}
+HOP = len(_KIND)  # the last entry of a cost vector counts p2p hops
 
 
 def _prune(vecs: set) -> frozenset:
@@ -41,30 +42,30 @@ def _prune(vecs: set) -> frozenset:
 
 @lru_cache(maxsize=64)
 def forms(kind: str, p: int, m: int) -> np.ndarray:
-    """The makespan of ``kind`` at (p, m) as rows (n_F, n_I, n_W, n_B, n_hops): the
-    makespan is max over rows of row . (t_f/v, t_i/v, t_w/v, t_b/v, p2p)."""
-    sched = build(kind, p, m, 2 if kind == "zb-v" else 1)
-    last = sched.stages - 1
+    """The makespan of ``kind`` at (p, m) as rows (n_F, n_I, n_W, n_B, n_FB, n_hops): the
+    makespan is max over rows of row . (t_f, t_i, t_w, t_b, t_fb) / visits, p2p."""
+    sched = build(kind, p, m, 2 if kind in ("zb-v", "dualpipe", "dualpipev") else 1)
     done: dict = {}  # (kind, mb, stage) -> (frozenset of vectors, rank)
-    pos, free = [0] * sched.pp, [frozenset({(0, 0, 0, 0, 0)})] * sched.pp
+    pos, free = [0] * sched.pp, [frozenset({(0,) * (HOP + 1)})] * sched.pp
     remaining = sum(len(r) for r in sched.ranks)
     while remaining:
         for r, acts in enumerate(sched.ranks):
             while pos[r] < len(acts):
                 a = acts[pos[r]]
                 keys = [(("I" if k == "B" and ("B", mb, st) not in done else k), mb, st)
-                        for k, mb, st in _deps(a, last)]
+                        for k, mb, st in _deps(a, sched.chain)]
                 if any(k not in done for k in keys):
                     break
                 ready = set(free[r])
                 for k in keys:
                     vecs, rank = done[k]
                     hop = int(rank != r)
-                    ready |= {v[:4] + (v[4] + hop,) for v in vecs}
-                step = [0, 0, 0, 0, 0]
+                    ready |= {v[:HOP] + (v[HOP] + hop,) for v in vecs}
+                step = [0] * (HOP + 1)
                 step[_KIND[a.kind]] = 1
                 end = _prune({tuple(x + y for x, y in zip(v, step)) for v in _prune(ready)})
-                done[(a.kind, a.mb, a.stage)] = (end, r)
+                for part in a.parts():
+                    done[(part.kind, part.mb, part.stage)] = (end, r)
                 free[r], pos[r] = end, pos[r] + 1
                 remaining -= 1
     return np.array(sorted(_prune(set().union(*free))), dtype=float)
@@ -108,7 +109,7 @@ def split_backward_s(kind: str, p, m, t_f, t_i, t_w, p2p):
     mf = np.broadcast_to(np.asarray(m, dtype=np.int64), shape).ravel()
     x = np.stack([np.broadcast_to(np.asarray(a, dtype=float), shape).ravel()
                   for a in (np.divide(t_f, v), np.divide(t_i, v), np.divide(t_w, v),
-                            np.zeros(shape), p2p)])
+                            np.zeros(shape), np.zeros(shape), p2p)])
     out = np.empty(x.shape[1])
     diag = (mf == pf) if kind == "zb-h1" else np.zeros(len(pf), dtype=bool)
     for anchor in np.unique(np.minimum(pf, 3)):
@@ -117,19 +118,68 @@ def split_backward_s(kind: str, p, m, t_f, t_i, t_w, p2p):
             if rows.any():
                 a, m0 = _bases(kind, int(anchor))
                 out[rows] = _bilinear(kind, a, m0, pf[rows], mf[rows], x[:, rows], on_diag)
-    outside = 2 * x[4] > x[:3].min(axis=0) + 1e-15
+    outside = 2 * x[HOP] > x[:3].min(axis=0) + 1e-15
     for i in np.flatnonzero(outside):  # a hop longer than a chunk: simulate the row
         costs = Costs(x[0, i] * v, (x[1, i] + x[2, i]) * v, x[1, i] * v, x[2, i] * v,
-                      p2p_s=x[4, i])
+                      p2p_s=x[HOP, i])
         out[i] = makespan_bounded(kind, int(pf[i]), int(mf[i]), v, costs)
     out = out.reshape(shape)
     return out if out.shape else float(out)
 
 
-def pipeline_s(schedule: str, p, m, v, t_f, t_b, p2p, t_w=None):
+def dual_s(schedule: str, p, m, t_f, t_b, t_w, t_fb, p2p):
+    """Makespan of DualPipe or DualPipeV (numbers or arrays): the busiest rank's work plus
+    the DeepSeek-V3 report's bubble, Table 2: (PP/2 - 1)(F&B + B - 3W) over PP stages (pp
+    for DualPipe, 2 pp for DualPipeV) in chunks of F, B, W and F&B (an overlapped pair), plus
+    one p2p hop per boundary down and back up. Rank 0 is the busiest, with the fewest
+    pairs (ledger.pipeline.schedules): DualPipeV runs 3p - 1 forward and backward chunks
+    alone and 2m - 3p + 1 pairs, DualPipe 3p/2 - 1 and m - 3p/2 + 1 (at p = 2 its middle
+    ranks, 3 and m - 3). The bubble is exact
+    against ``ledger.pipeline.simulate`` when W = B/2 = F and F&B = F + B, and bounds it
+    from above otherwise (tests/test_schedules.py)."""
+    visits = 2 if schedule == "dualpipev" else 1  # chunks of a micro-batch on one rank
+    f, b, w, fb = (np.divide(t, visits) for t in (t_f, t_b, t_w, t_fb))
+    alone = 3 * p - 1 if schedule == "dualpipev" else np.maximum(1.5 * p - 1, p + 1)
+    pairs = visits * m - alone
+    stages = visits * p
+    return alone * (f + b) + pairs * fb + (stages / 2 - 1) * (fb + b - 3 * w) \
+        + 2 * (p - 1) * p2p
+
+
+def visits(schedule: str, v):
+    """Chunks one micro-batch's share of a rank is cut into: v, or 1 under DualPipe (its
+    micro-batches pass one of the rank's two stage copies)."""
+    return 1 if schedule == "dualpipe" else v
+
+
+def overlap_pairs(schedule: str, p, m, v):
+    """Overlapped forward-backward pairs on the rank that sets the pace, in chunks:
+    DualPipe's and DualPipeV's first rank (``dual_s``), or under Megatron's combined 1F1B,
+    which pairs every steady step after one more warm-up forward, the last rank's
+    m v - ((v - 1) p + 1) (without a pipeline m - 1): the first rank's drain runs behind
+    the last rank's steady state. Their chunks are the rank's whole share over ``visits``
+    (DualPipe's 1, else v)."""
+    if schedule == "dualpipev":
+        return 2 * m - (3 * p - 1)
+    if schedule == "dualpipe":
+        return m - np.maximum(1.5 * p - 1, p + 1)
+    return np.maximum(m * v - ((v - 1) * p + 1), 0)
+
+
+def pipeline_s(schedule: str, p, m, v, t_f, t_b, p2p, t_w=None, t_fb=None):
     """Makespan of one step's micro-batches; ``t_w`` is the weight-gradient share of
-    ``t_b`` that split-backward schedules run apart (default t_b / 2)."""
+    ``t_b`` that split-backward schedules run apart (default t_b / 2), ``t_fb`` the time
+    of an overlapped forward + backward pair: DualPipe's F&B (default t_f + t_b, the pair
+    run one pass after the other), or under 1F1B and interleaved 1F1B Megatron's combined
+    pairs (``overlap_pairs``), each shortening the first rank's steady state by
+    t_f + t_b - t_fb (exact while a pair takes at least either pass alone).
+    tests/test_dualpipe.py holds both to ``ledger.pipeline.simulate``."""
     t_w = t_b / 2 if t_w is None else t_w
+    if schedule in ("dualpipe", "dualpipev"):
+        return dual_s(schedule, p, m, t_f, t_b, t_w, t_f + t_b if t_fb is None else t_fb, p2p)
+    if t_fb is not None and schedule in ("1f1b", "interleaved"):
+        saved = overlap_pairs(schedule, p, m, v) * (t_f + t_b - t_fb) / v
+        return pipeline_s(schedule, p, m, v, t_f, t_b, p2p, t_w) - saved
     if schedule in ("zb-h1", "zb-v"):
         return split_backward_s(schedule, p, m, t_f, t_b - t_w, t_w, p2p)
     if schedule == "interleaved-zb":
@@ -152,7 +202,7 @@ def first_backward_s(schedule: str, p, m, v, t_f, t_b):
     a split backward. tests/test_step.py holds it to ledger.pipeline.simulate."""
     if schedule == "gpipe":
         return (m + p - 1) * t_f + (p - 1) * t_b
-    if schedule == "zb-v":
+    if schedule in ("zb-v", "dualpipe", "dualpipev"):  # the first pass turns on rank 0
         return p * t_f
     if schedule in ("interleaved", "interleaved-zb"):  # the split backward warms up less
         warm = np.minimum((v - 1) * p + (1 if schedule == "interleaved-zb" else 2) * (p - 1)

@@ -2,9 +2,10 @@
 
 An action is a forward (F), a full backward (B), or the two halves of a split
 backward - the input gradient (I, the next stage waits for it) and the weight
-gradient (W, nobody waits for it) - of one micro-batch on one stage. The toys execute
-these lists over real send/recv; ``ledger.pipeline`` simulates them to measure the
-bubble and the activations each rank holds.
+gradient (W, nobody waits for it) - of one micro-batch on one stage; DualPipe adds FB,
+one micro-batch's forward and another's full backward run as one overlapped pair. The
+toys execute these lists over real send/recv; ``ledger.pipeline`` simulates them to
+measure the bubble and the activations each rank holds.
 
 >>> [str(a) for a in one_f_one_b(4, 8)[3][:4]]
 ['F0', 'B0', 'F1', 'B1']
@@ -13,40 +14,9 @@ bubble and the activations each rank holds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ledger.errors import LedgerError, require_positive
-
-
-@dataclass(frozen=True)
-class Action:
-    kind: str  # "F" forward, "B" full backward, "I" input-gradient, "W" weight-gradient
-    mb: int  # micro-batch
-    stage: int  # pipeline stage (a virtual stage when a rank holds several)
-
-    def __str__(self) -> str:
-        return f"{self.kind}{self.mb}"
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """Per-rank action lists plus the facts a simulator needs to run them."""
-
-    name: str
-    pp: int
-    m: int
-    v: int  # stages per rank
-    ranks: list[list[Action]]
-    shape: str = "loop"  # "loop": stage s on rank s % pp; "v": rank r holds r and 2pp-1-r
-
-    @property
-    def stages(self) -> int:
-        return self.pp * self.v
-
-    def rank_of(self, stage: int) -> int:
-        if self.shape == "v":
-            return stage if stage < self.pp else 2 * self.pp - 1 - stage
-        return stage % self.pp
+from ledger.pipeline.actions import Action, Schedule
+from ledger.pipeline.dualpipe import dual_pipe, dual_pipe_v
 
 
 def _check(pp: int, m: int, v: int = 1) -> None:
@@ -84,7 +54,8 @@ def _rounds(pp: int, m: int, v: int) -> int:
     return pp if v > 1 else m
 
 
-def interleaved(pp: int, m: int, v: int, zero_bubble: bool = False) -> list[list[Action]]:
+def interleaved(pp: int, m: int, v: int, zero_bubble: bool = False,
+                paired: bool = False) -> list[list[Action]]:
     """Megatron's interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2): rank r holds
     stages r, r+pp, ...; forwards walk its chunks in rounds of pp micro-batches,
     backwards walk them in reverse. Warm-up: (v-1)*pp + 2*(pp-1-r) forwards.
@@ -92,13 +63,18 @@ def interleaved(pp: int, m: int, v: int, zero_bubble: bool = False) -> list[list
     With ``zero_bubble`` the backward is split (Qi et al. 2023): the warm-up shrinks to
     (v-1)*pp + (pp-1-r), and rank r delays its weight gradients by r steps so they fill
     the drain; at v = 1 this is ZB-H1.
+
+    With ``paired`` (Megatron's combined 1F1B, --overlap-moe-expert-parallel-comm:
+    pipeline_parallel/schedules.py L966-970, combined_1f1b.py) one more forward warms up
+    and every steady step runs its forward and backward as one overlapped pair (FB).
     """
     _check(pp, m, v)
     per_round = _rounds(pp, m, v)
     total = m * v
     out = []
     for r in range(pp):
-        warm = min((v - 1) * per_round + (1 if zero_bubble else 2) * (pp - 1 - r), total)
+        warm = min((v - 1) * per_round + (1 if zero_bubble else 2) * (pp - 1 - r) + paired,
+                   total)
         def fwd(k, r=r):  # forwards walk the chunks in rounds of per_round micro-batches
             return ((k // per_round) % v) * pp + r
 
@@ -114,6 +90,12 @@ def interleaved(pp: int, m: int, v: int, zero_bubble: bool = False) -> list[list
 
         done_b: list[int] = []
         for k in range(total + warm):
+            if paired and warm <= k < total:  # the steady step's forward and backward
+                f_stage, b_stage = fwd(k), bwd(k - warm)
+                f_mb, b_mb = nf.get(f_stage, 0), nb.get(b_stage, 0)
+                nf[f_stage], nb[b_stage] = f_mb + 1, b_mb + 1
+                acts.append(Action("FB", f_mb, f_stage, b_mb, b_stage))
+                continue
             if k < total:
                 take(nf, fwd(k), "F")
             if k >= warm:
@@ -181,13 +163,16 @@ def peak_inflight(actions: list[Action]) -> int:
     split backward, frees it (the weight gradient still needs the layer inputs)."""
     held = peak = 0
     for a in actions:
-        held += 1 if a.kind == "F" else -1 if a.kind in ("B", "W") else 0
-        peak = max(peak, held)
+        held += 1 if a.kind in ("F", "FB") else -1 if a.kind in ("B", "W") else 0
+        peak = max(peak, held)  # an FB holds its forward's activations before its
+        held -= a.kind == "FB"  # backward frees the other micro-batch's
     return peak
 
 
-KINDS = ("gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zb-v")
-SPLIT_BACKWARD = ("zb-h1", "interleaved-zb", "zb-v")  # schedules that run I and W apart
+KINDS = ("gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zb-v", "dualpipe",
+         "dualpipev")
+SPLIT_BACKWARD = ("zb-h1", "interleaved-zb", "zb-v", "dualpipe", "dualpipev")  # I and W apart
+DUAL = ("dualpipe", "dualpipev")  # overlapped forward-backward pairs (FB)
 
 
 def check(kind: str, pp: int, m: int, v: int = 1) -> None:
@@ -195,7 +180,7 @@ def check(kind: str, pp: int, m: int, v: int = 1) -> None:
     _check(pp, m, v)
     if kind not in KINDS:
         raise LedgerError("schedule", f"unknown schedule {kind!r}; known: {', '.join(KINDS)}")
-    fixed_v = {"gpipe": 1, "1f1b": 1, "zb-h1": 1, "zb-v": 2}
+    fixed_v = {"gpipe": 1, "1f1b": 1, "zb-h1": 1, "zb-v": 2, "dualpipe": 2, "dualpipev": 2}
     if kind in fixed_v and v not in (1, fixed_v[kind]):
         raise LedgerError("vp", f"{kind} runs {fixed_v[kind]} stage(s) per rank, got vp({v})")
     if kind.startswith("interleaved") and v < 2:
@@ -204,12 +189,35 @@ def check(kind: str, pp: int, m: int, v: int = 1) -> None:
                                 f"with one stage per rank use {alt}")
     if kind.startswith("interleaved"):
         _rounds(pp, m, v)
+    if kind in DUAL:
+        _check_dual(kind, pp, m)
 
 
-def build(kind: str, pp: int, m: int, v: int = 1) -> Schedule:
-    """The schedule ``kind`` for pp ranks, m micro-batches and v stages per rank."""
+def _check_dual(kind: str, pp: int, m: int) -> None:
+    """DualPipe needs pp and m even and m >= 2 pp (dualpipe.py L332-333); DualPipeV
+    m >= 2 pp (dualpipev.py L318)."""
+    if kind == "dualpipe" and pp % 2:
+        raise LedgerError("pp", f"dualpipe needs an even pp, got pp({pp})")
+    if kind == "dualpipe" and m % 2:
+        raise LedgerError("num_microbatches", f"dualpipe splits the micro-batches over two "
+                                              f"directions: needs an even count, got {m}")
+    if m < 2 * pp:
+        raise LedgerError("num_microbatches", f"{kind} needs num_microbatches({m}) >= 2 * "
+                                              f"pp({pp}) = {2 * pp}")
+
+
+def build(kind: str, pp: int, m: int, v: int = 1, paired: bool = False) -> Schedule:
+    """The schedule ``kind`` for pp ranks, m micro-batches and v stages per rank;
+    ``paired``: Megatron's combined 1F1B, its steady forward-backward pairs overlapped
+    (interleaved, or 1f1b on one rank)."""
     kind = kind.lower()
     check(kind, pp, m, v)
+    if paired:
+        if kind not in ("interleaved", "1f1b") or (kind == "1f1b" and pp > 1):
+            raise LedgerError("schedule", f"the combined 1F1B pairs interleaved schedules "
+                                          f"(or 1f1b without a pipeline), not {kind} on "
+                                          f"pp({pp})")
+        return Schedule(kind, pp, m, v, interleaved(pp, m, v, paired=True))
     if kind == "gpipe":
         return Schedule(kind, pp, m, 1, gpipe(pp, m))
     if kind == "1f1b":
@@ -218,6 +226,10 @@ def build(kind: str, pp: int, m: int, v: int = 1) -> Schedule:
         return Schedule(kind, pp, m, 1, interleaved(pp, m, 1, zero_bubble=True))
     if kind == "zb-v":
         return Schedule(kind, pp, m, 2, zb_v(pp, m), shape="v")
+    if kind == "dualpipev":
+        return Schedule(kind, pp, m, 2, dual_pipe_v(pp, m), shape="v")
+    if kind == "dualpipe":
+        return Schedule(kind, pp, m, 2, dual_pipe(pp, m), shape="v", chains=2)
     return Schedule(kind, pp, m, v, interleaved(pp, m, v, zero_bubble=kind == "interleaved-zb"))
 
 

@@ -3,10 +3,13 @@
 Each rank runs its actions in order; an action starts when its rank is free and its
 inputs exist: a forward needs the previous stage's forward of the same micro-batch,
 a backward (B, or its input half I) needs the next stage's backward and its own
-forward, a weight gradient W needs its own I. Crossing ranks adds ``p2p_s``.
+forward, a weight gradient W needs its own I; an overlapped pair FB needs what its
+forward and its backward need. Crossing ranks adds ``p2p_s``.
 
-Costs are per stage of a whole rank (all its layers): with v stages per rank each
-chunk costs 1/v of them, which is what makes interleaving shrink the bubble.
+Costs are per micro-batch of a whole rank (all the layers one micro-batch passes on
+it): with v stages per rank each chunk costs 1/v of them, which is what makes
+interleaving shrink the bubble (DualPipe's micro-batches pass one of a rank's two stage
+copies: a chunk costs all of it, ``Schedule.visits``).
 
 >>> from ledger.pipeline.schedules import build
 >>> round(simulate(build("1f1b", 4, 8), Costs(1, 2)).bubble_fraction, 4)  # 3/11
@@ -32,11 +35,13 @@ class Costs:
     i: float | None = None  # input-gradient half (default b/2)
     w: float | None = None  # weight-gradient half (default b - i)
     p2p_s: float = 0.0  # latency of a cross-rank dependency
+    fb: float | None = None  # an overlapped forward + full backward pair (default f + b)
 
     def of(self, kind: str) -> float:
         i = self.b / 2 if self.i is None else self.i
         w = self.b - i if self.w is None else self.w
-        return {"F": self.f, "B": self.b, "I": i, "W": w}[kind]
+        fb = self.f + self.b if self.fb is None else self.fb
+        return {"F": self.f, "B": self.b, "I": i, "W": w, "FB": fb}[kind]
 
 
 @dataclass(frozen=True)
@@ -65,12 +70,16 @@ class SimResult:
         return sum(self.idle) / (self.makespan * len(self.busy)) if self.makespan else 0.0
 
 
-def _deps(a: Action, last_stage: int) -> list[tuple[str, int, int]]:
+def _deps(a: Action, chain: int) -> list[tuple[str, int, int]]:
+    """What ``a`` waits for; a micro-batch passes ``chain`` stages (stage s in chain
+    s // chain), entering at the first and turning back at the last."""
+    if a.kind == "FB":
+        return [d for part in a.parts() for d in _deps(part, chain)]
     if a.kind == "F":
-        return [("F", a.mb, a.stage - 1)] if a.stage > 0 else []
+        return [("F", a.mb, a.stage - 1)] if a.stage % chain else []
     if a.kind in ("B", "I"):
         deps = [("F", a.mb, a.stage)]
-        if a.stage < last_stage:
+        if a.stage % chain < chain - 1:
             deps.append(("B", a.mb, a.stage + 1))  # B and I both hand the gradient on
         return deps
     return [("I", a.mb, a.stage)]
@@ -93,7 +102,7 @@ def simulate(sched: Schedule, costs: Costs = Costs()) -> SimResult:
     woken when it is produced, so the work is linear in the number of actions. An action
     starts at the later of its rank being free and its inputs' ends (+ p2p across ranks),
     whatever order the ranks are visited in."""
-    last = sched.stages - 1
+    chain = sched.chain
     done: dict[tuple[str, int, int], tuple[float, int]] = {}  # -> (end, rank)
     pos = [0] * sched.pp
     free = [0.0] * sched.pp
@@ -108,7 +117,7 @@ def simulate(sched: Schedule, costs: Costs = Costs()) -> SimResult:
         acts = sched.ranks[r]
         while pos[r] < len(acts):
             a = acts[pos[r]]
-            deps = _deps(a, last)
+            deps = _deps(a, chain)
             keys = [_found(k, done) for k in deps]
             if None in keys:
                 kind, mb, st = deps[keys.index(None)]
@@ -117,16 +126,17 @@ def simulate(sched: Schedule, costs: Costs = Costs()) -> SimResult:
                 break
             ready = max([free[r]] + [done[k][0] + (costs.p2p_s if done[k][1] != r else 0)
                                      for k in keys])
-            end = ready + costs.of(a.kind) / sched.v
-            key = (a.kind, a.mb, a.stage)
-            done[key] = (end, r)
+            end = ready + costs.of(a.kind) / sched.visits
             timeline[r].append(Timed(a, r, ready, end))
             free[r], pos[r] = end, pos[r] + 1
             remaining -= 1
-            for w in waiting.pop(key, ()):
-                if not queued[w]:
-                    queued[w] = True
-                    runnable.append(w)
+            for part in a.parts():
+                key = (part.kind, part.mb, part.stage)
+                done[key] = (end, r)
+                for w in waiting.pop(key, ()):
+                    if not queued[w]:
+                        queued[w] = True
+                        runnable.append(w)
     if remaining:
         stuck = {r: str(acts[pos[r]]) for r, acts in enumerate(sched.ranks)
                  if pos[r] < len(acts)}
@@ -225,8 +235,14 @@ def inflight_closed(kind: str, rank, p, m, v):
 
     1F1B: min(p - r, m); GPipe: m; interleaved: its warm-up + 1 chunks, over v;
     ZB-H1 / interleaved zero-bubble: W waits r steps, so every rank holds min(p, m)
-    stages' worth; ZB-V: p (for m >= 2p - 1).
+    stages' worth; ZB-V: p (for m >= 2p - 1); DualPipe PP + 1 chunks of one stage
+    (DeepSeek-V3 report Table 2; PP = p stages, 2p for DualPipeV), over the 2 stages a
+    rank holds.
     """
+    if kind == "dualpipe":
+        return (p + 1) / 2 + 0 * rank * m
+    if kind == "dualpipev":
+        return (2 * p + 1) / 2 + 0 * rank * m
     if kind == "gpipe":
         return m + 0 * rank
     if kind == "1f1b":

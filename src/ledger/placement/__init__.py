@@ -61,16 +61,26 @@ from ledger.placement.per_gpu import (
                                     resident_state,
 )
 from ledger.placement.splits import split_problem
-from ledger.placement.stages import rank_layers, stage_params
+from ledger.placement.stages import (
+                                    config_split,
+                                    head_ranks,
+                                    pace,
+                                    rank_layers,
+                                    rank_stages,
+                                    split_layers,
+                                    stage_params,
+)
 from ledger.placement.tuned import buffer_framework, dequant_bytes, tuned_stage_state
 
-__all__ = ["Capacity", "Comm", "Layout", "MOMENTS", "MemoryBreakdown", "Placement",
-           "RING_BLOCKS_PER_STEP", "RankParts", "activation_bytes_per_layer", "block_layers",
-           "buffer_bytes", "buffer_framework", "coll_bytes", "cp_buffer_bytes", "cp_comms",
-           "dequant_bytes", "dp_collective_counts", "dp_comms", "dp_group_comms", "dp_traffic",
-           "ep_comms", "ep_pass_comms", "forward_passes", "kv_width", "largest_unit_params",
-           "layer_activation_bytes", "layer_kinds", "layer_working_bytes", "logits_bytes",
-           "logits_elements", "memory_points", "moe_tokens", "peak_memory", "peak_total",
-           "per_gpu_state", "place", "point_bytes", "pp_comms", "rank_layers", "rank_parts",
-           "resident_state", "ring_kv_block_bytes", "shard_state", "split_problem",
-           "stage_params", "tp_comms", "tuned_stage_state"]
+__all__ = ["activation_bytes_per_layer", "block_layers", "buffer_bytes",
+           "buffer_framework", "Capacity", "coll_bytes", "Comm", "config_split",
+           "cp_buffer_bytes", "cp_comms", "dequant_bytes", "dp_collective_counts",
+           "dp_comms", "dp_group_comms", "dp_traffic", "ep_comms", "ep_pass_comms",
+           "forward_passes", "head_ranks", "kv_width", "largest_unit_params",
+           "layer_activation_bytes", "layer_kinds", "layer_working_bytes", "Layout",
+           "logits_bytes", "logits_elements", "memory_points", "MemoryBreakdown",
+           "moe_tokens", "MOMENTS", "pace", "peak_memory", "peak_total",
+           "per_gpu_state", "place", "Placement", "point_bytes", "pp_comms", "rank_layers",
+           "rank_parts", "rank_stages", "RankParts", "resident_state",
+           "RING_BLOCKS_PER_STEP", "ring_kv_block_bytes", "shard_state", "split_layers",
+           "split_problem", "stage_params", "tp_comms", "tuned_stage_state"]

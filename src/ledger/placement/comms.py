@@ -38,6 +38,8 @@ class Comm:
     bytes: float  # per GPU per step, sent
     overlap: str  # "yes" | "partial" | "no"
     what: str = ""  # the payload: "activations", "grads", "expert params", ...
+    group: str = ""  # the process group (ledger.placement.layout.GROUPS) a DP row runs over
+    ranks: object = 0  # ranks in that group
 
     @property
     def dim(self) -> str:  # the seed's name for the axis
@@ -178,22 +180,25 @@ def dp_collective_counts(cfg) -> tuple[object, object]:
 
 
 def dp_group_comms(cfg: ParallelConfig, params: float, grads: float, shard: int,
-                   repl: int, links: tuple[str, str], tag: str) -> list[Comm]:
+                   repl: int, links: tuple[str, str], tag: str,
+                   groups: tuple[str, str] = ("shard", "replicate")) -> list[Comm]:
     """DDP all-reduces the grads; ZeRO reduce-scatters them and all-gathers the params
     (``dp_collective_counts`` says how often); HSDP adds a replica all-reduce of the
-    shard after each reduce-scatter. ``params``/``grads``: the bytes one collective moves."""
+    shard after each reduce-scatter. ``params``/``grads``: the bytes one collective moves;
+    ``groups``: the process groups of the shard and of the replicas."""
     n = shard * repl
     reduces, gathers = dp_collective_counts(cfg)
     if cfg.zero_stage == 0:
         return [Comm("dp", "all_reduce", links[0], coll_bytes("all_reduce", n, grads), "yes",
-                     tag + "grads")]
+                     tag + "grads", groups[0], n)]
     out = [Comm("dp", "reduce_scatter", links[0],
-                reduces * coll_bytes("reduce_scatter", shard, grads), "yes", tag + "grads"),
+                reduces * coll_bytes("reduce_scatter", shard, grads), "yes", tag + "grads",
+                groups[0], shard),
            Comm("dp", "all_gather", links[0], gathers * coll_bytes("all_gather", shard, params),
-                "yes", tag + "params")]
+                "yes", tag + "params", groups[0], shard)]
     out.append(Comm("dp", "all_reduce", links[1],
                     reduces * coll_bytes("all_reduce", repl, grads / shard),
-                    "yes", tag + "grads"))  # HSDP's replicas; nothing without them
+                    "yes", tag + "grads", groups[1], repl))  # HSDP's replicas; nothing without
     return out
 
 
@@ -227,7 +232,8 @@ def dp_rows(model: ModelSpec, cfg: ParallelConfig, lay: Layout, dense: tuple,
         e_shard = np.maximum(shard * cfg.tp // (etp * cfg.ep), 1)
         edp = n * cfg.tp // (etp * cfg.ep)
         out += dp_group_comms(cfg, expert[0] / e_mp, expert[1] / e_mp,
-                              e_shard, edp // e_shard, (lay.link("edp"),) * 2, "expert ")
+                              e_shard, edp // e_shard, (lay.link("edp"),) * 2, "expert ",
+                              ("edp", "edp"))
     return out
 
 

@@ -14,7 +14,7 @@ from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
-from ledger.placement.stages import rank_stages, stage_layers, stage_starts
+from ledger.placement.stages import rank_stages, split_layers, stage_starts
 
 
 def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
@@ -78,26 +78,28 @@ def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
     """Bytes one layer saves for backward for this placement, averaged over the model's
     layers (dense and MoE, local and global ones differ); the config's attention kernel,
     recompute mode and dropout unless given."""
-    kinds, counts = layer_kinds(model, 1, 1, False)
+    kinds, counts = layer_kinds(model, 1)
     return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout)
                for k, n in zip(kinds, counts[0])) / model.layers
 
 
-def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, v_shape: bool = False):
-    """The distinct kinds of layer (``ledger.anatomy.mixers.LayerKind``) and, per PP rank, how many
-    of each it holds: a stage's activations are priced once per kind (numbers or arrays
-    alike)."""
-    counts = stage_layers(model.layers, pp * vp)
+def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, schedule: str | None = None,
+                counts=None, rule: str = "ends"):
+    """The distinct kinds of layer (``ledger.anatomy.mixers.LayerKind``) and, per PP rank,
+    how many of each it holds: a stage's activations are priced once per kind (numbers or
+    arrays alike). ``counts``/``rule``: the split (``ledger.placement.stages.split_layers``);
+    ``schedule``: which stages a rank holds (``rank_stages``)."""
+    counts = split_layers(model.layers, pp, vp, schedule, rule, counts)
     starts = stage_starts(counts)
     per_stage = [kind_counts(model, range(starts[st], starts[st] + counts[st]))
-                 for st in range(pp * vp)]
+                 for st in range(len(counts))]
     mtp = {mtp_kind(model): model.mtp_layers} if model.mtp_layers else {}
     # an MTP module's block is a global-attention layer of the stack's MoE kind; it runs
     # beside the output head, on the last stage
     per_stage[-1] = _merged(per_stage[-1], mtp)
     kinds = sorted({k for c in per_stage for k in c}, key=LayerKind.order)
     table = np.zeros((pp, len(kinds)))
-    for r, held in enumerate(rank_stages(pp, vp, v_shape)):
+    for r, held in enumerate(rank_stages(pp, vp, schedule)):
         for st in held:
             for kind, n in per_stage[st].items():
                 table[r, kinds.index(kind)] += n

@@ -45,7 +45,8 @@ from ledger.placement.layers import (activation_bytes_per_layer, largest_layer_p
                                      layer_activation_bytes, layer_kinds, layer_working_bytes)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
 from ledger.placement.splits import split_problem
-from ledger.placement.stages import end_params, rank_layers, rank_stages, stage_params
+from ledger.placement.stages import (config_split, end_params, head_ranks, model_stages,
+                                     rank_layers, rank_stages, stage_params)
 
 
 def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
@@ -53,7 +54,9 @@ def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
     problem = split_problem(model, cfg.tp, cfg.cp, cfg.cp_kind)
     if problem is not None:
         raise LedgerError(*problem)
-    framework_of(cfg).check_pipeline(model.layers, cfg.pp, cfg.vp, cfg.schedule)
+    framework_of(cfg).check_pipeline(model.layers, cfg.pp, cfg.vp, cfg.schedule,
+                                     own_split=cfg.stage_layers is not None)
+    config_split(model, cfg)  # a split of its own must hold the model's layers
     if cfg.cp > 1:  # ring balances causal work over 2*cp chunks (head-tail pairing)
         chunks = 2 * cfg.cp if cfg.cp_kind == "ring" else cfg.cp
         require_divides("seq_len", model.seq_len, "2*cp" if chunks > cfg.cp else "cp", chunks)
@@ -146,8 +149,9 @@ def root_params(model: ModelSpec, cfg, rank) -> float:
     first stage's rank, the output layer's on the last's."""
     first, last = end_params(model, cfg)
     ranks = np.asarray(rank)
-    return first * (ranks == 0) + last * (ranks == (0 if cfg.schedule == "zb-v" else
-                                                     cfg.pp - 1))
+    firsts = [r for r, held in enumerate(rank_stages(cfg.pp, cfg.vp, cfg.schedule)) if 0 in held]
+    return first * np.isin(ranks, firsts) + last * np.isin(ranks, head_ranks(
+        cfg.pp, cfg.vp, cfg.schedule))
 
 
 def recv_buffers(cfg, fw, rank: int) -> int:
@@ -157,8 +161,9 @@ def recv_buffers(cfg, fw, rank: int) -> int:
     gradients (but the last stage's)."""
     if cfg.pp == 1 or not fw.pipeline_recv_buffers:
         return 0
-    stages = rank_stages(cfg.pp, cfg.vp, cfg.schedule == "zb-v")[rank]
-    ends = sum(s == 0 for s in stages) + sum(s == cfg.pp * cfg.vp - 1 for s in stages)
+    stages = rank_stages(cfg.pp, cfg.vp, cfg.schedule)[rank]
+    last = model_stages(cfg.pp, cfg.vp, cfg.schedule) - 1
+    ends = sum(s == 0 for s in stages) + sum(s == last for s in stages)
     return 2 * len(stages) - ends
 
 
@@ -175,8 +180,7 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
     (``ledger.placement.footprint.RankParts``): their sharded ``state``, one micro-batch of
     their stage activations, one layer's backward working set ``work`` - numbers, or
     arrays over a grid of placements (the planner)."""
-    vshape = cfg.schedule == "zb-v"
-    out_rank = np.asarray(ranks) == (0 if vshape else cfg.pp - 1)  # the output layer's rank
+    out_rank = np.isin(np.asarray(ranks), head_ranks(cfg.pp, cfg.vp, cfg.schedule))  # output layer
     cp_fwd, cp_bwd = cp_buffer_bytes(model, cfg, fw, saved_table(fw.activations))
     boundary = model.seq_len * cfg.micro_batch / cfg.cp * model.hidden * cfg.act_bytes \
         / np.where(cfg.sequence_parallel, cfg.tp, 1)
@@ -204,9 +208,9 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     """Per PP rank: (rank, RankParts, the schedule's peak point, gradients at the loss)."""
     fw = framework_of(cfg)
     per_param = st.scaled(1 / model.params)
-    vshape = cfg.schedule == "zb-v"
-    held = rank_layers(model.layers, cfg.pp, cfg.vp, vshape)
-    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, vshape)
+    split = config_split(model, cfg)
+    held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule, split)
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule, split)
     per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
     work = max(layer_working_bytes(model, cfg, k) for k in kinds) * fw.working_set
     grads_at_loss = fw.grads_persist or cfg.num_microbatches > 1
@@ -272,7 +276,7 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
              + dp_traffic(model, st, cfg, lay)
              + ep_comms(model, cfg, tokens, lay) if c.bytes > 0]
     fw = framework_of(cfg)
-    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule, config_split(model, cfg))
     stages = rank_states(model, cfg, st, optimizer, counts, kinds)
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
     bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time

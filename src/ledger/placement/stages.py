@@ -1,15 +1,28 @@
-"""Pipeline stages as Megatron lays them out: layers and parameters per PP rank.
+"""Pipeline stages as the frameworks lay them out: layers and parameters per PP rank.
 
 The seed's ledger splits every byte evenly over pp. The stage that runs out of
-memory is not the average one: the first holds the embedding, the last the final
-norm and the output layer, and an uneven layer split lands somewhere.
+memory, or of time, is not the average one: the first holds the embedding, the last the
+final norm and the output layer, and an uneven layer split lands somewhere. Where the
+layers land is the config's own split (Megatron's --decoder-first/last-pipeline-num-
+layers or --pipeline-model-parallel-layout, a DeepSpeed partition, read by ``ledger.io``)
+or its framework's rule (``Framework.split``): ``ends`` takes the remainder from the two
+end stages (Megatron's slots for the embedding and the loss, DeepSpeed's
+type:transformer|embedding), ``torchtitan`` weighs the embedding and the output as one
+layer each and gives the remainder to the first stages. Which stages a rank holds is the
+schedule's: Megatron's loop, the V of ZB-V and DualPipeV, or DualPipe's two copies.
 """
 from __future__ import annotations
 
 from itertools import accumulate
 
 from ledger.config import expert_tp
+from ledger.errors import LedgerError
+from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
+
+V_SHAPED = ("zb-v", "dualpipev")  # rank r holds stages r and 2pp-1-r of 2pp
+BIDIRECTIONAL = ("dualpipe",)  # rank r holds stages r and pp-1-r of pp, one per direction
+SPLIT_RULES = ("ends", "torchtitan")
 
 
 def stage_layers(layers: int, stages: int) -> list[int]:
@@ -27,6 +40,59 @@ def stage_layers(layers: int, stages: int) -> list[int]:
     return out
 
 
+def torchtitan_layers(layers: int, stages: int, in_weight: int = 1,
+                      out_weight: int = 1) -> list[int]:
+    """torchtitan's split (torchtitan/distributed/pipeline_parallel.py L357-466 at the
+    snapshot in ``ledger.frameworks.SNAPSHOTS``): the embedding and the output weigh
+    ``in_weight`` and ``out_weight`` layers (pipeline_parallel_first/last_stage_less_layers,
+    1 by default, configs.py L197-207); the effective layers are dealt evenly, one more to
+    each of the first ``remainder`` stages. DeepSeek-V3's 61 layers on 16 stages: 63 units,
+    four per stage and three on the last.
+
+    >>> torchtitan_layers(61, 16)
+    [3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2]
+    """
+    units = layers + in_weight + out_weight
+    base, extra = divmod(units, stages)
+    out, left = [], layers
+    for i in range(stages):
+        n = base + (i < extra) - in_weight * (i == 0) - out_weight * (i == stages - 1)
+        n = max(0, min(n, left))
+        out.append(n)
+        left -= n
+    return out
+
+
+def model_stages(pp: int, vp: int, schedule: str | None) -> int:
+    """How many parts the model is split into: pp x vp, or pp under DualPipe (each rank
+    holds two copies: one stage per direction)."""
+    return pp if schedule in BIDIRECTIONAL else pp * vp
+
+
+def split_layers(model_layers: int, pp: int, vp: int = 1, schedule: str | None = None,
+                 rule: str = "ends", counts=None) -> list[int]:
+    """Transformer layers per model stage: ``counts`` as given (checked against the layer
+    count), else ``rule`` (SPLIT_RULES)."""
+    stages = model_stages(pp, vp, schedule)
+    if counts is not None:
+        counts = list(counts)
+        if len(counts) != stages or sum(counts) != model_layers or min(counts) < 0:
+            raise LedgerError("stage_layers", f"{len(counts)} stages holding {sum(counts)} "
+                                              f"layers; the pipeline has {stages} stages "
+                                              f"(pp({pp}) x vp({vp})) and the model "
+                                              f"{model_layers} layers")
+        return counts
+    if rule == "torchtitan" and stages > 1:
+        return torchtitan_layers(model_layers, stages)
+    return stage_layers(model_layers, stages)
+
+
+def config_split(model: ModelSpec, cfg) -> list[int]:
+    """The config's layers per model stage: its own split, or its framework's rule."""
+    return split_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule,
+                        framework_of(cfg).split, getattr(cfg, "stage_layers", None))
+
+
 def stage_starts(counts: list[int]) -> list[int]:
     """The first layer of each stage (a running sum, linear in the stage count).
 
@@ -36,22 +102,57 @@ def stage_starts(counts: list[int]) -> list[int]:
     return [0, *accumulate(counts)][:-1]
 
 
-def rank_stages(pp: int, vp: int = 1, v_shape: bool = False) -> list[list[int]]:
-    """The (virtual) stages each PP rank holds: Megatron's loop puts stage s on rank
-    s % pp; the V of ZB-V gives rank r stages r and 2pp-1-r.
+def rank_stages(pp: int, vp: int = 1, schedule: str | None = None) -> list[list[int]]:
+    """The model stages each PP rank holds: Megatron's loop puts stage s on rank
+    s % pp; the V of ZB-V and DualPipeV gives rank r stages r and 2pp-1-r; DualPipe gives
+    it stage r for one direction and stage pp-1-r for the other.
 
-    >>> rank_stages(4, 2), rank_stages(4, 2, v_shape=True)[0]
-    ([[0, 4], [1, 5], [2, 6], [3, 7]], [0, 7])
+    >>> rank_stages(4, 2), rank_stages(4, 2, "zb-v")[0], rank_stages(4, 2, "dualpipe")[0]
+    ([[0, 4], [1, 5], [2, 6], [3, 7]], [0, 7], [0, 3])
     """
-    if v_shape:
+    if schedule in V_SHAPED:
         return [[r, 2 * pp - 1 - r] for r in range(pp)]
+    if schedule in BIDIRECTIONAL:
+        return [[r, pp - 1 - r] for r in range(pp)]
     return [[c * pp + r for c in range(vp)] for r in range(pp)]
 
 
-def rank_layers(layers: int, pp: int, vp: int = 1, v_shape: bool = False) -> list[int]:
+def visit_share(schedule: str | None) -> float:
+    """The share of a rank's stages one micro-batch passes through: all of them, or one
+    of DualPipe's two copies (each direction's micro-batches pass one)."""
+    return 0.5 if schedule in BIDIRECTIONAL else 1.0
+
+
+def pace(model_layers: int, mtp_layers: int, pp: int, vp: int = 1,
+         schedule: str | None = None, rule: str = "ends",
+         counts=None) -> tuple[float, float, float]:
+    """What sets a pipeline's pace, per micro-batch on average: (layers on the busiest
+    rank, layers on the busiest rank holding the output head - MTP modules included -,
+    output heads per micro-batch there, 1 or DualPipe's 1/2). The time model prices both
+    ranks and the slower one sets every chunk's time.
+
+    >>> pace(61, 1, 16, 2, "dualpipe")  # 3 + 3 + 1 MTP layers over two directions
+    (4.0, 3.5, 0.5)
+    """
+    held = rank_layers(model_layers, pp, vp, schedule, counts, rule)
+    share = visit_share(schedule)
+    heads = head_ranks(pp, vp, schedule)
+    head = max(held[r] for r in heads)
+    return max(held) * share, (head + mtp_layers) * share, share
+
+
+def rank_layers(layers: int, pp: int, vp: int = 1, schedule: str | None = None,
+                counts=None, rule: str = "ends") -> list[int]:
     """Transformer layers each PP rank holds."""
-    counts = stage_layers(layers, pp * vp)
-    return [sum(counts[s] for s in stages) for stages in rank_stages(pp, vp, v_shape)]
+    counts = split_layers(layers, pp, vp, schedule, rule, counts)
+    return [sum(counts[s] for s in stages) for stages in rank_stages(pp, vp, schedule)]
+
+
+def head_ranks(pp: int, vp: int = 1, schedule: str | None = None) -> list[int]:
+    """The ranks holding the last model stage (the final norm, the output layer and any
+    MTP modules): the last rank, the first under a V, and both ends under DualPipe."""
+    last = model_stages(pp, vp, schedule) - 1
+    return [r for r, held in enumerate(rank_stages(pp, vp, schedule)) if last in held]
 
 
 def mtp_params(model: ModelSpec) -> tuple[int, int, int]:
@@ -84,13 +185,14 @@ def stage_params(model: ModelSpec, cfg,
     (``mtp_params``). Routed experts split over
     etp x ep (Megatron's expert grid; theoretical_memory_usage.py L205-212).
     ``counts``: layers per stage when another framework splits them (vLLM's split,
-    ``ledger.serve``); None: ``stage_layers``."""
-    stages = cfg.pp * cfg.vp
-    counts = stage_layers(model.layers, stages) if counts is None else counts
+    ``ledger.serve``); None: the config's own split or its framework's rule
+    (``config_split``)."""
+    counts = config_split(model, cfg) if counts is None else list(counts)
+    stages = len(counts)
     starts = stage_starts(counts)
     kinds = {k: model.layer_params(k) for k in model.kind_counts}  # each kind of layer
     out = []
-    for held in rank_stages(cfg.pp, cfg.vp, cfg.schedule == "zb-v"):
+    for held in rank_stages(cfg.pp, cfg.vp, cfg.schedule):
         dense = expert = 0.0
         for s in held:
             for i in range(starts[s], starts[s] + counts[s]):

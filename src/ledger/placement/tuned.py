@@ -26,7 +26,7 @@ from ledger.config import expert_tp
 from ledger.finetune import CLASSES, Counts, edge_state, layer_state, modules, resolve
 from ledger.finetune import nf4 as nf4_bytes
 from ledger.memory import StateBytes, factored_bytes, optimizer_state_per_param
-from ledger.placement.stages import rank_stages, stage_layers, stage_starts
+from ledger.placement.stages import config_split, rank_stages, split_layers, stage_starts
 
 ADAPTER_BYTES = 4  # fp32 adapters (module docstring)
 
@@ -69,16 +69,16 @@ def stage_counts(model, cfg) -> list[tuple[dict, dict]]:
     Megatron's stage layout (embedding first, final norm and output last; a tied output
     copied there when pp > 1)."""
     return _counts(model, cfg.finetune, cfg.tp, expert_tp(cfg) * cfg.ep, cfg.pp, cfg.vp,
-                   cfg.schedule == "zb-v")
+                   cfg.schedule, config_split(model, cfg))
 
 
-def _counts(model, ft, tp, grid, pp, vp, vshape) -> list[tuple[dict, dict]]:
-    stages = pp * vp
+def _counts(model, ft, tp, grid, pp, vp, schedule, counts) -> list[tuple[dict, dict]]:
+    """``counts``: layers per model stage (``ledger.placement.stages``)."""
+    stages = len(counts)
     targets = resolve(model, ft) if ft.adapters else None
-    counts = stage_layers(model.layers, stages)
     starts = stage_starts(counts)
     out = []
-    for held in rank_stages(pp, vp, vshape):
+    for held in rank_stages(pp, vp, schedule):
         parts: dict[str, Counts] = dict.fromkeys(CLASSES, Counts())
         for s in held:
             pieces = [layer_state(model, ft, i, targets)
@@ -100,15 +100,19 @@ def _counts(model, ft, tp, grid, pp, vp, vshape) -> list[tuple[dict, dict]]:
 def stage_state(model, cfg, fw, optimizer: str) -> list[tuple[StateBytes, StateBytes]]:
     """Per PP rank, (dense, expert) state on one GPU before ZeRO divides it."""
     return tuned_stage_state(model, cfg, fw, optimizer, cfg.tp, expert_tp(cfg) * cfg.ep,
-                             cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+                             cfg.pp, cfg.vp, cfg.schedule, config_split(model, cfg))
 
 
-def tuned_stage_state(model, cfg, fw, optimizer: str, tp, grid, pp, vp, vshape):
+def tuned_stage_state(model, cfg, fw, optimizer: str, tp, grid, pp, vp, schedule,
+                      counts=None):
     """``stage_state`` for a layout given by its sizes (the planner's groups); ``cfg``
-    supplies the fine-tune and the ZeRO stage."""
+    supplies the fine-tune and the ZeRO stage; ``counts`` the layers per model stage
+    (default: the framework's rule)."""
     per = class_bytes(model, cfg, fw, optimizer)
+    counts = split_layers(model.layers, pp, vp, schedule, fw.split) if counts is None \
+        else counts
     return [(_price(d, per), _price(e, per))
-            for d, e in _counts(model, cfg.finetune, tp, grid, pp, vp, vshape)]
+            for d, e in _counts(model, cfg.finetune, tp, grid, pp, vp, schedule, counts)]
 
 
 @dataclass(frozen=True)

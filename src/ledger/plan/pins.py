@@ -11,7 +11,8 @@ import numpy as np
 
 from ledger.errors import LedgerError
 
-SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1", "zb-v")  # interleaved-zb: no closed form
+SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1", "zb-v", "dualpipe",
+             "dualpipev")  # interleaved-zb: no closed form
 RECOMPUTES = ("none", "selective", "full")
 
 
@@ -30,6 +31,9 @@ class Pins:
     recompute: str | None = None
     schedule: str | None = None
     tp_overlap: bool | None = None
+    overlap_grad_reduce: bool | None = None  # None: on where the framework lets a launch
+    overlap_param_gather: bool | None = None  # turn it on (it never slows a step here)
+    ep_overlap: bool | None = None
     max_tp: int | None = None
     max_pp: int | None = None
     no_cp: bool = False

@@ -1,9 +1,13 @@
 """The planner: every valid placement of a model on a cluster, costed at once, ranked.
 
 Candidates are enumerated over tp, cp (ring / Ulysses), pp, vp (up to (layers + 2) / pp)
-and schedule - only the pipelines the framework runs (Framework.pipeline_problem) - dp,
-ep, ZeRO 0-3 and HSDP shard sizes, sequence parallelism, TP comm-GEMM overlap,
-micro-batch size and recompute; num_microbatches follows from the global batch.
+and schedule - only the pipelines the framework runs (Framework.pipeline_problem), DualPipe
+and DualPipeV included, each split by the framework's rule (Framework.split: the uneven
+splits a Megatron layout builds) - dp, ep, ZeRO 0-3 and HSDP shard sizes, sequence
+parallelism, TP comm-GEMM overlap, micro-batch size and recompute; num_microbatches
+follows from the global batch. Each overlap switch the framework offers (DP gradient
+reduction and parameter gather, EP all-to-alls) is set on, since it never slows a step in
+this model, unless pinned off.
 A placement fits when its peak memory stays ``headroom`` below the usable capacity. The
 grid is priced with numpy through the same formulas one placement uses
 (ledger.placement, ledger.step): candidates that share their categorical fields form one
@@ -13,8 +17,7 @@ link" is written here: it must fall out of the costs.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass, field
 from itertools import product
 from types import SimpleNamespace
 
@@ -24,13 +27,9 @@ from ledger.arch import model_flops_per_token
 from ledger.config import MoESpec, ParallelConfig
 from ledger.errors import LedgerError, require_positive
 from ledger.frameworks import get as get_framework
-from ledger.memory import StateBytes
 from ledger.model import ModelSpec
-from ledger.pipeline import held_closed
-from ledger.placement import (Layout, dp_traffic, layer_activation_bytes, layer_kinds,
-                              layer_working_bytes, peak_total, rank_layers, rank_parts,
-                              resident_state, shard_state, split_problem, stage_params,
-                              tuned_stage_state)
+from ledger.placement import Layout, dp_traffic, pace, resident_state, split_problem
+from ledger.plan.grid_memory import codes, grid_memory, groups, shape_of
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
 from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
@@ -110,6 +109,8 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None):
         scheds += [("interleaved", v) for v in range(2, slots // pp + 1) if m % pp == 0]
         if model.layers >= 2 * pp and m >= 2 * pp - 1:
             scheds.append(("zb-v", 2))
+        if m >= 2 * pp:  # DualPipe(V) need m >= 2 pp; DualPipe even pp and m
+            scheds += [("dualpipev", 2)] + ([("dualpipe", 2)] if pp % 2 == m % 2 == 0 else [])
     scheds = [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v
               and (fw is None or fw.pipeline_problem(model.layers, pp, v, s) is None)]
     replicas = dp * cp
@@ -153,133 +154,8 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None) -> dict[str, np.nd
     return {n: grid[:, i] for i, n in enumerate(NAMES)}
 
 
-def _groups(key: np.ndarray):
-    """Rows grouped by an integer key: (unique keys, row indices per group)."""
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
-    ends = np.r_[starts[1:], len(key)]
-    return sorted_key[starts], [order[s:e] for s, e in zip(starts, ends)]
-
-
-def _codes(g) -> np.ndarray:
-    """One integer per categorical combination (schedule, zero, sp, cp kind, TP overlap,
-    recompute)."""
-    return ((((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 2
-            + g["tpov"]) * 3 + g["rc"]
-
-
-@lru_cache(maxsize=4096)
-def _kind_counts(model: ModelSpec, pp: int, vp: int, vshape: bool) -> np.ndarray:
-    return layer_kinds(model, pp, vp, vshape)[1]
-
-
-@lru_cache(maxsize=65536)
-def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, vshape: bool):
-    """Per rank: dense and expert parameters held, and layers held (Megatron layout)."""
-    cfg = SimpleNamespace(tp=tp, ep=ep, pp=pp, vp=vp, schedule="zb-v" if vshape else "1f1b")
-    dense, expert = np.array(stage_params(model, cfg)).T
-    layers = np.array(rank_layers(model.layers, pp, vp, vshape), dtype=float)
-    return dense, expert, layers
-
-
-def _grid_cfg(g, sel, fw, flash=True, precision=None, finetune=None, facts=None, **fixed):
-    """The config fields ``ledger.placement.footprint`` and the activation formula read, for the
-    rows ``sel`` of the grid: sizes as arrays, categorical fields as given; dropout, loss
-    and compile as ``facts`` gives them (``RUN_FACTS``), else the framework's defaults."""
-    facts = {k: v for k, v in (facts or {}).items() if v is not None}
-    run = dict(dropout=fw.dropout, loss=None, compile=False) | facts
-    return SimpleNamespace(
-        tp=g["tp"][sel], cp=g["cp"][sel], dp=g["dp"][sel], ep=g["ep"][sel],
-        micro_batch=g["mb"][sel], grad_replicas=g["dp"][sel] * g["cp"][sel],
-        hsdp_shard=g["shard"][sel], framework=fw.name, flash_attention=flash, act_bytes=2,
-        precision=precision, moe=MoESpec(), finetune=finetune, recompute_every=1,
-        cp_kind="ring", **run, **fixed)
-
-
-def _per_kind(model, g, fw, flash, precision, finetune=None, facts=None):
-    """Per candidate and kind of layer: the saved bytes of one layer and its backward's
-    working set, under the candidate's recompute mode and SP."""
-    count = len(g["tp"])
-    everything = np.arange(count)
-    kinds = layer_kinds(model, 1)[0]  # the model's kinds of layer (LayerKind)
-    act, work = np.zeros((count, len(kinds))), np.zeros((count, len(kinds)))
-    for rc, name in enumerate(RECOMPUTES):
-        for sp in (True, False):
-            cfg = _grid_cfg(g, everything, fw, flash, precision, finetune, facts,
-                            sequence_parallel=sp, recompute=name)
-            pick = (g["rc"] == rc) & (g["sp"] == sp)
-            for k, kind in enumerate(kinds):  # a kind's bytes may not vary: a number
-                act[pick, k] = np.broadcast_to(layer_activation_bytes(model, cfg, kind),
-                                               (count,))[pick]
-                work[pick, k] = np.broadcast_to(layer_working_bytes(model, cfg, kind),
-                                                (count,))[pick]
-    return act, work.max(axis=1) * fw.working_set
-
-
-def _memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
-            optimizer="adam", facts=None):
-    """Peak memory over the pipeline ranks (``ledger.placement.footprint``: the largest
-    point of each rank's step, what the device holds there), and the heaviest stage's
-    optimizer-step state, for every candidate: the exact Megatron stage layout, ZeRO in
-    the framework's dtypes, the schedule's in-flight count in closed form
-    (``ledger.pipeline.held``), the recompute mode's activations."""
-    count = len(g["tp"])
-    mem, state_max = np.empty(count), np.empty(count)
-    vshape = (g["sched"] == SCHEDULES.index("zb-v")).astype(np.int64)
-    act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
-    radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
-    key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"]) * 2
-           + vshape) * 4 + g["zero"]
-    for sel in _groups(key)[1]:
-        i = sel[0]
-        tp, ep, pp, vp, zero = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp", "zero"))
-        vs = bool(vshape[i])
-        dense, expert, layers = _stage_state(model, tp, ep, pp, vp, vs)
-        held = _kind_counts(model, pp, vp, vs)  # ranks x kinds
-        cfg = _grid_cfg(g, sel, fw, flash, precision, finetune, facts, zero_stage=zero,
-                        reshard_after_forward=
-                        fw.reshard_after_forward(pp), grad_accumulation=fw.grad_accumulation(pp),
-                        sequence_parallel=g["sp"][sel][:, None].astype(bool), pp=pp, vp=vp,
-                        schedule="zb-v" if vs else "1f1b", num_microbatches=g["m"][sel][:, None])
-        for name in ("hsdp_shard", "grad_replicas", "cp", "micro_batch", "dp"):
-            setattr(cfg, name, getattr(cfg, name)[:, None])
-        cfg.tp, cfg.ep = tp, ep
-        if finetune is None:
-            split = [StateBytes(*(b * part[None, :] for b in (
-                per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
-                for part in (dense, expert)]
-        else:  # the fine-tune's classes, rank by rank (ledger.placement.tuned)
-            tuned = tuned_stage_state(model, cfg, fw, optimizer, tp, tp * ep, pp, vp, vs)
-            split = [StateBytes(*(np.array([getattr(r[i], f) for r in tuned])[None, :]
-                                  for f in ("params_bytes", "grads_bytes", "optim_bytes")))
-                     for i in (0, 1)]
-        st = shard_state(*split, cfg, fw)
-        ranks = np.arange(pp)[None, :]
-        parts = rank_parts(model, cfg, fw, ranks, st, act[sel] @ held.T, work[sel][:, None],
-                           layers[None, :], per_param)
-        parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
-                        cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
-        point = np.zeros((4, len(sel), pp))
-        point[0] = 1.0  # without a pipeline one micro-batch is alive at a time
-        if pp > 1:
-            scheds = g["sched"][sel]
-            for code in np.unique(scheds):
-                rows = scheds == code
-                point[:, rows] = np.broadcast_to(held_closed(
-                    SCHEDULES[code], ranks, pp, cfg.num_microbatches[rows], vp,
-                    fw.pipeline_outputs), (4, int(rows.sum()), pp))
-        grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
-        mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss).max(axis=1)
-        state = st.params_bytes + st.grads_bytes + st.optim_bytes
-        heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
-        rows = np.arange(len(sel))
-        state_max[sel] = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes)[rows, heaviest]
-    return mem, state_max
-
-
 def _price(model, system, cal, g, precision, optimizer, framework, progress=None,
-           flash=True, finetune=None, facts=None):
+           flash=True, finetune=None, facts=None, pins: Pins = Pins()):
     """Step time (s) and peak memory (bytes) of every candidate, and its breakdown."""
     count = len(g["tp"])
     step = np.full(count, np.inf)
@@ -287,26 +163,23 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     fw = get_framework(framework, precision)
     st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision),
                               optimizer)
-    mem, state_g = _memory(model, g, fw, st_total.scaled(1 / model.params), flash,
-                           precision, finetune, optimizer, facts)
-    vshape = g["sched"] == SCHEDULES.index("zb-v")
-    vr = int(g["vp"].max()) + 1 if count else 1
-    lay_key = (g["pp"] * vr + g["vp"]) * 2 + vshape
+    mem, state_g = grid_memory(model, g, fw, st_total.scaled(1 / model.params), flash,
+                               precision, finetune, optimizer, facts)
+    vr, sr = (int(g["vp"].max()) + 1 if count else 1), len(SCHEDULES)
+    lay_key = (g["pp"] * vr + g["vp"]) * sr + g["sched"]
     keys, lay_inv = np.unique(lay_key, return_inverse=True)
-    table = np.array([_stage_state(model, 1, 1, int(k // 2 // vr), int(k // 2 % vr),
-                                   bool(k % 2))[2] for k in keys], dtype=object)
-    max_layers = np.array([t.max() for t in table])[lay_inv.reshape(-1)]
-    last_layers = np.array([t[0] if k % 2 else t[-1] for t, k in zip(table, keys)])[
-        lay_inv.reshape(-1)]
-    codes = _codes(g)
-    if count and np.all(codes[1:] >= codes[:-1]):  # plan() sorts: each group is a slice
-        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-        groups = [slice(a, b) for a, b in zip(starts, np.r_[starts[1:], count])]
+    paces = np.array([pace(model.layers, model.mtp_layers, int(k // sr // vr),
+                           int(k // sr % vr), shape_of(int(k % sr)), fw.split)
+                      for k in keys]).reshape(-1, 3)[lay_inv.reshape(-1)]
+    code = codes(g)
+    if count and np.all(code[1:] >= code[:-1]):  # plan() sorts: each group is a slice
+        starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+        parts_of = [slice(a, b) for a, b in zip(starts, np.r_[starts[1:], count])]
     else:
-        groups = _groups(codes)[1]
-    for done, idx in enumerate(groups, 1):
+        parts_of = groups(code)[1]
+    for done, idx in enumerate(parts_of, 1):
         if progress:
-            progress(done, len(groups))
+            progress(done, len(parts_of))
         sub = {name: col[idx] for name, col in g.items()}
         i0 = idx.start if isinstance(idx, slice) else idx[0]
         cfg = SimpleNamespace(
@@ -320,19 +193,22 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             grad_accumulation=np.where((sub["pp"] > 1) & fw.unsharded_with_pp, "unsharded",
                                        "sharded"),
             hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec(),
-            finetune=finetune)
+            finetune=finetune, stage_layers=None, **_overlaps(fw, g, idx, pins, model))
         links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
                        hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node)
         layer_s, grad_s, param_s, gather_s = dp_split(dp_traffic(model, st_total, cfg, links),
-                                                      cfg, system, model.layers / sub["pp"])
+                                                      cfg, system, model.layers / sub["pp"],
+                                                      links)
+        busiest, head, share = paces[idx].T
         st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")}
                        | {"layout": links},
-                       max_layers=max_layers[idx], last_layers=last_layers[idx],
+                       max_layers=busiest, head_layers=head, head_share=share,
                        dp_layer_s=layer_s, dp_grad_s=grad_s, dp_param_s=param_s,
                        dp_gather_s=gather_s,
                        state_bytes=state_g[idx])
         t = step_times(model, cfg, system, st, cal, tp_overlap=bool(g["tpov"][i0]))
         step[idx] = t.pop("step_time_s")
+        t.pop("exposed")
         for name, val in t.items():
             if name not in parts:  # not setdefault: that would allocate on every group
                 parts[name] = np.zeros(count)
@@ -340,9 +216,35 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     return step, mem, parts
 
 
-def _config(g, i, framework: str, flash: bool = True,
-            precision: str | None = None, finetune=None, facts=None) -> ParallelConfig:
+def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
+    """The overlap switches of the grid's ``rows`` (one group: its categorical fields
+    shared): each on where the framework lets a launch turn it on (Framework.overlaps,
+    Framework.ep_overlap_problem), unless pinned; EP overlap an array over the rows."""
+    i = rows.start if isinstance(rows, slice) else np.asarray(rows).reshape(-1)[0]
+    zero, sched = int(g["zero"][i]), SCHEDULES[g["sched"][i]]
+    fixed = zero in fw.overlap_fixed  # the framework's own, whatever a launch says
+    grad = None if fixed else (True if pins.overlap_grad_reduce is None
+                               else pins.overlap_grad_reduce)
+    param = None if fixed else (zero > 0 and grad if pins.overlap_param_gather is None
+                                else pins.overlap_param_gather)
+    grad, param = fw.overlaps(zero, grad, param)
+    where = fw.ep_overlap_schedules
+    ep_ok = (model.is_moe and bool(where) and RECOMPUTES[g["rc"][i]] != "full"
+             and fw.moe_dispatcher != "allgather") \
+        & (g["ep"][rows] > 1) & ((g["pp"][rows] == 1) | (sched in where))
+    if pins.ep_overlap is not None:
+        ep_ok = ep_ok & pins.ep_overlap
+    return dict(overlap_grad_reduce=grad, overlap_param_gather=param, ep_overlap=ep_ok)
+
+
+def _config(g, i, framework: str, flash: bool = True, precision: str | None = None,
+            finetune=None, facts=None, pins: Pins = Pins(),
+            model: ModelSpec | None = None) -> ParallelConfig:
     flat = g["shard"][i] == g["dp"][i] * g["cp"][i]
+    switches = _overlaps(get_framework(framework), g, [i], pins, model) \
+        if model is not None else {}
+    if switches:
+        switches["ep_overlap"] = bool(switches["ep_overlap"][0])
     return ParallelConfig(
         tp=int(g["tp"][i]), cp=int(g["cp"][i]), pp=int(g["pp"][i]), dp=int(g["dp"][i]),
         ep=int(g["ep"][i]), zero_stage=int(g["zero"][i]), sequence_parallel=bool(g["sp"][i]),
@@ -351,12 +253,12 @@ def _config(g, i, framework: str, flash: bool = True,
         num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
         schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]],
         framework=framework, flash_attention=flash, precision=precision, finetune=finetune,
-        **(facts or {}))
+        **(facts or {}), **switches)
 
 
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
-    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune, facts) for
-    its config."""
+    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune, facts, pins,
+    model) for its config."""
     mfu = flops / (gpus * system.gpu.bf16_flops * step[i])
     return Plan(_config(g, i, *conf), float(step[i]), float(mfu),
                 float(mem[i]), float(limit - mem[i]),
@@ -382,7 +284,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     start = time.perf_counter()
     fw = get_framework(framework)
     g = enumerate_grid(model, gpus, global_batch, system, pins, fw)
-    keep = np.argsort(_codes(g), kind="stable")  # groups become slices
+    keep = np.argsort(codes(g), kind="stable")  # groups become slices
     g = {k: v[keep] for k, v in g.items()}
     evaluated = len(g["tp"])
     if evaluated == 0:
@@ -399,7 +301,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
         raise LedgerError("baseline", f"no placement of {model.name} on {gpus} GPUs with "
                                       f"global_batch({global_batch}) has the shape {baseline!r}")
     step, mem, parts = _price(model, system, cal, g, precision, optimizer, framework, progress,
-                              flash, finetune, facts)
+                              flash, finetune, facts, pins)
     limit = cap - headroom_bytes
     fits = mem <= limit
     elapsed = time.perf_counter() - start
@@ -407,7 +309,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
         return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - limit))
     order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
     flops = model_flops_per_token(model) * model.seq_len * global_batch
-    conf = (framework, flash, precision, finetune, facts)
+    conf = (framework, flash, precision, finetune, facts, pins, model)
     plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf)
              for i in order]
     rejected = rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)

@@ -185,6 +185,18 @@ def run_table(run, gpu_name: str) -> str:
     return f'<pre class="run">{escape(text)}</pre>'
 
 
+def exposed_table(rows) -> str:
+    """Axis, call, seconds exposed of seconds issued, and why it is not hidden."""
+    if not rows:
+        return '<p class="note">no communication is exposed</p>'
+    head = ("<tr><th class=l>axis</th><th class=l>call</th><th>exposed</th><th>issued</th>"
+            "<th class=l>why it is not hidden</th></tr>")
+    body = "".join(f"<tr><td class=l>{escape(r.axis)}</td><td class=l>{escape(r.call)}</td>"
+                   f"<td>{r.exposed_s:.3f} s</td><td>{r.issued_s:.3f} s</td>"
+                   f"<td class=l>{escape(r.why)}</td></tr>" for r in rows)
+    return f"<table>{head}{body}</table>"
+
+
 def _section(title: str, body: str) -> str:
     return f"<section><h2>{escape(title)}</h2>\n{body}\n</section>"
 
@@ -202,6 +214,8 @@ def placement_page(model, cfg, pl, usable_bytes=None, est=None, system=None, run
     if est is not None:
         blocks.append(_section("Where the step time goes",
                                time_chart(est.breakdown, est.step_time_s)))
+        blocks.append(_section("Where exposed communication comes from",
+                               exposed_table(est.exposed)))
     if run is not None:
         gpu = system.gpu.name if system is not None else "GPU"
         blocks.append(_section("The whole run: wall-clock days by cause", run_chart(run)
@@ -242,6 +256,8 @@ def plan_page(model, gpus, system, result, best_pl=None, best_est=None, run=None
                             memory_chart(list(best_pl.memory_by_rank or ()), usable)),
                    _section("#1: where the step time goes",
                             time_chart(best_est.breakdown, best_est.step_time_s)),
+                   _section("#1: where exposed communication comes from",
+                            exposed_table(best_est.exposed)),
                    *([_section("#1: the whole run, wall-clock days by cause",
                                run_chart(run) + run_table(run, system.gpu.name))]
                      if run is not None else []),

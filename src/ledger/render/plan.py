@@ -7,12 +7,28 @@ from ledger.render.run import _si
 from ledger.render.text import _seq, config_dict, fmt_bytes, params_dict, params_lines
 
 
+def split_note(c) -> str:
+    """The switches a launch must set to run the placement as priced: the overlaps its
+    framework leaves off by default, and an EP overlap."""
+    from ledger.frameworks import of
+
+    fw, out = of(c), ""
+    if c.overlap_grad_reduce and c.zero_stage not in fw.overlap_grad_reduce:
+        out += " overlap-grad-reduce"
+    if c.overlap_param_gather and c.zero_stage not in fw.overlap_param_gather:
+        out += " overlap-param-gather"
+    if c.ep_overlap and not fw.ep_overlap:
+        out += " ep-overlap"
+    return out
+
+
 def plan_config(c, tp_overlap: bool = False) -> str:
     extra = f" vp={c.vp}" if c.vp > 1 else ""
     extra += f" hsdp={c.hsdp_shard}" if c.hsdp_shard else ""
     extra += " ulysses" if c.cp > 1 and c.cp_kind == "ulysses" else ""
     extra += "" if c.sequence_parallel or c.tp == 1 else " no-sp"
     extra += " tp-overlap" if tp_overlap else ""
+    extra += split_note(c)
     return (f"tp={c.tp} cp={c.cp} pp={c.pp} dp={c.dp}" + (f" ep={c.ep}" if c.ep > 1 else "")
             + f" zero={c.zero_stage} mb={c.micro_batch} m={c.num_microbatches} {c.schedule}"
             + extra + (f" recompute={c.recompute}" if c.recompute != "none" else ""))

@@ -298,7 +298,24 @@ def estimate_text(model, cfg, system, est) -> str:
     lines.append("  where the time goes:")
     for name, secs in sorted(est.breakdown.items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<14}{secs:10.3f} s  {secs / est.step_time_s:6.1%}")
-    return "\n".join(lines)
+    return "\n".join(lines + exposed_lines(est.exposed))
+
+
+def exposed_lines(rows) -> list[str]:
+    """Where the exposed communication comes from: axis, call, exposed of issued, why."""
+    if not rows:
+        return []
+    out = ["  exposed communication (exposed of issued, and why the rest of the step does "
+           "not hide it):"]
+    for r in rows:
+        out.append(f"    {r.axis:<3} {r.exposed_s:8.3f} s of {r.issued_s:8.3f} s  {r.call}")
+        out.append(f"        {r.why}")
+    return out
+
+
+def exposed_dicts(rows) -> list[dict]:
+    return [{"axis": r.axis, "call": r.call, "exposed_s": r.exposed_s, "issued_s": r.issued_s,
+             "why": r.why} for r in rows]
 
 
 def estimate_json(model, cfg, system, est) -> dict:
@@ -312,6 +329,7 @@ def estimate_json(model, cfg, system, est) -> dict:
             "config": config_dict(cfg)}
     if est.placement is not None and est.placement.memory is not None:
         out["memory"] = memory_dict(est.placement.memory, est.capacity)
+    out["exposed"] = exposed_dicts(est.exposed)
     return out
 
 

@@ -2,8 +2,9 @@
 
 One row per rank, one cell per action, its width its duration. Without colour the
 kinds stay apart by letter and fill: forward ``F3..``, backward ``B3==`` (the input
-half of a split backward is ``B`` too, the weight half ``W3--``); a superscript names
-the stage when a rank holds several; ``.`` is idle.
+half of a split backward is ``B`` too, the weight half ``W3--``); DualPipe's overlapped
+pair of one micro-batch's forward and another's backward ``F3B1##``; a superscript names
+the stage when a rank holds several (the forward's, for a pair); ``.`` is idle.
 """
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ from html import escape
 from math import gcd
 
 SUPER = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
-FILL = {"F": ".", "B": "=", "I": "=", "W": "-"}
-LETTER = {"F": "F", "B": "B", "I": "B", "W": "W"}
+FILL = {"F": ".", "B": "=", "I": "=", "W": "-", "FB": "#"}
+LETTER = {"F": "F", "B": "B", "I": "B", "W": "W", "FB": "F"}
+
+
+def _name(a) -> str:
+    """F3, B3, W3, or an overlapped pair F3B1."""
+    return LETTER[a.kind] + str(a.mb) + (f"B{a.mb2}" if a.kind == "FB" else "")
 
 
 def label(t, v: int) -> str:
     a = t.action
-    return LETTER[a.kind] + str(a.mb) + (str(a.stage).translate(SUPER) if v > 1 else "")
+    return _name(a) + (str(a.stage).translate(SUPER) if v > 1 else "")
 
 
 def _ansi(mb: int, kind: str) -> str:
@@ -70,7 +76,7 @@ def summary(sim) -> str:
 
 def _hsl(mb: int, kind: str) -> str:
     hue = (mb * 47) % 360
-    light = {"F": 78, "B": 52, "I": 52, "W": 66}[kind]
+    light = {"F": 78, "B": 52, "I": 52, "W": 66, "FB": 62}[kind]
     return f"hsl({hue},65%,{light}%)"
 
 
@@ -97,14 +103,15 @@ def svg_timeline(sim, cell_px: float = 30.0, row_px: int = 30) -> str:
             a = t.action
             parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row_px - 4}" '
                          f'fill="{_hsl(a.mb, a.kind)}" stroke="#333" stroke-width="0.6">'
-                         f'<title>{LETTER[a.kind]}{a.mb} stage {a.stage} '
+                         f'<title>{_name(a)} stage {a.stage} '
                          f'[{t.start:g}, {t.end:g})</title></rect>')
             sup = f'<tspan dy="-5" font-size="8">{a.stage}</tspan>' if v > 1 else ""
             parts.append(f'<text x="{x + w / 2:.1f}" y="{y + row_px / 2 + 2}" '
-                         f'text-anchor="middle">{LETTER[a.kind]}{a.mb}{sup}</text>')
+                         f'text-anchor="middle">{_name(a)}{sup}</text>')
     y = head + row_px * len(sim.timeline) + 22
     parts.append(f'<text x="{pad}" y="{y}">F forward (light) · B backward (dark) · '
-                 f'W weight gradient (mid) · colour = micro-batch · grey = idle</text>')
+                 f'W weight gradient (mid) · FxBy an overlapped pair · colour = micro-batch '
+                 f'· grey = idle</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -116,5 +123,8 @@ def timeline_json(sim) -> dict:
         "makespan": sim.makespan, "bubble_fraction": sim.bubble_fraction,
         "busy": sim.busy, "idle": sim.idle, "peak_inflight": sim.peak_inflight,
         "timeline": [[{"kind": t.action.kind, "mb": t.action.mb, "stage": t.action.stage,
-                       "start": t.start, "end": t.end} for t in row] for row in sim.timeline],
+                       "start": t.start, "end": t.end}
+                      | ({"mb2": t.action.mb2, "stage2": t.action.stage2}
+                         if t.action.kind == "FB" else {}) for t in row]
+                     for row in sim.timeline],
     }

@@ -1,22 +1,49 @@
 """Data-parallel traffic in seconds, split by when it can run: layer by layer (ZeRO-3's
 parameter gathers, per-micro-batch gradient reduce-scatters) or once at the step's end
 (bucketed gradient reduction, ZeRO-1/2's parameter all-gather). ledger.step hides each
-under the compute it can overlap; the bytes are ledger.placement.comms' DP rows."""
+under the compute it can overlap; the bytes are ledger.placement.comms' DP rows, each call
+priced by NCCL's cost model over its group's ranks and nodes (``ledger.step.nccl``)."""
 from __future__ import annotations
 
 import numpy as np
 
+from ledger.frameworks import of as framework_of
 from ledger.placement import dp_collective_counts
+from ledger.step.nccl import collective_s, group_bandwidth
 from ledger.system import System
 
-# Megatron-Core's DDP bucket: max(40M, 1M x dp) parameters per bucket
-# (megatron/core/distributed/distributed_data_parallel.py:134 at d98e8a64dd); every
-# bucket is one collective call, so DP latency is paid per bucket.
-DP_BUCKET_PARAMS = 40_000_000
-DP_BUCKET_PARAMS_PER_RANK = 1_000_000
+
+def group_shape(lay, group: str, ranks):
+    """(ranks per node, nodes) of one process group of ``ranks`` ranks."""
+    per_node = np.minimum(lay.per_node(group), ranks)
+    return per_node, np.maximum(ranks / np.maximum(per_node, 1), 1)
 
 
-def dp_split(rows, cfg, system: System, layers):
+def call_s(system: System, lay, row, calls):
+    """Seconds of ``calls`` calls that move a DP row's bytes, by NCCL's cost model over
+    the row's group (``Comm.group`` of ``Comm.ranks`` ranks) on the rank layout ``lay``."""
+    _, nodes = group_shape(lay, row.group, row.ranks)
+    eff = system.link_efficiency
+    bw = group_bandwidth(system.intra_bytes_per_s * eff, system.inter_bytes_per_s * eff, nodes)
+    each = row.bytes / np.maximum(calls, 1)
+    return calls * collective_s(row.kind, each, row.ranks, nodes, bw, system.gpu.generation)
+
+
+def buckets(cfg, row, replicas):
+    """Gradient calls at the step's end: the framework's bucket (Megatron: max(40M, 1M x
+    dp) parameters, fp32) when the reduction overlaps the backward, one call per buffer
+    when it does not and the framework then drops its buckets; 0 for an empty row."""
+    fw = framework_of(cfg)
+    fixed, per_rank = fw.dp_bucket_params
+    bucket = np.maximum(fixed, per_rank * replicas)
+    n = np.maximum(row.ranks, 2)  # the buffer: the ring's bytes over its (n - 1)/n share
+    payload = row.bytes * n / (n - 1) / (2 if row.kind == "all_reduce" else 1)
+    split = np.ceil(payload / (4.0 * bucket))
+    one = (~np.asarray(cfg.overlap_grad_reduce, dtype=bool)) & fw.one_bucket_exposed
+    return np.where(one, 1.0, split) * (row.bytes > 0)
+
+
+def dp_split(rows, cfg, system: System, layers, lay):
     """((layer-wise gathers in forwards, gathers in backwards, per-micro-batch reduce-
     scatters, one such call), step-end grads, step-end params, one layer's gather)
     seconds of ledger.placement.comms' DP rows. Layer by layer: ZeRO-3's parameter gathers - in
@@ -24,30 +51,29 @@ def dp_split(rows, cfg, system: System, layers):
     forward - and the reduce-scatters (and HSDP replica all-reduces) a framework runs
     after every micro-batch's backward;
     ``comms.dp_collective_counts`` says how often, one call per layer each time. At the
-    step's end, bucketed (Megatron's bucket size, one latency per call): a once-per-step
-    gradient reduction (DDP, ZeRO-1, unsharded accumulation) and ZeRO-1/2's parameter
-    all-gather."""
+    step's end, bucketed (``buckets``): a once-per-step gradient reduction (DDP, ZeRO-1,
+    unsharded accumulation) and ZeRO-1/2's parameter all-gather."""
     reduces, gathers = dp_collective_counts(cfg)
     n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
-    per_mb_grads = (cfg.zero_stage >= 2) & (np.asarray(reduces) > 1)
-    bucket = np.maximum(DP_BUCKET_PARAMS, DP_BUCKET_PARAMS_PER_RANK * n)
+    # sharded gradients reduce unit by unit in each backward, even with one micro-batch
+    per_mb_grads = (cfg.zero_stage >= 2) & (np.asarray(reduces) > 1) | (
+        (cfg.zero_stage >= 2) & framework_of(cfg).sharded_grads_per_microbatch
+        & (np.asarray(cfg.grad_accumulation) == "sharded"))
     fwd = bwd = rs = grads = params = gather = 0.0
     in_bwd = np.where(cfg.reshard_after_forward, 0.5, 0.0)  # the re-gathers for backward
     for r in rows:
-        seconds = r.bytes / system.bandwidth(r.link)
-        hops = (2 if r.kind == "all_reduce" else 1) * (n - 1) * system.latency(r.link)
-        buckets = np.ceil(r.bytes / (4.0 * bucket))  # fp32 grads per bucket; 0 if empty
         if r.kind == "all_gather":
             if cfg.zero_stage == 3:
                 calls = layers * gathers * (r.bytes > 0)
-                fwd = fwd + (seconds + calls * hops) * (1 - in_bwd)
-                bwd = bwd + (seconds + calls * hops) * in_bwd
-                gather = gather + (seconds + calls * hops) / np.maximum(calls, 1)
+                seconds = call_s(system, lay, r, calls)
+                fwd = fwd + seconds * (1 - in_bwd)
+                bwd = bwd + seconds * in_bwd
+                gather = gather + seconds / np.maximum(calls, 1)
             else:
-                params = params + seconds + buckets * hops
+                params = params + call_s(system, lay, r, buckets(cfg, r, n))
             continue
         calls = layers * reduces * (r.bytes > 0)
-        rs = rs + np.where(per_mb_grads, seconds + calls * hops, 0.0)
-        grads = grads + np.where(per_mb_grads, 0.0, seconds + buckets * hops)
+        rs = rs + np.where(per_mb_grads, call_s(system, lay, r, calls), 0.0)
+        grads = grads + np.where(per_mb_grads, 0.0, call_s(system, lay, r, buckets(cfg, r, n)))
     calls = np.maximum(layers * np.asarray(reduces), 1)
     return (fwd, bwd, rs, rs / calls), grads, params, gather

@@ -47,18 +47,24 @@ import numpy as np
 
 from ledger.arch import (keys_factor, matmul_params_per_token, model_flops_per_token, op_share,
                          recurrent_flops_per_token)
-from ledger.config import ParallelConfig, expert_tp
+from ledger.config import ParallelConfig
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
-from ledger.pipeline import first_backward_s, pipeline_s
+from ledger.frameworks import of as framework_of
+from ledger.pipeline import SPLIT_BACKWARD, first_backward_s, overlap_pairs, pipeline_s, visits
 from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_layer,
-                              block_layers, cp_comms,
-                              ep_pass_comms, forward_passes, kv_width, place, rank_layers,
-                              ring_kv_block_bytes, tp_comms)
+                              block_layers, forward_passes, pace, place)
+from ledger.step.exposed import exposures
 from ledger.placement.offload import exposed_s
 from ledger.step.dp import dp_split
 from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s
+from ledger.step.layer_comms import cp_times, ep_time, tp_times
 from ledger.system import System
+
+# DeepEP's normal kernels run on 20 SMs (deep_ep/buffers/legacy.py L31, Buffer.num_sms, at
+# deepseek-ai/DeepEP dd758caf; DeepSeek-V3 report sec. 3.2.2: "only 20 SMs are sufficient");
+# NCCL's all-to-all kernels' share is not modelled
+DEEPEP_SMS = 20
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ class Calibration:
     shipped as it prints them (its stage 2 fits the H100's GEMM share, in
     ledger.system); the rest are set from their sources, not fitted."""
 
-    gemm_half_balance: float = 0.50  # GEMM dimension halving its efficiency, in units of
+    gemm_half_balance: float = 0.60  # GEMM dimension halving its efficiency, in units of
     # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
     elementwise_traffic: float = 4.0  # HBM bytes moved by non-GEMM kernels / activation bytes
     dp_overlap_hidden: float = 0.9  # share of the compute a DP collective can hide under
@@ -95,6 +101,7 @@ class StepEstimate:
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per cause
     placement: Placement | None = None
     capacity: Capacity | None = None
+    exposed: tuple = ()  # ledger.step.exposed.Exposed rows: where exposed communication comes from
 
 
 def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = True,
@@ -126,6 +133,8 @@ class _Layer:
     cp_f: object
     cp_b: object
     ep: object  # one direction's EP all-to-alls
+    tp_issued: object = 0.0  # TP comm forward + backward before any overlap
+    cp_issued: object = 0.0  # CP comm forward + backward before any overlap
     op_share: float | None = None  # selective under a per-op policy: its GEMMs run again
     every: int = 1  # full recompute of every n-th layer
 
@@ -148,53 +157,6 @@ class _Layer:
             out["compute"] = out["compute"] + self.attention
             out["elementwise"] = out["elementwise"] + self.core_elementwise
         return out
-
-
-def _tp_times(cfg, s_act, gemm, links, system, tp_overlap: bool):
-    """TP seconds per layer and micro-batch, forward and backward, from ledger.placement.comms'
-    rows. One forward pass moves 2 RS + 2 AG under SP (2 all-reduces without): the
-    reduce-scatters' bytes split over the F + 1 passes that make them (F forwards, F = 2
-    under full recompute, and the backward), twice; the backward is everything else
-    (conjugates and any input re-gather) less the recomputed forward, which
-    ``_Layer.backward`` adds itself. Latency: 4 calls of (tp - 1) hops per direction,
-    pro rata to bytes."""
-    rows = tp_comms(cfg, s_act, 1.0, links["tp"])
-    m, passes = cfg.num_microbatches, forward_passes(cfg) + 1
-    total = sum(r.bytes for r in rows) / m
-    fwd = total / passes
-    for r in rows:
-        if r.kind == "reduce_scatter":
-            fwd = 2 * r.bytes / m / passes
-    total = total - (passes - 2) * fwd  # the recomputed forward is not the backward's
-    bw, lat = system.bandwidth(links["tp"]), system.latency(links["tp"])
-    hops = 4 * (cfg.tp - 1) * lat
-    t_f = fwd / bw + hops
-    t_b = (total - fwd) / bw + hops * (total - fwd) / np.maximum(fwd, 1e-300)
-    if tp_overlap and cfg.sequence_parallel:  # TE userbuffers: ring-exchanged in tp chunks
-        t_f = np.maximum(t_f / cfg.tp, t_f - gemm)  # AG under QKV/FC1, RS under proj/FC2
-        t_b = np.maximum(t_b / cfg.tp, t_b - 2 * gemm)  # under dgrad and wgrad GEMMs
-    return t_f, t_b
-
-
-def _cp_times(model, cfg, tokens, attention, links, system):
-    """Ring: cp - 1 steps, each passing one K/V block (ledger.placement.comms) forward and K/V +
-    dK/dV backward, each hidden under that step's share of attention (1/cp of it).
-    Ulysses: the Q/K/V/O all-to-alls of ledger.placement.comms, exposed, the same backward."""
-    link = links["cp"]
-    rows = cp_comms(model, cfg, tokens, 1.0, link)
-    share = model.attention_layers / model.layers  # the layers that attend; a hybrid's
-    rec = sum(r.bytes for r in rows[1:]) / cfg.num_microbatches / (forward_passes(cfg) + 1)
-    rec_t = rec / system.bandwidth(link) + (rec > 0) * 2 * (cfg.cp - 1) * system.latency(link)
-    if cfg.cp_kind == "ring":  # recurrent layers' all-to-alls, exposed (rows[1:])
-        block = ring_kv_block_bytes(tokens, kv_width(model), cfg.tp, cfg.act_bytes)
-        hop = system.latency(link) + block / system.bandwidth(link)
-        steps, per_step = cfg.cp - 1, attention / cfg.cp
-        return (share * steps * np.maximum(0.0, hop - per_step) + rec_t,
-                share * steps * np.maximum(0.0, 2 * hop - 2 * per_step) + rec_t)
-    per_pass = rows[0].bytes / cfg.num_microbatches \
-        / (forward_passes(cfg) + 1)  # the forward's, the backward's and a recompute's
-    t = per_pass / system.bandwidth(link) + share * 2 * (cfg.cp - 1) * system.latency(link)
-    return t + rec_t, t + rec_t
 
 
 def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibration,
@@ -234,27 +196,15 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     elementwise = traffic * saved
     core = traffic * (saved - act(True)) if not cfg.flash_attention else 0.0 * saved
     s_act = tokens * model.hidden * cfg.act_bytes
-    tp_f, tp_b = _tp_times(cfg, s_act, gemm, links, system, tp_overlap)
+    tp_f, tp_b, tp_raw_f, tp_raw_b = tp_times(cfg, s_act, gemm, links, system, tp_overlap)
     blocks = block_layers(model) / model.layers  # a one-block layer issues half of them
-    tp_f, tp_b = tp_f * blocks, tp_b * blocks
-    cp_f, cp_b = _cp_times(model, cfg, tokens, attention, links, system)
-    ep = _ep_time(model, cfg, tokens, links, system)
+    tp_f, tp_b, tp_raw_f, tp_raw_b = (t * blocks for t in (tp_f, tp_b, tp_raw_f, tp_raw_b))
+    cp_f, cp_b, cp_raw = cp_times(model, cfg, tokens, attention, links, system)
+    ep = ep_time(model, cfg, tokens, links, system)
+    again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
-                  op_share(model, cfg), getattr(cfg, "recompute_every", 1))
-
-
-def _ep_time(model: ModelSpec, cfg, tokens, links, system: System):
-    """One direction's EP seconds per layer, averaged over the stack: the rows of
-    ledger.placement.comms.ep_pass_comms (one MoE layer, one micro-batch, one direction; over the
-    rank layout's links when ``links`` carries it) at alpha-beta, one call of ep - 1
-    hops each, exposed; times the MoE layers' share."""
-    lay = links.get("layout") or links["ep"]
-    rows = ep_pass_comms(model, cfg, tokens, lay)
-    t = sum(r.bytes / system.bandwidth(r.link)
-            + (np.maximum(cfg.ep, expert_tp(cfg)) - 1) * system.latency(r.link) * (r.bytes > 0)
-            for r in rows)
-    moe_layers = model.moe_layers if model.is_moe else model.layers
-    return t * moe_layers / model.layers
+                  (1 + again) * tp_raw_f + tp_raw_b, cp_raw, op_share(model, cfg),
+                  getattr(cfg, "recompute_every", 1))
 
 
 @dataclass(frozen=True)
@@ -263,8 +213,9 @@ class Structure:
 
     links: dict  # axis -> "nvlink" | "ib" (or arrays of them) for tp, cp, ep, pp; and
     # "layout": the rank Layout, for the EP rows' links (else every EP row on links["ep"])
-    max_layers: object  # most layers on any pipeline rank
-    last_layers: object  # layers on the last rank, which also runs the output layer
+    max_layers: object  # layers a micro-batch passes on the busiest rank
+    head_layers: object  # ... on the busiest rank holding the output head, MTP modules in
+    head_share: object  # output heads a micro-batch passes there (DualPipe: half of them)
     dp_layer_s: tuple  # DP traffic layer by layer: (ZeRO-3 gathers in the forwards, its
     # re-gathers in the backwards, per-micro-batch reduce-scatters, the last one's call)
     dp_grad_s: object  # gradient reduction at the step's end (DDP, ZeRO-1, unsharded)
@@ -274,9 +225,25 @@ class Structure:
     offload_s: object = 0.0  # CPU offload: host-link seconds the step waits for
 
 
+def pair_s(t_pair, comm, sm_share):
+    """An overlapped forward-backward pair (DualPipe's F&B, Megatron's combined 1F1B):
+    each pass's all-to-alls run while the other pass computes, on ``sm_share`` of the SMs
+    the compute gives up while they run: max(comm, compute + sm_share x comm), compute =
+    the pair's time less its all-to-alls (DeepSeek-V3 report sec. 3.2.1, fig. 4)."""
+    return np.maximum(comm, t_pair - comm + sm_share * comm)
+
+
+def ep_sm_share(cfg, system: System) -> float:
+    """The SMs a running all-to-all takes from compute: DeepEP's (the flex dispatcher)."""
+    from ledger.config import dispatcher
+
+    return DEEPEP_SMS / system.gpu.sms if dispatcher(cfg) == "flex" else 0.0
+
+
 def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
                tp_overlap: bool) -> dict:
-    """Step time and its causes for one placement or a grid of them."""
+    """Step time and its causes for one placement or a grid of them; ``exposed``: per
+    collective, (seconds exposed, seconds issued), for ``ledger.step.exposed``."""
     lt = _layer_times(model, cfg, system, st.links, cal, tp_overlap)
     fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
     f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
@@ -285,66 +252,91 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     # DeepSeek-V3's MTP modules run with the output head (DeepSeek-V3 report sec. 2.2;
     # ledger.placement.stages): each one more layer of the stack's kind and one more output head
     # (its 2h x h projection left out)
-    mtp = model.mtp_layers
-    out_f = (1 + mtp) * gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal)
+    heads = st.head_share * (1 + model.mtp_layers)
+    out_f = heads * gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal)
     out_layer = 3 * out_f  # logits, forward and backward, on the last stage
-    last_layers = st.last_layers + mtp
-    last = last_layers * per_layer + out_layer
+    last = st.head_layers * per_layer + out_layer
     last_critical = last >= st.max_layers * per_layer  # the busiest rank sets the pace
-    layers = np.where(last_critical, last_layers, st.max_layers)
+    layers = np.where(last_critical, st.head_layers, st.max_layers)
     t_f = layers * f_layer + last_critical * out_f
     t_b = layers * b_layer + last_critical * 2 * out_f
     # a split backward's W pass: the weight-gradient GEMMs alone (one forward's GEMMs);
     # the input-gradient half I keeps the rest (attention, elementwise, TP, recompute)
     t_w = layers * lt.gemm + last_critical * out_f
+    ep_pair = layers * (fwd["ep_comm"] + bwd["ep_comm"])  # a pair's all-to-alls
+    overlap_ep = np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool)  # arrays: planner
+    t_fb = np.where(overlap_ep, pair_s(t_f + t_b, ep_pair, ep_sm_share(cfg, system)), t_f + t_b)
     # Megatron's scatter/gather p2p (Narayanan et al. 2021 sec. 4.1): each TP rank sends
     # 1/tp of the boundary tensor across the pipeline link (already so under SP)
     s_pp = tokens * model.hidden * cfg.act_bytes / cfg.tp
     pp_link = st.links["pp"]
     p2p = (cfg.pp > 1) * (system.latency(pp_link) + s_pp / system.bandwidth(pp_link))
-    m = cfg.num_microbatches
-    pipeline = pipeline_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_b, p2p, t_w)
-    steady_p2p = 2 * m * cfg.vp * p2p  # each micro-batch's send/recv pair, both directions
-    hide = cal.dp_overlap_hidden
-    first_gather = m * st.dp_gather_s  # prefetch hides every layer's gather but the first
-    fwd_s, bwd_s, rs_s, rs_last_s = st.dp_layer_s  # gathers: under their own direction
-    # A micro-batch's reduce-scatters run on their own stream and only the last backward
-    # waits for them (torch FSDP2: _fsdp_param_group.py L92 reduce_scatter_stream;
-    # _fully_shard.py L403-411 set_is_last_backward; a unit waits for its previous
-    # reduction only before launching its next, L679/L784-787): they hide under every
-    # later forward and backward and every idle slot, from the first rank's first
-    # backward to the step's end (in 1F1B: m t_b + (m - 1) t_f); the last layer's call of
-    # the last micro-batch is exposed.
-    t_up = t_b - t_w if cfg.schedule in ("zb-h1", "zb-v", "interleaved-zb") else t_b
-    rs_window = pipeline - first_backward_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_up)
-    layerwise = np.maximum(0.0, fwd_s - first_gather - m * t_f * hide) + first_gather \
-        + np.maximum(0.0, bwd_s - m * t_b * hide) \
-        + np.maximum(rs_last_s, rs_s - rs_window * hide)
-    # the step-end reduction under the last backward (Megatron's --overlap-grad-reduce),
-    # the parameter gather under the first forward (--overlap-param-gather)
-    step_end = np.maximum(0.0, st.dp_grad_s - t_b * hide) \
-        + np.maximum(0.0, st.dp_param_s - t_f * hide)
-    optim = st.state_bytes / system.gpu.hbm_bytes_per_s  # read all of it, write it back
+    m, chunks = cfg.num_microbatches, visits(cfg.schedule, cfg.vp)
+    pipeline = pipeline_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_b, p2p, t_w, t_fb)
+    paired = cfg.schedule in ("1f1b", "interleaved", "dualpipe", "dualpipev")
+    hidden_ep = paired * overlap_pairs(cfg.schedule, cfg.pp, m, cfg.vp) \
+        * (t_f + t_b - t_fb) / chunks
+    # each micro-batch's send/recv pair, both directions (DualPipe's pairs hide them)
+    steady_p2p = 2 * m * chunks * p2p * ~(overlap_ep & (cfg.schedule in ("dualpipe",
+                                                                         "dualpipev")))
     out = {k: (fwd[k] + bwd[k]) * layers * m for k in fwd}
     out["compute"] = out["compute"] + last_critical * out_layer * m
-    out |= {"pp_bubble": pipeline - m * (t_f + t_b), "pp_comm": steady_p2p,
-            "dp_comm": layerwise + step_end, "optimizer": optim}
+    ep_issued = out["ep_comm"]
+    out["ep_comm"] = out["ep_comm"] - hidden_ep
+    dp, step_dp = _dp_exposed(cfg, st, cal, pipeline, m, t_f, t_b, t_w)
+    optim = st.state_bytes / system.gpu.hbm_bytes_per_s  # read all of it, write it back
+    out |= {"pp_bubble": pipeline - (m * (t_f + t_b) - hidden_ep), "pp_comm": steady_p2p,
+            "dp_comm": step_dp, "optimizer": optim}
     out["offload"] = st.offload_s  # ledger.placement.offload: the exposed host-link rows
-    out["step_time_s"] = pipeline + steady_p2p + layerwise + step_end + optim + st.offload_s
+    out["step_time_s"] = pipeline + steady_p2p + step_dp + optim + st.offload_s
+    out["exposed"] = dp | {
+        "tp": (out["tp_comm"], lt.tp_issued * layers * m),
+        "cp": (out["cp_comm"], lt.cp_issued * layers * m),
+        "ep": (out["ep_comm"], ep_issued), "pp": (steady_p2p, steady_p2p)}
     return out
 
 
+def _dp_exposed(cfg, st: Structure, cal: Calibration, pipeline, m, t_f, t_b, t_w):
+    """DP seconds exposed, per kind of call ((exposed, issued)), and their sum. Overlapped
+    (``cfg.overlap_grad_reduce`` / ``overlap_param_gather``), ZeRO-3 gathers hide under the
+    layers' own compute (one gather per micro-batch is exposed, prefetch hides the rest);
+    a micro-batch's reduce-scatters run on their own stream and only the last backward
+    waits for them (torch FSDP2: _fsdp_param_group.py L92 reduce_scatter_stream;
+    _fully_shard.py L403-411 set_is_last_backward; a unit waits for its previous
+    reduction only before launching its next, L679/L784-787): they hide under every later
+    forward and backward and every idle slot, from the first rank's first backward to the
+    step's end (in 1F1B: m t_b + (m - 1) t_f), the last layer's call of the last
+    micro-batch exposed; the step-end reduction hides under the last backward
+    (--overlap-grad-reduce), the parameter gather under the first forward
+    (--overlap-param-gather). Not overlapped, each runs alone."""
+    hide_g = cal.dp_overlap_hidden * np.asarray(cfg.overlap_grad_reduce, dtype=float)
+    hide_p = cal.dp_overlap_hidden * np.asarray(cfg.overlap_param_gather, dtype=float)
+    fwd_s, bwd_s, rs_s, rs_last_s = st.dp_layer_s
+    first_gather = np.minimum(m * st.dp_gather_s, fwd_s)  # prefetch cannot hide the first
+    t_up = t_b - t_w if cfg.schedule in SPLIT_BACKWARD else t_b
+    rs_window = pipeline - first_backward_s(cfg.schedule, cfg.pp, m, cfg.vp, t_f, t_up)
+    out = {"dp_gather_fwd": (np.maximum(0.0, fwd_s - first_gather - m * t_f * hide_p)
+                             + first_gather, fwd_s),
+           "dp_gather_bwd": (np.maximum(0.0, bwd_s - m * t_b * hide_p), bwd_s),
+           "dp_reduce": (np.where(rs_s > 0, np.maximum(rs_last_s, rs_s - rs_window * hide_g),
+                                  0.0), rs_s),
+           "dp_grads": (np.maximum(0.0, st.dp_grad_s - t_b * hide_g), st.dp_grad_s),
+           "dp_params": (np.maximum(0.0, st.dp_param_s - t_f * hide_p), st.dp_param_s)}
+    return out, sum(v[0] for v in out.values())
+
+
 def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placement) -> Structure:
-    """The Structure of one placement, from its layout and ledger."""
+    """The Structure of one placement, from its layout, its stages and its ledger."""
     lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
                  hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node)
-    held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule == "zb-v")
+    busiest, head, share = pace(model.layers, model.mtp_layers, cfg.pp, cfg.vp, cfg.schedule,
+                                framework_of(cfg).split, cfg.stage_layers)
     hs = pl.heaviest_stage
     dp_rows = [c for c in pl.comms if c.axis == "dp"]
-    layer, grads, params, gather = dp_split(dp_rows, cfg, system, model.layers / cfg.pp)
+    layer, grads, params, gather = dp_split(dp_rows, cfg, system, model.layers / cfg.pp, lay)
     return Structure(
         links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")} | {"layout": lay},
-        max_layers=max(held), last_layers=held[0 if cfg.schedule == "zb-v" else -1],
+        max_layers=busiest, head_layers=head, head_share=share,
         dp_layer_s=layer, dp_grad_s=grads, dp_param_s=params, dp_gather_s=gather,
         state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes,
         offload_s=exposed_s(pl.host_transfers, system.host_bandwidth()))
@@ -359,7 +351,9 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
                gpus_per_node=system.gpus_per_node)
     st = structure(model, cfg, system, pl)
-    t = {k: float(v) for k, v in step_times(model, cfg, system, st, cal, tp_overlap).items()}
+    times = step_times(model, cfg, system, st, cal, tp_overlap)
+    exposed = exposures(model, cfg, times.pop("exposed"))
+    t = {k: float(v) for k, v in times.items()}
     step = t.pop("step_time_s")
     global_tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
     world, peak = cfg.world, system.gpu.bf16_flops
@@ -378,7 +372,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
         memory_per_gpu_bytes=float(pl.peak_bytes), memory_capacity_bytes=capacity,
         fits=bool(pl.peak_bytes <= capacity),
         breakdown={k: v for k, v in t.items() if v > 1e-12 or k == "compute"},
-        placement=pl, capacity=room)
+        placement=pl, capacity=room, exposed=exposed)
 
 
 def microbatches_for(global_batch: int, dp: int, micro_batch: int) -> int:

@@ -1,10 +1,11 @@
 """Published training runs the time model is held against: the declared calibration sets
 (the only rows constants are fitted on) and the prediction rows.
 
-``published`` holds the runs with their sources, the one rule that settles a run's open
-settings, and the fits that ``benchmarks/fit.py`` prints; ``memory`` the measured peak
-memory of published runs, each in its source's own definition, and the fragmentation
-fit ``benchmarks/fit_memory.py`` prints.
+``run`` is one published run as a row; ``published`` holds the runs with their sources,
+the one rule that settles a run's open settings, and the fits that ``benchmarks/fit.py``
+prints; ``scale`` the runs at 384 to 3,360 A100s (Narayanan's Table 2, BLOOM, MT-NLG);
+``memory`` the measured peak memory of published runs, each in its source's own
+definition, and the fragmentation fit ``benchmarks/fit_memory.py`` prints.
 
 May import: everything below it (up to ``ledger.plan``).
 """

@@ -11,7 +11,12 @@ Calibration, two declared sets fitted in sequence by one script (benchmarks/fit.
    H200 share the H100's GH100 die and clocks (989 TFLOP/s dense) and take the same
    figure. These rows are calibration rows, not predictions.
 Predictions:
-- Narayanan et al. 2021, Table 1 (A100 80 GB): TFLOP/s per GPU by their eq. 3.
+- Narayanan et al. 2021, Table 1 (A100 80 GB): TFLOP/s per GPU by their eq. 3; fp16
+  gradients reduced after the backward, as the Megatron of that time ran
+  (ledger.validation.scale).
+- ledger.validation.scale: Narayanan et al. 2021 Table 2 (ZeRO-3 against PTD-P), BLOOM,
+  Megatron-Turing NLG.
+- DeepSeek-V3 (DualPipe on 2,048 H800).
 - Dubey et al. 2024, Llama 3, Table 4 (H100 SXM): TFLOP/s per GPU.
 Calibration set 2:
 - Megatron-LM's H100 weak-scaling table (README, images/model_table.png, added in
@@ -31,41 +36,17 @@ parameters resharded after forward.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from functools import lru_cache
 from itertools import product
 
 from ledger.config import ParallelConfig
+from ledger.errors import LedgerError
 from ledger.model import (ModelSpec, deepseek_v3, llama2_13b, llama2_70b, llama3_8b, llama3_70b,
                           llama3_405b)
-
-MICRO_BATCHES = (1, 2, 4, 8)
-RECOMPUTES = ("none", "selective", "full")
-
-
-@dataclass(frozen=True)
-class Run:
-    source: str
-    label: str
-    model: ModelSpec
-    cfg: ParallelConfig  # the published settings (open ones at a placeholder)
-    gpu: str
-    metric: str  # step_time_s | narayanan_tflops_per_gpu | tflops_per_gpu | ...
-    measured: float
-    role: str = "prediction"  # "calibration" | "prediction"
-    tp_overlap: bool = False  # published, unless "tp_overlap" is open
-    open: tuple[str, ...] = ()  # settings the publication leaves open: set by THE RULE
-    global_batch: int = 0  # sequences per step, when micro_batch is open
-    chunk_slots: int = 0  # pipeline chunk slots, when not the layer count (Llama 3)
-
-
-def gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200,
-        seq: int = 2048, tied: bool = True) -> ModelSpec:
-    return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab,
-                     seq_len=seq, ffn_hidden=4 * hidden, gated_mlp=False,
-                     tied_embeddings=tied, qkv_bias=True, out_bias=True, mlp_bias=True,
-                     norm="layernorm", learned_positions=seq if tied else 0)
-
+from ledger.pipeline import check as check_schedule
+from ledger.validation.run import MICRO_BATCHES, RECOMPUTES, Run, gpt
+from ledger.validation.scale import at_scale
 
 def _korthikanti() -> list[Run]:
     rows = [("22B", 48, 6144, 64, 8, 1, 4, 4, 1, 1.42, 1.10),
@@ -97,7 +78,8 @@ def _narayanan() -> list[Run]:
     for name, l, h, a, tp, pp, gpus, batch, tflops in rows:
         dp = gpus // (tp * pp)
         cfg = ParallelConfig(tp=tp, pp=pp, dp=dp, num_microbatches=batch // dp,
-                             sequence_parallel=False, recompute="full", flash_attention=False)
+                             sequence_parallel=False, recompute="full", flash_attention=False,
+                             precision="fp16")
         out.append(Run("Narayanan 2021", f"{name} on {gpus}", gpt(f"gpt-{name}", l, h, a), cfg,
                        "a100-80gb", "narayanan_tflops_per_gpu", tflops,
                        open=("micro_batch",), global_batch=batch))
@@ -144,7 +126,8 @@ def _megatron_h100() -> list[Run]:
     for name, a, h, l, tp, pp, dp, batch, tflops in rows:
         model = gpt(f"megatron-{name}", l, h, a, vocab=131072, seq=4096, tied=False)
         cfg = ParallelConfig(tp=tp, pp=pp, dp=dp, zero_stage=1, sequence_parallel=True,
-                             num_microbatches=batch // dp)
+                             num_microbatches=batch // dp, overlap_grad_reduce=True,
+                             overlap_param_gather=True)
         out.append(Run("Megatron-LM H100", f"{name} on {tp * pp * dp}", model, cfg, "h100-sxm",
                        "megatron_tflops_per_gpu", tflops, role="calibration", tp_overlap=True,
                        open=("micro_batch", "vp", "recompute"), global_batch=batch))
@@ -174,12 +157,14 @@ def _deepseek_v3() -> list[Run]:
     EP 64 over 8 nodes, ZeRO-1 DP, no TP (sec. 3.2), 15,360 sequences of 4,096 tokens
     (sec. 4.2), its own FP8 recipe (sec. 3.3), DeepEP-style node-limited dispatch (at
     most 4 nodes per token, sec. 2.1.2 / 3.2.2); 180K H800 GPU-hours per trillion tokens
-    (sec. 1, Table 1): 1e12 / (180,000 x 3,600 s) = 1,543.2 tokens/s/GPU. Its DualPipe
-    schedule, which hides the all-to-alls under another micro-batch's compute, is not
-    in the ledger: priced as 1F1B with the all-to-alls exposed (stated, not tuned). The
-    micro-batch is not published: THE RULE. No dropout (DeepSeek-V3's model has none)."""
-    cfg = ParallelConfig(pp=16, dp=128, ep=64, zero_stage=1, num_microbatches=120,
-                         moe_dispatcher="flex", precision="fp8-deepseek-v3", dropout=0.0)
+    (sec. 1, Table 1): 1e12 / (180,000 x 3,600 s) = 1,543.2 tokens/s/GPU. DualPipe on its
+    16 PP ranks (sec. 3.2.1), each forward-backward pair's all-to-alls hidden under the
+    other pass (the deepseek framework's default there). Its layer assignment is not
+    published: the framework's rule. The micro-batch is not published: THE RULE. No
+    dropout (DeepSeek-V3's model has none)."""
+    cfg = ParallelConfig(pp=16, vp=2, dp=128, ep=64, zero_stage=1, num_microbatches=120,
+                         moe_dispatcher="flex", precision="fp8-deepseek-v3",
+                         framework="deepseek", schedule="dualpipe", dropout=0.0)
     return [Run("DeepSeek-V3 2024", "671B on 2048 H800", deepseek_v3().with_seq(4096), cfg,
                 "h800", "tokens_per_s_per_gpu", 1e12 / (180e3 * 3600), open=("micro_batch",),
                 global_batch=15360)]
@@ -210,6 +195,9 @@ def predicted(run: Run, est, cfg: ParallelConfig | None = None) -> float:
     return getattr(est, run.metric)
 
 
+PIPELINE_ZERO = (0, 1)
+
+
 def candidates(run: Run):
     """(cfg, tp_overlap) for every combination of the run's open settings."""
     cfg, m = run.cfg, run.model
@@ -220,13 +208,27 @@ def candidates(run: Run):
         else [cfg.vp]
     rcs = RECOMPUTES if "recompute" in run.open else [cfg.recompute]
     ovs = (False, True) if "tp_overlap" in run.open else (run.tp_overlap,)
-    for mb, vp, rc, ov in product(mbs, vps, rcs, ovs):
+    # DeepSpeed's pipeline engine shards no more than ZeRO-1 (SOURCES["deepspeed"])
+    zeros = PIPELINE_ZERO if "zero_stage" in run.open else (cfg.zero_stage,)
+    derived = cfg.schedule in ("1f1b", "interleaved")  # else the run names its schedule
+    for mb, vp, rc, ov, zero in product(mbs, vps, rcs, ovs, zeros):
         n = run.global_batch // (cfg.dp * mb) if "micro_batch" in run.open \
             else cfg.num_microbatches
-        if vp > 1 and (n % cfg.pp or slots % (cfg.pp * vp)):
+        if derived and vp > 1 and (n % cfg.pp or slots % (cfg.pp * vp)):
             continue  # interleaving needs m % pp == 0 and even virtual stages
+        if not derived and check_schedule_problem(cfg.schedule, cfg.pp, n, vp):
+            continue
         yield replace(cfg, micro_batch=mb, num_microbatches=n, vp=vp, recompute=rc,
-                      schedule=None), ov
+                      zero_stage=zero, schedule=None if derived else cfg.schedule), ov
+
+
+def check_schedule_problem(schedule: str, pp: int, m: int, vp: int) -> bool:
+    """True when the named schedule cannot run m micro-batches on pp x vp."""
+    try:
+        check_schedule(schedule, pp, m, vp)
+    except LedgerError:
+        return True
+    return False
 
 
 def run_system(run: Run, gemm_share: float | None = None):
@@ -257,7 +259,7 @@ def settle(run: Run, cal=None, gemm_share: float | None = None):
 
 def runs() -> list[Run]:
     return _korthikanti() + _narayanan() + _llama3() + _megatron_h100() + _torchtitan() \
-        + _deepseek_v3()
+        + _deepseek_v3() + at_scale()
 
 
 def calibration_set() -> list[Run]:

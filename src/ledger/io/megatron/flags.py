@@ -89,7 +89,8 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         flags["global_batch"] = ns["global_batch_size"]
     if ns.get("num_experts"):
         flags["moe_dispatcher"] = ns["moe_token_dispatcher_type"]
-    flags |= _pipeline(ns, path)
+    own = _switches_and_split(ns, flags, path)
+    flags |= _pipeline(ns, path, own)
     unpriced = []
     if ns["recompute_activations"]:  # arguments.py:607-608
         ns["recompute_granularity"] = "selective"
@@ -125,14 +126,43 @@ def zero_stage(ns: dict) -> int:
     return 1 if ns["use_distributed_optimizer"] else 0
 
 
-def _pipeline(ns: dict, path: str) -> dict:
+def _switches_and_split(ns: dict, flags: dict, path: str) -> bool:
+    """The overlap switches and a split of Megatron's own (issue 22), under the CLI's
+    names; True when the launch splits the layers itself. Megatron refuses the layout
+    beside the other split flags (arguments.py L925-938; transformer_config.py
+    L2229-2258); the layout and first/last are read by ``ledger.io.megatron.layout``."""
+    for dest, key in (("overlap_grad_reduce", "overlap_grad_reduce"),
+                      ("overlap_param_gather", "overlap_param_gather"),
+                      ("overlap_moe_expert_parallel_comm", "ep_overlap")):
+        if ns.get(dest):
+            flags[key] = True
+    split = {k: ns.get(d) for k, d in (
+        ("pipeline_layout", "pipeline_model_parallel_layout"),
+        ("decoder_first", "decoder_first_pipeline_num_layers"),
+        ("decoder_last", "decoder_last_pipeline_num_layers")) if ns.get(d) is not None}
+    if "pipeline_layout" in split:
+        clash = [f"--{d.replace('_', '-')}" for d in (
+            "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+            "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank")
+            if ns.get(d) is not None] + [f"--{d.replace('_', '-')}" for d in (
+                "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+                if ns.get(d)]
+        if clash:
+            raise LedgerError("from_megatron", f"--pipeline-model-parallel-layout with "
+                                               f"{', '.join(clash)} in {path}: Megatron "
+                                               f"refuses them together")
+    flags |= split
+    return bool(split)
+
+
+def _pipeline(ns: dict, path: str, own_split: bool = False) -> dict:
     layers, pp = ns["num_layers"], ns["pipeline_model_parallel_size"]
     emb, loss = ns["account_for_embedding_in_pipeline_split"], \
         ns["account_for_loss_in_pipeline_split"]
     slots = layers + bool(emb) + bool(loss)
     named = (f"{slots} layer slots ({layers} layers{', + embedding' if emb else ''}"
              f"{', + loss' if loss else ''})")
-    if pp > 1 and slots % pp:  # arguments.py L968-969, L985-998
+    if pp > 1 and slots % pp and not own_split:  # arguments.py L968-969, L985-998
         raise LedgerError("from_megatron", f"{named} do not divide over pp({pp}) in {path}; "
                                            f"Megatron refuses the split")
     out, per_vp = {}, ns.get("num_layers_per_virtual_pipeline_stage")
@@ -151,7 +181,7 @@ def _pipeline(ns: dict, path: str) -> dict:
             raise LedgerError("from_megatron", f"--num-virtual-stages-per-pipeline-rank must "
                                                f"be at least 1, got {out['vp']} in {path}")
     stages = pp * out.get("vp", 1)
-    if pp > 1 and slots % stages:  # transformer_block.py L170-178
+    if pp > 1 and slots % stages and not own_split:  # transformer_block.py L170-178
         raise LedgerError("from_megatron", f"{named} do not divide over pp({pp}) * "
                                            f"vp({out['vp']}) = {stages} stages in {path}; "
                                            f"Megatron refuses the split")

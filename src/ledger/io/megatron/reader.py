@@ -37,7 +37,7 @@ NO_EFFECT_GROUPS = {f"_add_{g}_args" for g in (
     "tokenizer", "vision", "biencoder", "sft")} | {"add_modelopt_args"}
 # flags of the other groups that change nothing priced: optimiser hyper-parameters, fusions
 # and kernels (time the ledger's GEMM model does not split), rotary and router numerics,
-# overlap switches the time model assumes on, run control
+# run control
 NO_EFFECT = {f"--{n}" for n in """
 activation-func-clamp-value adam-beta1 adam-beta2 adam-eps apply-layernorm-1p
 attention-backend attention-softmax-in-fp32 calculate-per-token-loss clip-grad
@@ -53,7 +53,7 @@ moe-router-topk-scaling-factor moe-shared-expert-overlap moe-token-drop-policy
 moe-z-loss-coeff moe-input-jitter-eps mscale mscale-all-dim mtp-loss-scaling-factor
 no-bias-dropout-fusion no-bias-gelu-fusion no-bias-swiglu-fusion
 no-check-for-nan-in-loss-and-grad no-gradient-accumulation-fusion no-masked-softmax-fusion
-no-rope-freq no-rope-fusion norm-epsilon overlap-grad-reduce overlap-param-gather
+no-rope-freq no-rope-fusion norm-epsilon
 overlap-p2p-comm profile profile-step-end profile-step-start profile-ranks
 rope-scaling-factor rope-type rotary-base rotary-interleaved rotary-percent
 rotary-scaling-factor rotary-seq-len-interpolation-factor seed train-iters train-samples
@@ -85,6 +85,9 @@ tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
 fp8-param-gather optimizer hidden-dropout
 save-interval persistent-save-interval async-save
+overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
+decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
+pipeline-model-parallel-layout
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {

@@ -1,0 +1,170 @@
+"""The planner's grid, priced for memory: every candidate's peak over its pipeline ranks
+(``ledger.placement.footprint``: the largest point of each rank's step) with numpy,
+through the same stage layout, ZeRO sharding, schedule points (``ledger.pipeline.held``),
+activation tables and fine-tune classes one placement uses; and the grouping of the grid
+by its categorical fields (ledger.plan.search prices time per group).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from types import SimpleNamespace
+
+import numpy as np
+
+from ledger.config import MoESpec
+from ledger.frameworks import get as get_framework
+from ledger.memory import StateBytes
+from ledger.model import ModelSpec
+from ledger.pipeline import held_closed
+from ledger.placement import (layer_activation_bytes, layer_kinds, layer_working_bytes,
+                              peak_total, rank_layers, rank_parts, shard_state, stage_params,
+                              tuned_stage_state)
+from ledger.plan.pins import RECOMPUTES, SCHEDULES
+
+
+def groups(key: np.ndarray):
+    """Rows grouped by an integer key: (unique keys, row indices per group)."""
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    return sorted_key[starts], [order[s:e] for s, e in zip(starts, ends)]
+
+
+def codes(g) -> np.ndarray:
+    """One integer per categorical combination (schedule, zero, sp, cp kind, TP overlap,
+    recompute)."""
+    return ((((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 2
+            + g["tpov"]) * 3 + g["rc"]
+
+
+# the schedules whose ranks hold their stages other than in Megatron's loop
+SHAPED = tuple(SCHEDULES.index(k) for k in ("zb-v", "dualpipev", "dualpipe"))
+
+
+def shape_of(code: int) -> str:
+    """The schedule that decides which stages a rank holds: loop, V, or DualPipe's."""
+    return SCHEDULES[code] if code in SHAPED else "1f1b"
+
+
+@lru_cache(maxsize=4096)
+def _kind_counts(model: ModelSpec, pp: int, vp: int, schedule: str, rule: str) -> np.ndarray:
+    return layer_kinds(model, pp, vp, schedule, None, rule)[1]
+
+
+@lru_cache(maxsize=65536)
+def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, schedule: str,
+                 framework: str):
+    """Per rank: dense and expert parameters held, and layers held (the framework's
+    split; the schedule's stages per rank)."""
+    cfg = SimpleNamespace(tp=tp, ep=ep, pp=pp, vp=vp, schedule=schedule, framework=framework)
+    dense, expert = np.array(stage_params(model, cfg)).T
+    rule = get_framework(framework).split
+    layers = np.array(rank_layers(model.layers, pp, vp, schedule, None, rule), dtype=float)
+    return dense, expert, layers
+
+
+def _grid_cfg(g, sel, fw, flash=True, precision=None, finetune=None, facts=None, **fixed):
+    """The config fields ``ledger.placement.footprint`` and the activation formula read, for the
+    rows ``sel`` of the grid: sizes as arrays, categorical fields as given; dropout, loss
+    and compile as ``facts`` gives them (``search.RUN_FACTS``), else the framework's
+    defaults."""
+    facts = {k: v for k, v in (facts or {}).items() if v is not None}
+    run = dict(dropout=fw.dropout, loss=None, compile=False) | facts
+    return SimpleNamespace(
+        tp=g["tp"][sel], cp=g["cp"][sel], dp=g["dp"][sel], ep=g["ep"][sel],
+        micro_batch=g["mb"][sel], grad_replicas=g["dp"][sel] * g["cp"][sel],
+        hsdp_shard=g["shard"][sel], framework=fw.name, flash_attention=flash, act_bytes=2,
+        precision=precision, moe=MoESpec(), finetune=finetune, recompute_every=1,
+        cp_kind="ring", stage_layers=None, **run, **fixed)
+
+
+def _per_kind(model, g, fw, flash, precision, finetune=None, facts=None):
+    """Per candidate and kind of layer: the saved bytes of one layer and its backward's
+    working set, under the candidate's recompute mode and SP."""
+    count = len(g["tp"])
+    everything = np.arange(count)
+    kinds = layer_kinds(model, 1)[0]  # the model's kinds of layer (LayerKind)
+    act, work = np.zeros((count, len(kinds))), np.zeros((count, len(kinds)))
+    for rc, name in enumerate(RECOMPUTES):
+        for sp in (True, False):
+            cfg = _grid_cfg(g, everything, fw, flash, precision, finetune, facts,
+                            sequence_parallel=sp, recompute=name)
+            pick = (g["rc"] == rc) & (g["sp"] == sp)
+            for k, kind in enumerate(kinds):  # a kind's bytes may not vary: a number
+                act[pick, k] = np.broadcast_to(layer_activation_bytes(model, cfg, kind),
+                                               (count,))[pick]
+                work[pick, k] = np.broadcast_to(layer_working_bytes(model, cfg, kind),
+                                                (count,))[pick]
+    return act, work.max(axis=1) * fw.working_set
+
+
+def _state(model, cfg, fw, per_param, optimizer, shape, finetune):
+    """The grid group's sharded state per rank: the whole model's per parameter over
+    each stage's parameters, or a fine-tune's classes (``ledger.placement.tuned``)."""
+    tp, ep, pp, vp = cfg.tp, cfg.ep, cfg.pp, cfg.vp
+    if finetune is None:
+        dense, expert, _ = _stage_state(model, tp, ep, pp, vp, shape, fw.name)
+        split = [StateBytes(*(b * part[None, :] for b in (
+            per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
+            for part in (dense, expert)]
+    else:
+        tuned = tuned_stage_state(model, cfg, fw, optimizer, tp, tp * ep, pp, vp, shape)
+        split = [StateBytes(*(np.array([getattr(r[i], f) for r in tuned])[None, :]
+                              for f in ("params_bytes", "grads_bytes", "optim_bytes")))
+                 for i in (0, 1)]
+    return shard_state(*split, cfg, fw)
+
+
+def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
+                optimizer="adam", facts=None):
+    """Peak memory over the pipeline ranks (``ledger.placement.footprint``: the largest
+    point of each rank's step, what the device holds there), and the heaviest stage's
+    optimizer-step state, for every candidate: the framework's stage layout, ZeRO in its
+    dtypes, the schedule's points in closed form (``ledger.pipeline.held``), the
+    recompute mode's activations."""
+    count = len(g["tp"])
+    mem, state_max = np.empty(count), np.empty(count)
+    shape = np.select([g["sched"] == c for c in SHAPED], [1 + i for i in range(len(SHAPED))],
+                      0).astype(np.int64)
+    act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
+    radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
+    key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"])
+           * (len(SHAPED) + 1) + shape) * 4 + g["zero"]
+    for sel in groups(key)[1]:
+        i = sel[0]
+        tp, ep, pp, vp, zero = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp", "zero"))
+        sched = shape_of(int(g["sched"][i]))
+        layers = _stage_state(model, tp, ep, pp, vp, sched, fw.name)[2]
+        held = _kind_counts(model, pp, vp, sched, fw.split)  # ranks x kinds
+        cfg = _grid_cfg(g, sel, fw, flash, precision, finetune, facts, zero_stage=zero,
+                        reshard_after_forward=fw.reshard_after_forward(pp),
+                        grad_accumulation=fw.grad_accumulation(pp),
+                        sequence_parallel=g["sp"][sel][:, None].astype(bool), pp=pp, vp=vp,
+                        schedule=sched, num_microbatches=g["m"][sel][:, None])
+        for name in ("hsdp_shard", "grad_replicas", "cp", "micro_batch", "dp"):
+            setattr(cfg, name, getattr(cfg, name)[:, None])
+        cfg.tp, cfg.ep = tp, ep
+        st = _state(model, cfg, fw, per_param, optimizer, sched, finetune)
+        ranks = np.arange(pp)[None, :]
+        parts = rank_parts(model, cfg, fw, ranks, st, act[sel] @ held.T, work[sel][:, None],
+                           layers[None, :], per_param)
+        parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
+                        cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
+        point = np.zeros((4, len(sel), pp))
+        point[0] = 1.0  # without a pipeline one micro-batch is alive at a time
+        if pp > 1:
+            scheds = g["sched"][sel]
+            for code in np.unique(scheds):
+                rows = scheds == code
+                point[:, rows] = np.broadcast_to(held_closed(
+                    SCHEDULES[code], ranks, pp, cfg.num_microbatches[rows], vp,
+                    fw.pipeline_outputs), (4, int(rows.sum()), pp))
+        grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
+        mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss).max(axis=1)
+        state = st.params_bytes + st.grads_bytes + st.optim_bytes
+        heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
+        rows = np.arange(len(sel))
+        state_max[sel] = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes)[rows, heaviest]
+    return mem, state_max

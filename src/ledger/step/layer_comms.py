@@ -1,0 +1,89 @@
+"""A layer's own communication in seconds, per micro-batch and direction: TP's
+collectives (priced by NCCL's cost model over the TP group, ``ledger.step.nccl``), CP's
+ring steps or all-to-alls, and EP's dispatch and combine. ``ledger.step.timing`` adds them
+to the layer's compute and says what overlaps."""
+from __future__ import annotations
+
+import numpy as np
+
+from ledger.config import expert_tp
+from ledger.model import ModelSpec
+from ledger.placement import (cp_comms, ep_pass_comms, forward_passes, kv_width,
+                              ring_kv_block_bytes, tp_comms)
+from ledger.step.dp import group_shape
+from ledger.step.nccl import collective_s, group_bandwidth
+from ledger.system import System
+
+
+def tp_times(cfg, s_act, gemm, links, system: System, tp_overlap: bool):
+    """TP seconds per layer and micro-batch, forward and backward, exposed and as issued:
+    (t_f, t_b, raw_f, raw_b), from ledger.placement.comms' rows. One forward pass moves
+    2 RS + 2 AG under SP (2 all-reduces without): the reduce-scatters' bytes split over the
+    F + 1 passes that make them (F forwards, F = 2 under full recompute, and the
+    backward), twice; the backward is everything else (conjugates and any input
+    re-gather) less the recomputed forward, which the caller adds itself. Each call of a
+    forward's size is priced by NCCL's cost model over the TP group's ranks and nodes.
+    With ``tp_overlap`` (TE's comm-GEMM overlap, needs SP) each collective hides under
+    the GEMM it feeds except its first chunk of 1/tp."""
+    rows = tp_comms(cfg, s_act, 1.0, links["tp"])
+    m, passes = cfg.num_microbatches, forward_passes(cfg) + 1
+    total = sum(r.bytes for r in rows) / m
+    fwd = total / passes
+    for r in rows:
+        if r.kind == "reduce_scatter":
+            fwd = 2 * r.bytes / m / passes
+    total = total - (passes - 2) * fwd  # the recomputed forward is not the backward's
+    calls = 4 if cfg.sequence_parallel else 2  # per forward: 2 AG + 2 RS, or 2 AR
+    kind = "all_gather" if cfg.sequence_parallel else "all_reduce"
+    lay = links.get("layout")
+    _, nodes = group_shape(lay, "tp", cfg.tp) if lay is not None else (cfg.tp, 1)
+    eff = system.link_efficiency
+    bw = group_bandwidth(system.intra_bytes_per_s * eff, system.inter_bytes_per_s * eff, nodes)
+    one = collective_s(kind, fwd / calls, cfg.tp, nodes, bw, system.gpu.generation)
+    raw_f = calls * one
+    raw_b = raw_f * (total - fwd) / np.maximum(fwd, 1e-300)
+    t_f, t_b = raw_f, raw_b
+    if tp_overlap and cfg.sequence_parallel:  # TE userbuffers: ring-exchanged in tp chunks
+        t_f = np.maximum(t_f / cfg.tp, t_f - gemm)  # AG under QKV/FC1, RS under proj/FC2
+        t_b = np.maximum(t_b / cfg.tp, t_b - 2 * gemm)  # under dgrad and wgrad GEMMs
+    return t_f, t_b, raw_f, raw_b
+
+
+def cp_times(model: ModelSpec, cfg, tokens, attention, links, system: System):
+    """CP seconds per layer and micro-batch, (exposed forward, exposed backward, as
+    issued). Ring: cp - 1 steps, each passing one K/V block (ledger.placement.comms)
+    forward and K/V + dK/dV backward, each hidden under that step's share of attention
+    (1/cp of it). Ulysses: the Q/K/V/O all-to-alls of ledger.placement.comms, exposed, the
+    same backward. Both over the layers that attend; a hybrid's recurrent layers add
+    their own all-to-alls (the rows after the first), exposed."""
+    link = links["cp"]
+    rows = cp_comms(model, cfg, tokens, 1.0, link)
+    share = model.attention_layers / model.layers
+    rec = sum(r.bytes for r in rows[1:]) / cfg.num_microbatches / (forward_passes(cfg) + 1)
+    rec_t = rec / system.bandwidth(link) + (rec > 0) * 2 * (cfg.cp - 1) * system.latency(link)
+    if cfg.cp_kind == "ring":
+        block = ring_kv_block_bytes(tokens, kv_width(model), cfg.tp, cfg.act_bytes)
+        hop = system.latency(link) + block / system.bandwidth(link)
+        steps, per_step = cfg.cp - 1, attention / cfg.cp
+        return (share * steps * np.maximum(0.0, hop - per_step) + rec_t,
+                share * steps * np.maximum(0.0, 2 * hop - 2 * per_step) + rec_t,
+                share * 3 * steps * hop + 2 * rec_t)
+    per_pass = rows[0].bytes / cfg.num_microbatches \
+        / (forward_passes(cfg) + 1)  # the forward's, the backward's and a recompute's
+    t = per_pass / system.bandwidth(link) + share * 2 * (cfg.cp - 1) * system.latency(link)
+    return t + rec_t, t + rec_t, 2 * (t + rec_t)
+
+
+def ep_time(model: ModelSpec, cfg, tokens, links, system: System):
+    """One direction's EP seconds per layer, averaged over the stack: the rows of
+    ledger.placement.comms.ep_pass_comms (one MoE layer, one micro-batch, one direction;
+    over the rank layout's links when ``links`` carries it) at alpha-beta, one call of
+    ep - 1 point-to-point hops each (NCCL runs an all-to-all as grouped sends and
+    receives, outside its collective cost model); times the MoE layers' share."""
+    lay = links.get("layout") or links["ep"]
+    rows = ep_pass_comms(model, cfg, tokens, lay)
+    t = sum(r.bytes / system.bandwidth(r.link)
+            + (np.maximum(cfg.ep, expert_tp(cfg)) - 1) * system.latency(r.link) * (r.bytes > 0)
+            for r in rows)
+    moe_layers = model.moe_layers if model.is_moe else model.layers
+    return t * moe_layers / model.layers

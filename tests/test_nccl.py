@@ -1,0 +1,44 @@
+"""NCCL's cost model (src/graph/tuning.cc at NCCL 2.30.7): latencies by hand from its
+constants, the least-time choice, and the bandwidth of groups that span nodes."""
+import pytest
+
+from ledger.step.nccl import collective_s, group_bandwidth, latency_us
+
+
+def test_ring_latency_is_linear_in_the_group():
+    """Ring, Simple, one node of 8: base 8.4 + 2 x 7 steps of NVLink's 3.4 us; two nodes of
+    8: 28 NVLink steps (3.4 >= the 3 x 1 us net overhead) and 2 network steps of 14 us."""
+    assert latency_us("all_reduce", "ring", "Simple", 8, 1) == pytest.approx(8.4 + 14 * 3.4)
+    assert latency_us("all_reduce", "ring", "Simple", 16, 2) == pytest.approx(
+        8.4 + 28 * 3.4 + 2 * 14.0)
+    # all-gather at 1536 ranks on 192 nodes: 1535 steps, 191 across nodes
+    assert latency_us("all_gather", "ring", "Simple", 1536, 192) == pytest.approx(
+        8.4 + 1344 * 3.4 + 191 * 14.0)
+
+
+def test_tree_latency_is_logarithmic_in_the_nodes():
+    """Tree all-reduce, 1536 ranks one per node: 2 (0 x intra + log2(1536) = 10 x 14 us);
+    LL: 6.8 + 2 x 10 x 5.0. PAT all-gather: 8 + 10 x 14 / 3.5 + 2.8 x 1536."""
+    assert latency_us("all_reduce", "tree", "Simple", 1536, 1536) == pytest.approx(8.4 + 280)
+    assert latency_us("all_reduce", "tree", "LL", 1536, 1536) == pytest.approx(106.8)
+    assert latency_us("all_gather", "pat", "Simple", 1536, 1536) == pytest.approx(
+        8 + 40 + 2.8 * 1536)
+
+
+def test_the_least_time_is_chosen():
+    """An empty call costs the least latency (tree LL for an all-reduce over 1536 nodes,
+    PAT for an all-gather); a large one the Simple ring: its latency (8.4 + 56 x 3.4 +
+    7 x 14 us over 64 ranks on 8 nodes) plus 1 GB at 40 GB/s."""
+    assert collective_s("all_reduce", 0.0, 1536, 1536, 40e9, "hopper") == pytest.approx(106.8e-6)
+    assert collective_s("all_gather", 0.0, 1536, 1536, 40e9, "hopper") == pytest.approx(
+        (48 + 2.8 * 1536) * 1e-6)
+    assert collective_s("reduce_scatter", 1e9, 64, 8, 40e9, "hopper") == pytest.approx(
+        (8.4 + 56 * 3.4 + 7 * 14.0) * 1e-6 + 1e9 / 40e9)
+    assert collective_s("all_reduce", 1e9, 1, 1, 40e9, "hopper") == 0.0
+
+
+def test_a_group_across_nodes_moves_at_each_ranks_own_nic():
+    """NVLink inside a node; across nodes a rank's own NIC, whatever the ranks per node
+    (the NICs NCCL could spread a ring over are every axis's at once)."""
+    assert group_bandwidth(240e9, 20e9, 4) == pytest.approx(20e9)
+    assert group_bandwidth(240e9, 20e9, 1) == pytest.approx(240e9)
