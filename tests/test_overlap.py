@@ -127,7 +127,8 @@ def test_the_busiest_rank_sets_the_pace():
 def test_launch_files_set_the_switches_and_the_split(tmp_path, capsys):
     text = ("torchrun pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
             "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 "
-            "--vocab-size 50000 --tensor-model-parallel-size 8 "
+            "--vocab-size 50000 --tokenizer-type NullTokenizer --micro-batch-size 1 "
+            "--tensor-model-parallel-size 8 "
             "--pipeline-model-parallel-size 4 --use-distributed-optimizer "
             "--overlap-grad-reduce --overlap-param-gather "
             "--pipeline-model-parallel-layout 'Et*7|t*9|t*9|t*7L' --global-batch-size 64\n")

@@ -37,7 +37,7 @@ def test_grid_prices_like_estimate(model, gpus, batch, gpu, framework):
     g = {k: v[offered] for k, v in g.items()}
     step, mem, _ = _price(model, sysm, DEFAULT, g, None, "adam", framework)
     for i in np.random.default_rng(0).choice(len(step), 40, replace=False):
-        est = estimate(model, _config(g, i, framework, True, None, Pins(), model), sysm,
+        est = estimate(model, _config(g, i, framework, True, None, None, Pins(), model), sysm,
                        tp_overlap=bool(g["tpov"][i]))
         assert est.step_time_s == pytest.approx(step[i], rel=1e-12)
         assert est.memory_per_gpu_bytes == pytest.approx(mem[i], rel=1e-12)

@@ -130,7 +130,7 @@ def wire(model, cfg, fw) -> Wire:
     """ZeRO-3 gathers every parameter in its gathered dtype (NF4 storage as stored); ZeRO-1/2
     gather back what trains; only what trains is reduced (adapters' fp32 grads)."""
     ft = cfg.finetune
-    (dense, expert), = _counts(model, ft, 1, 1, 1, 1, False)
+    (dense, expert), = _counts(model, ft, 1, 1, 1, 1, None, [model.layers])
     gathered = {"trained": fw.gathered_param_bytes, "adapters": fw.gathered_param_bytes,
                 "frozen": fw.gathered_param_bytes,
                 "nf4": nf4_bytes.nf4_bytes_per_param(ft.quant_block, ft.double_quant)}

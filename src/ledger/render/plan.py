@@ -9,13 +9,14 @@ from ledger.render.text import _seq, config_dict, fmt_bytes, params_dict, params
 
 def split_note(c) -> str:
     """The switches a launch must set to run the placement as priced: the overlaps its
-    framework leaves off by default, and an EP overlap."""
+    framework leaves off by default (none where the data-parallel group is one rank: there
+    is nothing to overlap), and an EP overlap."""
     from ledger.frameworks import of
 
-    fw, out = of(c), ""
-    if c.overlap_grad_reduce and c.zero_stage not in fw.overlap_grad_reduce:
+    fw, out, reduces = of(c), "", c.dp * c.cp > 1
+    if reduces and c.overlap_grad_reduce and c.zero_stage not in fw.overlap_grad_reduce:
         out += " overlap-grad-reduce"
-    if c.overlap_param_gather and c.zero_stage not in fw.overlap_param_gather:
+    if reduces and c.overlap_param_gather and c.zero_stage not in fw.overlap_param_gather:
         out += " overlap-param-gather"
     if c.ep_overlap and not fw.ep_overlap:
         out += " ep-overlap"
