@@ -10,11 +10,17 @@ a measured figure:
 - micro-batch, interleaving, recompute, TP overlap: validation's THE RULE (``settle``);
 - a phase's placement, when not published: the run's first published placement; when
   its global batch does not divide that placement's data-parallel size, data-parallel
-  ranks become context-parallel ones, the fewest (powers of two) that make it divide;
+  ranks become context-parallel ones, the fewest (powers of two) that make it divide
+  and leave micro-batches the schedule runs (DualPipe needs an even m >= 2 pp:
+  DeepSeek-V3's context extension on 128 data-parallel ranks would leave 15);
 - a phase with several published placements and no published split: its tokens split
   evenly over them;
 - a ramp whose shape is not published: Megatron's ramp over the published span in
-  increments of one data-parallel batch (dp x micro-batch sequences);
+  increments of one data-parallel batch (dp x micro-batch sequences; two under DualPipe,
+  which sends half the micro-batches each way), from the published start or from the
+  smallest batch the schedule runs if that is larger (DualPipe: 2 pp micro-batches per
+  data-parallel rank; DeepSeek-V3's 3,072 sequences are 24 on its 128 ranks, fewer than
+  DualPipe's 32: its ramp starts at 4,096 here);
 - interruption rate, storage, interval, relaunch: the run's own published figure, else
   the defaults (``ledger.run.failures``, ``ledger.run.checkpoint``).
 A phase's step time "at the published rate" is the priced step scaled by its row's
@@ -27,6 +33,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ledger.config import ParallelConfig
+from ledger.errors import LedgerError
+from ledger.pipeline import check as check_schedule
 from ledger.model import ModelSpec
 from ledger.run.checkpoint import Storage
 from ledger.run.failures import RATES
@@ -76,15 +84,36 @@ def _row(source: str, label: str) -> Run:
 def _like(row: Run, label: str, seq: int, batch: int) -> Run:
     """A phase without a published rate on ``row``'s placement (the rule's first
     published one), its batch divided over the data-parallel ranks (or, where it does
-    not divide, over the fewest context-parallel ranks that make it)."""
+    not divide or leaves micro-batches the schedule cannot run - DualPipe's even
+    m >= 2 pp - over the fewest context-parallel ranks that make it)."""
     cfg, k = row.cfg, 1
-    while batch % (cfg.dp // k):
+    while batch % (cfg.dp // k) or not _runs(cfg, batch // (cfg.dp // k)):
         k *= 2
         if cfg.dp % k:
-            raise ValueError(f"{label}: no split of dp({cfg.dp}) divides {batch}")
+            raise ValueError(f"{label}: no split of dp({cfg.dp}) runs {batch}")
     cfg = replace(cfg, dp=cfg.dp // k, cp=cfg.cp * k, num_microbatches=batch // (cfg.dp // k))
     return replace(row, label=label, model=row.model.with_seq(seq), cfg=cfg, measured=0.0,
                    global_batch=batch, open=tuple(dict.fromkeys((*row.open, "micro_batch"))))
+
+
+def _ramp_shape(cfg: ParallelConfig, ramp: tuple[int, int, int]) -> tuple[int, int, int]:
+    """THE rule's ramp for an unpublished shape (the module's docstring): its start,
+    increment and samples."""
+    one = cfg.dp * cfg.micro_batch
+    step = one * (2 if cfg.schedule == "dualpipe" else 1)
+    start = ramp[0]
+    while not _runs(cfg, start // one) or start % one:
+        start = (start // one + 1) * one
+    return start, step, ramp[2]
+
+
+def _runs(cfg: ParallelConfig, m: int) -> bool:
+    """Whether the placement's schedule runs ``m`` micro-batches."""
+    try:
+        check_schedule(cfg.schedule, cfg.pp, m, cfg.vp)
+    except LedgerError:
+        return False
+    return True
 
 
 def llama3_405b_run() -> WholeRun:
@@ -218,7 +247,7 @@ def held(run: WholeRun) -> Held:
         cfg, overlap, est = settle(row.step)
         ramp = row.phase.rampup
         if ramp is not None and ramp[1] == 0:  # an unpublished ramp shape: THE rule's
-            ramp = (ramp[0], cfg.dp * cfg.micro_batch, ramp[2])
+            ramp = _ramp_shape(cfg, ramp)
         phases.append(replace(row.phase, config=cfg, tp_overlap=overlap, rampup=ramp))
         if row.step.measured:
             value = predicted(row.step, est, cfg)
