@@ -141,7 +141,7 @@ def test_open_settings_follow_the_rule_not_the_row():
     assert by_source["Korthikanti 2022"] == {()} and by_source["torchtitan FSDP2"] == {()}
     assert by_source["Narayanan 2021"] == {("micro_batch",)}
     assert by_source["Narayanan 2021 T2"] == {(), ("recompute",)}
-    assert by_source["MT-NLG 2022"] == {("micro_batch", "recompute", "zero_stage")}
+    assert by_source["MT-NLG 2022"] == {("micro_batch", "zero_stage")}  # recompute: read
     assert by_source["BLOOM 2022"] == {()}
     assert all("vp" in o for o in by_source["Llama 3 2024"] | by_source["Megatron-LM H100"])
 
