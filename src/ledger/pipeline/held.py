@@ -90,11 +90,14 @@ def held_closed(kind: str, rank, p, m, v, keep: str = "none", inflight=None):
     are at their most - and the loss tensors of the other micro-batches: GPipe runs every
     loss before any backward (m - 1 others alive at the first backward); 1F1B-style
     schedules run a micro-batch's last-stage backward right after its forward, so no
-    other loss is alive."""
+    other loss is alive; DualPipe's pairs run a loss forward with the other direction's
+    backward, its own backward a pair later: one other loss alive on a loss rank."""
     chunks = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
     on_loss = np.isin(np.asarray(rank), loss_stage_ranks(kind, p))
-    losses = np.where(on_loss & (kind == "gpipe"), m - 1, 0)
+    dual = kind in ("dualpipe", "dualpipev")  # a pair runs the loss forward, its backward
+    losses = np.where(on_loss & (kind == "gpipe"), m - 1, np.where(on_loss & dual, 1, 0))
     stages = 2 if kind in ("zb-v", "dualpipe", "dualpipev") else v  # stages per rank
-    logits = np.where(on_loss, m * (keep != "none"), 0)
-    boundary = m * (stages - on_loss) * (keep == "all")
+    seen = m / 2 if kind == "dualpipe" else m  # micro-batches through each stage copy
+    logits = np.where(on_loss, seen * (keep != "none"), 0)
+    boundary = seen * (stages - on_loss) * (keep == "all")
     return chunks, losses, logits, boundary

@@ -238,8 +238,8 @@ def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
 
 
 def _config(g, i, framework: str, flash: bool = True, precision: str | None = None,
-            finetune=None, facts=None, pins: Pins = Pins(),
-            model: ModelSpec | None = None) -> ParallelConfig:
+            finetune=None, pins: Pins = Pins(), model: ModelSpec | None = None,
+            facts=None) -> ParallelConfig:
     flat = g["shard"][i] == g["dp"][i] * g["cp"][i]
     switches = _overlaps(get_framework(framework), g, [i], pins, model) \
         if model is not None else {}
@@ -257,8 +257,8 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
 
 
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
-    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune, facts, pins,
-    model) for its config."""
+    """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune, pins, model,
+    facts) for its config."""
     mfu = flops / (gpus * system.gpu.bf16_flops * step[i])
     return Plan(_config(g, i, *conf), float(step[i]), float(mfu),
                 float(mem[i]), float(limit - mem[i]),
@@ -309,7 +309,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
         return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - limit))
     order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
     flops = model_flops_per_token(model) * model.seq_len * global_batch
-    conf = (framework, flash, precision, finetune, facts, pins, model)
+    conf = (framework, flash, precision, finetune, pins, model, facts)
     plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf)
              for i in order]
     rejected = rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)
