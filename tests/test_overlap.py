@@ -145,15 +145,26 @@ def test_launch_files_set_the_switches_and_the_split(tmp_path, capsys):
 
 
 def test_estimate_shows_where_exposed_comm_comes_from(tmp_path, capsys):
+    """Every exposed call - its axis, its collective, its seconds and why the step does not
+    hide it - in the text, the HTML page and the JSON alike."""
+    from html import escape
+
     argv = ["estimate", "llama3-70b", "--tp", "8", "--pp", "4", "--gpus", "256", "--zero", "1",
             "--global-batch", "512"]
     assert main(argv + ["--html", str(tmp_path / "p.html")]) == 0
     text = capsys.readouterr().out
     assert "exposed communication" in text and "not overlapped" in text
-    assert "Where exposed communication comes from" in (tmp_path / "p.html").read_text()
+    page = (tmp_path / "p.html").read_text()
+    assert "Where exposed communication comes from" in page
     assert main(argv + ["--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["exposed"]
     assert {"axis", "call", "exposed_s", "issued_s", "why"} <= set(rows[0])
+    assert {r["axis"] for r in rows} >= {"dp", "tp", "pp"}
+    for r in rows:
+        shown = f"{r['axis']:<4}{r['exposed_s']:8.3f} s of {r['issued_s']:8.3f} s  {r['call']}"
+        assert shown in text and r["why"] in text, r
+        assert (f"<td class=l>{escape(r['axis'])}</td><td class=l>{escape(r['call'])}</td>"
+                f"<td>{r['exposed_s']:.3f} s</td>") in page and escape(r["why"]) in page, r
 
 
 def test_dualpipe_hides_the_all_to_alls():

@@ -112,3 +112,11 @@ def test_megatron_argument_of_the_wrong_type(tmp_path, data):
     words[at] = data.draw(st.sampled_from(["x", "-1", "0", "1e400", "nan", "''", "1.5",
                                            "99999999999999999999", "--", "="]))
     _feed(tmp_path, "megatron", " ".join(words).encode())
+
+
+def test_a_stray_parenthesis_is_refused(tmp_path):
+    """Found by test_random_bytes: b"\\x01)\\x01" as a launch file made the shell parser
+    append empty statements forever (no statement starts with ")")."""
+    _feed(tmp_path, "megatron", b"\x01)\x01")
+    code, _, err = run(["report", "--from-megatron", str(tmp_path / "input.sh")])
+    assert code == 2 and "unexpected ')'" in err

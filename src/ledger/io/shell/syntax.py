@@ -263,7 +263,11 @@ def _block(toks: list, i: int, ends: tuple) -> tuple[list, int]:
             return out, i
         if kind == "op" and v in ends:
             return out, i
+        start = i
         stmt, i = _statement(toks, i)
+        if i == start:  # a token no statement starts with (a stray ")"): never loop on it
+            raise LedgerError("from_megatron", f"unexpected {v if kind == 'op' else kind!r} "
+                                               f"in the script")
         nxt = toks[i] if i < len(toks) else None
         conn = nxt[1] if nxt and nxt[0] == "op" and nxt[1] in ("&&", "||", "|") else None
         out.append((stmt, conn))
