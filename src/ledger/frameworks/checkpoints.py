@@ -100,3 +100,5 @@ SOURCES: dict[str, dict[str, str]] = {
 }
 SOURCES["hf"] = {k: v + " (transformers under FSDP2: the DCP path)"
                  for k, v in SOURCES["torchtitan"].items()}
+SOURCES["deepseek"] = {k: v + " (DeepSeek's own stack publishes no checkpoint format: "
+                       "priced as Megatron-Core's)" for k, v in SOURCES["megatron"].items()}
