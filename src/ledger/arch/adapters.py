@@ -24,12 +24,16 @@ FP32 = 4
 MASK = 1  # a bool dropout mask
 
 
-def adapter_activation_bytes(model, ft: FineTune, moe: bool, micro_batch, tp, cp) -> float:
-    """Bytes one layer's adapters save for backward, per GPU and micro-batch."""
+def adapter_activation_bytes(model, ft: FineTune, kind, micro_batch, tp, cp) -> float:
+    """Bytes one layer's adapters save for backward, per GPU and micro-batch; ``kind``: the
+    layer's ``LayerKind`` (or True / False: an MoE / a dense layer)."""
     if ft is None or not ft.adapters:
         return 0.0
-    layer = next((i for i in range(model.layers) if model.is_moe_layer(i) == moe
-                  and not ft.frozen_layer(i)), None)
+
+    def same(i):
+        return model.layer_kind(i) == kind if not isinstance(kind, bool) \
+            else model.is_moe_layer(i) == kind
+    layer = next((i for i in range(model.layers) if same(i) and not ft.frozen_layer(i)), None)
     if layer is None:
         return 0.0
     tokens = model.seq_len * micro_batch / cp
@@ -66,8 +70,7 @@ def frozen_wgrad_flops_per_token(model, ft: FineTune) -> float:
         return 0.0
     out = 0.0
     for i in range(model.layers):
-        moe = model.is_moe_layer(i)
-        for lin in weights.layer(model, moe):
+        for lin in weights.layer(model, model.layer_kind(i)):
             frozen = ft.adapters or ft.frozen_layer(i) or lin.kind in ft.freeze
             share = model.top_k / model.num_experts if lin.experts > 1 else 1.0
             out += 2 * lin.weights * share * frozen

@@ -93,15 +93,15 @@ def check_finetune(model, ft) -> None:
     """The model-dependent checks of a fine-tune: its targets resolve on this model, its
     frozen layers exist."""
     from ledger.finetune import resolve
+    from ledger.finetune.lora import check_layers
 
-    if ft.freeze_layers is not None and ft.freeze_layers[1] > model.layers:
-        raise LedgerError("freeze_layers", f"stop({ft.freeze_layers[1]}) is past the model's "
-                                           f"layers({model.layers})")
+    check_layers(model, ft)
     if ft.adapters:
         t = resolve(model, ft)
         if t.unmatched:
-            _warn(f"--lora-targets: no module of {model.name} is named "
-                  f"{', '.join(t.unmatched)} (peft ignores them)")
+            _warn(f"--lora-targets: no weight matrix of {model.name} is named "
+                  f"{', '.join(t.unmatched)}: left out (peft ignores a name that matches "
+                  f"no module, and refuses one that names a norm or a block)")
 
 
 def _cmd_seed() -> str:

@@ -15,8 +15,8 @@ from ledger.errors import LedgerError, require_positive
 
 METHODS = ("full", "lora", "qlora")
 # module kinds a run may freeze: the components of ModelSpec.breakdown
-KINDS = ("embedding", "positions", "attention", "mlp", "experts", "shared_experts", "router",
-         "norms", "output")
+KINDS = ("embedding", "positions", "attention", "ssm", "linear_attention", "conv", "mlp",
+         "experts", "shared_experts", "router", "norms", "output")
 ALL_LINEAR = "all-linear"  # peft's INCLUDE_LINEAR_LAYERS_SHORTHAND (utils/constants.py L404)
 
 

@@ -94,16 +94,15 @@ def _base(parts: dict, trains, quantised: dict) -> dict[str, Counts]:
 def layer_state(model: ModelSpec, ft: FineTune, i: int,
                 targets: lora.Targets | None = None) -> dict[str, Counts]:
     """Layer ``i`` by class (CLASSES) and division."""
-    modules.family(model)  # a family whose modules are tabled, or one line
-    moe = model.is_moe_layer(i)
+    kind = model.layer_kind(i)
     frozen_layer = ft.frozen_layer(i)
     quantised: dict[str, Counts] = {}
     if ft.quantized:
-        for lin in modules.layer(model, moe):
-            if lin.module:  # bitsandbytes replaces nn.Linear / Conv1D only
+        for lin in modules.layer(model, kind):
+            if lin.quantised:  # bitsandbytes replaces nn.Linear / Conv1D only
                 quantised[lin.kind] = quantised.get(lin.kind, NONE) + _weights(lin)
-    out = _base(model.layer_parts(moe), lambda kind: not ft.adapters and not frozen_layer
-                and kind not in ft.freeze, quantised)
+    out = _base(model.layer_parts(kind), lambda part: not ft.adapters and not frozen_layer
+                and part not in ft.freeze, quantised)
     for a in lora.layer_adapters(model, ft, i, targets):
         out["adapters"] += _adapter(a)
     return out
@@ -119,10 +118,8 @@ def edge_state(model: ModelSpec, ft: FineTune, kind: str,
              "norms": (0, model.norm_size, 0),
              "output": (b["output"] or b["embedding"], 0, 0)}
     out = _base({kind: parts[kind]}, lambda k: not ft.adapters and k not in ft.freeze, {})
-    if kind == "output":
-        a = lora.output_adapter(model, ft, targets)
-        if a is not None:
-            out["adapters"] += _adapter(a)
+    for a in lora.edge_adapters(model, ft, targets, kind):
+        out["adapters"] += _adapter(a)
     return out
 
 
@@ -130,20 +127,18 @@ def trainable(model: ModelSpec, ft: FineTune) -> dict[str, int]:
     """Trainable parameters by component (as ``ModelSpec.breakdown`` names them) -
     what peft's ``get_nb_trainable_parameters`` counts in total. A tied output head is
     the embedding: counted once, under "embedding"."""
-    modules.family(model)  # a family whose modules are tabled, or one line
     targets = lora.resolve(model, ft) if ft.adapters else None
     out = {k: 0 for k in model.breakdown}
     for i in range(model.layers):
-        moe = model.is_moe_layer(i)
         if ft.adapters:
             for a in lora.layer_adapters(model, ft, i, targets):
                 out[a.target.kind] += a.params
         elif not ft.frozen_layer(i):
-            for kind, (s, r, e) in model.layer_parts(moe).items():
+            for kind, (s, r, e) in model.layer_parts(model.layer_kind(i)).items():
                 out[kind] += (kind not in ft.freeze) * (s + r + e)
     if ft.adapters:
-        a = lora.output_adapter(model, ft, targets)
-        out["output"] += a.params if a is not None else 0
+        for a in lora.edge_adapters(model, ft, targets):
+            out[a.target.kind] += a.params
     else:
         b = model.breakdown
         out["embedding"] += b["embedding"] * ("embedding" not in ft.freeze)

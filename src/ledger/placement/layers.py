@@ -58,8 +58,8 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
 
 def _adapters(model: ModelSpec, cfg, kw: dict):
     """What a fine-tune's LoRA adapters save in one layer (``ledger.arch.adapters``)."""
-    moe = kw["kind"].moe if kw["kind"] is not None else model.is_moe
-    return adapter_activation_bytes(model, getattr(cfg, "finetune", None), moe,
+    kind = kw["kind"] if kw["kind"] is not None else model.is_moe
+    return adapter_activation_bytes(model, getattr(cfg, "finetune", None), kind,
                                     cfg.micro_batch, cfg.tp, cfg.cp)
 
 

@@ -35,8 +35,7 @@ def factored_rate(model, adapters: bool = False, rank: int = 8) -> float:
     """Adafactor's row and column bytes per parameter of the model's matrices (or of its
     LoRA A and B, r x in and out x r), vectors kept whole in fp32."""
     mats = [(lin.in_features, lin.out_features, lin.experts)
-            for moe in {model.is_moe_layer(i) for i in range(model.layers)}
-            for lin in modules.layer(model, moe)]
+            for kind in modules.kinds(model) for lin in modules.layer(model, kind)]
     if adapters:
         per = sum(e * (factored_bytes(rank, i) + factored_bytes(o, rank)) for i, o, e in mats)
         return per / sum(e * rank * (i + o) for i, o, e in mats)
@@ -152,9 +151,9 @@ def trainable_per_gpu(model, cfg) -> list[float]:
 
 def largest_quantised(model, cfg) -> float:
     """Elements of the largest NF4 weight one GPU dequantises at a time (its TP share)."""
-    kinds = {model.is_moe_layer(i) for i in range(model.layers)}
     sizes = [lin.weights / (cfg.tp if lin.split != "none" else 1)
-             for moe in kinds for lin in modules.layer(model, moe) if lin.module]
+             for kind in modules.kinds(model) for lin in modules.layer(model, kind)
+             if lin.quantised]
     return max(sizes, default=0.0)
 
 

@@ -286,7 +286,9 @@ def bailing_hybrid(r):  # configuration_bailing_hybrid.py; modeling :403-682
 
 def minimax(r):  # configuration_minimax.py; modeling_minimax.py:125-138 lightning layers
     f, cap = decoder(r, kv=8, head_dim=None, tied=False, maxpos=131072)
-    types = _types(r, f["layers"], ["linear_attention", "full_attention"] * (f["layers"] // 2))
+    # configuration_minimax.py:123-126: even layers attend, odd ones are lightning
+    types = _types(r, f["layers"], ["full_attention" if (i + 1) % 2 else "linear_attention"
+                                    for i in range(f["layers"])])
     lightning = LinearAttention(kind="lightning", key_heads=f["heads"], key_dim=f["head_dim"],
                                 value_heads=f["heads"], value_dim=f["head_dim"],
                                 chunk=r.get("block_size", 256))

@@ -212,7 +212,8 @@ def kolibri1(r):  # configuration_kolibri1.py; four norms, head qk-norm, a share
     return {**f, "qk_norm": "head", "layer_norms": 4,
             **_moe(r, "num_local_experts", 384, "moe_intermediate_size", 512, k=6),
             **_shared(r.get("shared_expert_intermediate_size", 512)),
-            **windows(r, f["layers"])}, cap
+            # configuration_kolibri1.py:85 window 513, :99-103 every fifth layer global
+            **windows(r, f["layers"], 513, every(f["layers"], 5))}, cap
 
 
 def hunyuan_v1_moe(r):  # configuration_hunyuan_v1_moe.py; modeling :229-289
