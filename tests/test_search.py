@@ -1,14 +1,18 @@
 """The planner: memory is never violated, pins hold, small clusters make sense, the
 vectorised grid prices each placement exactly as estimate() does."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from ledger.cli import main
+from ledger.config import OFFLOADS
 from ledger.errors import LedgerError
+from ledger.finetune import FineTune
 from ledger.frameworks import get as get_framework
-from ledger.model import ModelSpec, llama3_8b, llama3_70b, llama3_405b, mixtral_8x7b
+from ledger.model import (ModelSpec, llama2_7b, llama3_8b, llama3_70b, llama3_405b,
+                          mixtral_8x7b)
 from ledger.plan import (DEFAULT_HEADROOM_BYTES, SCHEDULES, Pins, enumerate_grid, parse_baseline,
                          plan)
 from ledger.plan.search import _config, _price
@@ -35,7 +39,7 @@ def test_grid_prices_like_estimate(model, gpus, batch, gpu, framework):
     g = enumerate_grid(model, gpus, batch, sysm, Pins(), fw)
     offered = np.isin(g["zero"], fw.zero_stages)
     g = {k: v[offered] for k, v in g.items()}
-    step, mem, _ = _price(model, sysm, DEFAULT, g, None, "adam", framework)
+    step, mem, *_ = _price(model, sysm, DEFAULT, g, None, "adam", framework)
     for i in np.random.default_rng(0).choice(len(step), 40, replace=False):
         est = estimate(model, _config(g, i, framework, True, None, None, Pins(), model), sysm,
                        tp_overlap=bool(g["tpov"][i]))
@@ -211,3 +215,40 @@ def test_plan_json_baseline(capsys):
     assert "baseline tp=8,pp=8" in out and "where #1 gains over the baseline" in out
     assert main(["plan", "llama3-70b", "--gpus", "64", "--global-batch", "128",
                  "--headroom", "-1"]) == 2
+
+
+@pytest.mark.parametrize("model,gpus,batch,framework,finetune", [
+    (llama2_7b(), 1, 16, "deepspeed", FineTune()),
+    (llama2_7b(), 16, 64, "deepspeed", FineTune()),
+    (llama2_7b(), 8, 32, "hf", FineTune(freeze=("embedding", "attention"))),
+    (llama3_70b(), 2, 16, "hf", FineTune(method="qlora", lora_targets="all-linear"))])
+def test_fine_tune_grid_prices_like_estimate(model, gpus, batch, framework, finetune):
+    """A fine-tune's candidates, CPU offload among them, priced by the planner's arrays
+    as estimate() prices them: step, memory, and what the node's host holds."""
+    sysm = system("h100-sxm")
+    fw = get_framework(framework)
+    g = enumerate_grid(model, gpus, batch, sysm, Pins(), fw, finetune)
+    assert {OFFLOADS[k] for k in np.unique(g["offload"])} == {"none", *fw.offloads}
+    step, mem, _, host = _price(model, sysm, DEFAULT, g, None, "adam", framework,
+                                finetune=finetune)
+    rows = np.random.default_rng(0).choice(len(step), min(30, len(step)), replace=False)
+    for i in [*rows, *np.flatnonzero(g["offload"])[:10]]:
+        cfg = _config(g, i, framework, finetune=finetune)
+        est = estimate(model, cfg, sysm, tp_overlap=bool(g["tpov"][i]))
+        assert est.step_time_s == pytest.approx(step[i], rel=1e-12), cfg
+        assert est.memory_per_gpu_bytes == pytest.approx(mem[i], rel=1e-12), cfg
+        assert est.placement.host_bytes_per_node == pytest.approx(host[i], rel=1e-12), cfg
+
+
+def test_offload_where_nothing_else_fits():
+    """A full fine-tune of Llama-2 7B on one 80 GB GPU: bf16 weights and gradients and fp32
+    master and moments are 6.74 B x 16 B = 108 GB, so only ZeRO-Offload fits (DeepSpeed;
+    13 B on one V100 is its paper's case) - and not once the host cannot hold 6.74 B x
+    18 B (fp32 master, grads and moments, bf16 staging: 113 GiB)."""
+    big = plan(llama2_7b(), 1, system("h100-sxm"), 16, framework="deepspeed",
+               finetune=FineTune(), top=3)
+    assert big.plans and all(p.config.offload == "optimizer" for p in big.plans)
+    assert big.plans[0].breakdown["cpu_optimizer"] == pytest.approx(
+        llama2_7b().params / (11.6e9 / 8.2))  # DeepSpeed PR #735: 11.6 B in 8.2 s
+    small = replace(system("h100-sxm"), host_memory_bytes=100 * 2**30)
+    assert not plan(llama2_7b(), 1, small, 16, framework="deepspeed", finetune=FineTune()).plans

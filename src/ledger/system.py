@@ -137,6 +137,7 @@ class System:
     intra_bytes_per_s: float  # NVLink / NVSwitch per GPU, one direction
     inter_bytes_per_s: float  # InfiniBand / RoCE per GPU, one direction
     host_bytes_per_s: float = 64e9  # GPU <-> CPU memory per GPU, one direction (PCIe / C2C)
+    host_memory_bytes: float = 32 * 64 * GiB  # a node's CPU memory (HOST_MEMORY)
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
     link_efficiency: float = 0.80  # share of nominal bandwidth collectives reach (nccl-tests)
@@ -182,6 +183,14 @@ _LINKS = {"a100-40gb": (300e9, 25e9), "a100-80gb": (300e9, 25e9), "h100-sxm": (4
 HOST_LINKS = {"a100-40gb": 31.5e9, "a100-80gb": 31.5e9, "h100-sxm": 64e9, "h100-96gb": 64e9,
               "h100-nvl": 64e9, "h800": 64e9, "h200": 64e9, "gh200": 450e9, "b200": 64e9,
               "mi300x": 64e9}
+# A node's CPU memory, what CPU offload may fill, per GPU: NVIDIA's 8-GPU H200 MLPerf system
+# holds 32 x 64 GiB DIMMs (mlcommons/inference_results_v4.1 @ a2f5d66d closed/NVIDIA/systems/
+# H200-SXM-141GBx8_TRT.json: "host_memory_capacity": "2 TB", "32x 64GB MTC40F2046S1RC48BA1",
+# "accelerator_host_interconnect": "PCIe Gen5 x16"), 256 GiB a GPU, taken for every
+# PCIe-attached preset; a GH200 superchip's Grace holds up to 480 GB of LPDDR5X (NVIDIA's
+# GH200 product brief; CSCS Alps' nodes carry 128 GB each - set host_memory_GiB).
+HOST_MEMORY = {"gh200": 480e9}
+HOST_MEMORY_PER_GPU = 32 * 64 * GiB / 8
 
 
 def system(gpu: str, gpus_per_node: int = 8) -> System:
@@ -191,4 +200,5 @@ def system(gpu: str, gpus_per_node: int = 8) -> System:
         raise LedgerError("gpu", f"unknown GPU {gpu!r}; presets: {', '.join(GPUS)}")
     intra, inter = _LINKS[key]
     return System(gpu=GPUS[key], gpus_per_node=gpus_per_node, intra_bytes_per_s=intra,
-                  inter_bytes_per_s=inter, host_bytes_per_s=HOST_LINKS[key])
+                  inter_bytes_per_s=inter, host_bytes_per_s=HOST_LINKS[key],
+                  host_memory_bytes=HOST_MEMORY.get(key, HOST_MEMORY_PER_GPU) * gpus_per_node)

@@ -14,6 +14,7 @@ saved inputs), ``ledger.finetune`` (peft's adapters) and ``ledger.anatomy.mixers
 from ledger.arch.adapters import (
                                      adapter_activation_bytes,
                                      adapter_flops_per_token,
+                                     finetune_flops_per_token,
                                      frozen_wgrad_flops_per_token,
 )
 from ledger.arch.activations import (
@@ -38,7 +39,8 @@ from ledger.arch.saved_tensors import HF, KORTHIKANTI, MEGATRON, PLAIN, TORCH, S
 
 __all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",
            "activation_bytes_per_layer", "adapter_activation_bytes", "adapter_flops_per_token",
-           "attention_flops_per_token", "frozen_wgrad_flops_per_token", "head_bytes",
+           "attention_flops_per_token", "finetune_flops_per_token",
+           "frozen_wgrad_flops_per_token", "head_bytes",
            "keys_factor", "kind_counts",
            "layer_activations", "layers_activation_bytes", "llama_activation_bytes_per_layer",
            "matmul_params_per_token", "model_flops_per_token", "op_share",

@@ -13,11 +13,13 @@ instead and are not priced here.
 FLOPs per token: 2 r (in + out) forward and twice that backward for each adapter (its
 input and weight gradients), 6 r (in + out) in all; the frozen base skips its weight
 gradients, 2 in x out per matrix of the 6 (Hu et al. 2021, LoRA, sec. 4.2: no gradients
-or optimizer state for the frozen weights).
+or optimizer state for the frozen weights). ``finetune_flops_per_token`` is what a
+fine-tune's MFU counts; ``ledger.step.tuned`` times the same GEMMs.
 """
 from __future__ import annotations
 
-from ledger.finetune import FineTune, layer_adapters, resolve
+from ledger.arch.flops import model_flops_per_token
+from ledger.finetune import FineTune, edge_adapters, layer_adapters, resolve
 from ledger.finetune import modules as weights
 
 FP32 = 4
@@ -50,11 +52,13 @@ def adapter_activation_bytes(model, ft: FineTune, kind, micro_batch, tp, cp) -> 
 
 def adapter_flops_per_token(model, ft: FineTune) -> float:
     """Training FLOPs per token the adapters add (module docstring): 6 x the adapter
-    parameters a token passes through (the top-k share of expert adapters)."""
+    parameters a token passes through (the top-k share of expert adapters), as LoRA's
+    x A B would compute them (peft folds an expert adapter into the weight instead:
+    ``ledger.step.tuned`` times that)."""
     if ft is None or not ft.adapters:
         return 0.0
     t = resolve(model, ft)
-    out = 0.0
+    out = sum(6 * a.params for a in edge_adapters(model, ft, t) if a.target.kind == "output")
     for i in range(model.layers):
         for a in layer_adapters(model, ft, i, t):
             share = model.top_k / model.num_experts if a.target.experts > 1 else 1.0
@@ -64,14 +68,37 @@ def adapter_flops_per_token(model, ft: FineTune) -> float:
 
 def frozen_wgrad_flops_per_token(model, ft: FineTune) -> float:
     """Weight-gradient FLOPs the frozen base matrices skip: 2 x their weights per token
-    (routed experts at their top-k share). A lower bound: layers before the first one
-    that trains need no backward at all, which is not subtracted."""
+    (routed experts at their top-k share), the output head's when it does not train. A
+    matrix adapted as a parameter (peft's ParamWrapper: fused experts, a router's weight)
+    still runs its weight gradient (``ledger.step.tuned``) and skips nothing."""
     if ft is None:
         return 0.0
+    t = resolve(model, ft) if ft.adapters else None
     out = 0.0
     for i in range(model.layers):
+        wrapped = [a.target for a in layer_adapters(model, ft, i, t) if not a.target.module]
         for lin in weights.layer(model, model.layer_kind(i)):
-            frozen = ft.adapters or ft.frozen_layer(i) or lin.kind in ft.freeze
+            frozen = (ft.adapters or ft.frozen_layer(i) or lin.kind in ft.freeze) \
+                and lin not in wrapped
             share = model.top_k / model.num_experts if lin.experts > 1 else 1.0
             out += 2 * lin.weights * share * frozen
+    head = model.tied_embeddings and "embedding" in ft.freeze
+    if ft.adapters or "output" in ft.freeze or head:
+        out += 2 * model.vocab * model.hidden
     return out
+
+
+def finetune_flops_per_token(model, ft: FineTune | None) -> float:
+    """Model FLOPs per token of a fine-tune, what its MFU counts: the forward and the
+    input gradients of every matrix, the weight gradients of those that train, the
+    adapters' own (6 per adapter parameter), the attention and recurrent cores as in
+    pre-training - ``model_flops_per_token`` less the weight gradients a frozen base
+    skips. The convention of litgpt (litgpt/utils.py L458-479 at 26857050,
+    ``estimate_flops``: 3 passes for trainable parameters, 2 for frozen ones) and of
+    NeMo Automodel's LoRA MFU (nemo_automodel/recipes/llm/benchmark.py L200-210 at
+    36044ad3: "Backward to parameters: linear in size of trainable weights"); recompute
+    and peft's ParamWrapper detour are hardware FLOPs, not counted."""
+    base = model_flops_per_token(model)
+    if ft is None:
+        return base
+    return base - frozen_wgrad_flops_per_token(model, ft) + adapter_flops_per_token(model, ft)

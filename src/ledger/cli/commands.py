@@ -120,8 +120,8 @@ def _cmd_report(a: argparse.Namespace) -> str:
     pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
                gpus_per_node=a.gpus_per_node or 8)
     _warn_idle(cfg, pl.bubble_fraction)
-    gpu = _system(a).gpu  # an unknown name is refused with the presets listed
-    room = Capacity(gpu.name, gpu.hbm_bytes)
+    node = _system(a)  # an unknown name is refused with the presets listed
+    room = Capacity(node.gpu.name, node.gpu.hbm_bytes, host_bytes=node.host_memory_bytes)
     if a.html:
         from ledger.render import placement_page
 

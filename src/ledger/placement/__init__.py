@@ -70,7 +70,8 @@ from ledger.placement.stages import (
                                     split_layers,
                                     stage_params,
 )
-from ledger.placement.tuned import buffer_framework, dequant_bytes, tuned_stage_state
+from ledger.placement.tuned import (buffer_framework, dequant_bytes, tuned_stage_state,
+                                    tuned_trainable)
 
 __all__ = ["activation_bytes_per_layer", "block_layers", "buffer_bytes",
            "buffer_framework", "Capacity", "coll_bytes", "Comm", "config_split",
@@ -83,4 +84,5 @@ __all__ = ["activation_bytes_per_layer", "block_layers", "buffer_bytes",
            "per_gpu_state", "place", "Placement", "point_bytes", "pp_comms", "rank_layers",
            "rank_parts", "rank_stages", "RankParts", "resident_state",
            "RING_BLOCKS_PER_STEP", "ring_kv_block_bytes", "shard_state", "split_layers",
-           "split_problem", "stage_params", "tp_comms", "tuned_stage_state"]
+           "split_problem", "stage_params", "tp_comms", "tuned_stage_state",
+           "tuned_trainable"]

@@ -49,6 +49,10 @@ class Capacity:
     gpu: str
     hbm_bytes: float
     reserve_bytes: float = 0.0
+    host_bytes: float = 0.0  # a node's CPU memory, what CPU offload may fill (0: unchecked)
+
+    def host_fits(self, host_bytes_per_node: float) -> bool:
+        return not self.host_bytes or host_bytes_per_node <= self.host_bytes
 
     @property
     def usable_bytes(self) -> float:

@@ -18,8 +18,10 @@ Two kinds, as the frameworks run them (sources: ``Framework.offloads``):
   L1332), prefetched with the gather; gradients come back after each reduce-scatter,
   non-blocking only without accumulation (_fsdp_collectives.py L711-743).
 
-The CPU optimizer step itself is not timed here (it runs at the host's memory
-bandwidth, which ``ledger.system`` does not hold).
+The CPU optimizer step runs after the backward, before the updated parameters can go
+back, in both (DeepSpeed's ``step()`` after the backward, stage_1_and_2.py L2279-2345;
+FSDP2's ``optimizer.step()`` over the CPU shards): exposed, at ``CPU_ADAM_PARAMS_PER_S``
+for the parameters every GPU of a node hands its host.
 """
 from __future__ import annotations
 
@@ -29,6 +31,12 @@ from ledger.memory import StateBytes
 
 STAGING_BYTES = 2  # DeepSpeed's pinned bf16 copy of the partition (stage_1_and_2.py L498-507)
 FP32 = 4
+# Parameters a host's CPU Adam updates per second: DeepSpeedCPUAdam (AVX) "reduces the
+# optimizer time from 56 seconds to 8.2 seconds [for] an 11.6B parameter GPT2 model"
+# (its author, DeepSpeed PR #735, 2021-02-08; torch.optim.Adam on the CPU: 56 s) -
+# 1.41e9 parameters/s for the whole node. torch's own CPU AdamW (FSDP2's offload step)
+# is taken at the same rate: no figure for it is published.
+CPU_ADAM_PARAMS_PER_S = 11.6e9 / 8.2
 
 
 @dataclass(frozen=True)
@@ -60,27 +68,50 @@ def host_bytes(state: StateBytes, trained: float, offload: str) -> float:
     return 0.0
 
 
+def _rows(state: StateBytes, trained, offload: str, reduces, gathers, microbatches,
+          zero_stage) -> list[tuple]:
+    """(direction, bytes, exposed, what) of one GPU's host-link traffic per step (module
+    docstring); bytes and ``exposed`` may be arrays (the planner's grid)."""
+    if offload == "optimizer":
+        acc = (zero_stage == 2) * (microbatches - 1) * state.grads_bytes  # one way, ZeRO-2
+        return [("d2h", trained * FP32, False, "fp32 grads to the CPU optimizer"),
+                ("h2d", trained * STAGING_BYTES, True, "updated bf16 params"),
+                ("d2h", acc, False, "accumulated grads, each micro-batch"),
+                ("h2d", acc, False, "accumulated grads, each micro-batch")]
+    if offload == "params":
+        return [("h2d", gathers * state.params_bytes, False,
+                 "param shards before each all-gather"),
+                ("d2h", reduces * state.grads_bytes, microbatches > 1,
+                 "grad shards after each reduce-scatter")]
+    return []
+
+
 def transfers(state: StateBytes, trained: float, offload: str, reduces, gathers,
               microbatches: int, zero_stage: int) -> list[HostTransfer]:
     """Per step, one GPU's host-link traffic (module docstring); ``reduces`` and
     ``gathers``: the DP collectives per step (``comms.dp_collective_counts``)."""
-    if offload == "optimizer":
-        out = [HostTransfer("d2h", trained * FP32, "yes", "fp32 grads to the CPU optimizer"),
-               HostTransfer("h2d", trained * STAGING_BYTES, "no", "updated bf16 params")]
-        if zero_stage == 2 and microbatches > 1:
-            acc = 2 * (microbatches - 1) * state.grads_bytes
-            out.append(HostTransfer("d2h", acc / 2, "yes", "accumulated grads, each micro-batch"))
-            out.append(HostTransfer("h2d", acc / 2, "yes", "accumulated grads, each micro-batch"))
-        return out
-    if offload == "params":
-        grads_overlap = "yes" if microbatches == 1 else "no"
-        return [HostTransfer("h2d", gathers * state.params_bytes, "yes",
-                             "param shards before each all-gather"),
-                HostTransfer("d2h", reduces * state.grads_bytes, grads_overlap,
-                             "grad shards after each reduce-scatter")]
-    return []
+    return [HostTransfer(d, b, "no" if exposed else "yes", what)
+            for d, b, exposed, what in _rows(state, trained, offload, reduces, gathers,
+                                             microbatches, zero_stage) if b > 0]
 
 
-def exposed_s(rows: list[HostTransfer], host_bytes_per_s: float) -> float:
-    """Seconds of host-link traffic the step waits for (the exposed rows)."""
-    return sum(r.bytes for r in rows if r.overlap == "no") / host_bytes_per_s
+def split_bytes(state: StateBytes, trained, offload: str, reduces, gathers, microbatches,
+                zero_stage) -> tuple:
+    """(exposed, overlapped) host-link bytes per step (arrays allowed: the planner's grid)."""
+    rows = _rows(state, trained, offload, reduces, gathers, microbatches, zero_stage)
+    return (sum(b * exposed for _, b, exposed, _ in rows),
+            sum(b * (1 - exposed) for _, b, exposed, _ in rows))
+
+
+def link_s(rows: list[HostTransfer], host_bytes_per_s: float) -> tuple[float, float]:
+    """(exposed, overlapped) seconds of a placement's host-link rows. The overlapped ones
+    hide under the forward and backward only as long as those last
+    (``ledger.step.timing``: the excess is exposed)."""
+    return tuple(sum(r.bytes for r in rows if r.overlap == flag) / host_bytes_per_s
+                 for flag in ("no", "yes"))
+
+
+def cpu_step_s(params_per_node, rate: float = CPU_ADAM_PARAMS_PER_S):
+    """Seconds of the CPU optimizer step: the parameters a node's GPUs hand their host,
+    at ``CPU_ADAM_PARAMS_PER_S``."""
+    return params_per_node / rate

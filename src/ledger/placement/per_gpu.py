@@ -84,6 +84,7 @@ class Placement:
     host_bytes_per_gpu: float = 0.0  # CPU offload: what the host holds for one GPU
     host_transfers: tuple = ()  # CPU offload: host-link rows (ledger.placement.offload)
     host_bytes_per_node: float = 0.0  # that, for every GPU of a node
+    host_step_params: float = 0.0  # CPU offload: parameters a node's host steps each step
 
     def total_bytes(self, axis: str | None = None) -> float:
         return sum(c.bytes for c in self.comms if axis is None or c.axis == axis)
@@ -291,31 +292,34 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     else:
         even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
                                 counts.sum(axis=0) / cfg.pp, kinds)
-    host, rows = _offload(model, cfg, stages[top.rank])
+    host, rows, stepped = _offload(model, cfg, stages, heaviest)
     ledger = tuned.ledger(model, cfg, top.rank, host, rows, gpus_per_node) \
         if cfg.finetune else None
+    node = min(gpus_per_node, cfg.world)
     return Placement(even, comms, bubble, tokens,
                      activation_bytes_per_layer(model, cfg), layers, stages[heaviest],
                      heaviest, cfg.world, inflight, top.rank, top.activations_bytes,
                      top.total_bytes, top, tuple(ranks), ledger, host, tuple(rows),
-                     host * min(gpus_per_node, cfg.world))
+                     host * node, stepped * node)
 
 
-def _offload(model: ModelSpec, cfg: ParallelConfig, state: StateBytes):
-    """(host bytes per GPU, host-link rows) of the config's CPU offload for one GPU
-    holding ``state``."""
+def _offload(model: ModelSpec, cfg: ParallelConfig, stages: list[StateBytes], heaviest: int):
+    """(host bytes per GPU, host-link rows, parameters its host steps) of the config's CPU
+    offload: the most any PP rank's GPU leaves its host; the traffic and the CPU step of
+    the ``heaviest`` rank's GPU (the one the step waits for)."""
     if cfg.offload == "none":
-        return 0.0, []
+        return 0.0, [], 0.0
     n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
-    trained = _trainable_on_gpu(model, cfg) / (n if cfg.zero_stage >= 1 else 1)
+    trained = [t / (n if cfg.zero_stage >= 1 else 1) for t in _trainable_by_rank(model, cfg)]
     reduces, gathers = dp_collective_counts(cfg)
-    return (offloading.host_bytes(state, trained, cfg.offload),
-            offloading.transfers(state, trained, cfg.offload, reduces, gathers,
-                                 cfg.num_microbatches, cfg.zero_stage))
+    host = max(offloading.host_bytes(s, t, cfg.offload) for s, t in zip(stages, trained))
+    return (host, offloading.transfers(stages[heaviest], trained[heaviest], cfg.offload,
+                                       reduces, gathers, cfg.num_microbatches,
+                                       cfg.zero_stage), trained[heaviest])
 
 
-def _trainable_on_gpu(model: ModelSpec, cfg: ParallelConfig) -> float:
-    """Trainable parameters on the fullest rank's GPU before ZeRO divides them."""
+def _trainable_by_rank(model: ModelSpec, cfg: ParallelConfig) -> list[float]:
+    """Per PP rank, the trainable parameters on one GPU before ZeRO divides them."""
     if cfg.finetune is not None:
-        return max(tuned.trainable_per_gpu(model, cfg))
-    return max(d + e for d, e in stage_params(model, cfg))
+        return tuned.trainable_per_gpu(model, cfg)
+    return [d + e for d, e in stage_params(model, cfg)]

@@ -145,8 +145,15 @@ def wire(model, cfg, fw) -> Wire:
 def trainable_per_gpu(model, cfg) -> list[float]:
     """Per PP rank, the trainable parameters on one GPU (trained + adapters, before ZeRO):
     what the optimizer step reads and writes."""
+    return tuned_trainable(model, cfg.finetune, cfg.tp, expert_tp(cfg) * cfg.ep, cfg.pp,
+                           cfg.vp, cfg.schedule, config_split(model, cfg))
+
+
+def tuned_trainable(model, ft, tp, grid, pp, vp, schedule, counts) -> list[float]:
+    """``trainable_per_gpu`` for a layout given by its sizes (the planner's groups);
+    ``counts``: layers per model stage."""
     return [d["trained"] + d["adapters"] + e["trained"] + e["adapters"]
-            for d, e in stage_counts(model, cfg)]
+            for d, e in _counts(model, ft, tp, grid, pp, vp, schedule, counts)]
 
 
 def largest_quantised(model, cfg) -> float:

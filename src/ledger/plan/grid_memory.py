@@ -18,8 +18,9 @@ from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.pipeline import held_closed
 from ledger.placement import (layer_activation_bytes, layer_kinds, layer_working_bytes,
-                              peak_total, rank_layers, rank_parts, shard_state, stage_params,
-                              tuned_stage_state)
+                              peak_total, rank_layers, rank_parts, shard_state, split_layers,
+                              stage_params, tuned_stage_state, tuned_trainable)
+from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 
 
@@ -34,9 +35,9 @@ def groups(key: np.ndarray):
 
 def codes(g) -> np.ndarray:
     """One integer per categorical combination (schedule, zero, sp, cp kind, TP overlap,
-    recompute)."""
-    return ((((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 2
-            + g["tpov"]) * 3 + g["rc"]
+    offload, recompute)."""
+    return (((((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 2
+             + g["tpov"]) * 3 + g["offload"]) * 3 + g["rc"]
 
 
 # the schedules whose ranks hold their stages other than in Megatron's loop
@@ -118,14 +119,18 @@ def _state(model, cfg, fw, per_param, optimizer, shape, finetune):
 
 
 def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
-                optimizer="adam", facts=None):
+                optimizer="adam", facts=None, node=8):
     """Peak memory over the pipeline ranks (``ledger.placement.footprint``: the largest
     point of each rank's step, what the device holds there), and the heaviest stage's
     optimizer-step state, for every candidate: the framework's stage layout, ZeRO in its
     dtypes, the schedule's points in closed form (``ledger.pipeline.held``), the
-    recompute mode's activations."""
+    recompute mode's activations; with a fine-tune, the state its CPU offload leaves on
+    the GPU and (``off``) what the host of a ``node``-GPU node holds, the heaviest GPU's
+    state and trainable partition."""
     count = len(g["tp"])
     mem, state_max = np.empty(count), np.empty(count)
+    off = SimpleNamespace(**{k: np.zeros(count) for k in ("host", "params", "grads", "optim",
+                                                           "trained")})
     shape = np.select([g["sched"] == c for c in SHAPED], [1 + i for i in range(len(SHAPED))],
                       0).astype(np.int64)
     act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
@@ -146,10 +151,19 @@ def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=No
         for name in ("hsdp_shard", "grad_replicas", "cp", "micro_batch", "dp"):
             setattr(cfg, name, getattr(cfg, name)[:, None])
         cfg.tp, cfg.ep = tp, ep
-        st = _state(model, cfg, fw, per_param, optimizer, sched, finetune)
+        st = resident = _state(model, cfg, fw, per_param, optimizer, sched, finetune)
+        if finetune is not None:  # CPU offload (ledger.plan.offloads)
+            trained = np.array(tuned_trainable(
+                model, finetune, tp, tp * ep, pp, vp, sched,
+                split_layers(model.layers, pp, vp, sched, fw.split)))[None, :] \
+                / (cfg.hsdp_shard if zero >= 1 else 1)
+            resident, host, heavy, heavy_trained = grid_offload(g["offload"][sel], st, trained)
+            off.host[sel], off.trained[sel] = host * node, heavy_trained
+            off.params[sel], off.grads[sel], off.optim[sel] = (
+                heavy.params_bytes, heavy.grads_bytes, heavy.optim_bytes)
         ranks = np.arange(pp)[None, :]
-        parts = rank_parts(model, cfg, fw, ranks, st, act[sel] @ held.T, work[sel][:, None],
-                           layers[None, :], per_param)
+        parts = rank_parts(model, cfg, fw, ranks, resident, act[sel] @ held.T,
+                           work[sel][:, None], layers[None, :], per_param)
         parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
         point = np.zeros((4, len(sel), pp))
@@ -166,5 +180,7 @@ def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=No
         state = st.params_bytes + st.grads_bytes + st.optim_bytes
         heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
         rows = np.arange(len(sel))
-        state_max[sel] = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes)[rows, heaviest]
-    return mem, state_max
+        # the optimizer step reads and writes its state (the host's, offloaded)
+        state_max[sel] = (st.params_bytes + st.grads_bytes + 2 * st.optim_bytes)[
+            rows, heaviest] * (g["offload"][sel] == 0)
+    return mem, state_max, off

@@ -23,13 +23,16 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ledger.arch import model_flops_per_token
-from ledger.config import MoESpec, ParallelConfig
+from ledger.arch import finetune_flops_per_token
+from ledger.config import OFFLOADS, MoESpec, ParallelConfig
 from ledger.errors import LedgerError, require_positive
 from ledger.frameworks import get as get_framework
+from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state, split_problem
 from ledger.plan.grid_memory import codes, grid_memory, groups, shape_of
+from ledger.plan.offloads import choices as offload_choices
+from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
 from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
@@ -97,10 +100,10 @@ def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins)
                 yield tp, cp, pp, dp, ep, mb, batch // (dp * mb)
 
 
-def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None):
-    """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind;
-    with a framework ``fw``, only the pipelines (Framework.pipeline_problem) and ZeRO
-    stages it runs."""
+def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, finetune=None):
+    """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind,
+    TP overlap and, for a fine-tune, CPU offload; with a framework ``fw``, only the
+    pipelines (Framework.pipeline_problem), ZeRO stages and offloads it runs."""
     tp, cp, pp, dp, ep, mb, m = shape
     scheds = [("1f1b", 1)]
     if pp > 1:
@@ -115,7 +118,7 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None):
               and (fw is None or fw.pipeline_problem(model.layers, pp, v, s) is None)]
     replicas = dp * cp
     zeros = [z for z in range(4) if (pins.zero if pins.zero is not None else z) == z
-             and (z == 0 or replicas > 1) and (fw is None or z in fw.zero_stages)]
+             and (fw is None or z in fw.zero_stages)]
     kinds = ["ring"]
     if cp > 1 and split_problem(model, tp, cp, "ulysses") is None:
         kinds.append("ulysses")
@@ -124,31 +127,33 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None):
         if zero == 3 and not pins.no_hsdp:
             shards += [s for s in _pow2_upto(replicas // 2) if s >= system.gpus_per_node
                        and replicas % s == 0]
-        for shard, sp in product(shards, (True, False) if tp > 1 else (True,)):
+        offloads = offload_choices(fw, zero, finetune, replicas)
+        for shard, sp, off in product(shards, (True, False) if tp > 1 else (True,), offloads):
             for ov in ((False, True) if tp > 1 and sp else (False,)):
                 if (pins.tp_overlap if pins.tp_overlap is not None else ov) == ov:
-                    yield sched, v, zero, shard, sp, kind, ov
+                    yield sched, v, zero, shard, sp, kind, ov, off
 
 
 NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard", "sp",
-         "ulysses", "tpov", "rc")
+         "ulysses", "tpov", "offload", "rc")
 
 
-def enumerate_grid(model, gpus, batch, system, pins, fw=None) -> dict[str, np.ndarray]:
+def enumerate_grid(model, gpus, batch, system, pins, fw=None,
+                   finetune=None) -> dict[str, np.ndarray]:
     """Every candidate as columns (sizes as ints, categorical fields as small codes); with a
     framework ``fw``, only what it runs."""
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
     blocks = []
     for shape in _shapes(model, gpus, batch, system, pins):
-        variants = [(v, SCHEDULES.index(sched), zero, shard, sp, kind == "ulysses", ov)
-                    for sched, v, zero, shard, sp, kind, ov
-                    in _variants(model, shape, system, pins, fw)]
+        variants = [(v, SCHEDULES.index(sched), zero, shard, sp, kind == "ulysses", ov, off)
+                    for sched, v, zero, shard, sp, kind, ov, off
+                    in _variants(model, shape, system, pins, fw, finetune)]
         if not variants:
             continue
         block = np.empty((len(variants) * len(rcs), len(NAMES)), dtype=np.int64)
         block[:, :7] = shape
-        block[:, 7:14] = np.repeat(np.array(variants, dtype=np.int64), len(rcs), axis=0)
-        block[:, 14] = np.tile(rcs, len(variants))
+        block[:, 7:15] = np.repeat(np.array(variants, dtype=np.int64), len(rcs), axis=0)
+        block[:, 15] = np.tile(rcs, len(variants))
         blocks.append(block)
     grid = np.concatenate(blocks) if blocks else np.zeros((0, len(NAMES)), dtype=np.int64)
     return {n: grid[:, i] for i, n in enumerate(NAMES)}
@@ -163,8 +168,10 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     fw = get_framework(framework, precision)
     st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision),
                               optimizer)
-    mem, state_g = grid_memory(model, g, fw, st_total.scaled(1 / model.params), flash,
-                               precision, finetune, optimizer, facts)
+    node = min(system.gpus_per_node, int(g["tp"][0] * g["cp"][0] * g["pp"][0] * g["dp"][0])) \
+        if count else 1
+    mem, state_g, off = grid_memory(model, g, fw, st_total.scaled(1 / model.params), flash,
+                                    precision, finetune, optimizer, facts, node)
     vr, sr = (int(g["vp"].max()) + 1 if count else 1), len(SCHEDULES)
     lay_key = (g["pp"] * vr + g["vp"]) * sr + g["sched"]
     keys, lay_inv = np.unique(lay_key, return_inverse=True)
@@ -200,12 +207,16 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
                                                       cfg, system, model.layers / sub["pp"],
                                                       links)
         busiest, head, share = paces[idx].T
+        heavy = StateBytes(off.params[idx], off.grads[idx], off.optim[idx])
+        wait, hidden, cpu = offload_step_s(cfg, int(g["offload"][i0]), heavy, off.trained[idx],
+                                           node, system.host_bandwidth())
         st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")}
                        | {"layout": links},
                        max_layers=busiest, head_layers=head, head_share=share,
                        dp_layer_s=layer_s, dp_grad_s=grad_s, dp_param_s=param_s,
                        dp_gather_s=gather_s,
-                       state_bytes=state_g[idx])
+                       state_bytes=state_g[idx], offload_s=wait, offload_hidden_s=hidden,
+                       cpu_step_s=cpu)
         t = step_times(model, cfg, system, st, cal, tp_overlap=bool(g["tpov"][i0]))
         step[idx] = t.pop("step_time_s")
         t.pop("exposed")
@@ -213,7 +224,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             if name not in parts:  # not setdefault: that would allocate on every group
                 parts[name] = np.zeros(count)
             parts[name][idx] = val
-    return step, mem, parts
+    return step, mem, parts, off.host
 
 
 def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
@@ -253,7 +264,7 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
         num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
         schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]],
         framework=framework, flash_attention=flash, precision=precision, finetune=finetune,
-        **(facts or {}), **switches)
+        offload=OFFLOADS[g["offload"][i]], **(facts or {}), **switches)
 
 
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
@@ -283,7 +294,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
     fw = get_framework(framework)
-    g = enumerate_grid(model, gpus, global_batch, system, pins, fw)
+    g = enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune)
     keep = np.argsort(codes(g), kind="stable")  # groups become slices
     g = {k: v[keep] for k, v in g.items()}
     evaluated = len(g["tp"])
@@ -300,15 +311,15 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     if base_sel is not None and not base_sel.any():
         raise LedgerError("baseline", f"no placement of {model.name} on {gpus} GPUs with "
                                       f"global_batch({global_batch}) has the shape {baseline!r}")
-    step, mem, parts = _price(model, system, cal, g, precision, optimizer, framework, progress,
-                              flash, finetune, facts, pins)
+    step, mem, parts, host = _price(model, system, cal, g, precision, optimizer, framework,
+                                    progress, flash, finetune, facts, pins)
     limit = cap - headroom_bytes
-    fits = mem <= limit
+    fits = (mem <= limit) & (host <= system.host_memory_bytes)  # CPU offload: the node's RAM
     elapsed = time.perf_counter() - start
     if not fits.any():
         return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - limit))
     order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
-    flops = model_flops_per_token(model) * model.seq_len * global_batch
+    flops = finetune_flops_per_token(model, finetune) * model.seq_len * global_batch
     conf = (framework, flash, precision, finetune, pins, model, facts)
     plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf)
              for i in order]

@@ -32,7 +32,8 @@ def plan_config(c, tp_overlap: bool = False) -> str:
     extra += split_note(c)
     return (f"tp={c.tp} cp={c.cp} pp={c.pp} dp={c.dp}" + (f" ep={c.ep}" if c.ep > 1 else "")
             + f" zero={c.zero_stage} mb={c.micro_batch} m={c.num_microbatches} {c.schedule}"
-            + extra + (f" recompute={c.recompute}" if c.recompute != "none" else ""))
+            + extra + (f" recompute={c.recompute}" if c.recompute != "none" else "")
+            + (f" offload={c.offload}" if getattr(c, "offload", "none") != "none" else ""))
 
 
 def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:

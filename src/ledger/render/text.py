@@ -149,7 +149,7 @@ def placement_text(model, cfg, pl, capacity=None) -> str:
     if pl.memory is not None and (capacity is not None or pl.memory.total_bytes
                                   > pl.memory.state_bytes + pl.memory.activations_bytes):
         lines += memory_lines(pl.memory, capacity)  # the seed's blocks stay as they were
-    lines += offload_lines(cfg, pl)
+    lines += offload_lines(cfg, pl, capacity)
     lines.append(f"  {'axis':<4} {'collective':<16}{'link':<8}{'bytes/step':>13}  {'overlap':<7}"
                  f"  payload")
     for c in pl.comms:

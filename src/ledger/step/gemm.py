@@ -68,43 +68,47 @@ def _mlp_gemms(width, tokens, model: ModelSpec, tp, gpu, cal, pk, kind="mlp"):
         + gemm_s(tokens, model.hidden, width / tp, gpu, cal, peak=pk[kind + "_down"])
 
 
-def _mixer_gemms(model: ModelSpec, mixer: str, tokens, tp, gpu, cal, pk):
-    """Forward seconds of one layer's sequence-mixer projections: attention's, or a recurrent
-    mixer's in_proj (column-parallel) and out_proj (row-parallel) as Megatron-Core lays
-    them (megatron/core/models/hybrid/hybrid_layer_specs.py:110-131 at d98e8a64; the
-    mixers without a TP form run at tp = 1, ``ledger.placement`` refuses more); Mamba-1's
-    x_proj and dt_proj, KDA's low-rank gates beside them."""
-    h = model.hidden
-    t = _attention_gemms(model, tokens, tp, gpu, cal, pk) if mixer in (
-        "attention", "attention+mamba") else 0.0
+def _mixer_gemms(model: ModelSpec, mixer: str, tokens, tp, gpu, cal, pk) -> dict:
+    """Forward seconds of one layer's sequence-mixer projections, by component (attention,
+    and ssm / linear_attention / conv): attention's, or a recurrent mixer's in_proj
+    (column-parallel) and out_proj (row-parallel) as Megatron-Core lays them
+    (megatron/core/models/hybrid/hybrid_layer_specs.py:110-131 at d98e8a64; the mixers
+    without a TP form run at tp = 1, ``ledger.placement`` refuses more); Mamba-1's x_proj
+    and dt_proj, KDA's low-rank gates beside them."""
+    h, out = model.hidden, {}
+    if mixer in ("attention", "attention+mamba"):
+        out["attention"] = _attention_gemms(model, tokens, tp, gpu, cal, pk)
     if "mamba" in mixer:
         mb = model.mamba
-        t = t + gemm_s(tokens, mb.in_width / tp, h, gpu, cal, peak=pk["qkv"]) \
+        t = gemm_s(tokens, mb.in_width / tp, h, gpu, cal, peak=pk["qkv"]) \
             + gemm_s(tokens, h, mb.inner / tp, gpu, cal, peak=pk["attn_out"])
         if mb.version == 1:
             r, n = mb.dt_rank, mb.state
             t = t + gemm_s(tokens, r + 2 * n, mb.inner, gpu, cal) \
                 + gemm_s(tokens, mb.inner, r, gpu, cal)
+        out["ssm"] = t
     elif mixer == "linear":
         la = model.linear
         width = projection_weights(model, mixer) / h - la.value_width  # all but out_proj
-        t = gemm_s(tokens, width / tp, h, gpu, cal, peak=pk["qkv"]) \
+        out["linear_attention"] = gemm_s(tokens, width / tp, h, gpu, cal, peak=pk["qkv"]) \
             + gemm_s(tokens, h, la.value_width / tp, gpu, cal, peak=pk["attn_out"])
     elif mixer == "conv":
-        t = gemm_s(tokens, 3 * h, h, gpu, cal, peak=pk["qkv"]) \
+        out["conv"] = gemm_s(tokens, 3 * h, h, gpu, cal, peak=pk["qkv"]) \
             + gemm_s(tokens, h, h, gpu, cal, peak=pk["attn_out"])
-    return t
+    return out
 
 
-def _kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk):
-    """Forward GEMM seconds of one layer of ``kind``: its mixer and its MLP block - the
-    dense MLP, or the router, the routed experts a GPU holds and the shared expert."""
+def kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk=None) -> dict:
+    """Forward GEMM seconds of one layer of ``kind`` by component (``ModelSpec.breakdown``'s
+    names): its mixer and its MLP block - the dense MLP, or the router, the routed experts
+    a GPU holds and the shared expert."""
+    pk = _peaks(cfg, gpu) if pk is None else pk
     tp, h = cfg.tp, model.hidden
-    t = _mixer_gemms(model.attention_of(kind), kind.mixer, tokens, tp, gpu, cal, pk)
+    out = _mixer_gemms(model.attention_of(kind), kind.mixer, tokens, tp, gpu, cal, pk)
     if kind.mlp == "dense":
-        return t + _mlp_gemms(model.ffn_hidden, tokens, model, tp, gpu, cal, pk)
+        return out | {"mlp": _mlp_gemms(model.ffn_hidden, tokens, model, tp, gpu, cal, pk)}
     if kind.mlp == "none":
-        return t
+        return out
     etp = expert_tp(cfg)
     # rows each local expert sees: the dispatcher's tokens (comms_ep.moe_tokens: the SP
     # shard under Megatron) x top_k over the EP group's experts, gathered over ETP
@@ -113,14 +117,15 @@ def _kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk):
                                                      etp, gpu, cal, pk, "experts")
     shared = _mlp_gemms(model.shared_ffn, tokens, model, tp, gpu, cal, pk, "shared") \
         if model.shared_experts else 0.0
-    return t + routed + shared + gemm_s(tokens, model.num_experts, h, gpu, cal)
+    return out | {"experts": routed, "shared_experts": shared,
+                  "router": gemm_s(tokens, model.num_experts, h, gpu, cal)}
 
 
 def layer_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
     """Forward GEMM seconds of one layer, averaged over the stack: each kind of layer
     (``ledger.anatomy.mixers.LayerKind``) weighted by how many layers are of it."""
     pk = _peaks(cfg, gpu)
-    return sum(n * _kind_gemms_s(model, k, cfg, tokens, gpu, cal, pk)
+    return sum(n * sum(kind_gemms_s(model, k, cfg, tokens, gpu, cal, pk).values())
                for k, n in model.kind_counts.items()) / model.layers
 
 

@@ -12,7 +12,10 @@ where N_matmul are the weights tokens multiply (attention, MLP, the top-k expert
 visits, router, output layer; not the embedding lookup or norms). Hardware FLOPs add what
 recompute repeats: full recompute (+1 forward of every layer, or of every n-th),
 selective (+1 forward of the attention core; under torchtitan's per-op policy the GEMMs
-it does not keep, ledger.arch.checkpointing). MFU counts model FLOPs, HFU hardware FLOPs.
+it does not keep, ledger.arch.checkpointing). MFU counts model FLOPs, HFU hardware FLOPs;
+a fine-tune's model FLOPs leave out the weight gradients its frozen base skips and add
+its adapters' (``ledger.arch.adapters.finetune_flops_per_token``), and its GEMMs are
+timed so (``ledger.step.tuned``).
 
 The time of one micro-batch on one pipeline stage is the sum, per layer, of
   GEMMs      each GEMM of the layer at its own efficiency: the GPU's sustained GEMM share
@@ -45,7 +48,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ledger.arch import (keys_factor, matmul_params_per_token, model_flops_per_token, op_share,
+from ledger.arch import (finetune_flops_per_token, keys_factor, matmul_params_per_token,
+                         op_share,
                          recurrent_flops_per_token)
 from ledger.config import ParallelConfig
 from ledger.errors import LedgerError
@@ -55,10 +59,11 @@ from ledger.pipeline import SPLIT_BACKWARD, first_backward_s, overlap_pairs, pip
 from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_layer,
                               block_layers, forward_passes, pace, place)
 from ledger.step.exposed import exposures
-from ledger.placement.offload import exposed_s
+from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split
 from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
+from ledger.step.tuned import head_wgrad_share, tuned_gemms
 from ledger.system import System
 
 # DeepEP's normal kernels run on 20 SMs (deep_ep/buffers/legacy.py L31, Buffer.num_sms, at
@@ -124,7 +129,7 @@ def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = T
 class _Layer:
     """Seconds one layer takes for one micro-batch on one GPU, by cause and direction."""
 
-    gemm: object  # forward GEMMs; the backward runs them twice (input and weight grads)
+    gemm: object  # forward GEMMs
     attention: object  # forward attention core; backward twice
     elementwise: object
     core_elementwise: object  # the attention core's share: selective recompute redoes it
@@ -137,14 +142,23 @@ class _Layer:
     cp_issued: object = 0.0  # CP comm forward + backward before any overlap
     op_share: float | None = None  # selective under a per-op policy: its GEMMs run again
     every: int = 1  # full recompute of every n-th layer
+    dgrad: object = None  # the backward's input- and weight-gradient GEMMs: each the
+    wgrad: object = None  # forward's, or a fine-tune's (ledger.step.tuned)
+
+    def __post_init__(self) -> None:
+        for f in ("dgrad", "wgrad"):
+            if getattr(self, f) is None:
+                object.__setattr__(self, f, self.gemm)
 
     def forward(self) -> dict:
         return {"compute": self.gemm + self.attention, "elementwise": self.elementwise,
                 "tp_comm": self.tp_f, "cp_comm": self.cp_f, "ep_comm": self.ep}
 
     def backward(self, recompute: str) -> dict:
-        """Twice the forward's math; TP's conjugate collectives; plus recompute."""
-        out = {"compute": 2 * (self.gemm + self.attention), "elementwise": 2 * self.elementwise,
+        """The input- and weight-gradient GEMMs, twice the attention core and elementwise
+        work; TP's conjugate collectives; plus recompute."""
+        out = {"compute": self.dgrad + self.wgrad + 2 * self.attention,
+               "elementwise": 2 * self.elementwise,
                "tp_comm": self.tp_b, "cp_comm": self.cp_b, "ep_comm": self.ep}
         if recompute == "full":  # the forward again, its TP collectives included
             for k, v in self.forward().items():
@@ -165,7 +179,9 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     (the planner's grid); its categorical fields are plain values."""
     gpu = system.gpu
     tokens = model.seq_len * cfg.micro_batch / cfg.cp  # this GPU's tokens per micro-batch
-    gemm = layer_gemms_s(model, cfg, tokens, gpu, cal)
+    tuned = tuned_gemms(model, cfg, tokens, gpu, cal) if getattr(cfg, "finetune", None) \
+        else None
+    gemm = layer_gemms_s(model, cfg, tokens, gpu, cal) if tuned is None else tuned.forward
     heads, d, dv = model.heads / cfg.tp, model.head_dim, model.v_head_dim  # QK, PV widths
     keys = model.seq_len / cfg.cp  # one chunk's keys (ring) or the whole sequence (Ulysses)
     if cfg.cp_kind == "ulysses":
@@ -201,10 +217,11 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     tp_f, tp_b, tp_raw_f, tp_raw_b = (t * blocks for t in (tp_f, tp_b, tp_raw_f, tp_raw_b))
     cp_f, cp_b, cp_raw = cp_times(model, cfg, tokens, attention, links, system)
     ep = ep_time(model, cfg, tokens, links, system)
+    grads = (tuned.dgrad, tuned.wgrad) if tuned is not None else (None, None)
     again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, op_share(model, cfg),
-                  getattr(cfg, "recompute_every", 1))
+                  getattr(cfg, "recompute_every", 1), *grads)
 
 
 @dataclass(frozen=True)
@@ -223,6 +240,8 @@ class Structure:
     dp_gather_s: object  # one layer's ZeRO-3 parameter gather (the one prefetch cannot hide)
     state_bytes: object  # resident state of the heaviest stage (for the optimizer step)
     offload_s: object = 0.0  # CPU offload: host-link seconds the step waits for
+    offload_hidden_s: object = 0.0  # and those under the forward and backward
+    cpu_step_s: object = 0.0  # CPU offload: the host's optimizer step (exposed)
 
 
 def pair_s(t_pair, comm, sm_share):
@@ -254,15 +273,16 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     # (its 2h x h projection left out)
     heads = st.head_share * (1 + model.mtp_layers)
     out_f = heads * gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal)
-    out_layer = 3 * out_f  # logits, forward and backward, on the last stage
+    out_w = out_f * head_wgrad_share(model, getattr(cfg, "finetune", None))
+    out_layer = 2 * out_f + out_w  # logits, forward and backward, on the last stage
     last = st.head_layers * per_layer + out_layer
     last_critical = last >= st.max_layers * per_layer  # the busiest rank sets the pace
     layers = np.where(last_critical, st.head_layers, st.max_layers)
     t_f = layers * f_layer + last_critical * out_f
-    t_b = layers * b_layer + last_critical * 2 * out_f
-    # a split backward's W pass: the weight-gradient GEMMs alone (one forward's GEMMs);
-    # the input-gradient half I keeps the rest (attention, elementwise, TP, recompute)
-    t_w = layers * lt.gemm + last_critical * out_f
+    t_b = layers * b_layer + last_critical * (out_f + out_w)
+    # a split backward's W pass: the weight-gradient GEMMs alone; the input-gradient half
+    # I keeps the rest (attention, elementwise, TP, recompute)
+    t_w = layers * lt.wgrad + last_critical * out_w
     ep_pair = layers * (fwd["ep_comm"] + bwd["ep_comm"])  # a pair's all-to-alls
     overlap_ep = np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool)  # arrays: planner
     t_fb = np.where(overlap_ep, pair_s(t_f + t_b, ep_pair, ep_sm_share(cfg, system)), t_f + t_b)
@@ -287,8 +307,12 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     optim = st.state_bytes / system.gpu.hbm_bytes_per_s  # read all of it, write it back
     out |= {"pp_bubble": pipeline - (m * (t_f + t_b) - hidden_ep), "pp_comm": steady_p2p,
             "dp_comm": step_dp, "optimizer": optim}
-    out["offload"] = st.offload_s  # ledger.placement.offload: the exposed host-link rows
-    out["step_time_s"] = pipeline + steady_p2p + step_dp + optim + st.offload_s
+    # ledger.placement.offload: the exposed host-link rows, and what the overlapped ones
+    # (on the copy engines, beside the compute) outlast of the forward and backward
+    offload = st.offload_s + np.maximum(0.0, st.offload_hidden_s
+                                        - m * (t_f + t_b) * cal.dp_overlap_hidden)
+    out |= {"offload": offload, "cpu_optimizer": st.cpu_step_s}
+    out["step_time_s"] = pipeline + steady_p2p + step_dp + optim + offload + st.cpu_step_s
     out["exposed"] = dp | {
         "tp": (out["tp_comm"], lt.tp_issued * layers * m),
         "cp": (out["cp_comm"], lt.cp_issued * layers * m),
@@ -334,12 +358,14 @@ def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placeme
     hs = pl.heaviest_stage
     dp_rows = [c for c in pl.comms if c.axis == "dp"]
     layer, grads, params, gather = dp_split(dp_rows, cfg, system, model.layers / cfg.pp, lay)
+    waits, hides = link_s(pl.host_transfers, system.host_bandwidth())  # CPU offload
     return Structure(
         links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")} | {"layout": lay},
         max_layers=busiest, head_layers=head, head_share=share,
         dp_layer_s=layer, dp_grad_s=grads, dp_param_s=params, dp_gather_s=gather,
-        state_bytes=hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes,
-        offload_s=exposed_s(pl.host_transfers, system.host_bandwidth()))
+        state_bytes=(hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)
+        * (cfg.offload == "none"),  # offloaded, the host steps it
+        offload_s=waits, offload_hidden_s=hides, cpu_step_s=cpu_step_s(pl.host_step_params))
 
 
 def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
@@ -357,12 +383,12 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     step = t.pop("step_time_s")
     global_tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
     world, peak = cfg.world, system.gpu.bf16_flops
-    model_flops = model_flops_per_token(model) * global_tokens
+    model_flops = finetune_flops_per_token(model, cfg.finetune) * global_tokens
     hw_flops = model_flops + recompute_flops_per_token(
         model, cfg.recompute, share=op_share(model, cfg), every=cfg.recompute_every) \
         * global_tokens
     hbm = system.gpu.hbm_bytes
-    room = Capacity(system.gpu.name, hbm, hbm * cal.memory_reserve)
+    room = Capacity(system.gpu.name, hbm, hbm * cal.memory_reserve, system.host_memory_bytes)
     capacity = room.usable_bytes
     return StepEstimate(
         step_time_s=step, tokens_per_s_per_gpu=global_tokens / world / step,
@@ -370,7 +396,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
         hardware_tflops_per_gpu=hw_flops / world / step / 1e12,
         mfu=model_flops / (world * peak * step), hfu=hw_flops / (world * peak * step),
         memory_per_gpu_bytes=float(pl.peak_bytes), memory_capacity_bytes=capacity,
-        fits=bool(pl.peak_bytes <= capacity),
+        fits=bool(pl.peak_bytes <= capacity) and room.host_fits(pl.host_bytes_per_node),
         breakdown={k: v for k, v in t.items() if v > 1e-12 or k == "compute"},
         placement=pl, capacity=room, exposed=exposed)
 
