@@ -311,7 +311,7 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     # (on the copy engines, beside the compute) outlast of the forward and backward
     offload = st.offload_s + np.maximum(0.0, st.offload_hidden_s
                                         - m * (t_f + t_b) * cal.dp_overlap_hidden)
-    out |= {"offload": offload, "cpu_optimizer": st.cpu_step_s}
+    out |= {"offload": offload, "cpu_optim": st.cpu_step_s}
     out["step_time_s"] = pipeline + steady_p2p + step_dp + optim + offload + st.cpu_step_s
     out["exposed"] = dp | {
         "tp": (out["tp_comm"], lt.tp_issued * layers * m),
