@@ -28,6 +28,9 @@ def min_gpus(model: ModelSpec, system: System, global_batch: int, max_gpus: int,
     if last is None:
         raise LedgerError("max_gpus", f"no world of 1..{max_gpus} GPUs divides "
                                       f"global_batch({global_batch})")
+    short = (f"offloads {last.host_shortfall_bytes / 2**30:.2f} GiB more per node than its "
+             f"host memory" if last.host_shortfall_bytes > 0 else
+             f"needs {last.shortfall_bytes / 2**30:.2f} GiB more per GPU")
     raise LedgerError("max_gpus", f"nothing fits on up to {max_gpus} GPUs of "
                                   f"{system.gpu.name}: at {max_gpus} the leanest placement "
-                                  f"needs {last.shortfall_bytes / 2**30:.2f} GiB more per GPU")
+                                  + short)

@@ -68,6 +68,7 @@ class PlanResult:
     elapsed_s: float
     rejected: list[str] = field(default_factory=list)  # one line per family that lost
     shortfall_bytes: float = 0.0  # when nothing fits: how far the leanest candidate is over
+    host_shortfall_bytes: float = 0.0  # or, fitting in HBM, the leanest over the host's RAM
     baseline: "Baseline | None" = None
 
 
@@ -317,7 +318,11 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     fits = (mem <= limit) & (host <= system.host_memory_bytes)  # CPU offload: the node's RAM
     elapsed = time.perf_counter() - start
     if not fits.any():
-        return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - limit))
+        in_hbm = mem <= limit  # fits in HBM, not in its node's host memory
+        return PlanResult([], evaluated, 0, elapsed, shortfall_bytes=float(mem.min() - limit),
+                          host_shortfall_bytes=float(host[in_hbm].min()
+                                                     - system.host_memory_bytes)
+                          if in_hbm.any() else 0.0)
     order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
     flops = finetune_flops_per_token(model, finetune) * model.seq_len * global_batch
     conf = (framework, flash, precision, finetune, pins, model, facts)

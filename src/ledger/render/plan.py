@@ -42,6 +42,10 @@ def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
     head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}: "
             f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
             f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
+    if not result.plans and result.host_shortfall_bytes > 0:
+        return head + (f"\nnothing fits: those that fit in HBM offload at least "
+                       f"{fmt_bytes(result.host_shortfall_bytes)} more per node than its "
+                       f"{fmt_bytes(system.host_memory_bytes)} of host memory")
     if not result.plans:
         return head + (f"\nnothing fits: the leanest placement needs "
                        f"{fmt_bytes(result.shortfall_bytes)} more per GPU than the "
