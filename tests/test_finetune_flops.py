@@ -4,8 +4,9 @@ The expected value is third-party: ``torch.utils.flop_counter.FlopCounterMode`` 
 2.13.0) around one forward and backward of transformers 5.23.0's Llama with peft 0.21.2's
 adapters (tiny real CPU tensors). It counts what autograd runs: a frozen matrix's forward
 and input gradient but no weight gradient, the adapters' six GEMMs, DoRA's B(A(I)) each
-forward. On CPU it counts the linear layers alone (the attention core's SDPA kernel is
-not registered with it: the ops it reports are checked), so the ledger's side is its
+forward, peft's fold of B A into fused experts. On CPU it counts the linear layers alone
+(the attention core's SDPA kernel is not registered with it: the ops it reports are
+checked), so the ledger's side is its
 matmul FLOPs - ``finetune_flops_per_token`` less the attention core - and the GEMMs
 ``ledger.step.tuned`` times, read as FLOPs on a GPU of unit peak and efficiency.
 
@@ -37,8 +38,12 @@ TOKENS = 16
 CONFIG = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
           "vocab_size": 128, "tie_word_embeddings": False}
-# label -> (peft LoraConfig keywords or None: full fine-tune, modules frozen by name;
-#           the ledger's FineTune)
+# transformers 5's fused experts, run expert by expert ("eager": the grouped kernel is not
+# registered with the counter), in bf16 as they train (peft folds B A in by baddbmm then)
+MIXTRAL = {**CONFIG, "model_type": "mixtral", "num_local_experts": 4,
+           "num_experts_per_tok": 2}
+# label -> (peft LoraConfig keywords or the module names a full fine-tune freezes; the
+#           ledger's FineTune)
 CASES = {
     "lora all-linear": (dict(target_modules="all-linear"),
                         FineTune(method="lora", lora_rank=4, lora_alpha=8,
@@ -54,14 +59,30 @@ CASES = {
                                                            "embedding"))),
     "full, layer 0 frozen": (("layers.0.", "embed_tokens"),
                              FineTune(freeze=("embedding",), freeze_layers=(0, 1))),
+    "mixtral full": ((), FineTune()),
+    "mixtral lora q,v": (dict(target_modules=["q_proj", "v_proj"]),
+                         FineTune(method="lora", lora_rank=4, lora_alpha=8,
+                                  lora_targets=("q_proj", "v_proj"))),
+    "mixtral lora all-linear": (dict(target_modules="all-linear"),  # experts, router wrapped
+                                FineTune(method="lora", lora_rank=4, lora_alpha=8,
+                                         lora_targets="all-linear")),
 }
+WRAPPED = ("dora all-linear", "mixtral lora all-linear")  # FLOPs no token's count holds
 
 
-def _model(setting):
+def _config(label) -> dict:
+    return MIXTRAL if label.startswith("mixtral") else CONFIG
+
+
+def _model(label, setting):
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    conf = transformers.AutoConfig.for_model(**CONFIG, attn_implementation="sdpa")
+    cfg = _config(label)
+    conf = transformers.AutoConfig.for_model(**cfg, attn_implementation="sdpa",
+                                             experts_implementation="eager")
     model = transformers.AutoModelForCausalLM.from_config(conf)
+    if cfg is MIXTRAL:
+        model = model.to(torch.bfloat16)
     if isinstance(setting, dict):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -71,11 +92,11 @@ def _model(setting):
     return model
 
 
-def _counted(setting, input_grads: bool = True) -> int:
+def _counted(label, setting, input_grads: bool = True) -> int:
     """FLOPs torch counts in one training step of the model."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    model = _model(setting)
+    model = _model(label, setting)
     if input_grads:
         model.enable_input_require_grads()
     model.train()
@@ -84,22 +105,23 @@ def _counted(setting, input_grads: bool = True) -> int:
     with counter:
         model(input_ids=ids).logits.float().sum().backward()
     ops = {str(op) for op in counter.get_flop_counts()["Global"]}
-    assert ops <= {"aten.mm", "aten.addmm"}, ops  # linear layers only
+    assert ops <= {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm"}, ops  # no attention
     return counter.get_total_flops()
 
 
-def _spec():
-    return spec_from_dict(CONFIG).with_seq(TOKENS)
+def _spec(label):
+    return spec_from_dict(_config(label)).with_seq(TOKENS)
 
 
-@pytest.mark.parametrize("label", [k for k in CASES if not k.startswith("dora")])
+@pytest.mark.parametrize("label", [k for k in CASES if k not in WRAPPED])
 def test_model_flops_are_torch_s_count(label):
     """What MFU counts (``finetune_flops_per_token``) is what autograd runs, matmul by
-    matmul; DoRA's once-a-step norm is not a token's FLOPs (next test)."""
+    matmul, routed experts included; DoRA's once-a-step norm and peft's fold of B A into
+    fused experts are not a token's FLOPs (next test)."""
     setting, ft = CASES[label]
-    spec = _spec()
+    spec = _spec(label)
     matmul = finetune_flops_per_token(spec, ft) - attention_flops_per_token(spec)
-    assert matmul * TOKENS == _counted(setting)
+    assert matmul * TOKENS == _counted(label, setting)
 
 
 def _unit_gpu():
@@ -112,12 +134,29 @@ def test_timed_gemms_are_torch_s_count(label):
     """The GEMMs the step time prices (``ledger.step.tuned``: forward, input and weight
     gradients of every layer, and the output head's), as FLOPs."""
     setting, ft = CASES[label]
-    spec = _spec()
+    spec = _spec(label)
     gpu, cal = _unit_gpu()
     cfg = ParallelConfig(framework="hf", finetune=ft)
     g = tuned_gemms(spec, cfg, TOKENS, gpu, cal)
     head = 2 * TOKENS * spec.vocab * spec.hidden * (2 + head_wgrad_share(spec, ft))
-    assert spec.layers * (g.forward + g.dgrad + g.wgrad) + head == _counted(setting)
+    assert spec.layers * (g.forward + g.dgrad + g.wgrad) + head == _counted(label, setting)
+
+
+def test_qlora_dequantises_every_nf4_weight_in_each_pass():
+    """By hand: a layer's 12,288 attention and 18,432 MLP weights read as NF4 with double
+    quantisation (0.5 + 1/64 + 4/16,384 B) and written in bf16 (2 B), in the forward and
+    again in the backward's input-gradient pass, at the GPU's HBM bandwidth (here 1 B/s);
+    the weight-gradient pass reads none."""
+    spec = _spec("qlora")
+    gpu, cal = _unit_gpu()
+    gpu = replace(gpu, hbm_bytes_per_s=1.0)
+    lora, qlora = (tuned_gemms(spec, ParallelConfig(framework="hf", finetune=FineTune(
+        method=m, lora_rank=4, lora_alpha=8, lora_targets="all-linear")), TOKENS, gpu, cal)
+        for m in ("lora", "qlora"))
+    per_pass = (12_288 + 18_432) * (0.5 + 1 / 64 + 4 / 16_384 + 2)
+    assert qlora.forward - lora.forward == pytest.approx(per_pass, rel=1e-12)
+    assert qlora.dgrad - lora.dgrad == pytest.approx(per_pass, rel=1e-12)
+    assert qlora.wgrad == lora.wgrad
 
 
 def test_without_input_grads_layer_0_skips_q_k_v_input_gradients():
@@ -126,4 +165,4 @@ def test_without_input_grads_layer_0_skips_q_k_v_input_gradients():
     back: 2 x 16 tokens x (64 x 128 + 3 x 64 x 4) fewer FLOPs."""
     setting = CASES["lora all-linear"][0]
     skipped = 2 * TOKENS * (64 * (64 + 32 + 32) + 3 * 64 * 4)
-    assert _counted(setting, input_grads=False) == _counted(setting) - skipped
+    assert _counted("lora", setting, input_grads=False) == _counted("lora", setting) - skipped

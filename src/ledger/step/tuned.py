@@ -16,9 +16,11 @@ a pre-training layer runs its forward, input-gradient and weight-gradient GEMMs)
   (tuners/lora/dora.py L94-99, ``get_lora_weight``; the norm is detached, no backward),
   and with dropout the base matrix once more on the dropped-out input (dora.py L163;
   tuners/lora/variants.py L243-246 passes the base result only without dropout).
-- ParamWrapper: the delta s B A of every local expert once a micro-batch
-  (``get_delta_factors``, layer.py L2525, a batched in x r x out product; forward once, dA and dB in the
-  backward).
+- ParamWrapper: the delta s B A of every local expert, a batched in x r x out product
+  (``get_delta_factors``, layer.py L2525, folded by ``_LoraFactorsProxy``'s baddbmm) - twice
+  a forward, as torch's ``register_parametrization`` evaluates a parametrisation once to
+  check it (torch/nn/utils/parametrize.py L586-588) before the forward's cached one - and
+  dA, dB in the backward; a router's 2-D weight takes B A once (``get_delta_weight``).
 - QLoRA: each NF4 linear dequantises its whole weight to the compute dtype in the forward
   and again in the backward (bitsandbytes backends/cuda/ops.py L904-917
   ``_dequant_linear_fallback``, autograd/_functions.py L384): memory traffic of the packed
@@ -88,9 +90,10 @@ def _adapter_s(model, cfg, tokens, gpu, cal, adapters):
             if a.dora and dropout:  # the base matrix again on the dropped-out input
                 base = gemm_s(tokens, o, i, gpu, cal)
                 fwd, bwd = fwd + base, bwd + base  # its input gradient alone: W is frozen
-        else:  # the delta of every local expert, a batched GEMM
-            t = gemm_s(i, o, r, gpu, cal, count=a.target.experts / cfg.ep)
-            fwd, bwd = fwd + t, bwd + 2 * t
+        else:  # peft's ParamWrapper: the delta, of every local expert a batched GEMM
+            stacked = a.target.experts > 1
+            t = gemm_s(i, o, r, gpu, cal, count=a.target.experts / cfg.ep if stacked else 1)
+            fwd, bwd = fwd + (2 if stacked else 1) * t, bwd + 2 * t
     return fwd, bwd
 
 
