@@ -249,6 +249,9 @@ def test_offload_where_nothing_else_fits():
     assert big.plans and all(p.config.offload == "optimizer" for p in big.plans)
     assert big.plans[0].breakdown["cpu_optim"] == pytest.approx(
         llama2_7b().params / (11.6e9 / 8.2))  # DeepSpeed PR #735: 11.6 B in 8.2 s
+    fast = replace(system("h100-sxm"), cpu_optimizer_params_per_s=7e9)  # a host of one's own
+    assert plan(llama2_7b(), 1, fast, 16, framework="deepspeed", finetune=FineTune(),
+                top=1).plans[0].breakdown["cpu_optim"] == pytest.approx(llama2_7b().params / 7e9)
     small = replace(system("h100-sxm"), host_memory_bytes=100 * 2**30)
     none = plan(llama2_7b(), 1, small, 16, framework="deepspeed", finetune=FineTune())
     # the leanest host: everything offloaded (ZeRO-3 offload_param), 2 + 2 + 4 + 8 B

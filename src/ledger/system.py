@@ -138,6 +138,13 @@ class System:
     inter_bytes_per_s: float  # InfiniBand / RoCE per GPU, one direction
     host_bytes_per_s: float = 64e9  # GPU <-> CPU memory per GPU, one direction (PCIe / C2C)
     host_memory_bytes: float = 32 * 64 * GiB  # a node's CPU memory (HOST_MEMORY)
+    # Parameters a node's CPU optimizer updates per second under CPU offload: DeepSpeedCPUAdam
+    # (AVX) "reduces the optimizer time from 56 seconds to 8.2 seconds [for] an 11.6B
+    # parameter GPT2 model" (its author, DeepSpeed PR #735, 2021-02-08; torch.optim.Adam on
+    # the CPU: 56 s) - 1.41e9 a second. torch's own CPU AdamW (FSDP2's offload step) is
+    # taken at the same rate, no figure for it being published; a host's own is set in a
+    # --system file (cpu_optimizer_Gparams_per_s)
+    cpu_optimizer_params_per_s: float = 11.6e9 / 8.2
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
     link_efficiency: float = 0.80  # share of nominal bandwidth collectives reach (nccl-tests)

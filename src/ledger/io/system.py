@@ -58,6 +58,7 @@ def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:
     inter_GBps = 50             # network per GPU, one direction
     host_GBps = 64              # GPU <-> CPU per GPU, one direction (PCIe Gen5 x16; GH200 450)
     host_memory_GiB = 2048      # CPU memory per node (what CPU offload may fill)
+    cpu_optimizer_Gparams_per_s = 1.41  # parameters a node's CPU optimizer steps a second
     intra_latency_us = 5
     inter_latency_us = 10
     link_efficiency = 0.8       # a share, in (0, 1]
@@ -79,6 +80,7 @@ def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:
     sys_keys = {"intra_GBps": ("intra_bytes_per_s", 1e9), "inter_GBps": ("inter_bytes_per_s", 1e9),
                 "host_GBps": ("host_bytes_per_s", 1e9),
                 "host_memory_GiB": ("host_memory_bytes", GiB),
+                "cpu_optimizer_Gparams_per_s": ("cpu_optimizer_params_per_s", 1e9),
                 "intra_latency_us": ("intra_latency_s", 1e-6),
                 "inter_latency_us": ("inter_latency_s", 1e-6),
                 "link_efficiency": ("link_efficiency", 1.0)}

@@ -20,8 +20,8 @@ Two kinds, as the frameworks run them (sources: ``Framework.offloads``):
 
 The CPU optimizer step runs after the backward, before the updated parameters can go
 back, in both (DeepSpeed's ``step()`` after the backward, stage_1_and_2.py L2279-2345;
-FSDP2's ``optimizer.step()`` over the CPU shards): exposed, at ``CPU_ADAM_PARAMS_PER_S``
-for the parameters every GPU of a node hands its host.
+FSDP2's ``optimizer.step()`` over the CPU shards): exposed, at the system's
+``cpu_optimizer_params_per_s`` for the parameters every GPU of a node hands its host.
 """
 from __future__ import annotations
 
@@ -31,12 +31,6 @@ from ledger.memory import StateBytes
 
 STAGING_BYTES = 2  # DeepSpeed's pinned bf16 copy of the partition (stage_1_and_2.py L498-507)
 FP32 = 4
-# Parameters a host's CPU Adam updates per second: DeepSpeedCPUAdam (AVX) "reduces the
-# optimizer time from 56 seconds to 8.2 seconds [for] an 11.6B parameter GPT2 model"
-# (its author, DeepSpeed PR #735, 2021-02-08; torch.optim.Adam on the CPU: 56 s) -
-# 1.41e9 parameters/s for the whole node. torch's own CPU AdamW (FSDP2's offload step)
-# is taken at the same rate: no figure for it is published.
-CPU_ADAM_PARAMS_PER_S = 11.6e9 / 8.2
 
 
 @dataclass(frozen=True)
@@ -111,7 +105,7 @@ def link_s(rows: list[HostTransfer], host_bytes_per_s: float) -> tuple[float, fl
                  for flag in ("no", "yes"))
 
 
-def cpu_step_s(params_per_node, rate: float = CPU_ADAM_PARAMS_PER_S):
+def cpu_step_s(params_per_node, params_per_s: float):
     """Seconds of the CPU optimizer step: the parameters a node's GPUs hand their host,
-    at ``CPU_ADAM_PARAMS_PER_S``."""
-    return params_per_node / rate
+    at the host's rate (``System.cpu_optimizer_params_per_s``)."""
+    return params_per_node / params_per_s

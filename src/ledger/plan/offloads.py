@@ -50,14 +50,16 @@ def grid_offload(codes, st: StateBytes, trained):
             StateBytes(*(a[rows, heaviest] for a in full)), trained[rows, heaviest])
 
 
-def step_s(cfg, code: int, st: StateBytes, trained, node: int, host_bytes_per_s: float):
-    """(exposed host-link seconds, overlapped ones, CPU optimizer seconds) of one group's
-    rows, offload kind ``code``, ``st`` and ``trained`` those of each row's heaviest GPU."""
+def step_s(cfg, code: int, st: StateBytes, trained, node: int, system):
+    """(exposed host-link seconds, overlapped ones, CPU optimizer seconds) on ``system``
+    of one group's rows, offload kind ``code``, ``st`` and ``trained`` those of each row's
+    heaviest GPU."""
     kind = OFFLOADS[code]
     if kind == "none":
         return 0.0, 0.0, 0.0
     reduces, gathers = dp_collective_counts(cfg)
     exposed, overlapped = offloading.split_bytes(st, trained, kind, reduces, gathers,
                                                  cfg.num_microbatches, cfg.zero_stage)
-    return (exposed / host_bytes_per_s, overlapped / host_bytes_per_s,
-            offloading.cpu_step_s(trained * node))
+    link = system.host_bandwidth()
+    return (exposed / link, overlapped / link,
+            offloading.cpu_step_s(trained * node, system.cpu_optimizer_params_per_s))

@@ -210,7 +210,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         busiest, head, share = paces[idx].T
         heavy = StateBytes(off.params[idx], off.grads[idx], off.optim[idx])
         wait, hidden, cpu = offload_step_s(cfg, int(g["offload"][i0]), heavy, off.trained[idx],
-                                           node, system.host_bandwidth())
+                                           node, system)
         st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")}
                        | {"layout": links},
                        max_layers=busiest, head_layers=head, head_share=share,

@@ -365,7 +365,8 @@ def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placeme
         dp_layer_s=layer, dp_grad_s=grads, dp_param_s=params, dp_gather_s=gather,
         state_bytes=(hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)
         * (cfg.offload == "none"),  # offloaded, the host steps it
-        offload_s=waits, offload_hidden_s=hides, cpu_step_s=cpu_step_s(pl.host_step_params))
+        offload_s=waits, offload_hidden_s=hides,
+        cpu_step_s=cpu_step_s(pl.host_step_params, system.cpu_optimizer_params_per_s))
 
 
 def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
