@@ -233,7 +233,7 @@ def test_fine_tune_grid_prices_like_estimate(model, gpus, batch, framework, fine
                                 finetune=finetune)
     rows = np.random.default_rng(0).choice(len(step), min(30, len(step)), replace=False)
     for i in [*rows, *np.flatnonzero(g["offload"])[:10]]:
-        cfg = _config(g, i, framework, finetune=finetune)
+        cfg = _config(g, i, framework, True, None, finetune, Pins(), model)
         est = estimate(model, cfg, sysm, tp_overlap=bool(g["tpov"][i]))
         assert est.step_time_s == pytest.approx(step[i], rel=1e-12), cfg
         assert est.memory_per_gpu_bytes == pytest.approx(mem[i], rel=1e-12), cfg

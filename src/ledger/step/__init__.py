@@ -6,7 +6,8 @@ dequantising); ``nccl`` prices one collective call as NCCL's cost model does;
 ``layer_comms`` a layer's TP, CP and EP seconds; ``dp`` splits data-parallel traffic by
 when it can overlap; ``timing`` adds compute, exposed communication and the pipeline
 into a ``StepEstimate`` with ``estimate(model, cfg, system)``; ``exposed`` says where its
-exposed communication comes from. Its constants are the declared ``Calibration`` (fitted by ``benchmarks/fit.py``, see ``ledger.validation``).
+exposed communication comes from. Its constants are the declared ``Calibration``
+(fitted by ``benchmarks/fit.py``, see ``ledger.validation``).
 
 May import: everything below it (specs, frameworks, pipeline, arch, placement).
 """
