@@ -120,3 +120,13 @@ def test_a_stray_parenthesis_is_refused(tmp_path):
     _feed(tmp_path, "megatron", b"\x01)\x01")
     code, _, err = run(["report", "--from-megatron", str(tmp_path / "input.sh")])
     assert code == 2 and "unexpected ')'" in err
+
+
+@pytest.mark.parametrize("data, op", [(b"<", "'<'"), (b"cat <<", "'<<'"),
+                                      (b"pretrain_gpt.py --num-layers 2 >", "'>'")])
+def test_a_redirection_without_its_word_is_refused(tmp_path, data, op):
+    """Found by test_random_bytes: b"<" as a launch file ran the lexer past the text's end
+    (IndexError); bash refuses it as a syntax error before the newline."""
+    _feed(tmp_path, "megatron", data)
+    code, _, err = run(["report", "--from-megatron", str(tmp_path / "input.sh")])
+    assert code == 2 and f"syntax error: {op} with no word after it" in err, err

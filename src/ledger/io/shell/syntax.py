@@ -87,18 +87,14 @@ class _Lexer:
             self.i += 2
             strip = s.startswith("-", self.i)
             self.i += strip
-            while s[self.i] in " \t":
-                self.i += 1
-            word = self.word()
+            word = self._target("<<")
             doc = _Heredoc((self._text(word), any(k != "lit" for k, _ in word.parts), strip))
             self.pending.append(doc)
             return ("heredoc", doc)
         m = re.match(r"\d*(>>|>&|<&|&>|>|<)", s[self.i:])
         if m:
             self.i += m.end()
-            while s[self.i] in " \t":
-                self.i += 1
-            self.word()  # the redirection's target: dropped
+            self._target(m.group(1))  # the redirection's target: dropped
             return ("redir", None)
         for op in _OPS:
             if s.startswith(op, self.i):
@@ -139,6 +135,15 @@ class _Lexer:
                 return ("\n".join(lines) + "\n", quoted)
             lines.append(line.lstrip("\t") if strip else line)
         self.fail(f"here-document ends before its delimiter {delim!r}")
+
+    def _target(self, op: str) -> _Word:
+        """The word after a redirection or here-document operator; bash refuses none."""
+        while self.i < len(self.s) and self.s[self.i] in " \t":
+            self.i += 1
+        word = self.word()
+        if not word.parts:
+            self.fail(f"syntax error: {op!r} with no word after it")
+        return word
 
     def word(self) -> _Word:
         parts, s = [], self.s
