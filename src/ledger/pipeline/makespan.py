@@ -137,11 +137,11 @@ def dual_s(schedule: str, p, m, t_f, t_b, t_w, t_fb, p2p):
     ranks, 3 and m - 3). The bubble is exact
     against ``ledger.pipeline.simulate`` when W = B/2 = F and F&B = F + B, and bounds it
     from above otherwise (tests/test_schedules.py)."""
-    visits = 2 if schedule == "dualpipev" else 1  # chunks of a micro-batch on one rank
-    f, b, w, fb = (np.divide(t, visits) for t in (t_f, t_b, t_w, t_fb))
-    alone = 3 * p - 1 if schedule == "dualpipev" else np.maximum(1.5 * p - 1, p + 1)
-    pairs = visits * m - alone
-    stages = visits * p
+    v = visits(schedule, 2)  # chunks of a micro-batch on one rank
+    f, b, w, fb = (np.divide(t, v) for t in (t_f, t_b, t_w, t_fb))
+    pairs = overlap_pairs(schedule, p, m, v)
+    alone = v * m - pairs
+    stages = v * p
     return alone * (f + b) + pairs * fb + (stages / 2 - 1) * (fb + b - 3 * w) \
         + 2 * (p - 1) * p2p
 

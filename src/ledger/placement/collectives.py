@@ -12,6 +12,8 @@ receives as many bytes as it sends.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ledger.errors import LedgerError
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
@@ -39,3 +41,12 @@ def ring_bytes(kind: str, n, S):
     if kind == "send_recv":
         return S * 1.0
     return (2 if kind == "all_reduce" else 1) * (n - 1) / n * S
+
+
+def ring_payload(kind: str, n, wire):
+    """The payload S a ``kind`` call over ``n`` ranks reduces or gathers, from the bytes
+    each rank sends (``ring_bytes`` inverted); a rank alone sends nothing, its bytes
+    stand as they are."""
+    n = np.asarray(n, dtype=float)
+    share = np.where(n > 1, (n - 1) / np.maximum(n, 1), 1.0)
+    return wire / share / (2 if kind == "all_reduce" else 1)

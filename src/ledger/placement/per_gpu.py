@@ -293,8 +293,7 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
         even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
                                 counts.sum(axis=0) / cfg.pp, kinds)
     host, rows, stepped = _offload(model, cfg, stages, heaviest)
-    ledger = tuned.ledger(model, cfg, top.rank, host, rows, gpus_per_node) \
-        if cfg.finetune else None
+    ledger = tuned.ledger(model, cfg, top.rank) if cfg.finetune else None
     node = min(gpus_per_node, cfg.world)
     return Placement(even, comms, bubble, tokens,
                      activation_bytes_per_layer(model, cfg), layers, stages[heaviest],

@@ -183,9 +183,6 @@ class TunedLedger:
     classes: dict  # class -> parameters on the peak rank's GPU (before ZeRO)
     dequant_bytes: float  # QLoRA's transient dequantised weight (in buffers)
     adapter_activation_bytes: float  # per layer per micro-batch (in activations)
-    host_bytes_per_gpu: float  # CPU offload: host memory per GPU
-    host_bytes_per_node: float
-    host_transfers: tuple = ()  # ledger.placement.offload.HostTransfer rows
 
 
 def buffer_framework(model, cfg, fw):
@@ -211,7 +208,7 @@ def tied_state(model, cfg, st: StateBytes) -> StateBytes:
     return st
 
 
-def ledger(model, cfg, rank: int, host: float, rows, gpus_per_node: int) -> TunedLedger:
+def ledger(model, cfg, rank: int) -> TunedLedger:
     """The fine-tune's figures for the peak rank ``rank``."""
     from ledger.arch import adapter_activation_bytes
     from ledger.finetune import trainable
@@ -222,4 +219,4 @@ def ledger(model, cfg, rank: int, host: float, rows, gpus_per_node: int) -> Tune
     acts = adapter_activation_bytes(model, ft, model.is_moe, cfg.micro_batch, cfg.tp, cfg.cp)
     return TunedLedger(sum(parts.values()), {k: v for k, v in parts.items() if v},
                        {c: dense[c] + expert[c] for c in CLASSES}, dequant_bytes(model, cfg),
-                       acts, host, host * gpus_per_node, tuple(rows))
+                       acts)

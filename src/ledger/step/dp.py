@@ -9,6 +9,7 @@ import numpy as np
 
 from ledger.frameworks import of as framework_of
 from ledger.placement import dp_collective_counts
+from ledger.placement.collectives import ring_payload
 from ledger.step.nccl import collective_s, group_bandwidth
 from ledger.system import System
 
@@ -19,14 +20,19 @@ def group_shape(lay, group: str, ranks):
     return per_node, np.maximum(ranks / np.maximum(per_node, 1), 1)
 
 
+def nccl_s(system: System, kind: str, wire_bytes, ranks, nodes):
+    """Seconds of one ``kind`` call whose ranks each send ``wire_bytes``, over ``ranks``
+    ranks on ``nodes`` nodes of ``system``: NCCL's cost model at the group's bandwidth."""
+    eff = system.link_efficiency
+    bw = group_bandwidth(system.intra_bytes_per_s * eff, system.inter_bytes_per_s * eff, nodes)
+    return collective_s(kind, wire_bytes, ranks, nodes, bw, system.gpu.generation)
+
+
 def call_s(system: System, lay, row, calls):
     """Seconds of ``calls`` calls that move a DP row's bytes, by NCCL's cost model over
     the row's group (``Comm.group`` of ``Comm.ranks`` ranks) on the rank layout ``lay``."""
     _, nodes = group_shape(lay, row.group, row.ranks)
-    eff = system.link_efficiency
-    bw = group_bandwidth(system.intra_bytes_per_s * eff, system.inter_bytes_per_s * eff, nodes)
-    each = row.bytes / np.maximum(calls, 1)
-    return calls * collective_s(row.kind, each, row.ranks, nodes, bw, system.gpu.generation)
+    return calls * nccl_s(system, row.kind, row.bytes / np.maximum(calls, 1), row.ranks, nodes)
 
 
 def buckets(cfg, row, replicas):
@@ -36,8 +42,7 @@ def buckets(cfg, row, replicas):
     fw = framework_of(cfg)
     fixed, per_rank = fw.dp_bucket_params
     bucket = np.maximum(fixed, per_rank * replicas)
-    n = np.maximum(row.ranks, 2)  # the buffer: the ring's bytes over its (n - 1)/n share
-    payload = row.bytes * n / (n - 1) / (2 if row.kind == "all_reduce" else 1)
+    payload = ring_payload(row.kind, row.ranks, row.bytes)  # the buffer
     split = np.ceil(payload / (4.0 * bucket))
     one = (~np.asarray(cfg.overlap_grad_reduce, dtype=bool)) & fw.one_bucket_exposed
     return np.where(one, 1.0, split) * (row.bytes > 0)

@@ -10,8 +10,7 @@ from ledger.config import expert_tp
 from ledger.model import ModelSpec
 from ledger.placement import (cp_comms, ep_pass_comms, forward_passes, kv_width,
                               ring_kv_block_bytes, tp_comms)
-from ledger.step.dp import group_shape
-from ledger.step.nccl import collective_s, group_bandwidth
+from ledger.step.dp import group_shape, nccl_s
 from ledger.system import System
 
 
@@ -37,9 +36,7 @@ def tp_times(cfg, s_act, gemm, links, system: System, tp_overlap: bool):
     kind = "all_gather" if cfg.sequence_parallel else "all_reduce"
     lay = links.get("layout")
     _, nodes = group_shape(lay, "tp", cfg.tp) if lay is not None else (cfg.tp, 1)
-    eff = system.link_efficiency
-    bw = group_bandwidth(system.intra_bytes_per_s * eff, system.inter_bytes_per_s * eff, nodes)
-    one = collective_s(kind, fwd / calls, cfg.tp, nodes, bw, system.gpu.generation)
+    one = nccl_s(system, kind, fwd / calls, cfg.tp, nodes)
     raw_f = calls * one
     raw_b = raw_f * (total - fwd) / np.maximum(fwd, 1e-300)
     t_f, t_b = raw_f, raw_b

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ledger.placement.collectives import ring_payload
+
 # src/graph/tuning.cc L151-174 (ncclTunerConstantsDefaults), microseconds, by algorithm and
 # protocol (LL, LL128, Simple); hwLatencies by the link a step crosses
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -107,9 +109,7 @@ def collective_s(kind: str, wire_bytes, n, nodes, ring_bytes_per_s, generation: 
     if kind not in COLLECTIVES:
         raise ValueError(f"NCCL's tuning model prices {', '.join(COLLECTIVES)}, not {kind}")
     n, nodes = np.asarray(n, dtype=float), np.asarray(nodes, dtype=float)
-    # the payload a call reduces or gathers, S: all-reduce 2(n-1)/n S, the others (n-1)/n S
-    share = np.where(n > 1, (n - 1) / np.maximum(n, 1), 1.0)
-    payload = wire_bytes / share / (2 if kind == "all_reduce" else 1)
+    payload = ring_payload(kind, n, wire_bytes)  # the S a call reduces or gathers
     ll_cap = _ll_cap(nodes, generation)
     best = np.full(np.broadcast(n, nodes, wire_bytes).shape, np.inf)
     for proto in PROTOCOLS:
