@@ -192,8 +192,14 @@ def _cmd_layout(a: argparse.Namespace) -> str:
     check_world(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp)
     if a.etp is None and a.dp * a.cp % a.ep:
         raise LedgerError("ep", f"ep({a.ep}) does not divide dp({a.dp}) * cp({a.cp})")
+    from ledger.system import system as preset
+
+    host, domain = a.gpus_per_node, a.gpus_per_domain
+    if a.gpu is not None:
+        sysm = preset(a.gpu, host, domain)
+        host, domain = sysm.gpus_per_node, sysm.gpus_per_domain
     lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, etp=a.etp, order=a.order,
-                 gpus_per_node=a.gpus_per_node)
+                 gpus_per_node=host or 8, gpus_per_domain=domain)
     return _json(layout_json(lay), indent=1) if a.json else layout_text(lay)
 
 

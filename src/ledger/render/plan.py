@@ -36,10 +36,39 @@ def plan_config(c, tp_overlap: bool = False) -> str:
             + (f" offload={c.offload}" if getattr(c, "offload", "none") != "none" else ""))
 
 
+def domain_note(gpus: int, system) -> str:
+    """Where the NVLink domain is more than one host: the hosts and the domains a job of
+    ``gpus`` fills (``ledger.placement.layout.segment``)."""
+    from ledger.placement.layout import segment
+
+    if system.gpus_per_domain == system.gpus_per_node:
+        return ""
+    dom = segment(gpus, system.gpus_per_node, system.gpus_per_domain)
+    return (f" ({-(-gpus // system.gpus_per_node)} hosts of {system.gpus_per_node} in "
+            f"{-(-gpus // dom)} NVLink domain(s) of {dom})")
+
+
+def links_note(c, system) -> str:
+    """The axes whose groups stay inside one NVLink domain, and those that cross to the
+    NICs, for a placement ``c`` on ``system``."""
+    from ledger.placement import Layout
+
+    lay = Layout(tp=c.tp, cp=c.cp, dp=c.dp, pp=c.pp, ep=c.ep, etp=c.etp,
+                 hsdp_shard=c.hsdp_shard, gpus_per_node=system.gpus_per_node,
+                 gpus_per_domain=system.gpus_per_domain)
+    axes = [a for a in ("tp", "cp", "ep", "dp", "pp") if getattr(c, a) > 1]
+    inside = [a for a in axes if lay.link(a) == "nvlink"]
+    out = [a for a in axes if a not in inside]
+    return (f"  [nvlink {' '.join(inside) or '-'}; nics {' '.join(out) or '-'}]"
+            if axes else "")
+
+
 def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
     """The ranked table; with ``runs`` (``ledger.run`` whole runs, one per plan, the best
-    of ``priced``) ranked by time to train, with its days, GPU-hours and goodput."""
-    head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}: "
+    of ``priced``) ranked by time to train, with its days, GPU-hours and goodput. Where
+    the NVLink domain spans hosts (NVL72), each placement says which axes stay in it."""
+    racks = system.gpus_per_domain != system.gpus_per_node
+    head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}{domain_note(gpus, system)}: "
             f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
             f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
     if not result.plans and result.host_shortfall_bytes > 0:
@@ -63,7 +92,8 @@ def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
                 if run else "")
         lines.append(f"  {i:>2}  {p.step_time_s:7.2f}s  {p.mfu:6.1%}  "
                      f"{fmt_bytes(p.memory_bytes, 6)}{more}  {p.dominant:<12} "
-                     f"{plan_config(p.config, p.tp_overlap)}")
+                     f"{plan_config(p.config, p.tp_overlap)}"
+                     + (links_note(p.config, system) if racks else ""))
     if result.rejected:
         lines.append("  families that lost:")
         lines += [f"    {r}" for r in result.rejected]

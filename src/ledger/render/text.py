@@ -352,18 +352,23 @@ def estimate_json(model, cfg, system, est) -> dict:
 
 
 def layout_text(lay) -> str:
-    """The groups of every axis, the way the seed draws its 16-GPU example."""
-    gpn = lay.gpus_per_node
-    lines = [f"{lay.world} GPUs = {-(-lay.world // gpn)} node(s) x {gpn}; order {lay.order} "
-             f"(the first axis varies fastest)"]
+    """The groups of every axis, the way the seed draws its 16-GPU example; where the
+    scale-up domain is more than one host, which groups stay inside a domain (NVLink)."""
+    gpn, dom = lay.gpus_per_node, lay.domain
+    racks = (lay.gpus_per_domain or gpn) != gpn
+    where = (f" in {-(-lay.world // dom)} NVLink domain(s) of {dom}"
+             + (f" (of {lay.gpus_per_domain} each)" if dom != lay.gpus_per_domain else "")
+             if racks else "")
+    lines = [f"{lay.world} GPUs = {-(-lay.world // gpn)} node(s) x {gpn}{where}; order "
+             f"{lay.order} (the first axis varies fastest)"]
+    mark = "   <- crosses NVLink domains" if racks else "   <- crosses nodes"
     for axis in _layout_axes(lay):
         size = lay.group_size(axis)
         lines.append(f"  {axis} groups ({lay.link(axis)}):")
         for g in islice(lay.iter_groups(axis), 16):
-            crosses = len({r // gpn for r in g}) > 1
+            crosses = len({r // dom for r in g}) > 1
             shown = g if size <= 32 else g[:16] + ["..."] + g[-4:]  # a row stays a row
-            lines.append(f"    [{', '.join(map(str, shown))}]"
-                         + ("   <- crosses nodes" if crosses else ""))
+            lines.append(f"    [{', '.join(map(str, shown))}]" + (mark if crosses else ""))
         if lay.world // size > 16:
             lines.append(f"    ... {lay.world // size - 16:,} more")
     return "\n".join(lines)
@@ -381,4 +386,5 @@ def _layout_axes(lay) -> list[str]:
 def layout_json(lay) -> dict:
     axes = _layout_axes(lay)
     return {"world": lay.world, "order": lay.order, "gpus_per_node": lay.gpus_per_node,
+            "gpus_per_domain": lay.gpus_per_domain or lay.gpus_per_node, "domain": lay.domain,
             "groups": {a: lay.groups(a) for a in axes}, "links": {a: lay.link(a) for a in axes}}
