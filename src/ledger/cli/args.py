@@ -382,6 +382,9 @@ def _small_parsers(sub) -> None:
                           "preset's: 72 for gb200 / gb300)")
     lay.add_argument("--gpu", help="a GPU preset whose system gives the node and NVLink "
                                    "domain sizes (see 'gpus')")
+    lay.add_argument("--system", metavar="FILE",
+                     help="a system file whose node and NVLink domain sizes apply "
+                          "(docs/systems.md)")
     lay.add_argument("--json", action="store_true", help="print JSON instead of text")
     time = real(MAX_TIME, MIN_TIME, closed_low=True)
     s = sub.add_parser("schedule", help="simulate a pipeline schedule and draw it")

@@ -35,6 +35,23 @@ def _number(key: str, value) -> float:
     return float(value)
 
 
+# Every key a --system file may hold besides gpu, gpus_per_node, gpus_per_domain and nvls
+# (docs/systems.md documents each): the file's name -> (the field it sets, its unit)
+GPU_KEYS = {"gpu_bf16_tflops": ("bf16_flops", 1e12), "gpu_fp8_tflops": ("fp8_flops", 1e12),
+            "gpu_fp4_tflops": ("fp4_flops", 1e12),
+            "gpu_hbm_GiB": ("hbm_bytes", GiB), "gpu_hbm_TBps": ("hbm_bytes_per_s", 1e12),
+            "gpu_gemm_efficiency": ("gemm_efficiency", 1.0),
+            "gpu_board_power_W": ("board_power_w", 1.0)}
+SYS_KEYS = {"intra_GBps": ("intra_bytes_per_s", 1e9), "inter_GBps": ("inter_bytes_per_s", 1e9),
+            "host_GBps": ("host_bytes_per_s", 1e9),
+            "host_memory_GiB": ("host_memory_bytes", GiB),
+            "cpu_optimizer_Gparams_per_s": ("cpu_optimizer_params_per_s", 1e9),
+            "intra_latency_us": ("intra_latency_s", 1e-6),
+            "inter_latency_us": ("inter_latency_s", 1e-6),
+            "link_efficiency": ("link_efficiency", 1.0)}
+SYSTEM_KEYS = ("gpu", "gpus_per_node", "gpus_per_domain", "nvls", *SYS_KEYS, *GPU_KEYS)
+
+
 def _count(key: str, value, limit: int) -> int:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                               or not 1 <= value <= limit):
@@ -92,26 +109,14 @@ def load_system(path: str | Path, gpus_per_node: int | None = None,
     nvls = raw.pop("nvls", base.nvls)
     if not isinstance(nvls, bool):
         raise LedgerError("nvls", f"must be true or false, got {nvls!r}")
-    gpu_keys = {"gpu_bf16_tflops": ("bf16_flops", 1e12), "gpu_fp8_tflops": ("fp8_flops", 1e12),
-                "gpu_fp4_tflops": ("fp4_flops", 1e12),
-                "gpu_hbm_GiB": ("hbm_bytes", GiB), "gpu_hbm_TBps": ("hbm_bytes_per_s", 1e12),
-                "gpu_gemm_efficiency": ("gemm_efficiency", 1.0),
-                "gpu_board_power_W": ("board_power_w", 1.0)}
-    sys_keys = {"intra_GBps": ("intra_bytes_per_s", 1e9), "inter_GBps": ("inter_bytes_per_s", 1e9),
-                "host_GBps": ("host_bytes_per_s", 1e9),
-                "host_memory_GiB": ("host_memory_bytes", GiB),
-                "cpu_optimizer_Gparams_per_s": ("cpu_optimizer_params_per_s", 1e9),
-                "intra_latency_us": ("intra_latency_s", 1e-6),
-                "inter_latency_us": ("inter_latency_s", 1e-6),
-                "link_efficiency": ("link_efficiency", 1.0)}
     gpu_over, sys_over = {}, {}
     for key, value in raw.items():
-        table = gpu_keys if key in gpu_keys else sys_keys if key in sys_keys else None
+        table = GPU_KEYS if key in GPU_KEYS else SYS_KEYS if key in SYS_KEYS else None
         if table is None:
             raise LedgerError("system", f"unknown key {key!r} in {path}; known: gpu, "
                                         f"gpus_per_node, gpus_per_domain, nvls, "
-                                        f"{', '.join([*sys_keys, *gpu_keys])}")
+                                        f"{', '.join([*SYS_KEYS, *GPU_KEYS])}")
         name, scale = table[key]
-        (gpu_over if table is gpu_keys else sys_over)[name] = _number(key, value) * scale
+        (gpu_over if table is GPU_KEYS else sys_over)[name] = _number(key, value) * scale
     return replace(base, gpu=replace(base.gpu, name=base.gpu.name + "*" * bool(gpu_over),
                                      **gpu_over), nvls=nvls, **sys_over)

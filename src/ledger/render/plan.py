@@ -4,7 +4,8 @@ where #1 gains over it. Units are formatted by ``ledger.render``.
 from __future__ import annotations
 
 from ledger.render.run import _si
-from ledger.render.text import _seq, config_dict, fmt_bytes, params_dict, params_lines
+from ledger.render.text import (_seq, config_dict, domain_note, fmt_bytes, links_note,
+                                params_dict, params_lines)
 
 
 def split_note(c) -> str:
@@ -34,33 +35,6 @@ def plan_config(c, tp_overlap: bool = False) -> str:
             + f" zero={c.zero_stage} mb={c.micro_batch} m={c.num_microbatches} {c.schedule}"
             + extra + (f" recompute={c.recompute}" if c.recompute != "none" else "")
             + (f" offload={c.offload}" if getattr(c, "offload", "none") != "none" else ""))
-
-
-def domain_note(gpus: int, system) -> str:
-    """Where the NVLink domain is more than one host: the hosts and the domains a job of
-    ``gpus`` fills (``ledger.placement.layout.segment``)."""
-    from ledger.placement.layout import segment
-
-    if system.gpus_per_domain == system.gpus_per_node:
-        return ""
-    dom = segment(gpus, system.gpus_per_node, system.gpus_per_domain)
-    return (f" ({-(-gpus // system.gpus_per_node)} hosts of {system.gpus_per_node} in "
-            f"{-(-gpus // dom)} NVLink domain(s) of {dom})")
-
-
-def links_note(c, system) -> str:
-    """The axes whose groups stay inside one NVLink domain, and those that cross to the
-    NICs, for a placement ``c`` on ``system``."""
-    from ledger.placement import Layout
-
-    lay = Layout(tp=c.tp, cp=c.cp, dp=c.dp, pp=c.pp, ep=c.ep, etp=c.etp,
-                 hsdp_shard=c.hsdp_shard, gpus_per_node=system.gpus_per_node,
-                 gpus_per_domain=system.gpus_per_domain)
-    axes = [a for a in ("tp", "cp", "ep", "dp", "pp") if getattr(c, a) > 1]
-    inside = [a for a in axes if lay.link(a) == "nvlink"]
-    out = [a for a in axes if a not in inside]
-    return (f"  [nvlink {' '.join(inside) or '-'}; nics {' '.join(out) or '-'}]"
-            if axes else "")
 
 
 def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
