@@ -221,8 +221,9 @@ def system(a: argparse.Namespace):
                                         f"{base.name}'s {base.bf16_flops / 1e12:,.0f} TFLOP/s and "
                                         f"{base.hbm_bytes_per_s / 1e12:g} TB/s: name the GPU "
                                         f"(--gpu NAME, see 'gpus') or a --system file")
-    sysm = load_system(a.system, gpus_per_node=a.gpus_per_node) if a.system else \
-        preset(a.gpu or DEFAULT_GPU, a.gpus_per_node)
+    domain = getattr(a, "gpus_per_domain", None)
+    sysm = load_system(a.system, gpus_per_node=a.gpus_per_node, gpus_per_domain=domain) \
+        if a.system else preset(a.gpu or DEFAULT_GPU, a.gpus_per_node, domain)
     return with_memory(sysm, gib)
 
 
