@@ -19,9 +19,11 @@ from ledger.serve.cache import KV_DTYPES, LayerCache, layer_caches
 from ledger.serve.comms import ServeComm, layout, stage_rows
 from ledger.serve.engine import WEIGHT_BYTES, Engine, ServeConfig, engine
 from ledger.serve.paging import Pool, cdiv, pool
+from ledger.serve.qbytes import mxfp4_backend, quantized_active_params
 from ledger.serve.state import state_dtypes
 from ledger.serve.timing import call_s, decode_stage_s, prefill_compute_s
-from ledger.serve.weights import check, lookup_params, params_by_rank, stage_ranges
+from ledger.serve.weights import (bytes_by_rank, check, lookup_params, params_by_rank,
+                                  stage_ranges)
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,9 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
     eng = engine(model, cfg, gpu, caches)
     ranges = stage_ranges(model.layers, cfg.pp)
     params = params_by_rank(model, cfg)
-    weights = [(dense + expert) * WEIGHT_BYTES for dense, expert in params]
+    backend = cfg.mxfp4_backend or mxfp4_backend(gpu.name)
+    stored = bytes_by_rank(model, cfg, backend)
+    weights = [dense + expert for dense, expert in stored]
     buds = budgets(model, cfg, eng, gpu, weights, ranges)
     kv_pool = pool(caches, [list(r) for r in ranges], [b.available_bytes for b in buds],
                    cfg.context, eng)
@@ -106,13 +110,17 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
         per_seq = sum(c.bytes_at(cfg.context) for c in mine)
         rows = tuple(stage_rows(model, cfg, lay, held, r))
         dense, expert = params[r]
-        multiplied = (dense - lookup_params(model, cfg, r), expert)
-        t = decode_stage_s(model, cfg, gpu, multiplied, per_seq) + _comm_s(rows, system, b, b, 1)
+        looked_up = lookup_params(model, cfg, r)
+        multiplied = (dense - looked_up, expert)
+        read = (stored[r][0] - looked_up * WEIGHT_BYTES, stored[r][1])
+        t = decode_stage_s(model, cfg, gpu, multiplied, per_seq, read) \
+            + _comm_s(rows, system, b, b, 1)
         stages.append(Stage(r, held, weights[r], sum(c.bytes_per_token for c in mine), per_seq,
                             buds[r], rows, t))
     chunks = cdiv(cfg.context, eng.max_num_batched_tokens)
     prefill = prefill_compute_s(model, cfg, gpu, cfg.context, sum(weights),
-                                eng.max_num_batched_tokens) \
+                                eng.max_num_batched_tokens,
+                                quantized_active_params(model, cfg.quant)) \
         + sum(_comm_s(s.comms, system, cfg.context, 1, chunks) for s in stages)
     return ServeEstimate(model.name, cfg, eng, tuple(caches), tuple(stages), kv_pool, prefill,
                          sum(s.decode_s for s in stages))
