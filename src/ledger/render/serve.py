@@ -26,9 +26,20 @@ def _header(model, est, system) -> str:
             f"[vLLM {VLLM_COMMIT[:10]}]")
 
 
+def _format(est) -> str:
+    """The weights' format as served: bf16, or the checkpoint's quantization."""
+    q = est.cfg.quant
+    if q is None:
+        return "bf16"
+    kept = "the experts; the rest bf16" if q.experts_only else "linear layers; " \
+        "embeddings, head, norms, routers bf16"
+    backend = f", {est.mxfp4_backend} MoE kernels" if q.method == "mxfp4" else ""
+    return f"{q.label}: {kept}{backend}"
+
+
 def _weights_line(model, est) -> str:
     c = est.cfg
-    text = f"  {'weights per GPU':<22}{fmt_bytes(est.weight_bytes_per_gpu, 9)}   (bf16"
+    text = f"  {'weights per GPU':<22}{fmt_bytes(est.weight_bytes_per_gpu, 9)}   ({_format(est)}"
     if model.is_moe:
         how = f"whole experts, ep {c.ep}" if c.ep > 1 else "each split"
         text += f"; routed experts over tp x dp = {c.tp * c.dp} GPUs, {how}"
@@ -181,6 +192,16 @@ def _state(state) -> dict | None:
                         for t, h in zip(state.tensors, hf.tensors)]}
 
 
+def _quant_json(est) -> dict:
+    q = est.cfg.quant
+    if q is None:
+        return {"method": None, "label": "bf16"}
+    return {"method": q.method, "label": q.label, "weight": q.weight, "scale": q.scale,
+            "group": q.group, "block": list(q.block) if q.block else None,
+            "activations": q.activations, "ignore": list(q.ignore), "source": q.source,
+            "mxfp4_backend": est.mxfp4_backend if q.method == "mxfp4" else None}
+
+
 def serve_json(model, system, est) -> dict:
     """One JSON object; bytes per GPU, seconds, the engine's settings and every stage."""
     c, p, e = est.cfg, est.pool, est.engine
@@ -189,6 +210,7 @@ def serve_json(model, system, est) -> dict:
         "tp": c.tp, "pp": c.pp, "dp": c.dp, "ep": c.ep, "world": c.world,
         "context": c.context, "batch": c.batch, "kv_dtype": c.kv_dtype,
         "weight_bytes_per_gpu": est.weight_bytes_per_gpu,
+        "weights_format": _quant_json(est),
         "kv_bytes_per_token": est.kv_bytes_per_token,
         "kv_bytes_per_sequence": est.kv_bytes_per_sequence,
         "kv_bytes_per_sequence_paged": p.request_bytes,

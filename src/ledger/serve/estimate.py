@@ -50,6 +50,7 @@ class ServeEstimate:
     pool: Pool
     prefill_s: float  # one prompt of ``cfg.context`` tokens on an idle engine
     decode_s_per_token: float  # one decode step of ``cfg.batch`` sequences at the context
+    mxfp4_backend: str = "triton"  # the MXFP4 MoE kernels whose layout the weights take
 
     @property
     def binding(self) -> Stage:
@@ -123,4 +124,4 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
                                 quantized_active_params(model, cfg.quant)) \
         + sum(_comm_s(s.comms, system, cfg.context, 1, chunks) for s in stages)
     return ServeEstimate(model.name, cfg, eng, tuple(caches), tuple(stages), kv_pool, prefill,
-                         sum(s.decode_s for s in stages))
+                         sum(s.decode_s for s in stages), backend)

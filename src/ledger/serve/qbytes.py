@@ -14,7 +14,7 @@ the same codes and scales and keep their size; MXFP4's MoE kernels pad and copy
 
 >>> from ledger.serve.quant import read_quant
 >>> q = read_quant({"quant_method": "fp8", "weight_block_size": [128, 128]})
->>> matrix_bytes(q, 7168, 2048)  # codes + 56 x 16 fp32 scales
+>>> int(matrix_bytes(q, 7168, 2048))  # codes + 56 x 16 fp32 scales
 14683648
 """
 from __future__ import annotations
@@ -106,6 +106,7 @@ MXFP4_PAD = {  # (intermediate per partition, hidden) rounded up to: mxfp4.py cr
     "marlin": (128, 256),  # "n % 256 == 0 and k % 128 == 0" for the Marlin MoE kernel
     "triton": (64, 1),  # the OAI Triton kernels (Hopper): the intermediate to 64
     "flashinfer": (256, 256),  # SM100 FlashInfer MXFP4 x BF16 / MXFP8 (TRT-LLM)
+    "checkpoint": (1, 1),  # as the safetensors store it: *_blocks, *_scales, bf16 biases
 }
 
 
@@ -133,7 +134,7 @@ def mxfp4_expert_bytes(model, cfg, backend: str) -> float:
     experts = model.num_experts // cfg.ep
     i = cdiv(model.moe_ffn_hidden // cfg.etp, pad_i) * pad_i
     h = cdiv(model.hidden, pad_h) * pad_h
-    copies, bias = (2, 4) if backend == "triton" else (1, 2)
+    copies, bias = (2, 4) if backend == "triton" else (1, 2)  # checkpoint: one of each
     w13 = 2 * i * h // 2 + copies * 2 * i * h // 32 + bias * 2 * i
     w2 = h * i // 2 + copies * h * i // 32 + bias * h
     return experts * (w13 + w2)

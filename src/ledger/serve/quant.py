@@ -39,6 +39,9 @@ DeepseekV2MoE.__init__). An unknown ``quant_method`` is refused in one line nami
 >>> q = read_quant({"quant_method": "fp8", "weight_block_size": [128, 128]})
 >>> q.method, q.weight, q.block, q.activations
 ('fp8', 'fp8', (128, 128), 'fp8')
+>>> q.label
+'FP8 128x128 blocks (fp8, W8A8)'
+
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ from ledger.errors import LedgerError
 
 # weights' element formats: bits a value, what the GEMM runs in when activations are not
 # quantized (the kernels dequantize to the activations' bf16: Marlin, AWQ/GPTQ GEMMs)
-BITS = {"bf16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4, "nf4": 4}
+BITS = {"bf16": 16, "fp8": 8, "int8": 8, "int4": 4, "int3": 3, "int2": 2, "fp4": 4, "nf4": 4}
 
 
 @dataclass(frozen=True)
@@ -74,18 +77,20 @@ class Quant:
 
     @property
     def label(self) -> str:
-        """One word for the report: the method and its shape."""
-        w = {"fp8": "FP8", "int8": "INT8", "int4": "INT4", "fp4": "FP4", "nf4": "NF4",
-             "bf16": "BF16"}[self.weight]
+        """One phrase for the report: the format, its scales, the method and W/A bits,
+        e.g. "FP8 128x128 blocks (fp8, W8A8)", "INT4 group 128 (gptq, W4A16)"."""
+        w = {"fp8": "FP8", "fp4": "FP4", "nf4": "NF4", "bf16": "BF16"}.get(
+            self.weight, self.weight.upper())
         if self.method == "mxfp4":
-            return "MXFP4"
-        if self.method == "modelopt" and self.weight == "fp4":
-            return "NVFP4"
-        how = {"tensor": "per-tensor", "channel": "per-channel", "nf4": "blocks of 64",
-               "group": f"group {self.group}",
-               "block": f"{self.block[0]}x{self.block[1]} blocks" if self.block else ""}
-        act = "" if self.activations == "bf16" else f", A{BITS[self.activations]}"
-        return f"{self.method} W{BITS[self.weight]}{act} {w} {how[self.scale]}"
+            w, how = "MXFP4", "e8m0 scale per 32"
+        elif self.method == "modelopt" and self.weight == "fp4":
+            w, how = "NVFP4", f"fp8 scale per {self.group}"
+        else:
+            how = {"tensor": "per-tensor", "channel": "per-channel", "nf4": "blocks of 64",
+                   "group": f"group {self.group}",
+                   "block": "x".join(map(str, self.block or ())) + " blocks"}[self.scale]
+        return (f"{w} {how} ({self.method}, W{BITS[self.weight]}"
+                f"A{BITS[self.activations]})")
 
 
 METHODS = ("fp8", "mxfp4", "modelopt", "compressed-tensors", "awq", "gptq", "bitsandbytes")
@@ -195,10 +200,10 @@ def _awq(qc: dict) -> Quant:
 
 def _gptq(qc: dict) -> Quant:
     bits, group = _int(qc, "bits", 4), _int(qc, "group_size", 128)
-    if bits not in (4, 8):
-        raise LedgerError("quantization_config", f"gptq bits {bits} is not modelled (4, 8)")
+    if bits not in (2, 3, 4, 8):  # GPTQConfig's supported bits (gptq.py)
+        raise LedgerError("quantization_config", f"gptq bits {bits} is not one of 2, 3, 4, 8")
     # GPTQ stores qzeros for symmetric checkpoints too (gptq.py create_weights)
-    return Quant("gptq", "int4" if bits == 4 else "int8", "group" if group != -1 else "channel",
+    return Quant("gptq", f"int{bits}", "group" if group != -1 else "channel",
                  2, group=group if group != -1 else None, zero_points=True,
                  g_idx=bool(qc.get("desc_act", False)), lm_head=bool(qc.get("lm_head", False)),
                  ignore=_str_list(qc, "modules_to_not_convert"))
