@@ -52,7 +52,7 @@ def test_checkpoint_bytes_match_the_published_size(name, size, what):
 
 def test_methods_read_from_the_configs():
     """Each file's quantization_config, as vLLM reads it."""
-    assert load("quant/gpt-oss-20b.json")[1].label == "MXFP4 e8m0 scale per 32 (mxfp4, W4A16)"
+    assert load("quant/gpt-oss-20b.json")[1].label == "mxfp4 W4A16: MXFP4, e8m0 scale per 32"
     g = load("quant/genz-70b-gptq-3bit-1g.json")[1]
     assert (g.method, g.weight, g.scale, g.g_idx) == ("gptq", "int3", "channel", True)
     b = load("quant/orpheus-3b-bnb-nf4.json")[1]

@@ -31,10 +31,9 @@ def _format(est) -> str:
     q = est.cfg.quant
     if q is None:
         return "bf16"
-    kept = "the experts; the rest bf16" if q.experts_only else "linear layers; " \
-        "embeddings, head, norms, routers bf16"
-    backend = f", {est.mxfp4_backend} MoE kernels" if q.method == "mxfp4" else ""
-    return f"{q.label}: {kept}{backend}"
+    scope = "experts, the rest bf16" if q.experts_only else "linear layers"
+    backend = f", {est.mxfp4_backend} kernels" if q.method == "mxfp4" else ""
+    return f"{q.label}, {scope}{backend}"
 
 
 def _weights_line(model, est) -> str:

@@ -40,7 +40,7 @@ DeepseekV2MoE.__init__). An unknown ``quant_method`` is refused in one line nami
 >>> q.method, q.weight, q.block, q.activations
 ('fp8', 'fp8', (128, 128), 'fp8')
 >>> q.label
-'FP8 128x128 blocks (fp8, W8A8)'
+'fp8 W8A8: FP8, 128x128 blocks'
 
 """
 from __future__ import annotations
@@ -77,8 +77,9 @@ class Quant:
 
     @property
     def label(self) -> str:
-        """One phrase for the report: the format, its scales, the method and W/A bits,
-        e.g. "FP8 128x128 blocks (fp8, W8A8)", "INT4 group 128 (gptq, W4A16)"."""
+        """One phrase for the report: the method, its weight and activation bits, the
+        format and its scales, e.g. "fp8 W8A8: FP8, 128x128 blocks", "gptq W4A16: INT4,
+        group 128"."""
         w = {"fp8": "FP8", "fp4": "FP4", "nf4": "NF4", "bf16": "BF16"}.get(
             self.weight, self.weight.upper())
         if self.method == "mxfp4":
@@ -89,8 +90,7 @@ class Quant:
             how = {"tensor": "per-tensor", "channel": "per-channel", "nf4": "blocks of 64",
                    "group": f"group {self.group}",
                    "block": "x".join(map(str, self.block or ())) + " blocks"}[self.scale]
-        return (f"{w} {how} ({self.method}, W{BITS[self.weight]}"
-                f"A{BITS[self.activations]})")
+        return f"{self.method} W{BITS[self.weight]}A{BITS[self.activations]}: {w}, {how}"
 
 
 METHODS = ("fp8", "mxfp4", "modelopt", "compressed-tensors", "awq", "gptq", "bitsandbytes")
