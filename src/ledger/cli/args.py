@@ -335,6 +335,12 @@ def _serve_parser(sub) -> None:
                         "config.json's quantization_config; a preset's published one): the "
                         "same method or one of its kernels; fp8 / bitsandbytes on a bf16 "
                         "checkpoint quantize at load")
+    g.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
+                   help="whose memory plan: vLLM's (default) or SGLang's static fraction "
+                        "and token pool")
+    g.add_argument("--mem-fraction-static", type=real(1.0),
+                   help="SGLang's share of the GPU for weights and the token pool "
+                        "(default: SGLang's for the GPU; --engine sglang)")
     g.add_argument("--mxfp4-backend", choices=("triton", "marlin", "flashinfer"),
                    help="vLLM's MXFP4 MoE kernels (default: vLLM's for the GPU; marlin is "
                         "VLLM_MXFP4_USE_MARLIN=1)")

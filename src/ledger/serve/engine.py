@@ -52,6 +52,9 @@ class ServeConfig:
     cudagraph_bytes: float = 0.0  # vLLM's measured CUDA-graph pool estimate
     quant: object = None  # ledger.serve.quant.Quant: how the weights are stored (None: bf16)
     mxfp4_backend: str | None = None  # MXFP4 MoE kernels (None: vLLM's for the GPU)
+    engine: str = "vllm"  # "vllm", or "sglang": its memory plan (ledger.serve.sglang)
+    mem_fraction_static: float | None = None  # SGLang's --mem-fraction-static (None: its
+    #                                           default for the GPU)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "context", "batch"):
@@ -73,6 +76,15 @@ class ServeConfig:
         for f in ("non_torch_bytes", "cudagraph_bytes"):
             if not (math.isfinite(getattr(self, f)) and getattr(self, f) >= 0):
                 raise LedgerError(f, f"must be a finite number >= 0, got {getattr(self, f)!r}")
+        if self.engine not in ("vllm", "sglang"):
+            raise LedgerError("engine", f"must be vllm or sglang, got {self.engine!r}")
+        f = self.mem_fraction_static
+        if f is not None and not (isinstance(f, (int, float)) and 0 < f <= 1):
+            raise LedgerError("mem_fraction_static", f"must lie in (0, 1], got {f!r}")
+        if self.engine == "sglang" and self.dp > 1:
+            raise LedgerError("dp", f"SGLang's data parallelism (--dp with "
+                                    f"--enable-dp-attention) is not modelled; got dp "
+                                    f"{self.dp} with --engine sglang")
         if self.mxfp4_backend not in (None, "triton", "marlin", "flashinfer"):
             raise LedgerError("mxfp4_backend", f"must be triton, marlin or flashinfer, got "
                                                f"{self.mxfp4_backend!r}")
