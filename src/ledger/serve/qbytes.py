@@ -22,8 +22,10 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from dataclasses import replace
+
+from ledger import formats
 from ledger.finetune import modules
-from ledger.finetune.nf4 import nf4_bytes
 from ledger.serve.quant import BITS, Quant
 
 BF16 = 2
@@ -33,21 +35,43 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def matrix_bytes(q: Quant, n_out: int, n_in: int, experts: int = 1) -> float:
-    """Bytes one stored matrix (``experts`` of them, fused) takes in format ``q``."""
+def format_of(q: Quant):
+    """The ``ledger.formats`` entry a method's weights take: the element width and how
+    the scales are shared, unpadded (a checkpoint's layout). GPTQ's 2- and 3-bit codes,
+    which the table's names do not spell, are built from its ``Format``."""
     if q.scale == "nf4":
-        return experts * nf4_bytes(n_out * n_in, double_quant=q.double_quant)
-    codes = n_out * n_in * BITS[q.weight] / 8
-    scales = {"tensor": 1, "channel": n_out,
-              "group": n_out * cdiv(n_in, q.group or n_in),
-              "block": cdiv(n_out, q.block[0]) * cdiv(n_in, q.block[1]) if q.block else 1,
-              }[q.scale]
-    per = codes + scales * q.scale_bytes + 4 * q.tensor_scales
-    if q.zero_points:
-        per += scales * BITS[q.weight] / 8
-    if q.g_idx:
-        per += 4 * n_in
-    return experts * per
+        return formats.fmt("nf4")
+    if q.weight == "fp8":
+        if q.scale == "block":
+            return replace(formats.fmt("fp8-block128x128"), block=q.block)
+        if q.scale == "channel":
+            return replace(formats.fmt("fp8-channel"), scale_bytes=q.scale_bytes)
+        return formats.fmt("fp8")
+    if q.weight == "fp4":
+        base = formats.fmt("mxfp4" if q.method == "mxfp4" else "nvfp4")
+        return replace(base, block=(1, q.group))
+    bits = BITS[q.weight]
+    block = (1, q.group) if q.scale == "group" else (1, None) if q.scale == "channel" \
+        else None
+    return formats.Format(name=f"{q.weight}-{q.method}", element_bits=bits, block=block,
+                          scale_bytes=q.scale_bytes if block else 0,
+                          zero_bits=bits if q.zero_points else 0,
+                          tensor_scale_bytes=4 if block is None else 0,
+                          source=f"{q.method}: {q.source}")
+
+
+def matrix_bytes(q: Quant, n_out: int, n_in: int, experts: int = 1) -> float:
+    """Bytes one stored matrix (``experts`` of them, fused) takes in format ``q``: the
+    format's codes, block scales and zero points (``ledger.formats``, no TE padding),
+    its per-tensor scales, GPTQ's g_idx, and a method's extra fp32 scalars (a static
+    input scale, NVFP4's input_scale)."""
+    f = format_of(q)
+    if q.scale == "nf4":
+        one = formats.nf4_bytes(n_out * n_in, double_quant=q.double_quant)
+    else:
+        one = formats.copy_bytes(f, n_out, n_in, te_padding=False) + f.tensor_scale_bytes
+    extra = 4 * q.tensor_scales + (4 * n_in if q.g_idx else 0)
+    return experts * (one + extra)
 
 
 def module_name(lin, layer: int) -> str:

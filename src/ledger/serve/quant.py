@@ -66,7 +66,8 @@ class Quant:
     block: tuple[int, int] | None = None  # (out, in) elements sharing a scale ("block")
     zero_points: bool = False  # one zero point a scale, packed at the weight's bits
     g_idx: bool = False  # GPTQ's desc_act: an int32 group index per input row
-    tensor_scales: int = 0  # extra fp32 scalars a matrix (input scale, NVFP4's scale_2)
+    tensor_scales: int = 0  # fp32 scalars a matrix beyond its format's own (``ledger.
+    #                         formats``): a static input scale, NVFP4's input_scale
     activations: str = "bf16"  # what the GEMM's other operand is: bf16 (weight-only) or
     #                            the quantized activations (fp8, int8, fp4)
     experts_only: bool = False  # mxfp4: only the FusedMoE layers are quantized
@@ -148,7 +149,7 @@ def _modelopt(qc: dict) -> Quant:
                      ignore=ignore)
     if algo == "NVFP4":
         group = _int(inner, "group_size", 16)
-        return Quant("modelopt", "fp4", "group", 1, group=group, tensor_scales=2,
+        return Quant("modelopt", "fp4", "group", 1, group=group, tensor_scales=1,
                      activations="fp4", ignore=ignore)
     raise LedgerError("quantization_config", f"modelopt quant_algo {algo or None!r} is not "
                                              f"modelled (FP8, NVFP4 are)")
@@ -183,8 +184,7 @@ def _ct(qc: dict) -> Quant:
     return Quant("compressed-tensors", weight, strategy, scale_bytes, group=group,
                  block=tuple(block) if strategy == "block" and block else None,
                  zero_points=w.get("symmetric") is False,
-                 tensor_scales=(weight == "fp4") + (isinstance(a, dict) and not
-                                                    a.get("dynamic", True)),
+                 tensor_scales=int(isinstance(a, dict) and not a.get("dynamic", True)),
                  activations=acts, ignore=_str_list(qc, "ignore"))
 
 
