@@ -182,3 +182,35 @@ def test_unknown_quant_method_is_one_line(tmp_path, capsys):
     assert main(["serve", str(path), "--context", "4096"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'hqq'" in err[0]
+
+
+def test_decode_reads_the_stored_bytes():
+    """At batch 1 a decode step is memory-bound: a 4-bit GPTQ Llama-3-70B reads its
+    stored weights (less the embedding rows it only indexes, bf16 in both) where the
+    bf16 model reads its bf16 ones, and the cache the same: the step's time falls in the
+    ratio of those bytes."""
+    from ledger.model import llama3_70b
+
+    h100 = system("h100-sxm")
+    model = llama3_70b()
+    gptq = read_quant({"quant_method": "gptq", "bits": 4, "group_size": 128})
+    a = serve(model, ServeConfig(tp=4, context=8192), h100)
+    b = serve(model, ServeConfig(tp=4, context=8192, quant=gptq), h100)
+    table = model.breakdown["embedding"] / 4 * 2
+    kv = a.stages[0].kv_bytes_per_sequence
+    bw = h100.gpu.hbm_bytes_per_s
+    comm = a.decode_s_per_token - (kv + a.weight_bytes_per_gpu - table) / bw
+    assert b.decode_s_per_token - comm == pytest.approx(
+        (kv + b.weight_bytes_per_gpu - table) / bw, rel=1e-9)
+    assert b.decode_s_per_token < 0.4 * a.decode_s_per_token
+
+
+def test_weights_share_over_the_pipeline():
+    """The FP8 DeepSeek-R1 on two nodes: each pipeline rank holds its layers (and the
+    first the embedding, the last the head); one GPU of each rank together hold what
+    one GPU holds without PP."""
+    model, q = load("deepseek-v3-fp8.json")
+    one = serve(model, ServeConfig(tp=8, context=8192, quant=q), system("h200"))
+    two = serve(model, ServeConfig(tp=8, pp=2, context=8192, quant=q), system("h200"))
+    assert sum(s.weight_bytes for s in two.stages) == pytest.approx(one.weight_bytes_per_gpu,
+                                                                  rel=1e-12)
