@@ -8,13 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger.errors import LedgerError
 from ledger.io.hf.reader import read_hf_config, read_hf_quant
 from ledger.model import llama3_8b
 from ledger.serve import ServeConfig, serve
 from ledger.serve.qbytes import matrix_bytes, mxfp4_expert_bytes
-from ledger.serve.quant import read_quant, resolve
+from ledger.serve.quant import METHODS, read_quant, resolve
 from ledger.serve.weights import bytes_by_rank
 from ledger.system import system
 
@@ -225,3 +227,27 @@ def test_weights_share_over_the_pipeline():
     two = serve(model, ServeConfig(tp=8, pp=2, context=8192, quant=q), system("h200"))
     assert sum(s.weight_bytes for s in two.stages) == pytest.approx(one.weight_bytes_per_gpu,
                                                                   rel=1e-12)
+
+
+KEYS = ["bits", "group_size", "weight_block_size", "quant_algo", "config_groups", "weights",
+        "num_bits", "type", "strategy", "input_activations", "ignore", "modules_to_not_convert",
+        "desc_act", "zero_point", "load_in_8bit", "block_structure", "quantization",
+        "symmetric", "dynamic"]
+VALUES = st.recursive(st.none() | st.booleans() | st.integers(-3, 300) | st.text(max_size=6),
+                      lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
+                      max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(METHODS + ("hqq",)), st.dictionaries(st.sampled_from(KEYS), VALUES,
+                                                           max_size=5))
+def test_any_quantization_config_is_read_or_refused_in_one_line(method, rest):
+    """Whatever a file's quantization_config holds, it is read into a format whose bytes
+    are positive, or refused by name; never a traceback."""
+    try:
+        q = read_quant({**rest, "quant_method": method})
+    except LedgerError as e:
+        assert str(e).startswith("quantization_config:") and "\n" not in str(e)
+        return
+    assert matrix_bytes(q, 64, 96) > 0

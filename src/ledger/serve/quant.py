@@ -113,10 +113,22 @@ def _str_list(qc: dict, *keys: str) -> tuple[str, ...]:
     return ()
 
 
-def _int(qc: dict, key: str, default: int | None) -> int | None:
+def _int(qc: dict, key: str, default: int | None, low: int = 1) -> int | None:
+    """An integer key at least ``low`` (GPTQ's group_size -1 is its own case)."""
     v = qc.get(key, default)
-    if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-        raise LedgerError("quantization_config", f"{key!r} must be an integer, got {v!r}")
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
+        raise LedgerError("quantization_config", f"{key!r} must be an integer >= {low}, "
+                                                 f"got {v!r}")
+    return v
+
+
+def _dict(qc: dict, key: str) -> dict:
+    """A nested object (absent or null: empty)."""
+    v = qc.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise LedgerError("quantization_config", f"{key!r} must be an object, got {v!r}")
     return v
 
 
@@ -141,7 +153,7 @@ def _mxfp4(qc: dict) -> Quant:
 
 
 def _modelopt(qc: dict) -> Quant:
-    inner = qc.get("quantization", qc)  # hf_quant_config.json nests it
+    inner = _dict(qc, "quantization") or qc  # hf_quant_config.json nests it
     algo = str(inner.get("quant_algo", "")).upper()
     ignore = _str_list(inner, "exclude_modules", "ignore")
     if algo == "FP8":
@@ -156,33 +168,39 @@ def _modelopt(qc: dict) -> Quant:
 
 
 def _ct(qc: dict) -> Quant:
-    groups = qc.get("config_groups")
-    if not isinstance(groups, dict) or not groups:
-        raise LedgerError("quantization_config", "compressed-tensors needs 'config_groups'")
-    schemes = {(str(g.get("weights", {}).get("num_bits")), str(g.get("weights", {}).get("type")),
-                str(g.get("weights", {}).get("strategy"))) for g in groups.values()
-               if isinstance(g, dict)}
+    groups = _dict(qc, "config_groups")
+    if not groups or not all(isinstance(g, dict) for g in groups.values()):
+        raise LedgerError("quantization_config", "compressed-tensors needs 'config_groups' "
+                                                 "of objects")
+    weights = [_dict(g, "weights") for g in groups.values()]
+    schemes = {(w.get("num_bits"), w.get("type", "int"), w.get("strategy")) for w in weights}
     if len(schemes) != 1:
         raise LedgerError("quantization_config", f"compressed-tensors with {len(schemes)} "
                                                  f"weight schemes is not modelled (one is)")
     g = next(iter(groups.values()))
-    w, a = g.get("weights") or {}, g.get("input_activations")
-    bits, kind, strategy = w.get("num_bits"), w.get("type", "int"), w.get("strategy")
+    w, a = weights[0], g.get("input_activations")
+    bits, kind, strategy = next(iter(schemes))
     weight = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4",
               (4, "float"): "fp4"}.get((bits, kind))
     if weight is None or strategy not in ("tensor", "channel", "group", "block"):
-        raise LedgerError("quantization_config", f"compressed-tensors weights of {bits} bits "
+        raise LedgerError("quantization_config", f"compressed-tensors weights of {bits!r} bits "
                                                  f"{kind!r} by {strategy!r} are not modelled")
     acts = "bf16"
     if isinstance(a, dict):
         acts = {(8, "float"): "fp8", (8, "int"): "int8", (4, "float"): "fp4"}.get(
             (a.get("num_bits"), a.get("type", "int")), "bf16")
     block = w.get("block_structure")
-    group = w.get("group_size") if strategy == "group" else None
+    if strategy == "block" and not (isinstance(block, list) and len(block) == 2 and all(
+            isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+        raise LedgerError("quantization_config", f"'block_structure' must be two positive "
+                                                 f"integers, got {block!r}")
+    group = _int(w, "group_size", None) if strategy == "group" else None
+    if strategy == "group" and group is None:
+        raise LedgerError("quantization_config", "a group strategy needs 'group_size'")
     # nvfp4 in compressed-tensors: fp8 scales per 16 and an fp32 global scale
     scale_bytes = 1 if weight == "fp4" else 2  # llm-compressor stores scales in bf16
     return Quant("compressed-tensors", weight, strategy, scale_bytes, group=group,
-                 block=tuple(block) if strategy == "block" and block else None,
+                 block=tuple(block) if strategy == "block" else None,
                  zero_points=w.get("symmetric") is False,
                  tensor_scales=int(isinstance(a, dict) and not a.get("dynamic", True)),
                  activations=acts, ignore=_str_list(qc, "ignore"))
@@ -199,7 +217,9 @@ def _awq(qc: dict) -> Quant:
 
 
 def _gptq(qc: dict) -> Quant:
-    bits, group = _int(qc, "bits", 4), _int(qc, "group_size", 128)
+    bits, group = _int(qc, "bits", 4), _int(qc, "group_size", 128, low=-1)
+    if group == 0:
+        raise LedgerError("quantization_config", "'group_size' must be -1 or >= 1, got 0")
     if bits not in (2, 3, 4, 8):  # GPTQConfig's supported bits (gptq.py)
         raise LedgerError("quantization_config", f"gptq bits {bits} is not one of 2, 3, 4, 8")
     # GPTQ stores qzeros for symmetric checkpoints too (gptq.py create_weights)
