@@ -311,7 +311,10 @@ def _plan_parser(sub) -> None:
 
 def _serve_parser(sub) -> None:
     from ledger.serve import GPU_MEMORY_UTILIZATION, KV_DTYPES
+    from ledger.serve.quant import ALIASES, METHODS
     from ledger.serve.state import STATE_DTYPES
+
+    QUANT_FLAGS = (*METHODS, *ALIASES, "none")
 
     s = sub.add_parser("serve", help="serving with vLLM: weights, KV cache, concurrency, "
                                      "prefill and decode time")
@@ -333,6 +336,20 @@ def _serve_parser(sub) -> None:
                    help="tokens a sequence may reach (vLLM's max_model_len)")
     g.add_argument("--batch", type=count(MAX_BATCH), default=1,
                    help="sequences decoded together, for the time per token (default 1)")
+    g.add_argument("--quantization", "-q", choices=QUANT_FLAGS,
+                   help="the weights' format, over the checkpoint's (default: its "
+                        "config.json's quantization_config; a preset's published one): the "
+                        "same method or one of its kernels; fp8 / bitsandbytes on a bf16 "
+                        "checkpoint quantize at load")
+    g.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
+                   help="whose memory plan: vLLM's (default) or SGLang's static fraction "
+                        "and token pool")
+    g.add_argument("--mem-fraction-static", type=real(1.0),
+                   help="SGLang's share of the GPU for weights and the token pool "
+                        "(default: SGLang's for the GPU; --engine sglang)")
+    g.add_argument("--mxfp4-backend", choices=("triton", "marlin", "flashinfer"),
+                   help="vLLM's MXFP4 MoE kernels (default: vLLM's for the GPU; marlin is "
+                        "VLLM_MXFP4_USE_MARLIN=1)")
     g.add_argument("--kv-dtype", "--kv-cache-dtype", choices=tuple(KV_DTYPES), default="bf16",
                    help="KV cache dtype (default bf16, the model's)")
     g.add_argument("--gpu-memory-utilization", type=real(1.0), default=GPU_MEMORY_UTILIZATION,

@@ -263,7 +263,7 @@ def _cmd_serve(a: argparse.Namespace):
     spec, sysm = model(a), _system(a)
     est = serve(spec, serve_config(a, spec), sysm)
     text = _json(serve_json(spec, sysm, est), indent=2) if a.json else serve_text(spec, sysm, est)
-    return text if est.pool.short is None else (text, 1)  # vLLM would not start
+    return text if est.starts else (text, 1)  # the engine would not start
 
 
 def _write(path: str, text: str, field: str = "html") -> None:
