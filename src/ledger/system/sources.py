@@ -36,7 +36,8 @@ GPU_SOURCES = {
              "directions, 7x PCIe Gen5) - 450 GB/s per direction (10 links x 45 GB/s, Hot "
              "Chips 34)",
     "b200": "NVIDIA DGX B200 / HGX B200 datasheet: FP4 9, FP8 4.5, BF16 2.25 PFLOP/s "
-            "dense per GPU (144 / 72 / 36 with sparsity for 8); 180 GB HBM3e 8 TB/s; NVLink 5 1.8 TB/s (both directions)",
+            "dense per GPU (144 / 72 / 36 with sparsity for 8); 180 GB HBM3e 8 TB/s; NVLink 5 "
+            "1.8 TB/s (both directions)",
     "mi300x": "AMD Instinct MI300X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOP/s dense; "
               "192 GB HBM3 5.3 TB/s",
     "h20": "NVIDIA HGX H20 (the export-limited GH100 part; NVIDIA publishes no datasheet, "
@@ -70,8 +71,8 @@ GPU_SOURCES = {
             "Ada (sm_89): NCCL's Ampere tables",
     "l4": "NVIDIA L4 datasheet: BF16 121 / FP8 242.5 TFLOP/s dense (242 / 485 with "
           "sparsity); 24 GB GDDR6 300 GB/s; 72 W; 58 SMs; PCIe Gen4 x16, no NVLink",
-    "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Server Edition: 'up to 4 PFLOPS' FP4 AI "
-                    "performance, with sparsity - dense FP4 2 PFLOP/s, and FP8 and BF16 each "
+    "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: 'up to 4 PFLOPS' FP4 "
+                    "AI performance, with sparsity - dense FP4 2 PFLOP/s, and FP8 and BF16 each "
                     "half the format below it (the Blackwell tensor core's ratio: 1 and 0.5 "
                     "PFLOP/s); 96 GB GDDR7 1,597 GB/s; 600 W; 188 SMs; PCIe Gen5 x16, no NVLink",
 }
