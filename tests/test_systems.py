@@ -286,3 +286,13 @@ def test_rack_vs_host_throughput_ratio_within_15_percent(pair):
         _tokens(host["system"][4:].lower(), host)
     assert (predicted > 1) == (published > 1)  # the direction
     assert abs(predicted / published - 1) <= 0.15, (predicted, published)
+
+
+if __name__ == "__main__":  # the table docs/systems.md quotes: python tests/test_systems.py
+    for pid, rack, host in PAIRS:
+        a = _tokens(rack["system"][4:].lower(), rack)
+        b = _tokens(host["system"][4:].lower(), host)
+        pub, pred = rack["tokens"] / host["tokens"], a / b
+        print(f"{pid:<27} L{rack['line']}/L{host['line']}  published {rack['tokens']:>6,.0f} / "
+              f"{host['tokens']:>6,.0f} = {pub:.3f}  predicted {a:>6,.0f} / {b:>6,.0f} = "
+              f"{pred:.3f}  {pred / pub - 1:+6.1%}" + ("  (xfail)" if pid in MISSES else ""))
