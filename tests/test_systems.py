@@ -96,7 +96,11 @@ def test_deepseek_v3_ep64_on_256_gb200_is_priced_at_nvlink():
     assert {c.link for c in on.comms if c.axis == "pp"} == {"ib"}  # 4 segments apart
     argv = ["estimate", "deepseek-v3", "--gpus", "256", "--pp", "4", "--ep", "64",
             "--zero", "1", "--global-batch", "4096", "--seq", "4096", "--json"]
-    t_on = json.loads(cli(*argv, "--gpu", "gb200")[1])["breakdown"].get("ep_comm", 0.0)
+    on_json = json.loads(cli(*argv, "--gpu", "gb200")[1])
+    assert on_json["nvlink_domains"] == {"gpus_per_node": 4, "gpus_per_domain": 72,
+                                         "domain": 64, "links": {"ep": "nvlink", "dp": "nvlink",
+                                                                 "pp": "ib"}}
+    t_on = on_json["breakdown"].get("ep_comm", 0.0)
     t_off = json.loads(cli(*argv, "--gpu", "gb200", "--gpus-per-domain", "4")[1])[
         "breakdown"]["ep_comm"]
     # NVLink 900 GB/s against one 400 Gb/s NIC per GPU: 18x the bandwidth

@@ -401,7 +401,7 @@ def estimate_json(model, cfg, system, est) -> dict:
             "gpu": system.gpu.name, "world": cfg.world,
             "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
             "recompute": cfg.recompute, "framework": cfg.framework,
-            "config": config_dict(cfg)}
+            "config": config_dict(cfg)} | domains_json(cfg, system)
     if est.placement is not None and est.placement.memory is not None:
         out["memory"] = memory_dict(est.placement.memory, est.capacity)
     out["exposed"] = exposed_dicts(est.exposed)
