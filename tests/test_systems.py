@@ -62,9 +62,9 @@ def test_the_nvl72_racks_as_their_mlperf_system_files_give_them():
         assert s.inter_bytes_per_s == nic_gbit * 1e9 / 8  # one NIC per GPU
         assert s.intra_bytes_per_s == 900e9 and s.nvls
         assert s.host_memory_bytes == 960e9  # per host of 4, not per rack
-    b300 = system("b300")  # DGX B300 MLPerf: 8 per node, 2 TB host, TGP 1100 W
+    b300 = system("b300")  # DGX B300 MLPerf: 8 a node, 2 TB host, 1100 W; HGX B300: FP4 105/8 PF
     assert (b300.gpus_per_node, b300.gpus_per_domain, b300.gpu.board_power_w) == (8, 8, 1100)
-    assert b300.host_memory_bytes == 2048 * GiB and b300.gpu.fp4_flops == 13.5e15
+    assert b300.host_memory_bytes == 2048 * GiB and b300.gpu.fp4_flops == 13.125e15
 
 
 def test_a_job_fills_its_domains_in_segments_of_whole_hosts():

@@ -55,7 +55,7 @@ GPUS = {g.name: g for g in (
     GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=9000e12,
         hbm_bytes=180 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
         board_power_w=1000, sms=148, generation="blackwell"),
-    GPU(name="b300", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=13500e12,
+    GPU(name="b300", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=13125e12,
         hbm_bytes=270 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
         board_power_w=1100, sms=160, generation="blackwell"),
     GPU(name="gb200", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=10000e12,

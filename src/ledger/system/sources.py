@@ -44,8 +44,8 @@ GPU_SOURCES = {
            "the figures are the product brief's as reported, e.g. SemiAnalysis 2023-11): "
            "BF16 148 / FP8 296 TFLOP/s dense, 96 GB HBM3 4.0 TB/s, 78 SMs, NVLink 900 GB/s "
            "(both directions), 400 W",
-    "b300": "NVIDIA HGX B300 datasheet (8 GPUs): FP4 144 | 108 PFLOP/s (sparse | dense), "
-            "FP8 72 and BF16 36 PFLOP/s with sparsity - per GPU dense FP4 13.5, FP8 4.5, BF16 "
+    "b300": "NVIDIA HGX B300 datasheet (8 GPUs): FP4 144 | 105 PFLOP/s (sparse | dense), "
+            "FP8 72 and BF16 36 PFLOP/s with sparsity - per GPU dense FP4 13.125, FP8 4.5, BF16 "
             "2.25 PFLOP/s; HBM3e 8 TB/s; NVLink 5 1.8 TB/s (both directions). Capacity as "
             "NVIDIA's MLPerf DGX B300 system gives it, 270 GB (mlcommons/inference_results_v6.1 "
             "@ 5174fca8 closed/NVIDIA/systems/B300-SXM-270GBx8_TRT.json), taken as GiB as the "
