@@ -70,7 +70,7 @@ GPUS = {g.name: g for g in (
     GPU(name="mi325x", bf16_flops=1307.4e12, fp8_flops=2614.9e12, hbm_bytes=256 * GiB,
         hbm_bytes_per_s=6.0e12, gemm_efficiency=0.60, board_power_w=1000, sms=304,
         generation="cdna3"),
-    GPU(name="mi355x", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=10000e12,
+    GPU(name="mi355x", bf16_flops=2516.6e12, fp8_flops=5033.2e12, fp4_flops=10066.3e12,
         hbm_bytes=288 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.60,
         board_power_w=1400, sms=256, generation="cdna4"),
     GPU(name="l40s", bf16_flops=362.05e12, fp8_flops=733e12, hbm_bytes=48 * GiB,

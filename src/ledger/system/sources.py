@@ -62,8 +62,10 @@ GPU_SOURCES = {
              "160 SMs (Blackwell Ultra)",
     "mi325x": "AMD Instinct MI325X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOP/s dense (the "
               "MI300X's CDNA 3 compute, 304 CUs); 256 GB HBM3E 6 TB/s; 1,000 W",
-    "mi355x": "AMD Instinct MI355X datasheet: BF16 2.5 / FP8 5 / MXFP4 10 PFLOP/s dense "
-              "(CDNA 4, 256 CUs); 288 GB HBM3E 8 TB/s; 1,400 W. Capacity as AMD's MLPerf "
+    "mi355x": "AMD Instinct MI355X datasheet: BF16 2,516.6 / FP8 5,033.2 / MXFP4 10,066.3 "
+              "TFLOP/s dense (rounded there to 2.5 / 5 / 10 PFLOPS): 256 CDNA 4 CUs x 2.4 GHz "
+              "x 4,096 / 8,192 / 16,384 FLOPs a CU a clock (ISSCC 2026: 8,192 FP8); 288 GB "
+              "HBM3E 8 TB/s; 1,400 W. Capacity as AMD's MLPerf "
               "system names it (mlcommons/inference_results_v6.1 @ 5174fca8 closed/AMD/"
               "systems/8xMI355X_2xEPYC_9575F.json: 'AMD Instinct MI355X 288GB HBM3e')",
     "l40s": "NVIDIA L40S datasheet: BF16 362.05 / FP8 733 TFLOP/s dense (733 / 1,466 with "
