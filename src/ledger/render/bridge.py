@@ -17,8 +17,11 @@ the measured figure:
 - layers per stage: the recipe's pipeline layout when it has PP x VP stages, else
   Megatron-Bridge's layout map for DeepSeek-V3 / Kimi-K2 (``BridgeRow.layout``), else the
   framework's even split.
-- recipe settings: ``recompute_modules`` (non-empty) -> the ledger's selective recompute,
-  with the modules where ``ParallelConfig`` takes them; ``moe_flex_dispatcher_backend``
+- recompute: granularity "full" -> full; ``recompute_modules`` non-empty -> selective with
+  those modules where ``ParallelConfig`` takes them (else the ledger's selective, marked);
+  granularity "selective" with no modules named -> selective (Megatron-Core's default
+  module, core_attn); an empty module list -> none.
+- recipe settings: ``moe_flex_dispatcher_backend``
   (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap.
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
   DeepSeek-style 128x128 blockwise -> "blockwise"; MXFP8 -> the "mxfp8" recipe where the
@@ -131,17 +134,18 @@ def config_of(row: BridgeRow, precision: str | None,
               zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
               micro_batch=row.mbs, num_microbatches=row.num_microbatches, vp=row.vp or 1,
               framework="megatron", precision=precision)
-    modules = row.setting("recompute_modules") or []
-    gran = ((row.recipe.get("ConfigContainer") or {}).get("model") or {}).get(
-        "recompute_granularity")
-    if isinstance(modules, list) and modules:
+    modules = row.setting("recompute_modules")
+    gran = row.setting("recompute_granularity")
+    if gran == "full":
+        kw["recompute"] = "full"
+    elif isinstance(modules, list) and modules:
         kw["recompute"] = "selective"
         if "recompute_modules" in have:
             kw["recompute_modules"] = tuple(modules)
         else:
             approx.append(f"recompute {','.join(modules)} priced as selective")
-    elif gran in ("selective", "full"):
-        kw["recompute"] = gran
+    elif gran == "selective" and modules is None:  # Megatron's default module: core_attn
+        kw["recompute"] = "selective"
     lay = row.layout(model.mtp_layers) if model is not None and row.pp > 1 else None
     if lay is not None:
         from ledger.io import parse_layout

@@ -62,6 +62,7 @@ MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwe
 _ALIASES = {"cuda_graph_impl": ("cuda_graph_impl", "model.cuda_graph_impl"),
             "cuda_graph_scope": ("cuda_graph_scope", "model.cuda_graph_scope"),
             "recompute_modules": ("recompute_modules", "model.recompute_modules"),
+            "recompute_granularity": ("recompute_granularity", "model.recompute_granularity"),
             "recompute_num_layers": ("recompute_num_layers", "model.recompute_num_layers"),
             "cpu_offloading_num_layers": ("cpu_offloading_num_layers",
                                           "model.cpu_offloading_num_layers"),
@@ -127,9 +128,7 @@ class BridgeRow:
         recipe's own (``pp_layout``, or the YAML's pipeline_model_parallel_layout), else
         Megatron-Bridge's map for the model (``BRIDGE_LAYOUTS``); None when neither has one.
         The recipe's is taken only when it has PP x VP stages (the table's sizes win)."""
-        own = self.setting("pp_layout") or ((self.recipe.get("ConfigContainer") or {})
-                                            .get("model") or {}).get(
-            "pipeline_model_parallel_layout")
+        own = self.setting("pp_layout") or self.setting("pipeline_model_parallel_layout")
         if isinstance(own, str) and _stages(own) == self.pp * (self.vp or 1):
             return own, f"recipe {self.recipe.get('path')}:{self.recipe.get('line')}"
         mapped = BRIDGE_LAYOUTS.get(self.model, {}).get((self.pp, self.vp or 1))
@@ -138,12 +137,26 @@ class BridgeRow:
         return None
 
     def setting(self, name: str, default=None):
-        """The recipe's value of a setting the table does not state (None when unread)."""
-        s = self.recipe.get("settings") or {}
-        for key in _ALIASES.get(name, (name, "model." + name)):
-            if key in s:
-                return s[key]
+        """The recipe's value of a setting the table does not state: the preset's (0.2-0.5)
+        or the recipe function's (0.6) own, else what the GPU's recipe function sets
+        unconditionally (``pretrain``), else the 0.1 YAML's ConfigContainer; ``default``
+        when none names it. None (a preset's "not set") and unevaluated expressions
+        ("expr:...") are passed over. The library recipes those functions start from
+        (megatron.bridge.recipes.*) are not read."""
+        places = [self.recipe.get("settings") or {}, self.pretrain.get("settings") or {},
+                  ((self.recipe.get("ConfigContainer") or {}).get("model") or {})]
+        for s in places:
+            for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
+                if key in s and s[key] is not None and not str(s[key]).startswith("expr:"):
+                    return s[key]
         return default
+
+    @property
+    def pretrain(self) -> dict:
+        """The 0.2-0.5 recipe function the run went through (path, function, line, its
+        unconditional settings and the conditional ones); {} when none."""
+        key = self.recipe.get("pretrain")
+        return dict(_document()["recipe_functions"][key]) if key else {}
 
 
 def _stages(layout: str) -> int:
