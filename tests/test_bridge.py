@@ -166,7 +166,9 @@ def test_runner_builds_the_rows_placement():
     cfg, _ = config_of(r, prec, model)
     assert (cfg.tp, cfg.pp, cfg.cp, cfg.vp, cfg.dp, cfg.micro_batch) == (8, 8, 2, 8, 8, 1)
     assert cfg.num_microbatches == 1536 // 8 and cfg.zero_stage == 1
-    assert model.seq_len == 8192 and prec == "fp8-tensorwise"
+    # FP8 current scaling with its FP8 param gather (mixed_precision.py, bf16_with_fp8_current_
+    # scaling_mixed: fp8_param_gather True; the perf script turns the BF16 end layers off)
+    assert model.seq_len == 8192 and prec == "fp8-tensorwise+param-gather"
     # 25.11 DeepSeek-V3 "(w/o MTP)" drops the MTP module; 26.02 B200 at PP 16 takes
     # Megatron-Bridge's 16-stage layout (4 layers a stage, E first, 1 layer + MTP + L last)
     r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="bf16")

@@ -399,6 +399,44 @@ def recipe_function(gitdir: str, ref: str, row: dict, cache: dict):
     return None
 
 
+# the row's precision -> Megatron-Bridge's MixedPrecisionConfig function the perf scripts
+# take for it (scripts/performance/utils/precision.py get_precision_config)
+PRECISION_FUNCTION = {"bf16": "bf16_mixed", "fp8_cs": "bf16_with_fp8_current_scaling_mixed",
+                      "fp8_mx": "bf16_with_mxfp8_mixed",
+                      "fp8_sc": "bf16_with_fp8_subchannel_scaling_mixed",
+                      "nvfp4": "bf16_with_nvfp4_mixed"}
+
+
+def precision_recipe(gitdir: str, ref: str, row: dict, cache: dict) -> dict | None:
+    """What the row's precision sets (src/megatron/bridge/training/mixed_precision.py's
+    function at ref: its ``cfg.<field> = literal`` lines), with the perf script's own
+    overrides of it (scripts/performance/utils/precision.py: ``<name>.<field> = literal``
+    in the branch for that precision)."""
+    path = "src/megatron/bridge/training/mixed_precision.py"
+    text = cache.setdefault(("text", ref, path), show(gitdir, ref, path))
+    name = PRECISION_FUNCTION[row["precision"]]
+    fn = _functions(text).get(name) if text else None
+    if fn is None:
+        return None
+    settings = {ast.unparse(st.targets[0])[4:]: _literal(st.value, {})
+                for st in fn.body if isinstance(st, ast.Assign) and len(st.targets) == 1
+                and ast.unparse(st.targets[0]).startswith("cfg.")}
+    out = {"path": path, "function": name, "line": fn.lineno, "settings": settings}
+    perf = "scripts/performance/utils/precision.py"
+    ptext = cache.setdefault(("text", ref, perf), show(gitdir, ref, perf))
+    if ptext:
+        for node in ast.walk(ast.parse(ptext)):
+            if isinstance(node, ast.If) and row["precision"] in ast.unparse(node.test):
+                over = {ast.unparse(st.targets[0]).split(".", 1)[1]: _literal(st.value, {})
+                        for st in node.body if isinstance(st, ast.Assign)
+                        and isinstance(st.targets[0], ast.Attribute)}
+                if over:
+                    out["perf_overrides"] = {"path": perf, "line": node.lineno, **over}
+                    settings.update(over)
+                break
+    return out
+
+
 FLAT_STATED = {"model.tensor_model_parallel_size": "tp",
                "model.pipeline_model_parallel_size": "pp",
                "model.context_parallel_size": "cp",
@@ -455,6 +493,7 @@ def attach_recipe(gitdir: str, row: dict, cache: dict) -> None:
     etp = (recipe.get("settings") or {})
     etp = etp.get("expert_tensor_parallel_size", etp.get("model.expert_tensor_parallel_size"))
     row["etp"] = etp if isinstance(etp, int) else None
+    recipe["precision"] = precision_recipe(gitdir, ref, row, cache)
     row["table_inconsistent"] = _inconsistent(row)
     if "config" not in recipe:
         recipe["config"] = None

@@ -26,8 +26,11 @@ the measured figure:
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
   DeepSeek-style 128x128 blockwise -> "blockwise"; MXFP8 -> the "mxfp8" recipe where the
   ledger has one, else "blockwise" (block-scaled FP8 at the FP8 rate, scales per 128 not per
-  32: marked approximate); NVFP4 -> an NVFP4 recipe where the ledger has one, else the row is
-  listed as 'precision missing'.
+  32: marked approximate); NVFP4 -> "fp4-nvfp4" where the ledger has it, else the row is
+  listed as 'precision missing'. The recipe's ``fp8_param_gather`` / ``fp4_param_gather``
+  and BF16 first / last layers (``BridgeRow.precision_setting``: Megatron-Bridge's
+  mixed_precision.py function with the perf script's overrides) are applied where the ledger
+  prices them, else named in ``approx``.
 - system: the GPU's preset (``ledger.system.system``); a GPU without one is listed as
   'preset missing' (b300 / gb200 / gb300 land with the Blackwell systems).
 What a row's recipe sets that the ledger does not price (CUDA graphs, activation offload,
@@ -107,23 +110,43 @@ class _Skip(Exception):
 
 
 def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
-    """The ledger precision string of a row's published precision (the module's rule)."""
+    """The ledger precision string of a row's precision as its recipe ran it (the module's
+    rule): the recipe, its param gather, its BF16 first / last layers."""
     from ledger.frameworks.fp8 import RECIPES
 
     offered = RECIPES["megatron"]
     if row.precision == "bf16":
         return None, ()
-    if row.precision == "fp8_cs":
-        return "fp8-tensorwise", ()
-    if row.precision == "fp8_sc":
-        return "fp8-blockwise", ()
-    if row.precision == "fp8_mx":
-        if "mxfp8" in offered:
-            return "fp8-mxfp8", ()
-        return "fp8-blockwise", ("MXFP8 priced as FP8 blockwise (no mxfp8 recipe)",)
-    if "nvfp4" in offered:
-        return "fp8-nvfp4", ()
-    raise _Skip("precision missing", "NVFP4: the ledger has no NVFP4 recipe")
+    approx: list[str] = []
+    width, name = {"fp8_cs": ("fp8", "tensorwise"), "fp8_sc": ("fp8", "blockwise"),
+                   "fp8_mx": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}[row.precision]
+    if name not in offered:
+        if row.precision == "nvfp4":
+            raise _Skip("precision missing", "NVFP4: the ledger has no NVFP4 recipe")
+        approx.append("MXFP8 priced as FP8 blockwise (no mxfp8 recipe)")
+        name = "blockwise"
+    base = f"{width}-{name}"
+    gather = bool(row.precision_setting(f"{width}_param_gather", False))
+    ends = ""
+    if row.precision_setting("first_last_layers_bf16", False):
+        ends = (f"+bf16-ends-{row.precision_setting('num_layers_at_start_in_bf16', 1)}-"
+                f"{row.precision_setting('num_layers_at_end_in_bf16', 1)}")
+    pg = "+param-gather" if gather else ""
+    lost_ends = ["BF16 first / last layers not priced"] if ends else []
+    lost_pg = ["param gather in the low format not priced"] if gather else []
+    for extra, lost in ((pg + ends, []), (pg, lost_ends), ("", lost_ends + lost_pg)):
+        try:
+            _recipe_check(base + extra)
+        except LedgerError:
+            continue
+        return base + extra, tuple(approx + lost)
+    return base, tuple(approx + lost_ends + lost_pg)
+
+
+def _recipe_check(precision: str) -> None:
+    from ledger.frameworks.fp8 import recipe
+
+    recipe("megatron", precision)
 
 
 def config_of(row: BridgeRow, precision: str | None,

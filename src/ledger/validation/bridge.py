@@ -151,6 +151,17 @@ class BridgeRow:
                     return s[key]
         return default
 
+    def precision_setting(self, name: str, default=None):
+        """A MixedPrecisionConfig field as the run had it: the recipe function's
+        ``mixed_precision.<name>``, else the precision's Megatron-Bridge function with the
+        perf script's overrides (``recipe["precision"]``)."""
+        for s in (self.recipe.get("settings") or {}, self.pretrain.get("settings") or {}):
+            v = s.get(f"mixed_precision.{name}")
+            if v is not None and not str(v).startswith("expr:"):
+                return v
+        v = ((self.recipe.get("precision") or {}).get("settings") or {}).get(name)
+        return default if v is None else v
+
     @property
     def pretrain(self) -> dict:
         """The 0.2-0.5 recipe function the run went through (path, function, line, its
