@@ -200,7 +200,7 @@ def system_of(row: BridgeRow):
 
 def outcome(row: BridgeRow) -> Outcome:
     """The row through ``report``'s memory path and ``estimate``'s time path."""
-    from ledger.placement import Capacity, place
+    from ledger.placement import Capacity
     from ledger.step import estimate
 
     try:
@@ -208,10 +208,11 @@ def outcome(row: BridgeRow) -> Outcome:
         sysm = system_of(row)
         prec, approx1 = precision_of(row)
         cfg, approx2 = config_of(row, prec, model)
-        pl = place(model, cfg, precision=prec, optimizer="adam",
-                   gpus_per_node=sysm.gpus_per_node)
-        room = Capacity(sysm.gpu.name, sysm.gpu.hbm_bytes, host_bytes=sysm.host_memory_bytes)
         est = estimate(model, cfg, sysm, precision=prec, optimizer="adam")
+        # report's verdict: its placement is place(model, cfg, precision, optimizer, the
+        # system's hosts and domain) - the one estimate builds - against the whole HBM
+        pl = est.placement
+        room = Capacity(sysm.gpu.name, sysm.gpu.hbm_bytes, host_bytes=sysm.host_memory_bytes)
     except _Skip as s:
         return Outcome(row, s.status, s.reason)
     except LedgerError as e:
