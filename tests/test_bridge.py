@@ -178,6 +178,11 @@ def test_runner_builds_the_rows_placement():
     r = _one(release="26.02", gpu="b200", model="deepseek-v3")
     cfg, _ = config_of(r, "fp8-blockwise", model_of(r))
     assert cfg.stage_layers == (4,) * 15 + (1,) and cfg.pp == 16
+    # 25.11 GB200 FP8-MX at PP 8 x VP 4 (the recipe of v0.2.0 has PP 4 x VP 4 and no layout):
+    # the 32-stage layout of Megatron-Bridge's 25.09 YAML, "Et|(tt|)*30mL" (w/o MTP: no m)
+    r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="fp8_mx")
+    assert r.layout(0) == ("Et|(tt|)*30L", "Megatron-Bridge's layout map")
+    assert r.disagree["pp"] == {"table": 8, "recipe": 4}
 
 
 def test_benchmark_table_prints_every_group():

@@ -42,17 +42,16 @@ LACKS = {
                          "indexer) and hyper-connections (hc_mult): not modelled",
 }
 # Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
-# Kimi-K2), applied when a recipe gives none: (pp, vp) -> the layout as a
-# --pipeline-model-parallel-layout string ({m}: the MTP layers, none for Kimi-K2).
-# recipes/deepseek/deepseek_v3.py:68-76 @ v0.5.1 (the same map at :235-243 @ v0.2.0);
-# recipes/kimi/kimi_k2.py:30-39 @ v0.5.0 (adds (2, 8)).
-_L4, _L8, _L16 = "Et*16|t*16|t*16|t*13{m}L", "Et*8|(t*8|)*6t*5{m}L", "Et*4|(t*4|)*14t{m}L"
-BRIDGE_LAYOUTS = {
-    "deepseek-v3": {(4, 1): _L4, (8, 1): _L8, (4, 2): _L8, (16, 1): _L16, (8, 2): _L16,
-                    (4, 4): _L16},
-    "kimi-k2": {(4, 1): _L4, (8, 1): _L8, (4, 2): _L8, (16, 1): _L16, (8, 2): _L16,
-                (4, 4): _L16, (2, 8): _L16},
-}
+# Kimi-K2), applied when a recipe gives none, by the number of model stages PP x VP
+# ({m}: the MTP layers, none for Kimi-K2). Its maps key by (pp, vp) but give one layout per
+# stage count - recipes/deepseek/deepseek_v3.py:68-76 @ v0.5.1 (the same map at :235-243
+# @ v0.2.0): (4,1) 4 stages; (8,1), (4,2) 8; (16,1), (8,2), (4,4) 16; recipes/kimi/
+# kimi_k2.py:30-39 @ v0.5.0 adds (2,8) - and the 32-stage layout is the one its 25.09 perf
+# YAML runs at PP 8 x VP 4 (scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml
+# @ v0.1.0rc3, model.pipeline_model_parallel_layout).
+BRIDGE_LAYOUTS = {4: "Et*16|t*16|t*16|t*13{m}L", 8: "Et*8|(t*8|)*6t*5{m}L",
+                  16: "Et*4|(t*4|)*14t{m}L", 32: "Et|(tt|)*30{m}L"}
+BRIDGE_LAYOUT_MODELS = ("deepseek-v3", "kimi-k2")
 MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
        "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
        "nemotron-3.5-lightning"}
@@ -126,12 +125,14 @@ class BridgeRow:
     def layout(self, mtp_layers: int = 0) -> tuple[str, str] | None:
         """(Megatron layout string, where it comes from) for this row's PP x VP: the
         recipe's own (``pp_layout``, or the YAML's pipeline_model_parallel_layout), else
-        Megatron-Bridge's map for the model (``BRIDGE_LAYOUTS``); None when neither has one.
+        Megatron-Bridge's layout for that many stages (``BRIDGE_LAYOUTS``); None when
+        neither has one.
         The recipe's is taken only when it has PP x VP stages (the table's sizes win)."""
         own = self.setting("pp_layout") or self.setting("pipeline_model_parallel_layout")
         if isinstance(own, str) and _stages(own) == self.pp * (self.vp or 1):
             return own, f"recipe {self.recipe.get('path')}:{self.recipe.get('line')}"
-        mapped = BRIDGE_LAYOUTS.get(self.model, {}).get((self.pp, self.vp or 1))
+        mapped = BRIDGE_LAYOUTS.get(self.pp * (self.vp or 1)) \
+            if self.model in BRIDGE_LAYOUT_MODELS else None
         if mapped:
             return mapped.format(m="m" * mtp_layers), "Megatron-Bridge's layout map"
         return None
