@@ -191,3 +191,24 @@ def test_benchmark_table_prints_every_group():
     text = bridge_table()
     for group in ("all", "dense", "MoE", "gpu h100", "gpu b200", "family llama3"):
         assert f"  {group} " in text
+
+
+def test_each_disagreement_is_kept_and_only_those():
+    # the one rule: the table's sizes are used; every stated size the recipe sets otherwise
+    # is kept in the row, and nothing else is (0.2-0.5 presets and 0.6 recipe functions)
+    names = {"global_batch_size": "gbs", "micro_batch_size": "mbs",
+             "tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
+             "context_parallel_size": "cp", "virtual_pipeline_model_parallel_size": "vp",
+             "expert_model_parallel_size": "ep"}
+    checked = 0
+    for r in ROWS:
+        s = r.recipe.get("settings") or {}
+        for key, f in names.items():
+            v = s.get(key, s.get("model." + key, s.get("train." + key)))
+            if v is None and f != "vp" or isinstance(v, str):
+                continue
+            table = getattr(r, f)
+            same = (v or 1) == (table or 1) if f == "vp" else v == table
+            assert same == (f not in r.disagree), (r.id, f, v, table)
+            checked += 1
+    assert checked > 1000
