@@ -212,3 +212,17 @@ def test_each_disagreement_is_kept_and_only_those():
             assert same == (f not in r.disagree), (r.id, f, v, table)
             checked += 1
     assert checked > 1000
+
+
+def test_rack_over_hgx_ratios_pair_the_published_rows():
+    from ledger.render.bridge import outcomes, ratios
+
+    got = {(label, pair): pub for label, pair, pub, _ in ratios(list(outcomes()))}
+    if not any(o.row.gpu == "gb300" and o.status == "ran" for o in outcomes()):
+        pytest.skip("no gb300 preset on this branch yet")
+    # archive, 26.06 DeepSeekV3: DGX-GB300 256 MXFP8 GBS 4096 -> 6338; DGX-B300 -> 3541
+    # (the GB300's GBS 15360 row, 6422, is not the B300's twin)
+    assert got[("26.06 deepseek-v3 fp8_mx 256g", "gb300/b300")] == pytest.approx(6338 / 3541)
+    # 25.09 LLAMA3_8B: DGX-GB200 31357 (29925), DGX-B200 29994 (29388)
+    assert got[("25.09 llama3-8b fp8_cs 8g", "gb200/b200")] == pytest.approx(31357 / 29994)
+    assert got[("25.09 llama3-8b fp8_mx 8g", "gb200/b200")] == pytest.approx(29925 / 29388)
