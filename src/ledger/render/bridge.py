@@ -201,13 +201,14 @@ def system_of(row: BridgeRow):
 def outcome(row: BridgeRow) -> Outcome:
     """The row through ``report``'s memory path and ``estimate``'s time path."""
     from ledger.placement import Capacity
+    from ledger.step import estimate
 
     try:
         model = model_of(row)
         sysm = system_of(row)
         prec, approx1 = precision_of(row)
         cfg, approx2 = config_of(row, prec, model)
-        est = _estimate(model, cfg, sysm, prec)
+        est = estimate(model, cfg, sysm, precision=prec, optimizer="adam")
         # report's verdict: its placement is place(model, cfg, precision, optimizer, the
         # system's hosts and domain) - the one estimate builds - against the whole HBM
         pl = est.placement
@@ -220,14 +221,6 @@ def outcome(row: BridgeRow) -> Outcome:
                    peak_bytes=float(pl.memory.total_bytes), capacity_bytes=room.usable_bytes,
                    tokens_per_s_per_gpu=float(est.tokens_per_s_per_gpu),
                    approx=approx1 + approx2)
-
-
-@lru_cache(maxsize=None)
-def _estimate(model, cfg, sysm, precision):
-    """``ledger.step.estimate`` once per distinct run (releases repeat the same run)."""
-    from ledger.step import estimate
-
-    return estimate(model, cfg, sysm, precision=precision, optimizer="adam")
 
 
 @lru_cache(maxsize=1)
