@@ -228,6 +228,53 @@ def outcomes() -> tuple[Outcome, ...]:
     return tuple(outcome(r) for r in rows())
 
 
+PAIRS = (("gb300", "b300"), ("gb200", "b200"))
+
+
+def ratios(out: list[Outcome]) -> list[tuple[str, str, float, float]]:
+    """(label, pair, published ratio, predicted ratio) of tokens/s/GPU for the same release,
+    model, precision and GPU count on a rack GPU and its HGX twin (each at its own
+    published placement), where both rows ran; a side with two such rows takes the one at
+    the other side's GBS (26.06's DeepSeek-V3 on GB300 publishes GBS 4096 and 15360)."""
+    ran: dict[tuple, list[Outcome]] = {}
+    for o in out:
+        if o.status == "ran" and o.error is not None:
+            r = o.row
+            ran.setdefault((r.release, r.model, r.precision, r.gpus, r.gpu), []).append(o)
+    got = []
+    for (rel, model, prec, gpus, gpu), sides in sorted(ran.items()):
+        for rack, hgx in PAIRS:
+            twins = ran.get((rel, model, prec, gpus, hgx))
+            if gpu != rack or not twins:
+                continue
+            pairs = [(a, b) for a in sides for b in twins
+                     if len(sides) == len(twins) == 1 or a.row.gbs == b.row.gbs]
+            if len(pairs) != 1:
+                continue
+            a, b = pairs[0]
+            got.append((f"{rel} {model} {prec} {gpus}g", f"{rack}/{hgx}",
+                        a.row.tokens_per_s_per_gpu / b.row.tokens_per_s_per_gpu,
+                        a.tokens_per_s_per_gpu / b.tokens_per_s_per_gpu))
+    return got
+
+
+def ratio_lines(out: list[Outcome]) -> list[str]:
+    lines = ["rack GPU over its HGX twin at equal GPU count (tokens/s/GPU ratio): published, "
+             "predicted, error of the ratio"]
+    rs = ratios(out)
+    for label, pair, pub, pred in rs:
+        lines.append(f"  {label:<44}{pair:<12}{pub:6.3f}{pred:8.3f}{pred / pub - 1:+8.1%}")
+    for rack, hgx in PAIRS:
+        errs = [pred / pub - 1 for _, p, pub, pred in rs if p == f"{rack}/{hgx}"]
+        if errs:
+            right = sum(1 for _, p, pub, pred in rs if p == f"{rack}/{hgx}"
+                        and (pub - 1) * (pred - 1) > 0)
+            lines.append(f"  {rack}/{hgx}: {len(errs)} pairs, right direction {right}, within "
+                         f"15% {sum(1 for e in errs if abs(e) <= 0.15)}, mean |error| "
+                         f"{sum(abs(e) for e in errs) / len(errs):.1%}")
+    return lines
+
+
 def _summary(label: str, outs: list[Outcome]) -> str:
     ran = [o for o in outs if o.status == "ran"]
     errs = [o.error for o in ran if o.error is not None]
@@ -277,50 +324,3 @@ def bridge_table(out: list[Outcome] | None = None) -> str:
     lines += [_summary(k, v) for k, v in groups.items()]
     lines += [""] + ratio_lines(out)
     return "\n".join(lines)
-
-
-PAIRS = (("gb300", "b300"), ("gb200", "b200"))
-
-
-def ratios(out: list[Outcome]) -> list[tuple[str, str, float, float]]:
-    """(label, pair, published ratio, predicted ratio) of tokens/s/GPU for the same release,
-    model, precision and GPU count on a rack GPU and its HGX twin (each at its own
-    published placement), where both rows ran; a side with two such rows takes the one at
-    the other side's GBS (26.06's DeepSeek-V3 on GB300 publishes GBS 4096 and 15360)."""
-    ran: dict[tuple, list[Outcome]] = {}
-    for o in out:
-        if o.status == "ran" and o.error is not None:
-            r = o.row
-            ran.setdefault((r.release, r.model, r.precision, r.gpus, r.gpu), []).append(o)
-    got = []
-    for (rel, model, prec, gpus, gpu), sides in sorted(ran.items()):
-        for rack, hgx in PAIRS:
-            twins = ran.get((rel, model, prec, gpus, hgx))
-            if gpu != rack or not twins:
-                continue
-            pairs = [(a, b) for a in sides for b in twins
-                     if len(sides) == len(twins) == 1 or a.row.gbs == b.row.gbs]
-            if len(pairs) != 1:
-                continue
-            a, b = pairs[0]
-            got.append((f"{rel} {model} {prec} {gpus}g", f"{rack}/{hgx}",
-                        a.row.tokens_per_s_per_gpu / b.row.tokens_per_s_per_gpu,
-                        a.tokens_per_s_per_gpu / b.tokens_per_s_per_gpu))
-    return got
-
-
-def ratio_lines(out: list[Outcome]) -> list[str]:
-    lines = ["rack GPU over its HGX twin at equal GPU count (tokens/s/GPU ratio): published, "
-             "predicted, error of the ratio"]
-    rs = ratios(out)
-    for label, pair, pub, pred in rs:
-        lines.append(f"  {label:<44}{pair:<12}{pub:6.3f}{pred:8.3f}{pred / pub - 1:+8.1%}")
-    for rack, hgx in PAIRS:
-        errs = [pred / pub - 1 for _, p, pub, pred in rs if p == f"{rack}/{hgx}"]
-        if errs:
-            right = sum(1 for _, p, pub, pred in rs if p == f"{rack}/{hgx}"
-                        and (pub - 1) * (pred - 1) > 0)
-            lines.append(f"  {rack}/{hgx}: {len(errs)} pairs, right direction {right}, within "
-                         f"15% {sum(1 for e in errs if abs(e) <= 0.15)}, mean |error| "
-                         f"{sum(abs(e) for e in errs) / len(errs):.1%}")
-    return lines
