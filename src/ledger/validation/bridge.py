@@ -1,0 +1,138 @@
+"""NVIDIA Megatron-Bridge's published pre-training tables as rows: every pre-training row of
+``docs/performance-summary.md`` and ``docs/performance-summary-archive.md`` (releases 25.09 to
+26.08; H100, B200, B300, GB200, GB300), each with its table line and the recipe it ran.
+
+The rows live in ``data/megatron_bridge.json``, written by ``tools/bridge_tables.py`` from
+NVIDIA-NeMo/Megatron-Bridge at the commit the file names (its docstring states how cells are
+read and the one rule where table and recipe disagree: the table's stated figures win, the
+recipe supplies what the table leaves out, and each disagreement is kept in the row). Nothing
+here is fitted: these rows are predictions unless a fitting script declares some of them
+calibration.
+
+Model facts: each table model maps to a preset of ``ledger.model`` (``PRESET``), to a real
+Hugging Face config.json kept beside the rows (``CONFIG``, read by ``ledger.io.hf`` - a layer
+above this one - so the runner resolves it), or to what the ledger lacks to express it
+(``LACKS``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+DATA = "megatron_bridge.json"
+
+# table model -> ledger.model preset (same shapes; Llama 3.1 405B is Llama 3 405B's shape)
+PRESET = {"llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
+          "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
+# table model -> config.json under data/hf/ (its source in data/hf/SOURCES.md)
+CONFIG: dict[str, str] = {}
+# table model -> what the ledger lacks to express it (the row is listed, not run)
+LACKS: dict[str, str] = {
+    "qwen3-235b-a22b": "no config.json fixture yet",
+    "gpt-oss-120b": "no config.json fixture yet",
+    "kimi-k2": "no config.json fixture yet",
+    "nemotron-3-nano": "no config.json fixture yet",
+    "nemotron-3-super": "no config.json fixture yet",
+    "nemotron-3-ultra": "no config.json fixture yet",
+    "nemotron-3.5-lightning": "no config.json fixture yet",
+    "deepseek-v4-flash": "no config.json fixture yet",
+}
+MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+       "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
+       "nemotron-3.5-lightning"}
+
+# a recipe setting's names in the three recipe formats (0.2-0.5 presets, 0.6 flat recipes,
+# 0.1 YAML perf_matrix and its ConfigContainer)
+_ALIASES = {"cuda_graph_impl": ("cuda_graph_impl", "model.cuda_graph_impl"),
+            "cuda_graph_scope": ("cuda_graph_scope", "model.cuda_graph_scope"),
+            "recompute_modules": ("recompute_modules", "model.recompute_modules"),
+            "recompute_num_layers": ("recompute_num_layers", "model.recompute_num_layers"),
+            "cpu_offloading_num_layers": ("cpu_offloading_num_layers",
+                                          "model.cpu_offloading_num_layers"),
+            "moe_flex_dispatcher_backend": ("moe_flex_dispatcher_backend",
+                                            "model.moe_flex_dispatcher_backend"),
+            "moe_a2a_overlap": ("moe_a2a_overlap", "comm_overlap.overlap_moe_expert_parallel_comm",
+                                "model.overlap_moe_expert_parallel_comm"),
+            "use_megatron_fsdp": ("use_megatron_fsdp", "ddp.use_megatron_fsdp")}
+
+
+@dataclass(frozen=True)
+class BridgeRow:
+    """One published pre-training run: the table's figures, its source line, the recipe."""
+    id: str
+    release: str
+    table_model: str
+    model: str
+    model_variant: str | None
+    system: str
+    gpu: str
+    gpus: int
+    precision_published: str
+    precision: str  # bf16 | fp8_cs | fp8_mx | fp8_sc (blockwise) | nvfp4
+    gbs: int
+    mbs: int
+    seq_len: int
+    tp: int
+    pp: int
+    cp: int
+    vp: int | None
+    ep: int
+    etp: int | None
+    fsdp: bool
+    ga: int | None
+    tokens_per_s_per_gpu: float | None
+    model_tflops_per_gpu: float | None
+    published_as: str
+    notes: list = field(default_factory=list)
+    source: dict = field(default_factory=dict)  # repo, path, commit, line of the table row
+    recipe: dict = field(default_factory=dict)  # repo, ref, commit, config, path, line, settings
+    disagree: dict = field(default_factory=dict)  # field -> {"table": x, "recipe": y}
+    table_inconsistent: list = field(default_factory=list)  # the table against itself
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size: the GPUs over TP x PP x CP (the FSDP group too when FSDP)."""
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.gbs // (self.mbs * self.dp)
+
+    @property
+    def moe(self) -> bool:
+        return self.model in MOE
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.gbs * self.seq_len
+
+    def setting(self, name: str, default=None):
+        """The recipe's value of a setting the table does not state (None when unread)."""
+        s = self.recipe.get("settings") or {}
+        for key in _ALIASES.get(name, (name, "model." + name)):
+            if key in s:
+                return s[key]
+        return default
+
+
+@lru_cache(maxsize=1)
+def _document() -> dict:
+    text = resources.files("ledger.validation").joinpath("data", DATA).read_text()
+    return json.loads(text)
+
+
+def source() -> dict:
+    """Where the rows were read: repo, docs commit, the release -> recipe ref table."""
+    return dict(_document()["source"])
+
+
+def rule() -> str:
+    """The one rule applied to every row where table and recipe disagree."""
+    return _document()["rule"]
+
+
+@lru_cache(maxsize=1)
+def rows() -> tuple[BridgeRow, ...]:
+    return tuple(BridgeRow(**r) for r in _document()["rows"])
