@@ -226,3 +226,15 @@ def test_rack_over_hgx_ratios_pair_the_published_rows():
     # 25.09 LLAMA3_8B: DGX-GB200 31357 (29925), DGX-B200 29994 (29388)
     assert got[("25.09 llama3-8b fp8_cs 8g", "gb200/b200")] == pytest.approx(31357 / 29994)
     assert got[("25.09 llama3-8b fp8_mx 8g", "gb200/b200")] == pytest.approx(29925 / 29388)
+
+
+def test_the_published_out_of_memory_placement():
+    from ledger.validation.bridge import did_not_fit
+
+    # archive:288-292: the B200 NVFP4 row ran at TP 2 because "Mapping used for MXFP8
+    # precision could not fit for NVFP4 precision": the MXFP8 row's TP 1, EP 64
+    (r,) = did_not_fit()
+    assert (r.model, r.gpu, r.gpus, r.precision, r.tp, r.ep, r.mbs) == \
+        ("nemotron-3-super", "b200", 64, "nvfp4", 1, 64, 1)
+    assert r.published_as == "did not fit" and r.tokens_per_s_per_gpu is None
+    assert r.source["line"] == 292
