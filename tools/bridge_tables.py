@@ -27,10 +27,15 @@ Recipes: each release's recipe is read at the Megatron-Bridge version its contai
 docs/releases/known-issues.md says of 26.02.01 = r0.3.1; 26.08 -> v0.6.0, the first tag after
 the 26.08 summary). Three formats: 0.1.0rc3's YAML ``perf_matrix``, 0.2-0.5's
 ``WorkloadBaseConfig`` presets (``replace(BASE, k=v)`` chains, evaluated here with ast, the
-dataclass defaults read from utils/utils.py), 0.6's flat recipe functions. For 0.2-0.6 the GPU's recipe function is read too (``recipe.pretrain``
-for 0.2-0.5, the row's ``settings`` for 0.6): its ``cfg.<section>.<field> = value``
-assignments in order, helpers of the same modules expanded, the last unconditional one
-winning, those under an ``if`` kept with their condition (``conditional``).
+dataclass defaults read from utils/utils.py), 0.6's flat recipe functions. For 0.2-0.6 the
+GPU's recipe function is read too (``recipe.pretrain``, a key of the document's
+``recipe_functions``, for 0.2-0.5; the row's ``settings`` for 0.6): its
+``cfg.<section>.<field> = value`` assignments in order, helpers of the same modules expanded,
+the last unconditional one winning, those under an ``if`` kept with their condition
+(``conditional``). The precision a row ran (``recipe.precision``): Megatron-Bridge's
+mixed_precision.py function for it at the release, with the perf script's overrides
+(scripts/performance/utils/precision.py). The library recipes those functions start from
+(megatron.bridge.recipes.*) are not read.
 
 THE RULE where table and recipe disagree: the table's published figures (GPU count, GBS, MBS,
 sequence length, TP, PP, CP, VP, EP, FSDP) are what ran and are used; the recipe supplies only
