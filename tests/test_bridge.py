@@ -238,3 +238,13 @@ def test_the_published_out_of_memory_placement():
         ("nemotron-3-super", "b200", 64, "nvfp4", 1, 64, 1)
     assert r.published_as == "did not fit" and r.tokens_per_s_per_gpu is None
     assert r.source["line"] == 292
+
+
+def test_micro_batch_pairs_of_alike_runs():
+    from ledger.render.bridge import mbs_pairs, outcomes
+
+    got = {label: (a, b, pub) for label, a, b, pub, _ in mbs_pairs(list(outcomes()))}
+    # archive: 26.02 DGX-B200 Qwen3_30B_a3B MXFP8 MBS 1 -> 9691; 26.04.01 MBS 4 -> 27136
+    # (8 GPUs, TP 1, PP 1, EP 8 in both); 26.02.01's MBS 4 row is older than 26.04.01's
+    a, b, pub = got["b200 qwen3-30b-a3b fp8_mx 8g (26.02 / 26.04.01)"]
+    assert (a, b) == (1, 4) and pub == pytest.approx(27136 / 9691)

@@ -275,6 +275,52 @@ def ratio_lines(out: list[Outcome]) -> list[str]:
     return lines
 
 
+RELEASES = ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01",
+            "26.08")
+
+
+def mbs_pairs(out: list[Outcome]) -> list[tuple[str, int, int, float, float]]:
+    """(label, mbs a, mbs b, published ratio b / a, predicted ratio) of tokens/s/GPU for runs
+    alike but for the micro-batch (model, GPU, precision, GPU count, TP, PP, CP, VP, EP,
+    FSDP): within the latest release publishing both where there is one, else each
+    micro-batch at its latest release; consecutive micro-batches paired."""
+    by: dict[tuple, list[Outcome]] = {}
+    for o in out:
+        if o.status == "ran" and o.error is not None:
+            r = o.row
+            key = (r.model, r.gpu, r.precision, r.gpus, r.tp, r.pp, r.cp, r.vp, r.ep, r.fsdp)
+            by.setdefault(key, []).append(o)
+    got = []
+    for key, outs in sorted(by.items(), key=str):
+        latest = sorted(outs, key=lambda o: RELEASES.index(o.row.release))
+        runs: dict[int, Outcome] = {}
+        both = [rel for rel in RELEASES
+                if len({o.row.mbs for o in outs if o.row.release == rel}) > 1]
+        for o in latest:
+            if not both or o.row.release == both[-1]:
+                runs[o.row.mbs] = o
+        mbs = sorted(runs)
+        for m1, m2 in zip(mbs, mbs[1:]):
+            x, y = runs[m1], runs[m2]
+            rel = x.row.release if x.row.release == y.row.release else \
+                f"{x.row.release} / {y.row.release}"
+            got.append((f"{key[1]} {key[0]} {key[2]} {key[3]}g ({rel})", m1, m2,
+                        y.row.tokens_per_s_per_gpu / x.row.tokens_per_s_per_gpu,
+                        y.tokens_per_s_per_gpu / x.tokens_per_s_per_gpu))
+    return got
+
+
+def mbs_lines(out: list[Outcome]) -> list[str]:
+    lines = ["micro-batch pairs of alike runs (tokens/s/GPU at the larger over the smaller): "
+             "published, predicted"]
+    pairs = mbs_pairs(out)
+    for label, a, b, pub, pred in pairs:
+        lines.append(f"  {label:<56}mbs {a}->{b}  {pub:6.3f}{pred:8.3f}")
+    right = sum(1 for *_, pub, pred in pairs if (pub - 1) * (pred - 1) > 0)
+    lines.append(f"  {len(pairs)} pairs, {right} moved the way the tables do")
+    return lines
+
+
 def _summary(label: str, outs: list[Outcome]) -> str:
     ran = [o for o in outs if o.status == "ran"]
     errs = [o.error for o in ran if o.error is not None]
@@ -322,5 +368,5 @@ def bridge_table(out: list[Outcome] | None = None) -> str:
     for o in out:
         groups.setdefault(f"family {FAMILY[o.row.model]}", []).append(o)
     lines += [_summary(k, v) for k, v in groups.items()]
-    lines += [""] + ratio_lines(out)
+    lines += [""] + ratio_lines(out) + [""] + mbs_lines(out)
     return "\n".join(lines)
