@@ -1,0 +1,229 @@
+"""NVIDIA Megatron-Bridge's published pre-training tables as rows: every pre-training row of
+``docs/performance-summary.md`` and ``docs/performance-summary-archive.md`` (releases 25.09 to
+26.08; H100, B200, B300, GB200, GB300), each with its table line and the recipe it ran.
+
+The rows live in ``data/megatron_bridge.json``, written by ``tools/bridge_tables.py`` from
+NVIDIA-NeMo/Megatron-Bridge at the commit the file names (its docstring states how cells are
+read and the one rule where table and recipe disagree: the table's stated figures win, the
+recipe supplies what the table leaves out, and each disagreement is kept in the row). Nothing
+here is fitted: these rows are predictions unless a fitting script declares some of them
+calibration.
+
+Model facts: each table model maps to a preset of ``ledger.model`` (``PRESET``), to a real
+Hugging Face config.json kept beside the rows (``CONFIG``, read by ``ledger.io.hf`` - a layer
+above this one - so the runner resolves it), or to what the ledger lacks to express it
+(``LACKS``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+DATA = "megatron_bridge.json"
+
+# table model -> ledger.model preset (same shapes; Llama 3.1 405B is Llama 3 405B's shape)
+PRESET = {"llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
+          "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
+# table model -> config.json under data/hf/ (its source in data/hf/SOURCES.md)
+CONFIG = {"gpt-oss-120b": "gpt-oss-120b.json", "qwen3-235b-a22b": "qwen3-235b-a22b.json",
+          "kimi-k2": "kimi-k2.json", "nemotron-3-nano": "nemotron-3-nano.json"}
+# a config.json whose model_type the reader does not know, read as the family it runs as
+READ_AS = {"kimi-k2": "deepseek_v3"}  # Megatron-Bridge kimi_bridge.py:35-39 @ v0.5.1
+# table model -> what the ledger lacks to express it (the row is listed, not run)
+LACKS = {
+    "nemotron-3-super": "LatentMoE with MTP (Megatron-Bridge recipes/nemotronh/"
+                        "nemotron_3_super.py:30-41 @ v0.5.1: experts over a latent "
+                        "projection, config.json moe_latent_size): ledger.io.hf refuses it",
+    "nemotron-3-ultra": "LatentMoE as Nemotron 3 Super's, and no released config.json found",
+    "nemotron-3.5-lightning": "no released config.json found to read it from",
+    "deepseek-v4-flash": "DeepSeek-V4's compressed sparse attention (compress_ratios, "
+                         "indexer) and hyper-connections (hc_mult): not modelled",
+}
+# Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
+# Kimi-K2), applied when a recipe gives none, by the number of model stages PP x VP
+# ({m}: the MTP layers, none for Kimi-K2). Its maps key by (pp, vp) but give one layout per
+# stage count - recipes/deepseek/deepseek_v3.py:68-76 @ v0.5.1 (the same map at :235-243
+# @ v0.2.0): (4,1) 4 stages; (8,1), (4,2) 8; (16,1), (8,2), (4,4) 16; recipes/kimi/
+# kimi_k2.py:30-39 @ v0.5.0 adds (2,8) - and the 32-stage layout is the one its 25.09 perf
+# YAML runs at PP 8 x VP 4 (scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml
+# @ v0.1.0rc3, model.pipeline_model_parallel_layout).
+BRIDGE_LAYOUTS = {4: "Et*16|t*16|t*16|t*13{m}L", 8: "Et*8|(t*8|)*6t*5{m}L",
+                  16: "Et*4|(t*4|)*14t{m}L", 32: "Et|(tt|)*30{m}L"}
+BRIDGE_LAYOUT_MODELS = ("deepseek-v3", "kimi-k2")
+MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+       "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
+       "nemotron-3.5-lightning"}
+
+# a recipe setting's names in the three recipe formats (0.2-0.5 presets, 0.6 flat recipes,
+# 0.1 YAML perf_matrix and its ConfigContainer)
+_ALIASES = {"cuda_graph_impl": ("cuda_graph_impl", "model.cuda_graph_impl"),
+            "cuda_graph_scope": ("cuda_graph_scope", "model.cuda_graph_scope"),
+            "recompute_modules": ("recompute_modules", "model.recompute_modules"),
+            "recompute_granularity": ("recompute_granularity", "model.recompute_granularity"),
+            "recompute_num_layers": ("recompute_num_layers", "model.recompute_num_layers"),
+            "cpu_offloading_num_layers": ("cpu_offloading_num_layers",
+                                          "model.cpu_offloading_num_layers"),
+            "moe_flex_dispatcher_backend": ("moe_flex_dispatcher_backend",
+                                            "model.moe_flex_dispatcher_backend"),
+            "moe_a2a_overlap": ("moe_a2a_overlap", "comm_overlap.overlap_moe_expert_parallel_comm",
+                                "model.overlap_moe_expert_parallel_comm"),
+            "use_megatron_fsdp": ("use_megatron_fsdp", "ddp.use_megatron_fsdp")}
+
+
+@dataclass(frozen=True)
+class BridgeRow:
+    """One published pre-training run: the table's figures, its source line, the recipe."""
+    id: str
+    release: str
+    table_model: str
+    model: str
+    model_variant: str | None
+    system: str
+    gpu: str
+    gpus: int
+    precision_published: str
+    precision: str  # bf16 | fp8_cs | fp8_mx | fp8_sc (blockwise) | nvfp4
+    gbs: int
+    mbs: int
+    seq_len: int
+    tp: int
+    pp: int
+    cp: int
+    vp: int | None
+    ep: int
+    etp: int | None
+    fsdp: bool
+    ga: int | None
+    tokens_per_s_per_gpu: float | None
+    model_tflops_per_gpu: float | None
+    published_as: str
+    notes: list = field(default_factory=list)
+    source: dict = field(default_factory=dict)  # repo, path, commit, line of the table row
+    recipe: dict = field(default_factory=dict)  # repo, ref, commit, config, path, line, settings
+    disagree: dict = field(default_factory=dict)  # field -> {"table": x, "recipe": y}
+    table_inconsistent: list = field(default_factory=list)  # the table against itself
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size: the GPUs over TP x PP x CP (the FSDP group too when FSDP)."""
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.gbs // (self.mbs * self.dp)
+
+    @property
+    def moe(self) -> bool:
+        return self.model in MOE
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.gbs * self.seq_len
+
+    def layout(self, mtp_layers: int = 0) -> tuple[str, str] | None:
+        """(Megatron layout string, where it comes from) for this row's PP x VP: the
+        recipe's own (``pp_layout``, or the YAML's pipeline_model_parallel_layout), else
+        Megatron-Bridge's layout for that many stages (``BRIDGE_LAYOUTS``); None when
+        neither has one.
+        The recipe's is taken only when it has PP x VP stages (the table's sizes win)."""
+        own = self.setting("pp_layout") or self.setting("pipeline_model_parallel_layout")
+        if isinstance(own, str) and _stages(own) == self.pp * (self.vp or 1):
+            return own, f"recipe {self.recipe.get('path')}:{self.recipe.get('line')}"
+        mapped = BRIDGE_LAYOUTS.get(self.pp * (self.vp or 1)) \
+            if self.model in BRIDGE_LAYOUT_MODELS else None
+        if mapped:
+            return mapped.format(m="m" * mtp_layers), "Megatron-Bridge's layout map"
+        return None
+
+    def setting(self, name: str, default=None):
+        """The recipe's value of a setting the table does not state: the preset's (0.2-0.5)
+        or the recipe function's (0.6) own, else what the GPU's recipe function sets
+        unconditionally (``pretrain``), else the 0.1 YAML's ConfigContainer; ``default``
+        when none names it. None (a preset's "not set") and unevaluated expressions
+        ("expr:...") are passed over. The library recipes those functions start from
+        (megatron.bridge.recipes.*) are not read."""
+        places = [self.recipe.get("settings") or {}, self.pretrain.get("settings") or {},
+                  ((self.recipe.get("ConfigContainer") or {}).get("model") or {})]
+        for s in places:
+            for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
+                if key in s and s[key] is not None and not str(s[key]).startswith("expr:"):
+                    return s[key]
+        return default
+
+    def precision_setting(self, name: str, default=None):
+        """A MixedPrecisionConfig field as the run had it: the recipe function's
+        ``mixed_precision.<name>``, else the precision's Megatron-Bridge function with the
+        perf script's overrides (``recipe["precision"]``)."""
+        for s in (self.recipe.get("settings") or {}, self.pretrain.get("settings") or {}):
+            v = s.get(f"mixed_precision.{name}")
+            if v is not None and not str(v).startswith("expr:"):
+                return v
+        v = ((self.recipe.get("precision") or {}).get("settings") or {}).get(name)
+        return default if v is None else v
+
+    @property
+    def pretrain(self) -> dict:
+        """The 0.2-0.5 recipe function the run went through (path, function, line, its
+        unconditional settings and the conditional ones); {} when none."""
+        key = self.recipe.get("pretrain")
+        return dict(_document()["recipe_functions"][key]) if key else {}
+
+
+def _stages(layout: str) -> int:
+    """Stages of a layout string (``(...)*n`` repeats counted)."""
+    import re
+
+    flat = layout
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        flat = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), flat)
+    return len(flat.split("|"))
+
+
+@lru_cache(maxsize=1)
+def _document() -> dict:
+    text = resources.files("ledger.validation").joinpath("data", DATA).read_text()
+    return json.loads(text)
+
+
+def source() -> dict:
+    """Where the rows were read: repo, docs commit, the release -> recipe ref table."""
+    return dict(_document()["source"])
+
+
+def rule() -> str:
+    """The one rule applied to every row where table and recipe disagree."""
+    return _document()["rule"]
+
+
+def config_text(model: str) -> str:
+    """The config.json text of a table model in ``CONFIG``."""
+    return resources.files("ledger.validation").joinpath("data", "hf", CONFIG[model]).read_text()
+
+
+@lru_cache(maxsize=1)
+def rows() -> tuple[BridgeRow, ...]:
+    return tuple(BridgeRow(**r) for r in _document()["rows"])
+
+
+def did_not_fit() -> tuple[BridgeRow, ...]:
+    """The placements the tables say did not fit (out-of-memory outcomes), as rows without
+    a measured figure. docs/performance-summary-archive.md:292 @ DOCS commit (26.04.01):
+    "Mapping used for MXFP8 precision could not fit for NVFP4 precision for this model. We
+    expect to achieve better performance for NVFP4 precision in future when NVFP4 param
+    gather is supported." - Nemotron 3 Super on 64 B200 in NVFP4 at the MXFP8 row's mapping
+    (archive:288: TP 1, EP 64, MBS 1, GBS 512, 8192 tokens; without NVFP4 param gather)."""
+    from dataclasses import replace
+
+    def one(**kw):
+        return next(r for r in rows() if all(getattr(r, k) == v for k, v in kw.items()))
+
+    at = dict(release="26.04.01", gpu="b200", model="nemotron-3-super")
+    mx, fp4 = one(precision="fp8_mx", **at), one(precision="nvfp4", **at)
+    note = next(n for n in fp4.notes if "could not fit" in n)
+    return (replace(fp4, id=fp4.id + "/mxfp8-mapping", tp=mx.tp, pp=mx.pp, cp=mx.cp, vp=mx.vp,
+                    ep=mx.ep, mbs=mx.mbs, gbs=mx.gbs, tokens_per_s_per_gpu=None,
+                    model_tflops_per_gpu=None, published_as="did not fit",
+                    notes=[note], source={**fp4.source, "line": 292},
+                    disagree={}, table_inconsistent=[]),)

@@ -1,0 +1,250 @@
+"""Megatron-Bridge's published pre-training rows (ledger.validation.bridge): well-formed, each
+with its source, and a few rows' figures checked by hand against the table text."""
+import re
+
+import pytest
+
+from ledger.validation.bridge import CONFIG, LACKS, MOE, PRESET, rows, rule, source
+
+ROWS = rows()
+BY_ID = {r.id: r for r in ROWS}
+
+
+def _one(**kw):
+    hits = [r for r in ROWS if all(getattr(r, k) == v for k, v in kw.items())]
+    assert len(hits) == 1, (kw, [h.id for h in hits])
+    return hits[0]
+
+
+def test_ids_are_unique():
+    assert len(BY_ID) == len(ROWS)
+
+
+def test_rows_per_release_as_counted_in_the_table_text():
+    # counted by hand in docs/performance-summary*.md at 067f987df0: one row a table line, plus
+    # one for each line with parenthesised figures (25.11: 4 such lines, 25.09: 11)
+    counts = {"26.08": 18, "26.06.01": 14, "26.06": 31, "26.04.01": 47, "26.04": 44,
+              "26.02.01": 36, "26.02": 33, "25.11": 32, "25.09": 28}
+    got = {}
+    for r in ROWS:
+        got[r.release] = got.get(r.release, 0) + 1
+    assert got == counts
+
+
+@pytest.mark.parametrize("r", ROWS, ids=lambda r: r.id)
+def test_row_is_well_formed(r):
+    src = r.source
+    assert src["repo"] == "NVIDIA-NeMo/Megatron-Bridge"
+    assert re.fullmatch(r"[0-9a-f]{40}", src["commit"]) and src["line"] > 0
+    assert src["path"] in ("docs/performance-summary.md", "docs/performance-summary-archive.md")
+    rec = r.recipe
+    assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"]) and rec["ref"].startswith("v0.")
+    assert rec["config"] and rec["path"] and rec["line"] > 0, rec
+    assert r.gpu in ("h100", "b200", "b300", "gb200", "gb300")
+    assert r.precision in ("bf16", "fp8_cs", "fp8_mx", "fp8_sc", "nvfp4")
+    for k in ("gpus", "gbs", "mbs", "seq_len", "tp", "pp", "cp", "ep"):
+        v = getattr(r, k)
+        assert isinstance(v, int) and v >= 1, (k, v)
+    assert r.vp is None or (isinstance(r.vp, int) and r.vp > 1)
+    # parallel sizes divide the GPU count; EP divides the data x context ranks it folds into;
+    # where the table contradicts itself the row says so (and only there)
+    assert r.gpus % (r.tp * r.pp * r.cp) == 0
+    assert r.gbs % (r.mbs * r.dp) == 0, (r.gbs, r.mbs, r.dp)
+    said = " ".join(r.table_inconsistent)
+    assert ((r.dp * r.cp * r.tp) % (r.ep * (r.etp or 1)) == 0) == ("cannot run" not in said)
+    if r.ga is not None:  # 25.09 / 25.11 publish the gradient-accumulation count
+        assert (r.ga == r.num_microbatches) == ("GA" not in said)
+    assert r.tokens_per_s_per_gpu is not None or r.published_as == "parenthesised figure"
+    assert r.model_tflops_per_gpu > 0
+    for key, pair in r.disagree.items():
+        assert set(pair) == {"table", "recipe"} and pair["table"] != pair["recipe"], key
+
+
+def test_every_model_is_mapped_or_said_to_lack_something():
+    for r in ROWS:
+        assert (r.model in PRESET) + (r.model in CONFIG) + (r.model in LACKS) == 1, r.model
+
+
+def test_source_and_rule_are_stated():
+    s = source()
+    assert s["release_refs"]["26.06"] == "v0.5.0" and s["release_refs"]["25.11"] == "v0.2.0"
+    assert "table" in rule() and "recipe" in rule()
+
+
+def test_the_tables_own_contradictions_are_the_four_found_by_hand():
+    # GA against GBS / (MBS x DP), and EP against the ranks it folds into, read off the text
+    assert {r.id for r in ROWS if r.table_inconsistent} == {
+        "25.11/gb300/qwen3-235b-a22b/bf16/256g/gbs8192/mbs2",  # GA 32, 8192 / (2 x 64) = 64
+        "25.11/h100/gpt-oss-120b/bf16/64g/gbs512/mbs4",  # GA 2, 512 / (4 x 16) = 8
+        "25.09/gb200/llama3-70b/fp8_mx/64g/gbs128/mbs2",  # GA 16, 128 / (2 x 8) = 8
+        "25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"}  # PP 8 leaves 32 ranks, EP 64
+
+
+def test_golden_rows_against_the_table_text():
+    # docs/performance-summary.md:45 (26.08)
+    # | DGX-GB300 | 256 | MXFP8 | 4096 | 1 | 4096 | 1 | 2 | 1 | 8 | 32 | 6288 | 1635 |
+    r = _one(release="26.08", gpu="gb300", model="deepseek-v3")
+    assert (r.gpus, r.precision, r.gbs, r.mbs, r.seq_len, r.tp, r.pp, r.cp, r.vp, r.ep) == \
+        (256, "fp8_mx", 4096, 1, 4096, 1, 2, 1, 8, 32)
+    assert (r.tokens_per_s_per_gpu, r.model_tflops_per_gpu) == (6288, 1635)
+    assert r.source["line"] == 45
+    # archive, 26.06 LLAMA3.1_405B:
+    # | DGX-H100 | 1024 | FP8 | 1536 | 1 | 8192 | 8 | 8 | 2 | 8 | n/a | 326 | 822 |
+    r = _one(release="26.06", gpu="h100", model="llama3.1-405b")
+    assert (r.gpus, r.precision, r.tp, r.pp, r.cp, r.vp, r.ep, r.dp) == \
+        (1024, "fp8_cs", 8, 8, 2, 8, 1, 8)
+    assert (r.tokens_per_s_per_gpu, r.model_tflops_per_gpu) == (326, 822)
+    # 25.11 GB300: | LLAMA3_8B | 8 | FP8-CS (FP8-MX) | 128 | 2 | 8192 | 0 | 1 | 1 | 1 | n/a |
+    #               1 | 8 | 37556 (36108) | 1933 (1858) |
+    cs = _one(release="25.11", gpu="gb300", model="llama3-8b", precision="fp8_cs")
+    mx = _one(release="25.11", gpu="gb300", model="llama3-8b", precision="fp8_mx")
+    assert (cs.tokens_per_s_per_gpu, cs.model_tflops_per_gpu) == (37556, 1933)
+    assert (mx.tokens_per_s_per_gpu, mx.model_tflops_per_gpu) == (36108, 1858)
+    assert cs.ga == mx.ga == 8 and cs.source["line"] == mx.source["line"]
+    # 25.09 GB200: | LLAMA3_70B | 64 | 128 | 2 | 8192 | 0 (FSDP 64 (0)) | 1 (2) | 1 (4) | 1 |
+    #               1 (5) | 1 | 1 (16) | 3986 (3546) | 1791 (1593) |
+    mx = _one(release="25.09", gpu="gb200", model="llama3-70b", precision="fp8_mx")
+    assert (mx.fsdp, mx.tp, mx.pp, mx.vp, mx.ga, mx.tokens_per_s_per_gpu) == \
+        (False, 2, 4, 5, 16, 3546)
+    cs = _one(release="25.09", gpu="gb200", model="llama3-70b", precision="fp8_cs")
+    assert (cs.fsdp, cs.tp, cs.pp, cs.vp, cs.ga, cs.tokens_per_s_per_gpu) == \
+        (True, 1, 1, None, 1, 3986)
+    # 25.09 H100: | DeepSeekV3 (dropless) | ... | 1297 | 338 (330) |: no tokens/s for the twin
+    sc = _one(release="25.09", gpu="h100", model="deepseek-v3", precision="fp8_sc")
+    assert (sc.tokens_per_s_per_gpu, sc.model_tflops_per_gpu) == (None, 330)
+    assert sc.model_variant == "dropless"
+    # 26.04.01 B200 Nemotron_3_Super NVFP4, TP 2 with its footnote
+    r = _one(release="26.04.01", gpu="b200", model="nemotron-3-super", precision="nvfp4")
+    assert (r.tp, r.ep, r.tokens_per_s_per_gpu, r.model_tflops_per_gpu) == (2, 64, 5632, 475)
+    assert any("could not fit" in n for n in r.notes)
+
+
+def test_recipe_settings_read_at_the_release():
+    # scripts/performance/configs/deepseek/workload_base_configs.py at v0.2.0 (25.11):
+    # DEEPSEEK_V3_GB200_BASE_CONFIG: PP 4, VP 4, EP 64, hybridep, recompute ["mla_up_proj"]
+    r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="bf16")
+    assert r.recipe["config"] == "DEEPSEEK_V3_GB200_BF16_BASE_CONFIG"
+    assert r.setting("moe_flex_dispatcher_backend") == "hybridep"
+    assert r.setting("recompute_modules") == ["mla_up_proj"]
+    assert r.setting("cuda_graph_impl") == "transformer_engine"
+    # the table's GBS 4096 against the recipe's 2048: kept, the table's figure used
+    assert r.disagree["gbs"] == {"table": 4096, "recipe": 2048} and r.gbs == 4096
+
+
+def test_moe_flag():
+    assert {r.model for r in ROWS if r.moe} <= MOE
+    assert not _one(release="26.06", gpu="h100", model="llama3.1-405b").moe
+
+
+# -- the runner (ledger.render.bridge): every row runs or says why not -------------------
+
+def test_every_row_runs_or_says_why_not():
+    from ledger.render.bridge import outcomes
+
+    outs = outcomes()
+    assert len(outs) == len(ROWS)
+    for o in outs:
+        assert o.status in ("ran", "preset missing", "precision missing", "model lacks",
+                            "cannot run"), o
+        if o.status == "ran":
+            assert o.peak_bytes > 0 and o.capacity_bytes > 0 and o.fits is not None
+            assert o.tokens_per_s_per_gpu > 0
+            assert (o.error is None) == (o.row.tokens_per_s_per_gpu is None)
+        else:
+            assert o.reason and o.fits is None and o.tokens_per_s_per_gpu is None
+    # a model the ledger lacks is never run; a GPU without a preset neither
+    assert all(o.status == "model lacks" for o in outs if o.row.model in LACKS)
+
+
+def test_runner_builds_the_rows_placement():
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    # 26.06 H100 Llama 3.1 405B: TP 8, PP 8, CP 2, VP 8 on 1,024 GPUs, GBS 1536, MBS 1
+    r = _one(release="26.06", gpu="h100", model="llama3.1-405b")
+    model = model_of(r)
+    prec, _ = precision_of(r)
+    cfg, _ = config_of(r, prec, model)
+    assert (cfg.tp, cfg.pp, cfg.cp, cfg.vp, cfg.dp, cfg.micro_batch) == (8, 8, 2, 8, 8, 1)
+    assert cfg.num_microbatches == 1536 // 8 and cfg.zero_stage == 1
+    # FP8 current scaling with its FP8 param gather (mixed_precision.py, bf16_with_fp8_current_
+    # scaling_mixed: fp8_param_gather True; the perf script turns the BF16 end layers off)
+    assert model.seq_len == 8192 and prec == "fp8-tensorwise+param-gather"
+    # 25.11 DeepSeek-V3 "(w/o MTP)" drops the MTP module; 26.02 B200 at PP 16 takes
+    # Megatron-Bridge's 16-stage layout (4 layers a stage, E first, 1 layer + MTP + L last)
+    r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="bf16")
+    assert r.model_variant == "w/o MTP" and model_of(r).mtp_layers == 0
+    r = _one(release="25.11", gpu="b200", model="deepseek-v3")
+    assert r.model_variant == "w/ MTP" and model_of(r).mtp_layers == 1
+    r = _one(release="26.02", gpu="b200", model="deepseek-v3")
+    cfg, _ = config_of(r, "fp8-blockwise", model_of(r))
+    assert cfg.stage_layers == (4,) * 15 + (1,) and cfg.pp == 16
+    # 25.11 GB200 FP8-MX at PP 8 x VP 4 (the recipe of v0.2.0 has PP 4 x VP 4 and no layout):
+    # the 32-stage layout of Megatron-Bridge's 25.09 YAML, "Et|(tt|)*30mL" (w/o MTP: no m)
+    r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="fp8_mx")
+    assert r.layout(0) == ("Et|(tt|)*30L", "Megatron-Bridge's layout map")
+    assert r.disagree["pp"] == {"table": 8, "recipe": 4}
+
+
+def test_benchmark_table_prints_every_group():
+    from ledger.render.bridge import bridge_table
+
+    text = bridge_table()
+    for group in ("all", "dense", "MoE", "gpu h100", "gpu b200", "family llama3"):
+        assert f"  {group} " in text
+
+
+def test_each_disagreement_is_kept_and_only_those():
+    # the one rule: the table's sizes are used; every stated size the recipe sets otherwise
+    # is kept in the row, and nothing else is (0.2-0.5 presets and 0.6 recipe functions)
+    names = {"global_batch_size": "gbs", "micro_batch_size": "mbs",
+             "tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
+             "context_parallel_size": "cp", "virtual_pipeline_model_parallel_size": "vp",
+             "expert_model_parallel_size": "ep"}
+    checked = 0
+    for r in ROWS:
+        s = r.recipe.get("settings") or {}
+        for key, f in names.items():
+            v = s.get(key, s.get("model." + key, s.get("train." + key)))
+            if v is None and f != "vp" or isinstance(v, str):
+                continue
+            table = getattr(r, f)
+            same = (v or 1) == (table or 1) if f == "vp" else v == table
+            assert same == (f not in r.disagree), (r.id, f, v, table)
+            checked += 1
+    assert checked > 1000
+
+
+def test_rack_over_hgx_ratios_pair_the_published_rows():
+    from ledger.render.bridge import outcomes, ratios
+
+    got = {(label, pair): pub for label, pair, pub, _ in ratios(list(outcomes()))}
+    if not any(o.row.gpu == "gb300" and o.status == "ran" for o in outcomes()):
+        pytest.skip("no gb300 preset on this branch yet")
+    # archive, 26.06 DeepSeekV3: DGX-GB300 256 MXFP8 GBS 4096 -> 6338; DGX-B300 -> 3541
+    # (the GB300's GBS 15360 row, 6422, is not the B300's twin)
+    assert got[("26.06 deepseek-v3 fp8_mx 256g", "gb300/b300")] == pytest.approx(6338 / 3541)
+    # 25.09 LLAMA3_8B: DGX-GB200 31357 (29925), DGX-B200 29994 (29388)
+    assert got[("25.09 llama3-8b fp8_cs 8g", "gb200/b200")] == pytest.approx(31357 / 29994)
+    assert got[("25.09 llama3-8b fp8_mx 8g", "gb200/b200")] == pytest.approx(29925 / 29388)
+
+
+def test_the_published_out_of_memory_placement():
+    from ledger.validation.bridge import did_not_fit
+
+    # archive:288-292: the B200 NVFP4 row ran at TP 2 because "Mapping used for MXFP8
+    # precision could not fit for NVFP4 precision": the MXFP8 row's TP 1, EP 64
+    (r,) = did_not_fit()
+    assert (r.model, r.gpu, r.gpus, r.precision, r.tp, r.ep, r.mbs) == \
+        ("nemotron-3-super", "b200", 64, "nvfp4", 1, 64, 1)
+    assert r.published_as == "did not fit" and r.tokens_per_s_per_gpu is None
+    assert r.source["line"] == 292
+
+
+def test_micro_batch_pairs_of_alike_runs():
+    from ledger.render.bridge import mbs_pairs, outcomes
+
+    got = {label: (a, b, pub) for label, a, b, pub, _ in mbs_pairs(list(outcomes()))}
+    # archive: 26.02 DGX-B200 Qwen3_30B_a3B MXFP8 MBS 1 -> 9691; 26.04.01 MBS 4 -> 27136
+    # (8 GPUs, TP 1, PP 1, EP 8 in both); 26.02.01's MBS 4 row is older than 26.04.01's
+    a, b, pub = got["b200 qwen3-30b-a3b fp8_mx 8g (26.02 / 26.04.01)"]
+    assert (a, b) == (1, 4) and pub == pytest.approx(27136 / 9691)
