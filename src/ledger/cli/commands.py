@@ -31,7 +31,7 @@ from ledger.cli.inputs import (backward_time, finetune, fp8_precision, plan_fact
                               stage_split, step_flags)
 from ledger.cli.inputs import system as _system
 from ledger.cli.runs import add_run, published_runs, rank_plans, run_settings, top, whole_run
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, clip
 from ledger.io import check_finite_json, check_world
 from ledger.model import PRESETS, ModelSpec
 
@@ -273,15 +273,21 @@ def _write(path: str, text: str, field: str = "html") -> None:
         raise LedgerError(field, f"cannot write {path}: {e.strerror}") from None
 
 
+FILE_FLAGS = ("system", "phases", "from_megatron", "from_torchtitan", "html", "svg")
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     """Parse, naming the subcommand when an argument is not its own."""
     a, extra = build_parser().parse_known_args(argv)
     if extra:
         where = f"train-ledger {a.cmd}" if a.cmd else "train-ledger"
-        raise LedgerError("usage", f"{where}: unrecognized arguments: {' '.join(extra)}")
+        raise LedgerError("usage", f"{where}: unrecognized arguments: "
+                                   f"{clip(' '.join(extra), 400)}")
     for name, value in vars(a).items():
         if isinstance(value, list):  # argparse drops a value of '--' and leaves []
             raise LedgerError(name, "needs a value, got '--'")
+        if value == "" and name in FILE_FLAGS:  # not "no file": a path that names nothing
+            raise LedgerError(name, "the path is empty ('')")
     fp8_precision(a)
     return a
 

@@ -9,6 +9,7 @@ than dropped. Megatron-LM's spelling is accepted where it has one
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -238,7 +239,7 @@ def load_model(a: argparse.Namespace) -> ModelSpec:
         return custom_model(a)
     if a.model.lower() in PRESETS:
         m = preset(a.model)
-    elif a.model.endswith(".json") or Path(a.model).exists():
+    elif a.model.endswith(".json") or a.model == "" or os.path.lexists(a.model):
         m, notes = read_hf_config(a.model)
         a.model_notes = notes
     else:

@@ -23,6 +23,7 @@ class _State:
     arrays: dict = field(default_factory=dict)
     found: list = field(default_factory=list)
     steps: int = 0
+    read: int = 0  # characters of sourced files read
 
 
 # ---------------------------------------------------------------- expansion

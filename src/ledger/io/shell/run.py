@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.io.files import CAPS, read_text
 from ledger.io.shell.expand import _State, _fields, _pattern, _word_fields
 from ledger.io.shell.syntax import _ASSIGN, _Array, _Cmd, _Lexer, _parse, _Word
 
@@ -237,9 +238,11 @@ def _source(st: _State, argv: list[str]) -> int:
     if not p.is_file():
         return 1
     _tick(st)
+    text = read_text(p, "from_megatron", cap=max(CAPS["from_megatron"] - st.read, 0))
+    st.read += len(text)  # the sourced files together within one launch file's cap
     saved, st.args = st.args, argv[1:] or st.args
     saved_path, st.path = st.path, str(p)
-    _run(st, _parse(_Lexer(p.read_text(encoding="utf-8"), str(p)).tokens()))
+    _run(st, _parse(_Lexer(text, str(p)).tokens()))
     st.args, st.path = saved, saved_path
     return 0
 
