@@ -148,3 +148,76 @@ def test_a_name_with_terminal_escapes_is_printed_escaped(tmp_path):
     code, out, err = run(["report", str(p)])
     assert code == 0 and "\x1b" not in out and "\x07" not in out
     assert out.startswith("\\x1b[2Jevil\\x07 (s=4096")
+
+
+# ---------------------------------------------------------------- pages written whole
+def test_a_page_is_replaced_whole_and_a_failed_write_keeps_the_old_one(tmp_path, monkeypatch):
+    import errno
+
+    page = tmp_path / "page.html"
+    code, out, err = run(["report", "llama3-8b", "--html", str(page)])
+    assert code == 0, err
+    before = page.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(files.os, "fsync", full)
+    argv = ["report", "llama3-70b", "--html", str(page)]
+    code, out, err = run(argv)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err == (f"error: html: cannot write {page}: No space left on device; the "
+                   f"previous file is unchanged\n")
+    assert page.read_bytes() == before
+    assert os.listdir(tmp_path) == ["page.html"]  # no temporary file left beside it
+
+
+def test_a_file_size_limit_keeps_the_old_page(tmp_path):
+    """ulimit -f: the write fails with EFBIG (Python ignores SIGXFSZ); the old page stays."""
+    import resource
+    import subprocess
+    import sys
+
+    page = tmp_path / "t.svg"
+    page.write_text("<svg>old</svg>")
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731
+    r = subprocess.run([sys.executable, "-m", "ledger", "schedule", "1f1b", "--pp", "4",
+                        "--microbatches", "64", "--svg", str(page)], capture_output=True,
+                       text=True, timeout=60, preexec_fn=limit)
+    assert r.returncode == 2 and r.stderr == (f"error: svg: cannot write {page}: File too "
+                                              f"large; the previous file is unchanged\n")
+    assert page.read_text() == "<svg>old</svg>" and os.listdir(tmp_path) == ["t.svg"]
+
+
+def test_two_writers_and_a_reader_never_see_a_torn_page(tmp_path):
+    import threading
+
+    page = tmp_path / "p.svg"
+    texts = ["a" * 100_000, "b" * 50_000]
+    files.write_whole(page, texts[0], "svg")
+    seen, stop = set(), threading.Event()
+
+    def write(text):
+        for _ in range(40):
+            files.write_whole(page, text, "svg")
+
+    def read():
+        while not stop.is_set():
+            seen.add(page.read_text())
+    writers = [threading.Thread(target=write, args=(t,)) for t in texts]
+    reader = threading.Thread(target=read)
+    reader.start()
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    stop.set()
+    reader.join()
+    assert seen <= set(texts)
+
+
+@pytest.mark.parametrize("flag", ["--html", "--system", "--phases", "--from-megatron"])
+def test_an_empty_path_is_refused(flag):
+    argv = EST + [flag, ""]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert err.endswith("the path is empty ('')\n"), err

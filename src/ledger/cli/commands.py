@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from ledger.cli.args import build_parser
 from ledger.cli.inputs import (backward_time, finetune, fp8_precision, plan_facts, plan_model,
@@ -267,10 +266,9 @@ def _cmd_serve(a: argparse.Namespace):
 
 
 def _write(path: str, text: str, field: str = "html") -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise LedgerError(field, f"cannot write {path}: {e.strerror}") from None
+    from ledger.io.files import write_whole
+
+    write_whole(path, text, field)  # whole or not at all: the previous page kept
 
 
 FILE_FLAGS = ("system", "phases", "from_megatron", "from_torchtitan", "html", "svg")

@@ -8,17 +8,21 @@ a FIFO after the check cannot block it either), at most its kind's cap plus one 
 read (``CAPS``, stated in docs/inputs.md), and every error of the decoders and parsers
 (not UTF-8, nesting past the parser's recursion, an integer of more digits than Python
 converts, malformed syntax) becomes one ``LedgerError`` naming the file and the cause.
+A page written back (``--html``, ``--svg``) goes through ``write_whole``: a temporary
+file beside it, renamed into place, so it is never seen torn.
 
 >>> human(16 << 20)
 '16 MiB'
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -153,3 +157,52 @@ def read_table(path: str | Path, field: str) -> dict:
 
 def _refuse_constant(path, name: str, field: str):
     raise LedgerError(field, f"{clip(str(path))} holds {name}, which is not a number")
+
+
+def write_whole(path: str | Path, text: str, what: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it,
+    synced, then renamed over it, so that a reader never sees a part and a failure (a full
+    disk, ``ulimit -f``) leaves the previous file as it was; one line says which. A path
+    that is not a regular file (``/dev/stdout``, a pipe) is written to directly."""
+    name = clip(str(path))
+    if str(path) == "":
+        raise LedgerError(what, "the path is empty ('')")
+    target = os.path.realpath(path)  # a symlink's file is replaced, not the link
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        if stat.S_ISDIR(mode):
+            raise LedgerError(what, f"cannot write {name}: it is a folder")
+        return _write_through(target, text, name, what)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.",
+                                   dir=os.path.dirname(target))
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, (mode or 0o666 & ~_umask()) & 0o7777)
+        os.replace(tmp, target)
+    except OSError as e:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        kept = "the previous file is unchanged" if mode is not None else "nothing written"
+        raise LedgerError(what, f"cannot write {name}: {e.strerror or e}; {kept}") from None
+
+
+def _write_through(target: str, text: str, name: str, what: str) -> None:
+    try:
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise LedgerError(what, f"cannot write {name}: {e.strerror or e}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
