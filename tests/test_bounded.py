@@ -221,3 +221,92 @@ def test_an_empty_path_is_refused(flag):
     code, out, err = run(argv)
     assert_refused(argv, code, out, err)
     assert err.endswith("the path is empty ('')\n"), err
+
+
+# ---------------------------------------------------------------- checked before expanded
+CUSTOM = ["report", "custom", "--layers", "8", "--hidden", "64", "--heads", "4", "--ffn", "128",
+          "--vocab", "100"]
+MOE = ["--num-experts", "4", "--top-k", "1", "--moe-ffn", "32"]
+EXPANSIONS = [  # (flags, what the one line says); each would build GBs if expanded first
+    (MOE + ["--moe-layers", "0-3000000000"], "--moe-layers: layer 3000000000 is past the "
+                                             "model's 8 layers (indices 0..7)"),
+    (["--sliding-window", "4", "--local-layers", "0-30000000"], "--local-layers: layer "
+                                                                "30000000 is past the model"),
+    (["--mixers", "A*3000000000"], "--mixers: names more than the model's 8 layers"),
+    (["--mixers", "MA*3000000000,A"], "--mixers: names more than the model's 8 layers"),
+    (["--mixers", "A*" + "9" * 5000], "--mixers: expected letters"),
+    (["--pp", "2", "--pipeline-model-parallel-layout", "t*99999999999999"], "unrolls to more than"),
+    (["--pp", "2", "--pipeline-model-parallel-layout", "(t*1000000000|)*2"], "unrolls to more than"),
+    (["--pp", "2", "--pipeline-model-parallel-layout", "(t*" + "9" * 5000 + "|)*2"], "unrolls to more than"),
+]
+
+
+@pytest.mark.parametrize("flags,line", EXPANSIONS, ids=range(len(EXPANSIONS)))
+def test_ranges_and_patterns_are_bounded_before_they_are_expanded(flags, line):
+    argv = CUSTOM + flags
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert line in err and len(err) < 600, err
+
+
+def test_a_layers_count_past_the_limit_is_refused_before_a_per_layer_list():
+    argv = [*CUSTOM[:3], "16000000", *CUSTOM[4:], "--sliding-window", "4",
+            "--local-layers", "every:1"]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert err == "error: --layers: layers(16,000,000) exceeds the limit of 65,536\n"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(alphabet="Etm|L()*0123456789,", max_size=40))
+def test_any_layout_string_is_one_line_or_a_split(text):
+    from ledger.io import parse_layout
+
+    try:
+        stages, vp = parse_layout(text, 2, 8)
+    except LedgerError as e:
+        assert "\n" not in str(e) and len(str(e)) < 700
+    else:
+        assert sum(stages) == 8 and len(stages) == 2 * vp
+
+
+LAUNCHES = {  # launch scripts that grow without bound in bash itself
+    "string doubled x34": "X=ab\n" + "X=$X$X\n" * 34,
+    "string appended x34": "X=ab\n" + "X+=$X\n" * 34,
+    "array doubled x34": 'A=(a b)\n' + 'A=("${A[@]}" "${A[@]}")\n' * 34,
+    "array appended x34": 'A=(a b)\n' + 'A+=("${A[@]}")\n' * 34,
+    "one word of many arrays": 'A=(' + "x " * 40_000 + ')\necho ' + '"${A[@]}"' * 4 + "\n",
+    "default doubled": "X=ab\n" + 'Y=${Y:=$X$X}; X=$Y; unset Y\n' * 34,
+}
+
+
+@pytest.mark.parametrize("name", LAUNCHES)
+def test_the_launch_reader_caps_every_value_it_builds(tmp_path, name):
+    p = tmp_path / "train.sh"
+    p.write_text(LAUNCHES[name] + "torchrun pretrain_gpt.py --num-layers 2\n")
+    argv = ["report", "--from-megatron", str(p)]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert "grows past 1,048,576 characters or 65,536 words" in err, err
+
+
+def test_launch_arithmetic_wraps_at_64_bits_as_bash_does():
+    from ledger.io.shell.run import commands
+
+    _, env = commands("X=3\n" + "X=$((X*X))\n" * 40, "t.sh")
+    assert -(1 << 63) <= int(env["X"]) < (1 << 63)
+    _, env = commands("X=$((9223372036854775807 + 1))\n", "t.sh")
+    assert env["X"] == "-9223372036854775808"  # bash: echo $((9223372036854775807 + 1))
+
+
+@pytest.mark.parametrize("terms", [5_032])
+def test_moe_layer_freq_of_thousands_of_joined_terms_is_one_line(tmp_path, terms):
+    p = tmp_path / "flags.txt"
+    p.write_text("--num-layers 8 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size "
+                 "128 --seq-length 128 --max-position-embeddings 128 --num-experts 4 "
+                 "--moe-router-topk 1 --vocab-size 100 --moe-layer-freq '"
+                 + "+".join(["[0]"] * terms) + "'\n")
+    argv = ["report", "--from-megatron", str(p)]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert "--moe-layer-freq: invalid moe_freq_type value: '[0]+[0]" in err and len(err) < 600

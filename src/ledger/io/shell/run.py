@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.io.files import CAPS, read_text
-from ledger.io.shell.expand import _State, _fields, _pattern, _word_fields
+from ledger.io.shell.expand import _State, _fields, _pattern, _word_fields, bounded
 from ledger.io.shell.syntax import _ASSIGN, _Array, _Cmd, _Lexer, _parse, _Word
 
 MAX_STEPS = 10_000  # loop iterations and sourced files, all together
@@ -125,8 +125,9 @@ def _one(st: _State, stmt) -> int:
 
 
 def _assign_array(st: _State, arr: _Array) -> None:
-    items = _word_fields(st, arr.words)
-    st.arrays[arr.name] = (st.arrays.get(arr.name, []) if arr.append else []) + items
+    items = (st.arrays.get(arr.name, []) if arr.append else []) + _word_fields(st, arr.words)
+    bounded(st, sum(len(x) + 1 for x in items), len(items))
+    st.arrays[arr.name] = items
     st.vars.pop(arr.name, None)
 
 
@@ -141,6 +142,7 @@ def _assign(st: _State, word: _Word) -> bool:
     value = " ".join(_fields(st, rest, split=False))
     name = m.group(1)
     if m.group(2):
+        bounded(st, len(st.vars.get(name) or "") + len(value))
         value = (st.vars.get(name) or "") + value
     st.arrays.pop(name, None)
     st.vars[name] = value
