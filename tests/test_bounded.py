@@ -310,3 +310,14 @@ def test_moe_layer_freq_of_thousands_of_joined_terms_is_one_line(tmp_path, terms
     code, out, err = run(argv)
     assert_refused(argv, code, out, err)
     assert "--moe-layer-freq: invalid moe_freq_type value: '[0]+[0]" in err and len(err) < 600
+
+
+def test_phase_steps_past_the_token_limit_are_refused(tmp_path):
+    """2^40 steps of 512 x 8192 tokens is 4.6e18 tokens: docs/inputs.md says 10^15."""
+    p = tmp_path / "p.toml"
+    p.write_text("[[phase]]\nsteps = 1099511627776\n")
+    argv = EST + ["--phases", str(p)]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert err == (f"error: phases: {p}: the phases train on 4.612e+18 tokens, past the "
+                   f"limit of 1e+15 (docs/inputs.md)\n")

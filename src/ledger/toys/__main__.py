@@ -22,7 +22,9 @@ def _parser() -> OneLineParser:
     p.add_argument("--world", type=int, default=4, help="ranks (built-in launcher)")
     p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     p.add_argument("--json", action="store_true", help="one JSON object with every report")
-    p.add_argument("--inject-fault", help=argparse.SUPPRESS)  # test hook: raise:R | die:R
+    p.add_argument("--inject-fault", help=argparse.SUPPRESS)  # test hook: raise:R | die:R |
+    # stop:R | slow:R | sleep:R (ledger.toys.launcher._inject)
+    p.add_argument("--hang-limit-s", type=float, help=argparse.SUPPRESS)  # test hook
     return p
 
 
@@ -88,6 +90,8 @@ def _main(argv: list[str] | None) -> int:
             print(f"error: {err}", file=sys.stderr)
         return 2
     jobs = [ToyJob(n) for n in names]
+    if a.hang_limit_s:
+        launcher.HANG_LIMIT_S = a.hang_limit_s
     if torchrun:
         out = launcher.run_under_torchrun(jobs, a.backend, show)
         if os.environ.get("RANK", "0") != "0":

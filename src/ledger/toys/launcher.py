@@ -25,7 +25,12 @@ import traceback
 from dataclasses import dataclass, field
 
 POLL_S = 0.02
-HANG_LIMIT_S = 60.0  # a world that neither finishes nor fails is ended here
+HANG_LIMIT_S = 60.0  # a rank that shows no progress for this long is a hang
+PROGRESS_SHARE = 1 / 60  # CPU time, as a share of the limit, that a rank must spend to
+# count as progressing: 1 s in 60 s, so a rank throttled to 3% of a core progresses, while
+# the idle threads of one waiting in a collective tick ~2 ms a minute
+MAX_GAP_S = 1.0  # the most one poll counts towards a hang: a stopped or starved parent
+# (SIGSTOP, Ctrl-Z) sees a long gap that no rank is to blame for
 SETTLE_S = 0.5  # after a first failure, how long to wait for the rest of the story
 PEER_LOST = ("Connection reset", "Connection closed", "Broken pipe", "Socket closed")
 DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
@@ -66,8 +71,9 @@ class Outcome:
 
 
 def run_jobs(jobs, rank: int, world: int, backend: str, emit,
-             fault: tuple[str, int] | None = None) -> None:
-    """Body of every rank: the world is initialised; run each job, rank 0 emits."""
+             fault: tuple[str, int] | None = None, progress=lambda: None) -> None:
+    """Body of every rank: the world is initialised; run each job, rank 0 emits; every
+    rank calls ``progress`` as each job starts and ends (the launcher's sign of life)."""
     import torch
 
     torch.set_num_threads(1)
@@ -81,17 +87,27 @@ def run_jobs(jobs, rank: int, world: int, backend: str, emit,
     for i, job in enumerate(jobs):
         if fault is not None and fault[1] == rank and i == len(jobs) - 1:
             _inject(fault[0])
+        progress()  # started: a rank that never gets here is the one the others wait on
         report = job.run(me)
         if rank == 0 and report is not None:
             emit(report)
+        progress()
 
 
 def _inject(kind: str) -> None:
     """Test hook: fail (or stall) this rank while the others wait in a collective."""
     if kind == "raise":
         raise RuntimeError("injected fault")
-    if kind == "sleep":  # a world that is still running when a signal arrives
-        time.sleep(HANG_LIMIT_S)
+    if kind == "sleep":  # a world still running when a signal arrives; a hang if none does
+        time.sleep(2 * HANG_LIMIT_S)
+        return
+    if kind == "stop":  # a rank that makes no progress: stopped, as by SIGSTOP
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
+    if kind == "slow":  # a rank that progresses slowly: busy for twice the limit
+        end = time.monotonic() + 2 * HANG_LIMIT_S
+        while time.monotonic() < end:
+            pass
         return
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -114,7 +130,7 @@ def _child(rank: int, world: int, ports, jobs, backend, queue, fault) -> None:
         store = dist.TCPStore("127.0.0.1", port, world, is_master=False)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world)
         run_jobs(jobs, rank, world, backend, lambda rep: queue.put(("report", rank, rep)),
-                 fault)
+                 fault, lambda: queue.put(("progress", rank, None)))
         dist.destroy_process_group()
         queue.put(("done", rank, None))
     except BaseException as e:  # report any failure, then exit non-zero
@@ -168,13 +184,13 @@ def _watch(procs, queue, ports, world: int, on_report) -> Outcome:
     for _ in procs:
         ports.put(store.port)
     out, done = Outcome(), set()
-    start = time.monotonic()
+    watch = _Progress(procs)
     try:
         failures: list[str] = []
         while len(done) < world and not failures:
-            failures = _failures(queue, procs, out, done, on_report)
-            if not failures and time.monotonic() - start > HANG_LIMIT_S:
-                failures = [f"world did not finish within {HANG_LIMIT_S:.0f} s"]
+            failures = _failures(queue, procs, out, done, on_report, watch.heard)
+            if not failures and len(done) < world:
+                failures = watch.hangs(done)
             time.sleep(POLL_S)
         if failures:  # the first failure drags the others down: wait briefly for the
             time.sleep(SETTLE_S)  # whole picture, then name the rank that started it
@@ -187,11 +203,70 @@ def _watch(procs, queue, ports, world: int, on_report) -> Outcome:
     return out
 
 
-def _failures(queue, procs, out: Outcome, done: set, on_report) -> list[str]:
+class _Progress:
+    """How long the world has gone without progress, counted only while the parent
+    watches (a poll counts at most MAX_GAP_S). A rank progresses when it sends a message
+    or spends PROGRESS_SHARE of the limit in CPU time; the world progresses while any rank
+    does (the others may be waiting on it in a collective), and while it is runnable (a
+    busy machine may not give it a core for a while). A world quiet for
+    HANG_LIMIT_S hangs, and the rank named is a stopped one, else the one that has said
+    least (it never reached the job the others started), else the one whose CPU went
+    idle first."""
+
+    def __init__(self, procs):
+        self.procs, self.last = procs, time.monotonic()
+        self.quiet_s = [0.0] * len(procs)
+        self.cpu_s = [None] * len(procs)  # CPU time at the rank's last progress
+        self.ticks = [(-1.0, self.last)] * len(procs)  # (CPU time, when it last moved)
+        self.said = [0] * len(procs)  # messages from each rank
+
+    def heard(self, rank: int) -> None:
+        self.quiet_s[rank], self.cpu_s[rank] = 0.0, None
+        self.said[rank] += 1
+
+    def hangs(self, done: set) -> list[str]:
+        now = time.monotonic()
+        gap, self.last = min(now - self.last, MAX_GAP_S), now
+        states, busy_s = {}, PROGRESS_SHARE * HANG_LIMIT_S
+        for rank, p in enumerate(self.procs):
+            cpu, states[rank] = _cpu_and_state(p.pid)
+            if cpu != self.ticks[rank][0]:
+                self.ticks[rank] = (cpu, now)
+            if self.cpu_s[rank] is None or cpu - self.cpu_s[rank] >= busy_s or \
+                    states[rank] == "R":  # running, or runnable on a busy machine
+                self.cpu_s[rank], self.quiet_s[rank] = cpu, 0.0
+            else:
+                self.quiet_s[rank] += gap
+        live = [r for r in range(len(self.procs)) if r not in done]
+        if not live or min(self.quiet_s[r] for r in live) <= HANG_LIMIT_S:
+            return []
+        stopped = [r for r in live if states[r] in "Tt"]
+        rank = (stopped or sorted(live, key=lambda r: (self.said[r], self.ticks[r][1])))[0]
+        others = len(live) - 1
+        return [f"rank {rank}: no progress for {HANG_LIMIT_S:g} s"
+                f"{' (stopped)' if stopped else ''}, a hang"
+                + (f"; {others} other rank(s) waited on it" if others else "")]
+
+
+def _cpu_and_state(pid: int) -> tuple[float, str]:
+    """A process's CPU time (user + system, seconds) and its state letter (/proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0, "?"
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), fields[0].decode()
+
+
+def _failures(queue, procs, out: Outcome, done: set, on_report,
+              heard=lambda rank: None) -> list[str]:
     """Errors the ranks reported, then ranks that died without a word."""
     errors, told = [], set()
     while not queue.empty():
         kind, rank, payload = queue.get()
+        heard(rank)
+        if kind == "progress":
+            continue
         if kind == "report":
             out.reports.append(payload)
             if on_report:
