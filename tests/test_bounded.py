@@ -321,3 +321,72 @@ def test_phase_steps_past_the_token_limit_are_refused(tmp_path):
     assert_refused(argv, code, out, err)
     assert err == (f"error: phases: {p}: the phases train on 4.612e+18 tokens, past the "
                    f"limit of 1e+15 (docs/inputs.md)\n")
+
+
+# ---------------------------------------------------------------- --min-gpus bounded
+@settings(max_examples=200, deadline=None)
+@given(low=st.integers(1, 5000), node=st.sampled_from([1, 2, 4, 8, 72]),
+       max_gpus=st.integers(1, 1 << 20))
+def test_min_gpus_tries_a_bounded_number_of_worlds(low, node, max_gpus):
+    import math
+
+    from ledger.plan.fewest import GROWTH, NODE_STEPS, worlds
+
+    w = worlds(low, node, max_gpus)
+    bound = node + NODE_STEPS + math.log(max(max_gpus, 2), GROWTH) + math.log2(max_gpus) + 2
+    assert len(w) <= bound
+    assert w == sorted(set(w)) and all(1 <= n <= max_gpus for n in w)
+    assert all(n % node == 0 for n in w if n > node)  # past one node, whole nodes
+    first = -(-max(low, node + 1) // node) * node  # the first whole-node world past low
+    steps = [first + k * node for k in range(NODE_STEPS) if first + k * node <= max_gpus]
+    assert set(steps) <= set(w)  # NODE_STEPS nodes one at a time, none skipped
+    assert [n for n in range(max(low, 1), node + 1) if n <= max_gpus] == \
+        [n for n in w if n <= node]
+
+
+def test_the_lower_bound_is_below_every_world_that_fits():
+    """Held to the planner itself: on a 4 GiB GPU Llama 3 8B's weights alone (8.03e9 x 4
+    bits = 3.74 GiB) need 1 GPU, its 405B sibling's 48; one fewer than the bound plans
+    nothing that fits, and the answer min_gpus gives is the smallest of a plain scan."""
+    from dataclasses import replace
+
+    from ledger.model import llama3_8b, llama3_405b
+    from ledger.plan import min_gpus, plan
+    from ledger.plan.fewest import lower_bound
+    from ledger.system import system
+
+    sysm = system("h100-sxm")
+    small = replace(sysm, gpu=replace(sysm.gpu, hbm_bytes=4 * 2**30))
+    model = llama3_8b()
+    assert lower_bound(model, small, 0.0, None) == 1
+    assert lower_bound(llama3_405b(), small, 0.0, None) == 48  # 405.85e9 / 2 / 4 GiB = 47.3
+    assert not _fits(plan, llama3_405b(), 47, small, 64)
+    seen = []
+    n, result = min_gpus(model, sysm, 64, 64, on_world=lambda *w: seen.append(w))
+    assert result.plans and seen[-1][0] == n
+    plain = next(k for k in range(1, 65) if _fits(plan, model, k, sysm, 64))
+    assert n == plain
+
+
+def _fits(plan, model, n, sysm, batch):
+    try:
+        return bool(plan(model, n, sysm, batch).plans)
+    except LedgerError:
+        return False
+
+
+def test_min_gpus_shows_its_progress_on_a_terminal(monkeypatch):
+    import contextlib
+    import io
+
+    from ledger.cli import main
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    out, err = io.StringIO(), Tty()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["plan", "llama3-8b", "--min-gpus", "--global-batch", "64", "--top", "1"])
+    assert code == 0
+    assert "\r  smallest world: planning 1 GPUs (world 1 of at most " in err.getvalue()
+    assert err.getvalue().endswith("\n")

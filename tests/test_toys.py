@@ -114,7 +114,8 @@ def test_ep_capacity_drops_match_an_independent_loop(reports):
 
 
 @pytest.mark.parametrize("fault,needle", [("raise:2", "rank 2: RuntimeError: injected fault"),
-                                          ("die:1", "rank 1: died (killed by signal 9)")])
+                                          ("die:1", "rank 1: died (killed by signal 9)"),
+                                          ("early:0", "rank 0: died (killed by signal 9)")])
 def test_a_failing_rank_ends_the_run_and_is_named(fault, needle):
     tag = f"LEDGER_TEST_{uuid.uuid4().hex}"
     env = dict(os.environ, **{tag: "1"})
@@ -123,6 +124,8 @@ def test_a_failing_rank_ends_the_run_and_is_named(fault, needle):
     elapsed = time.monotonic() - start
     assert r.returncode == 1
     assert needle in r.stderr.splitlines()[-1]  # the launcher's own last word names it
+    if fault.startswith("early"):  # killed while gloo connects: no C++ log of the others
+        assert len(r.stderr.splitlines()) == 1, r.stderr
     assert elapsed < 30
     assert leftovers(tag) == []
 
@@ -211,3 +214,33 @@ def test_a_slow_world_under_a_stopped_parent_finishes():
 def _read(path):
     with open(path) as f:
         return f.read()
+
+
+def test_kill_9_of_torchrun_orphans_no_stopped_rank():
+    """Rank 2 stops itself (SIGSTOP) under torchrun; torchrun is killed with SIGKILL: the
+    kernel ends every rank (PR_SET_PDEATHSIG), the stopped one too."""
+    import signal
+
+    tag = f"LEDGER_TEST_{uuid.uuid4().hex}"
+    p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node", "4", "-m", "ledger.toys", "spawn",
+                          "--inject-fault", "stop:2", "--hang-limit-s", "100"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=dict(os.environ, **{tag: "1"}))
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not any(_state(pid) == "T" for pid in leftovers(tag)):
+        time.sleep(0.2)
+    assert any(_state(pid) == "T" for pid in leftovers(tag))
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while leftovers(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftovers(tag) == []
+
+
+def _state(pid):
+    try:
+        return _read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"

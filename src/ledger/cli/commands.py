@@ -226,7 +226,12 @@ def _cmd_plan(a: argparse.Namespace) -> str:
               finetune=ft, optimizer=a.optimizer, precision=a.precision, facts=plan_facts(a))
     gpus = a.gpus
     if a.min_gpus:
-        gpus, result = min_gpus(model, sysm, a.global_batch, a.max_gpus, **kw)
+        on_world = _world_line if sys.stderr.isatty() else None
+        try:
+            gpus, result = min_gpus(model, sysm, a.global_batch, a.max_gpus, on_world, **kw)
+        finally:
+            if on_world:
+                print(file=sys.stderr)  # end the line the worlds were counted on
     else:
         result = plan(model, gpus, sysm, a.global_batch, **kw)
     runs, priced = rank_plans(a, model, sysm, result, settings)
@@ -338,6 +343,12 @@ def _model_and_config(a: argparse.Namespace):
                                       f"--schedule {a.schedule} with pp(1)")
     cfg = parallel_config(a, model)  # its pipeline is checked against the framework by the core
     return model, cfg
+
+
+def _world_line(gpus: int, k: int, total: int) -> None:
+    """--min-gpus on a terminal: which world is being planned, of how many at most."""
+    print(f"\r  smallest world: planning {gpus:,} GPUs (world {k} of at most {total})",
+          end="", file=sys.stderr, flush=True)
 
 
 def _progress_bar():

@@ -1,16 +1,23 @@
 """``python -m ledger.toys zero|tp|cp|pp|ep|all [--world 4] [--backend gloo|nccl] [--json]``
 
-Also ``train-ledger toys ...`` and ``torchrun --nproc_per_node 4 -m ledger.toys all``.
+Also ``train-ledger toys ...`` and ``torchrun --standalone --nproc_per_node 4 -m ledger.toys
+all``.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-from dataclasses import asdict
 
-from ledger.io.limits import OneLineParser
+from ledger.toys.early import PARENT, quit_on_signals
+
+if __name__ == "__main__":  # python -m / torchrun -m: before any import Ctrl-C could
+    quit_on_signals()  # interrupt with a traceback (train-ledger's main catches it itself)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+from dataclasses import asdict  # noqa: E402
+
+from ledger.io.limits import OneLineParser  # noqa: E402
 from ledger.toys.catalog import SPAWN_BASELINE, TOYS, WORLDS
 
 
@@ -93,8 +100,13 @@ def _main(argv: list[str] | None) -> int:
     if a.hang_limit_s:
         launcher.HANG_LIMIT_S = a.hang_limit_s
     if torchrun:
-        out = launcher.run_under_torchrun(jobs, a.backend, show)
-        if os.environ.get("RANK", "0") != "0":
+        out = launcher.run_under_torchrun(jobs, a.backend, show, PARENT, fault)
+        rank = os.environ.get("RANK", "0")
+        if out.error and (rank == "0" or not launcher.consequence(out.error)):
+            print(f"error: {out.error}", file=sys.stderr)  # its own cause, or rank 0's
+        if out.error:
+            launcher.exit_now(1)
+        if rank != "0":
             return 0
     else:
         quiet.note_stale_env()

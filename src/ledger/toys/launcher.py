@@ -113,21 +113,17 @@ def _inject(kind: str) -> None:
 
 
 def _child(rank: int, world: int, ports, jobs, backend, queue, fault) -> None:
-    import ctypes
-
     import torch.distributed as dist
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent ends the ranks
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() == 1:  # the parent died before the line above
-        os._exit(1)
+    _die_with_parent(os.getppid())
+    _quiet_native_stderr()  # a rank's errors reach the parent by the queue
     try:
         port = ports.get()
         store = dist.TCPStore("127.0.0.1", port, world, is_master=False)
+        if fault is not None and fault == ("early", rank):  # dies while gloo connects
+            _kill_soon(0.05)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world)
         run_jobs(jobs, rank, world, backend, lambda rep: queue.put(("report", rank, rep)),
                  fault, lambda: queue.put(("progress", rank, None)))
@@ -139,6 +135,38 @@ def _child(rank: int, world: int, ports, jobs, backend, queue, fault) -> None:
         queue.put(("error", rank, f"{type(e).__name__}: {e}{where}"))
         os._exit(1)
     os._exit(0)
+
+
+def _kill_soon(after_s: float) -> None:
+    """Test hook: SIGKILL this rank from a timer thread, while its main thread connects."""
+    import threading
+
+    threading.Timer(after_s, os.kill, (os.getpid(), signal.SIGKILL)).start()
+
+
+def _die_with_parent(parent: int) -> None:
+    """The kernel kills this rank when the process that started it dies (even a stopped
+    rank: SIGKILL needs no cooperation), so nothing is orphaned."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _quiet_native_stderr() -> None:
+    """gloo's and c10's C++ logs write to fd 2 (a peer that vanished while connecting is
+    15 lines of them): fd 2 goes to /dev/null, Python's sys.stderr keeps the terminal."""
+    import sys
+
+    keep = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    sys.stderr = os.fdopen(keep, "w", buffering=1)
 
 
 def launch(jobs: list, world: int = 4, backend: str = "gloo", on_report=None,
@@ -314,22 +342,50 @@ def torchrun_world() -> int:
     return int(os.environ["WORLD_SIZE"])
 
 
-def run_under_torchrun(jobs: list, backend: str, on_report) -> Outcome:
-    """Join the torchrun world (env://) and run; rank 0 collects the reports. SIGINT /
-    SIGTERM end this rank at once and quietly (128 + the signal)."""
+def run_under_torchrun(jobs: list, backend: str, on_report, parent: int,
+                       fault: tuple[str, int] | None = None) -> Outcome:
+    """Join the torchrun world (env://) and run; rank 0 collects the reports. The rank
+    keeps the built-in launcher's guarantees: SIGINT / SIGTERM end it at once and quietly
+    (128 + the signal; ``ledger.toys.__main__`` installs that before its imports); it dies
+    with the torchrun agent that started it (PR_SET_PDEATHSIG, so a stopped rank is not
+    orphaned by ``kill -9`` of torchrun; ``parent``: the agent's pid, taken at the rank's
+    start); a collective that waits HANG_LIMIT_S on a peer
+    fails (the process group's timeout: gloo's own watchdog); gloo's C++ logs are
+    silenced; and a failure is ``Outcome.error``, one line naming the rank."""
+    from datetime import timedelta
+
     import torch.distributed as dist
 
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda signum, frame: os._exit(128 + signum))
-    dist.init_process_group(backend)
-    out = Outcome()
+    _die_with_parent(parent)
+    _quiet_native_stderr()
+    out, rank = Outcome(), int(os.environ["RANK"])
 
     def emit(rep):
         out.reports.append(rep)
         on_report(rep)
 
     try:
-        run_jobs(jobs, dist.get_rank(), dist.get_world_size(), backend, emit)
-    finally:
+        dist.init_process_group(backend, timeout=timedelta(seconds=HANG_LIMIT_S))
+        run_jobs(jobs, rank, dist.get_world_size(), backend, emit, fault)
         dist.destroy_process_group()
+    except Exception as e:  # noqa: BLE001 - any failure of the rank is its one line
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        out.error = f"rank {rank}: {type(e).__name__}: {text[:300]}"
     return out
+
+
+def exit_now(code: int) -> None:
+    """End a torchrun rank that failed: its line flushed, no interpreter teardown (which
+    would abort in gloo's threads with a stack dump of its own)."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def consequence(error: str) -> bool:
+    """A rank's error that another rank caused: its peer vanished, or stopped answering."""
+    return any(s in error for s in PEER_LOST + ("Timed out", "timed out", "Timeout"))
