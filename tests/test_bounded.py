@@ -136,6 +136,17 @@ def test_a_long_value_is_echoed_clipped():
     assert len(err) < 400, len(err)
 
 
+def test_an_error_line_is_one_clipped_line_whatever_a_file_holds(tmp_path):
+    """A key no reader clips (an unknown TOML key of 100,000 characters, a newline and an
+    escape in it) still ends as one line of at most 4,000 characters."""
+    p = tmp_path / "job.toml"
+    p.write_text('[job]\n"' + "k" * 100_000 + '\\n\\u001b[2J" = 1\n')
+    argv = ["estimate", "--from-torchtitan", str(p), "--gpus", "8"]
+    code, out, err = run(argv)
+    assert_refused(argv, code, out, err)
+    assert len(err) <= 4000 + len("error: \n") and "\x1b" not in err
+
+
 def test_a_name_with_terminal_escapes_is_printed_escaped(tmp_path):
     import json
 

@@ -276,6 +276,8 @@ def _write(path: str, text: str, field: str = "html") -> None:
     write_whole(path, text, field)  # whole or not at all: the previous page kept
 
 
+MAX_ERROR_CHARS = 4000  # an error line, at most: every value in it is clipped where made,
+# this catches one that was not (a key of a launch file, say), and its control characters
 FILE_FLAGS = ("system", "phases", "from_megatron", "from_torchtitan", "html", "svg")
 
 
@@ -419,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
             return _torch_command("ledger.verify.__main__", argv[1:])
         out = run(argv)
     except LedgerError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clip(e, MAX_ERROR_CHARS)}", file=sys.stderr)  # one line, however long
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
