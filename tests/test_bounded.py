@@ -238,6 +238,7 @@ def test_an_empty_path_is_refused(flag):
 CUSTOM = ["report", "custom", "--layers", "8", "--hidden", "64", "--heads", "4", "--ffn", "128",
           "--vocab", "100"]
 MOE = ["--num-experts", "4", "--top-k", "1", "--moe-ffn", "32"]
+LAYOUT = ["--pp", "2", "--pipeline-model-parallel-layout"]
 EXPANSIONS = [  # (flags, what the one line says); each would build GBs if expanded first
     (MOE + ["--moe-layers", "0-3000000000"], "--moe-layers: layer 3000000000 is past the "
                                              "model's 8 layers (indices 0..7)"),
@@ -246,9 +247,9 @@ EXPANSIONS = [  # (flags, what the one line says); each would build GBs if expan
     (["--mixers", "A*3000000000"], "--mixers: names more than the model's 8 layers"),
     (["--mixers", "MA*3000000000,A"], "--mixers: names more than the model's 8 layers"),
     (["--mixers", "A*" + "9" * 5000], "--mixers: expected letters"),
-    (["--pp", "2", "--pipeline-model-parallel-layout", "t*99999999999999"], "unrolls to more than"),
-    (["--pp", "2", "--pipeline-model-parallel-layout", "(t*1000000000|)*2"], "unrolls to more than"),
-    (["--pp", "2", "--pipeline-model-parallel-layout", "(t*" + "9" * 5000 + "|)*2"], "unrolls to more than"),
+    (LAYOUT + ["t*99999999999999"], "unrolls to more than"),
+    (LAYOUT + ["(t*1000000000|)*2"], "unrolls to more than"),
+    (LAYOUT + ["(t*" + "9" * 5000 + "|)*2"], "unrolls to more than"),
 ]
 
 

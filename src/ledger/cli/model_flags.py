@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import fields, replace
-from pathlib import Path
 
 from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
 from ledger.errors import LedgerError, clip
