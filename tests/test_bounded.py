@@ -244,6 +244,7 @@ EXPANSIONS = [  # (flags, what the one line says); each would build GBs if expan
                                              "model's 8 layers (indices 0..7)"),
     (["--sliding-window", "4", "--local-layers", "0-30000000"], "--local-layers: layer "
                                                                 "30000000 is past the model"),
+    (MOE + ["--moe-layers", "5-2"], "--moe-layers: expected layer indices like"),
     (["--mixers", "A*3000000000"], "--mixers: names more than the model's 8 layers"),
     (["--mixers", "MA*3000000000,A"], "--mixers: names more than the model's 8 layers"),
     (["--mixers", "A*" + "9" * 5000], "--mixers: expected letters"),

@@ -143,6 +143,8 @@ def parse_layers(text: str, layers: int, flag: str) -> tuple[int, ...]:
                 out |= {i for i in range(layers) if ((i + 1) % n == 0) == keep}
             elif "-" in item:
                 a, b = (int(x) for x in item.split("-"))
+                if b < a:  # '5-2' is a typo, not an empty set of layers
+                    raise ValueError
                 out |= set(range(a, _in_model(b, layers, flag) + 1))
             else:
                 out.add(int(item))
