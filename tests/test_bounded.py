@@ -403,3 +403,37 @@ def test_min_gpus_shows_its_progress_on_a_terminal(monkeypatch):
     assert code == 0
     assert "\r  smallest world: planning 1 GPUs (world 1 of at most " in err.getvalue()
     assert err.getvalue().endswith("\n")
+
+
+# ---------------------------------------------------------------- torch commands' first lines
+@pytest.mark.parametrize("module", ["ledger/toys/__main__.py", "ledger/verify/__main__.py"])
+def test_ctrl_c_is_handled_before_any_heavy_import(module):
+    """``python -m`` / ``torchrun -m`` of a torch command: nothing but the standard library
+    and ledger.toys.early is imported before the one-line SIGINT / SIGTERM handler."""
+    import ast
+    from pathlib import Path
+
+    import ledger
+
+    tree = ast.parse((Path(ledger.__file__).parent.parent / module).read_text())
+    before = []
+    for node in tree.body:
+        if isinstance(node, ast.If) and "quit_on_signals" in ast.unparse(node):
+            break
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            before += [node.module if isinstance(node, ast.ImportFrom) else a.name
+                       for a in node.names][:1]
+    else:
+        pytest.fail("no quit_on_signals() at the top")
+    assert set(before) <= {"__future__", "os", "sys", "ledger.toys.early"}, before
+
+
+def test_the_early_handler_is_one_line_and_128_plus_the_signal():
+    import subprocess
+    import sys
+
+    code = ("from ledger.toys.early import quit_on_signals; quit_on_signals(); import os, "
+            "signal, time; os.kill(os.getpid(), signal.SIGINT); time.sleep(30)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=30)
+    assert (r.returncode, r.stderr) == (130, "SIGINT received\n")
