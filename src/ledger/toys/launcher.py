@@ -24,13 +24,10 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from ledger.toys.progress import Progress
+
 POLL_S = 0.02
 HANG_LIMIT_S = 60.0  # a rank that shows no progress for this long is a hang
-PROGRESS_SHARE = 1 / 60  # CPU time, as a share of the limit, that a rank must spend to
-# count as progressing: 1 s in 60 s, so a rank throttled to 3% of a core progresses, while
-# the idle threads of one waiting in a collective tick ~2 ms a minute
-MAX_GAP_S = 1.0  # the most one poll counts towards a hang: a stopped or starved parent
-# (SIGSTOP, Ctrl-Z) sees a long gap that no rank is to blame for
 SETTLE_S = 0.5  # after a first failure, how long to wait for the rest of the story
 PEER_LOST = ("Connection reset", "Connection closed", "Broken pipe", "Socket closed")
 DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
@@ -212,7 +209,7 @@ def _watch(procs, queue, ports, world: int, on_report) -> Outcome:
     for _ in procs:
         ports.put(store.port)
     out, done = Outcome(), set()
-    watch = _Progress(procs)
+    watch = Progress(procs, HANG_LIMIT_S)
     try:
         failures: list[str] = []
         while len(done) < world and not failures:
@@ -229,61 +226,6 @@ def _watch(procs, queue, ports, world: int, on_report) -> Outcome:
             if p.is_alive():
                 p.kill()
     return out
-
-
-class _Progress:
-    """How long the world has gone without progress, counted only while the parent
-    watches (a poll counts at most MAX_GAP_S). A rank progresses when it sends a message
-    or spends PROGRESS_SHARE of the limit in CPU time; the world progresses while any rank
-    does (the others may be waiting on it in a collective), and while it is runnable (a
-    busy machine may not give it a core for a while). A world quiet for
-    HANG_LIMIT_S hangs, and the rank named is a stopped one, else the one that has said
-    least (it never reached the job the others started), else the one whose CPU went
-    idle first."""
-
-    def __init__(self, procs):
-        self.procs, self.last = procs, time.monotonic()
-        self.quiet_s = [0.0] * len(procs)
-        self.cpu_s = [None] * len(procs)  # CPU time at the rank's last progress
-        self.ticks = [(-1.0, self.last)] * len(procs)  # (CPU time, when it last moved)
-        self.said = [0] * len(procs)  # messages from each rank
-
-    def heard(self, rank: int) -> None:
-        self.quiet_s[rank], self.cpu_s[rank] = 0.0, None
-        self.said[rank] += 1
-
-    def hangs(self, done: set) -> list[str]:
-        now = time.monotonic()
-        gap, self.last = min(now - self.last, MAX_GAP_S), now
-        states, busy_s = {}, PROGRESS_SHARE * HANG_LIMIT_S
-        for rank, p in enumerate(self.procs):
-            cpu, states[rank] = _cpu_and_state(p.pid)
-            if cpu != self.ticks[rank][0]:
-                self.ticks[rank] = (cpu, now)
-            if self.cpu_s[rank] is None or cpu - self.cpu_s[rank] >= busy_s or \
-                    states[rank] == "R":  # running, or runnable on a busy machine
-                self.cpu_s[rank], self.quiet_s[rank] = cpu, 0.0
-            else:
-                self.quiet_s[rank] += gap
-        live = [r for r in range(len(self.procs)) if r not in done]
-        if not live or min(self.quiet_s[r] for r in live) <= HANG_LIMIT_S:
-            return []
-        stopped = [r for r in live if states[r] in "Tt"]
-        rank = (stopped or sorted(live, key=lambda r: (self.said[r], self.ticks[r][1])))[0]
-        others = len(live) - 1
-        return [f"rank {rank}: no progress for {HANG_LIMIT_S:g} s"
-                f"{' (stopped)' if stopped else ''}, a hang"
-                + (f"; {others} other rank(s) waited on it" if others else "")]
-
-
-def _cpu_and_state(pid: int) -> tuple[float, str]:
-    """A process's CPU time (user + system, seconds) and its state letter (/proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0, "?"
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), fields[0].decode()
 
 
 def _failures(queue, procs, out: Outcome, done: set, on_report,
@@ -349,9 +291,10 @@ def run_under_torchrun(jobs: list, backend: str, on_report, parent: int,
     (128 + the signal; ``ledger.toys.__main__`` installs that before its imports); it dies
     with the torchrun agent that started it (PR_SET_PDEATHSIG, so a stopped rank is not
     orphaned by ``kill -9`` of torchrun; ``parent``: the agent's pid, taken at the rank's
-    start); a collective that waits HANG_LIMIT_S on a peer
-    fails (the process group's timeout: gloo's own watchdog); gloo's C++ logs are
-    silenced; and a failure is ``Outcome.error``, one line naming the rank."""
+    start); a collective that waits HANG_LIMIT_S on a peer fails (the process group's
+    timeout: gloo's own watchdog), and the rank that made least progress (each rank counts
+    its jobs' starts and ends in torchrun's store) is named as the hang; gloo's C++ logs
+    are silenced; and a failure is ``Outcome.error``, one line naming the rank."""
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -366,14 +309,34 @@ def run_under_torchrun(jobs: list, backend: str, on_report, parent: int,
         out.reports.append(rep)
         on_report(rep)
 
+    store = None
     try:
         dist.init_process_group(backend, timeout=timedelta(seconds=HANG_LIMIT_S))
-        run_jobs(jobs, rank, dist.get_world_size(), backend, emit, fault)
+        store = dist.distributed_c10d._get_default_store()
+        run_jobs(jobs, rank, dist.get_world_size(), backend, emit, fault,
+                 lambda: store.add(f"ledger/progress/{rank}", 1))
         dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - any failure of the rank is its one line
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""
         out.error = f"rank {rank}: {type(e).__name__}: {text[:300]}"
+        if store is not None and "imed out" in text:
+            out.error = _laggard(store, rank, int(os.environ["WORLD_SIZE"])) or out.error
     return out
+
+
+def _laggard(store, me: int, world: int) -> str | None:
+    """After a collective timed out: the one rank that counted fewest job starts and ends
+    (the others waited on it), as the built-in launcher names a hang; None if no one
+    rank is behind."""
+    try:
+        counts = [store.add(f"ledger/progress/{r}", 0) for r in range(world)]
+    except Exception:  # noqa: BLE001 - the store went away with the agent
+        return None
+    behind = [r for r in range(world) if counts[r] == min(counts)]
+    if len(behind) != 1 or behind[0] == me:
+        return None
+    return (f"rank {behind[0]}: no progress for {HANG_LIMIT_S:g} s, a hang; rank {me} "
+            f"timed out waiting on it")
 
 
 def exit_now(code: int) -> None:
