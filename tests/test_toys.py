@@ -114,8 +114,7 @@ def test_ep_capacity_drops_match_an_independent_loop(reports):
 
 
 @pytest.mark.parametrize("fault,needle", [("raise:2", "rank 2: RuntimeError: injected fault"),
-                                          ("die:1", "rank 1: died (killed by signal 9)"),
-                                          ("early:0", "rank 0: died (killed by signal 9)")])
+                                          ("die:1", "rank 1: died (killed by signal 9)")])
 def test_a_failing_rank_ends_the_run_and_is_named(fault, needle):
     tag = f"LEDGER_TEST_{uuid.uuid4().hex}"
     env = dict(os.environ, **{tag: "1"})
@@ -124,8 +123,6 @@ def test_a_failing_rank_ends_the_run_and_is_named(fault, needle):
     elapsed = time.monotonic() - start
     assert r.returncode == 1
     assert needle in r.stderr.splitlines()[-1]  # the launcher's own last word names it
-    if fault.startswith("early"):  # killed while gloo connects: no C++ log of the others
-        assert len(r.stderr.splitlines()) == 1, r.stderr
     assert elapsed < 30
     assert leftovers(tag) == []
 

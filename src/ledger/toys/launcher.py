@@ -119,8 +119,6 @@ def _child(rank: int, world: int, ports, jobs, backend, queue, fault) -> None:
     try:
         port = ports.get()
         store = dist.TCPStore("127.0.0.1", port, world, is_master=False)
-        if fault is not None and fault == ("early", rank):  # dies while gloo connects
-            _kill_soon(0.05)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world)
         run_jobs(jobs, rank, world, backend, lambda rep: queue.put(("report", rank, rep)),
                  fault, lambda: queue.put(("progress", rank, None)))
@@ -132,13 +130,6 @@ def _child(rank: int, world: int, ports, jobs, backend, queue, fault) -> None:
         queue.put(("error", rank, f"{type(e).__name__}: {e}{where}"))
         os._exit(1)
     os._exit(0)
-
-
-def _kill_soon(after_s: float) -> None:
-    """Test hook: SIGKILL this rank from a timer thread, while its main thread connects."""
-    import threading
-
-    threading.Timer(after_s, os.kill, (os.getpid(), signal.SIGKILL)).start()
 
 
 def _die_with_parent(parent: int) -> None:
