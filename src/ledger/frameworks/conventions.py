@@ -100,7 +100,7 @@ class Framework:
     offload_stage: dict = None  # offload kind -> the ZeRO stages it runs under
     # ---- checkpoints (``ledger.frameworks.checkpoints``) ----------------------------------
     checkpoint: CheckpointFormat  # what a save writes, who writes it, what blocks
-    # ---- FP8 training (``ledger.frameworks.fp8``): None runs every GEMM in BF16 ------------------
+    # ---- FP8 / FP4 training (``ledger.frameworks.fp8``): None runs every GEMM in BF16 ----------
     fp8: fp8_recipes.Fp8Recipe | None = None
 
     @property
@@ -123,11 +123,11 @@ class Framework:
         every state, and the gathered params, in that precision's dtypes."""
         if precision is None:
             return self
-        if fp8_recipes.is_fp8(precision):
+        if fp8_recipes.is_low_precision(precision):
             return self.with_fp8(precision)
         if precision not in PRECISIONS:
             raise LedgerError("precision", f"unknown precision {precision!r}; "
-                                           f"known: {', '.join([*PRECISIONS, 'fp8'])}")
+                                           f"known: {', '.join([*PRECISIONS, 'fp8', 'fp4'])}")
         p = PRECISIONS[precision]
         return replace(self, param_bytes=p.param, grad_bytes=p.grad, master_bytes=p.master,
                        moment_bytes=p.moment, gathered_param_bytes=p.param,

@@ -61,7 +61,7 @@ from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_
 from ledger.step.exposed import exposures
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split
-from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s
+from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, rht_s
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
 from ledger.step.tuned import head_wgrad_share, tuned_gemms
 from ledger.system import System
@@ -217,7 +217,8 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     tp_f, tp_b, tp_raw_f, tp_raw_b = (t * blocks for t in (tp_f, tp_b, tp_raw_f, tp_raw_b))
     cp_f, cp_b, cp_raw = cp_times(model, cfg, tokens, attention, links, system)
     ep = ep_time(model, cfg, tokens, links, system)
-    grads = (tuned.dgrad, tuned.wgrad) if tuned is not None else (None, None)
+    grads = (tuned.dgrad, tuned.wgrad) if tuned is not None else (
+        gemm, gemm + rht_s(model, cfg, tokens, gpu, cal))  # NVFP4's Hadamard on wgrad
     again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, op_share(model, cfg),

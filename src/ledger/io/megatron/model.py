@@ -218,13 +218,23 @@ def precision(ns: dict) -> tuple[str, list[str]]:
     unpriced = []
     bf16_grads = ns["grad_reduce_in_bf16"] or (
         ns["use_megatron_fsdp"] and ns.get("megatron_fsdp_main_grads_dtype") == "bf16")
-    if ns.get("fp8"):  # --fp8-format (transformer_config.py:587-588)
+    for width, gather in (("fp8", "fp8_param_gather"), ("fp4", "fp4_param_gather")):
+        # --fp8-format / --fp4-format (transformer_config.py:587-588, :673-692)
+        if not ns.get(width):
+            continue
         from ledger.frameworks import spell
 
-        recipe = ns.get("fp8_recipe") or "delayed"
+        default = {"fp8": "delayed", "fp4": "nvfp4"}[width]
+        recipe = ns.get(f"{width}_recipe") or default
+        recipe = default if recipe == "custom" else recipe  # named as unpriced (reader)
         if bf16_grads:
-            unpriced.append("BF16 gradients under FP8 (priced as Megatron's fp32 main grads)")
-        return spell(recipe, bool(ns["fp8_param_gather"])), unpriced
+            unpriced.append(f"BF16 gradients under {width.upper()} (priced as Megatron's "
+                            f"fp32 main grads)")
+        # --first-last-layers-bf16 keeps --num-layers-at-start/end-in-bf16 (default 1, 1)
+        # transformer layers in BF16 (transformer_config.py:649-658)
+        ends = (ns.get("num_layers_at_start_in_bf16", 1), ns.get("num_layers_at_end_in_bf16", 1)) \
+            if ns.get("first_last_layers_bf16") else (0, 0)
+        return spell(recipe, bool(ns.get(gather)), width, ends), unpriced
     if ns["fp16"]:
         return "fp16", unpriced
     if ns["bf16"]:

@@ -83,7 +83,9 @@ data-parallel-sharding-strategy micro-batch-size global-batch-size recompute-act
 recompute-granularity recompute-method recompute-num-layers recompute-modules cp-comm-type
 tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
-fp8-param-gather optimizer hidden-dropout
+fp8-param-gather optimizer hidden-dropout fp4-format fp4-recipe fp4-param-gather
+first-last-layers-bf16 num-layers-at-start-in-bf16 num-layers-at-end-in-bf16
+reuse-grad-buf-for-mxfp8-param-ag
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
@@ -95,8 +97,9 @@ _EXACT = {
                                                           "of core_attn"),
     "--cp-comm-type": (lambda v: all(x in mm.CP_KINDS for x in v), "priced as ring"),
     "--position-embedding-type": (lambda v: v != "relative", "no relative-bias table"),
-    "--fp8-recipe": (lambda v: v in ("delayed", "tensorwise", "blockwise"),
+    "--fp8-recipe": (lambda v: v in ("delayed", "tensorwise", "blockwise", "mxfp8"),
                      "priced as the delayed recipe"),
+    "--fp4-recipe": (lambda v: v == "nvfp4", "priced as the nvfp4 recipe"),
     "--optimizer": (lambda v: v in ("adam", "sgd"), "priced as adam"),
 }
 TOKENIZER_FILES = "the vocabulary comes from the tokenizer's files"
