@@ -143,7 +143,7 @@ RECIPES["megatron"]["nvfp4"] = Fp8Recipe(
     "random Hadamard transform on the weight-gradient operands",
     weight_cache_bytes=2 * NV4, act_bytes=NV4, tp_gather_bytes=NV4,
     param_gather_wire_bytes=0.5, param_resident_bytes=2 * NV4, gemm_format="fp4",
-    block_scaled=True, wgrad_rht=True)
+    block_scaled=True, wgrad_rht=True, meta_bytes_per_weight=2 * 4)  # fp32 amax per copy
 RECIPES["torchtitan"]["mxfp8"] = Fp8Recipe(
     name="mxfp8", summary="torchao MX (quantize.linear.mx, mxfp8_cublas): E4M3 in 32-element "
     "blocks with E8M0 scales, cast every use, BF16 inputs and weights saved",
