@@ -133,7 +133,10 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam",
                    help="optimizer (default adam): adam(w), sgd(-momentum), lion, "
                         "bitsandbytes' block-wise adam8bit / paged-adam8bit / lion8bit, "
-                        "adafactor (factored); master weights off: --precision bf16-pure")
+                        "adafactor (factored), muon (Megatron's: one momentum per matrix, "
+                        "Adam for the rest; Newton-Schulz by one owner per matrix under "
+                        "--zero 1), muon-moonlight (Moonlight / Kimi K2's Distributed "
+                        "Muon); master weights off: --precision bf16-pure")
     g.add_argument("--recompute", choices=RECOMPUTE, default="none",
                    help="activation recompute (Megatron's --recompute-granularity)")
     g.add_argument("--no-flash", action="store_true", help="materialised attention scores")

@@ -109,12 +109,13 @@ class Framework:
         return self.name.partition("@")[0]
 
     def state_per_param(self, zero_stage: int, optimizer: str = "adam",
-                        factored_rate: float = 0.0) -> StateBytes:
+                        factored_rate: float = 0.0, muon_share: float = 1.0) -> StateBytes:
         """(params, grads, optimizer) bytes of one parameter, before any sharding
         (``ledger.memory.OPTIMIZERS``; ``factored_rate``: Adafactor's row and column
-        bytes per parameter of the model's matrices)."""
+        bytes per parameter of the model's matrices; ``muon_share``: the share Muon
+        orthogonalises, ``ledger.optim.muon.managed_share``)."""
         optim = optimizer_state_per_param(optimizer, self.master_bytes, self.moment_bytes,
-                                          factored_rate)
+                                          factored_rate, muon_share)
         return StateBytes(self.param_bytes, self.grad_bytes,
                           int(optim) if optim == int(optim) else optim)
 

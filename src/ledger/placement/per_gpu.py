@@ -31,6 +31,7 @@ from ledger.frameworks import of as framework_of
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
+from ledger.optim import muon
 from ledger.pipeline import held_closed, placement_pipeline
 from ledger.placement import offload as offloading
 from ledger.placement import tuned
@@ -127,7 +128,9 @@ def resident_state(model: ModelSpec, cfg: ParallelConfig, optimizer: str = "adam
     """Whole-model state in the framework's dtypes (or the config's explicit precision);
     a factored optimizer's rate from the model's own matrices."""
     rate = tuned.factored_rate(model) if optimizer == "adafactor" else 0.0
-    return framework_of(cfg).state_per_param(cfg.zero_stage, optimizer, rate).scaled(model.params)
+    share = muon.managed_share(model) if muon.form(optimizer) else 1.0
+    return framework_of(cfg).state_per_param(cfg.zero_stage, optimizer, rate,
+                                             share).scaled(model.params)
 
 
 def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer: str,

@@ -92,6 +92,10 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         out.append("--moe-layer-recompute with full recompute (transformer_config.py:2019)")
     if ns.get("ckpt_format") == "fsdp_dtensor" and not ns["use_megatron_fsdp"]:
         out.append("--ckpt-format fsdp_dtensor needs --use-megatron-fsdp (arguments.py:1675)")
+    if ns["optimizer"] not in ("sgd", "adam") and (ns["use_megatron_fsdp"]
+                                                   or ns.get("use_torch_fsdp2")):
+        out.append(f"--optimizer {ns['optimizer']} with FSDP (arguments.py L1739-1740: "
+                   f"emerging optimizers support neither FSDP)")
     sharded = ns["use_distributed_optimizer"] or ns["use_megatron_fsdp"]
     if ns["fp8_param_gather"] and not sharded:
         out.append("--fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
