@@ -38,6 +38,10 @@ def _zero1(precision):
     ("fp4-nvfp4", 2 * N8B + 2 * NV * G8B + 32 * 4 * 8),
     ("fp4", 2 * N8B + 2 * NV * G8B + 32 * 4 * 8),  # nvfp4 is Megatron's fp4 default
     ("fp4-nvfp4+param-gather", 2 * N8B + (2 * NV - 2) * G8B + 32 * 4 * 8),
+    # the last 4 of 32 layers in BF16 hold no NVFP4 copies
+    ("fp4-nvfp4+bf16-ends-0-4", 2 * N8B + (2 * NV * G8B + 32 * 4 * 8) * 28 / 32),
+    ("fp4-nvfp4+param-gather+bf16-ends-1-1",
+     2 * N8B + ((2 * NV - 2) * G8B + 32 * 4 * 8) * 30 / 32),
 ])
 def test_llama3_8b_megatron_state_per_gpu(precision, params):
     """dp 8, ZeRO-1: fp32 main grads 4N whole and fp32 master + Adam 12N / 8, unchanged
@@ -187,3 +191,13 @@ def test_torchtitan_mx_converter(tmp_path):
     launch = read_launch(str(job), gpus=8)
     assert launch.flags["precision"] == "fp8-mxfp8"
     assert not launch.unpriced
+
+
+def test_bf16_layers_sit_on_the_end_stages():
+    """pp 2: the first 16 layers in BF16 leave rank 0 without NVFP4 copies, so rank 1
+    is the heavier; the last 16, the other way round."""
+    def heaviest(p):
+        cfg = ParallelConfig(dp=4, pp=2, zero_stage=1, precision=p, num_microbatches=8)
+        return place(llama3_8b(), cfg).heaviest_rank
+
+    assert (heaviest("fp4+bf16-ends-16-0"), heaviest("fp4+bf16-ends-0-16")) == (1, 0)

@@ -281,11 +281,12 @@ def _attention_gemms(model) -> tuple[float, float, int]:
     return h * model.q_dim + h * model.kv_dim + h * model.kv_heads * model.v_head_dim + o, 0, 2
 
 
-def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
+def weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0) -> float:
     """Bytes one GPU adds for FP8 weights over ``layer_counts[i]`` layers of each kind
     ``kinds[i]`` (a ``ledger.anatomy.mixers.LayerKind``): the recipe's cached FP8 copies (or, with
     FP8 params, the FP8 param and its transpose in place of the BF16 param) and the scaling
-    metadata.
+    metadata; ``bf16_here`` of those layers are the recipe's BF16 ones (no low copies,
+    the BF16 param kept), taken evenly from the kinds.
     Experts split over tp x ep as ``ledger.placement.largest_unit_params`` splits them."""
     rec = getattr(fw, "fp8", None)
     if rec is None:
@@ -301,7 +302,18 @@ def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
         elems = split / cfg.tp + repl + routed / (etp * cfg.ep)
         tensors = tensors + 2 * model.num_experts / cfg.ep * bool(routed)  # local experts
         total += n * (elems * per + tensors * rec.meta_bytes_per_weight)
-    return total
+    layers = sum(layer_counts)
+    return total * max(0.0, 1 - bf16_here / layers) if layers else total
+
+
+def bf16_layers_on(fw, rank: int, pp: int, layers_here: float) -> float:
+    """How many of a PP rank's layers the recipe keeps in BF16: the first ones sit on
+    rank 0 and the last ones on rank pp - 1 (Megatron's layout, interleaved or not)."""
+    rec = getattr(fw, "fp8", None)
+    if rec is None:
+        return 0.0
+    first, last = rec.bf16_layers
+    return min(layers_here, first * (rank == 0) + last * (rank == pp - 1))
 
 
 def gathered_param_ratio(model, fw) -> float:
@@ -373,8 +385,9 @@ def mlp_width_bytes(t, e, per_f: int, swiglu_recompute: bool = False) -> float:
     return (per_f - 1) * e + gemm_input_bytes(t, e)
 
 
-def with_weights(state, model, cfg, fw, layer_counts, kinds):
+def with_weights(state, model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0):
     """``state`` (a ``ledger.memory.StateBytes``) with ``weight_bytes`` counted in its
-    params: the GPU holding ``layer_counts`` layers of each kind."""
-    extra = weight_bytes(model, cfg, fw, layer_counts, kinds)
+    params: the GPU holding ``layer_counts`` layers of each kind (``bf16_here`` of them
+    the recipe's BF16 layers)."""
+    extra = weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here)
     return replace(state, params_bytes=state.params_bytes + extra) if extra else state

@@ -28,6 +28,7 @@ from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError, require_divides
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.fp8 import bf16_layers_on
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
@@ -143,7 +144,8 @@ def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer
         return [shard_state(d, e, cfg, fw) for d, e in tuned.stage_state(model, cfg, fw, optimizer)]
     per_param = st.scaled(1 / model.params)
     return [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
-                             model, cfg, fw, counts[r], kinds)
+                             model, cfg, fw, counts[r], kinds,
+                             bf16_layers_on(fw, r, cfg.pp, sum(counts[r])))
             for r, (d, e) in enumerate(stage_params(model, cfg))]
 
 
@@ -298,7 +300,8 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
                             for f in ("params_bytes", "grads_bytes", "optim_bytes")))
     else:
         even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
-                                counts.sum(axis=0) / cfg.pp, kinds)
+                                counts.sum(axis=0) / cfg.pp, kinds,
+                                sum(getattr(fw.fp8, "bf16_layers", (0, 0))) / cfg.pp)
     host, rows, stepped = _offload(model, cfg, stages, heaviest)
     ledger = tuned.ledger(model, cfg, top.rank) if cfg.finetune else None
     node = min(gpus_per_node, cfg.world)
