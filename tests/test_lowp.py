@@ -138,6 +138,13 @@ def test_cli_names_the_recipe_and_the_peak(capsys):
     assert "GEMMs in NVFP4 (fprop, dgrad, wgrad with a Hadamard transform) at the FP4 peak" \
         in out
     assert "of the BF16 peak" in out
+    assert main(["estimate", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--gpu",
+                 "b200", "--precision", "fp4", "--json"]) == 0
+    import json
+
+    d = json.loads(capsys.readouterr().out)
+    assert (d["mfu_peak"], d["mfu_peak_flops"]) == ("bf16", 2250e12)
+    assert d["mfu"] == pytest.approx(d["tflops_per_gpu"] / 2250)
 
 
 @pytest.mark.parametrize("argv,field", [

@@ -399,6 +399,8 @@ def estimate_json(model, cfg, system, est) -> dict:
     keys = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "hardware_tflops_per_gpu",
             "mfu", "hfu", "memory_per_gpu_bytes", "memory_capacity_bytes", "fits", "breakdown")
     out = {k: getattr(est, k) for k in keys}
+    # MFU and HFU are shares of the dense BF16 peak, whatever precision the GEMMs run in
+    out |= {"mfu_peak": "bf16", "mfu_peak_flops": system.gpu.bf16_flops}
     out |= {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
             "gpu": system.gpu.name, "world": cfg.world,
             "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
