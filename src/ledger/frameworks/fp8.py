@@ -153,6 +153,8 @@ RECIPES["torchtitan"]["mxfp8"] = Fp8Recipe(
 RECIPES["deepseek"] = {"deepseek-v3": RECIPES["megatron"]["deepseek-v3"]}
 DEFAULT_RECIPE = {("megatron", "fp8"): "delayed", ("torchtitan", "fp8"): "tensorwise",
                   ("deepseek", "fp8"): "deepseek-v3", ("megatron", "fp4"): "nvfp4"}
+LIBRARY = {"megatron": "Transformer Engine", "torchtitan": "torchao",
+           "deepseek": "its report's recipe"}
 PARAM_GATHER_RECIPES = {"megatron": ("delayed", "tensorwise", "blockwise", "deepseek-v3",
                                      "mxfp8", "nvfp4"),
                         "torchtitan": ("tensorwise",), "deepseek": ()}
@@ -190,9 +192,9 @@ def recipe(framework: str, precision: str) -> Fp8Recipe:
     w = width(precision) or "fp8"
     offered = {n: r for n, r in RECIPES.get(framework, {}).items() if r.gemm_format == w}
     if not offered:
-        where = sorted({f for (f, x) in DEFAULT_RECIPE if x == w})
-        raise LedgerError("precision", f"{w} is modelled under {', '.join(where)} "
-                                       f"(Transformer Engine, torchao, DeepSeek-V3's report), "
+        where = [f"{f} ({LIBRARY[f]})" for f in sorted({f for (f, x) in DEFAULT_RECIPE
+                                                        if x == w})]
+        raise LedgerError("precision", f"{w} is modelled under {', '.join(where)}, "
                                        f"not {framework}")
     ends = BF16_ENDS.search(precision)
     precision = precision[:ends.start()] if ends else precision
