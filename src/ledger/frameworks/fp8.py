@@ -46,8 +46,8 @@ from ledger.errors import LedgerError
 from ledger.formats import bytes_per_element
 from ledger.frameworks.fp8_sources import SOURCES
 
-TILE = 4 / 128  # fp32 scale per 1 x 128 tile, per element
-BLOCK = 4 / (128 * 128)  # fp32 scale per 128 x 128 block, per element
+TILE = bytes_per_element("fp8-block1x128") - 1  # fp32 scale per 1 x 128 tile: 4/128 B
+BLOCK = bytes_per_element("fp8-block128x128") - 1  # fp32 per 128 x 128 block: 4/16384 B
 MX8 = bytes_per_element("mxfp8")  # E4M3 + an E8M0 scale per 32: 1.03125 B per element
 NV4 = bytes_per_element("nvfp4")  # packed E2M1 + an E4M3 scale per 16: 0.5625 B
 PARAM_GATHER = "+param-gather"
