@@ -88,6 +88,24 @@ def test_param_gather_wire_bytes():
     assert nv == pytest.approx(((1 - share) * 2 + share * 0.5) / 2)
 
 
+def test_fsdp_gathers_mxfp8_copies():
+    """Megatron-FSDP gathers MXFP8's row-wise copy for the forward and the column-wise one
+    for the backward (1 + 1/32 B each), where the distributed optimizer moves BF16."""
+    m = llama3_8b()
+    share = G8B / N8B
+    fw = get("megatron", "fp8-mxfp8+param-gather")
+    assert fw.fp8_gathered_param_ratio(m, zero3=True) == pytest.approx(
+        ((1 - share) * 2 + share * MX) / 2)
+
+    def gathered(precision):
+        pl = place(m, ParallelConfig(dp=8, zero_stage=3, precision=precision))
+        return sum(c.bytes for c in pl.comms if c.axis == "dp" and c.kind == "all_gather")
+
+    # the same gathers as BF16's, GEMM weights at 33/32 B instead of 2
+    assert gathered("fp8-mxfp8+param-gather") / gathered(None) == pytest.approx(
+        (1 - share) + share * MX / 2)
+
+
 def test_gemms_run_at_the_peak_of_their_precision():
     b200, h100 = GPUS["b200"], GPUS["h100-sxm"]
     nv, mx = get("megatron", "fp4"), get("megatron", "fp8-mxfp8")

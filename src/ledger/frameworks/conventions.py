@@ -147,9 +147,9 @@ class Framework:
         """SP all-gather bytes relative to BF16 (``ledger.frameworks.fp8.tp_gather_ratio``)."""
         return fp8_recipes.tp_gather_ratio(self)
 
-    def fp8_gathered_param_ratio(self, model) -> float:
+    def fp8_gathered_param_ratio(self, model, zero3: bool = False) -> float:
         """Param all-gather bytes per param-state byte (``ledger.frameworks.fp8.gathered_param_ratio``)."""
-        return fp8_recipes.gathered_param_ratio(model, self)
+        return fp8_recipes.gathered_param_ratio(model, self, zero3)
 
     def loss_for(self, tp: int, compile: bool) -> str:
         """The loss a run uses by default: compiled under --compile where the framework

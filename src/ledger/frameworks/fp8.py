@@ -83,6 +83,7 @@ class Fp8Recipe:
     meta_bytes_per_weight: float = 0.0  # scales / amax history of each GEMM weight tensor
     param_gather: bool = False  # GEMM weights all-gathered in FP8 (--fp8-param-gather)
     param_gather_wire_bytes: float = 0.0  # bytes per GEMM weight element on the wire then
+    fsdp_wire_bytes: float | None = None  # ... under ZeRO-3 / FSDP (None: the same)
     param_resident_bytes: float | None = None  # and kept in place of the BF16 param (FP8
     #   param + its transpose); None: the resident shard is unchanged (torchao casts it)
     gemms: frozenset = LINEAR_GEMMS  # GEMMs run at the recipe's rate, every pass
@@ -136,7 +137,8 @@ RECIPES["megatron"]["mxfp8"] = Fp8Recipe(
     name="mxfp8", summary="TE MXFP8BlockScaling: E4M3 in 32-element blocks with E8M0 "
     "scales, row- and column-wise copies each quantized from BF16",
     weight_cache_bytes=2 * MX8, act_bytes=MX8, tp_gather_bytes=MX8,
-    param_gather_wire_bytes=2.0, param_resident_bytes=2 * MX8, block_scaled=True)
+    param_gather_wire_bytes=2.0, param_resident_bytes=2 * MX8, block_scaled=True,
+    fsdp_wire_bytes=MX8)  # Megatron-FSDP: the row-wise copy forward, column-wise backward
 RECIPES["megatron"]["nvfp4"] = Fp8Recipe(
     name="nvfp4", summary="TE NVFP4BlockScaling: E2M1 in 16-element blocks with E4M3 scales "
     "and an fp32 per-tensor scale, 16x16 weight blocks; stochastic rounding and a 16x16 "
@@ -318,16 +320,28 @@ def bf16_layers_on(fw, rank: int, pp: int, layers_here: float) -> float:
     return min(layers_here, first * (rank == 0) + last * (rank == pp - 1))
 
 
-def gathered_param_ratio(model, fw) -> float:
+def gathered_param_ratio(model, fw, zero3: bool = False) -> float:
     """Bytes on the wire of a ZeRO/FSDP param all-gather per param-state byte: GEMM
-    weights in FP8 under param gather, everything else in the gathered dtype."""
+    weights in FP8 under param gather, everything else in the gathered dtype; ``zero3``:
+    the gathers of ZeRO-3 / FSDP (``gather_wire_bytes``)."""
     ratio = fw.gathered_param_bytes / fw.param_bytes
     rec = getattr(fw, "fp8", None)
     if rec is None or not rec.param_gather:
         return ratio
     share = gemm_params(model) / model.params
-    wire = rec.param_gather_wire_bytes  # the FP8 data moves, its transpose is made after
+    wire = gather_wire_bytes(rec, zero3)  # the FP8 data moves, its transpose is made after
     return ((1 - share) * fw.gathered_param_bytes + share * wire) / fw.param_bytes
+
+
+def gather_wire_bytes(rec, zero3: bool = False) -> float:
+    """Bytes per GEMM weight element a param all-gather moves under the recipe's param
+    gather: ZeRO-1/2's after the optimizer step, or ZeRO-3's per layer (Megatron-FSDP
+    gathers MXFP8's row-wise copy for the forward and its column-wise one, a buffer of
+    its own, for the backward: megatron_fsdp/param_and_grad_buffer.py L2634-2643,
+    L4650-4690 at d98e8a64)."""
+    if zero3 and rec.fsdp_wire_bytes is not None:
+        return rec.fsdp_wire_bytes
+    return rec.param_gather_wire_bytes
 
 
 def gemm_params(model) -> float:
