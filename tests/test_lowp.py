@@ -52,6 +52,19 @@ def test_llama3_8b_megatron_state_per_gpu(precision, params):
     assert pl.per_gpu.optim_bytes == 12 * N8B // 8
 
 
+@pytest.mark.parametrize("gpu,copies", [("h100-sxm", 2), ("b200", 1), ("gb300", 1)])
+def test_per_tensor_fp8_weights_on_blackwell(gpu, copies):
+    """TE keeps a per-tensor FP8 weight and its transpose on Hopper, one buffer for both
+    where FP8 GEMMs take any layout (sm_100, sm_103); block-scaled copies stay two."""
+    meta = 32 * 4 * 40  # delayed scaling's scale and amax history (test_fp8.py)
+    for precision, params in (("fp8-delayed", 2 * N8B + copies * G8B + meta),
+                              ("fp8-delayed+param-gather", 2 * N8B + (copies - 2) * G8B + meta),
+                              ("fp8-mxfp8", 2 * N8B + 2 * MX * G8B)):
+        pl = place(llama3_8b(), ParallelConfig(dp=8, zero_stage=1, precision=precision),
+                   gpu=GPUS[gpu])
+        assert pl.per_gpu.params_bytes == pytest.approx(params)
+
+
 @pytest.mark.parametrize("precision,fmt", [("fp8-mxfp8", "mxfp8"), ("fp4-nvfp4", "nvfp4")])
 def test_weight_copies_are_what_transformer_engine_allocates(precision, fmt):
     """The recipe's cached weights equal TE's own allocation of every module quantized for

@@ -84,6 +84,8 @@ class Fp8Recipe:
     param_gather: bool = False  # GEMM weights all-gathered in FP8 (--fp8-param-gather)
     param_gather_wire_bytes: float = 0.0  # bytes per GEMM weight element on the wire then
     fsdp_wire_bytes: float | None = None  # ... under ZeRO-3 / FSDP (None: the same)
+    per_tensor_te: bool = False  # TE's per-tensor FP8 weight: its transpose is a second
+    #   buffer only where FP8 GEMMs need the TN layout (``single_buffer``)
     param_resident_bytes: float | None = None  # and kept in place of the BF16 param (FP8
     #   param + its transpose); None: the resident shard is unchanged (torchao casts it)
     gemms: frozenset = LINEAR_GEMMS  # GEMMs run at the recipe's rate, every pass
@@ -101,9 +103,10 @@ _DELAYED_META = 5 * (4 + 4 * 1)
 _CURRENT_META = 5 * (4 + 4)
 
 _TE = dict(weight_cache_bytes=2.0, act_bytes=1.0, tp_gather_bytes=1.0,
-           param_gather_wire_bytes=1.0, param_resident_bytes=2.0)
+           param_gather_wire_bytes=1.0, param_resident_bytes=2.0, per_tensor_te=True)
 _TE_BLOCK = dict(weight_cache_bytes=2 * (1 + BLOCK), act_bytes=1 + TILE, tp_gather_bytes=1 + TILE,
-                 param_gather_wire_bytes=1 + BLOCK, param_resident_bytes=2 * (1 + BLOCK))
+                 param_gather_wire_bytes=1 + BLOCK, param_resident_bytes=2 * (1 + BLOCK),
+                 per_tensor_te=False)
 RECIPES: dict[str, dict[str, Fp8Recipe]] = {
     "megatron": {
         "delayed": Fp8Recipe(name="delayed", summary="TE DelayedScaling: per-tensor scales "
@@ -285,20 +288,34 @@ def _attention_gemms(model) -> tuple[float, float, int]:
     return h * model.q_dim + h * model.kv_dim + h * model.kv_heads * model.v_head_dim + o, 0, 2
 
 
-def weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0) -> float:
+def single_buffer(rec, gpu) -> bool:
+    """Whether Transformer Engine keeps a per-tensor-scaled FP8 weight as one buffer for
+    both usages: on GPUs whose FP8 GEMMs take any layout (compute capability 10.x, 11.x or
+    13+: TE pytorch/utils.py L658-663, is_non_tn_fp8_gemm_supported), no transpose is
+    materialised (csrc/quantizer.cpp L355-375 delayed, L670-689 current scaling;
+    tensor/float8_tensor.py L414-431); Hopper keeps FP8 data and transpose."""
+    cc = getattr(gpu, "cuda_capability", None)
+    return bool(rec is not None and rec.per_tensor_te and cc is not None
+                and ((10, 0) <= cc < (12, 0) or cc >= (13, 0)))
+
+
+def weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0,
+                 gpu=None) -> float:
     """Bytes one GPU adds for FP8 weights over ``layer_counts[i]`` layers of each kind
     ``kinds[i]`` (a ``ledger.anatomy.mixers.LayerKind``): the recipe's cached FP8 copies (or, with
     FP8 params, the FP8 param and its transpose in place of the BF16 param) and the scaling
     metadata; ``bf16_here`` of those layers are the recipe's BF16 ones (no low copies,
-    the BF16 param kept), taken evenly from the kinds.
+    the BF16 param kept), taken evenly from the kinds; on ``gpu`` (None: Hopper's layout)
+    a per-tensor FP8 weight may need no transpose (``single_buffer``).
     Experts split over tp x ep as ``ledger.placement.largest_unit_params`` splits them."""
     rec = getattr(fw, "fp8", None)
     if rec is None:
         return 0.0
-    per = rec.weight_cache_bytes
+    copies = 0.5 if single_buffer(rec, gpu) else 1.0  # FP8 data without its transpose
+    per = rec.weight_cache_bytes * copies
     if rec.param_gather:  # the FP8 param (+ transpose) replaces the BF16 param and its cache
         per = 0.0 if rec.param_resident_bytes is None else rec.param_resident_bytes \
-            - fw.param_bytes
+            * copies - fw.param_bytes
     total = 0.0
     for n, kind in zip(layer_counts, kinds):
         split, repl, routed, tensors = gemm_weights(model, kind)
@@ -401,9 +418,10 @@ def mlp_width_bytes(t, e, per_f: int, swiglu_recompute: bool = False) -> float:
     return (per_f - 1) * e + gemm_input_bytes(t, e)
 
 
-def with_weights(state, model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0):
+def with_weights(state, model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0,
+                 gpu=None):
     """``state`` (a ``ledger.memory.StateBytes``) with ``weight_bytes`` counted in its
     params: the GPU holding ``layer_counts`` layers of each kind (``bf16_here`` of them
     the recipe's BF16 layers)."""
-    extra = weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here)
+    extra = weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here, gpu)
     return replace(state, params_bytes=state.params_bytes + extra) if extra else state

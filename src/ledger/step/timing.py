@@ -384,7 +384,8 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     if precision is not None and cfg.precision is None:  # the GEMMs' rate reads it there
         cfg = replace(cfg, precision=precision)
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
-               gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain)
+               gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain,
+               gpu=system.gpu)
     st = structure(model, cfg, system, pl, optimizer, cal)
     times = step_times(model, cfg, system, st, cal, tp_overlap)
     exposed = exposures(model, cfg, times.pop("exposed"))
