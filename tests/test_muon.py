@@ -63,8 +63,12 @@ def test_gathers_by_hand():
     received); Moonlight with ZeRO-1 over dp 4 also gathers the BF16 momentum's DP shards
     (3/4 of the TP shard received)."""
     m = llama3_8b()
-    tp, dp = gather_bytes(m, ParallelConfig(tp=2, dp=4, zero_stage=1))
+    tp, dp = gather_bytes(m, ParallelConfig(tp=2, dp=4))
     assert (tp, dp) == (pytest.approx(4 * G8B / 2), 0.0)
+    # the layer-wise optimizer: DDP's all-reduce of the fp32 gradients of the TP shard
+    # adds a reduce-scatter's (n - 1) / n over ZeRO-1's
+    tp, dp = gather_bytes(m, ParallelConfig(tp=2, dp=4, zero_stage=1))
+    assert (tp, dp) == (pytest.approx(4 * G8B / 2), pytest.approx(4 * N8B / 2 * 3 / 4))
     tp, dp = gather_bytes(m, ParallelConfig(tp=2, dp=4, zero_stage=1), "muon-moonlight")
     assert dp == pytest.approx(2 * G8B / 2 * 3 / 4)
 

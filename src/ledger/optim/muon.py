@@ -24,7 +24,8 @@ How the work and the state are spread (``FORMS``):
   ``--muon-tp-mode duplicated`` (the default, L2650) every TP rank gathers a TP-split
   matrix's momentum whole (an all-gather over TP, fp32 main-param dtype) and runs NS on it;
   layer-wise, each matrix has one owning rank in its data-parallel group, which runs NS
-  and the update, and the updated parameters are all-gathered as ZeRO-1's are.
+  and the update, and the updated parameters are all-gathered as ZeRO-1's are; the
+  gradients are all-reduced whole by DDP first (not reduce-scattered).
 - ``moonlight`` (Moonlight's Distributed Muon, Algorithm 1, run for Kimi K2): ZeRO-1 state;
   each DP rank gathers the full momentum of every matrix of its shard (an all-gather over
   DP in BF16), runs NS on all of them and keeps its partition.
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 
 from ledger.errors import LedgerError
 from ledger.finetune import modules
+from ledger.frameworks import of as framework_of
 
 NS_STEPS = 5  # Megatron --muon-num-ns-steps (arguments.py L2648), Moonlight, Kimi K2
 QUINTIC = (3.4445, -4.7750, 2.0315)  # --muon-coefficient-type quintic (L2643)
@@ -51,17 +53,19 @@ class Form:
     owner_per_matrix: bool  # under ZeRO: one DP rank runs NS for a matrix; else every one
     tp_gather_bytes: float  # bytes per element of the TP all-gather of a split momentum
     dp_gather_bytes: float  # ... of the DP all-gather of the sharded momentum (ZeRO only)
+    grad_all_reduce: bool  # under ZeRO the gradients are all-reduced, not reduce-scattered
     source: str
 
 
 FORMS = {f.name: f for f in (
     Form("megatron", owner_per_matrix=True, tp_gather_bytes=4.0, dp_gather_bytes=0.0,
-         source="Megatron-LM d98e8a64 megatron/core/optimizer/emerging_optimizers.py "
+         grad_all_reduce=True, source="Megatron-LM d98e8a64 megatron/core/optimizer/emerging_optimizers.py "
                 "L177-245 (TensorParallelMuon, tp_mode duplicated: the momentum gathered "
                 "over TP, NS on the whole matrix), layer_wise_optimizer.py (one owner per "
-                "matrix in the DP group, updated params all-gathered)"),
+                "matrix in the DP group, updated params all-gathered; the class docstring, "
+                "L174-180: DDP all-reduces the gradients, every rank holds them whole)"),
     Form("moonlight", owner_per_matrix=False, tp_gather_bytes=4.0, dp_gather_bytes=2.0,
-         source="Moonlight arXiv:2502.16982 sec. 2.3, Algorithm 1 (Distributed Muon: ZeRO-1 "
+         grad_all_reduce=False, source="Moonlight arXiv:2502.16982 sec. 2.3, Algorithm 1 (Distributed Muon: ZeRO-1 "
                 "state, DP gather of the momentum in BF16, NS on the full matrix on every "
                 "DP rank, the local partition kept); Kimi K2 arXiv:2507.20534 sec. 2.1"),
 )}
@@ -136,8 +140,10 @@ def step_flops(model, cfg, optimizer: str = "muon") -> float:
 def gather_bytes(model, cfg, optimizer: str = "muon") -> tuple[float, float]:
     """(over TP, over DP) bytes one GPU receives per step for Muon's gathers, as ring
     all-gathers ((n - 1) / n of the whole): each TP- (ETP-) split matrix's momentum made
-    whole (duplicated mode), and under the Moonlight form with ZeRO the DP shards of
-    every matrix's momentum."""
+    whole (duplicated mode), and under ZeRO the Moonlight form's DP shards of every
+    matrix's momentum, or the Megatron form's second half of an all-reduce of the
+    gradients (its layer-wise optimizer has DDP all-reduce them where ZeRO-1
+    reduce-scatters: one more (n - 1) / n of them, in the framework's gradient dtype)."""
     f = _form(optimizer)
     etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp
     dp, edp = _groups(cfg)
@@ -149,4 +155,10 @@ def gather_bytes(model, cfg, optimizer: str = "muon") -> tuple[float, float]:
         tp_b += f.tp_gather_bytes * n * (t - 1) / t
         if cfg.zero_stage >= 1:
             dp_b += f.dp_gather_bytes * n / t * (g - 1) / g
+    if f.grad_all_reduce and cfg.zero_stage >= 1:
+        expert = sum(m.rows * m.cols * m.count for m in matrices(model) if m.expert)
+        grads = framework_of(cfg).grad_bytes
+        dense, dp_e = (model.params - expert) / (cfg.tp * cfg.pp), dp
+        dp_b += grads * (dense * (dp_e - 1) / dp_e
+                         + expert / (etp * cfg.ep * cfg.pp) * (edp - 1) / max(edp, 1))
     return tp_b, dp_b
