@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 
 from ledger.errors import LedgerError
 from ledger.formats import bytes_per_element
+from ledger.frameworks.gemm_weights import gemm_params, gemm_weights
 from ledger.frameworks.fp8_sources import SOURCES
 
 TILE = bytes_per_element("fp8-block1x128") - 1  # fp32 scale per 1 x 128 tile: 4/128 B
@@ -248,46 +249,6 @@ def peak_flops(gpu, fw, gemm: str, pass_: str = "fprop") -> float:
     return peak
 
 
-def gemm_weights(model, moe) -> tuple[float, float, float, int]:
-    """(split by TP, replicated, routed, dense weight tensors) GEMM weights of one layer -
-    the weights an FP8 recipe quantizes (each routed expert adds 2 tensors: fc1, fc2).
-    Norms, biases, sinks and the router stay BF16. ``moe``: whether an attention layer's
-    MLP is MoE, or the layer's ``ledger.anatomy.mixers.LayerKind`` (a recurrent mixer's in_proj and
-    out_proj are its GEMMs, ``projections``; a layer without an MLP has none there)."""
-    mixer, mlp = (moe.mixer, moe.mlp) if hasattr(moe, "mixer") else \
-        ("attention", "moe" if moe else "dense")
-    attn = model.attention_of(moe) if hasattr(moe, "mixer") else model
-    split, repl, tensors = _attention_gemms(attn) if mixer in ("attention",
-                                                               "attention+mamba") else (0, 0, 0)
-    if mixer in ("mamba", "attention+mamba", "linear", "conv"):
-        record = model.mamba if "mamba" in mixer else getattr(model, mixer)
-        s, r = record.projections(model.hidden)
-        split, repl, tensors = split + s, repl + r, tensors + 2
-    h, mats = model.hidden, 3 if model.gated_mlp else 2
-    if mlp == "dense":
-        return split + mats * h * model.ffn_hidden, repl, 0, tensors + 2
-    if mlp == "none":
-        return split, repl, 0, tensors
-    shared = mats * h * model.shared_ffn if model.shared_experts else 0
-    routed = model.num_experts * mats * h * model.moe_ffn_hidden
-    return split + shared, repl, routed, tensors + 2 * bool(shared)
-
-
-def _attention_gemms(model) -> tuple[float, float, int]:
-    """(split, replicated, tensors) of an attention block's projections (MLA's down
-    projections whole on every TP rank)."""
-    h, a = model.hidden, model.heads
-    o = a * model.v_head_dim * h
-    if getattr(model, "attention", "mha") == "mla":
-        r_q, r_kv, rope = model.q_lora_rank, model.kv_lora_rank, model.qk_rope_head_dim
-        kv_b = r_kv * a * (model.qk_nope_head_dim + model.v_head_dim)
-        repl = h * (r_kv + rope)
-        if r_q is None:
-            return h * model.q_dim + kv_b + o, repl, 4
-        return r_q * model.q_dim + kv_b + o, repl + h * r_q, 5
-    return h * model.q_dim + h * model.kv_dim + h * model.kv_heads * model.v_head_dim + o, 0, 2
-
-
 def single_buffer(rec, gpu) -> bool:
     """Whether Transformer Engine keeps a per-tensor-scaled FP8 weight as one buffer for
     both usages: on GPUs whose FP8 GEMMs take any layout (compute capability 10.x, 11.x or
@@ -359,11 +320,6 @@ def gather_wire_bytes(rec, zero3: bool = False) -> float:
     if zero3 and rec.fsdp_wire_bytes is not None:
         return rec.fsdp_wire_bytes
     return rec.param_gather_wire_bytes
-
-
-def gemm_params(model) -> float:
-    """GEMM weights of the whole model (every layer; not embedding, output, router)."""
-    return sum(n * sum(gemm_weights(model, kind)[:3]) for kind, n in model.kind_counts.items())
 
 
 def tp_gather_ratio(fw) -> float:
