@@ -161,16 +161,37 @@ def test_megatron_old_rotary_flag_has_no_position_table(tmp_path):
     assert counts == [LLAMA3_8B, LLAMA3_8B + 8192 * 4096]
 
 
-def test_megatron_partial_recompute_is_named_and_marked(tmp_path):
-    text = megatron("--recompute-granularity full --recompute-method block "
-                    "--recompute-num-layers 2 --attention-dropout 0.0")
-    code, out, err = run("report", "--from-megatron", write(tmp_path, "p.sh", text))
-    assert code == 0 and err.count("\n") == 1, err  # torchrun's world: no note; one line
-    line = err.splitlines()[0]
-    assert line.startswith("warning: not modelled, so the figures are approximate: ")
-    assert "--recompute-num-layers 2 of 16 layers" in line
-    assert "--attention-dropout" not in line  # the fused kernels keep no mask: nothing priced
-    assert out.rstrip().endswith("1 thing(s) the ledger does not model (named on stderr)")
+def _acts(tmp_path, name, extra, *argv):
+    code, out, err = run("report", "--from-megatron", write(tmp_path, name, megatron(extra)),
+                         "--json", *argv)
+    assert code == 0 and "not modelled" not in err, err
+    return json.loads(out)["activation_bytes_per_layer"]
+
+
+def test_megatron_partial_recompute_is_priced(tmp_path):
+    """--recompute-method block --recompute-num-layers 2 of a chunk's 16 layers: 2 layers
+    keep their input only, 14 keep everything (transformer_block.py _checkpointed_forward);
+    uniform groups of 2 keep one input per two layers. Neither is named on stderr now."""
+    full = _acts(tmp_path, "f.sh", "--recompute-granularity full")
+    none = _acts(tmp_path, "n.sh", "--attention-dropout 0.0")
+    block = _acts(tmp_path, "b.sh", "--recompute-granularity full --recompute-method block "
+                                    "--recompute-num-layers 2 --attention-dropout 0.0")
+    assert block == pytest.approx((2 * full + 14 * none) / 16)
+    uniform = _acts(tmp_path, "u.sh", "--recompute-granularity full --recompute-method "
+                                      "uniform --recompute-num-layers 2")
+    assert uniform == pytest.approx(full / 2)
+
+
+def test_megatron_recompute_modules_are_priced(tmp_path):
+    """Llama 3 8B, TP 2 + SP, bf16, dropout 0.1: --recompute-modules mlp keeps the dense
+    MLP's h-wide input (the SP shard) in place of its fused norm's input and output, rstd,
+    fc1's 2f-wide output and fc2's f-wide input: per token (4096 x 2 + 4 + 4096 x 2) / 2
+    + 3 x 14336 x 2 / 2 - 4096 x 2 / 2 B, over 8192 tokens."""
+    core = _acts(tmp_path, "c.sh", "--recompute-granularity selective")
+    mlp = _acts(tmp_path, "m.sh", "--recompute-granularity selective --recompute-modules "
+                                  "core_attn mlp")
+    per_token = (4096 * 2 + 4 + 4096 * 2) / 2 + 3 * 14336 * 2 / 2 - 4096 * 2 / 2
+    assert core - mlp == pytest.approx(per_token * 8192)
 
 
 def test_megatron_verbose_lists_what_changes_nothing(tmp_path):

@@ -22,6 +22,11 @@ from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
 
 RECOMPUTE = ("none", "selective", "full")
+# Megatron-Core's selective recompute modules the ledger prices (transformer_config.py
+# L560-583 @d98e8a64: the choices and what each runs again; L1940-1941: the default
+# ["core_attn"]); ledger.arch.activations says what each drops
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                     "shared_experts")
 TWO_STAGES = ("zb-v", "dualpipe", "dualpipev")  # schedules holding 2 stages per rank
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
@@ -126,6 +131,14 @@ class ParallelConfig:
     # -- what a step keeps beyond its layers (ledger.placement.footprint) ----------------
     recompute_every: int = 1  # with recompute "full": every n-th layer is recomputed, the
     #   others keep everything (torchtitan's selective layer AC, selective_ac_option = n)
+    # Megatron's selective recompute: the modules run again (--recompute-modules;
+    # RECOMPUTE_MODULES); None: its default, core_attn
+    recompute_modules: tuple[str, ...] | None = None
+    # Megatron's full recompute of some layers: --recompute-method block recomputes the
+    # first ``recompute_layers`` layers of each model chunk (None: all); uniform
+    # checkpoints groups of ``recompute_group`` layers, keeping one input per group
+    recompute_layers: int | None = None
+    recompute_group: int = 1
     dropout: float | None = None  # hidden and attention dropout; None: the framework's
     loss: str | None = None  # ledger.frameworks.losses; None: the framework's (compiled
     #   under ``compile`` where the framework compiles it)
@@ -220,6 +233,7 @@ def check_step(cfg, fw) -> None:
         raise LedgerError("recompute_every", f"recomputes every n-th layer in full: needs "
                                              f"recompute full, got recompute "
                                              f"{cfg.recompute!r}")
+    _check_recompute_modules(cfg)
     if cfg.dropout is None:
         object.__setattr__(cfg, "dropout", fw.dropout)
     if not 0.0 <= cfg.dropout < 1.0:
@@ -227,6 +241,31 @@ def check_step(cfg, fw) -> None:
     if cfg.loss is None:
         object.__setattr__(cfg, "loss", fw.loss_for(cfg.tp, cfg.compile))
     loss_of(cfg.loss)
+def _check_recompute_modules(cfg) -> None:
+    """--recompute-modules and the partial full recompute, as Megatron checks them
+    (transformer_config.py L1943-1962, L2024-2031 @d98e8a64; arguments.py: the method
+    and layer count go with full recompute only)."""
+    mods = cfg.recompute_modules
+    if mods is not None:
+        object.__setattr__(cfg, "recompute_modules", tuple(mods))
+        odd = [m for m in cfg.recompute_modules if m not in RECOMPUTE_MODULES]
+        if odd:
+            raise LedgerError("recompute_modules", f"{', '.join(odd)} not among "
+                                                   f"{', '.join(RECOMPUTE_MODULES)}")
+        if cfg.recompute != "selective":
+            raise LedgerError("recompute_modules", f"modules are recomputed under "
+                                                   f"recompute selective, got recompute "
+                                                   f"{cfg.recompute!r}")
+    require_positive("recompute_group", cfg.recompute_group)
+    if cfg.recompute_layers is not None:
+        require_positive("recompute_layers", cfg.recompute_layers)
+    if (cfg.recompute_layers is not None or cfg.recompute_group > 1) and \
+            cfg.recompute != "full":
+        raise LedgerError("recompute_layers", f"a partial or grouped recompute is of whole "
+                                              f"layers: needs recompute full, got "
+                                              f"{cfg.recompute!r}")
+
+
 def _ep_overlap(cfg, fw) -> bool:
     """The config's EP overlap: as given where its framework, schedule and run allow it
     (Megatron-LM transformer_config.py L3002-3046: EP > 1, the alltoall or flex

@@ -344,7 +344,23 @@ def step_flags(a: argparse.Namespace) -> dict:
                                          f"(saved-tensor table {t.name}); drop --dropout "
                                          f"{a.dropout:g}")
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
-                compile=a.compile)
+                compile=a.compile) | recompute_flags(a)
+
+
+def recompute_flags(a: argparse.Namespace) -> dict:
+    """Megatron's --recompute-modules / --recompute-method / --recompute-num-layers as
+    ParallelConfig fields."""
+    n, method = getattr(a, "recompute_num_layers", None), getattr(a, "recompute_method", None)
+    if n is not None and method is None:
+        raise LedgerError("recompute_num_layers", f"--recompute-num-layers {n} needs "
+                                                  f"--recompute-method block or uniform")
+    mods = getattr(a, "recompute_modules", None)
+    out = {"recompute_modules": tuple(mods) if mods is not None else None}
+    if method == "block":
+        out["recompute_layers"] = n or 1
+    elif method == "uniform":
+        out["recompute_group"] = n or 1
+    return out
 
 
 def plan_facts(a: argparse.Namespace) -> dict:
@@ -353,4 +369,8 @@ def plan_facts(a: argparse.Namespace) -> dict:
         raise LedgerError("recompute_every", f"plan searches recompute of every layer or "
                                              f"none; drop --recompute-every "
                                              f"{a.recompute_every}")
+    if getattr(a, "recompute_method", None) is not None:
+        raise LedgerError("recompute_method", f"plan searches recompute of every layer or "
+                                              f"none; drop --recompute-method "
+                                              f"{a.recompute_method}")
     return {k: v for k, v in step_flags(a).items() if k != "recompute_every"}

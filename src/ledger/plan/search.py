@@ -39,7 +39,7 @@ from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
 from ledger.system import System
 
 MICRO_BATCHES = (1, 2, 4, 8)
-RUN_FACTS = ("dropout", "loss", "compile")  # run facts the search holds fixed
+RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules")  # held fixed by the search
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30
@@ -258,6 +258,9 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
         if model is not None else {}
     if switches:
         switches["ep_overlap"] = bool(switches["ep_overlap"][0])
+    facts = dict(facts or {})
+    if RECOMPUTES[g["rc"][i]] != "selective":  # the modules of a selective recompute
+        facts.pop("recompute_modules", None)
     return ParallelConfig(
         tp=int(g["tp"][i]), cp=int(g["cp"][i]), pp=int(g["pp"][i]), dp=int(g["dp"][i]),
         ep=int(g["ep"][i]), zero_stage=int(g["zero"][i]), sequence_parallel=bool(g["sp"][i]),
@@ -266,7 +269,7 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
         num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
         schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]],
         framework=framework, flash_attention=flash, precision=precision, finetune=finetune,
-        offload=OFFLOADS[g["offload"][i]], **(facts or {}), **switches)
+        offload=OFFLOADS[g["offload"][i]], **facts, **switches)
 
 
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:

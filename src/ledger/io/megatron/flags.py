@@ -95,9 +95,7 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
     if ns["recompute_activations"]:  # arguments.py:607-608
         ns["recompute_granularity"] = "selective"
     if ns.get("recompute_granularity"):
-        kind, odd = _recompute(ns, ns["num_layers"] // pp)
-        flags["recompute"] = kind
-        unpriced += odd
+        flags |= _recompute(ns)
     if ns["context_parallel_size"] > 1 and ns["cp_comm_type"][0] in mm.CP_KINDS:
         flags["cp_kind"] = mm.CP_KINDS[ns["cp_comm_type"][0]]
     if ns["tp_comm_overlap"]:
@@ -188,19 +186,20 @@ def _pipeline(ns: dict, path: str, own_split: bool = False) -> dict:
     return out
 
 
-def _recompute(ns: dict, per_stage: int) -> tuple[str, list[str]]:
-    """Full or selective; a partial full recompute is priced as full, and said."""
-    kind = ns["recompute_granularity"]
-    if kind == "selective":
-        return "selective", []
-    n, method = ns.get("recompute_num_layers") or 1, ns.get("recompute_method")
-    if method == "block" and n < per_stage:
-        return "full", [f"--recompute-method block --recompute-num-layers {n} of {per_stage} "
-                        f"layers per stage (priced as full recompute of every layer)"]
-    if method == "uniform" and n > 1:
-        return "full", [f"--recompute-method uniform --recompute-num-layers {n} (groups of "
-                        f"{n} layers; priced as each layer recomputed alone)"]
-    return "full", []
+def _recompute(ns: dict) -> dict:
+    """Selective with its modules, or full of every layer, of the first n of each chunk
+    (--recompute-method block) or in groups of n (uniform), under the CLI's (Megatron's)
+    names: transformer_config.py L532-583, transformer_block.py _checkpointed_forward
+    @d98e8a64."""
+    if ns["recompute_granularity"] == "selective":
+        mods = ns.get("recompute_modules")
+        return {"recompute": "selective"} | ({"recompute_modules": tuple(mods)}
+                                             if mods is not None else {})
+    out = {"recompute": "full"}
+    if ns.get("recompute_method") in ("block", "uniform"):
+        out |= {"recompute_method": ns["recompute_method"],
+                "recompute_num_layers": ns.get("recompute_num_layers") or 1}
+    return out
 
 
 def semantic_notes(ns: dict, parsed) -> list[str]:

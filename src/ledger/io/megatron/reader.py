@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shlex
 
+from ledger.config import RECOMPUTE_MODULES
 from ledger.errors import LedgerError
 from ledger.io.megatron import model as mm
 from ledger.io.files import read_text
@@ -92,8 +93,8 @@ pipeline-model-parallel-layout
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
-    "--recompute-modules": (lambda v: v == ["core_attn"], "priced as selective recompute "
-                                                          "of core_attn"),
+    "--recompute-modules": (lambda v: not set(v) - set(RECOMPUTE_MODULES),
+                            "the others priced as not recomputed"),
     "--cp-comm-type": (lambda v: all(x in mm.CP_KINDS for x in v), "priced as ring"),
     "--position-embedding-type": (lambda v: v != "relative", "no relative-bias table"),
     "--fp8-recipe": (lambda v: v in ("delayed", "tensorwise", "blockwise"),
