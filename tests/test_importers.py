@@ -414,3 +414,22 @@ def test_megatron_virtual_stage_flags_are_checked(tmp_path, extra, needle):
     code, out, err = run("report", "--from-megatron", write(tmp_path, "v.sh", text),
                          "--gpus", "64")
     assert code == 2 and out == "" and needle in err and err.count("\n") == 1, err
+
+
+def test_megatron_state_dtypes_are_priced(tmp_path):
+    """--grad-reduce-in-bf16 halves the fp32 gradient buffer; the precision-aware
+    optimizer's bf16 moments halve Adam's 8 B of moments (fp32 master kept): per
+    parameter 2 + 4 + 4 + 8 -> 2 + 2 + 4 + 4 (Megatron arguments.py L1209-1213,
+    L3667-3684 @d98e8a64), the optimizer's state sharded over DP 2."""
+    def state(name, extra):
+        f = write(tmp_path, name, megatron(extra))
+        code, out, err = run("report", "--from-megatron", f, "--json")
+        assert code == 0 and "not modelled" not in err, err
+        return json.loads(out)["per_gpu"]
+
+    base = state("a.sh", "")
+    low = state("b.sh", "--grad-reduce-in-bf16 --use-precision-aware-optimizer "
+                        "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --main-grads-dtype bf16")
+    assert low["grads_bytes"] == pytest.approx(base["grads_bytes"] / 2)
+    assert low["optim_bytes"] == pytest.approx(base["optim_bytes"] * 8 / 12)
+    assert low["params_bytes"] == base["params_bytes"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ledger.errors import LedgerError, require_positive
 from ledger.finetune import FineTune
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.conventions import STATE_DTYPES
 from ledger.frameworks.losses import loss as loss_of
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
@@ -152,6 +153,14 @@ class ParallelConfig:
     # --overlap-moe-expert-parallel-comm, DualPipe's forward-backward pairs); None: the
     # framework's default where its schedule allows it
     ep_overlap: bool | None = None
+    # state dtypes a launch sets (ledger.frameworks.conventions.STATE_DTYPES; None: the
+    # framework's): the gradient buffer (Megatron --grad-reduce-in-bf16), the main params
+    # and Adam's moments (--use-precision-aware-optimizer --main-params-dtype,
+    # --exp-avg-dtype, --exp-avg-sq-dtype)
+    grad_dtype: str | None = None
+    master_dtype: str | None = None
+    exp_avg_dtype: str | None = None
+    exp_avg_sq_dtype: str | None = None
     # transformer layers per model stage (Megatron --decoder-first/last-pipeline-num-layers
     # or --pipeline-model-parallel-layout); None: the framework's rule (Framework.split)
     stage_layers: tuple[int, ...] | None = None
@@ -162,6 +171,7 @@ class ParallelConfig:
             require_positive(f, getattr(self, f))
         if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
             raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        _check_dtypes(self)
         fw = framework_of(self)
         fw.check_zero(self.zero_stage)
         if self.offload not in OFFLOADS:
@@ -241,6 +251,13 @@ def check_step(cfg, fw) -> None:
     if cfg.loss is None:
         object.__setattr__(cfg, "loss", fw.loss_for(cfg.tp, cfg.compile))
     loss_of(cfg.loss)
+def _check_dtypes(cfg) -> None:
+    for f in ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        v = getattr(cfg, f)
+        if v is not None and v not in STATE_DTYPES:
+            raise LedgerError(f, f"must be one of {', '.join(STATE_DTYPES)}, got {v!r}")
+
+
 def _check_recompute_modules(cfg) -> None:
     """--recompute-modules and the partial full recompute, as Megatron checks them
     (transformer_config.py L1943-1962, L2024-2031 @d98e8a64; arguments.py: the method

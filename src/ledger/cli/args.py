@@ -10,6 +10,7 @@ import argparse
 
 from ledger import __version__
 from ledger.config import RECOMPUTE, RECOMPUTE_MODULES
+from ledger.frameworks.conventions import STATE_DTYPES
 from ledger.errors import LedgerError
 from ledger.frameworks import RECIPES
 from ledger.frameworks import LOSSES
@@ -156,6 +157,16 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "checkpoints groups of that many (Megatron)")
     g.add_argument("--recompute-num-layers", type=count(MAX_LAYERS),
                    help="layers of --recompute-method (Megatron; default 1)")
+    g.add_argument("--grad-dtype", choices=("fp32", "bf16"),
+                   help="the gradient buffer's dtype (Megatron --grad-reduce-in-bf16: bf16; "
+                        "default: the framework's)")
+    for flag, what in (("--main-params-dtype", "main (master) params"),
+                       ("--exp-avg-dtype", "Adam's first moment"),
+                       ("--exp-avg-sq-dtype", "Adam's second moment")):
+        g.add_argument(flag, choices=tuple(STATE_DTYPES),
+                       dest={"--main-params-dtype": "master_dtype"}.get(flag),
+                       help=f"{what} (Megatron --use-precision-aware-optimizer {flag}; "
+                            f"default: the framework's)")
     g.add_argument("--dropout", type=real(MAX_DROPOUT, 0.0, closed_low=True),
                    help="hidden and attention dropout (Megatron --hidden-dropout; default: "
                         "the framework's, megatron 0.1, torchtitan 0)")

@@ -343,8 +343,10 @@ def step_flags(a: argparse.Namespace) -> dict:
             raise LedgerError("dropout", f"{a.framework}'s modules have no dropout "
                                          f"(saved-tensor table {t.name}); drop --dropout "
                                          f"{a.dropout:g}")
+    dtypes = {f: getattr(a, f, None) for f in ("grad_dtype", "master_dtype", "exp_avg_dtype",
+                                                "exp_avg_sq_dtype")}
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
-                compile=a.compile) | recompute_flags(a)
+                compile=a.compile) | recompute_flags(a) | dtypes
 
 
 def recompute_flags(a: argparse.Namespace) -> dict:

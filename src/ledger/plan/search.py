@@ -27,6 +27,7 @@ from ledger.arch import finetune_flops_per_token
 from ledger.config import OFFLOADS, MoESpec, ParallelConfig
 from ledger.errors import LedgerError, require_positive
 from ledger.frameworks import get as get_framework
+from ledger.frameworks.conventions import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state, split_problem
@@ -39,7 +40,8 @@ from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
 from ledger.system import System
 
 MICRO_BATCHES = (1, 2, 4, 8)
-RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules")  # held fixed by the search
+DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
+RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules") + DTYPE_FACTS  # held fixed
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30
@@ -166,9 +168,10 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     count = len(g["tp"])
     step = np.full(count, np.inf)
     parts: dict[str, np.ndarray] = {}
-    fw = get_framework(framework, precision)
-    st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision),
-                              optimizer)
+    dtypes = {k: v for k, v in (facts or {}).items() if k in DTYPE_FACTS and v is not None}
+    fw = with_dtypes(get_framework(framework, precision), *(dtypes.get(k) for k in DTYPE_FACTS))
+    st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision,
+                                                    **dtypes), optimizer)
     node = min(system.gpus_per_node, int(g["tp"][0] * g["cp"][0] * g["pp"][0] * g["dp"][0])) \
         if count else 1
     mem, state_g, off = grid_memory(model, g, fw, st_total.scaled(1 / model.params), flash,

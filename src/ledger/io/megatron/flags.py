@@ -89,6 +89,7 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         flags["global_batch"] = ns["global_batch_size"]
     if ns.get("num_experts"):
         flags["moe_dispatcher"] = ns["moe_token_dispatcher_type"]
+    flags |= state_dtypes(ns)
     own = _switches_and_split(ns, flags, path)
     flags |= _pipeline(ns, path, own)
     unpriced = []
@@ -105,6 +106,25 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
     if ns.get("async_save"):  # training_config.py:516
         flags["ckpt_async"] = True
     return flags | _step(ns), unpriced
+
+
+def state_dtypes(ns: dict) -> dict:
+    """The state dtypes a launch sets, under the CLI's names: --grad-reduce-in-bf16 keeps
+    the gradient buffer in bf16 (arguments.py L1209-1213 @d98e8a64; Megatron-FSDP:
+    --megatron-fsdp-main-grads-dtype bf16), --use-precision-aware-optimizer its
+    --main-params-dtype, --exp-avg-dtype and --exp-avg-sq-dtype (L3667-3684; without it
+    they must stay fp32, optimizer_config.py L466-480)."""
+    out = {}
+    if ns["grad_reduce_in_bf16"] or (ns["use_megatron_fsdp"]
+                                     and ns.get("megatron_fsdp_main_grads_dtype") == "bf16"):
+        out["grad_dtype"] = "bf16"
+    if ns.get("use_precision_aware_optimizer"):
+        for dest, key in (("main_params_dtype", "master_dtype"),
+                          ("exp_avg_dtype", "exp_avg_dtype"),
+                          ("exp_avg_sq_dtype", "exp_avg_sq_dtype")):
+            if ns.get(dest) not in (None, "fp32"):
+                out[key] = ns[dest]
+    return out
 
 
 # -- what the step keeps (issue 21) ------------------------------------------------------

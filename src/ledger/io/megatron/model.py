@@ -221,9 +221,7 @@ def precision(ns: dict) -> tuple[str, list[str]]:
     if ns.get("fp8"):  # --fp8-format (transformer_config.py:587-588)
         from ledger.frameworks import spell
 
-        recipe = ns.get("fp8_recipe") or "delayed"
-        if bf16_grads:
-            unpriced.append("BF16 gradients under FP8 (priced as Megatron's fp32 main grads)")
+        recipe = ns.get("fp8_recipe") or "delayed"  # BF16 grads: flags.state_dtypes
         return spell(recipe, bool(ns["fp8_param_gather"])), unpriced
     if ns["fp16"]:
         return "fp16", unpriced

@@ -63,8 +63,10 @@ transformer-impl use-flash-attn use-mcore-models use-nccl-ub use-rope-scaling we
 timing-log-level timing-log-option
 no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg delay-wgrad-compute
 moe-flex-dispatcher-backend moe-enable-deepep moe-deepep-num-sms
-attention-dropout
-""".split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step)
+attention-dropout main-grads-dtype
+""".split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step);
+# main-grads-dtype: the precision-aware optimizer's copy of a shard's grads during the step,
+# a transient the megatron convention does not price at either dtype
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
 num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
@@ -85,7 +87,8 @@ data-parallel-sharding-strategy micro-batch-size global-batch-size recompute-act
 recompute-granularity recompute-method recompute-num-layers recompute-modules cp-comm-type
 tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
-fp8-param-gather optimizer hidden-dropout
+fp8-param-gather optimizer hidden-dropout use-precision-aware-optimizer main-params-dtype
+exp-avg-dtype exp-avg-sq-dtype
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
