@@ -176,7 +176,8 @@ def test_megatron_recompute_modules_by_hand():
     """DeepSeek-V3's MoE layer under Megatron's table, TP 1, one 4096-token sequence:
     each --recompute-modules entry drops exactly what it runs again (transformer_config.py
     L560-583 @d98e8a64): mla_up_proj the up-projected q (192 wide), k (192) and v (128) of
-    128 heads; moe_act the experts' f-wide activation output per routed row (8 x 2048);
+    128 heads and the latent norms' outputs and fp32 rstd (kv 512, q 1536 wide; the
+    latents themselves are the checkpoint's input); moe_act the experts' f-wide activation output per routed row (8 x 2048);
     layernorm the separate norms' outputs (MLA's input norm, the MoE pre-MLP norm: 7168
     each); shared_experts the shared expert's fc1 and fc2 inputs (3 x 2048); moe every
     MoE tensor beyond the pre-MLP norm's output."""
@@ -190,7 +191,7 @@ def test_megatron_recompute_modules_by_hand():
 
     base = kept("core_attn")
     assert base.total_bytes - kept("mla_up_proj").total_bytes == \
-        128 * (192 + 192 + 128) * 2 * t
+        (128 * (192 + 192 + 128) * 2 + (512 + 1536) * 2 + 2 * 4) * t
     assert base.total_bytes - kept("moe_act").total_bytes == 8 * 2048 * 2 * t
     assert base.total_bytes - kept("layernorm").total_bytes == 2 * 7168 * 2 * t
     assert base.total_bytes - kept("shared_experts").total_bytes == 3 * 2048 * 2 * t

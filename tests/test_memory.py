@@ -33,9 +33,10 @@ def test_calibration_rows_fit():
 
 
 def test_megatron_goldens_within_6_percent():
-    """Max allocated on the last rank and allocated after the step, three platforms."""
+    """Max allocated on the last rank and allocated after the step: the GPT 7B cases on
+    three platforms, the MoE (MLA, unfused attention) case on two."""
     errs = errors([r for r in ROWS if r.source.startswith("NVIDIA/Megatron-LM")])
-    assert len(errs) == 12 and max(errs) <= 0.06, errs
+    assert len(errs) == 16 and max(errs) <= 0.06, errs
 
 
 def test_every_fit_verdict_right_both_ways():
@@ -46,7 +47,7 @@ def test_every_fit_verdict_right_both_ways():
 
 def test_measured_rows_mean_error_within_5_percent():
     errs = errors(ROWS)
-    assert len(errs) == 32 and sum(errs) / len(errs) <= 0.05, sum(errs) / len(errs)
+    assert len(errs) == 36 and sum(errs) / len(errs) <= 0.05, sum(errs) / len(errs)
 
 
 @pytest.mark.xfail(strict=True, reason="torchtitan's Dec-2024 405B pipeline rows sit under "
@@ -200,3 +201,20 @@ def test_report_prints_allocated_reserved_and_the_device(capsys):
     assert "does NOT fit" in capsys.readouterr().out  # the same run on 80 GiB
     assert main(argv + ["--gpu-memory", "0"]) == 2
     assert "gpu_memory" in capsys.readouterr().err
+
+
+def test_te_dummy_wgrads_by_hand():
+    """Llama 3 8B under Megatron at TP 2: one dummy wgrad per distinct TE weight shape,
+    bf16 (TE base.py L134-147): qkv 3072 x 4096, proj 4096 x 2048, fc1 14336 x 4096, fc2
+    4096 x 7168; the cuBLAS workspace 32 MiB + 1 KiB; present at every point and after
+    the step; none under torchtitan's modules."""
+    from ledger.placement.buffers import framework_buffers
+
+    cfg = ParallelConfig(tp=2, dp=4, zero_stage=1)
+    m = place(llama3_8b(), cfg).memory_by_rank[0]
+    named = dict(m.named)
+    assert named["TE dummy wgrads"] == 2 * 4096 * (3072 + 2048 + 14336 + 7168)
+    assert named["cuBLAS workspace"] == 32 * 2**20 + 1024
+    assert m.kept_bytes == sum(named.values()) and m.buffers_bytes >= m.kept_bytes
+    tt = ParallelConfig(dp=8, zero_stage=3, framework="torchtitan")
+    assert framework_buffers(llama3_8b(), tt, []) == {}

@@ -152,6 +152,8 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0
         lat = _norm(kv_lora, t, e) + kv_lora * gi  # latent norm + the up-projection's input
         if q_lora:
             lat += _norm(q_lora, t, e) + q_lora * gi
+        if drop_up:  # the checkpoint keeps the latents; their norms run again with it
+            lat = (kv_lora + q_lora) * e
         extra = lat * tokens / sp_div
         qk, v_w, kv_heads = nope + rope, v_dim, a  # keys expanded to every head
     else:

@@ -133,8 +133,15 @@ def _step(ns: dict) -> dict:
     whose masks the bias-dropout-add keeps (0.1 by default: transformer_config.py:188 at
     d98e8a64; a rate of 0 keeps none). --attention-dropout changes nothing priced: the
     fused attention kernels Megatron runs (TransformerEngine, flash) regenerate their mask
-    from the RNG state in backward."""
-    return {"dropout": ns["hidden_dropout"]}
+    from the RNG state in backward. --attention-backend unfused (TE's
+    UnfusedDotProductAttention, backends.py L351-420 @TE d0067d0d: baddbmm, the fused
+    scale-mask-softmax keeping its bf16 output, dropout, bmm) and local (Megatron's
+    DotProductAttention, the same sequence) materialise the scores; flash, fused and auto
+    run a fused kernel (transformer_config.py L151 @d98e8a64)."""
+    out = {"dropout": ns["hidden_dropout"]}
+    if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local"):
+        out["no_flash"] = True
+    return out
 
 
 def zero_stage(ns: dict) -> int:

@@ -42,7 +42,7 @@ NO_EFFECT_GROUPS = {f"_add_{g}_args" for g in (
 # run control
 NO_EFFECT = {f"--{n}" for n in """
 activation-func-clamp-value adam-beta1 adam-beta2 adam-eps apply-layernorm-1p
-attention-backend attention-softmax-in-fp32 calculate-per-token-loss clip-grad
+attention-softmax-in-fp32 calculate-per-token-loss clip-grad
 cross-entropy-loss-fusion disable-bf16-reduced-precision-matmul distributed-backend
 distributed-timeout-minutes empty-unused-memory-level enable-experimental
 exit-duration-in-mins exit-interval exit-signal-handler fp8-amax-compute-algo
@@ -54,7 +54,7 @@ moe-router-load-balancing-type moe-router-pre-softmax moe-router-score-function
 moe-router-topk-scaling-factor moe-shared-expert-overlap moe-token-drop-policy
 moe-z-loss-coeff moe-input-jitter-eps mscale mscale-all-dim mtp-loss-scaling-factor
 no-bias-dropout-fusion no-bias-gelu-fusion no-bias-swiglu-fusion
-no-check-for-nan-in-loss-and-grad no-gradient-accumulation-fusion no-masked-softmax-fusion
+no-check-for-nan-in-loss-and-grad no-masked-softmax-fusion
 no-rope-freq no-rope-fusion norm-epsilon
 overlap-p2p-comm profile profile-step-end profile-step-start profile-ranks
 rope-scaling-factor rope-type rotary-base rotary-interleaved rotary-percent
@@ -88,7 +88,7 @@ recompute-granularity recompute-method recompute-num-layers recompute-modules cp
 tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
 fp8-param-gather optimizer hidden-dropout use-precision-aware-optimizer main-params-dtype
-exp-avg-dtype exp-avg-sq-dtype
+exp-avg-dtype exp-avg-sq-dtype attention-backend
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
