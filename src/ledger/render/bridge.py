@@ -21,6 +21,8 @@ the measured figure:
   those modules where ``ParallelConfig`` takes them (else the ledger's selective, marked);
   granularity "selective" with no modules named -> selective (Megatron-Core's default
   module, core_attn); an empty module list -> none.
+- dropout 0 (Megatron-Bridge's GPTModelProvider, gpt_provider.py L380 @v0.4.1, and each
+  model bridge); a model's base-recipe state dtypes (``RECIPE_STATE``).
 - recipe settings: ``moe_flex_dispatcher_backend``
   (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap.
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
@@ -149,6 +151,15 @@ def _recipe_check(precision: str) -> None:
     recipe("megatron", precision)
 
 
+# what a model's base recipe keeps of its state beyond Megatron's defaults (the perf
+# recipes build on it): DeepSeek-V3 reduces gradients in BF16 and keeps BF16 Adam moments
+# under the precision-aware optimizer (recipes/deepseek/deepseek_v3.py L151-187 @v0.4.1,
+# L111, L272-276 @v0.2.0; perf_recipes/deepseek/common.py L43-46 @067f987d); the others
+# keep recipes/common.py's fp32 reduction (L82 @v0.4.1) and fp32 moments
+RECIPE_STATE = {"deepseek-v3": dict(grad_dtype="bf16", exp_avg_dtype="bf16",
+                                    exp_avg_sq_dtype="bf16")}
+
+
 def config_of(row: BridgeRow, precision: str | None,
               model=None) -> tuple[ParallelConfig, tuple[str, ...]]:
     approx = []
@@ -156,7 +167,8 @@ def config_of(row: BridgeRow, precision: str | None,
     kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
               zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
               micro_batch=row.mbs, num_microbatches=row.num_microbatches, vp=row.vp or 1,
-              framework="megatron", precision=precision)
+              framework="megatron", precision=precision, **RECIPE_STATE.get(row.model, {}),
+              dropout=0.0)  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
     modules = row.setting("recompute_modules")
     gran = row.setting("recompute_granularity")
     if gran == "full":
