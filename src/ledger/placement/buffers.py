@@ -38,7 +38,7 @@ def weight_shapes(model, kind: LayerKind, tp, etp) -> set[tuple]:
         ql, kvl = model.q_lora_rank, model.kv_lora_rank
         shapes = {(kvl + model.qk_rope_head_dim, h),
                   (a * (model.qk_nope_head_dim + v) / tp, kvl)}
-        shapes |= {(ql, h), (a * model.q_dim / tp, ql)} if ql else {(a * model.q_dim / tp, h)}
+        shapes |= {(ql, h), (model.q_dim / tp, ql)} if ql else {(model.q_dim / tp, h)}
     else:
         shapes = {((a + 2 * model.kv_heads) * d / tp, h)}
     shapes.add((h, a * v / tp))
