@@ -433,3 +433,21 @@ def test_megatron_state_dtypes_are_priced(tmp_path):
     assert low["grads_bytes"] == pytest.approx(base["grads_bytes"] / 2)
     assert low["optim_bytes"] == pytest.approx(base["optim_bytes"] * 8 / 12)
     assert low["params_bytes"] == base["params_bytes"]
+
+
+def test_megatron_cpu_activation_offload_is_priced(tmp_path):
+    """--cpu-offloading-num-layers 8 of Llama 3 8B's 32 layers (no PP, no recompute): TE's
+    offload context leaves (32 - 8) layers' activations on the GPU (cpu_offload.py
+    L748-751 @TE d0067d0d); Megatron refuses it beside PP (transformer_config.py L1891)."""
+    flat = megatron("").replace("--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 1")
+    f0, f8 = write(tmp_path, "a.sh", flat), write(tmp_path, "b.sh", flat.replace(
+        "--bf16", "--bf16 --cpu-offloading-num-layers 8"))
+    got = []
+    for f in (f0, f8):
+        code, out, err = run("report", "--from-megatron", f, "--json")
+        assert code == 0 and "not modelled" not in err, err
+        got.append(json.loads(out)["activation_bytes_per_layer"])
+    assert got[1] == pytest.approx(got[0] * 24 / 32)
+    code, _, err = run("report", "--from-megatron", write(tmp_path, "c.sh", megatron(
+        "--cpu-offloading-num-layers 8")))
+    assert code == 2 and "offload_activation_layers" in err, err

@@ -140,6 +140,11 @@ class ParallelConfig:
     # checkpoints groups of ``recompute_group`` layers, keeping one input per group
     recompute_layers: int | None = None
     recompute_group: int = 1
+    # Megatron's CPU activation offloading (--cpu-offloading-num-layers, TE's
+    # get_cpu_offload_context): this many of the model's layers keep their activations on
+    # the host; TE synchronises so the GPU holds (layers - n) layers' (cpu_offload.py
+    # L748-751 @TE d0067d0d)
+    offload_activation_layers: int = 0
     dropout: float | None = None  # hidden and attention dropout; None: the framework's
     loss: str | None = None  # ledger.frameworks.losses; None: the framework's (compiled
     #   under ``compile`` where the framework compiles it)
@@ -274,6 +279,12 @@ def _check_recompute_modules(cfg) -> None:
                                                    f"recompute selective, got recompute "
                                                    f"{cfg.recompute!r}")
     require_positive("recompute_group", cfg.recompute_group)
+    n = cfg.offload_activation_layers
+    if n and (n < 0 or cfg.pp > 1 or cfg.recompute != "none"):
+        raise LedgerError("offload_activation_layers", f"Megatron offloads the activations of "
+                          f"0 <= n layers without pipeline parallelism or recompute "
+                          f"(transformer_config.py L1884-1899 @d98e8a64), got {n} with "
+                          f"pp({cfg.pp}) recompute {cfg.recompute!r}")
     if cfg.recompute_layers is not None:
         require_positive("recompute_layers", cfg.recompute_layers)
     if (cfg.recompute_layers is not None or cfg.recompute_group > 1) and \

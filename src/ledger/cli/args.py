@@ -157,6 +157,9 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "checkpoints groups of that many (Megatron)")
     g.add_argument("--recompute-num-layers", type=count(MAX_LAYERS),
                    help="layers of --recompute-method (Megatron; default 1)")
+    g.add_argument("--cpu-offloading-num-layers", type=count(MAX_LAYERS), default=0,
+                   help="layers whose activations Megatron offloads to the host (TE's CPU "
+                        "offload; no PP, no recompute)")
     g.add_argument("--grad-dtype", choices=("fp32", "bf16"),
                    help="the gradient buffer's dtype (Megatron --grad-reduce-in-bf16: bf16; "
                         "default: the framework's)")

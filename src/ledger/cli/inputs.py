@@ -346,7 +346,9 @@ def step_flags(a: argparse.Namespace) -> dict:
     dtypes = {f: getattr(a, f, None) for f in ("grad_dtype", "master_dtype", "exp_avg_dtype",
                                                 "exp_avg_sq_dtype")}
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
-                compile=a.compile) | recompute_flags(a) | dtypes
+                compile=a.compile,
+                offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
+        | recompute_flags(a) | dtypes
 
 
 def recompute_flags(a: argparse.Namespace) -> dict:
@@ -375,4 +377,8 @@ def plan_facts(a: argparse.Namespace) -> dict:
         raise LedgerError("recompute_method", f"plan searches recompute of every layer or "
                                               f"none; drop --recompute-method "
                                               f"{a.recompute_method}")
-    return {k: v for k, v in step_flags(a).items() if k != "recompute_every"}
+    if getattr(a, "cpu_offloading_num_layers", 0):
+        raise LedgerError("cpu_offloading_num_layers", "plan searches no activation offload; "
+                          f"drop --cpu-offloading-num-layers {a.cpu_offloading_num_layers}")
+    return {k: v for k, v in step_flags(a).items()
+            if k not in ("recompute_every", "offload_activation_layers")}

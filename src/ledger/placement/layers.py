@@ -48,8 +48,9 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
     adapters = _adapters(model, cfg, kw)
     kept = layer_activations(model, **kw).total_bytes
-    if kw["recompute"] != "full":
-        return adapters + kept
+    if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
+        on_gpu = 1 - min(getattr(cfg, "offload_activation_layers", 0), model.layers) / model.layers
+        return (adapters + kept) * on_gpu
     kept = kept / getattr(cfg, "recompute_group", 1)  # one input kept per group
     share = recomputed_share(model, cfg)
     if share == 1:

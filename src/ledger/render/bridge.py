@@ -193,8 +193,13 @@ def config_of(row: BridgeRow, precision: str | None,
             kw["moe_dispatcher"] = "flex"
         if row.setting("moe_a2a_overlap") is True:
             kw["ep_overlap"] = True
+    offload = row.setting("cpu_offloading_num_layers")
+    if isinstance(offload, int) and offload > 0 and row.pp == 1 and "recompute" not in kw:
+        kw["offload_activation_layers"] = offload  # Megatron's CPU activation offload
     for name, what in (("cpu_offloading_num_layers", "activation offload of {} layers"),
                        ("cuda_graph_impl", "CUDA graphs ({})")):
+        if name == "cpu_offloading_num_layers" and "offload_activation_layers" in kw:
+            continue
         v = row.setting(name)
         if v not in (None, "none", 0, False) and not str(v).startswith("expr:"):
             approx.append(what.format(v) + " not priced")

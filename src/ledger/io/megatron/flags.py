@@ -139,6 +139,8 @@ def _step(ns: dict) -> dict:
     DotProductAttention, the same sequence) materialise the scores; flash, fused and auto
     run a fused kernel (transformer_config.py L151 @d98e8a64)."""
     out = {"dropout": ns["hidden_dropout"]}
+    if ns.get("cpu_offloading_num_layers"):  # arguments.py L1950-1951: turns offloading on
+        out["cpu_offloading_num_layers"] = ns["cpu_offloading_num_layers"]
     if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local"):
         out["no_flash"] = True
     return out

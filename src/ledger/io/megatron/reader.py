@@ -88,7 +88,7 @@ recompute-granularity recompute-method recompute-num-layers recompute-modules cp
 tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
 fp8-param-gather optimizer hidden-dropout use-precision-aware-optimizer main-params-dtype
-exp-avg-dtype exp-avg-sq-dtype attention-backend
+exp-avg-dtype exp-avg-sq-dtype attention-backend cpu-offloading-num-layers
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
