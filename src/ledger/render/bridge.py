@@ -22,7 +22,8 @@ the measured figure:
   granularity "selective" with no modules named -> selective (Megatron-Core's default
   module, core_attn); an empty module list -> none.
 - dropout 0 (Megatron-Bridge's GPTModelProvider, gpt_provider.py L380 @v0.4.1, and each
-  model bridge); a model's base-recipe state dtypes (``RECIPE_STATE``).
+  model bridge); the perf recipes' BF16 gradient reduction and a model's own state dtypes
+  (``RECIPE_STATE``).
 - recipe settings: ``moe_flex_dispatcher_backend``
   (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap.
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
@@ -151,13 +152,17 @@ def _recipe_check(precision: str) -> None:
     recipe("megatron", precision)
 
 
-# what a model's base recipe keeps of its state beyond Megatron's defaults (the perf
-# recipes build on it): DeepSeek-V3 reduces gradients in BF16 and keeps BF16 Adam moments
-# under the precision-aware optimizer (recipes/deepseek/deepseek_v3.py L151-187 @v0.4.1,
-# L111, L272-276 @v0.2.0; perf_recipes/deepseek/common.py L43-46 @067f987d); the others
-# keep recipes/common.py's fp32 reduction (L82 @v0.4.1) and fp32 moments
-RECIPE_STATE = {"deepseek-v3": dict(grad_dtype="bf16", exp_avg_dtype="bf16",
-                                    exp_avg_sq_dtype="bf16")}
+# what the perf recipes keep of the state beyond Megatron's defaults: every release's perf
+# scripts reduce gradients in BF16 (grad_reduce_in_fp32 False: the v0.1.0rc3 YAMLs'
+# mixed_precision block, e.g. configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml L42-43;
+# configs/llama3/llama3_llm_pretrain.py L46-47 @v0.2.0, configs/deepseek/
+# deepseek_llm_pretrain.py L42-43 @v0.4.1; perf_recipes/_common.py L71-72 @v0.6.0, which
+# Kimi K2 alone overrides); DeepSeek-V3 keeps BF16 Adam moments under the precision-aware
+# optimizer (recipes/deepseek/deepseek_v3.py L161-165 @v0.4.1, L272-276 @v0.2.0;
+# perf_recipes/deepseek/common.py L43-46 @067f987d)
+PERF_STATE = dict(grad_dtype="bf16")
+RECIPE_STATE = {"deepseek-v3": dict(PERF_STATE, exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"),
+                "kimi-k2": {}}
 
 
 def config_of(row: BridgeRow, precision: str | None,
@@ -167,7 +172,8 @@ def config_of(row: BridgeRow, precision: str | None,
     kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
               zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
               micro_batch=row.mbs, num_microbatches=row.num_microbatches, vp=row.vp or 1,
-              framework="megatron", precision=precision, **RECIPE_STATE.get(row.model, {}),
+              framework="megatron", precision=precision,
+              **RECIPE_STATE.get(row.model, PERF_STATE),
               dropout=0.0)  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
     modules = row.setting("recompute_modules")
     gran = row.setting("recompute_granularity")
