@@ -226,3 +226,32 @@ def test_te_dummy_wgrads_by_hand():
     assert m.kept_bytes == sum(named.values()) and m.buffers_bytes >= m.kept_bytes
     tt = ParallelConfig(dp=8, zero_stage=3, framework="torchtitan")
     assert framework_buffers(llama3_8b(), tt, []) == {}
+
+
+def _bridge(**kw):
+    from ledger.render.bridge import outcome
+    from ledger.validation.bridge import rows
+
+    return [outcome(r) for r in rows() if all(getattr(r, k) == v for k, v in kw.items())]
+
+
+def test_bridge_deepseek_v3_and_405b_rows_on_b200_fit():
+    """Megatron-Bridge's DeepSeek-V3 and Llama 3.1 405B rows on B200 ran; with the recipes'
+    recompute modules, BF16 gradients and moments and dropout 0 they are judged to fit
+    (they were 200 and 183-185 GiB of 180 before)."""
+    got = _bridge(gpu="b200", model="deepseek-v3") + [
+        o for o in _bridge(gpu="b200", model="llama3.1-405b") if o.status == "ran"]
+    assert len(got) >= 7 and all(o.fits for o in got if o.status == "ran"), [
+        (o.row.id, o.peak_bytes / 2**30) for o in got if not o.fits]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 31's bar: every Megatron-Bridge row that ran on "
+                   "H100 / B200 judged to fit; 7 do not: GPT-OSS 120B at MBS 4 (H100 107 GiB "
+                   "of 80 - the 25.11 table's MBS 4 contradicts its own GA 2 and the recipe's "
+                   "MBS 1; B200 180.6 of 180), Qwen3-30B-A3B 25.09/25.11 on H100 at MBS 2 "
+                   "(81.3 of 80 GiB; BF16 first/last layers not priced, which would add); "
+                   "the caching allocator's share (9% of allocated, fitted on torchtitan) is "
+                   "the largest term not measured on Megatron")
+def test_every_bridge_row_on_h100_and_b200_fits():
+    got = [o for g in ("h100", "b200") for o in _bridge(gpu=g) if o.status == "ran"]
+    assert [o.row.id for o in got if not o.fits] == []
