@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ledger.errors import LedgerError, require_positive
 from ledger.finetune import FineTune
 from ledger.frameworks import of as framework_of
-from ledger.frameworks.conventions import STATE_DTYPES
+from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.frameworks.losses import loss as loss_of
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule

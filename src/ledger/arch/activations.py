@@ -23,6 +23,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ledger.arch.checkpointing import gradient_bytes, op_policy
+from ledger.arch.selective import recomputed_modules as _recomputed_modules
+from ledger.arch.selective import selected as _modules
 from ledger.arch.recurrent import saved_elements
 from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, PLAIN, SavedTensors
 from ledger.config import RECOMPUTE
@@ -325,38 +327,6 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
         shared_experts_bytes=shared,
         dropout_bytes=t.residual_dropout_masks * model.hidden * tokens / sp_div * (
             dropout > 0), recompute=recompute, mixer_bytes=recurrent)
-
-
-def _modules(recompute: str, modules) -> tuple[str, ...]:
-    """The modules a selective recompute runs again (Megatron's default: core_attn)."""
-    if recompute != "selective":
-        return ()
-    return ("core_attn",) if modules is None else tuple(modules)
-
-
-def _recomputed_modules(model, t, e, tokens, sp_div, moe, mods, norm_a, norm_m, mlp,
-                        router, experts, shared):
-    """What Megatron's selective modules drop from one layer's saved bytes
-    (megatron/core/transformer/transformer_layer.py, moe/moe_layer.py, mlp.py):
-    ``layernorm`` discards the output of the norms that are modules of their own (MLA's
-    input norm and an MoE layer's pre-MLP norm: gpt_layer_specs.py L244-336; the other
-    norms are fused into TE's LayerNormLinear and are IdentityOp), ``mlp`` checkpoints
-    the dense MLP with its fused norm, keeping its h-wide input, ``moe`` the MoE layer
-    and ``shared_experts`` the shared experts, keeping nothing beyond the pre-MLP norm's
-    output the router reads (``moe_act`` and ``mla_up_proj`` are applied where those
-    tensors are priced)."""
-    h = model.hidden
-    gemm_in = h * _gi(t, e) * tokens / (sp_div if t.sp_gemm_input_shard else 1)
-    if "layernorm" in mods:
-        norm_a = norm_a - gemm_in * (getattr(model, "attention", "mha") == "mla")
-        norm_m = norm_m - gemm_in * bool(moe)
-    if "mlp" in mods and not moe:
-        norm_m, mlp = h * e * tokens / sp_div + 0.0 * norm_m, 0.0 * mlp
-    if "moe" in mods and moe:
-        router, experts, shared = 0.0 * router, 0.0 * experts, 0.0 * shared
-    if "shared_experts" in mods and moe:
-        shared = 0.0 * shared
-    return norm_a, norm_m, mlp, router, experts, shared
 
 
 def recompute_working_bytes(model: ModelSpec, **kw) -> float:

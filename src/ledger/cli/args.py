@@ -10,7 +10,7 @@ import argparse
 
 from ledger import __version__
 from ledger.config import RECOMPUTE, RECOMPUTE_MODULES
-from ledger.frameworks.conventions import STATE_DTYPES
+from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.errors import LedgerError
 from ledger.frameworks import RECIPES
 from ledger.frameworks import LOSSES

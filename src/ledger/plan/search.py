@@ -27,7 +27,7 @@ from ledger.arch import finetune_flops_per_token
 from ledger.config import OFFLOADS, MoESpec, ParallelConfig
 from ledger.errors import LedgerError, require_positive
 from ledger.frameworks import get as get_framework
-from ledger.frameworks.conventions import with_dtypes
+from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state, split_problem
