@@ -98,6 +98,16 @@ def test_gpt_oss_120b_weights_as_vllm_logged_them():
     assert serve(model, ServeConfig(context=32768, quant=q), h100).mxfp4_backend == "triton"
 
 
+def test_qwen3_32b_awq_weights_as_vllm_logged_them():
+    """AWQ read from Qwen3-32B-AWQ's config (4 bits, group 128, zero points, GEMM), tensor
+    parallel 4: "Model loading took 4.5804 GiB" on each GPU (vLLM 0.8.5, a deployment log
+    kept in jackypanster/qwen3-32b-awq); the ledger's 4.50 GiB is -1.7% from it."""
+    model, q = load("quant/qwen3-32b-awq.json")
+    assert (q.method, q.weight, q.group, q.zero_points) == ("awq", "int4", 128, True)
+    est = serve(model, ServeConfig(tp=4, context=32768, quant=q), system("h100-sxm"))
+    assert est.weight_bytes_per_gpu / GiB == pytest.approx(4.5804, rel=0.03)
+
+
 def test_expert_parallel_keeps_experts_whole_and_pads_less():
     """vLLM pads each GPU's share of an expert's intermediate for the Marlin MoE kernel
     (to 128; hidden to 256): split four ways (tp 4) 2880 / 4 = 720 -> 768, whole with EP

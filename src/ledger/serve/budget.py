@@ -114,9 +114,10 @@ def _widest(model, cfg, tokens: int, layers: range) -> float:
 # top-k / top-p path always runs. Both hold the gathered logits in the model's dtype (2) and
 # the Sampler's fp32 copy (4). FlashInfer's kernel samples from them in place (vLLM's
 # default since PR #40376, 2026-04-20, "Enable FlashInfer top-k/top-p sampler by default";
-# it was off from PR #26859, 2025-10-15, to then). The PyTorch path (apply_top_k_top_p,
-# vllm/v1/sample/ops/topk_topp_sampler.py as vLLM 0.10 / 0.11 shipped it; no FlashInfer, or
-# VLLM_USE_FLASHINFER_SAMPLER=0) sorts the whole vocabulary: fp32 values (4) and int64
+# it was off from PR #26859, 2025-10-15, to then, when a Triton top-k/top-p kernel ran where
+# Triton was present - not modelled). The PyTorch path (apply_top_k_top_p_pytorch,
+# vllm/v1/sample/ops/topk_topp_sampler.py; what vLLM 0.10 ran without FlashInfer) sorts
+# the whole vocabulary: fp32 values (4) and int64
 # indices (8), a bool top-k mask (1), the softmax of the sorted row (4; its cumsum is taken
 # in place) and a bool top-p mask (1), all alive until the scatter back - 24 B a logit,
 # 4.6 GiB for 1,024 rows of gpt-oss's 201,088-token vocabulary.
