@@ -129,3 +129,38 @@ def test_minimax_m1_serves_ten_softmax_layers_of_kv():
     """10 softmax layers keep a KV cache; the 70 lightning ones a fixed state."""
     spec, _ = read_config(load("minimax-m1-80k"))
     assert spec.mixers.count("attention") == 10 and spec.mixers.count("linear") == 70
+
+
+
+def _cache(root: Path, repo_id: str, name: str, rev: str = "0123abcd") -> None:
+    """huggingface_hub's cache layout: models--org--name/{refs/main, snapshots/rev/}."""
+    folder = root / f"models--{repo_id.replace('/', '--')}"
+    (folder / "snapshots" / rev).mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(rev)
+    (folder / "snapshots" / rev / "config.json").write_text((RELEASED / f"{name}.json")
+                                                            .read_text())
+
+
+@pytest.mark.parametrize("env", ["HF_HUB_CACHE", "HF_HOME"])
+def test_a_hub_id_resolves_from_the_local_cache(tmp_path, monkeypatch, env):
+    from test_bad_input import run
+
+    root = tmp_path / "hub" if env == "HF_HOME" else tmp_path
+    _cache(root, "Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv(env, str(tmp_path))
+    code, out, err = run(["report", "Qwen/Qwen3-30B-A3B", "--json"])
+    assert code == 0, err
+    expected = read_hf_config(RELEASED / "qwen3-30b-a3b.json")[0].params
+    assert json.loads(out)["params"] == expected and "Qwen/Qwen3-30B-A3B" in out
+
+
+def test_a_hub_id_not_in_the_cache_says_where_it_looked(tmp_path, monkeypatch):
+    from test_bad_input import run
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    code, out, err = run(["report", "Qwen/Qwen3-235B-A22B"])
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "'Qwen/Qwen3-235B-A22B' is not in the local Hugging Face cache" in err
+    assert str(tmp_path / "models--Qwen--Qwen3-235B-A22B") in err

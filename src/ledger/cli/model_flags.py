@@ -15,6 +15,7 @@ from dataclasses import fields, replace
 from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
 from ledger.errors import LedgerError, clip
 from ledger.io import MAX_LAYERS, model_flag, read_hf_config
+from ledger.io.hf.hub import hub_config, is_hub_id
 from ledger.anatomy.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
 from ledger.model import PRESETS, ModelSpec, preset
 
@@ -262,6 +263,9 @@ def load_model(a: argparse.Namespace) -> ModelSpec:
         m = preset(a.model)
     elif a.model.endswith(".json") or a.model == "" or os.path.lexists(a.model):
         m, notes = read_hf_config(a.model)
+        a.model_notes = notes
+    elif is_hub_id(a.model):  # org/name: the local Hugging Face cache, offline
+        m, notes = read_hf_config(hub_config(a.model), name=a.model)
         a.model_notes = notes
     else:
         m = preset(a.model)  # raises: unknown model, lists the presets

@@ -284,7 +284,7 @@ def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
     return read_config(cfg, name)[0]
 
 
-def read_hf_config(path: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
+def read_hf_config(path: str | Path, name: str = "") -> tuple[ModelSpec, tuple[str, ...]]:
     """A ModelSpec from a local ``config.json`` (or a folder holding one), and the
     reader's notes (``read_config``)."""
     if str(path) != "" and Path(path).is_dir():  # Path('') would be the current folder
@@ -292,7 +292,7 @@ def read_hf_config(path: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
     cfg = _load(path)
     path = Path(path)
     folder = path.resolve().parent.name if path.name == "config.json" else path.stem
-    name = clip(cfg.get("_name_or_path") or folder or "")  # printed: no terminal escapes
+    name = clip(name or cfg.get("_name_or_path") or folder or "")  # printed: no escapes
     return read_config(cfg, name)
 
 
