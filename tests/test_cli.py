@@ -82,7 +82,7 @@ BAD = [
     (["report", "llama3-70b", "--dp", "4", "--gpus", "16"], "!= gpus(16)"),
     (["report", "llama3-70b", "--dp", "3", "--global-batch", "16"], "global_batch(16)"),
     (["report", "llama3-70b", "--tp", "banana"], "tp: must be an integer in 1..1,048,576, got 'banana'"),
-    (["report", "llama3-70b", "--frobnicate"], "unrecognized arguments"),
+    (["report", "llama3-70b", "--frobnicate"], "report does not take --frobnicate"),
     (["report", "custom", "--layers", "2"], "custom needs"),
     (["report", "llama3-70b", "--seq", "-1"], "seq: must be an integer in 0..16,777,216, got '-1'"),
     (["report", "llama3-70b", "--capacity-factor", "-1"], "capacity_factor"),

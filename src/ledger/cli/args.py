@@ -470,7 +470,9 @@ def _small_parsers(sub) -> None:
     lay.add_argument("--json", action="store_true", help="print JSON instead of text")
     time = real(MAX_TIME, MIN_TIME, closed_low=True)
     s = sub.add_parser("schedule", help="simulate a pipeline schedule and draw it")
-    s.add_argument("kind", choices=SCHEDULES, help="the schedule")
+    s.add_argument("kind", nargs="?", choices=SCHEDULES, help="the schedule (or --schedule)")
+    s.add_argument("--schedule", choices=SCHEDULES, help="the schedule, as every command "
+                                                         "names it")
     s.add_argument("--pp", type=GPUS, required=True, help="pipeline ranks")
     s.add_argument("--microbatches", type=count(MAX_MICROBATCHES), required=True,
                    help="micro-batches per step")

@@ -149,7 +149,14 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
     from ledger.render import summary, svg_timeline, text_timeline, timeline_json
 
     from ledger.config import TWO_STAGES
+    from ledger.pipeline import KINDS as SCHEDULES
 
+    if a.kind and a.schedule and a.kind != a.schedule:
+        raise LedgerError("schedule", f"given twice: {a.kind} and --schedule {a.schedule}")
+    a.kind = a.kind or a.schedule
+    if a.kind is None:
+        raise LedgerError("schedule", "schedule needs --schedule (one of "
+                                      f"{', '.join(SCHEDULES)})")
     v = a.vp or (2 if a.kind in TWO_STAGES else 1)
     check_drawable(a.kind, a.pp, a.microbatches, v)
     tb = backward_time(a)
@@ -284,11 +291,10 @@ FILE_FLAGS = ("system", "phases", "from_megatron", "from_torchtitan", "html", "s
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     """Parse, naming the subcommand when an argument is not its own."""
-    a, extra = build_parser().parse_known_args(argv)
-    if extra:
-        where = f"train-ledger {a.cmd}" if a.cmd else "train-ledger"
-        raise LedgerError("usage", f"{where}: unrecognized arguments: "
-                                   f"{clip(' '.join(extra), 400)}")
+    parser = build_parser()
+    a, extra = parser.parse_known_args(argv)
+    if extra:  # one line: what the command does not take, and what it does
+        raise LedgerError("usage", parser._command(a).unknown(extra))
     for name, value in vars(a).items():
         if isinstance(value, list):  # argparse drops a value of '--' and leaves []
             raise LedgerError(name, "needs a value, got '--'")
