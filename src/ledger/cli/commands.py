@@ -101,13 +101,35 @@ def check_finetune(model, ft) -> None:
             _warn(f"--lora-targets: no weight matrix of {model.name} is named "
                   f"{', '.join(t.unmatched)}: left out (peft ignores a name that matches "
                   f"no module, and refuses one that names a norm or a block)")
+        from ledger.finetune.lora import unadapted
+
+        skipped = unadapted(model, ft, t)
+        if skipped:  # peft's all-linear wraps nn.Linear modules only
+            print(f"note: --lora-targets all-linear adapts modules only, as peft does: "
+                  f"{model.name}'s {', '.join(skipped)} are parameters (fused experts, a "
+                  f"custom router), get no adapter and stay frozen", file=sys.stderr)
 
 
 def _cmd_seed() -> str:
     from ledger.parallel import seed_placements
     from ledger.render import report_text
 
-    return "\n".join(report_text(m, c) for m, c in seed_placements())
+    from ledger.placement import place
+    from ledger.render.units import fmt_bytes
+    from ledger.system import GPUS
+
+    gpu = GPUS["h100-sxm"]  # the GPU the article's placements are held against
+    head = (f"The seed article's six placements, as it writes them (the ideal convention, "
+            f"no recompute), each held against an {gpu.name} ({fmt_bytes(gpu.hbm_bytes)}); "
+            f"'train-ledger report' sizes your own.\n")
+    out = []
+    for m, c in seed_placements():
+        peak = place(m, c).peak_bytes
+        fits = "fits" if peak <= gpu.hbm_bytes else (
+            f"does not fit: over by {fmt_bytes(peak - gpu.hbm_bytes)} (add --recompute full "
+            f"or more model parallelism)")
+        out.append(report_text(m, c) + f"\n  {'on ' + gpu.name:<20}{fits}")
+    return head + "\n".join(out)
 
 
 def _cmd_report(a: argparse.Namespace) -> str:

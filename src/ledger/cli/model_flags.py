@@ -113,12 +113,16 @@ CUSTOM_REQUIRED = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
 def add_model_flags(p: argparse.ArgumentParser) -> None:
     """The model argument and one flag per ModelSpec field (all default to unset)."""
     p.add_argument("model", nargs="?",  # or from --from-megatron / --from-torchtitan
-                   help="preset name, path to a HF config.json, or 'custom'")
+                   help="preset name, path to a HF config.json, a hub id in the local "
+                        "Hugging Face cache (org/name), or 'custom'")
     g = p.add_argument_group("model (for 'custom'; --seq also sets a preset's length)")
     for field, (names, typ, text) in FLAGS.items():
         if typ is bool or typ is NOT:
             g.add_argument(*names, dest=field, action="store_const", const=typ is bool,
                            help=text)
+        elif isinstance(typ, tuple) and len(typ) > 12:  # a long list: named once, not printed
+            g.add_argument(*names, dest=field, choices=typ, metavar=field.upper(),
+                           help=f"{text}; one of {len(typ)} (docs/models.md)")
         elif isinstance(typ, tuple):
             g.add_argument(*names, dest=field, choices=typ, help=text)
         else:

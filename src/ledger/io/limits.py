@@ -148,6 +148,12 @@ class OneLineParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def format_help(self) -> str:  # noqa: D102
+        if self.usage is None and len(self._actions) > 30:  # the flags are listed below it
+            pos = " ".join(f"[{a.dest}]" for a in self._actions if not a.option_strings)
+            self.usage = f"%(prog)s {pos} [flags]".replace("  ", " ")
+        return super().format_help()
+
     def parse_args(self, args=None, namespace=None):  # noqa: D102
         ns, extras = self.parse_known_args(args, namespace)
         if extras:

@@ -187,7 +187,9 @@ FIRST = {fn.__name__: fn for fn in (
     deepseek_v2, deepseek_v3, llama4_text, gemma2, gemma3_text, gpt_oss, phi3, olmo2,
     granite, starcoder2)}
 FAMILIES = {**FIRST, **dense.FAMILIES, **layouts.FAMILIES, **moe.FAMILIES,
-            **hybrids.FAMILIES, **hybrids.REMOTE, **unmodelled.FAMILIES}  # every model_type the ledger reads
+            **hybrids.FAMILIES, **unmodelled.FAMILIES}  # every model_type the ledger reads
+# remote-code model_types (no transformers class): their reader, the family counted as
+REMOTE = {"minimax_m1": (hybrids.minimax_m1, "minimax")}
 # composites whose text model the ledger reads (from their text_config)
 COMPOSITES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "got_ocr2": "qwen2",
               "emu3": "emu3_text_model", "fuyu": "persimmon", "qwen3_5": "qwen3_5_text",

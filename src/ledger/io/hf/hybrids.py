@@ -379,4 +379,4 @@ FAMILIES = {fn.__name__: fn for fn in (
     mamba, falcon_mamba, mamba2, bamba, granitemoehybrid, falcon_h1, nemotron_h, jamba,
     qwen3_next, qwen3_5_text, qwen3_5_moe_text, olmo_hybrid, kimi_linear, bailing_hybrid,
     minimax, lfm2, lfm2_moe, lfm3)}
-REMOTE = {"minimax_m1": minimax_m1}  # remote-code model_types transformers has no class for
+

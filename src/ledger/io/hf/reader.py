@@ -199,15 +199,16 @@ def read_config(cfg: dict, name: str = "") -> tuple[ModelSpec, tuple[str, ...]]:
     family of its ``architectures``). A family the ledger cannot count is refused in one
     line naming what it lacks; so is a key that changes the model which the family's
     reader does not read (``STRUCTURE``)."""
-    from ledger.io.hf.families import FAMILIES
+    from ledger.io.hf.families import FAMILIES, REMOTE
 
     kind = cfg.get("model_type")
     if not isinstance(kind, str):
         raise LedgerError("config.json", f"'model_type' must be a string, got {kind!r}")
-    cfg, kind, notes = _family(cfg, kind, FAMILIES)
+    readers = {**FAMILIES, **{k: fn for k, (fn, _) in REMOTE.items()}}
+    cfg, kind, notes = _family(cfg, kind, readers)
     r = Reader(cfg, kind)
     try:
-        fields, capacity = FAMILIES[kind](r)
+        fields, capacity = readers[kind](r)
     except LedgerError:
         r.check_complete()  # a refusal that a missing shape key caused: name the keys
         raise
@@ -221,8 +222,9 @@ def read_config(cfg: dict, name: str = "") -> tuple[ModelSpec, tuple[str, ...]]:
                                          f"class for it ignores {'them' if len(unread) > 1 else 'it'}"
                                          f"): is the model_type right?")
     seq = min(capacity, DEFAULT_SEQ)
+    family = REMOTE[kind][1] if kind in REMOTE else kind  # module names peft matches
     spec = ModelSpec(name=name or clip(cfg.get("_name_or_path") or kind), seq_len=seq,
-                     seq_default=True, family=kind, **fields)
+                     seq_default=True, family=family, **fields)
     return spec, notes + tuple(r.notes)
 
 
