@@ -127,7 +127,8 @@ def test_public_surface():
     assert set(ledger.__all__) == {
         "Comm", "LedgerError", "ModelSpec", "MoESpec", "ParallelConfig", "Placement",
         "StateBytes", "activation_bytes_per_layer", "coll_bytes", "per_gpu_state", "place",
-        "pp_bubble_fraction", "preset", "report", "state_bytes"}
+        "pp_bubble_fraction", "preset", "report", "state_bytes",
+        "load_model", "estimate_many"}  # and ledger.api (docs/api.md)
     for name in ledger.__all__:
         assert getattr(ledger, name) is not None
 
