@@ -334,8 +334,11 @@ def _plan_parser(sub) -> None:
                     help="with --min-gpus: the largest world tried (default 1,024)")
     pl.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam",
                     help="optimizer (default adam; see report --help)")
-    pl.add_argument("--precision", choices=tuple(PRECISIONS),
-                    help="bytes per state (default: the framework's)")
+    pl.add_argument("--precision", choices=(*PRECISIONS, "fp8"),
+                    help="bytes per state (default: the framework's); fp8: its linear "
+                         "layers' GEMMs in FP8 (--fp8-recipe)")
+    pl.add_argument("--fp8-recipe", choices=FP8_RECIPES,
+                    help="with --precision fp8: the recipe (as estimate --help says)")
     add_finetune_flags(pl, plan=True)
     _add_system_flags(pl)
     pl.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),

@@ -264,12 +264,18 @@ def _cmd_plan(a: argparse.Namespace) -> str:
                 print(file=sys.stderr)  # end the line the worlds were counted on
     else:
         result = plan(model, gpus, sysm, a.global_batch, **kw)
+    from ledger.cli.advice import line, other_framework
+
+    other = None if a.min_gpus else other_framework(model, sysm, gpus, a.global_batch, kw,
+                                                    result, a.framework)
     runs, priced = rank_plans(a, model, sysm, result, settings)
     if a.html:
         _write(a.html, _plan_html(model, a, sysm, result, runs[0] if runs else None))
     if a.json:
-        return _json(plan_json(model, sysm, result, runs) | {"gpus": gpus}, indent=1)
-    text = plan_text(model, gpus, sysm, result, runs, priced)
+        better = {k: v for k, v in (other or {}).items() if k != "plan"}
+        return _json(plan_json(model, sysm, result, runs) | {"gpus": gpus} |
+                     ({"better_framework": better} if other else {}), indent=1)
+    text = plan_text(model, gpus, sysm, result, runs, priced) + line(other)
     if a.min_gpus:
         batch = " (the default with --finetune)" if getattr(a, "batch_defaulted", False) else ""
         text += (f"\n  smallest world that fits: {gpus} x {sysm.gpu.name}, global batch "
