@@ -71,6 +71,7 @@ class PlanResult:
     elapsed_s: float
     rejected: list[str] = field(default_factory=list)  # one line per family that lost
     shortfall_bytes: float = 0.0  # when nothing fits: how far the leanest candidate is over
+    worlds: int = 1  # worlds searched (--min-gpus: evaluated and elapsed_s are all of them)
     host_shortfall_bytes: float = 0.0  # or, fitting in HBM, the leanest over the host's RAM
     baseline: "Baseline | None" = None
 

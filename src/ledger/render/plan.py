@@ -44,7 +44,9 @@ def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
     racks = system.gpus_per_domain != system.gpus_per_node
     head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}"
             f"{domain_note(gpus, system)}: "
-            f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
+            f"{result.evaluated:,} placements"
+            f"{f' over {result.worlds} worlds' if result.worlds > 1 else ''} costed in "
+            f"{result.elapsed_s:.2f} s "
             f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
     if not result.plans and result.host_shortfall_bytes > 0:
         return head + (f"\nnothing fits: those that fit in HBM offload at least "
