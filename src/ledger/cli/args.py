@@ -317,6 +317,8 @@ def _report_parsers(sub) -> None:
     _add_parallel_flags(e)
     _add_system_flags(e)
     e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
+    e.add_argument("--batch", metavar="FILE", help="size many placements in one process: "
+                                                   "a line of flags each (docs/api.md)")
     add_finetune_flags(e)
     add_run_flags(e)
     _add_outputs(e)

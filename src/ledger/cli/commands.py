@@ -408,6 +408,10 @@ def run(argv: list[str]) -> str | tuple[str, int]:
     """Parse and run; returns the text to print (and an exit status when it is not 0).
     Raises LedgerError on bad input."""
     a = _parse(argv)
+    if a.cmd == "estimate" and a.batch:  # each line of the file an estimate of its own
+        from ledger.cli.batch import run_batch
+
+        return run_batch(argv, a.batch, a.json, run)
     if a.cmd in ("report", "estimate", "plan", "serve"):
         from ledger.cli.inputs import source
 
