@@ -200,7 +200,7 @@ def _cmd_estimate(a: argparse.Namespace) -> str:
 
     model, cfg = _model_and_config(a)
     sysm = _system(a)
-    settings = run_settings(a)
+    settings = run_settings(a, sysm.gpu.name.rstrip("*"))
     est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
                    optimizer=a.optimizer)
     _warn_idle(cfg, est.placement.bubble_fraction)
@@ -244,7 +244,7 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     ft = finetune(a)
     if ft is not None:
         check_finetune(model, ft)
-    settings = run_settings(a)
+    settings = run_settings(a, sysm.gpu.name.rstrip("*"))
     pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
                 micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
                 max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp,

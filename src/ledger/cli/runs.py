@@ -67,21 +67,19 @@ def prices(text: str):
     return out
 
 
-def price_of(a: argparse.Namespace) -> float | None:
-    """The chosen GPU's price per hour: the one given, or its entry in a per-GPU list."""
+def price_of(a: argparse.Namespace, gpu: str) -> float | None:
+    """The price per hour of ``gpu`` (the run's): the one given, or its entry in a per-GPU
+    list."""
     given = getattr(a, "usd_per_gpu_hour", None)
     if not isinstance(given, dict):
         return given
-    from ledger.cli.inputs import system
-
-    gpu = system(a).gpu.name
     if gpu not in given:
         raise LedgerError("usd_per_gpu_hour", f"no price for {gpu} (the GPU this run uses); "
                                               f"given: {', '.join(given)}")
     return given[gpu]
 
 
-def run_settings(a: argparse.Namespace):
+def run_settings(a: argparse.Namespace, gpu: str = ""):
     """A whole run's settings from the flags (``ledger.run.RunSettings``), or None when
     neither --tokens nor --phases asks for a run (then no run flag may be given)."""
     from ledger.run import RunSettings, Storage
@@ -113,7 +111,7 @@ def run_settings(a: argparse.Namespace):
         ckpt_interval_steps=a.ckpt_interval,
         gpu_mtbf_s=base.gpu_mtbf_s if a.gpu_mtbf_hours is None else a.gpu_mtbf_hours * 3600,
         relaunch_s=base.relaunch_s if a.relaunch_min is None else a.relaunch_min * 60,
-        pue=base.pue if a.pue is None else a.pue, usd_per_gpu_hour=price_of(a))
+        pue=base.pue if a.pue is None else a.pue, usd_per_gpu_hour=price_of(a, gpu))
 
 
 def run_phases(a: argparse.Namespace, model, cfg) -> list:
