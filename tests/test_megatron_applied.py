@@ -114,7 +114,19 @@ CASES = {
     "--persistent-save-interval": ("--save-interval 1000", "--persistent-save-interval 500"),
     "--softmax-type": ("", "--softmax-type learnable"),
     "--window-attn-skip-freq": ("--window-size (256,0)", "--window-attn-skip-freq 2"),
+    "--fp4-format": ("", "--fp4-format e2m1"),
+    "--fp4-param-gather": ("--fp4-format e2m1 --use-distributed-optimizer",
+                           "--fp4-param-gather"),
+    "--first-last-layers-bf16": ("--fp8-format hybrid", "--first-last-layers-bf16"),
+    "--num-layers-at-start-in-bf16": ("--fp8-format hybrid --first-last-layers-bf16",
+                                      "--num-layers-at-start-in-bf16 2"),
+    "--num-layers-at-end-in-bf16": ("--fp8-format hybrid --first-last-layers-bf16",
+                                    "--num-layers-at-end-in-bf16 2"),
+    "--reuse-grad-buf-for-mxfp8-param-ag": (
+        "--fp8-format e4m3 --fp8-recipe mxfp8 --fp8-param-gather --use-distributed-optimizer",
+        "--reuse-grad-buf-for-mxfp8-param-ag"),
 }
+BLACKWELL = {"--fp4-format", "--fp4-param-gather", "--reuse-grad-buf-for-mxfp8-param-ag"}
 # modelled, but no one change of this base is valid on both sides
 NOT_YET = {
     "--account-for-embedding-in-pipeline-split": "one more layer slot: valid only with a "
@@ -128,14 +140,18 @@ NOT_YET = {
     "--tokenizer-type": "the base's NullTokenizer takes --vocab-size; a real tokenizer's "
     "vocabulary is read from its file (tests/test_launch_files.py's shipped launches)",
     "--tokenizer-model": "likewise",
+    "--fp4-recipe": "priced only at nvfp4, its default (others are named as not modelled)",
+    "--muon-num-ns-steps": "priced only at 5, Megatron's default (likewise)",
+    "--muon-tp-mode": "priced only at duplicated, Megatron's default (likewise)",
+    "--muon-scalar-optimizer": "priced only with adam, Megatron's default (likewise)",
 }
 
 
-def priced(tmp_path, flags: str, name: str):
+def priced(tmp_path, flags: str, name: str, gpu: str = "h100-sxm"):
     path = tmp_path / f"{name}.sh"
     path.write_text(flags + "\n")
     code, out, err = run(["estimate", "--from-megatron", str(path), "--gpus", "16", "--json",
-                          "--verbose", "--tokens", "1e10"])
+                          "--verbose", "--tokens", "1e10", "--gpu", gpu])
     return code, out, err
 
 
@@ -147,10 +163,10 @@ def test_every_modelled_flag_has_a_case():
 @pytest.mark.parametrize("flag", sorted(CASES))
 def test_an_applied_megatron_flag_moves_the_estimate(tmp_path, flag):
     context, change = CASES[flag]
-    base = f"{BASE} {context}"
-    code, before, err = priced(tmp_path, base, "base")
+    base, gpu = f"{BASE} {context}", "b200" if flag in BLACKWELL else "h100-sxm"
+    code, before, err = priced(tmp_path, base, "base", gpu)
     assert code == 0, err
-    code, after, err = priced(tmp_path, f"{base} {change}", "changed")
+    code, after, err = priced(tmp_path, f"{base} {change}", "changed", gpu)
     assert code == 0, err
     assert flag in next(x for x in err.splitlines() if x.startswith("note: applied:"))
     assert json.loads(after) != json.loads(before)
