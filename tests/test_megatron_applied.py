@@ -17,6 +17,7 @@ BASE = ("--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --ffn-hidden
 MOE = "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 2"
 MLA = "--multi-latent-attention --kv-lora-rank 256 --qk-head-dim 64 --qk-pos-emb-head-dim 32 " \
       "--v-head-dim 64"
+PRECISION_AWARE = "--use-distributed-optimizer --use-precision-aware-optimizer"
 # flag -> (flags under both sides, the change); the change holds the flag
 CASES = {
     "--num-layers": ("", "--num-layers 12"),
@@ -125,6 +126,15 @@ CASES = {
     "--reuse-grad-buf-for-mxfp8-param-ag": (
         "--fp8-format e4m3 --fp8-recipe mxfp8 --fp8-param-gather --use-distributed-optimizer",
         "--reuse-grad-buf-for-mxfp8-param-ag"),
+    "--attention-backend": ("", "--attention-backend unfused"),
+    "--cpu-offloading-num-layers": ("--pipeline-model-parallel-size 1",
+                                    "--cpu-offloading-num-layers 2"),
+    "--use-precision-aware-optimizer": ("--use-distributed-optimizer --exp-avg-dtype bf16",
+                                        "--use-precision-aware-optimizer"),
+    "--exp-avg-dtype": (PRECISION_AWARE, "--exp-avg-dtype bf16"),
+    "--exp-avg-sq-dtype": (PRECISION_AWARE, "--exp-avg-sq-dtype bf16"),
+    "--main-params-dtype": (PRECISION_AWARE, "--main-params-dtype fp16"),
+    "--recompute-modules": ("--recompute-granularity selective", "--recompute-modules mlp"),
 }
 BLACKWELL = {"--fp4-format", "--fp4-param-gather", "--reuse-grad-buf-for-mxfp8-param-ag"}
 # modelled, but no one change of this base is valid on both sides
@@ -135,8 +145,6 @@ NOT_YET = {
     "--account-for-loss-in-pipeline-split": "likewise (tests/test_importers.py)",
     "--no-position-embedding": "needs rope, under which there is no learned table to drop",
     "--bf16": "in every case's base; --fp16 is the change from it",
-    "--recompute-modules": "priced only at core_attn, Megatron's default (others are named "
-    "as not modelled)",
     "--tokenizer-type": "the base's NullTokenizer takes --vocab-size; a real tokenizer's "
     "vocabulary is read from its file (tests/test_launch_files.py's shipped launches)",
     "--tokenizer-model": "likewise",
