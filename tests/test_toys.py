@@ -171,6 +171,34 @@ def test_torchrun_with_a_world_the_toy_cannot_use():
     assert "gloo" not in r.stderr.lower()
 
 
+def _ledger_torchrun(*args):
+    return subprocess.run([sys.executable, "-m", "ledger.toys.torchrun", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_torchrun_through_ledger_ends_in_one_line():
+    """torchrun's own parse_args and run, with the launcher's ending: a rank that raises
+    is its one line (the agent's ChildFailedError summary, its traceback and its logging
+    are not printed; rank 0, which only lost the peer, stays quiet), and the exit status is
+    the rank's; a taken --master-port is one line naming the endpoint."""
+    r = _ledger_torchrun("--standalone", "--nproc_per_node", "4", "-m", "ledger.toys",
+                         "spawn", "--inject-fault", "raise:2")
+    assert (r.returncode, r.stderr.splitlines()) == (
+        1, ["error: rank 2: RuntimeError: injected fault"]), r.stderr
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = _ledger_torchrun("--nnodes", "1", "--master-addr", "127.0.0.1", "--master-port",
+                             str(port), "--nproc_per_node", "2", "-m", "ledger.toys", "spawn")
+    lines = r.stderr.splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"error: torchrun: DistNetworkError at 127.0.0.1:{port}: ")
+    assert "address already in use" in lines[0]
+
+
 # ---------------------------------------------------------------- timed on progress
 # (issue 35) A world is timed on progress, not wall time: the limit is shortened to
 # HANG seconds by the launcher's test hook, so that each case costs one short world.

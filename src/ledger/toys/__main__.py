@@ -1,7 +1,7 @@
 """``python -m ledger.toys zero|tp|cp|pp|ep|all [--world 4] [--backend gloo|nccl] [--json]``
 
-Also ``train-ledger toys ...`` and ``torchrun --standalone --nproc_per_node 4 -m ledger.toys
-all``.
+Also ``train-ledger toys ...`` and, under torchrun, ``python -m ledger.toys.torchrun
+--standalone --nproc_per_node 4 -m ledger.toys all`` (torchrun with one-line endings).
 """
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _main(argv: list[str] | None) -> int:
     if torchrun:
         out = launcher.run_under_torchrun(jobs, a.backend, show, PARENT, fault)
         rank = os.environ.get("RANK", "0")
-        if out.error and (rank == "0" or not launcher.consequence(out.error)):
+        if out.error and not out.said and (rank == "0" or not launcher.consequence(out.error)):
             print(f"error: {out.error}", file=sys.stderr)  # its own cause, or rank 0's
         if out.error:
             launcher.exit_now(1)

@@ -61,6 +61,7 @@ class Rank:
 class Outcome:
     reports: list = field(default_factory=list)  # ToyReport, in order
     error: str | None = None  # "rank 2: RuntimeError: ..." when a rank failed
+    said: bool = False  # under torchrun: the rank that caused ``error`` has said so itself
 
     @property
     def ok(self) -> bool:
@@ -312,7 +313,24 @@ def run_under_torchrun(jobs: list, backend: str, on_report, parent: int,
         out.error = f"rank {rank}: {type(e).__name__}: {text[:300]}"
         if store is not None and "imed out" in text:
             out.error = _laggard(store, rank, int(os.environ["WORLD_SIZE"])) or out.error
+        out.said = _tell_peers(store, out.error)
     return out
+
+
+def _tell_peers(store, error: str) -> bool:
+    """A rank that failed of its own cause posts it in torchrun's store before it says
+    it, so rank 0, which only lost a peer, need not say it twice; True when a rank
+    that lost a peer finds the cause already posted (a rank killed outright posts
+    nothing, and rank 0's line is then the only one)."""
+    if store is None:
+        return False
+    try:
+        if not consequence(error):
+            store.set("ledger/failed", error)
+            return False
+        return store.check(["ledger/failed"])
+    except Exception:  # noqa: BLE001 - the store went away with the agent
+        return False
 
 
 def _laggard(store, me: int, world: int) -> str | None:
