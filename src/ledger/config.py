@@ -25,6 +25,11 @@ RECOMPUTE = ("none", "selective", "full")
 TWO_STAGES = ("zb-v", "dualpipe", "dualpipev")  # schedules holding 2 stages per rank
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
+# what a CUDA graph captures (Megatron --cuda-graph-scope, transformer_config.py
+# cuda_graph_scope at d98e8a64): a block's kernels replay without the host launching them;
+# "full_iteration" (--cuda-graph-impl full_iteration) captures the whole step
+GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration")
+EP_BACKENDS = ("deepep", "hybridep")  # the flex dispatcher's kernels (--moe-flex-dispatcher-backend)
 GRAD_ACCUMULATION = ("sharded", "unsharded")
 OFFLOADS = ("none", "optimizer", "params")
 
@@ -142,6 +147,13 @@ class ParallelConfig:
     # transformer layers per model stage (Megatron --decoder-first/last-pipeline-num-layers
     # or --pipeline-model-parallel-layout); None: the framework's rule (Framework.split)
     stage_layers: tuple[int, ...] | None = None
+    # -- what the host launches, and what overlaps the pipeline's sends (ledger.step.host) --
+    cuda_graph: tuple[str, ...] = ()  # blocks captured in CUDA graphs (GRAPH_SCOPES); ()
+    #   every kernel launched by the host, eagerly
+    # pipeline sends and receives overlapped with the next chunk's compute (Megatron's
+    # overlap_p2p_comm); None: the framework's default for the schedule
+    overlap_p2p: bool | None = None
+    ep_backend: str | None = None  # the flex dispatcher's kernels; None: deepep (Megatron's)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -201,6 +213,7 @@ class ParallelConfig:
         object.__setattr__(self, "ep_overlap", _ep_overlap(self, fw))
         if self.stage_layers is not None:
             object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
+        check_host(self, fw)
 
     @property
     def world(self) -> int:
@@ -227,6 +240,23 @@ def check_step(cfg, fw) -> None:
     if cfg.loss is None:
         object.__setattr__(cfg, "loss", fw.loss_for(cfg.tp, cfg.compile))
     loss_of(cfg.loss)
+def check_host(cfg, fw) -> None:
+    """CUDA-graph scopes, the flex backend and the p2p overlap: checked, defaults filled in."""
+    scopes = tuple(cfg.cuda_graph)
+    odd = [s for s in scopes if s not in GRAPH_SCOPES]
+    if odd:
+        raise LedgerError("cuda_graph", f"unknown scope {', '.join(map(repr, odd))}; known: "
+                                        f"{', '.join(GRAPH_SCOPES)}")
+    object.__setattr__(cfg, "cuda_graph", scopes)
+    if cfg.ep_backend is None:
+        object.__setattr__(cfg, "ep_backend", "deepep")
+    if cfg.ep_backend not in EP_BACKENDS:
+        raise LedgerError("ep_backend", f"must be one of {', '.join(EP_BACKENDS)}, got "
+                                        f"{cfg.ep_backend!r}")
+    if cfg.overlap_p2p is None:
+        object.__setattr__(cfg, "overlap_p2p", cfg.schedule in fw.overlap_p2p_schedules)
+
+
 def _ep_overlap(cfg, fw) -> bool:
     """The config's EP overlap: as given where its framework, schedule and run allow it
     (Megatron-LM transformer_config.py L3002-3046: EP > 1, the alltoall or flex

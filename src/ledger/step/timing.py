@@ -62,6 +62,7 @@ from ledger.step.exposed import exposures
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split
 from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s
+from ledger.step.host import host_passes_s
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
 from ledger.step.tuned import head_wgrad_share, tuned_gemms
 from ledger.system import System
@@ -84,6 +85,11 @@ class Calibration:
     # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
     elementwise_traffic: float = 4.0  # HBM bytes moved by non-GEMM kernels / activation bytes
     dp_overlap_hidden: float = 0.9  # share of the compute a DP collective can hide under
+    # the host's seconds per eager block, forward + backward, one micro-batch
+    # (ledger.step.host): fitted by benchmarks/fit.py stage 3 on the declared
+    # Megatron-Bridge calibration rows
+    host_block_s: float = 0.0  # an attention block, a dense MLP, a MoE router + preprocess
+    host_moe_s: float = 0.0  # a MoE block's dispatch, grouped GEMMs and combine
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
@@ -265,6 +271,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     collective, (seconds exposed, seconds issued), for ``ledger.step.exposed``."""
     lt = _layer_times(model, cfg, system, st.links, cal, tp_overlap)
     fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
+    fwd["host"], bwd["host"] = _host_excess(model, cfg, cal, sum(fwd.values()),
+                                            sum(bwd.values()))
     f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
     per_layer = f_layer + b_layer
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
@@ -296,9 +304,15 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     paired = cfg.schedule in ("1f1b", "interleaved", "dualpipe", "dualpipev")
     hidden_ep = paired * overlap_pairs(cfg.schedule, cfg.pp, m, cfg.vp) \
         * (t_f + t_b - t_fb) / chunks
-    # each micro-batch's send/recv pair, both directions (DualPipe's pairs hide them)
-    steady_p2p = 2 * m * chunks * p2p * ~(overlap_ep & (cfg.schedule in ("dualpipe",
-                                                                         "dualpipev")))
+    # each micro-batch's send/recv pair, both directions (DualPipe's pairs hide them);
+    # overlapped (Megatron's overlap_p2p_comm, interleaved), each hides under the chunk
+    # computing beside it and only what outlasts that chunk is exposed
+    blocking = 2 * m * chunks * p2p * ~(overlap_ep & (cfg.schedule in ("dualpipe",
+                                                                       "dualpipev")))
+    outlast = m * chunks * (np.maximum(0.0, p2p - t_f / chunks)
+                            + np.maximum(0.0, p2p - t_b / chunks))
+    steady_p2p = np.where(np.asarray(getattr(cfg, "overlap_p2p", False), dtype=bool),
+                          np.minimum(outlast, blocking), blocking)
     out = {k: (fwd[k] + bwd[k]) * layers * m for k in fwd}
     out["compute"] = out["compute"] + last_critical * out_layer * m
     ep_issued = out["ep_comm"]
@@ -318,6 +332,15 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
         "cp": (out["cp_comm"], lt.cp_issued * layers * m),
         "ep": (out["ep_comm"], ep_issued), "pp": (steady_p2p, steady_p2p)}
     return out
+
+
+def _host_excess(model, cfg, cal, gpu_f, gpu_b):
+    """What the host adds to one layer's forward and backward: its seconds beyond the GPU's
+    (ledger.step.host; full recompute launches the forward's kernels again)."""
+    host_f, host_b = host_passes_s(model, cfg, cal)
+    if cfg.recompute == "full":
+        host_b = host_b + host_f / getattr(cfg, "recompute_every", 1)
+    return np.maximum(0.0, host_f - gpu_f), np.maximum(0.0, host_b - gpu_b)
 
 
 def _dp_exposed(cfg, st: Structure, cal: Calibration, pipeline, m, t_f, t_b, t_w):
