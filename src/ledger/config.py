@@ -25,10 +25,12 @@ RECOMPUTE = ("none", "selective", "full")
 TWO_STAGES = ("zb-v", "dualpipe", "dualpipev")  # schedules holding 2 stages per rank
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
-# what a CUDA graph captures (Megatron --cuda-graph-scope, transformer_config.py
-# cuda_graph_scope at d98e8a64): a block's kernels replay without the host launching them;
-# "full_iteration" (--cuda-graph-impl full_iteration) captures the whole step
-GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration")
+# what a CUDA graph captures (Megatron --cuda-graph-modules / --cuda-graph-scope,
+# megatron/core/transformer/enums.py L61-73 CudaGraphModule at d98e8a64): a block's kernels
+# replay without the host launching them; "full_iteration" (--cuda-graph-impl
+# full_iteration) captures the whole step
+GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
+                "full_iteration")
 EP_BACKENDS = ("deepep", "hybridep")  # the flex dispatcher's kernels (--moe-flex-dispatcher-backend)
 GRAD_ACCUMULATION = ("sharded", "unsharded")
 OFFLOADS = ("none", "optimizer", "params")

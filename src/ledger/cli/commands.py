@@ -80,7 +80,8 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
                          finetune=finetune(a), offload=a.offload,
                          overlap_grad_reduce=a.overlap_grad_reduce,
                          overlap_param_gather=a.overlap_param_gather, ep_overlap=a.ep_overlap,
-                         stage_layers=split, **step_flags(a))
+                         overlap_p2p=getattr(a, "overlap_p2p", None), stage_layers=split,
+                         **step_flags(a))
     if cfg.finetune is not None and model is not None:
         check_finetune(model, cfg.finetune)
     if a.gpus is not None and cfg.world != a.gpus:

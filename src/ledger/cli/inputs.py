@@ -310,7 +310,8 @@ def step_flags(a: argparse.Namespace) -> dict:
                                          f"(saved-tensor table {t.name}); drop --dropout "
                                          f"{a.dropout:g}")
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
-                compile=a.compile)
+                compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
+                ep_backend=a.ep_backend)
 
 
 def plan_facts(a: argparse.Namespace) -> dict:

@@ -36,9 +36,10 @@ FORWARD_SHARE = 1.0 / 3.0  # of a block's host seconds: the forward; the backwar
 def _block_s(scopes: tuple, cal) -> dict:
     """Host seconds, forward + backward, of each block kind under the captured scopes."""
     if "full_iteration" in scopes:
-        return dict.fromkeys(("attn", "mlp", "router", "moe"), 0.0)
+        return dict.fromkeys(("attn", "mamba", "mlp", "router", "moe"), 0.0)
     router = sum(0.5 for s in ("moe_router", "moe_preprocess") if s not in scopes)
     return {"attn": 0.0 if "attn" in scopes else cal.host_block_s,
+            "mamba": 0.0 if "mamba" in scopes else cal.host_block_s,
             "mlp": 0.0 if "mlp" in scopes else cal.host_block_s,
             "router": router * cal.host_block_s,
             "moe": 0.0 if "moe" in scopes else cal.host_moe_s}
@@ -50,7 +51,9 @@ def layer_host_s(model, cfg, cal) -> float:
     blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal)
     total = 0.0
     for kind, n in model.kind_counts.items():
-        t = blocks["attn"]  # every mixer is one block (attention or a recurrent one)
+        # every mixer is one block: attention's, or a recurrent one's ("mamba" scope)
+        t = blocks["mamba" if "mamba" in kind.mixer and "attention" not in kind.mixer
+                   else "attn"]
         if kind.mlp == "dense":
             t += blocks["mlp"]
         elif kind.mlp != "none":
