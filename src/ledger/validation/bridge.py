@@ -27,17 +27,19 @@ DATA = "megatron_bridge.json"
 PRESET = {"llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
           "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
 # table model -> config.json under data/hf/ (its source in data/hf/SOURCES.md)
-CONFIG: dict[str, str] = {}
+CONFIG = {"gpt-oss-120b": "gpt-oss-120b.json", "qwen3-235b-a22b": "qwen3-235b-a22b.json",
+          "kimi-k2": "kimi-k2.json", "nemotron-3-nano": "nemotron-3-nano.json"}
+# a config.json whose model_type the reader does not know, read as the family it runs as
+READ_AS = {"kimi-k2": "deepseek_v3"}  # Megatron-Bridge kimi_bridge.py:35-39 @ v0.5.1
 # table model -> what the ledger lacks to express it (the row is listed, not run)
-LACKS: dict[str, str] = {
-    "qwen3-235b-a22b": "no config.json fixture yet",
-    "gpt-oss-120b": "no config.json fixture yet",
-    "kimi-k2": "no config.json fixture yet",
-    "nemotron-3-nano": "no config.json fixture yet",
-    "nemotron-3-super": "no config.json fixture yet",
-    "nemotron-3-ultra": "no config.json fixture yet",
-    "nemotron-3.5-lightning": "no config.json fixture yet",
-    "deepseek-v4-flash": "no config.json fixture yet",
+LACKS = {
+    "nemotron-3-super": "LatentMoE with MTP (Megatron-Bridge recipes/nemotronh/"
+                        "nemotron_3_super.py:30-41 @ v0.5.1: experts over a latent "
+                        "projection, config.json moe_latent_size): ledger.io.hf refuses it",
+    "nemotron-3-ultra": "LatentMoE as Nemotron 3 Super's, and no released config.json found",
+    "nemotron-3.5-lightning": "no released config.json found to read it from",
+    "deepseek-v4-flash": "DeepSeek-V4's compressed sparse attention (compress_ratios, "
+                         "indexer) and hyper-connections (hc_mult): not modelled",
 }
 MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
        "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
@@ -131,6 +133,11 @@ def source() -> dict:
 def rule() -> str:
     """The one rule applied to every row where table and recipe disagree."""
     return _document()["rule"]
+
+
+def config_text(model: str) -> str:
+    """The config.json text of a table model in ``CONFIG``."""
+    return resources.files("ledger.validation").joinpath("data", "hf", CONFIG[model]).read_text()
 
 
 @lru_cache(maxsize=1)
