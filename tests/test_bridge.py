@@ -134,3 +134,53 @@ def test_recipe_settings_read_at_the_release():
 def test_moe_flag():
     assert {r.model for r in ROWS if r.moe} <= MOE
     assert not _one(release="26.06", gpu="h100", model="llama3.1-405b").moe
+
+
+# -- the runner (ledger.render.bridge): every row runs or says why not -------------------
+
+def test_every_row_runs_or_says_why_not():
+    from ledger.render.bridge import outcomes
+
+    outs = outcomes()
+    assert len(outs) == len(ROWS)
+    for o in outs:
+        assert o.status in ("ran", "preset missing", "precision missing", "model lacks",
+                            "cannot run"), o
+        if o.status == "ran":
+            assert o.peak_bytes > 0 and o.capacity_bytes > 0 and o.fits is not None
+            assert o.tokens_per_s_per_gpu > 0
+            assert (o.error is None) == (o.row.tokens_per_s_per_gpu is None)
+        else:
+            assert o.reason and o.fits is None and o.tokens_per_s_per_gpu is None
+    # a model the ledger lacks is never run; a GPU without a preset neither
+    assert all(o.status == "model lacks" for o in outs if o.row.model in LACKS)
+
+
+def test_runner_builds_the_rows_placement():
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    # 26.06 H100 Llama 3.1 405B: TP 8, PP 8, CP 2, VP 8 on 1,024 GPUs, GBS 1536, MBS 1
+    r = _one(release="26.06", gpu="h100", model="llama3.1-405b")
+    model = model_of(r)
+    prec, _ = precision_of(r)
+    cfg, _ = config_of(r, prec, model)
+    assert (cfg.tp, cfg.pp, cfg.cp, cfg.vp, cfg.dp, cfg.micro_batch) == (8, 8, 2, 8, 8, 1)
+    assert cfg.num_microbatches == 1536 // 8 and cfg.zero_stage == 1
+    assert model.seq_len == 8192 and prec == "fp8-tensorwise"
+    # 25.11 DeepSeek-V3 "(w/o MTP)" drops the MTP module; 26.02 B200 at PP 16 takes
+    # Megatron-Bridge's 16-stage layout (4 layers a stage, E first, 1 layer + MTP + L last)
+    r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="bf16")
+    assert r.model_variant == "w/o MTP" and model_of(r).mtp_layers == 0
+    r = _one(release="25.11", gpu="b200", model="deepseek-v3")
+    assert r.model_variant == "w/ MTP" and model_of(r).mtp_layers == 1
+    r = _one(release="26.02", gpu="b200", model="deepseek-v3")
+    cfg, _ = config_of(r, "fp8-blockwise", model_of(r))
+    assert cfg.stage_layers == (4,) * 15 + (1,) and cfg.pp == 16
+
+
+def test_benchmark_table_prints_every_group():
+    from ledger.render.bridge import bridge_table
+
+    text = bridge_table()
+    for group in ("all", "dense", "MoE", "gpu h100", "gpu b200", "family llama3"):
+        assert f"  {group} " in text

@@ -41,6 +41,18 @@ LACKS = {
     "deepseek-v4-flash": "DeepSeek-V4's compressed sparse attention (compress_ratios, "
                          "indexer) and hyper-connections (hc_mult): not modelled",
 }
+# Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
+# Kimi-K2), applied when a recipe gives none: (pp, vp) -> the layout as a
+# --pipeline-model-parallel-layout string ({m}: the MTP layers, none for Kimi-K2).
+# recipes/deepseek/deepseek_v3.py:68-76 @ v0.5.1 (the same map at :235-243 @ v0.2.0);
+# recipes/kimi/kimi_k2.py:30-39 @ v0.5.0 (adds (2, 8)).
+_L4, _L8, _L16 = "Et*16|t*16|t*16|t*13{m}L", "Et*8|(t*8|)*6t*5{m}L", "Et*4|(t*4|)*14t{m}L"
+BRIDGE_LAYOUTS = {
+    "deepseek-v3": {(4, 1): _L4, (8, 1): _L8, (4, 2): _L8, (16, 1): _L16, (8, 2): _L16,
+                    (4, 4): _L16},
+    "kimi-k2": {(4, 1): _L4, (8, 1): _L8, (4, 2): _L8, (16, 1): _L16, (8, 2): _L16,
+                (4, 4): _L16, (2, 8): _L16},
+}
 MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
        "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
        "nemotron-3.5-lightning"}
@@ -110,6 +122,21 @@ class BridgeRow:
     def tokens_per_step(self) -> int:
         return self.gbs * self.seq_len
 
+    def layout(self, mtp_layers: int = 0) -> tuple[str, str] | None:
+        """(Megatron layout string, where it comes from) for this row's PP x VP: the
+        recipe's own (``pp_layout``, or the YAML's pipeline_model_parallel_layout), else
+        Megatron-Bridge's map for the model (``BRIDGE_LAYOUTS``); None when neither has one.
+        The recipe's is taken only when it has PP x VP stages (the table's sizes win)."""
+        own = self.setting("pp_layout") or ((self.recipe.get("ConfigContainer") or {})
+                                            .get("model") or {}).get(
+            "pipeline_model_parallel_layout")
+        if isinstance(own, str) and _stages(own) == self.pp * (self.vp or 1):
+            return own, f"recipe {self.recipe.get('path')}:{self.recipe.get('line')}"
+        mapped = BRIDGE_LAYOUTS.get(self.model, {}).get((self.pp, self.vp or 1))
+        if mapped:
+            return mapped.format(m="m" * mtp_layers), "Megatron-Bridge's layout map"
+        return None
+
     def setting(self, name: str, default=None):
         """The recipe's value of a setting the table does not state (None when unread)."""
         s = self.recipe.get("settings") or {}
@@ -117,6 +144,16 @@ class BridgeRow:
             if key in s:
                 return s[key]
         return default
+
+
+def _stages(layout: str) -> int:
+    """Stages of a layout string (``(...)*n`` repeats counted)."""
+    import re
+
+    flat = layout
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        flat = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), flat)
+    return len(flat.split("|"))
 
 
 @lru_cache(maxsize=1)
