@@ -1,0 +1,250 @@
+"""Megatron-Bridge's published pre-training rows (``ledger.validation.bridge``) run through
+the ledger: each row's memory verdict on the path ``train-ledger report`` takes (``place`` and
+the GPU's HBM: fits / does NOT fit, peak GiB) and its step time on the path
+``train-ledger estimate`` takes (``ledger.step.estimate``), against the published
+tokens/s/GPU; a table by GPU, dense / MoE and family, with a summary line per group.
+
+How a row becomes a run - one rule for every row, never chosen per row and never looking at
+the measured figure:
+- model: the preset or config.json ``ledger.validation.bridge`` names, at the row's sequence
+  length; DeepSeek-V3 "(w/o MTP)" without its MTP module.
+- placement: the table's TP, PP, CP, VP, EP, GBS, MBS (the table wins over the recipe,
+  ``bridge.rule()``); DP = GPUs / (TP x PP x CP); ETP from the recipe (None: Megatron's
+  default, TP). Framework megatron; the distributed optimizer (ZeRO-1) as Megatron-Bridge's
+  recipes set it (recipes/common.py:87 @ v0.5.1, ``use_distributed_optimizer=True``), or
+  Megatron FSDP (ZeRO-3) where the table says FSDP; SP when TP > 1 (the perf recipes'
+  ``sequence_parallel = tp > 1``, scripts/performance/utils/utils.py WorkloadBaseConfig).
+- layers per stage: the recipe's pipeline layout when it has PP x VP stages, else
+  Megatron-Bridge's layout map for DeepSeek-V3 / Kimi-K2 (``BridgeRow.layout``), else the
+  framework's even split.
+- recipe settings: ``recompute_modules`` (non-empty) -> the ledger's selective recompute,
+  with the modules where ``ParallelConfig`` takes them; ``moe_flex_dispatcher_backend``
+  (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap.
+- precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
+  DeepSeek-style 128x128 blockwise -> "blockwise"; MXFP8 -> the "mxfp8" recipe where the
+  ledger has one, else "blockwise" (block-scaled FP8 at the FP8 rate, scales per 128 not per
+  32: marked approximate); NVFP4 -> an NVFP4 recipe where the ledger has one, else the row is
+  listed as 'precision missing'.
+- system: the GPU's preset (``ledger.system.system``); a GPU without one is listed as
+  'preset missing' (b300 / gb200 / gb300 land with the Blackwell systems).
+What a row's recipe sets that the ledger does not price (CUDA graphs, activation offload,
+MXFP8 scale layout) is named in its ``approx`` list.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
+
+from ledger.config import ParallelConfig
+from ledger.errors import LedgerError
+from ledger.validation.bridge import CONFIG, LACKS, PRESET, READ_AS, BridgeRow, config_text, rows
+
+GIB = 2**30
+GPU_PRESET = {"h100": "h100-sxm", "b200": "b200", "b300": "b300", "gb200": "gb200",
+              "gb300": "gb300"}
+FAMILY = {"llama3-8b": "llama3", "llama3-70b": "llama3", "llama3.1-405b": "llama3",
+          "deepseek-v3": "deepseek-v3", "kimi-k2": "kimi-k2", "qwen3-30b-a3b": "qwen3-moe",
+          "qwen3-235b-a22b": "qwen3-moe", "gpt-oss-120b": "gpt-oss",
+          "nemotron-3-nano": "nemotron-3", "nemotron-3-super": "nemotron-3",
+          "nemotron-3-ultra": "nemotron-3", "nemotron-3.5-lightning": "nemotron-3",
+          "deepseek-v4-flash": "deepseek-v4"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One row through the ledger: 'ran', or why not (status and the reason)."""
+    row: BridgeRow
+    status: str  # ran | preset missing | precision missing | model lacks | cannot run
+    reason: str = ""
+    fits: bool | None = None
+    peak_bytes: float | None = None
+    capacity_bytes: float | None = None
+    tokens_per_s_per_gpu: float | None = None  # predicted
+    approx: tuple[str, ...] = field(default=())
+
+    @property
+    def error(self) -> float | None:
+        """(predicted - published) / published tokens/s/GPU; None without both."""
+        pub = self.row.tokens_per_s_per_gpu
+        if self.tokens_per_s_per_gpu is None or not pub:
+            return None
+        return (self.tokens_per_s_per_gpu - pub) / pub
+
+
+def model_of(row: BridgeRow):
+    from ledger.model import preset
+
+    if row.model in LACKS:
+        raise _Skip("model lacks", LACKS[row.model])
+    if row.model in PRESET:
+        spec = preset(PRESET[row.model])
+    else:
+        spec = _config_spec(row.model)
+    spec = replace(spec, seq_len=row.seq_len)
+    if row.model_variant == "w/o MTP":
+        spec = replace(spec, mtp_layers=0)
+    return spec
+
+
+@lru_cache(maxsize=None)
+def _config_spec(model: str):
+    from ledger.io.hf import spec_from_dict
+
+    cfg = json.loads(config_text(model))
+    if model in READ_AS:
+        cfg["model_type"] = READ_AS[model]
+    return spec_from_dict(cfg, model)
+
+
+class _Skip(Exception):
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
+    """The ledger precision string of a row's published precision (the module's rule)."""
+    from ledger.frameworks.fp8 import RECIPES
+
+    offered = RECIPES["megatron"]
+    if row.precision == "bf16":
+        return None, ()
+    if row.precision == "fp8_cs":
+        return "fp8-tensorwise", ()
+    if row.precision == "fp8_sc":
+        return "fp8-blockwise", ()
+    if row.precision == "fp8_mx":
+        if "mxfp8" in offered:
+            return "fp8-mxfp8", ()
+        return "fp8-blockwise", ("MXFP8 priced as FP8 blockwise (no mxfp8 recipe)",)
+    if "nvfp4" in offered:
+        return "fp8-nvfp4", ()
+    raise _Skip("precision missing", "NVFP4: the ledger has no NVFP4 recipe")
+
+
+def config_of(row: BridgeRow, precision: str | None,
+              model=None) -> tuple[ParallelConfig, tuple[str, ...]]:
+    approx = []
+    have = {f.name for f in fields(ParallelConfig)}
+    kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
+              zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
+              micro_batch=row.mbs, num_microbatches=row.num_microbatches, vp=row.vp or 1,
+              framework="megatron", precision=precision)
+    modules = row.setting("recompute_modules") or []
+    gran = ((row.recipe.get("ConfigContainer") or {}).get("model") or {}).get(
+        "recompute_granularity")
+    if isinstance(modules, list) and modules:
+        kw["recompute"] = "selective"
+        if "recompute_modules" in have:
+            kw["recompute_modules"] = tuple(modules)
+        else:
+            approx.append(f"recompute {','.join(modules)} priced as selective")
+    elif gran in ("selective", "full"):
+        kw["recompute"] = gran
+    lay = row.layout(model.mtp_layers) if model is not None and row.pp > 1 else None
+    if lay is not None:
+        from ledger.io import parse_layout
+
+        split, vp = parse_layout(lay[0], row.pp, model.layers, model.mtp_layers)
+        if vp == (row.vp or 1):
+            kw["stage_layers"] = split
+    if row.moe:
+        if row.setting("moe_flex_dispatcher_backend") in ("deepep", "hybridep"):
+            kw["moe_dispatcher"] = "flex"
+        if row.setting("moe_a2a_overlap") is True:
+            kw["ep_overlap"] = True
+    for name, what in (("cpu_offloading_num_layers", "activation offload of {} layers"),
+                       ("cuda_graph_impl", "CUDA graphs ({})")):
+        v = row.setting(name)
+        if v not in (None, "none", 0, False) and not str(v).startswith("expr:"):
+            approx.append(what.format(v) + " not priced")
+    return ParallelConfig(**kw), tuple(approx)
+
+
+def system_of(row: BridgeRow):
+    from ledger.system import GPUS, system
+
+    name = GPU_PRESET[row.gpu]
+    if name not in GPUS:
+        raise _Skip("preset missing", f"no GPU preset {name!r}")
+    return system(name)
+
+
+def outcome(row: BridgeRow) -> Outcome:
+    """The row through ``report``'s memory path and ``estimate``'s time path."""
+    from ledger.placement import Capacity, place
+    from ledger.step import estimate
+
+    try:
+        model = model_of(row)
+        sysm = system_of(row)
+        prec, approx1 = precision_of(row)
+        cfg, approx2 = config_of(row, prec, model)
+        pl = place(model, cfg, precision=prec, optimizer="adam",
+                   gpus_per_node=sysm.gpus_per_node)
+        room = Capacity(sysm.gpu.name, sysm.gpu.hbm_bytes, host_bytes=sysm.host_memory_bytes)
+        est = estimate(model, cfg, sysm, precision=prec, optimizer="adam")
+    except _Skip as s:
+        return Outcome(row, s.status, s.reason)
+    except LedgerError as e:
+        return Outcome(row, "cannot run", str(e))
+    return Outcome(row, "ran", fits=bool(pl.memory.total_bytes <= room.usable_bytes),
+                   peak_bytes=float(pl.memory.total_bytes), capacity_bytes=room.usable_bytes,
+                   tokens_per_s_per_gpu=float(est.tokens_per_s_per_gpu),
+                   approx=approx1 + approx2)
+
+
+@lru_cache(maxsize=1)
+def outcomes() -> tuple[Outcome, ...]:
+    return tuple(outcome(r) for r in rows())
+
+
+def _summary(label: str, outs: list[Outcome]) -> str:
+    ran = [o for o in outs if o.status == "ran"]
+    errs = [o.error for o in ran if o.error is not None]
+    fit = sum(1 for o in ran if o.fits)
+    if errs:
+        mean = sum(abs(e) for e in errs) / len(errs)
+        signed = sum(errs) / len(errs)
+        worst = max(errs, key=abs)
+        err = f"mean |error| {mean:6.1%}  signed {signed:+6.1%}  max {worst:+7.1%}  n {len(errs):3d}"
+    else:
+        err = f"{'no prediction':<52}"
+    return f"  {label:<24}{err}   fits {fit} of {len(ran)}   ({len(outs) - len(ran)} not run)"
+
+
+def bridge_table(out: list[Outcome] | None = None) -> str:
+    """Every row (by GPU, then dense / MoE, then release), then the summary lines."""
+    out = list(outcomes() if out is None else out)
+    kind = {o.row.id: "MoE" if o.row.moe else "dense" for o in out}
+    lines = [f"{'row':<58}{'published':>10}{'predicted':>10}{'error':>8}  "
+             f"{'memory (report)':<32}notes"]
+    order = ("h100", "b200", "b300", "gb200", "gb300")
+    key = (lambda o: (order.index(o.row.gpu), kind[o.row.id], FAMILY[o.row.model], o.row.id))
+    for o in sorted(out, key=key):
+        r = o.row
+        pub = f"{r.tokens_per_s_per_gpu:,.0f}" if r.tokens_per_s_per_gpu else "-"
+        if o.status != "ran":
+            lines.append(f"{r.id:<58}{pub:>10}{'':>10}{'':>8}  {o.status}: {o.reason}")
+            continue
+        err = f"{o.error:+.1%}" if o.error is not None else "-"
+        mem = (f"{'fits' if o.fits else 'does NOT fit'} {o.peak_bytes / GIB:.1f} of "
+               f"{o.capacity_bytes / GIB:.0f} GiB")
+        note = "; ".join(o.approx)
+        lines.append(f"{r.id:<58}{pub:>10}{o.tokens_per_s_per_gpu:>10,.0f}{err:>8}  "
+                     f"{mem:<32}{note}")
+    lines.append("")
+    lines.append("summary (error = (predicted - published) / published tokens/s/GPU; fits: "
+                 "judged to fit on report's path, of the rows that ran)")
+    groups: dict[str, list[Outcome]] = {"all": out}
+    for o in out:
+        groups.setdefault(f"gpu {o.row.gpu}", []).append(o)
+    for o in out:
+        groups.setdefault(kind[o.row.id], []).append(o)
+    for o in out:
+        groups.setdefault(f"{o.row.gpu} {kind[o.row.id]}", []).append(o)
+    for o in out:
+        groups.setdefault(f"family {FAMILY[o.row.model]}", []).append(o)
+    lines += [_summary(k, v) for k, v in groups.items()]
+    return "\n".join(lines)

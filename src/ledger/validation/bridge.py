@@ -1,0 +1,182 @@
+"""NVIDIA Megatron-Bridge's published pre-training tables as rows: every pre-training row of
+``docs/performance-summary.md`` and ``docs/performance-summary-archive.md`` (releases 25.09 to
+26.08; H100, B200, B300, GB200, GB300), each with its table line and the recipe it ran.
+
+The rows live in ``data/megatron_bridge.json``, written by ``tools/bridge_tables.py`` from
+NVIDIA-NeMo/Megatron-Bridge at the commit the file names (its docstring states how cells are
+read and the one rule where table and recipe disagree: the table's stated figures win, the
+recipe supplies what the table leaves out, and each disagreement is kept in the row). Nothing
+here is fitted: these rows are predictions unless a fitting script declares some of them
+calibration.
+
+Model facts: each table model maps to a preset of ``ledger.model`` (``PRESET``), to a real
+Hugging Face config.json kept beside the rows (``CONFIG``, read by ``ledger.io.hf`` - a layer
+above this one - so the runner resolves it), or to what the ledger lacks to express it
+(``LACKS``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+DATA = "megatron_bridge.json"
+
+# table model -> ledger.model preset (same shapes; Llama 3.1 405B is Llama 3 405B's shape)
+PRESET = {"llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
+          "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
+# table model -> config.json under data/hf/ (its source in data/hf/SOURCES.md)
+CONFIG = {"gpt-oss-120b": "gpt-oss-120b.json", "qwen3-235b-a22b": "qwen3-235b-a22b.json",
+          "kimi-k2": "kimi-k2.json", "nemotron-3-nano": "nemotron-3-nano.json"}
+# a config.json whose model_type the reader does not know, read as the family it runs as
+READ_AS = {"kimi-k2": "deepseek_v3"}  # Megatron-Bridge kimi_bridge.py:35-39 @ v0.5.1
+# table model -> what the ledger lacks to express it (the row is listed, not run)
+LACKS = {
+    "nemotron-3-super": "LatentMoE with MTP (Megatron-Bridge recipes/nemotronh/"
+                        "nemotron_3_super.py:30-41 @ v0.5.1: experts over a latent "
+                        "projection, config.json moe_latent_size): ledger.io.hf refuses it",
+    "nemotron-3-ultra": "LatentMoE as Nemotron 3 Super's, and no released config.json found",
+    "nemotron-3.5-lightning": "no released config.json found to read it from",
+    "deepseek-v4-flash": "DeepSeek-V4's compressed sparse attention (compress_ratios, "
+                         "indexer) and hyper-connections (hc_mult): not modelled",
+}
+# Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
+# Kimi-K2), applied when a recipe gives none: (pp, vp) -> the layout as a
+# --pipeline-model-parallel-layout string ({m}: the MTP layers, none for Kimi-K2).
+# recipes/deepseek/deepseek_v3.py:68-76 @ v0.5.1 (the same map at :235-243 @ v0.2.0);
+# recipes/kimi/kimi_k2.py:30-39 @ v0.5.0 (adds (2, 8)).
+_L4, _L8, _L16 = "Et*16|t*16|t*16|t*13{m}L", "Et*8|(t*8|)*6t*5{m}L", "Et*4|(t*4|)*14t{m}L"
+BRIDGE_LAYOUTS = {
+    "deepseek-v3": {(4, 1): _L4, (8, 1): _L8, (4, 2): _L8, (16, 1): _L16, (8, 2): _L16,
+                    (4, 4): _L16},
+    "kimi-k2": {(4, 1): _L4, (8, 1): _L8, (4, 2): _L8, (16, 1): _L16, (8, 2): _L16,
+                (4, 4): _L16, (2, 8): _L16},
+}
+MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+       "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
+       "nemotron-3.5-lightning"}
+
+# a recipe setting's names in the three recipe formats (0.2-0.5 presets, 0.6 flat recipes,
+# 0.1 YAML perf_matrix and its ConfigContainer)
+_ALIASES = {"cuda_graph_impl": ("cuda_graph_impl", "model.cuda_graph_impl"),
+            "cuda_graph_scope": ("cuda_graph_scope", "model.cuda_graph_scope"),
+            "recompute_modules": ("recompute_modules", "model.recompute_modules"),
+            "recompute_num_layers": ("recompute_num_layers", "model.recompute_num_layers"),
+            "cpu_offloading_num_layers": ("cpu_offloading_num_layers",
+                                          "model.cpu_offloading_num_layers"),
+            "moe_flex_dispatcher_backend": ("moe_flex_dispatcher_backend",
+                                            "model.moe_flex_dispatcher_backend"),
+            "moe_a2a_overlap": ("moe_a2a_overlap", "comm_overlap.overlap_moe_expert_parallel_comm",
+                                "model.overlap_moe_expert_parallel_comm"),
+            "use_megatron_fsdp": ("use_megatron_fsdp", "ddp.use_megatron_fsdp")}
+
+
+@dataclass(frozen=True)
+class BridgeRow:
+    """One published pre-training run: the table's figures, its source line, the recipe."""
+    id: str
+    release: str
+    table_model: str
+    model: str
+    model_variant: str | None
+    system: str
+    gpu: str
+    gpus: int
+    precision_published: str
+    precision: str  # bf16 | fp8_cs | fp8_mx | fp8_sc (blockwise) | nvfp4
+    gbs: int
+    mbs: int
+    seq_len: int
+    tp: int
+    pp: int
+    cp: int
+    vp: int | None
+    ep: int
+    etp: int | None
+    fsdp: bool
+    ga: int | None
+    tokens_per_s_per_gpu: float | None
+    model_tflops_per_gpu: float | None
+    published_as: str
+    notes: list = field(default_factory=list)
+    source: dict = field(default_factory=dict)  # repo, path, commit, line of the table row
+    recipe: dict = field(default_factory=dict)  # repo, ref, commit, config, path, line, settings
+    disagree: dict = field(default_factory=dict)  # field -> {"table": x, "recipe": y}
+    table_inconsistent: list = field(default_factory=list)  # the table against itself
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size: the GPUs over TP x PP x CP (the FSDP group too when FSDP)."""
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.gbs // (self.mbs * self.dp)
+
+    @property
+    def moe(self) -> bool:
+        return self.model in MOE
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.gbs * self.seq_len
+
+    def layout(self, mtp_layers: int = 0) -> tuple[str, str] | None:
+        """(Megatron layout string, where it comes from) for this row's PP x VP: the
+        recipe's own (``pp_layout``, or the YAML's pipeline_model_parallel_layout), else
+        Megatron-Bridge's map for the model (``BRIDGE_LAYOUTS``); None when neither has one.
+        The recipe's is taken only when it has PP x VP stages (the table's sizes win)."""
+        own = self.setting("pp_layout") or ((self.recipe.get("ConfigContainer") or {})
+                                            .get("model") or {}).get(
+            "pipeline_model_parallel_layout")
+        if isinstance(own, str) and _stages(own) == self.pp * (self.vp or 1):
+            return own, f"recipe {self.recipe.get('path')}:{self.recipe.get('line')}"
+        mapped = BRIDGE_LAYOUTS.get(self.model, {}).get((self.pp, self.vp or 1))
+        if mapped:
+            return mapped.format(m="m" * mtp_layers), "Megatron-Bridge's layout map"
+        return None
+
+    def setting(self, name: str, default=None):
+        """The recipe's value of a setting the table does not state (None when unread)."""
+        s = self.recipe.get("settings") or {}
+        for key in _ALIASES.get(name, (name, "model." + name)):
+            if key in s:
+                return s[key]
+        return default
+
+
+def _stages(layout: str) -> int:
+    """Stages of a layout string (``(...)*n`` repeats counted)."""
+    import re
+
+    flat = layout
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        flat = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), flat)
+    return len(flat.split("|"))
+
+
+@lru_cache(maxsize=1)
+def _document() -> dict:
+    text = resources.files("ledger.validation").joinpath("data", DATA).read_text()
+    return json.loads(text)
+
+
+def source() -> dict:
+    """Where the rows were read: repo, docs commit, the release -> recipe ref table."""
+    return dict(_document()["source"])
+
+
+def rule() -> str:
+    """The one rule applied to every row where table and recipe disagree."""
+    return _document()["rule"]
+
+
+def config_text(model: str) -> str:
+    """The config.json text of a table model in ``CONFIG``."""
+    return resources.files("ledger.validation").joinpath("data", "hf", CONFIG[model]).read_text()
+
+
+@lru_cache(maxsize=1)
+def rows() -> tuple[BridgeRow, ...]:
+    return tuple(BridgeRow(**r) for r in _document()["rows"])

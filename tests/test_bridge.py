@@ -1,0 +1,186 @@
+"""Megatron-Bridge's published pre-training rows (ledger.validation.bridge): well-formed, each
+with its source, and a few rows' figures checked by hand against the table text."""
+import re
+
+import pytest
+
+from ledger.validation.bridge import CONFIG, LACKS, MOE, PRESET, rows, rule, source
+
+ROWS = rows()
+BY_ID = {r.id: r for r in ROWS}
+
+
+def _one(**kw):
+    hits = [r for r in ROWS if all(getattr(r, k) == v for k, v in kw.items())]
+    assert len(hits) == 1, (kw, [h.id for h in hits])
+    return hits[0]
+
+
+def test_ids_are_unique():
+    assert len(BY_ID) == len(ROWS)
+
+
+def test_rows_per_release_as_counted_in_the_table_text():
+    # counted by hand in docs/performance-summary*.md at 067f987df0: one row a table line, plus
+    # one for each line with parenthesised figures (25.11: 4 such lines, 25.09: 11)
+    counts = {"26.08": 18, "26.06.01": 14, "26.06": 31, "26.04.01": 47, "26.04": 44,
+              "26.02.01": 36, "26.02": 33, "25.11": 32, "25.09": 28}
+    got = {}
+    for r in ROWS:
+        got[r.release] = got.get(r.release, 0) + 1
+    assert got == counts
+
+
+@pytest.mark.parametrize("r", ROWS, ids=lambda r: r.id)
+def test_row_is_well_formed(r):
+    src = r.source
+    assert src["repo"] == "NVIDIA-NeMo/Megatron-Bridge"
+    assert re.fullmatch(r"[0-9a-f]{40}", src["commit"]) and src["line"] > 0
+    assert src["path"] in ("docs/performance-summary.md", "docs/performance-summary-archive.md")
+    rec = r.recipe
+    assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"]) and rec["ref"].startswith("v0.")
+    assert rec["config"] and rec["path"] and rec["line"] > 0, rec
+    assert r.gpu in ("h100", "b200", "b300", "gb200", "gb300")
+    assert r.precision in ("bf16", "fp8_cs", "fp8_mx", "fp8_sc", "nvfp4")
+    for k in ("gpus", "gbs", "mbs", "seq_len", "tp", "pp", "cp", "ep"):
+        v = getattr(r, k)
+        assert isinstance(v, int) and v >= 1, (k, v)
+    assert r.vp is None or (isinstance(r.vp, int) and r.vp > 1)
+    # parallel sizes divide the GPU count; EP divides the data x context ranks it folds into;
+    # where the table contradicts itself the row says so (and only there)
+    assert r.gpus % (r.tp * r.pp * r.cp) == 0
+    assert r.gbs % (r.mbs * r.dp) == 0, (r.gbs, r.mbs, r.dp)
+    said = " ".join(r.table_inconsistent)
+    assert ((r.dp * r.cp * r.tp) % (r.ep * (r.etp or 1)) == 0) == ("cannot run" not in said)
+    if r.ga is not None:  # 25.09 / 25.11 publish the gradient-accumulation count
+        assert (r.ga == r.num_microbatches) == ("GA" not in said)
+    assert r.tokens_per_s_per_gpu is not None or r.published_as == "parenthesised figure"
+    assert r.model_tflops_per_gpu > 0
+    for key, pair in r.disagree.items():
+        assert set(pair) == {"table", "recipe"} and pair["table"] != pair["recipe"], key
+
+
+def test_every_model_is_mapped_or_said_to_lack_something():
+    for r in ROWS:
+        assert (r.model in PRESET) + (r.model in CONFIG) + (r.model in LACKS) == 1, r.model
+
+
+def test_source_and_rule_are_stated():
+    s = source()
+    assert s["release_refs"]["26.06"] == "v0.5.0" and s["release_refs"]["25.11"] == "v0.2.0"
+    assert "table" in rule() and "recipe" in rule()
+
+
+def test_the_tables_own_contradictions_are_the_four_found_by_hand():
+    # GA against GBS / (MBS x DP), and EP against the ranks it folds into, read off the text
+    assert {r.id for r in ROWS if r.table_inconsistent} == {
+        "25.11/gb300/qwen3-235b-a22b/bf16/256g/gbs8192/mbs2",  # GA 32, 8192 / (2 x 64) = 64
+        "25.11/h100/gpt-oss-120b/bf16/64g/gbs512/mbs4",  # GA 2, 512 / (4 x 16) = 8
+        "25.09/gb200/llama3-70b/fp8_mx/64g/gbs128/mbs2",  # GA 16, 128 / (2 x 8) = 8
+        "25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"}  # PP 8 leaves 32 ranks, EP 64
+
+
+def test_golden_rows_against_the_table_text():
+    # docs/performance-summary.md:45 (26.08)
+    # | DGX-GB300 | 256 | MXFP8 | 4096 | 1 | 4096 | 1 | 2 | 1 | 8 | 32 | 6288 | 1635 |
+    r = _one(release="26.08", gpu="gb300", model="deepseek-v3")
+    assert (r.gpus, r.precision, r.gbs, r.mbs, r.seq_len, r.tp, r.pp, r.cp, r.vp, r.ep) == \
+        (256, "fp8_mx", 4096, 1, 4096, 1, 2, 1, 8, 32)
+    assert (r.tokens_per_s_per_gpu, r.model_tflops_per_gpu) == (6288, 1635)
+    assert r.source["line"] == 45
+    # archive, 26.06 LLAMA3.1_405B:
+    # | DGX-H100 | 1024 | FP8 | 1536 | 1 | 8192 | 8 | 8 | 2 | 8 | n/a | 326 | 822 |
+    r = _one(release="26.06", gpu="h100", model="llama3.1-405b")
+    assert (r.gpus, r.precision, r.tp, r.pp, r.cp, r.vp, r.ep, r.dp) == \
+        (1024, "fp8_cs", 8, 8, 2, 8, 1, 8)
+    assert (r.tokens_per_s_per_gpu, r.model_tflops_per_gpu) == (326, 822)
+    # 25.11 GB300: | LLAMA3_8B | 8 | FP8-CS (FP8-MX) | 128 | 2 | 8192 | 0 | 1 | 1 | 1 | n/a |
+    #               1 | 8 | 37556 (36108) | 1933 (1858) |
+    cs = _one(release="25.11", gpu="gb300", model="llama3-8b", precision="fp8_cs")
+    mx = _one(release="25.11", gpu="gb300", model="llama3-8b", precision="fp8_mx")
+    assert (cs.tokens_per_s_per_gpu, cs.model_tflops_per_gpu) == (37556, 1933)
+    assert (mx.tokens_per_s_per_gpu, mx.model_tflops_per_gpu) == (36108, 1858)
+    assert cs.ga == mx.ga == 8 and cs.source["line"] == mx.source["line"]
+    # 25.09 GB200: | LLAMA3_70B | 64 | 128 | 2 | 8192 | 0 (FSDP 64 (0)) | 1 (2) | 1 (4) | 1 |
+    #               1 (5) | 1 | 1 (16) | 3986 (3546) | 1791 (1593) |
+    mx = _one(release="25.09", gpu="gb200", model="llama3-70b", precision="fp8_mx")
+    assert (mx.fsdp, mx.tp, mx.pp, mx.vp, mx.ga, mx.tokens_per_s_per_gpu) == \
+        (False, 2, 4, 5, 16, 3546)
+    cs = _one(release="25.09", gpu="gb200", model="llama3-70b", precision="fp8_cs")
+    assert (cs.fsdp, cs.tp, cs.pp, cs.vp, cs.ga, cs.tokens_per_s_per_gpu) == \
+        (True, 1, 1, None, 1, 3986)
+    # 25.09 H100: | DeepSeekV3 (dropless) | ... | 1297 | 338 (330) |: no tokens/s for the twin
+    sc = _one(release="25.09", gpu="h100", model="deepseek-v3", precision="fp8_sc")
+    assert (sc.tokens_per_s_per_gpu, sc.model_tflops_per_gpu) == (None, 330)
+    assert sc.model_variant == "dropless"
+    # 26.04.01 B200 Nemotron_3_Super NVFP4, TP 2 with its footnote
+    r = _one(release="26.04.01", gpu="b200", model="nemotron-3-super", precision="nvfp4")
+    assert (r.tp, r.ep, r.tokens_per_s_per_gpu, r.model_tflops_per_gpu) == (2, 64, 5632, 475)
+    assert any("could not fit" in n for n in r.notes)
+
+
+def test_recipe_settings_read_at_the_release():
+    # scripts/performance/configs/deepseek/workload_base_configs.py at v0.2.0 (25.11):
+    # DEEPSEEK_V3_GB200_BASE_CONFIG: PP 4, VP 4, EP 64, hybridep, recompute ["mla_up_proj"]
+    r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="bf16")
+    assert r.recipe["config"] == "DEEPSEEK_V3_GB200_BF16_BASE_CONFIG"
+    assert r.setting("moe_flex_dispatcher_backend") == "hybridep"
+    assert r.setting("recompute_modules") == ["mla_up_proj"]
+    assert r.setting("cuda_graph_impl") == "transformer_engine"
+    # the table's GBS 4096 against the recipe's 2048: kept, the table's figure used
+    assert r.disagree["gbs"] == {"table": 4096, "recipe": 2048} and r.gbs == 4096
+
+
+def test_moe_flag():
+    assert {r.model for r in ROWS if r.moe} <= MOE
+    assert not _one(release="26.06", gpu="h100", model="llama3.1-405b").moe
+
+
+# -- the runner (ledger.render.bridge): every row runs or says why not -------------------
+
+def test_every_row_runs_or_says_why_not():
+    from ledger.render.bridge import outcomes
+
+    outs = outcomes()
+    assert len(outs) == len(ROWS)
+    for o in outs:
+        assert o.status in ("ran", "preset missing", "precision missing", "model lacks",
+                            "cannot run"), o
+        if o.status == "ran":
+            assert o.peak_bytes > 0 and o.capacity_bytes > 0 and o.fits is not None
+            assert o.tokens_per_s_per_gpu > 0
+            assert (o.error is None) == (o.row.tokens_per_s_per_gpu is None)
+        else:
+            assert o.reason and o.fits is None and o.tokens_per_s_per_gpu is None
+    # a model the ledger lacks is never run; a GPU without a preset neither
+    assert all(o.status == "model lacks" for o in outs if o.row.model in LACKS)
+
+
+def test_runner_builds_the_rows_placement():
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    # 26.06 H100 Llama 3.1 405B: TP 8, PP 8, CP 2, VP 8 on 1,024 GPUs, GBS 1536, MBS 1
+    r = _one(release="26.06", gpu="h100", model="llama3.1-405b")
+    model = model_of(r)
+    prec, _ = precision_of(r)
+    cfg, _ = config_of(r, prec, model)
+    assert (cfg.tp, cfg.pp, cfg.cp, cfg.vp, cfg.dp, cfg.micro_batch) == (8, 8, 2, 8, 8, 1)
+    assert cfg.num_microbatches == 1536 // 8 and cfg.zero_stage == 1
+    assert model.seq_len == 8192 and prec == "fp8-tensorwise"
+    # 25.11 DeepSeek-V3 "(w/o MTP)" drops the MTP module; 26.02 B200 at PP 16 takes
+    # Megatron-Bridge's 16-stage layout (4 layers a stage, E first, 1 layer + MTP + L last)
+    r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="bf16")
+    assert r.model_variant == "w/o MTP" and model_of(r).mtp_layers == 0
+    r = _one(release="25.11", gpu="b200", model="deepseek-v3")
+    assert r.model_variant == "w/ MTP" and model_of(r).mtp_layers == 1
+    r = _one(release="26.02", gpu="b200", model="deepseek-v3")
+    cfg, _ = config_of(r, "fp8-blockwise", model_of(r))
+    assert cfg.stage_layers == (4,) * 15 + (1,) and cfg.pp == 16
+
+
+def test_benchmark_table_prints_every_group():
+    from ledger.render.bridge import bridge_table
+
+    text = bridge_table()
+    for group in ("all", "dense", "MoE", "gpu h100", "gpu b200", "family llama3"):
+        assert f"  {group} " in text
