@@ -61,6 +61,10 @@ class MoESpec:
     expert_fraction: float = 0.0  # share of parameters living in routed experts
     capacity_factor: float = 1.0  # routed payload is padded to this x the even share
     imbalance: float = 1.0  # busiest EP rank's rows / the mean (dropless routing)
+    # every expert's input padded to its capacity (Megatron
+    # --moe-pad-expert-input-to-capacity): static shapes, so the host never waits for the
+    # token counts (ledger.step.host)
+    pad_to_capacity: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.expert_fraction <= 1.0:

@@ -66,3 +66,44 @@ def host_passes_s(model, cfg, cal) -> tuple[float, float]:
     """(forward, backward) host seconds of one layer for one micro-batch."""
     t = layer_host_s(model, cfg, cal)
     return FORWARD_SHARE * t, (1.0 - FORWARD_SHARE) * t
+
+
+def launched_s(model, cfg, cal) -> tuple[float, float]:
+    """(forward, backward) host seconds of one layer for one micro-batch as the step runs
+    them: full recompute launches the forward's kernels again in the backward."""
+    host_f, host_b = host_passes_s(model, cfg, cal)
+    if cfg.recompute == "full":
+        host_b = host_b + host_f / getattr(cfg, "recompute_every", 1)
+    return host_f, host_b
+
+
+def syncs(model, cfg) -> bool:
+    """The forward stops the host once per MoE layer: routing whose expert inputs are not
+    padded to a capacity (``MoESpec.pad_to_capacity``) and whose expert part is not
+    captured in a graph (the "moe" scope is drop-and-pad only)."""
+    scopes = tuple(getattr(cfg, "cuda_graph", ()))
+    moe = getattr(cfg, "moe", None)
+    dropless = moe is None or not getattr(moe, "pad_to_capacity", False)
+    return bool(model.is_moe and dropless and "moe" not in scopes
+                and "full_iteration" not in scopes)
+
+
+def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f):
+    """Seconds the host adds to one layer's forward and backward (averaged over the stack)
+    beyond the GPU's ``gpu_f`` / ``gpu_b``. The backward never stops the host (it reuses
+    the forward's token counts), so it takes max(GPU, host). A forward that syncs runs in
+    two segments the host cannot overlap: up to the dispatcher's token counts, and the
+    routed experts after them (``gpu_after_f``: their GEMMs and all-to-alls), each
+    max(GPU, host) - the host's work after the sync cannot hide under the GPU's before it.
+    """
+    import numpy as np
+
+    host_f, host_b = launched_s(model, cfg, cal)
+    over_b = np.maximum(0.0, host_b - gpu_b)
+    if not syncs(model, cfg):
+        return np.maximum(0.0, host_f - gpu_f), over_b
+    share = model.moe_layers / model.layers
+    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal)
+    h_after = FORWARD_SHARE * blocks["moe"] * share
+    t = np.maximum(host_f - h_after, gpu_f - gpu_after_f) + np.maximum(h_after, gpu_after_f)
+    return t - gpu_f, over_b

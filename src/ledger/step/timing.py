@@ -61,8 +61,8 @@ from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_
 from ledger.step.exposed import exposures
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split
-from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s
-from ledger.step.host import host_passes_s
+from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, routed_gemms_s
+from ledger.step.host import host_excess_s, launched_s
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
 from ledger.step.tuned import head_wgrad_share, tuned_gemms
 from ledger.system import System
@@ -88,8 +88,8 @@ class Calibration:
     # the host's seconds per eager block, forward + backward, one micro-batch
     # (ledger.step.host): fitted by benchmarks/fit.py stage 3 on the declared
     # Megatron-Bridge calibration rows
-    host_block_s: float = 0.0  # an attention block, a dense MLP, a MoE router + preprocess
-    host_moe_s: float = 0.0  # a MoE block's dispatch, grouped GEMMs and combine
+    host_block_s: float = 0.0005  # an attention block, a dense MLP, a MoE router + preprocess
+    host_moe_s: float = 0.012  # a MoE block's dispatch, grouped GEMMs and combine
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
@@ -150,6 +150,7 @@ class _Layer:
     every: int = 1  # full recompute of every n-th layer
     dgrad: object = None  # the backward's input- and weight-gradient GEMMs: each the
     wgrad: object = None  # forward's, or a fine-tune's (ledger.step.tuned)
+    routed: object = 0.0  # the forward's routed-expert GEMMs (after the dispatcher's sync)
 
     def __post_init__(self) -> None:
         for f in ("dgrad", "wgrad"):
@@ -225,9 +226,10 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     ep = ep_time(model, cfg, tokens, links, system)
     grads = (tuned.dgrad, tuned.wgrad) if tuned is not None else (None, None)
     again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
+    routed = routed_gemms_s(model, cfg, tokens, gpu, cal) if model.is_moe else 0.0
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, op_share(model, cfg),
-                  getattr(cfg, "recompute_every", 1), *grads)
+                  getattr(cfg, "recompute_every", 1), *grads, routed)
 
 
 @dataclass(frozen=True)
@@ -271,8 +273,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     collective, (seconds exposed, seconds issued), for ``ledger.step.exposed``."""
     lt = _layer_times(model, cfg, system, st.links, cal, tp_overlap)
     fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
-    fwd["host"], bwd["host"] = _host_excess(model, cfg, cal, sum(fwd.values()),
-                                            sum(bwd.values()))
+    fwd["host"], bwd["host"] = host_excess_s(model, cfg, cal, sum(fwd.values()),
+                                             sum(bwd.values()), lt.routed + fwd["ep_comm"])
     f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
     per_layer = f_layer + b_layer
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
@@ -293,7 +295,12 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     t_w = layers * lt.wgrad + last_critical * out_w
     ep_pair = layers * (fwd["ep_comm"] + bwd["ep_comm"])  # a pair's all-to-alls
     overlap_ep = np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool)  # arrays: planner
-    t_fb = np.where(overlap_ep, pair_s(t_f + t_b, ep_pair, ep_sm_share(cfg, system)), t_f + t_b)
+    # a pair's passes are launched by one host thread: it takes at least their host time
+    # (ledger.step.host), its all-to-alls hidden under the GPU's work, not the host's
+    host_pair = layers * sum(launched_s(model, cfg, cal))
+    gpu_pair = t_f + t_b - layers * (fwd["host"] + bwd["host"])
+    t_fb = np.where(overlap_ep, np.maximum(pair_s(gpu_pair, ep_pair, ep_sm_share(cfg, system)),
+                                           host_pair), t_f + t_b)
     # Megatron's scatter/gather p2p (Narayanan et al. 2021 sec. 4.1): each TP rank sends
     # 1/tp of the boundary tensor across the pipeline link (already so under SP)
     s_pp = tokens * model.hidden * cfg.act_bytes / cfg.tp
@@ -332,15 +339,6 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
         "cp": (out["cp_comm"], lt.cp_issued * layers * m),
         "ep": (out["ep_comm"], ep_issued), "pp": (steady_p2p, steady_p2p)}
     return out
-
-
-def _host_excess(model, cfg, cal, gpu_f, gpu_b):
-    """What the host adds to one layer's forward and backward: its seconds beyond the GPU's
-    (ledger.step.host; full recompute launches the forward's kernels again)."""
-    host_f, host_b = host_passes_s(model, cfg, cal)
-    if cfg.recompute == "full":
-        host_b = host_b + host_f / getattr(cfg, "recompute_every", 1)
-    return np.maximum(0.0, host_f - gpu_f), np.maximum(0.0, host_b - gpu_b)
 
 
 def _dp_exposed(cfg, st: Structure, cal: Calibration, pipeline, m, t_f, t_b, t_w):
