@@ -10,6 +10,7 @@ the code and holds it to this order):
                  a ModelSpec's exact parameter count, term by term
     checks       the construction checks of a ModelSpec
     model        ModelSpec: a decoder's shape and exact parameter count; released presets
+    formats      number formats: bytes of a tensor in BF16, FP8, MXFP8, NVFP4, NF4, INT4
     memory       bytes per parameter of each resident state (StateBytes)
     frameworks   each framework's conventions as data, with sources; FP8 recipes
     finetune     what trains: frozen kinds and layers, peft's LoRA / DoRA adapters, NF4 bytes

@@ -168,7 +168,8 @@ def _scopes(text: str) -> tuple[str, ...]:
 def _add_gpu_memory_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-memory", type=real(MAX_GPU_MEMORY_GIB),
                    help="the GPU's memory, GiB, in place of the preset's (a GPU outside "
-                        "the presets: H100 96 GB, GH200 144 GB, ...)")
+                        "the presets: GH200 144 GB, ...); with estimate, plan and serve "
+                        "it needs --gpu or --system, whose peaks it keeps")
 
 
 MAX_LORA_RANK = 1 << 16
@@ -244,7 +245,7 @@ def _add_framework_flag(g) -> None:
 
 
 def _add_system_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpu", default="h100-sxm", help="GPU preset (see 'gpus'; default h100-sxm)")
+    p.add_argument("--gpu", help="GPU preset (see 'gpus'; default h100-sxm)")
     p.add_argument("--system", metavar="FILE",
                    help="a custom system, JSON or TOML with units in the keys")
     _add_gpu_memory_flag(p)
@@ -260,8 +261,8 @@ def _report_parsers(sub) -> None:
     _add_model_flags(r)
     _add_source_flags(r)
     _add_parallel_flags(r)
-    r.add_argument("--gpu", default="h100-sxm",
-                   help="GPU preset to hold the memory against (see 'gpus'; default h100-sxm)")
+    r.add_argument("--gpu", help="GPU preset to hold the memory against (see 'gpus'; "
+                                 "default h100-sxm)")
     add_finetune_flags(r)
     r.add_argument("--system", metavar="FILE",
                    help="a custom system, JSON or TOML with units in the keys (its GPU)")

@@ -118,10 +118,10 @@ def _cmd_report(a: argparse.Namespace) -> str:
     from ledger.render import placement_json, placement_text
 
     model, cfg = _model_and_config(a)
-    pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
-               gpus_per_node=a.gpus_per_node or 8)
-    _warn_idle(cfg, pl.bubble_fraction)
     node = _system(a)  # an unknown name is refused with the presets listed
+    pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
+               gpus_per_node=node.gpus_per_node, gpus_per_domain=node.gpus_per_domain)
+    _warn_idle(cfg, pl.bubble_fraction)
     room = Capacity(node.gpu.name, node.gpu.hbm_bytes, host_bytes=node.host_memory_bytes)
     if a.html:
         from ledger.render import placement_page

@@ -205,15 +205,25 @@ def stage_split(a: argparse.Namespace, model_) -> tuple[tuple[int, ...] | None, 
     return uneven_layers(a.pp, vp(a), model_.layers, first, last), vp(a)
 
 
+DEFAULT_GPU = "h100-sxm"
+
+
 def system(a: argparse.Namespace):
     """The GPU preset's usual cluster, or a system file; --gpus-per-node applies to either
     and is refused when the file says otherwise; --gpu-memory sets its GPU's memory."""
     from ledger.io import load_system
     from ledger.system import system as preset
 
+    gib = getattr(a, "gpu_memory", None)
+    if gib is not None and a.gpu is None and not a.system and a.cmd != "report":
+        base = preset(DEFAULT_GPU).gpu
+        raise LedgerError("gpu_memory", f"--gpu-memory {gib:g} alone keeps the default "
+                                        f"{base.name}'s {base.bf16_flops / 1e12:,.0f} TFLOP/s and "
+                                        f"{base.hbm_bytes_per_s / 1e12:g} TB/s: name the GPU "
+                                        f"(--gpu NAME, see 'gpus') or a --system file")
     sysm = load_system(a.system, gpus_per_node=a.gpus_per_node) if a.system else \
-        preset(a.gpu, a.gpus_per_node or 8)
-    return with_memory(sysm, getattr(a, "gpu_memory", None))
+        preset(a.gpu or DEFAULT_GPU, a.gpus_per_node)
+    return with_memory(sysm, gib)
 
 
 def with_memory(sysm, gib: float | None):

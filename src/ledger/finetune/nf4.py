@@ -1,4 +1,5 @@
-"""Bytes of a weight matrix quantised to NF4 as bitsandbytes 0.50.2 lays it out.
+"""Bytes of a weight matrix quantised to NF4 as bitsandbytes 0.50.2 lays it out
+(computed in ``ledger.formats``, the one table of number formats; re-exported here).
 
 ``bitsandbytes.functional.quantize_4bit`` (functional.py L884-962) packs two 4-bit codes
 per byte and keeps one fp32 absmax per block of 64 elements (``blocksize=None -> 64``,
@@ -15,24 +16,10 @@ constants against 0.5).
 """
 from __future__ import annotations
 
-CODE_BYTES = 16 * 4  # the NF4 code: 16 fp32 values
-CODE2_BYTES = 256 * 4  # the 8-bit map of the double-quantised absmax
-OFFSET_BYTES = 4  # their fp32 mean
-BLOCK2 = 256  # absmax values per second-level block
+# The bytes themselves live in the one table of number formats (``ledger.formats``).
+from ledger.formats import nf4_bytes, nf4_bytes_per_param
 
-
-def nf4_bytes(n: int, block: int = 64, double_quant: bool = True) -> int:
-    """Bytes of one tensor of ``n`` elements in NF4 (packed codes, absmax, codes)."""
-    blocks = -(-n // block)
-    packed = -(-n // 2)
-    if not double_quant:
-        return packed + 4 * blocks + CODE_BYTES
-    return packed + blocks + 4 * -(-blocks // BLOCK2) + CODE2_BYTES + OFFSET_BYTES + CODE_BYTES
-
-
-def nf4_bytes_per_param(block: int = 64, double_quant: bool = True) -> float:
-    """The large-tensor rate, constants left out: 0.5625 or 0.515869 bytes at block 64."""
-    return 0.5 + (1 / block + 4 / (block * BLOCK2) if double_quant else 4 / block)
+__all__ = ["dequantized_bytes", "nf4_bytes", "nf4_bytes_per_param"]
 
 
 def dequantized_bytes(n: int, compute_bytes: int = 2, block: int = 64,

@@ -46,7 +46,7 @@ def _base(raw: dict, path: Path, gpus_per_node: int | None) -> System:
     if node is not None and gpus_per_node is not None and node != gpus_per_node:
         raise LedgerError("gpus_per_node", f"given twice: --gpus-per-node {gpus_per_node} "
                                            f"and {node} in {path}; drop one")
-    return system(gpu, node or gpus_per_node or 8)
+    return system(gpu, node or gpus_per_node)
 
 
 def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:

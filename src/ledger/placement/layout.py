@@ -8,11 +8,22 @@ parallel (EDP) with cp = 1, in the same order, so ETP x EP x EDP = TP x CP x DP 
 one PP stage and the PP groups of both grids coincide. At etp = tp an EP group is
 ``ep`` ranks spaced ``tp`` apart; at etp = 1, EP folds into the TP ranks too.
 
+Which link a group crosses is decided by the *scale-up domain* (the GPUs one NVLink fabric
+joins), not the host: a group that stays inside one domain rides NVLink, one that spans
+domains the NICs. A job fills its domains in equal *segments* of whole hosts, as Megatron-
+Bridge's launcher asks Slurm for them on 4-GPU-host NVL72 racks (scripts/performance/utils/
+executors.py L168-177 @ 067f987d: ``--segment`` = the job's hosts when they fit one rack of
+18, else the largest divisor of them up to 18): 256 GB200s are 64 hosts in 4 segments of 16,
+64 GPUs of each rack.
+
 >>> lay = Layout(tp=4, dp=2, pp=2, gpus_per_node=8)
 >>> lay.groups("tp")[:2], lay.groups("dp")[:2], lay.groups("pp")[:2]
 ([[0, 1, 2, 3], [4, 5, 6, 7]], [[0, 4], [1, 5]], [[0, 8], [1, 9]])
 >>> lay.link("tp"), lay.link("dp"), lay.link("pp")
 ('nvlink', 'nvlink', 'ib')
+>>> rack = Layout(ep=64, dp=64, pp=4, gpus_per_node=4, gpus_per_domain=72)
+>>> rack.domain, rack.link("ep"), rack.link("pp")
+(64, 'nvlink', 'ib')
 """
 from __future__ import annotations
 
@@ -39,15 +50,36 @@ def expert_dp(cfg):
 
 
 def intra_node(stride, size, world, gpus_per_node):
-    """Do all groups of ``size`` ranks spaced ``stride`` apart stay inside one node? The
-    groups tile the world in blocks of stride*size ranks, and a group crosses a node
-    exactly when a node boundary falls strictly inside its block. Numbers or arrays."""
+    """Do all groups of ``size`` ranks spaced ``stride`` apart stay inside one domain of
+    ``gpus_per_node`` GPUs? The groups tile the world in blocks of stride*size ranks, and
+    a group crosses a domain exactly when a domain boundary falls strictly inside its
+    block. Numbers or arrays."""
     return (size == 1) | (gpus_per_node % (stride * size) == 0) | (world <= gpus_per_node)
+
+
+def segment(world, gpus_per_host: int, gpus_per_domain: int):
+    """GPUs of each scale-up domain a job of ``world`` GPUs fills: whole hosts, the job's
+    hosts when they fit one domain, else the largest divisor of them that does (Megatron-
+    Bridge's Slurm ``--segment``, module docstring). Numbers or arrays.
+
+    >>> segment(256, 4, 72), segment(288, 4, 72), segment(64, 4, 72), segment(16, 8, 8)
+    (64, 72, 64, 8)
+    """
+    per = gpus_per_domain // gpus_per_host
+    if per <= 1:
+        return gpus_per_host
+    hosts = -(-np.asarray(world) // gpus_per_host)
+    seg = np.zeros_like(hosts)
+    for k in range(per, 0, -1):
+        seg = np.where((seg == 0) & (hosts % k == 0), k, seg)
+    out = seg * gpus_per_host
+    return out if out.shape else int(out)
 
 
 @dataclass(frozen=True)
 class Layout:
-    """The placement of a tp x cp x dp x pp world on nodes of ``gpus_per_node``."""
+    """The placement of a tp x cp x dp x pp world on hosts of ``gpus_per_node`` GPUs in
+    scale-up domains of ``gpus_per_domain`` (default: one host)."""
 
     tp: int = 1
     cp: int = 1
@@ -58,11 +90,19 @@ class Layout:
     order: str = DEFAULT_ORDER
     gpus_per_node: int = 8
     etp: int | None = None  # expert tensor parallel; None: tp (Megatron's default)
+    gpus_per_domain: int | None = None  # the NVLink domain; None: one host
 
     def __post_init__(self) -> None:
         for f in ("tp", "cp", "dp", "pp", "ep", "gpus_per_node"):
             if not hasattr(getattr(self, f), "shape"):  # arrays: the planner's valid grid
                 require_positive(f, getattr(self, f))
+        if self.gpus_per_domain is not None:
+            require_positive("gpus_per_domain", self.gpus_per_domain)
+            if self.gpus_per_domain % self.gpus_per_node:
+                raise LedgerError("gpus_per_domain", f"a domain is whole hosts: gpus_per_"
+                                                     f"domain({self.gpus_per_domain}) is not a "
+                                                     f"multiple of gpus_per_node("
+                                                     f"{self.gpus_per_node})")
         axes = self.order.split("-")
         if sorted(axes) != sorted(AXES):
             raise LedgerError("order", f"must be a '-'-joined permutation of {', '.join(AXES)},"
@@ -87,6 +127,13 @@ class Layout:
     @property
     def world(self) -> int:
         return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def domain(self):
+        """GPUs of one scale-up domain this job fills (``segment``): the unit inside
+        which a group rides NVLink (numbers or arrays)."""
+        return segment(self.world, self.gpus_per_node,
+                       self.gpus_per_domain or self.gpus_per_node)
 
     def _dense_strides(self) -> dict[str, int]:
         """Stride of each dense axis: the product of the axes that vary faster."""
@@ -178,27 +225,32 @@ class Layout:
         return members
 
     def link(self, group: str) -> str:
-        """'nvlink' when every group of ``group`` stays inside one node, else 'ib'."""
+        """'nvlink' when every group of ``group`` stays inside one scale-up domain, else
+        'ib' (the NICs)."""
         span = self.span(group)
         if span is None:
-            gpn = self.gpus_per_node
+            gpn = self.domain
             same = all(len({r // gpn for r in g}) == 1 for g in self.groups(group))
             return "nvlink" if same else "ib"
-        intra = intra_node(*span, self.world, self.gpus_per_node)
+        intra = intra_node(*span, self.world, self.domain)
         if getattr(intra, "ndim", 0):  # a grid of layouts (the planner)
             return np.where(intra, "nvlink", "ib")
         return "nvlink" if intra else "ib"
 
     def per_node(self, group: str):
-        """Ranks of one ``group`` that share a node: gpus_per_node // stride, between 1
-        and the group's size (evenly spaced groups; numbers or arrays)."""
+        """Ranks of one ``group`` that share a scale-up domain (NCCL's node: under MNNVL
+        its topology spans the NVLink clique, src/graph/topo.cc L1887-1891 @ 5067397c):
+        domain // stride, between 1 and the group's size (evenly spaced groups; numbers
+        or arrays)."""
         span = self.span(group)
         if span is None:
             raise LedgerError("order", f"group {group} needs its axes adjacent in "
                                        f"{self.order!r}")
         stride, size = span
-        return np.clip(self.gpus_per_node // stride, 1, size) if getattr(size, "ndim", 0) \
-            else max(1, min(size, self.gpus_per_node // stride))
+        dom = self.domain
+        if getattr(size, "ndim", 0) or getattr(dom, "ndim", 0):
+            return np.clip(dom // stride, 1, size)
+        return max(1, min(size, dom // stride))
 
     def coords(self, rank: int) -> dict[str, int]:
         """The dense coordinates of ``rank``."""

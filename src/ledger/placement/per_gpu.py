@@ -250,10 +250,13 @@ def memory_points(model: ModelSpec, cfg: ParallelConfig, rank: int = -1,
 
 
 def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str = "adam",
-          gpus_per_node: int = 8, order: str = DEFAULT_ORDER) -> Placement:
+          gpus_per_node: int = 8, order: str = DEFAULT_ORDER,
+          gpus_per_domain: int | None = None) -> Placement:
     """The ledger of one placement: ``place(model, cfg)`` (state in the config's framework
     dtypes, or an explicit ``precision``) or the seed's ``place(model, state_bytes, cfg)``.
-    Links come from the rank layout."""
+    Links come from the rank layout: a group inside one scale-up domain of
+    ``gpus_per_domain`` GPUs (default: one host of ``gpus_per_node``) rides NVLink; the
+    host bounds what CPU offload puts on one host's memory."""
     if len(args) == 2:
         st, cfg = args
     else:
@@ -265,7 +268,8 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
         raise TypeError("place(model, cfg) or place(model, state_bytes, cfg)")
     validate(model, cfg)
     lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
-                 hsdp_shard=cfg.hsdp_shard, order=order, gpus_per_node=gpus_per_node)
+                 hsdp_shard=cfg.hsdp_shard, order=order, gpus_per_node=gpus_per_node,
+                 gpus_per_domain=gpus_per_domain)
     layers = model.layers / cfg.pp
     tokens = model.seq_len * cfg.micro_batch // cfg.cp  # per GPU per micro-batch
     s_act = tokens * model.hidden * cfg.act_bytes  # one activation tensor

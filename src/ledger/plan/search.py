@@ -205,7 +205,8 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             finetune=finetune, stage_layers=None, **_overlaps(fw, g, idx, pins, model),
             **{k: v for k, v in (facts or {}).items() if k in HOST_FACTS and v is not None})
         links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
-                       hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node)
+                       hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node,
+                       gpus_per_domain=system.gpus_per_domain)
         layer_s, grad_s, param_s, gather_s = dp_split(dp_traffic(model, st_total, cfg, links),
                                                       cfg, system, model.layers / sub["pp"],
                                                       links)

@@ -250,34 +250,52 @@ def models_json(specs) -> list[dict]:
 
 
 def gpus_json() -> list[dict]:
-    """Every GPU preset with its datasheet figures and its usual cluster's links."""
-    from ledger.system import GPU_SOURCES, GPUS, POWER_SOURCES, system
+    """Every GPU preset with its datasheet figures, its usual system (hosts, scale-up
+    domain, links, NICs) and where each figure comes from."""
+    from ledger.system import GPU_SOURCES, GPUS, LINK_SOURCES, POWER_SOURCES, SYSTEMS, system
 
     out = []
     for name, g in GPUS.items():
-        s = system(name)
+        s, p = system(name), SYSTEMS[name]
         out.append({"name": name, "bf16_tflops": g.bf16_flops / 1e12,
-                    "fp8_tflops": g.fp8_flops / 1e12, "hbm_GiB": g.hbm_bytes / 2**30,
-                    "hbm_TBps": g.hbm_bytes_per_s / 1e12,
-                    "nvlink_GBps": s.intra_bytes_per_s / 1e9,
+                    "fp8_tflops": g.fp8_flops / 1e12, "fp4_tflops": g.fp4_flops / 1e12,
+                    "hbm_GiB": g.hbm_bytes / 2**30, "hbm_TBps": g.hbm_bytes_per_s / 1e12,
+                    "gpus_per_node": s.gpus_per_node, "gpus_per_domain": s.gpus_per_domain,
+                    "nvlink_GBps": s.intra_bytes_per_s / 1e9, "nvls": s.nvls,
+                    "nics_per_node": p.nics_per_node, "nic_Gbps": p.nic_bits_per_s / 1e9,
                     "network_GBps": s.inter_bytes_per_s / 1e9,
                     "host_GBps": s.host_bytes_per_s / 1e9,
+                    "host_memory_GiB": s.host_memory_bytes / 2**30,
                     "gemm_efficiency": g.gemm_efficiency, "board_power_W": g.board_power_w,
-                    "source": GPU_SOURCES[name], "power_source": POWER_SOURCES[name]})
+                    "source": GPU_SOURCES[name], "power_source": POWER_SOURCES[name],
+                    "system_source": LINK_SOURCES[name]})
     return out
 
 
 def gpus_table() -> str:
-    """One line per GPU preset: peak FLOP/s, HBM, and the links of its usual node."""
-    lines = [f"{'gpu':<11}{'bf16 TFLOP/s':>13}{'fp8 TFLOP/s':>12}{'HBM GiB':>9}"
-             f"{'HBM TB/s':>9}{'NVLink GB/s':>12}{'network GB/s':>13}{'host GB/s':>10}"
-             f"{'power W':>8}  (dense; links per GPU, one direction)"]
-    for g in gpus_json():
-        fp8 = f"{g['fp8_tflops']:,.0f}" if g["fp8_tflops"] else "-"
-        lines.append(f"{g['name']:<11}{g['bf16_tflops']:>13,.0f}{fp8:>12}{g['hbm_GiB']:>9.1f}"
-                     f"{g['hbm_TBps']:>9.2f}{g['nvlink_GBps']:>12,.0f}"
-                     f"{g['network_GBps']:>13,.0f}{g['host_GBps']:>10,.1f}"
-                     f"{g['board_power_W']:>8,.0f}")
+    """One line per GPU preset: peak FLOP/s, HBM, its usual system's hosts, domain, links
+    and NICs; then each preset's sources."""
+    lines = [f"{'gpu':<13}{'bf16':>6}{'fp8':>6}{'fp4':>7}{'HBM':>7}{'HBM':>6}{'host':>5}"
+             f"{'domain':>7}{'scale-up':>9}{'NICs/host':>13}{'net':>6}{'host':>6}{'host mem':>9}"
+             f"{'power':>6}",
+             f"{'':<13}{'TFLOP/s (dense)':>19}{'GiB':>7}{'TB/s':>6}{'GPUs':>5}{'GPUs':>7}"
+             f"{'GB/s':>9}{'x Gb/s':>13}{'GB/s':>6}{'GB/s':>6}{'GiB':>9}{'W':>6}"]
+    rows = gpus_json()
+    for g in rows:
+        peaks = "".join(f"{g[k]:>{w},.0f}" if g[k] else f"{'-':>{w}}"
+                        for k, w in (("bf16_tflops", 6), ("fp8_tflops", 6), ("fp4_tflops", 7)))
+        nics = f"{g['nics_per_node']} x {g['nic_Gbps']:g}"
+        lines.append(f"{g['name']:<13}{peaks}{g['hbm_GiB']:>7.1f}{g['hbm_TBps']:>6.2f}"
+                     f"{g['gpus_per_node']:>5}{g['gpus_per_domain']:>7}"
+                     f"{g['nvlink_GBps']:>9,.0f}{nics:>13}{g['network_GBps']:>6,.1f}"
+                     f"{g['host_GBps']:>6,.0f}{g['host_memory_GiB']:>9,.0f}"
+                     f"{g['board_power_W']:>6,.0f}")
+    lines += ["", "scale-up and network per GPU, one direction; host memory per host; "
+                  "NVLS: NCCL's NVLink SHARP on " + ", ".join(g["name"] for g in rows if g["nvls"]),
+              "", "sources:"]
+    for g in rows:
+        lines += [f"  {g['name']}", f"    chip:   {g['source']}",
+                  f"    power:  {g['power_source']}", f"    system: {g['system_source']}"]
     return "\n".join(lines)
 
 

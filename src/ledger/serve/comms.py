@@ -49,11 +49,12 @@ class ServeComm:
     per_sampled_token: bool = False  # paid per sampled token (the logits), not per token
 
 
-def layout(cfg, gpus_per_node: int) -> Layout:
+def layout(cfg, gpus_per_node: int, gpus_per_domain: int | None = None) -> Layout:
     """The serving world on the rank grid (tp fastest, then dp, then pp), its expert
-    grid EP x etp over each stage's tp x dp GPUs (``ServeConfig.etp``)."""
+    grid EP x etp over each stage's tp x dp GPUs (``ServeConfig.etp``), on hosts of
+    ``gpus_per_node`` in scale-up domains of ``gpus_per_domain``."""
     return Layout(tp=cfg.tp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
-                  gpus_per_node=gpus_per_node)
+                  gpus_per_node=gpus_per_node, gpus_per_domain=gpus_per_domain)
 
 
 def tp_reduces(kind) -> int:

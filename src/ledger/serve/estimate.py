@@ -99,7 +99,7 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
     buds = budgets(model, cfg, eng, gpu, weights, ranges)
     kv_pool = pool(caches, [list(r) for r in ranges], [b.available_bytes for b in buds],
                    cfg.context, eng)
-    lay = layout(cfg, system.gpus_per_node)
+    lay = layout(cfg, system.gpus_per_node, system.gpus_per_domain)
     stages, b = [], cfg.batch
     for r, held in enumerate(ranges):
         mine = [caches[i] for i in held]

@@ -373,7 +373,8 @@ def _dp_exposed(cfg, st: Structure, cal: Calibration, pipeline, m, t_f, t_b, t_w
 def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placement) -> Structure:
     """The Structure of one placement, from its layout, its stages and its ledger."""
     lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
-                 hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node)
+                 hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node,
+                 gpus_per_domain=system.gpus_per_domain)
     busiest, head, share = pace(model.layers, model.mtp_layers, cfg.pp, cfg.vp, cfg.schedule,
                                 framework_of(cfg).split, cfg.stage_layers)
     hs = pl.heaviest_stage
@@ -397,7 +398,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     if precision is not None and cfg.precision is None:  # the GEMMs' rate reads it there
         cfg = replace(cfg, precision=precision)
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
-               gpus_per_node=system.gpus_per_node)
+               gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain)
     st = structure(model, cfg, system, pl)
     times = step_times(model, cfg, system, st, cal, tp_overlap)
     exposed = exposures(model, cfg, times.pop("exposed"))

@@ -306,7 +306,8 @@ def fit(grid=FIT_GRID) -> list[tuple[float, float, float, float]]:
     for r in (r for r in calibration_set() if r.source == FIT_SOURCE):
         sysm = system(r.gpu)
         rows.append((r, sysm, structure(r.model, r.cfg, sysm, place(
-            r.model, r.cfg, gpus_per_node=sysm.gpus_per_node))))
+            r.model, r.cfg, gpus_per_node=sysm.gpus_per_node,
+            gpus_per_domain=sysm.gpus_per_domain))))
     scores = []
     for w, g in product(*grid):
         cal = replace(DEFAULT, gemm_half_balance=float(w), elementwise_traffic=float(g))

@@ -1,0 +1,156 @@
+"""Hardware: GPU presets and clusters - hosts of GPUs in scale-up domains, an intra-domain
+and an inter-domain link.
+
+A *host* (a node: one OS, its CPU memory, its NICs, what fails and checkpoints together)
+holds ``gpus_per_node`` GPUs; a *scale-up domain* (the GPUs one NVLink / NVSwitch fabric
+joins) holds ``gpus_per_domain`` of them, a whole number of hosts: 8 in an 8-GPU DGX /
+HGX host (domain = host), 72 in a GB200 / GB300 NVL72 rack of 18 hosts of 4. Links are
+priced by domain (NVLink inside, the NICs between), host memory, CPU offload, NICs,
+checkpoint writes and failures by host.
+
+Units live in the names: ``_flops`` is FLOP/s, ``_bytes`` bytes, ``_bytes_per_s`` bytes
+per second, ``_s`` seconds. Figures are the vendors' datasheet numbers (dense, no
+sparsity); link bandwidths are per GPU, one direction. Every figure's source is in
+``ledger.system.sources``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ledger.errors import LedgerError
+from ledger.system.chips import GPU, GPUS, GiB, MiB
+from ledger.system.sources import GPU_SOURCES, LINK_SOURCES, POWER_SOURCES
+
+__all__ = ["GPU", "GPUS", "GPU_SOURCES", "LINK_SOURCES", "POWER_SOURCES", "GiB", "MiB",
+           "System", "system", "SYSTEMS"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class System:
+    """A cluster: identical hosts (nodes) of ``gpus_per_node`` GPUs, joined in scale-up
+    domains of ``gpus_per_domain`` GPUs (default: one host)."""
+
+    gpu: GPU
+    gpus_per_node: int = 8  # GPUs per host: its CPU memory, NICs, checkpoints, failures
+    gpus_per_domain: int | None = None  # GPUs one NVLink fabric joins; None: one host
+    intra_bytes_per_s: float  # NVLink / NVSwitch per GPU, one direction
+    inter_bytes_per_s: float  # InfiniBand / RoCE per GPU, one direction
+    host_bytes_per_s: float = 64e9  # GPU <-> CPU memory per GPU, one direction (PCIe / C2C)
+    host_memory_bytes: float = 32 * 64 * GiB  # a host's CPU memory (HOST_MEMORY)
+    # Parameters a node's CPU optimizer updates per second under CPU offload: DeepSpeedCPUAdam
+    # (AVX) "reduces the optimizer time from 56 seconds to 8.2 seconds [for] an 11.6B
+    # parameter GPT2 model" (its author, DeepSpeed PR #735, 2021-02-08; torch.optim.Adam on
+    # the CPU: 56 s) - 1.41e9 a second. torch's own CPU AdamW (FSDP2's offload step) is
+    # taken at the same rate, no figure for it being published; a host's own is set in a
+    # --system file (cpu_optimizer_Gparams_per_s)
+    cpu_optimizer_params_per_s: float = 11.6e9 / 8.2
+    intra_latency_s: float = 5e-6
+    inter_latency_s: float = 10e-6
+    link_efficiency: float = 0.80  # share of nominal bandwidth collectives reach (nccl-tests)
+    nvls: bool = False  # NVLink SHARP in the domain's switches (NCCL's NVLS algorithm)
+    nics_per_node: int = 8  # scale-out NICs per host (what inter_bytes_per_s shares)
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_domain is None:
+            object.__setattr__(self, "gpus_per_domain", self.gpus_per_node)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and not value > 0:
+                raise LedgerError(f.name, f"must be > 0, got {value}")
+        if self.link_efficiency > 1:
+            raise LedgerError("link_efficiency", f"must be <= 1, got {self.link_efficiency}")
+        if self.gpus_per_domain % self.gpus_per_node:
+            raise LedgerError("gpus_per_domain", f"a domain is whole hosts: gpus_per_domain("
+                                                 f"{self.gpus_per_domain}) is not a multiple "
+                                                 f"of gpus_per_node({self.gpus_per_node})")
+
+    @property
+    def hosts_per_domain(self) -> int:
+        return self.gpus_per_domain // self.gpus_per_node
+
+    def bandwidth(self, link):
+        """Achieved bytes/s of ``link`` ("nvlink" | "ib", or an array of them)."""
+        if isinstance(link, str):
+            raw = self.intra_bytes_per_s if link == "nvlink" else self.inter_bytes_per_s
+        else:
+            raw = np.where(link == "nvlink", self.intra_bytes_per_s, self.inter_bytes_per_s)
+        return raw * self.link_efficiency
+
+    def host_bandwidth(self) -> float:
+        """Achieved GPU <-> host bytes/s one way (the link efficiency of the fabric)."""
+        return self.host_bytes_per_s * self.link_efficiency
+
+    def latency(self, link):
+        if isinstance(link, str):
+            return self.intra_latency_s if link == "nvlink" else self.inter_latency_s
+        return np.where(link == "nvlink", self.intra_latency_s, self.inter_latency_s)
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The usual system of a GPU preset: its hosts, scale-up domain, links and NICs
+    (``LINK_SOURCES`` says where each figure comes from)."""
+
+    gpus_per_node: int  # GPUs per host
+    gpus_per_domain: int  # GPUs per scale-up (NVLink) domain
+    intra_bytes_per_s: float  # scale-up link per GPU, one direction
+    nics_per_node: int  # scale-out NICs per host
+    nic_bits_per_s: float  # each NIC's line rate
+    host_bytes_per_s: float  # GPU <-> CPU link per GPU, one direction
+    host_memory_per_gpu_bytes: float  # the host's CPU memory over its GPUs
+    nvls: bool  # NVSwitch with NVLink SHARP (NCCL's NVLS)
+
+    @property
+    def inter_bytes_per_s(self) -> float:
+        """Scale-out bytes per GPU per second, one direction: the host's NICs shared."""
+        return self.nics_per_node * self.nic_bits_per_s / 8 / self.gpus_per_node
+
+
+# Host memory per GPU where no system file of the preset names it: NVIDIA's 8-GPU H200
+# MLPerf host, 32 x 64 GiB (LINK_SOURCES["h200"]), 256 GiB a GPU.
+HOST_MEMORY_PER_GPU = 32 * 64 * GiB / 8
+_G = 1e9  # GB/s
+SYSTEMS = {
+    # name: hosts, domain, scale-up per GPU, NICs, Gb/s, host link, host memory/GPU, NVLS
+    "a100-40gb": Platform(8, 8, 300 * _G, 8, 200e9, 31.5 * _G, HOST_MEMORY_PER_GPU, False),
+    "a100-80gb": Platform(8, 8, 300 * _G, 8, 200e9, 31.5 * _G, HOST_MEMORY_PER_GPU, False),
+    "h100-sxm": Platform(8, 8, 450 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
+    "h800": Platform(8, 8, 200 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
+    "h100-96gb": Platform(8, 8, 450 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
+    "h100-nvl": Platform(8, 8, 300 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
+    "h200": Platform(8, 8, 450 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
+    "h20": Platform(8, 8, 450 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
+    "gh200": Platform(8, 8, 450 * _G, 8, 400e9, 450 * _G, 480e9, False),
+    "b200": Platform(8, 8, 900 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
+    "b300": Platform(8, 8, 900 * _G, 8, 800e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
+    "gb200": Platform(4, 72, 900 * _G, 4, 400e9, 225 * _G, 960e9 / 4, True),
+    "gb300": Platform(4, 72, 900 * _G, 4, 800e9, 225 * _G, 960e9 / 4, True),
+    "mi300x": Platform(8, 8, 448 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
+    "mi325x": Platform(8, 8, 448 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
+    "mi355x": Platform(8, 8, 537.6 * _G, 8, 400e9, 64 * _G, 24 * 128 * GiB / 8, False),
+    "l40s": Platform(8, 8, 31.5 * _G, 2, 10e9, 31.5 * _G, 16 * 64 * GiB / 8, False),
+    "l4": Platform(8, 8, 31.5 * _G, 1, 100e9, 31.5 * _G, HOST_MEMORY_PER_GPU, False),
+    "rtx-pro-6000": Platform(8, 8, 64 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
+}
+
+
+def system(gpu: str, gpus_per_node: int | None = None,
+           gpus_per_domain: int | None = None) -> System:
+    """The usual cluster of a GPU preset (``SYSTEMS``): its hosts, domain, links and NICs.
+    ``gpus_per_node`` resizes the host (and, where the domain is one host, the domain);
+    ``gpus_per_domain`` the scale-up domain."""
+    key = gpu.lower()
+    if key not in GPUS:
+        raise LedgerError("gpu", f"unknown GPU {gpu!r}; presets: {', '.join(GPUS)}")
+    p = SYSTEMS[key]
+    host = gpus_per_node or p.gpus_per_node
+    one_host = p.gpus_per_domain == p.gpus_per_node
+    domain = gpus_per_domain or (host if one_host else p.gpus_per_domain)
+    return System(gpu=GPUS[key], gpus_per_node=host, gpus_per_domain=domain,
+                  intra_bytes_per_s=p.intra_bytes_per_s,
+                  inter_bytes_per_s=p.inter_bytes_per_s, host_bytes_per_s=p.host_bytes_per_s,
+                  host_memory_bytes=p.host_memory_per_gpu_bytes * host, nvls=p.nvls,
+                  nics_per_node=max(1, round(p.nics_per_node * host / p.gpus_per_node)))

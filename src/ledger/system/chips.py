@@ -1,0 +1,85 @@
+"""GPU presets: one chip's peaks, memory and power (dense, no sparsity). Where each
+figure comes from is ``ledger.system.sources``; a system of these chips (hosts, scale-up
+domain, links) is ``ledger.system``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GiB = 2**30
+MiB = 2**20
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPU:
+    name: str
+    bf16_flops: float  # peak dense bf16 FLOP/s
+    fp8_flops: float  # peak dense fp8 FLOP/s (0 where the GPU has none)
+    hbm_bytes: float  # memory capacity
+    hbm_bytes_per_s: float  # memory bandwidth
+    gemm_efficiency: float  # fraction of peak a large bf16 GEMM sustains (measured, see GPUS)
+    board_power_w: float  # the board's rated power (TDP / TGP): what a GPU-hour draws
+    sms: int = 132  # streaming multiprocessors (compute units): what comm kernels take from
+    generation: str = "hopper"  # NCCL's tuning tables by GPU generation (ledger.step.nccl)
+    fp4_flops: float = 0.0  # peak dense fp4 FLOP/s (NVFP4 / MXFP4; 0 where the GPU has none)
+
+
+# gemm_efficiency: the share of peak that large bf16 GEMMs reach in practice; A100 ~ 0.80
+# (cuBLAS on 8k-sized GEMMs, ~250 of 312 TFLOP/s), which is what bounds end-to-end MFU.
+# H100 SXM 0.62: fitted by benchmarks/fit.py (stage 2) on Megatron-LM's H100 table, a
+# declared calibration set (ledger.validation); H800, H200 and H20 share its GH100 die and
+# take the same figure. The others take their generation's figure (Blackwell's 0.70 for
+# B200, B300, GB200, GB300 and the RTX PRO 6000; CDNA's 0.60 for the MI300X, MI325X and
+# MI355X); the Ada cards (L40S, L4), with no figure of their own, take Hopper's 0.62 - a
+# stated rule, not a measurement.
+GPUS = {g.name: g for g in (
+    GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
+        hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
+        generation="ampere"),
+    GPU(name="a100-80gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=80 * GiB,
+        hbm_bytes_per_s=2.039e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
+        generation="ampere"),
+    GPU(name="h100-sxm", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
+    GPU(name="h800", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
+    GPU(name="h100-96gb", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=95.04 * GiB,
+        hbm_bytes_per_s=2.4e12, gemm_efficiency=0.62, board_power_w=500),
+    GPU(name="h100-nvl", bf16_flops=835e12, fp8_flops=1671e12, hbm_bytes=99_961_274_368,
+        hbm_bytes_per_s=3.9e12, gemm_efficiency=0.62, board_power_w=400),
+    GPU(name="h200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=143771 * MiB,
+        hbm_bytes_per_s=4.8e12, gemm_efficiency=0.62, board_power_w=700),
+    GPU(name="h20", bf16_flops=148e12, fp8_flops=296e12, hbm_bytes=96 * GiB,
+        hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62, board_power_w=400, sms=78),
+    GPU(name="gh200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=96 * GiB,
+        hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62, board_power_w=1000),
+    GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=9000e12,
+        hbm_bytes=180 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
+        board_power_w=1000, sms=148, generation="blackwell"),
+    GPU(name="b300", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=13500e12,
+        hbm_bytes=270 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
+        board_power_w=1100, sms=160, generation="blackwell"),
+    GPU(name="gb200", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=10000e12,
+        hbm_bytes=189471 * MiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
+        board_power_w=1200, sms=148, generation="blackwell"),
+    GPU(name="gb300", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=15000e12,
+        hbm_bytes=284208 * MiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
+        board_power_w=1400, sms=160, generation="blackwell"),
+    GPU(name="mi300x", bf16_flops=1307e12, fp8_flops=2615e12, hbm_bytes=192 * GiB,
+        hbm_bytes_per_s=5.3e12, gemm_efficiency=0.60, board_power_w=750, sms=304,
+        generation="cdna3"),
+    GPU(name="mi325x", bf16_flops=1307.4e12, fp8_flops=2614.9e12, hbm_bytes=256 * GiB,
+        hbm_bytes_per_s=6.0e12, gemm_efficiency=0.60, board_power_w=1000, sms=304,
+        generation="cdna3"),
+    GPU(name="mi355x", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=10000e12,
+        hbm_bytes=288 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.60,
+        board_power_w=1400, sms=256, generation="cdna4"),
+    GPU(name="l40s", bf16_flops=362.05e12, fp8_flops=733e12, hbm_bytes=48 * GiB,
+        hbm_bytes_per_s=864e9, gemm_efficiency=0.62, board_power_w=350, sms=142,
+        generation="ada"),
+    GPU(name="l4", bf16_flops=121e12, fp8_flops=242.5e12, hbm_bytes=24 * GiB,
+        hbm_bytes_per_s=300e9, gemm_efficiency=0.62, board_power_w=72, sms=58,
+        generation="ada"),
+    GPU(name="rtx-pro-6000", bf16_flops=500e12, fp8_flops=1000e12, fp4_flops=2000e12,
+        hbm_bytes=96 * GiB, hbm_bytes_per_s=1.597e12, gemm_efficiency=0.70,
+        board_power_w=600, sms=188, generation="blackwell"),
+)}
