@@ -166,7 +166,9 @@ def test_runner_builds_the_rows_placement():
     cfg, _ = config_of(r, prec, model)
     assert (cfg.tp, cfg.pp, cfg.cp, cfg.vp, cfg.dp, cfg.micro_batch) == (8, 8, 2, 8, 8, 1)
     assert cfg.num_microbatches == 1536 // 8 and cfg.zero_stage == 1
-    assert model.seq_len == 8192 and prec == "fp8-tensorwise"
+    # FP8 current scaling with its FP8 param gather (mixed_precision.py, bf16_with_fp8_current_
+    # scaling_mixed: fp8_param_gather True; the perf script turns the BF16 end layers off)
+    assert model.seq_len == 8192 and prec == "fp8-tensorwise+param-gather"
     # 25.11 DeepSeek-V3 "(w/o MTP)" drops the MTP module; 26.02 B200 at PP 16 takes
     # Megatron-Bridge's 16-stage layout (4 layers a stage, E first, 1 layer + MTP + L last)
     r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="bf16")
@@ -176,6 +178,11 @@ def test_runner_builds_the_rows_placement():
     r = _one(release="26.02", gpu="b200", model="deepseek-v3")
     cfg, _ = config_of(r, "fp8-blockwise", model_of(r))
     assert cfg.stage_layers == (4,) * 15 + (1,) and cfg.pp == 16
+    # 25.11 GB200 FP8-MX at PP 8 x VP 4 (the recipe of v0.2.0 has PP 4 x VP 4 and no layout):
+    # the 32-stage layout of Megatron-Bridge's 25.09 YAML, "Et|(tt|)*30mL" (w/o MTP: no m)
+    r = _one(release="25.11", gpu="gb200", model="deepseek-v3", precision="fp8_mx")
+    assert r.layout(0) == ("Et|(tt|)*30L", "Megatron-Bridge's layout map")
+    assert r.disagree["pp"] == {"table": 8, "recipe": 4}
 
 
 def test_benchmark_table_prints_every_group():
@@ -184,3 +191,24 @@ def test_benchmark_table_prints_every_group():
     text = bridge_table()
     for group in ("all", "dense", "MoE", "gpu h100", "gpu b200", "family llama3"):
         assert f"  {group} " in text
+
+
+def test_each_disagreement_is_kept_and_only_those():
+    # the one rule: the table's sizes are used; every stated size the recipe sets otherwise
+    # is kept in the row, and nothing else is (0.2-0.5 presets and 0.6 recipe functions)
+    names = {"global_batch_size": "gbs", "micro_batch_size": "mbs",
+             "tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
+             "context_parallel_size": "cp", "virtual_pipeline_model_parallel_size": "vp",
+             "expert_model_parallel_size": "ep"}
+    checked = 0
+    for r in ROWS:
+        s = r.recipe.get("settings") or {}
+        for key, f in names.items():
+            v = s.get(key, s.get("model." + key, s.get("train." + key)))
+            if v is None and f != "vp" or isinstance(v, str):
+                continue
+            table = getattr(r, f)
+            same = (v or 1) == (table or 1) if f == "vp" else v == table
+            assert same == (f not in r.disagree), (r.id, f, v, table)
+            checked += 1
+    assert checked > 1000

@@ -25,8 +25,10 @@ Recipes: each release's recipe is read at the Megatron-Bridge version its contai
 docs/releases/known-issues.md says of 26.02.01 = r0.3.1; 26.08 -> v0.6.0, the first tag after
 the 26.08 summary). Three formats: 0.1.0rc3's YAML ``perf_matrix``, 0.2-0.5's
 ``WorkloadBaseConfig`` presets (``replace(BASE, k=v)`` chains, evaluated here with ast, the
-dataclass defaults read from utils/utils.py), 0.6's flat recipe functions (their direct
-``cfg.<section>.<field> = literal`` assignments; helper calls listed by name, not expanded).
+dataclass defaults read from utils/utils.py), 0.6's flat recipe functions. For 0.2-0.6 the GPU's recipe function is read too (``recipe.pretrain``
+for 0.2-0.5, the row's ``settings`` for 0.6): its ``cfg.<section>.<field> = value``
+assignments in order, helpers of the same modules expanded, the last unconditional one
+winning, those under an ``if`` kept with their condition (``conditional``).
 
 THE RULE where table and recipe disagree: the table's published figures (GPU count, GBS, MBS,
 sequence length, TP, PP, CP, VP, EP, FSDP) are what ran and are used; the recipe supplies only
@@ -305,33 +307,134 @@ def yaml_recipe(gitdir: str, ref: str, row: dict):
             {"ConfigContainer": model_cfg})
 
 
-# ---------------------------------------------------------------- recipes: 0.6 flat functions
+# ---------------------------------------------------------------- recipe functions
 
 PREC_06 = {"bf16": "bf16", "fp8_cs": "fp8cs", "fp8_mx": "fp8mx", "nvfp4": "nvfp4",
            "fp8_sc": "fp8sc"}
 
 
-def flat_recipe(gitdir: str, ref: str, row: dict, files: list[str]):
-    fname = (f"{MODELS[row['table_model']][2]}_pretrain_{row['gpus']}gpu_{row['gpu']}_"
-             f"{PREC_06[row['precision']]}_config")
+def _functions(text: str) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
+
+
+def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> list:
+    """The ``cfg.<section>.<field> = value`` assignments a recipe function makes, in order,
+    helpers of the same modules called with ``cfg`` expanded in place (3 deep): a list of
+    (field, value, line, condition, function). Values are literals or "expr:<source>"."""
+    out = []
+
+    def walk(body, cond):
+        for st in body:
+            if isinstance(st, ast.If):
+                test = ast.unparse(st.test)
+                walk(st.body, f"{cond} and {test}" if cond else test)
+                walk(st.orelse, f"{cond} and not ({test})" if cond else f"not ({test})")
+            elif isinstance(st, (ast.For, ast.With, ast.Try)):
+                walk(st.body, cond or "in a loop / block")
+            elif isinstance(st, ast.Assign) and len(st.targets) == 1:
+                t = ast.unparse(st.targets[0])
+                if t.startswith("cfg.") and t != "cfg.env_vars":
+                    out.append((t[4:], _literal(st.value, {}), st.lineno, cond, fn.name))
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+                call = st.value
+                name = call.func.id if isinstance(call.func, ast.Name) else None
+                uses_cfg = any(isinstance(a, ast.Name) and a.id == "cfg" or
+                               isinstance(a, ast.Attribute) and ast.unparse(a).startswith("cfg")
+                               for a in call.args)
+                if name in funcs and uses_cfg and depth < 3:
+                    out.extend(expand(funcs[name], funcs, cond, depth + 1))
+                elif name and name.endswith("pipeline_model_parallel_layout") and \
+                        len(call.args) > 1 and isinstance(call.args[1], ast.Constant):
+                    out.append(("model.pipeline_model_parallel_layout", call.args[1].value,
+                                st.lineno, cond, fn.name))
+                elif name and uses_cfg:
+                    out.append((f"call {name}", "not expanded", st.lineno, cond, fn.name))
+    walk(fn.body, cond)
+    return out
+
+
+def condense(steps: list) -> tuple[dict, dict]:
+    """(unconditional field -> value, the last assignment winning; conditional field ->
+    [value, condition]) of ``expand``'s list."""
+    plain, cond = {}, {}
+    for field_, value, _line, c, _fn in steps:
+        if c:
+            cond.setdefault(field_, []).append([value, c])
+        else:
+            plain[field_] = value
+    return plain, cond
+
+
+def recipe_function(gitdir: str, ref: str, row: dict, cache: dict):
+    """The recipe function a row's run went through and what it sets: 0.2-0.5's
+    scripts/performance/configs/*/<model>_..._pretrain.py function for the GPU (with its
+    set_*_common_configs), 0.6's flat perf_recipes function for the GPU and precision."""
+    prefix = MODELS[row["table_model"]][2]
+    if ref.startswith("v0.6"):
+        names = [f"{prefix}_pretrain_{row['gpus']}gpu_{row['gpu']}_"
+                 f"{PREC_06[row['precision']]}_config"]
+        root = "src/megatron/bridge/perf_recipes"
+    else:
+        names = [f"{prefix}_pretrain_config_{row['gpu']}", f"{prefix}_{row['gpu']}_config"]
+        root = "scripts/performance/configs"
+    files = cache.setdefault(("files", ref, root), [
+        p for p in git(gitdir, "ls-tree", "-r", "--name-only", ref, root).split()
+        if p.endswith(".py")])
     for path in files:
-        text = show(gitdir, ref, path)
-        if f"def {fname}(" not in text:
+        text = cache.setdefault(("text", ref, path), show(gitdir, ref, path))
+        hit = next((n for n in names if f"def {n}(" in text), None)
+        if hit is None:
             continue
-        for node in ast.parse(text).body:
-            if isinstance(node, ast.FunctionDef) and node.name == fname:
-                fields, helpers = {}, []
-                for st in ast.walk(node):
-                    if isinstance(st, ast.Assign) and len(st.targets) == 1:
-                        t = ast.unparse(st.targets[0])
-                        if t.startswith("cfg.") and t != "cfg.env_vars":
-                            fields[t[4:]] = _literal(st.value, {})
-                    elif isinstance(st, ast.Call) and isinstance(st.func, ast.Name) \
-                            and st.func.id.startswith("_"):
-                        helpers.append(st.func.id)
-                fields["helpers (not expanded)"] = helpers
-                return fname, fields, path, node.lineno
+        funcs = {}
+        package = path.rsplit("/", 2)[0] if ref.startswith("v0.6") else None
+        for extra in ([f"{package}/common.py", f"{root}/_common.py"] if package else []):
+            if extra in files:
+                funcs.update(_functions(cache.setdefault(("text", ref, extra),
+                                                         show(gitdir, ref, extra))))
+        funcs.update(_functions(text))
+        steps = expand(funcs[hit], funcs)
+        plain, cond = condense(steps)
+        return {"path": path, "function": hit, "line": funcs[hit].lineno,
+                "settings": plain, "conditional": cond}
     return None
+
+
+# the row's precision -> Megatron-Bridge's MixedPrecisionConfig function the perf scripts
+# take for it (scripts/performance/utils/precision.py get_precision_config)
+PRECISION_FUNCTION = {"bf16": "bf16_mixed", "fp8_cs": "bf16_with_fp8_current_scaling_mixed",
+                      "fp8_mx": "bf16_with_mxfp8_mixed",
+                      "fp8_sc": "bf16_with_fp8_subchannel_scaling_mixed",
+                      "nvfp4": "bf16_with_nvfp4_mixed"}
+
+
+def precision_recipe(gitdir: str, ref: str, row: dict, cache: dict) -> dict | None:
+    """What the row's precision sets (src/megatron/bridge/training/mixed_precision.py's
+    function at ref: its ``cfg.<field> = literal`` lines), with the perf script's own
+    overrides of it (scripts/performance/utils/precision.py: ``<name>.<field> = literal``
+    in the branch for that precision)."""
+    path = "src/megatron/bridge/training/mixed_precision.py"
+    text = cache.setdefault(("text", ref, path), show(gitdir, ref, path))
+    name = PRECISION_FUNCTION[row["precision"]]
+    fn = _functions(text).get(name) if text else None
+    if fn is None:
+        return None
+    settings = {ast.unparse(st.targets[0])[4:]: _literal(st.value, {})
+                for st in fn.body if isinstance(st, ast.Assign) and len(st.targets) == 1
+                and ast.unparse(st.targets[0]).startswith("cfg.")}
+    out = {"path": path, "function": name, "line": fn.lineno, "settings": settings}
+    perf = "scripts/performance/utils/precision.py"
+    ptext = cache.setdefault(("text", ref, perf), show(gitdir, ref, perf))
+    if ptext:
+        for node in ast.walk(ast.parse(ptext)):
+            if isinstance(node, ast.If) and row["precision"] in ast.unparse(node.test):
+                over = {ast.unparse(st.targets[0]).split(".", 1)[1]: _literal(st.value, {})
+                        for st in node.body if isinstance(st, ast.Assign)
+                        and isinstance(st.targets[0], ast.Attribute)}
+                if over:
+                    out["perf_overrides"] = {"path": perf, "line": node.lineno, **over}
+                    settings.update(over)
+                break
+    return out
 
 
 FLAT_STATED = {"model.tensor_model_parallel_size": "tp",
@@ -361,19 +464,22 @@ def attach_recipe(gitdir: str, row: dict, cache: dict) -> None:
             if "use_megatron_fsdp" in fields and bool(fields["use_megatron_fsdp"]) != row["fsdp"]:
                 disagree["fsdp"] = {"table": row["fsdp"], "recipe": fields["use_megatron_fsdp"]}
     elif ref.startswith("v0.6"):
-        files = cache.setdefault(("flat", ref), [
-            p for p in git(gitdir, "ls-tree", "-r", "--name-only", ref,
-                           "src/megatron/bridge/perf_recipes").split() if p.endswith(".py")])
-        got = flat_recipe(gitdir, ref, row, files)
+        got = recipe_function(gitdir, ref, row, cache)
         if got:
-            name, fields, path, line = got
-            recipe.update(config=name, path=path, line=line, settings=fields)
+            fields = got["settings"]
+            recipe.update(config=got["function"], path=got["path"], line=got["line"],
+                          settings=fields, conditional=got["conditional"])
             for rk, key in FLAT_STATED.items():
                 if rk in fields and _norm(key, fields[rk]) != _norm(key, row[key]):
                     disagree[key] = {"table": row[key], "recipe": fields[rk]}
     else:
         presets = cache.setdefault(("presets", ref), None) or workload_presets(gitdir, ref)
         cache[("presets", ref)] = presets
+        fn = recipe_function(gitdir, ref, row, cache)
+        if fn:  # kept once in the document's "recipe_functions", named here
+            key = f"{ref}:{fn['path']}:{fn['function']}"
+            cache.setdefault("functions", {})[key] = {"commit": commit, **fn}
+            recipe["pretrain"] = key
         got = match_preset(presets, row)
         if got:
             name, (fields, path, line) = got
@@ -387,6 +493,7 @@ def attach_recipe(gitdir: str, row: dict, cache: dict) -> None:
     etp = (recipe.get("settings") or {})
     etp = etp.get("expert_tensor_parallel_size", etp.get("model.expert_tensor_parallel_size"))
     row["etp"] = etp if isinstance(etp, int) else None
+    recipe["precision"] = precision_recipe(gitdir, ref, row, cache)
     row["table_inconsistent"] = _inconsistent(row)
     if "config" not in recipe:
         recipe["config"] = None
@@ -436,10 +543,16 @@ def main(gitdir: str, out: str) -> None:
                  "version) supplies only what the table does not state; disagreements are kept "
                  "per row in 'disagree'"),
         "rows": [{"id": r.pop("id"), **r} for r in rows],
+        "recipe_functions": dict(sorted(cache.get("functions", {}).items())),
     }
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=False)
-        f.write("\n")
+    with open(out, "w") as f:  # one row / one recipe function a line: diffs stay readable
+        f.write("{\n")
+        for key in ("source", "rule"):
+            f.write(f"{json.dumps(key)}: {json.dumps(doc[key])},\n")
+        f.write('"rows": [\n' + ",\n".join(json.dumps(r) for r in doc["rows"]) + "\n],\n")
+        f.write('"recipe_functions": {\n' + ",\n".join(
+            f"{json.dumps(k)}: {json.dumps(v)}" for k, v in doc["recipe_functions"].items())
+            + "\n}\n}\n")
     print(f"{len(rows)} rows -> {out}", file=sys.stderr)
 
 

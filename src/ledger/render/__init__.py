@@ -5,7 +5,8 @@ The only place units are formatted (IEC: GiB = 2^30 B).
 ``serve`` (a served model's weights, KV cache, concurrency and time),
 ``html`` (one self-contained page with inline SVG), ``timeline`` (a simulated pipeline as
 text or SVG), ``run`` (a whole run: days, GPU-hours, cost, energy, checkpoints, failures),
-``peaks`` (the memory validation table and its fit).
+``peaks`` (the memory validation table and its fit), ``bridge`` (Megatron-Bridge's published
+rows through report's memory verdict and estimate's step time).
 
 May import: everything below it; nothing but ``ledger.parallel`` and the CLI imports it.
 """

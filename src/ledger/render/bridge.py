@@ -17,14 +17,20 @@ the measured figure:
 - layers per stage: the recipe's pipeline layout when it has PP x VP stages, else
   Megatron-Bridge's layout map for DeepSeek-V3 / Kimi-K2 (``BridgeRow.layout``), else the
   framework's even split.
-- recipe settings: ``recompute_modules`` (non-empty) -> the ledger's selective recompute,
-  with the modules where ``ParallelConfig`` takes them; ``moe_flex_dispatcher_backend``
+- recompute: granularity "full" -> full; ``recompute_modules`` non-empty -> selective with
+  those modules where ``ParallelConfig`` takes them (else the ledger's selective, marked);
+  granularity "selective" with no modules named -> selective (Megatron-Core's default
+  module, core_attn); an empty module list -> none.
+- recipe settings: ``moe_flex_dispatcher_backend``
   (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap.
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
   DeepSeek-style 128x128 blockwise -> "blockwise"; MXFP8 -> the "mxfp8" recipe where the
   ledger has one, else "blockwise" (block-scaled FP8 at the FP8 rate, scales per 128 not per
-  32: marked approximate); NVFP4 -> an NVFP4 recipe where the ledger has one, else the row is
-  listed as 'precision missing'.
+  32: marked approximate); NVFP4 -> "fp4-nvfp4" where the ledger has it, else the row is
+  listed as 'precision missing'. The recipe's ``fp8_param_gather`` / ``fp4_param_gather``
+  and BF16 first / last layers (``BridgeRow.precision_setting``: Megatron-Bridge's
+  mixed_precision.py function with the perf script's overrides) are applied where the ledger
+  prices them, else named in ``approx``.
 - system: the GPU's preset (``ledger.system.system``); a GPU without one is listed as
   'preset missing' (b300 / gb200 / gb300 land with the Blackwell systems).
 What a row's recipe sets that the ledger does not price (CUDA graphs, activation offload,
@@ -104,23 +110,43 @@ class _Skip(Exception):
 
 
 def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
-    """The ledger precision string of a row's published precision (the module's rule)."""
+    """The ledger precision string of a row's precision as its recipe ran it (the module's
+    rule): the recipe, its param gather, its BF16 first / last layers."""
     from ledger.frameworks.fp8 import RECIPES
 
     offered = RECIPES["megatron"]
     if row.precision == "bf16":
         return None, ()
-    if row.precision == "fp8_cs":
-        return "fp8-tensorwise", ()
-    if row.precision == "fp8_sc":
-        return "fp8-blockwise", ()
-    if row.precision == "fp8_mx":
-        if "mxfp8" in offered:
-            return "fp8-mxfp8", ()
-        return "fp8-blockwise", ("MXFP8 priced as FP8 blockwise (no mxfp8 recipe)",)
-    if "nvfp4" in offered:
-        return "fp8-nvfp4", ()
-    raise _Skip("precision missing", "NVFP4: the ledger has no NVFP4 recipe")
+    approx: list[str] = []
+    width, name = {"fp8_cs": ("fp8", "tensorwise"), "fp8_sc": ("fp8", "blockwise"),
+                   "fp8_mx": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}[row.precision]
+    if name not in offered:
+        if row.precision == "nvfp4":
+            raise _Skip("precision missing", "NVFP4: the ledger has no NVFP4 recipe")
+        approx.append("MXFP8 priced as FP8 blockwise (no mxfp8 recipe)")
+        name = "blockwise"
+    base = f"{width}-{name}"
+    gather = bool(row.precision_setting(f"{width}_param_gather", False))
+    ends = ""
+    if row.precision_setting("first_last_layers_bf16", False):
+        ends = (f"+bf16-ends-{row.precision_setting('num_layers_at_start_in_bf16', 1)}-"
+                f"{row.precision_setting('num_layers_at_end_in_bf16', 1)}")
+    pg = "+param-gather" if gather else ""
+    lost_ends = ["BF16 first / last layers not priced"] if ends else []
+    lost_pg = ["param gather in the low format not priced"] if gather else []
+    for extra, lost in ((pg + ends, []), (pg, lost_ends), ("", lost_ends + lost_pg)):
+        try:
+            _recipe_check(base + extra)
+        except LedgerError:
+            continue
+        return base + extra, tuple(approx + lost)
+    return base, tuple(approx + lost_ends + lost_pg)
+
+
+def _recipe_check(precision: str) -> None:
+    from ledger.frameworks.fp8 import recipe
+
+    recipe("megatron", precision)
 
 
 def config_of(row: BridgeRow, precision: str | None,
@@ -131,17 +157,18 @@ def config_of(row: BridgeRow, precision: str | None,
               zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
               micro_batch=row.mbs, num_microbatches=row.num_microbatches, vp=row.vp or 1,
               framework="megatron", precision=precision)
-    modules = row.setting("recompute_modules") or []
-    gran = ((row.recipe.get("ConfigContainer") or {}).get("model") or {}).get(
-        "recompute_granularity")
-    if isinstance(modules, list) and modules:
+    modules = row.setting("recompute_modules")
+    gran = row.setting("recompute_granularity")
+    if gran == "full":
+        kw["recompute"] = "full"
+    elif isinstance(modules, list) and modules:
         kw["recompute"] = "selective"
         if "recompute_modules" in have:
             kw["recompute_modules"] = tuple(modules)
         else:
             approx.append(f"recompute {','.join(modules)} priced as selective")
-    elif gran in ("selective", "full"):
-        kw["recompute"] = gran
+    elif gran == "selective" and modules is None:  # Megatron's default module: core_attn
+        kw["recompute"] = "selective"
     lay = row.layout(model.mtp_layers) if model is not None and row.pp > 1 else None
     if lay is not None:
         from ledger.io import parse_layout
@@ -211,7 +238,7 @@ def system_of(row: BridgeRow):
 def outcome(row: BridgeRow, cal=None) -> Outcome:
     """The row through ``report``'s memory path and ``estimate``'s time path (the time
     model's constants ``cal``, default the shipped ones)."""
-    from ledger.placement import Capacity, place
+    from ledger.placement import Capacity
     from ledger.step import estimate
 
     try:
@@ -219,12 +246,13 @@ def outcome(row: BridgeRow, cal=None) -> Outcome:
         sysm = system_of(row)
         prec, approx1 = precision_of(row)
         cfg, approx2 = config_of(row, prec, model)
-        pl = place(model, cfg, precision=prec, optimizer="adam",
-                   gpus_per_node=sysm.gpus_per_node)
-        room = Capacity(sysm.gpu.name, sysm.gpu.hbm_bytes, host_bytes=sysm.host_memory_bytes)
         est = estimate(model, cfg, sysm, precision=prec, optimizer="adam",
                        tp_overlap=tp_overlap(row),
                        **({} if cal is None else {"cal": cal}))
+        # report's verdict: its placement is place(model, cfg, precision, optimizer, the
+        # system's hosts and domain) - the one estimate builds - against the whole HBM
+        pl = est.placement
+        room = Capacity(sysm.gpu.name, sysm.gpu.hbm_bytes, host_bytes=sysm.host_memory_bytes)
     except _Skip as s:
         return Outcome(row, s.status, s.reason)
     except LedgerError as e:

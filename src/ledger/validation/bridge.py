@@ -42,17 +42,16 @@ LACKS = {
                          "indexer) and hyper-connections (hc_mult): not modelled",
 }
 # Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
-# Kimi-K2), applied when a recipe gives none: (pp, vp) -> the layout as a
-# --pipeline-model-parallel-layout string ({m}: the MTP layers, none for Kimi-K2).
-# recipes/deepseek/deepseek_v3.py:68-76 @ v0.5.1 (the same map at :235-243 @ v0.2.0);
-# recipes/kimi/kimi_k2.py:30-39 @ v0.5.0 (adds (2, 8)).
-_L4, _L8, _L16 = "Et*16|t*16|t*16|t*13{m}L", "Et*8|(t*8|)*6t*5{m}L", "Et*4|(t*4|)*14t{m}L"
-BRIDGE_LAYOUTS = {
-    "deepseek-v3": {(4, 1): _L4, (8, 1): _L8, (4, 2): _L8, (16, 1): _L16, (8, 2): _L16,
-                    (4, 4): _L16},
-    "kimi-k2": {(4, 1): _L4, (8, 1): _L8, (4, 2): _L8, (16, 1): _L16, (8, 2): _L16,
-                (4, 4): _L16, (2, 8): _L16},
-}
+# Kimi-K2), applied when a recipe gives none, by the number of model stages PP x VP
+# ({m}: the MTP layers, none for Kimi-K2). Its maps key by (pp, vp) but give one layout per
+# stage count - recipes/deepseek/deepseek_v3.py:68-76 @ v0.5.1 (the same map at :235-243
+# @ v0.2.0): (4,1) 4 stages; (8,1), (4,2) 8; (16,1), (8,2), (4,4) 16; recipes/kimi/
+# kimi_k2.py:30-39 @ v0.5.0 adds (2,8) - and the 32-stage layout is the one its 25.09 perf
+# YAML runs at PP 8 x VP 4 (scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml
+# @ v0.1.0rc3, model.pipeline_model_parallel_layout).
+BRIDGE_LAYOUTS = {4: "Et*16|t*16|t*16|t*13{m}L", 8: "Et*8|(t*8|)*6t*5{m}L",
+                  16: "Et*4|(t*4|)*14t{m}L", 32: "Et|(tt|)*30{m}L"}
+BRIDGE_LAYOUT_MODELS = ("deepseek-v3", "kimi-k2")
 # The declared calibration set: every row of one release, 26.02.01 (36 of the 283 rows, on
 # every GPU the table covers); benchmarks/fit.py (stage 3) fits the host's constants on the
 # ones that run. Every other row is a prediction.
@@ -66,6 +65,7 @@ MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwe
 _ALIASES = {"cuda_graph_impl": ("cuda_graph_impl", "model.cuda_graph_impl"),
             "cuda_graph_scope": ("cuda_graph_scope", "model.cuda_graph_scope"),
             "recompute_modules": ("recompute_modules", "model.recompute_modules"),
+            "recompute_granularity": ("recompute_granularity", "model.recompute_granularity"),
             "recompute_num_layers": ("recompute_num_layers", "model.recompute_num_layers"),
             "cpu_offloading_num_layers": ("cpu_offloading_num_layers",
                                           "model.cpu_offloading_num_layers"),
@@ -134,25 +134,50 @@ class BridgeRow:
     def layout(self, mtp_layers: int = 0) -> tuple[str, str] | None:
         """(Megatron layout string, where it comes from) for this row's PP x VP: the
         recipe's own (``pp_layout``, or the YAML's pipeline_model_parallel_layout), else
-        Megatron-Bridge's map for the model (``BRIDGE_LAYOUTS``); None when neither has one.
+        Megatron-Bridge's layout for that many stages (``BRIDGE_LAYOUTS``); None when
+        neither has one.
         The recipe's is taken only when it has PP x VP stages (the table's sizes win)."""
-        own = self.setting("pp_layout") or ((self.recipe.get("ConfigContainer") or {})
-                                            .get("model") or {}).get(
-            "pipeline_model_parallel_layout")
+        own = self.setting("pp_layout") or self.setting("pipeline_model_parallel_layout")
         if isinstance(own, str) and _stages(own) == self.pp * (self.vp or 1):
             return own, f"recipe {self.recipe.get('path')}:{self.recipe.get('line')}"
-        mapped = BRIDGE_LAYOUTS.get(self.model, {}).get((self.pp, self.vp or 1))
+        mapped = BRIDGE_LAYOUTS.get(self.pp * (self.vp or 1)) \
+            if self.model in BRIDGE_LAYOUT_MODELS else None
         if mapped:
             return mapped.format(m="m" * mtp_layers), "Megatron-Bridge's layout map"
         return None
 
     def setting(self, name: str, default=None):
-        """The recipe's value of a setting the table does not state (None when unread)."""
-        s = self.recipe.get("settings") or {}
-        for key in _ALIASES.get(name, (name, "model." + name)):
-            if key in s:
-                return s[key]
+        """The recipe's value of a setting the table does not state: the preset's (0.2-0.5)
+        or the recipe function's (0.6) own, else what the GPU's recipe function sets
+        unconditionally (``pretrain``), else the 0.1 YAML's ConfigContainer; ``default``
+        when none names it. None (a preset's "not set") and unevaluated expressions
+        ("expr:...") are passed over. The library recipes those functions start from
+        (megatron.bridge.recipes.*) are not read."""
+        places = [self.recipe.get("settings") or {}, self.pretrain.get("settings") or {},
+                  ((self.recipe.get("ConfigContainer") or {}).get("model") or {})]
+        for s in places:
+            for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
+                if key in s and s[key] is not None and not str(s[key]).startswith("expr:"):
+                    return s[key]
         return default
+
+    def precision_setting(self, name: str, default=None):
+        """A MixedPrecisionConfig field as the run had it: the recipe function's
+        ``mixed_precision.<name>``, else the precision's Megatron-Bridge function with the
+        perf script's overrides (``recipe["precision"]``)."""
+        for s in (self.recipe.get("settings") or {}, self.pretrain.get("settings") or {}):
+            v = s.get(f"mixed_precision.{name}")
+            if v is not None and not str(v).startswith("expr:"):
+                return v
+        v = ((self.recipe.get("precision") or {}).get("settings") or {}).get(name)
+        return default if v is None else v
+
+    @property
+    def pretrain(self) -> dict:
+        """The 0.2-0.5 recipe function the run went through (path, function, line, its
+        unconditional settings and the conditional ones); {} when none."""
+        key = self.recipe.get("pretrain")
+        return dict(_document()["recipe_functions"][key]) if key else {}
 
 
 def _stages(layout: str) -> int:
