@@ -326,21 +326,48 @@ def bridge_table(out: list[Outcome] | None = None) -> str:
 # benchmarks/fit.py stage 3: the host's two constants (ledger.step.host), seconds per eager
 # block forward + backward, on the declared calibration rows (bridge.CALIBRATION_RELEASE)
 HOST_GRID = ((0.0, 2.5e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 3e-3),
-             (0.0, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3, 8e-3, 1.2e-2, 1.6e-2))
+             (0.0, 2e-3, 4e-3, 6e-3, 8e-3, 1e-2, 1.2e-2, 1.6e-2, 2e-2, 2.4e-2))
 
 
 def calibration_rows() -> list[BridgeRow]:
     return [r for r in rows() if r.role == "calibration"]
 
 
+@lru_cache(maxsize=1)
+def _timed_rows() -> tuple:
+    """Each calibration row that runs, placed once: (row, model, cfg, system, structure,
+    TP overlap) - the fit re-runs only the time model (``ledger.step.step_times``)."""
+    from ledger.step import estimate, structure
+
+    out = []
+    for r in calibration_rows():
+        try:
+            model, sysm = model_of(r), system_of(r)
+            prec, _ = precision_of(r)
+            cfg, _ = config_of(r, prec, model)
+            est = estimate(model, cfg, sysm, precision=prec, optimizer="adam",
+                           tp_overlap=tp_overlap(r))
+        except (_Skip, LedgerError):
+            continue
+        if r.tokens_per_s_per_gpu:
+            out.append((r, model, cfg, sysm, structure(model, cfg, sysm, est.placement),
+                        tp_overlap(r)))
+    return tuple(out)
+
+
 def host_score(block_s: float, moe_s: float, cal=None) -> tuple[float, float, int]:
     """(mean |error|, max |error|, rows) of the calibration rows that run, at the host's
-    constants ``block_s`` and ``moe_s`` (the rest of ``cal``, default the shipped)."""
-    from ledger.step import DEFAULT
+    constants ``block_s`` and ``moe_s`` (the rest of ``cal``, default the shipped): the
+    same tokens/s/GPU ``outcome`` prints, each row placed once."""
+    from ledger.step import DEFAULT, step_times
 
     cal = replace(cal or DEFAULT, host_block_s=block_s, host_moe_s=moe_s)
-    errs = [abs(o.error) for o in (outcome(r, cal) for r in calibration_rows())
-            if o.status == "ran" and o.error is not None]
+    errs = []
+    for r, model, cfg, sysm, st, ov in _timed_rows():
+        step = float(step_times(model, cfg, sysm, st, cal, ov)["step_time_s"])
+        tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
+        errs.append(abs(tokens / cfg.world / step - r.tokens_per_s_per_gpu)
+                    / r.tokens_per_s_per_gpu)
     return sum(errs) / len(errs), max(errs), len(errs)
 
 
