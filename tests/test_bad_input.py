@@ -332,7 +332,8 @@ JSON_VALUES = st.recursive(
 SYSTEM_KEYS = ["gpu", "gpus_per_node", "intra_GBps", "inter_GBps", "intra_latency_us",
                "inter_latency_us", "link_efficiency", "gpu_bf16_tflops", "gpu_fp8_tflops",
                "gpu_hbm_GiB", "gpu_hbm_TBps", "gpu_gemm_efficiency", "host_GBps",
-               "host_memory_GiB", "cpu_optimizer_Gparams_per_s", "bogus"]
+               "host_memory_GiB", "cpu_optimizer_Gparams_per_s", "gpus_per_domain", "nvls",
+               "gpu_fp4_tflops", "bogus"]
 
 
 @settings(max_examples=200, deadline=None,

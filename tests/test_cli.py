@@ -143,7 +143,7 @@ def test_version_gpus_and_models_json(capsys):
     assert (h100["bf16_tflops"], h100["fp8_tflops"], h100["hbm_TBps"], h100["nvlink_GBps"],
             h100["network_GBps"]) == (989, 1979, 3.35, 450, 50)
     code, out, _ = run(capsys, "gpus")
-    assert code == 0 and "h100-sxm" in out and "scale-up" in out and "domain" in out
+    assert code == 0 and "h100-sxm" in out and "scale-up" in out and "sources:" in out
     code, out, _ = run(capsys, "models", "--json")
     assert {m["name"]: m["params"] for m in json.loads(out)}["llama3-8b"] == 8_030_261_248
 

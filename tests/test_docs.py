@@ -75,7 +75,8 @@ def test_console_block_is_reproducible(cmd, expected, capsys, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)  # a block that writes a file writes it there, not here
     code = main(argv[1:])
     refused = any(line.startswith("error:") for line in expected)
-    assert code == (2 if refused else 0), (cmd, code)  # a block shows a success or a refusal
+    wont_start = any("would refuse to start" in line for line in expected)  # serve: exit 1
+    assert code == (2 if refused else 1 if wont_start else 0), (cmd, code)
     captured = capsys.readouterr()
     got = [_mask(x) for x in (captured.out + captured.err).splitlines()]
     want = [_mask(x) for x in expected]

@@ -14,8 +14,8 @@ from ledger.errors import LedgerError
 from ledger.frameworks import RECIPES
 from ledger.frameworks import LOSSES
 from ledger.io import (MAX_CAPACITY_FACTOR, MAX_DROPOUT, MAX_GLOBAL_BATCH, MAX_GPU_MEMORY_GIB,
-                       MAX_GPUS, MAX_GPUS_PER_NODE, MAX_HEADROOM_GIB, MAX_LAYERS, MAX_MICRO_BATCH,
-                       MAX_MICROBATCHES, MAX_TIME, MAX_TOP, MAX_VP, MIN_TIME, OneLineParser, count,
+                       MAX_GPUS, MAX_GPUS_PER_DOMAIN, MAX_GPUS_PER_NODE, MAX_HEADROOM_GIB,
+                       MAX_LAYERS, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP, MAX_VP, MIN_TIME, OneLineParser, count,
                        natural, real)
 from ledger.memory import OPTIMIZERS, PRECISIONS
 from ledger.cli.runs import add_run_flags
@@ -92,6 +92,9 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpus", type=GPUS, help="world size to check the placement against")
     g.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
                    help="GPUs per node (default 8, or the --system file's)")
+    g.add_argument("--gpus-per-domain", type=count(MAX_GPUS_PER_DOMAIN),
+                   help="GPUs per NVLink (scale-up) domain, whole nodes (default: the "
+                        "--gpu preset's, 72 for gb200 / gb300, else one node)")
     g.add_argument("--precision", choices=(*PRECISIONS, "fp8"),
                    help="bytes per state as this table says (default: the framework's); "
                         "fp8: the framework's state, its linear layers' GEMMs in FP8")
@@ -297,6 +300,9 @@ def _plan_parser(sub) -> None:
     _add_system_flags(pl)
     pl.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
                     help="GPUs per node (default 8, or the --system file's)")
+    pl.add_argument("--gpus-per-domain", type=count(MAX_GPUS_PER_DOMAIN),
+                    help="GPUs per NVLink (scale-up) domain, whole nodes (default: the "
+                         "--gpu preset's, 72 for gb200 / gb300, else one node)")
     pl.add_argument("--global-batch", "--global-batch-size", type=count(MAX_GLOBAL_BATCH),
                     help="sequences per step (required)")
     pl.add_argument("--top", type=count(MAX_TOP), default=10, help="plans listed (default 10)")
@@ -326,7 +332,10 @@ def _plan_parser(sub) -> None:
 
 def _serve_parser(sub) -> None:
     from ledger.serve import GPU_MEMORY_UTILIZATION, KV_DTYPES
+    from ledger.serve.quant import ALIASES, METHODS
     from ledger.serve.state import STATE_DTYPES
+
+    QUANT_FLAGS = (*METHODS, *ALIASES, "none")
 
     s = sub.add_parser("serve", help="serving with vLLM: weights, KV cache, concurrency, "
                                      "prefill and decode time")
@@ -348,6 +357,20 @@ def _serve_parser(sub) -> None:
                    help="tokens a sequence may reach (vLLM's max_model_len)")
     g.add_argument("--batch", type=count(MAX_BATCH), default=1,
                    help="sequences decoded together, for the time per token (default 1)")
+    g.add_argument("--quantization", "-q", choices=QUANT_FLAGS,
+                   help="the weights' format, over the checkpoint's (default: its "
+                        "config.json's quantization_config; a preset's published one): the "
+                        "same method or one of its kernels; fp8 / bitsandbytes on a bf16 "
+                        "checkpoint quantize at load")
+    g.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
+                   help="whose memory plan: vLLM's (default) or SGLang's static fraction "
+                        "and token pool")
+    g.add_argument("--mem-fraction-static", type=real(1.0),
+                   help="SGLang's share of the GPU for weights and the token pool "
+                        "(default: SGLang's for the GPU; --engine sglang)")
+    g.add_argument("--mxfp4-backend", choices=("triton", "marlin", "flashinfer"),
+                   help="vLLM's MXFP4 MoE kernels (default: vLLM's for the GPU; marlin is "
+                        "VLLM_MXFP4_USE_MARLIN=1)")
     g.add_argument("--kv-dtype", "--kv-cache-dtype", choices=tuple(KV_DTYPES), default="bf16",
                    help="KV cache dtype (default bf16, the model's)")
     g.add_argument("--gpu-memory-utilization", type=real(1.0), default=GPU_MEMORY_UTILIZATION,
@@ -376,6 +399,9 @@ def _serve_parser(sub) -> None:
     _add_system_flags(s)
     s.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
                    help="GPUs per node (default 8, or the --system file's)")
+    s.add_argument("--gpus-per-domain", type=count(MAX_GPUS_PER_DOMAIN),
+                   help="GPUs per NVLink (scale-up) domain, whole nodes (default: the "
+                        "--gpu preset's, 72 for gb200 / gb300, else one node)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -387,8 +413,16 @@ def _small_parsers(sub) -> None:
                      help="expert tensor parallel size (default: --tp)")
     lay.add_argument("--order", default="tp-cp-ep-dp-pp",
                      help="axis order, fastest first (default tp-cp-ep-dp-pp)")
-    lay.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE), default=8,
-                     help="GPUs per node (default 8)")
+    lay.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
+                     help="GPUs per node (host; default 8, or the --gpu preset's)")
+    lay.add_argument("--gpus-per-domain", type=count(MAX_GPUS_PER_DOMAIN),
+                     help="GPUs per NVLink domain (default: one node, or the --gpu "
+                          "preset's: 72 for gb200 / gb300)")
+    lay.add_argument("--gpu", help="a GPU preset whose system gives the node and NVLink "
+                                   "domain sizes (see 'gpus')")
+    lay.add_argument("--system", metavar="FILE",
+                     help="a system file whose node and NVLink domain sizes apply "
+                          "(docs/systems.md)")
     lay.add_argument("--json", action="store_true", help="print JSON instead of text")
     time = real(MAX_TIME, MIN_TIME, closed_low=True)
     s = sub.add_parser("schedule", help="simulate a pipeline schedule and draw it")

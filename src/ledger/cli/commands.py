@@ -115,7 +115,7 @@ def _cmd_seed() -> str:
 def _cmd_report(a: argparse.Namespace) -> str:
     from ledger.parallel import place
     from ledger.placement import Capacity
-    from ledger.render import placement_json, placement_text
+    from ledger.render import domain_line, domains_json, placement_json, placement_text
 
     model, cfg = _model_and_config(a)
     node = _system(a)  # an unknown name is refused with the presets listed
@@ -128,8 +128,9 @@ def _cmd_report(a: argparse.Namespace) -> str:
 
         _write(a.html, placement_page(model, cfg, pl, room.usable_bytes if room else None))
     if a.json:
-        return _json(placement_json(model, cfg, pl, a.precision, a.optimizer, room), indent=2)
-    return placement_text(model, cfg, pl, room)
+        return _json(placement_json(model, cfg, pl, a.precision, a.optimizer, room)
+                     | domains_json(cfg, node), indent=2)
+    return "\n".join([placement_text(model, cfg, pl, room), *domain_line(cfg, node)])
 
 
 def _torch_command(module: str, argv: list[str]) -> int:
@@ -193,8 +194,16 @@ def _cmd_layout(a: argparse.Namespace) -> str:
     check_world(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp)
     if a.etp is None and a.dp * a.cp % a.ep:
         raise LedgerError("ep", f"ep({a.ep}) does not divide dp({a.dp}) * cp({a.cp})")
+    from ledger.system import system as preset
+
+    host, domain = a.gpus_per_node, a.gpus_per_domain
+    if a.gpu is not None or a.system:
+        from ledger.io import load_system
+
+        sysm = load_system(a.system, host, domain) if a.system else preset(a.gpu, host, domain)
+        host, domain = sysm.gpus_per_node, sysm.gpus_per_domain
     lay = Layout(tp=a.tp, cp=a.cp, dp=a.dp, pp=a.pp, ep=a.ep, etp=a.etp, order=a.order,
-                 gpus_per_node=a.gpus_per_node)
+                 gpus_per_node=host or 8, gpus_per_domain=domain)
     return _json(layout_json(lay), indent=1) if a.json else layout_text(lay)
 
 
@@ -255,7 +264,7 @@ def _cmd_serve(a: argparse.Namespace):
     spec, sysm = model(a), _system(a)
     est = serve(spec, serve_config(a, spec), sysm)
     text = _json(serve_json(spec, sysm, est), indent=2) if a.json else serve_text(spec, sysm, est)
-    return text if est.pool.short is None else (text, 1)  # vLLM would not start
+    return text if est.starts else (text, 1)  # the engine would not start
 
 
 def _write(path: str, text: str, field: str = "html") -> None:

@@ -136,6 +136,22 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
     return model_
 
 
+def stored_format(a: argparse.Namespace, model: ModelSpec):
+    """How the served checkpoint stores its weights: a config.json's own
+    quantization_config, a preset's published checkpoint (``ledger.serve.checkpoints``),
+    bf16 for a custom model or a launch file's (a training checkpoint)."""
+    from ledger.model import PRESETS
+    from ledger.serve.checkpoints import published
+
+    if a.launch is not None or a.model is None or a.model == "custom":
+        return None
+    if a.model.lower() in PRESETS:
+        return published(a.model)
+    from ledger.io.hf.reader import read_hf_quant
+
+    return read_hf_quant(a.model)
+
+
 def serve_config(a: argparse.Namespace, model: ModelSpec):
     """The serving layout and engine flags as a ServeConfig; flags the model ignores, and a
     training length, are refused."""
@@ -166,7 +182,14 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     from ledger.io import check_world
 
     check_world(tp=a.tp, pp=a.pp, dp=a.dp)
-    return ServeConfig(tp=a.tp, pp=a.pp, dp=a.dp, ep=ep, context=a.context, batch=a.batch,
+    from ledger.serve.quant import resolve
+
+    quant = resolve(a.quantization, stored_format(a, model))
+    if a.mem_fraction_static is not None and a.engine != "sglang":
+        raise LedgerError("mem_fraction_static", "is SGLang's; give --engine sglang (vLLM's "
+                                                 "share is --gpu-memory-utilization)")
+    return ServeConfig(quant=quant, mxfp4_backend=a.mxfp4_backend, engine=a.engine,
+                       mem_fraction_static=a.mem_fraction_static,tp=a.tp, pp=a.pp, dp=a.dp, ep=ep, context=a.context, batch=a.batch,
                        kv_dtype=a.kv_dtype, gpu_memory_utilization=a.gpu_memory_utilization,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes, block_size=a.block_size,
                        max_num_batched_tokens=a.max_num_batched_tokens,
@@ -221,8 +244,9 @@ def system(a: argparse.Namespace):
                                         f"{base.name}'s {base.bf16_flops / 1e12:,.0f} TFLOP/s and "
                                         f"{base.hbm_bytes_per_s / 1e12:g} TB/s: name the GPU "
                                         f"(--gpu NAME, see 'gpus') or a --system file")
-    sysm = load_system(a.system, gpus_per_node=a.gpus_per_node) if a.system else \
-        preset(a.gpu or DEFAULT_GPU, a.gpus_per_node)
+    domain = getattr(a, "gpus_per_domain", None)
+    sysm = load_system(a.system, gpus_per_node=a.gpus_per_node, gpus_per_domain=domain) \
+        if a.system else preset(a.gpu or DEFAULT_GPU, a.gpus_per_node, domain)
     return with_memory(sysm, gib)
 
 

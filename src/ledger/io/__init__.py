@@ -22,7 +22,7 @@ from ledger.io.limits import (
                               MAX_GLOBAL_BATCH,
                               MAX_GPU_MEMORY_GIB,
                               MAX_GPUS,
-                              MAX_GPUS_PER_NODE,
+                              MAX_GPUS_PER_DOMAIN, MAX_GPUS_PER_NODE,
                               MAX_HEADROOM_GIB,
                               MAX_LAYERS,
                               MAX_MICRO_BATCH,

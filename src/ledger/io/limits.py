@@ -25,6 +25,7 @@ from ledger.errors import LedgerError
 # A world of 2^20 = 1,048,576 GPUs: several times the largest cluster announced to date.
 MAX_GPUS = 1 << 20
 MAX_GPUS_PER_NODE = 1024
+MAX_GPUS_PER_DOMAIN = 1 << 16  # an NVLink domain of whole nodes (NVL72: 72)
 MAX_MICROBATCHES = 1 << 30  # per step per pipeline (priced in closed form past the simulator)
 MAX_MICRO_BATCH = 1 << 16  # sequences per micro-batch
 MAX_GLOBAL_BATCH = 1 << 36  # sequences per step

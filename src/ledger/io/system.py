@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.io.files import read_table
+from ledger.io.limits import MAX_GPUS_PER_DOMAIN, MAX_GPUS_PER_NODE
 from ledger.system import GPUS, GiB, System, system
 
 
@@ -34,26 +35,55 @@ def _number(key: str, value) -> float:
     return float(value)
 
 
-def _base(raw: dict, path: Path, gpus_per_node: int | None) -> System:
-    """The preset the file starts from, with its node size (the flag must agree)."""
+# Every key a --system file may hold besides gpu, gpus_per_node, gpus_per_domain and nvls
+# (docs/systems.md documents each): the file's name -> (the field it sets, its unit)
+GPU_KEYS = {"gpu_bf16_tflops": ("bf16_flops", 1e12), "gpu_fp8_tflops": ("fp8_flops", 1e12),
+            "gpu_fp4_tflops": ("fp4_flops", 1e12),
+            "gpu_hbm_GiB": ("hbm_bytes", GiB), "gpu_hbm_TBps": ("hbm_bytes_per_s", 1e12),
+            "gpu_gemm_efficiency": ("gemm_efficiency", 1.0),
+            "gpu_board_power_W": ("board_power_w", 1.0)}
+SYS_KEYS = {"intra_GBps": ("intra_bytes_per_s", 1e9), "inter_GBps": ("inter_bytes_per_s", 1e9),
+            "host_GBps": ("host_bytes_per_s", 1e9),
+            "host_memory_GiB": ("host_memory_bytes", GiB),
+            "cpu_optimizer_Gparams_per_s": ("cpu_optimizer_params_per_s", 1e9),
+            "intra_latency_us": ("intra_latency_s", 1e-6),
+            "inter_latency_us": ("inter_latency_s", 1e-6),
+            "link_efficiency": ("link_efficiency", 1.0)}
+SYSTEM_KEYS = ("gpu", "gpus_per_node", "gpus_per_domain", "nvls", *SYS_KEYS, *GPU_KEYS)
+
+
+def _count(key: str, value, limit: int) -> int:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or not 1 <= value <= limit):
+        raise LedgerError(key, f"must be an integer in 1..{limit:,}, got {value!r}")
+    return value
+
+
+def _base(raw: dict, path: Path, gpus_per_node: int | None,
+          gpus_per_domain: int | None) -> System:
+    """The preset the file starts from, with its host and domain sizes (the flags must
+    agree)."""
     gpu = raw.pop("gpu", "h100-sxm")
     if not isinstance(gpu, str):
         raise LedgerError("gpu", f"must be a GPU preset name ({', '.join(GPUS)}), got {gpu!r}")
-    node = raw.pop("gpus_per_node", None)
-    if node is not None and (isinstance(node, bool) or not isinstance(node, int)
-                             or not 1 <= node <= 1024):
-        raise LedgerError("gpus_per_node", f"must be an integer in 1..1,024, got {node!r}")
-    if node is not None and gpus_per_node is not None and node != gpus_per_node:
-        raise LedgerError("gpus_per_node", f"given twice: --gpus-per-node {gpus_per_node} "
-                                           f"and {node} in {path}; drop one")
-    return system(gpu, node or gpus_per_node)
+    node = _count("gpus_per_node", raw.pop("gpus_per_node", None), MAX_GPUS_PER_NODE)
+    domain = _count("gpus_per_domain", raw.pop("gpus_per_domain", None), MAX_GPUS_PER_DOMAIN)
+    for key, mine, flag in (("gpus_per_node", node, gpus_per_node),
+                            ("gpus_per_domain", domain, gpus_per_domain)):
+        if mine is not None and flag is not None and mine != flag:
+            raise LedgerError(key, f"given twice: --{key.replace('_', '-')} {flag} and {mine} "
+                                   f"in {path}; drop one")
+    return system(gpu, node or gpus_per_node, domain or gpus_per_domain)
 
 
-def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:
-    """A custom system from JSON or TOML with units in the keys, e.g.
+def load_system(path: str | Path, gpus_per_node: int | None = None,
+                gpus_per_domain: int | None = None) -> System:
+    """A custom system from JSON or TOML with units in the keys (docs/systems.md), e.g.
 
     gpu = "h100-sxm"            # a preset to start from, or the gpu_* keys below
-    gpus_per_node = 8
+    gpus_per_node = 8           # GPUs per host (node)
+    gpus_per_domain = 8         # GPUs per NVLink domain, whole hosts (NVL72: 72)
+    nvls = true                 # NVLink SHARP in the domain's switches (NCCL's NVLS)
     intra_GBps = 450            # NVLink per GPU, one direction
     inter_GBps = 50             # network per GPU, one direction
     host_GBps = 64              # GPU <-> CPU per GPU, one direction (PCIe Gen5 x16; GH200 450)
@@ -63,34 +93,30 @@ def load_system(path: str | Path, gpus_per_node: int | None = None) -> System:
     inter_latency_us = 10
     link_efficiency = 0.8       # a share, in (0, 1]
     gpu_bf16_tflops = 989       # optional overrides of the preset GPU
+    gpu_fp8_tflops = 1979
+    gpu_fp4_tflops = 3958       # (a preset without FP4 has none; 0 is refused)
     gpu_hbm_GiB = 80
     gpu_hbm_TBps = 3.35
     gpu_gemm_efficiency = 0.7   # a share, in (0, 1]
     gpu_board_power_W = 700     # board power a GPU-hour draws (a whole run's energy)
 
-    ``gpus_per_node`` (the CLI's flag) applies when the file does not set it.
+    ``gpus_per_node`` and ``gpus_per_domain`` (the CLI's flags) apply when the file does
+    not set them.
     """
     path = Path(path)
     raw = read_table(path, "system")
-    base = _base(raw, path, gpus_per_node)
-    gpu_keys = {"gpu_bf16_tflops": ("bf16_flops", 1e12), "gpu_fp8_tflops": ("fp8_flops", 1e12),
-                "gpu_hbm_GiB": ("hbm_bytes", GiB), "gpu_hbm_TBps": ("hbm_bytes_per_s", 1e12),
-                "gpu_gemm_efficiency": ("gemm_efficiency", 1.0),
-                "gpu_board_power_W": ("board_power_w", 1.0)}
-    sys_keys = {"intra_GBps": ("intra_bytes_per_s", 1e9), "inter_GBps": ("inter_bytes_per_s", 1e9),
-                "host_GBps": ("host_bytes_per_s", 1e9),
-                "host_memory_GiB": ("host_memory_bytes", GiB),
-                "cpu_optimizer_Gparams_per_s": ("cpu_optimizer_params_per_s", 1e9),
-                "intra_latency_us": ("intra_latency_s", 1e-6),
-                "inter_latency_us": ("inter_latency_s", 1e-6),
-                "link_efficiency": ("link_efficiency", 1.0)}
+    base = _base(raw, path, gpus_per_node, gpus_per_domain)
+    nvls = raw.pop("nvls", base.nvls)
+    if not isinstance(nvls, bool):
+        raise LedgerError("nvls", f"must be true or false, got {nvls!r}")
     gpu_over, sys_over = {}, {}
     for key, value in raw.items():
-        table = gpu_keys if key in gpu_keys else sys_keys if key in sys_keys else None
+        table = GPU_KEYS if key in GPU_KEYS else SYS_KEYS if key in SYS_KEYS else None
         if table is None:
             raise LedgerError("system", f"unknown key {key!r} in {path}; known: gpu, "
-                                        f"gpus_per_node, {', '.join([*sys_keys, *gpu_keys])}")
+                                        f"gpus_per_node, gpus_per_domain, nvls, "
+                                        f"{', '.join([*SYS_KEYS, *GPU_KEYS])}")
         name, scale = table[key]
-        (gpu_over if table is gpu_keys else sys_over)[name] = _number(key, value) * scale
+        (gpu_over if table is GPU_KEYS else sys_over)[name] = _number(key, value) * scale
     return replace(base, gpu=replace(base.gpu, name=base.gpu.name + "*" * bool(gpu_over),
-                                     **gpu_over), **sys_over)
+                                     **gpu_over), nvls=nvls, **sys_over)

@@ -16,6 +16,8 @@ from ledger.render.plan import plan_json, plan_text
 from ledger.render.run import held_json, held_table, run_json, run_lines
 from ledger.render.serve import serve_json, serve_text
 from ledger.render.text import (
+                                domain_line,
+                                domains_json,
                                 estimate_json,
                                 estimate_text,
                                 fmt_bytes,
@@ -32,7 +34,8 @@ from ledger.render.text import (
 )
 from ledger.render.timeline import summary, svg_timeline, text_timeline, timeline_json
 
-__all__ = ["COLOURS", "LINKS", "RUN_COLOURS", "TIME", "estimate_json", "estimate_text",
+__all__ = ["COLOURS", "LINKS", "RUN_COLOURS", "TIME", "domain_line", "domains_json",
+           "estimate_json", "estimate_text",
            "fit_table", "fmt_bytes", "gpus_json", "gpus_table", "held_json", "held_table",
            "layout_json", "layout_text", "memory_table", "models_json", "models_table", "page",
            "placement_json", "placement_page", "placement_text", "plan_json", "plan_page",

@@ -4,7 +4,8 @@ where #1 gains over it. Units are formatted by ``ledger.render``.
 from __future__ import annotations
 
 from ledger.render.run import _si
-from ledger.render.text import _seq, config_dict, fmt_bytes, params_dict, params_lines
+from ledger.render.text import (_seq, config_dict, domain_note, fmt_bytes, links_note,
+                                params_dict, params_lines)
 
 
 def split_note(c) -> str:
@@ -38,8 +39,10 @@ def plan_config(c, tp_overlap: bool = False) -> str:
 
 def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
     """The ranked table; with ``runs`` (``ledger.run`` whole runs, one per plan, the best
-    of ``priced``) ranked by time to train, with its days, GPU-hours and goodput."""
-    head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}: "
+    of ``priced``) ranked by time to train, with its days, GPU-hours and goodput. Where
+    the NVLink domain spans hosts (NVL72), each placement says which axes stay in it."""
+    racks = system.gpus_per_domain != system.gpus_per_node
+    head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}{domain_note(gpus, system)}: "
             f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
             f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
     if not result.plans and result.host_shortfall_bytes > 0:
@@ -63,7 +66,8 @@ def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
                 if run else "")
         lines.append(f"  {i:>2}  {p.step_time_s:7.2f}s  {p.mfu:6.1%}  "
                      f"{fmt_bytes(p.memory_bytes, 6)}{more}  {p.dominant:<12} "
-                     f"{plan_config(p.config, p.tp_overlap)}")
+                     f"{plan_config(p.config, p.tp_overlap)}"
+                     + (links_note(p.config, system) if racks else ""))
     if result.rejected:
         lines.append("  families that lost:")
         lines += [f"    {r}" for r in result.rejected]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ledger.render.units import fmt_bytes
 from ledger.serve import VLLM_COMMIT
 from ledger.serve.cache import decompressed_mla_elements
+from ledger.serve.sglang import SGLANG_COMMIT
 
 
 def _kinds(est) -> list[tuple[str, object, int]]:
@@ -21,14 +22,25 @@ def _ms(seconds: float) -> str:
 def _header(model, est, system) -> str:
     c = est.cfg
     ep = f" ep={c.ep}" if model.is_moe else ""
+    who = f"SGLang {SGLANG_COMMIT[:10]}" if est.sglang else f"vLLM {VLLM_COMMIT[:10]}"
     return (f"{model.name} served: tp={c.tp} pp={c.pp} dp={c.dp}{ep} -> {c.world} GPUs on "
             f"{system.gpu.name}, context {c.context:,}, batch {c.batch}, kv {c.kv_dtype} "
-            f"[vLLM {VLLM_COMMIT[:10]}]")
+            f"[{who}]")
+
+
+def _format(est) -> str:
+    """The weights' format as served: bf16, or the checkpoint's quantization."""
+    q = est.cfg.quant
+    if q is None:
+        return "bf16"
+    scope = "experts, the rest bf16" if q.experts_only else "linear layers"
+    backend = f", {est.mxfp4_backend} kernels" if q.method == "mxfp4" else ""
+    return f"{q.label}, {scope}{backend}"
 
 
 def _weights_line(model, est) -> str:
     c = est.cfg
-    text = f"  {'weights per GPU':<22}{fmt_bytes(est.weight_bytes_per_gpu, 9)}   (bf16"
+    text = f"  {'weights per GPU':<22}{fmt_bytes(est.weight_bytes_per_gpu, 9)}   ({_format(est)}"
     if model.is_moe:
         how = f"whole experts, ep {c.ep}" if c.ep > 1 else "each split"
         text += f"; routed experts over tp x dp = {c.tp * c.dp} GPUs, {how}"
@@ -106,6 +118,28 @@ def _budget_lines(est) -> list[str]:
     return lines
 
 
+def _sglang_lines(est) -> list[str]:
+    """SGLang's plan on the GPU whose pool is smallest."""
+    p = min(est.sglang, key=lambda x: x.max_total_num_tokens)
+    c = est.cfg
+    given = "--mem-fraction-static" if c.mem_fraction_static is not None else (
+        f"SGLang's default: {p.gpu_mem_mb:,.0f} MB less {p.reserved_mb:,.0f} MB reserved "
+        f"for activations and CUDA graphs (chunked prefill {p.chunked_prefill_size:,}, "
+        f"CUDA graphs to batch {p.cuda_graph_max_bs})")
+    lines = [f"  {'memory (one GPU)':<22}{fmt_bytes(p.gpu_mem_mb * 2**20, 9)} x "
+             f"{p.mem_fraction_static:g} for weights and tokens ({given})",
+             f"  {'':<22}weights {fmt_bytes(p.weights_bytes)} -> token pool "
+             f"{fmt_bytes(p.pool_bytes)}, {fmt_bytes(p.cell_bytes)} a token of every layer"]
+    if not p.starts:
+        why = ("no memory is left for the token pool" if p.max_total_num_tokens <= 0 else
+               f"one request of {c.context:,} tokens needs {c.context:,} tokens, the pool "
+               f"holds {p.max_total_num_tokens:,}")
+        return lines + [f"  {'max sequences':<22}0: SGLang would refuse to start ({why})"]
+    return lines + [f"  {'max sequences':<22}{est.max_sequences:,} of {c.context:,} tokens "
+                    f"(max_total_num_tokens={p.max_total_num_tokens:,}, "
+                    f"max_running_requests={p.max_running_requests:,})"]
+
+
 def _pool_lines(est) -> list[str]:
     p, e, c = est.pool, est.engine, est.cfg
     lines = [f"  {'pool':<22}{e.block_size}-token blocks of {fmt_bytes(p.page_bytes)} a layer, "
@@ -151,10 +185,11 @@ def _comm_lines(est) -> list[str]:
 
 def serve_text(model, system, est) -> str:
     """What one GPU holds, how many sequences fit, what a token costs."""
-    times = _time_lines(est) if est.pool.short is None else []  # no engine, no time
+    times = _time_lines(est) if est.starts else []  # no engine, no time
+    plan = _sglang_lines(est) if est.sglang else [*_budget_lines(est), *_pool_lines(est)]
     lines = [_header(model, est, system), _weights_line(model, est), *_cache_lines(model, est),
-             *_budget_lines(est), *_pool_lines(est), *times, *_comm_lines(est)]
-    if est.cfg.pp > 1:
+             *plan, *times, *_comm_lines(est)]
+    if est.cfg.pp > 1 and not est.sglang:
         lines.append(f"  {'PP rank':<8}{'layers':>7}{'weights':>14}{'KV/sequence':>14}"
                      f"{'KV memory':>14}{'blocks':>10}")
         for s, blocks in zip(est.stages, est.pool.worker_blocks):
@@ -181,6 +216,16 @@ def _state(state) -> dict | None:
                         for t, h in zip(state.tensors, hf.tensors)]}
 
 
+def _quant_json(est) -> dict:
+    q = est.cfg.quant
+    if q is None:
+        return {"method": None, "label": "bf16"}
+    return {"method": q.method, "label": q.label, "weight": q.weight, "scale": q.scale,
+            "group": q.group, "block": list(q.block) if q.block else None,
+            "activations": q.activations, "ignore": list(q.ignore), "source": q.source,
+            "mxfp4_backend": est.mxfp4_backend if q.method == "mxfp4" else None}
+
+
 def serve_json(model, system, est) -> dict:
     """One JSON object; bytes per GPU, seconds, the engine's settings and every stage."""
     c, p, e = est.cfg, est.pool, est.engine
@@ -189,12 +234,19 @@ def serve_json(model, system, est) -> dict:
         "tp": c.tp, "pp": c.pp, "dp": c.dp, "ep": c.ep, "world": c.world,
         "context": c.context, "batch": c.batch, "kv_dtype": c.kv_dtype,
         "weight_bytes_per_gpu": est.weight_bytes_per_gpu,
+        "weights_format": _quant_json(est),
         "kv_bytes_per_token": est.kv_bytes_per_token,
         "kv_bytes_per_sequence": est.kv_bytes_per_sequence,
         "kv_bytes_per_sequence_paged": p.request_bytes,
-        "max_sequences": est.max_sequences if p.short is None else 0,
+        "max_sequences": est.max_sequences if est.starts else 0,
         "max_concurrency": p.max_concurrency, "gpu_kv_cache_tokens": p.kv_tokens,
-        "starts": p.short is None,
+        "starts": est.starts, "engine_name": c.engine,
+        "sglang": [{"mem_fraction_static": x.mem_fraction_static, "reserved_mb": x.reserved_mb,
+                    "chunked_prefill_size": x.chunked_prefill_size,
+                    "cuda_graph_max_bs": x.cuda_graph_max_bs, "cell_bytes": x.cell_bytes,
+                    "pool_bytes": x.pool_bytes, "max_total_num_tokens": x.max_total_num_tokens,
+                    "max_running_requests": x.max_running_requests}
+                   for x in est.sglang] if est.sglang else None,
         "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
         "decode_tokens_per_s": est.decode_tokens_per_s,
         "engine": {"block_size": e.block_size, "max_num_batched_tokens":

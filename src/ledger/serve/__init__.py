@@ -3,15 +3,19 @@
 ``cache`` sizes each layer's KV cache kind by kind (GQA, MLA's latent, sliding and chunked
 windows; one function per kind) and ``state`` a recurrent layer's state (Mamba-1/2, Gated
 DeltaNet, KDA, lightning attention, short convolutions) as vLLM shapes it; ``engine``
-holds the layout (``ServeConfig``) and vLLM's defaults at a named commit; ``weights`` the
-weights per GPU from the ledger's sharding over vLLM's pipeline split; ``budget`` the
+holds the layout (``ServeConfig``) and vLLM's defaults at a named commit; ``quant`` how a
+checkpoint stores its weights (its ``quantization_config`` as vLLM reads it; a preset's
+release in ``checkpoints``) and ``qbytes`` each quantized matrix's bytes (``ledger.formats``)
+and what vLLM's kernels repack; ``weights`` the weights per GPU from the ledger's sharding
+over vLLM's pipeline split; ``sglang`` SGLang's static fraction and token pool; ``budget`` the
 memory vLLM leaves for the cache after its profile run; ``paging`` vLLM's pages, groups,
 blocks, the alignment of attention and state pages, and maximum concurrency; ``comms``
 the collectives per token; ``timing`` decode from the memory roofline and prefill from
 compute; ``estimate`` puts them together - ``serve(model, cfg, system)``.
 
-May import: the specs, ``ledger.arch`` (FLOPs), ``ledger.placement`` (parameter
-sharding, collectives, the rank layout).
+May import: the specs, ``ledger.formats`` (bytes of a tensor in a number format),
+``ledger.finetune.modules`` (each layer's weight matrices), ``ledger.arch`` (FLOPs),
+``ledger.placement`` (parameter sharding, collectives, the rank layout).
 """
 from ledger.serve.cache import KINDS, KV_DTYPES, LayerCache, layer_caches, layer_kind
 from ledger.serve.engine import (

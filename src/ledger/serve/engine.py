@@ -24,7 +24,8 @@ VLLM_COMMIT = "9aaf83ef502fc37bc647f6e474314d48ba36cd1c"
 # before PR #38284, commit 96a85c5750, which also began subtracting the CUDA-graph estimate)
 GPU_MEMORY_UTILIZATION = 0.92
 BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py:45, applied :230-231)
-WEIGHT_BYTES = 2  # weights in the checkpoint's bf16 (no quantization modelled)
+WEIGHT_BYTES = 2  # bf16: the weights of an unquantized checkpoint, and every module a
+#                   quantization method leaves alone (ledger.serve.quant)
 GiB = 2**30
 
 
@@ -49,6 +50,11 @@ class ServeConfig:
     mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: their ssm part
     non_torch_bytes: float = 0.0  # vLLM's measured non-torch increase (NCCL, cuBLAS)
     cudagraph_bytes: float = 0.0  # vLLM's measured CUDA-graph pool estimate
+    quant: object = None  # ledger.serve.quant.Quant: how the weights are stored (None: bf16)
+    mxfp4_backend: str | None = None  # MXFP4 MoE kernels (None: vLLM's for the GPU)
+    engine: str = "vllm"  # "vllm", or "sglang": its memory plan (ledger.serve.sglang)
+    mem_fraction_static: float | None = None  # SGLang's --mem-fraction-static (None: its
+    #                                           default for the GPU)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "context", "batch"):
@@ -70,6 +76,18 @@ class ServeConfig:
         for f in ("non_torch_bytes", "cudagraph_bytes"):
             if not (math.isfinite(getattr(self, f)) and getattr(self, f) >= 0):
                 raise LedgerError(f, f"must be a finite number >= 0, got {getattr(self, f)!r}")
+        if self.engine not in ("vllm", "sglang"):
+            raise LedgerError("engine", f"must be vllm or sglang, got {self.engine!r}")
+        f = self.mem_fraction_static
+        if f is not None and not (isinstance(f, (int, float)) and 0 < f <= 1):
+            raise LedgerError("mem_fraction_static", f"must lie in (0, 1], got {f!r}")
+        if self.engine == "sglang" and self.dp > 1:
+            raise LedgerError("dp", f"SGLang's data parallelism (--dp with "
+                                    f"--enable-dp-attention) is not modelled; got dp "
+                                    f"{self.dp} with --engine sglang")
+        if self.mxfp4_backend not in (None, "triton", "marlin", "flashinfer"):
+            raise LedgerError("mxfp4_backend", f"must be triton, marlin or flashinfer, got "
+                                               f"{self.mxfp4_backend!r}")
         if self.ep not in (1, self.tp * self.dp):
             raise LedgerError("ep", f"vLLM's expert parallelism spans every GPU of tp x dp: "
                                     f"ep must be 1 or tp({self.tp}) * dp({self.dp}) = "

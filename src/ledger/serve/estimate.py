@@ -19,9 +19,12 @@ from ledger.serve.cache import KV_DTYPES, LayerCache, layer_caches
 from ledger.serve.comms import ServeComm, layout, stage_rows
 from ledger.serve.engine import WEIGHT_BYTES, Engine, ServeConfig, engine
 from ledger.serve.paging import Pool, cdiv, pool
+from ledger.serve.qbytes import mxfp4_backend, quantized_active_params
+from ledger.serve.sglang import SGLangPlan, plan
 from ledger.serve.state import state_dtypes
 from ledger.serve.timing import call_s, decode_stage_s, prefill_compute_s
-from ledger.serve.weights import check, lookup_params, params_by_rank, stage_ranges
+from ledger.serve.weights import (bytes_by_rank, check, lookup_params, params_by_rank,
+                                  stage_ranges)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,15 @@ class ServeEstimate:
     pool: Pool
     prefill_s: float  # one prompt of ``cfg.context`` tokens on an idle engine
     decode_s_per_token: float  # one decode step of ``cfg.batch`` sequences at the context
+    mxfp4_backend: str = "triton"  # the MXFP4 MoE kernels whose layout the weights take
+    sglang: tuple[SGLangPlan, ...] | None = None  # --engine sglang: each stage's plan
+
+    @property
+    def starts(self) -> bool:
+        """Whether the engine starts: a request of the context fits its cache."""
+        if self.sglang is not None:
+            return all(p.starts for p in self.sglang)
+        return self.pool.short is None
 
     @property
     def binding(self) -> Stage:
@@ -69,7 +81,10 @@ class ServeEstimate:
     @property
     def max_sequences(self) -> int:
         """Whole sequences of ``cfg.context`` tokens the pool holds at once (vLLM's
-        maximum concurrency, rounded down), per engine replica."""
+        maximum concurrency, rounded down; SGLang's token pool over the context), per
+        engine replica."""
+        if self.sglang is not None:
+            return int(min(p.max_concurrency for p in self.sglang))
         return int(self.pool.max_concurrency)
 
     @property
@@ -95,7 +110,9 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
     eng = engine(model, cfg, gpu, caches)
     ranges = stage_ranges(model.layers, cfg.pp)
     params = params_by_rank(model, cfg)
-    weights = [(dense + expert) * WEIGHT_BYTES for dense, expert in params]
+    backend = cfg.mxfp4_backend or mxfp4_backend(gpu.name)
+    stored = bytes_by_rank(model, cfg, backend)
+    weights = [dense + expert for dense, expert in stored]
     buds = budgets(model, cfg, eng, gpu, weights, ranges)
     kv_pool = pool(caches, [list(r) for r in ranges], [b.available_bytes for b in buds],
                    cfg.context, eng)
@@ -106,13 +123,23 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
         per_seq = sum(c.bytes_at(cfg.context) for c in mine)
         rows = tuple(stage_rows(model, cfg, lay, held, r))
         dense, expert = params[r]
-        multiplied = (dense - lookup_params(model, cfg, r), expert)
-        t = decode_stage_s(model, cfg, gpu, multiplied, per_seq) + _comm_s(rows, system, b, b, 1)
+        looked_up = lookup_params(model, cfg, r)
+        multiplied = (dense - looked_up, expert)
+        read = (stored[r][0] - looked_up * WEIGHT_BYTES, stored[r][1])
+        t = decode_stage_s(model, cfg, gpu, multiplied, per_seq, read) \
+            + _comm_s(rows, system, b, b, 1)
         stages.append(Stage(r, held, weights[r], sum(c.bytes_per_token for c in mine), per_seq,
                             buds[r], rows, t))
     chunks = cdiv(cfg.context, eng.max_num_batched_tokens)
     prefill = prefill_compute_s(model, cfg, gpu, cfg.context, sum(weights),
-                                eng.max_num_batched_tokens) \
+                                eng.max_num_batched_tokens,
+                                quantized_active_params(model, cfg.quant)) \
         + sum(_comm_s(s.comms, system, cfg.context, 1, chunks) for s in stages)
+    plans = None
+    if cfg.engine == "sglang":
+        plans = tuple(plan(model, cfg.tp, cfg.pp, gpu, weights[r],
+                           sum(1 for i in held if model.layer_kind(i).attention),
+                           cfg.context, KV_DTYPES[cfg.kv_dtype], cfg.mem_fraction_static)
+                      for r, held in enumerate(ranges))
     return ServeEstimate(model.name, cfg, eng, tuple(caches), tuple(stages), kv_pool, prefill,
-                         sum(s.decode_s for s in stages))
+                         sum(s.decode_s for s in stages), backend, plans)

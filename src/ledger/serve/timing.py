@@ -61,17 +61,34 @@ def experts_reached(model, routed_tokens: float) -> float:
     return 1 - (1 - 1 / model.num_experts) ** (routed_tokens * model.top_k)
 
 
-def decode_stage_s(model, cfg, gpu, params: tuple[float, float], kv_bytes: float) -> float:
+def gemm_peak(gpu, quant) -> float:
+    """FLOP/s the quantized GEMMs run at: W8A8 (fp8 or int8 activations) on the GPU's
+    FP8 / INT8 tensor cores (the same dense peak on Hopper and Blackwell; vLLM's
+    Fp8LinearMethod / CUTLASS scaled_mm), NVFP4 W4A4 at the FP8 peak (its FP4 peak is
+    not in ``ledger.system``: an upper bound on the time); weight-only formats (W4A16,
+    W8A16, NF4, MXFP4 on Hopper) dequantize to bf16 and run bf16 GEMMs (Marlin, the
+    AWQ / GPTQ kernels, bitsandbytes). Without FP8 tensor cores (A100) vLLM runs FP8
+    checkpoints weight-only (Marlin W8A16): bf16."""
+    if quant is None or quant.activations == "bf16" or not gpu.fp8_flops:
+        return gpu.bf16_flops
+    return gpu.fp8_flops
+
+
+def decode_stage_s(model, cfg, gpu, params: tuple[float, float], kv_bytes: float,
+                   read: tuple[float, float] | None = None) -> float:
     """One decode step of ``cfg.batch`` sequences on one GPU of one stage: its cache
     (``kv_bytes`` per sequence) read once, and its weights either read (the dense ones,
-    the experts the step reaches) or multiplied (2 FLOPs per parameter per token; a GPU's
-    experts see dp x batch tokens and top_k / E of them each), whichever takes longer."""
+    the experts the step reaches: ``read``, their bytes as stored, bf16 by default) or
+    multiplied (2 FLOPs per parameter per token; a GPU's experts see dp x batch tokens
+    and top_k / E of them each), whichever takes longer."""
     dense, expert = params
+    dense_b, expert_b = read if read is not None else (dense * WEIGHT_BYTES,
+                                                       expert * WEIGHT_BYTES)
     b, bw = cfg.batch, gpu.hbm_bytes_per_s
     share = model.top_k / model.num_experts if model.is_moe else 1.0
     flops = 2 * b * (dense + expert * cfg.dp * share)
-    weights = (dense + expert * experts_reached(model, b * cfg.dp)) * WEIGHT_BYTES
-    return b * kv_bytes / bw + max(flops / (gpu.bf16_flops * gpu.gemm_efficiency),
+    weights = dense_b + expert_b * experts_reached(model, b * cfg.dp)
+    return b * kv_bytes / bw + max(flops / (gemm_peak(gpu, cfg.quant) * gpu.gemm_efficiency),
                                    weights / bw)
 
 
@@ -88,10 +105,17 @@ def prefill_flops(model, context: int) -> float:
     return context * (body + cores) + 2 * head
 
 
-def prefill_compute_s(model, cfg, gpu, context: int, weight_bytes: float, chunk: int) -> float:
+def prefill_compute_s(model, cfg, gpu, context: int, weight_bytes: float, chunk: int,
+                      quantized_params: float = 0.0) -> float:
     """One prompt's forward on one replica: its FLOPs over tp GPUs (a pipeline's stages
     run it in turn; the experts' share over tp x dp GPUs that gather dp prompts' tokens
-    comes to the same), or the ``weight_bytes`` of all stages read once per chunk of
-    ``chunk`` tokens (chunked prefill), whichever is longer."""
-    compute = prefill_flops(model, context) / cfg.tp / (gpu.bf16_flops * gpu.gemm_efficiency)
+    comes to the same), the 2 x ``quantized_params`` a token multiplies in quantized
+    matrices at their GEMMs' peak (``gemm_peak``), the rest at bf16; or the
+    ``weight_bytes`` of all stages read once per chunk of ``chunk`` tokens (chunked
+    prefill), whichever is longer."""
+    total = prefill_flops(model, context)
+    fast = min(total, 2 * context * quantized_params)
+    rate = gpu.gemm_efficiency * cfg.tp
+    compute = (total - fast) / (gpu.bf16_flops * rate) + fast / (gemm_peak(gpu, cfg.quant)
+                                                                 * rate)
     return max(compute, cdiv(context, chunk) * weight_bytes / gpu.hbm_bytes_per_s)

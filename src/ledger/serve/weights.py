@@ -17,6 +17,7 @@ from ledger.errors import LedgerError, require_divides
 from ledger.placement import stage_params
 from ledger.serve.cache import kv_heads_per_gpu
 from ledger.serve.engine import VLLM_COMMIT, WEIGHT_BYTES
+from ledger.serve.qbytes import edge_delta_bytes, layer_delta_bytes
 from ledger.serve.state import RECURRENT, UNSERVED, has_state, mamba2_groups
 
 
@@ -142,9 +143,27 @@ def params_by_rank(model, cfg) -> list[tuple[float, float]]:
     return out
 
 
-def weight_bytes_by_rank(model, cfg) -> list[float]:
-    """Bytes of weights on one GPU of each pipeline rank (``params_by_rank``)."""
-    return [(dense + expert) * WEIGHT_BYTES for dense, expert in params_by_rank(model, cfg)]
+def bytes_by_rank(model, cfg, backend: str = "triton") -> list[tuple[float, float]]:
+    """(dense, routed-expert) bytes of weights on one GPU of each pipeline rank: the
+    parameters of ``params_by_rank`` in bf16, and where ``cfg.quant`` stores them
+    otherwise, each quantized matrix's own bytes (``ledger.serve.qbytes``; ``backend``:
+    the MXFP4 MoE kernels')."""
+    q, out = cfg.quant, []
+    ranges = stage_ranges(model.layers, cfg.pp)
+    for r, ((dense, expert), held) in enumerate(zip(params_by_rank(model, cfg), ranges)):
+        dense_b, expert_b = dense * WEIGHT_BYTES, expert * WEIGHT_BYTES
+        if q is not None:
+            for i in held:
+                d, e = layer_delta_bytes(model, cfg, q, i, backend)
+                dense_b, expert_b = dense_b + d, expert_b + e
+            dense_b += edge_delta_bytes(model, cfg, q, r == len(ranges) - 1)
+        out.append((dense_b, expert_b))
+    return out
+
+
+def weight_bytes_by_rank(model, cfg, backend: str = "triton") -> list[float]:
+    """Bytes of weights on one GPU of each pipeline rank (``bytes_by_rank``)."""
+    return [dense + expert for dense, expert in bytes_by_rank(model, cfg, backend)]
 
 
 def lookup_params(model, cfg, rank: int) -> float:

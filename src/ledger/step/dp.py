@@ -25,7 +25,7 @@ def nccl_s(system: System, kind: str, wire_bytes, ranks, nodes):
     ranks on ``nodes`` nodes of ``system``: NCCL's cost model at the group's bandwidth."""
     eff = system.link_efficiency
     bw = group_bandwidth(system.intra_bytes_per_s * eff, system.inter_bytes_per_s * eff, nodes)
-    return collective_s(kind, wire_bytes, ranks, nodes, bw, system.gpu.generation)
+    return collective_s(kind, wire_bytes, ranks, nodes, bw, system.gpu.generation, system.nvls)
 
 
 def call_s(system: System, lay, row, calls):

@@ -15,6 +15,16 @@ enqueue.cc L2028-2044 takes the least time). Its latencies, in microseconds:
 - PAT (reduce-scatter and all-gather with one rank per node only, L220):
   ``base + log2(N) net / 3.5 + 2.8 n`` (L429-434).
 
+On a system whose NVSwitches reduce in the switch (NVLink SHARP, ``System.nvls``), NCCL
+also weighs its NVLS algorithm (Simple only, L301) for a group inside one NVLink domain:
+latency 25 us (hwLatencies[NVLINK][NVLS], base 0, L423-425), bus bandwidth the NVLink's x
+``NVLS_EFFICIENCY`` of the generation (L138-143, L307-313) - twice that for an all-reduce,
+which pipelines its reduce and its broadcast, and x (n - 1) / n for a reduce-scatter or
+all-gather, with no algorithm-bandwidth conversion for those (L376-381); the channel
+factor (nChannels - 1) / nChannels is left out. Across domains NCCL would run NVLS-tree
+(all-reduce only): not modelled. Under MNNVL NCCL's node is the NVLink domain (init.cc
+L878: nNvlDomains = nNodes): ``nodes`` below counts domains.
+
 The network latency is the tree's when every node holds one rank (L387-389: "With ppn=1
 latencies are fully exposed"); InfiniBand adds none of its own (net_ib/init.cc L558). A
 multi-node Simple ring all-reduce pays its latency x1.4 (L650-652, the ring's plateau on
@@ -53,8 +63,12 @@ NET_OVERHEAD_US = 1.0  # Intel host, L228-233; x3 under Simple
 RING_PLATEAU = 1.4  # multi-node Simple ring all-reduce on Ampere and later, L650-652
 # LL's bus bandwidth cap (llMaxBws, L177-182), bytes/s: one node by GPU generation, two and
 # more nodes by host CPU (Intel)
-LL_MAX_BUS_BYTES_PER_S = {"ampere": 87.7e9, "hopper": 141.0e9, "blackwell": 282.0e9,
-                          "multi-node": (39.0e9, 20.4e9)}
+LL_MAX_BUS_BYTES_PER_S = {"ampere": 87.7e9, "ada": 87.7e9, "hopper": 141.0e9,
+                          "blackwell": 282.0e9, "multi-node": (39.0e9, 20.4e9)}
+# nvlsEfficiency (L138-143) by generation (sm_89 Ada counts as Ampere there: no NVLS);
+# NVLS's latency on NVLink, Simple (hwLatencies, L161)
+NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
+NVLS_US = 25.0
 # treeCorrectionFactor (L613-619): by log2(bytes / 64), 64 B ... 256 MB; 1 beyond
 TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9,
@@ -101,11 +115,13 @@ def _ll_cap(nodes, generation: str):
                     np.where(nodes == 2, two, more))
 
 
-def collective_s(kind: str, wire_bytes, n, nodes, ring_bytes_per_s, generation: str):
+def collective_s(kind: str, wire_bytes, n, nodes, ring_bytes_per_s, generation: str,
+                 nvls: bool = False):
     """Seconds of one ``kind`` call whose ranks each send ``wire_bytes`` in the ring model
-    (``ledger.placement.coll_bytes``), over ``n`` ranks on ``nodes`` nodes whose Simple ring
-    moves ``ring_bytes_per_s`` per rank: the least time over NCCL's algorithms and
-    protocols (numbers or arrays). One rank alone costs nothing."""
+    (``ledger.placement.coll_bytes``), over ``n`` ranks on ``nodes`` nodes (NVLink domains)
+    whose Simple ring moves ``ring_bytes_per_s`` per rank: the least time over NCCL's
+    algorithms and protocols, NVLS among them inside one domain of an ``nvls`` system
+    (numbers or arrays). One rank alone costs nothing."""
     if kind not in COLLECTIVES:
         raise ValueError(f"NCCL's tuning model prices {', '.join(COLLECTIVES)}, not {kind}")
     n, nodes = np.asarray(n, dtype=float), np.asarray(nodes, dtype=float)
@@ -131,6 +147,14 @@ def collective_s(kind: str, wire_bytes, n, nodes, ring_bytes_per_s, generation: 
     if kind != "all_reduce":  # PAT: Simple only, one rank per node
         t = latency_us(kind, "pat", "Simple", n, nodes) * 1e-6 + payload / (0.75 * ring_bytes_per_s)
         best = np.where((n == nodes) & (n > 1), np.minimum(best, t), best)
+    eff = NVLS_EFFICIENCY.get(generation, 0.0)
+    if nvls and eff:
+        bus = eff * ring_bytes_per_s * (2.0 if kind == "all_reduce" else 1.0)
+        # all-reduce: algBw = bus n / (2(n - 1)), so S / algBw = wire / bus; RS / AG:
+        # bus x (n - 1) / n with no conversion, over the whole payload S
+        moved = wire_bytes if kind == "all_reduce" else payload * n / np.maximum(n - 1, 1)
+        t = NVLS_US * 1e-6 + moved / bus
+        best = np.where(nodes == 1, np.minimum(best, t), best)
     out = np.where(n > 1, best, 0.0)
     return out if out.shape else float(out)
 

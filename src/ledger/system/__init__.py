@@ -50,7 +50,6 @@ class System:
     inter_latency_s: float = 10e-6
     link_efficiency: float = 0.80  # share of nominal bandwidth collectives reach (nccl-tests)
     nvls: bool = False  # NVLink SHARP in the domain's switches (NCCL's NVLS algorithm)
-    nics_per_node: int = 8  # scale-out NICs per host (what inter_bytes_per_s shares)
 
     def __post_init__(self) -> None:
         if self.gpus_per_domain is None:
@@ -125,7 +124,7 @@ SYSTEMS = {
     "h20": Platform(8, 8, 450 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
     "gh200": Platform(8, 8, 450 * _G, 8, 400e9, 450 * _G, 480e9, False),
     "b200": Platform(8, 8, 900 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
-    "b300": Platform(8, 8, 900 * _G, 8, 800e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
+    "b300": Platform(8, 8, 900 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
     "gb200": Platform(4, 72, 900 * _G, 4, 400e9, 225 * _G, 960e9 / 4, True),
     "gb300": Platform(4, 72, 900 * _G, 4, 800e9, 225 * _G, 960e9 / 4, True),
     "mi300x": Platform(8, 8, 448 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
@@ -152,5 +151,4 @@ def system(gpu: str, gpus_per_node: int | None = None,
     return System(gpu=GPUS[key], gpus_per_node=host, gpus_per_domain=domain,
                   intra_bytes_per_s=p.intra_bytes_per_s,
                   inter_bytes_per_s=p.inter_bytes_per_s, host_bytes_per_s=p.host_bytes_per_s,
-                  host_memory_bytes=p.host_memory_per_gpu_bytes * host, nvls=p.nvls,
-                  nics_per_node=max(1, round(p.nics_per_node * host / p.gpus_per_node)))
+                  host_memory_bytes=p.host_memory_per_gpu_bytes * host, nvls=p.nvls)

@@ -119,6 +119,9 @@ POWER_SOURCES = {
 
 
 # Each preset's usual system (ledger.system.SYSTEMS): GPUs per host and per scale-up domain,
+# as the vendor's MLPerf system description of such a host names them where one exists
+# (host memory, NICs and their rate, host link), else its datasheet (marked assumed where
+# neither says);
 # the scale-up link per GPU (one direction: the datasheets' NVLink figures count both),
 # NICs per host and their rate, the GPU <-> CPU link, the host's CPU memory, and NVLink
 # SHARP (NCCL's NVLS: NVSwitch systems of Hopper and later, src/graph/tuning.cc's
@@ -150,9 +153,10 @@ LINK_SOURCES = {
     "b300": "DGX B300: NVLink 5 1.8 TB/s (both directions), '18x 5th Gen NVLink, 14.4 TB/s "
             "aggregated' over NVSwitch, 'PCIe Gen5 x16', host '2 TB' of '32x 64GB' "
             "(mlcommons/inference_results_v6.1 @ 5174fca8 closed/NVIDIA/systems/"
-            "B300-SXM-270GBx8_TRT.json); NICs: the DGX B300 datasheet's 8 ConnectX-8 at 800 "
-            "Gb/s, one per GPU (that MLPerf host lists '10x 400Gbe Infiniband' - a "
-            "--system file sets another fabric)",
+            "B300-SXM-270GBx8_TRT.json), whose '10x 400Gbe Infiniband' give one 400 Gb/s "
+            "NIC per GPU (8 of the 10 on the GPUs' rail): NICs as NVIDIA's own MLPerf host "
+            "runs them, the rule of every NVIDIA preset here. The DGX B300 datasheet's "
+            "ConnectX-8 can run 800 Gb/s on an XDR fabric: inter_GBps = 100 in a --system file",
     "gb200": "GB200 NVL72: one NVLink 5 domain of 72 GPUs (130 TB/s = 72 x 1.8 TB/s, both "
              "directions) over 9 NVSwitch trays, NVLS, built from 18 hosts ('number_of_nodes': "
              "'18', 'accelerators_per_node': '4') with '4x ConnectX-7 IB NDR 400 Gb/s' each "

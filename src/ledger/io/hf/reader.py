@@ -211,6 +211,16 @@ def read_hf_config(path: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
     return read_config(cfg, name)
 
 
+def read_hf_quant(path: str | Path):
+    """How a local ``config.json`` says its checkpoint stores the weights: its
+    ``quantization_config`` (or ``compression_config``) read as vLLM reads it
+    (``ledger.serve.quant.config_quant``), or None for the model's bf16."""
+    from ledger.serve.quant import config_quant
+
+    path = Path(path)
+    return config_quant(_load(path / "config.json" if path.is_dir() else path))
+
+
 def from_hf_config(path: str | Path) -> ModelSpec:
     """A ModelSpec from a local ``config.json`` (or a folder holding one)."""
     return read_hf_config(path)[0]

@@ -1,0 +1,210 @@
+"""Bytes of quantized weights on one GPU: each stored matrix's codes, scales, zero points
+and group indices as the checkpoint lays them out (``matrix_bytes``), which matrices a
+``ledger.serve.quant.Quant`` quantizes (``quantized``), and what vLLM's kernels change
+at load where the resident bytes change (``mxfp4_expert_bytes``).
+
+A matrix of ``out x in`` elements stores ``out x in x bits / 8`` bytes of codes and one
+scale per tensor, per output channel, per group of ``group`` inputs of a channel, or per
+``block`` (out, in) tile (DeepSeek-V3's 128 x 128, fp32 ``weight_scale_inv``); AWQ and
+GPTQ add a zero point per scale packed at the codes' bits (qzeros), GPTQ with desc_act an
+int32 ``g_idx`` per input row; bitsandbytes' NF4 is ``ledger.finetune.nf4.nf4_bytes``.
+vLLM's Marlin repacks of GPTQ / AWQ / FP8 (gptq_marlin_repack, awq_marlin_repack) permute
+the same codes and scales and keep their size; MXFP4's MoE kernels pad and copy
+(``mxfp4_expert_bytes``).
+
+>>> from ledger.serve.quant import read_quant
+>>> q = read_quant({"quant_method": "fp8", "weight_block_size": [128, 128]})
+>>> int(matrix_bytes(q, 7168, 2048))  # codes + 56 x 16 fp32 scales
+14683648
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from dataclasses import replace
+
+from ledger import formats
+from ledger.finetune import modules
+from ledger.serve.quant import BITS, Quant
+
+BF16 = 2
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def format_of(q: Quant):
+    """The ``ledger.formats`` entry a method's weights take: the element width and how
+    the scales are shared, unpadded (a checkpoint's layout). GPTQ's 2- and 3-bit codes,
+    which the table's names do not spell, are built from its ``Format``."""
+    if q.scale == "nf4":
+        return formats.fmt("nf4")
+    if q.weight == "fp8":
+        if q.scale == "block":
+            return replace(formats.fmt("fp8-block128x128"), block=q.block)
+        if q.scale == "channel":
+            return replace(formats.fmt("fp8-channel"), scale_bytes=q.scale_bytes)
+        return formats.fmt("fp8")
+    if q.weight == "fp4":
+        base = formats.fmt("mxfp4" if q.method == "mxfp4" else "nvfp4")
+        return replace(base, block=(1, q.group))
+    bits = BITS[q.weight]
+    block = (1, q.group) if q.scale == "group" else (1, None) if q.scale == "channel" \
+        else None
+    return formats.Format(name=f"{q.weight}-{q.method}", element_bits=bits, block=block,
+                          scale_bytes=q.scale_bytes if block else 0,
+                          zero_bits=bits if q.zero_points else 0,
+                          tensor_scale_bytes=4 if block is None else 0,
+                          source=f"{q.method}: {q.source}")
+
+
+def matrix_bytes(q: Quant, n_out: int, n_in: int, experts: int = 1) -> float:
+    """Bytes one stored matrix (``experts`` of them, fused) takes in format ``q``: the
+    format's codes, block scales and zero points (``ledger.formats``, no TE padding),
+    its per-tensor scales, GPTQ's g_idx, and a method's extra fp32 scalars (a static
+    input scale, NVFP4's input_scale)."""
+    f = format_of(q)
+    if q.scale == "nf4":
+        one = formats.nf4_bytes(n_out * n_in, double_quant=q.double_quant)
+    else:
+        one = formats.copy_bytes(f, n_out, n_in, te_padding=False) + f.tensor_scale_bytes
+    extra = 4 * q.tensor_scales + (4 * n_in if q.g_idx else 0)
+    return experts * (one + extra)
+
+
+def module_name(lin, layer: int) -> str:
+    """A matrix's module path as the checkpoint names it (Llama / DeepSeek layout), for the
+    ignore lists: model.layers.{i}.self_attn.q_proj, .mlp.down_proj, .mlp.experts,
+    .mlp.shared_experts.up_proj, .mlp.gate; the head and embedding by their own names."""
+    if lin.kind in ("output", "embedding", "positions"):
+        return lin.name if lin.kind == "output" else f"model.{lin.name}"
+    where = {"attention": "self_attn", "mlp": "mlp", "experts": "mlp.experts",
+             "shared_experts": "mlp.shared_experts", "router": "mlp",
+             "linear_attention": "linear_attn", "ssm": "mixer", "conv": "conv"}[lin.kind]
+    leaf = "" if lin.kind == "experts" else f".{lin.name}"
+    return f"model.layers.{layer}.{where}{leaf}"
+
+
+def ignored(patterns, name: str) -> bool:
+    """Whether an ignore list names a module: ``re:`` a regular expression
+    (compressed-tensors), a glob (gpt-oss's ``model.layers.*.self_attn``, matched on the
+    module or a parent), else a part of the name (vLLM's is_layer_skipped and AWQ's
+    modules_to_not_convert match substrings and prefixes)."""
+    for p in patterns:
+        if p.startswith("re:"):
+            if re.match(p[3:], name):
+                return True
+        elif "*" in p:
+            if fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, p + ".*"):
+                return True
+        elif p in name:
+            return True
+    return False
+
+
+def quantized(q: Quant, lin, layer: int) -> bool:
+    """Whether ``q`` stores this matrix quantized: a linear layer that is no router and
+    not ignored (MXFP4: the routed experts only); the output head only with GPTQ's
+    lm_head; embeddings never."""
+    if lin.kind in ("embedding", "positions", "router") or not lin.linear:
+        return False
+    if lin.kind == "output":
+        return q.lm_head
+    if q.experts_only and lin.kind != "experts":
+        return False
+    return not ignored(q.ignore, module_name(lin, layer))
+
+
+def share(lin, cfg) -> int:
+    """GPUs one matrix is split over: routed experts over tp x dp (whole with EP, split
+    without, ``ServeConfig.etp``), column- and row-parallel ones over tp, replicated
+    ones (MLA's down projections) over none."""
+    if lin.experts > 1:
+        return cfg.tp * cfg.dp
+    return 1 if lin.split == "none" else cfg.tp
+
+
+MXFP4_PAD = {  # (intermediate per partition, hidden) rounded up to: mxfp4.py create_weights
+    "marlin": (128, 256),  # "n % 256 == 0 and k % 128 == 0" for the Marlin MoE kernel
+    "triton": (64, 1),  # the OAI Triton kernels (Hopper): the intermediate to 64
+    "flashinfer": (256, 256),  # SM100 FlashInfer MXFP4 x BF16 / MXFP8 (TRT-LLM)
+    "checkpoint": (1, 1),  # as the safetensors store it: *_blocks, *_scales, bf16 biases
+}
+
+
+def mxfp4_backend(gpu_name: str) -> str:
+    """vLLM's MXFP4 MoE backend on a GPU (get_mxfp4_backend, mxfp4.py): FlashInfer on
+    Blackwell, the OAI Triton kernels on Hopper (9.0 <= capability < 11.0, with
+    triton_kernels), Marlin below Hopper (VLLM_MXFP4_USE_MARLIN=1 forces it)."""
+    name = gpu_name.lower()
+    if name.startswith("b"):
+        return "flashinfer"
+    if name.startswith(("h", "gh", "mi")):
+        return "triton"
+    return "marlin"
+
+
+def mxfp4_expert_bytes(model, cfg, backend: str) -> float:
+    """One MoE layer's MXFP4 experts on one GPU as vLLM keeps them: E / ep experts of
+    w13 (2 I x H) and w2 (H x I), I the intermediate per partition, both padded for the
+    backend's kernel (``MXFP4_PAD``), e2m1 codes two a byte, one e8m0 scale per 32 and
+    bf16 biases (Mxfp4MoEMethod.create_weights). The Triton backend keeps a second,
+    swizzled copy of the scales beside the loaded ones (``_swizzle_mxfp4`` returns new
+    tensors; only w13_weight / w2_weight are deleted) and casts the biases to fp32
+    (process_weights_after_loading, TRITON branch) - vllm mxfp4.py at 007d50058a."""
+    pad_i, pad_h = MXFP4_PAD[backend]
+    experts = model.num_experts // cfg.ep
+    i = cdiv(model.moe_ffn_hidden // cfg.etp, pad_i) * pad_i
+    h = cdiv(model.hidden, pad_h) * pad_h
+    copies, bias = (2, 4) if backend == "triton" else (1, 2)  # checkpoint: one of each
+    w13 = 2 * i * h // 2 + copies * 2 * i * h // 32 + bias * 2 * i
+    w2 = h * i // 2 + copies * h * i // 32 + bias * h
+    return experts * (w13 + w2)
+
+
+def layer_delta_bytes(model, cfg, q: Quant, layer: int, backend: str) -> tuple[float, float]:
+    """(dense, routed-expert) bytes one GPU holds for layer ``layer`` beyond its bf16
+    share: each quantized matrix's stored bytes less its bf16 bytes, over the GPUs it is
+    split over."""
+    kind = model.layer_kind(layer)
+    dense = expert = 0.0
+    for lin in modules.layer(model, kind):
+        if q.method == "mxfp4" or not quantized(q, lin, layer):
+            continue  # mxfp4: the experts as a whole, below
+        stored = matrix_bytes(q, lin.out_features, lin.in_features, lin.experts)
+        change = (stored - BF16 * lin.weights) / share(lin, cfg)
+        if lin.experts > 1:
+            expert += change
+        else:
+            dense += change
+    if q.method == "mxfp4" and kind.mlp == "moe" and not ignored(
+            q.ignore, f"model.layers.{layer}.mlp.experts"):
+        bf16 = model.layer_parts(kind)["experts"][2] / (cfg.tp * cfg.dp)
+        expert += mxfp4_expert_bytes(model, cfg, backend) - BF16 * bf16
+    return dense, expert
+
+
+def edge_delta_bytes(model, cfg, q: Quant, last: bool) -> float:
+    """The output head's change on the last stage when GPTQ quantizes it (lm_head)."""
+    if not (last and q.lm_head):
+        return 0.0
+    head = modules.output(model)
+    return (matrix_bytes(q, head.out_features, head.in_features)
+            - BF16 * head.weights) / cfg.tp
+
+
+def quantized_active_params(model, q: Quant | None) -> float:
+    """Weights a token multiplies in quantized matrices, summed over the layers: each
+    quantized matrix's elements, the routed experts' at top_k / E - the share of a
+    forward's GEMMs that runs at the quantized precision (``ledger.serve.timing``)."""
+    if q is None:
+        return 0.0
+    total = 0.0
+    for i in range(model.layers):
+        for lin in modules.layer(model, model.layer_kind(i)):
+            if quantized(q, lin, i):
+                reach = model.top_k / model.num_experts if lin.experts > 1 else 1.0
+                total += lin.weights * reach
+    return total

@@ -1,0 +1,253 @@
+"""Weights as checkpoints store them (issue 33): each quantization method read from a real
+config.json, its bytes held to the checkpoint's published size on disk, and the weights
+per GPU held to what vLLM logged at start-up. Fixtures and their sources:
+tests/fixtures/serve/SOURCES.md."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.errors import LedgerError
+from ledger.io.hf.reader import read_hf_config, read_hf_quant
+from ledger.model import llama3_8b
+from ledger.serve import ServeConfig, serve
+from ledger.serve.qbytes import matrix_bytes, mxfp4_expert_bytes
+from ledger.serve.quant import METHODS, read_quant, resolve
+from ledger.serve.weights import bytes_by_rank
+from ledger.system import system
+
+HERE = Path(__file__).parent / "fixtures" / "serve"
+GiB = 2**30
+
+# (fixture, bytes on disk as published, where the figure is) - SOURCES.md has the commits
+PUBLISHED = [
+    ("quant/gpt-oss-20b.json", 13_761_264_768, "model.safetensors.index.json total_size"),
+    ("quant/genz-70b-gptq-4bit-128g.json", 36_652_345_792, "model.safetensors LFS size"),
+    ("quant/genz-70b-gptq-4bit-32g.json", 40_663_149_992, "model.safetensors LFS size"),
+    ("quant/genz-70b-gptq-3bit-128g.json", 28_029_117_672, "model.safetensors LFS size"),
+    ("quant/genz-70b-gptq-3bit-1g.json", 26_774_982_616, "model.safetensors LFS size"),
+    ("quant/orpheus-3b-bnb-nf4.json", 2_456_339_440, "model.safetensors LFS size"),
+]
+
+
+def load(name: str):
+    model, _ = read_hf_config(HERE / name)
+    return model, read_hf_quant(HERE / name)
+
+
+def checkpoint_bytes(name: str) -> float:
+    """The whole checkpoint as stored (one GPU, MXFP4 in its safetensors layout)."""
+    model, q = load(name)
+    return sum(bytes_by_rank(model, ServeConfig(context=4096, quant=q), "checkpoint")[0])
+
+
+@pytest.mark.parametrize("name,size,what", PUBLISHED, ids=[p[0] for p in PUBLISHED])
+def test_checkpoint_bytes_match_the_published_size(name, size, what):
+    """Within 2% of the size on disk. What is left: the safetensors header and, for
+    AutoGPTQ, the zero biases its QuantLinear saves (vLLM's Llama skips them)."""
+    assert checkpoint_bytes(name) == pytest.approx(size, rel=0.02)
+
+
+def test_methods_read_from_the_configs():
+    """Each file's quantization_config, as vLLM reads it."""
+    assert load("quant/gpt-oss-20b.json")[1].label == "mxfp4 W4A16: MXFP4, e8m0 scale per 32"
+    g = load("quant/genz-70b-gptq-3bit-1g.json")[1]
+    assert (g.method, g.weight, g.scale, g.g_idx) == ("gptq", "int3", "channel", True)
+    b = load("quant/orpheus-3b-bnb-nf4.json")[1]
+    assert (b.weight, b.double_quant, "model.layers.0.self_attn" in b.ignore) == \
+        ("nf4", True, True)
+    d = load("deepseek-v3-fp8.json")[1]
+    assert (d.method, d.block, d.activations) == ("fp8", (128, 128), "fp8")
+
+
+def test_matrix_bytes_by_hand():
+    """One 4096 x 4096 matrix, method by method, counted by hand from the tensors each
+    checkpoint stores."""
+    n = 4096 * 4096
+    awq = read_quant({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True})
+    # qweight n/2, fp16 scales and 4-bit zeros per (32 groups x 4096 outputs)
+    assert matrix_bytes(awq, 4096, 4096) == n / 2 + 32 * 4096 * 2 + 32 * 4096 / 2
+    nvfp4 = read_quant({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16})
+    # e2m1 codes n/2, an fp8 scale per 16, fp32 weight_scale_2 and input_scale
+    assert matrix_bytes(nvfp4, 4096, 4096) == n / 2 + n / 16 + 8
+    ct = read_quant({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": True,
+                                           "strategy": "group", "group_size": 128}}},
+        "ignore": ["lm_head"]})
+    assert (ct.activations, matrix_bytes(ct, 4096, 4096)) == ("bf16", n / 2 + 32 * 4096 * 2)
+    w8a8 = read_quant({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+        "input_activations": {"num_bits": 8, "type": "int", "dynamic": True}}}})
+    assert (w8a8.activations, matrix_bytes(w8a8, 4096, 4096)) == ("int8", n + 4096 * 2)
+    fp8 = read_quant({"quant_method": "fp8", "activation_scheme": "static"})
+    assert matrix_bytes(fp8, 4096, 4096) == n + 4 + 4  # weight and input scales
+
+
+def test_gpt_oss_120b_weights_as_vllm_logged_them():
+    """One H100: "Model loading took 64.38 GiB" with the Triton MXFP4 backend (vLLM
+    0.14.1, issue #33155) and "65.9651 GiB" with Marlin (0.10.1, issue #23278)."""
+    model, q = load("gpt-oss-120b.json")
+    h100 = system("h100-sxm")
+    for backend, logged in (("triton", 64.38), ("marlin", 65.9651)):
+        est = serve(model, ServeConfig(context=32768, quant=q, mxfp4_backend=backend), h100)
+        assert est.weight_bytes_per_gpu / GiB == pytest.approx(logged, rel=0.03)
+    assert serve(model, ServeConfig(context=32768, quant=q), h100).mxfp4_backend == "triton"
+
+
+def test_expert_parallel_keeps_experts_whole_and_pads_less():
+    """vLLM pads each GPU's share of an expert's intermediate for the Marlin MoE kernel
+    (to 128; hidden to 256): split four ways (tp 4) 2880 / 4 = 720 -> 768, whole with EP
+    (32 experts a GPU) 2880 -> 2944. By hand, bytes of one layer's experts on one GPU:
+    E x (3 x I x H / 2 + 3 x I x H / 32 + 2 x (2 I + H))."""
+    model, q = load("gpt-oss-120b.json")
+    def by_hand(e, i, h=3072):
+        return e * (3 * i * h // 2 + 3 * i * h // 32 + 2 * (2 * i + h))
+    tp = ServeConfig(tp=4, context=8192, quant=q)
+    ep = ServeConfig(tp=4, ep=4, context=8192, quant=q)
+    assert mxfp4_expert_bytes(model, tp, "marlin") == by_hand(128, 768)
+    assert mxfp4_expert_bytes(model, ep, "marlin") == by_hand(32, 2944)
+    assert by_hand(32, 2944) < by_hand(128, 768)
+
+
+def test_deepseek_r1_fp8_starts_on_8_h200():
+    """DeepSeek-V3 / R1 as released (FP8, 128 x 128 block scales) on 8 H200: 79.29 GiB a
+    GPU, against "Pre-loading model weights on hpu:0 took 79.41 GiB" that the HabanaAI
+    vLLM fork logged for DeepSeek-R1 at tensor parallel 8 (HabanaAI/vllm-fork #809); the
+    bf16 weights, 157.92 GiB, do not fit."""
+    model, q = load("deepseek-v3-fp8.json")
+    est = serve(model, ServeConfig(tp=8, context=32768, quant=q), system("h200"))
+    assert est.weight_bytes_per_gpu / GiB == pytest.approx(79.41, rel=0.03)
+    assert est.pool.short is None and est.max_sequences >= 1
+    bf16 = serve(model, ServeConfig(tp=8, context=32768), system("h200"))
+    assert bf16.pool.short is not None
+
+
+def test_gpt_oss_120b_starts_at_high_utilization_with_moderate_context():
+    """vLLM 0.11.2 ran it on one H100 at --gpu-memory-utilization 0.97 with 85K tokens
+    (issue #33155's description)."""
+    model, q = load("gpt-oss-120b.json")
+    est = serve(model, ServeConfig(context=85 * 1024, quant=q, gpu_memory_utilization=0.97),
+                system("h100-sxm"))
+    assert est.pool.short is None and est.max_sequences >= 1
+
+
+def test_gpt_oss_120b_fails_at_vllm_0_10_defaults_with_131072_tokens():
+    """Issue #23278's start-up: vLLM 0.10's defaults (--gpu-memory-utilization 0.9, the
+    model's 131,072 tokens) with the Marlin MXFP4 path: "Available KV cache memory:
+    -2.14 GiB". The ledger also finds too little: 4.59 GiB for a request of 4.79 GiB."""
+    model, q = load("gpt-oss-120b.json")
+    est = serve(model, ServeConfig(context=131072, quant=q, gpu_memory_utilization=0.9,
+                                   mxfp4_backend="marlin"), system("h100-sxm"))
+    assert not est.starts
+
+
+@pytest.mark.xfail(strict=True, reason="the profile run's peak is an estimate (1.19 GiB here) "
+                   "where the logs imply 7.4 GiB (#23278: 0.9 x 79.19 GiB - 65.97 GiB weights "
+                   "leaves 5.30, and vLLM found -2.14) and 9.1 GiB (#27508, 0.95 with "
+                   "--max-num-batched-tokens 1024: 1.71 found) of activations and non-torch "
+                   "memory; unmodelled, so at the pinned commit's defaults (0.92, Triton) the "
+                   "ledger finds 7.90 GiB for the cache, and at #27508's 10.33 GiB")
+def test_gpt_oss_120b_fails_to_find_kv_memory_at_the_defaults_with_long_contexts():
+    model, q = load("gpt-oss-120b.json")
+    h100 = system("h100-sxm")
+    assert not serve(model, ServeConfig(context=131072, quant=q), h100).starts
+
+
+def test_quantization_flag_overrides_the_file():
+    """--quantization fp8 on a bf16 checkpoint quantizes at load; on a quantized one it
+    may name the same method or its Marlin kernel; any other is refused as vLLM does."""
+    q = resolve("fp8", None)
+    h100 = system("h100-sxm")
+    bf16 = serve(llama3_8b(), ServeConfig(context=8192), h100)
+    fp8 = serve(llama3_8b(), ServeConfig(context=8192, quant=q), h100)
+    # linear layers to 1 byte a weight; embedding and head (2 x 525M) stay bf16
+    linear = llama3_8b().params - 2 * 128256 * 4096 - 65 * 4096  # less the norms
+    assert bf16.weight_bytes_per_gpu - fp8.weight_bytes_per_gpu == pytest.approx(linear, rel=1e-4)
+    gptq = load("quant/genz-70b-gptq-4bit-128g.json")[1]
+    assert resolve("gptq_marlin", gptq).method == "gptq"
+    with pytest.raises(LedgerError, match="refuses --quantization awq"):
+        resolve("awq", gptq)
+
+
+def test_prefill_runs_at_the_kernels_precision():
+    """W8A8 FP8 runs its GEMMs at the FP8 peak; W4A16 dequantizes and runs bf16 GEMMs."""
+    h100 = system("h100-sxm")
+    model = llama3_8b()
+    base = serve(model, ServeConfig(context=32768), h100).prefill_s
+    w4a16 = read_quant({"quant_method": "gptq", "bits": 4, "group_size": 128})
+    assert serve(model, ServeConfig(context=32768, quant=w4a16), h100).prefill_s == \
+        pytest.approx(base)
+    assert serve(model, ServeConfig(context=32768, quant=resolve("fp8", None)),
+                 h100).prefill_s < 0.8 * base
+
+
+def test_unknown_quant_method_is_one_line(tmp_path, capsys):
+    from ledger.cli import main
+
+    cfg = json.loads((HERE / "quant" / "orpheus-3b-bnb-nf4.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "hqq", "nbits": 4}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["serve", str(path), "--context", "4096"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'hqq'" in err[0]
+
+
+def test_decode_reads_the_stored_bytes():
+    """At batch 1 a decode step is memory-bound: a 4-bit GPTQ Llama-3-70B reads its
+    stored weights (less the embedding rows it only indexes, bf16 in both) where the
+    bf16 model reads its bf16 ones, and the cache the same: the step's time falls in the
+    ratio of those bytes."""
+    from ledger.model import llama3_70b
+
+    h100 = system("h100-sxm")
+    model = llama3_70b()
+    gptq = read_quant({"quant_method": "gptq", "bits": 4, "group_size": 128})
+    a = serve(model, ServeConfig(tp=4, context=8192), h100)
+    b = serve(model, ServeConfig(tp=4, context=8192, quant=gptq), h100)
+    table = model.breakdown["embedding"] / 4 * 2
+    kv = a.stages[0].kv_bytes_per_sequence
+    bw = h100.gpu.hbm_bytes_per_s
+    comm = a.decode_s_per_token - (kv + a.weight_bytes_per_gpu - table) / bw
+    assert b.decode_s_per_token - comm == pytest.approx(
+        (kv + b.weight_bytes_per_gpu - table) / bw, rel=1e-9)
+    assert b.decode_s_per_token < 0.4 * a.decode_s_per_token
+
+
+def test_weights_share_over_the_pipeline():
+    """The FP8 DeepSeek-R1 on two nodes: each pipeline rank holds its layers (and the
+    first the embedding, the last the head); one GPU of each rank together hold what
+    one GPU holds without PP."""
+    model, q = load("deepseek-v3-fp8.json")
+    one = serve(model, ServeConfig(tp=8, context=8192, quant=q), system("h200"))
+    two = serve(model, ServeConfig(tp=8, pp=2, context=8192, quant=q), system("h200"))
+    assert sum(s.weight_bytes for s in two.stages) == pytest.approx(one.weight_bytes_per_gpu,
+                                                                  rel=1e-12)
+
+
+KEYS = ["bits", "group_size", "weight_block_size", "quant_algo", "config_groups", "weights",
+        "num_bits", "type", "strategy", "input_activations", "ignore", "modules_to_not_convert",
+        "desc_act", "zero_point", "load_in_8bit", "block_structure", "quantization",
+        "symmetric", "dynamic"]
+VALUES = st.recursive(st.none() | st.booleans() | st.integers(-3, 300) | st.text(max_size=6),
+                      lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
+                      max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(METHODS + ("hqq",)), st.dictionaries(st.sampled_from(KEYS), VALUES,
+                                                           max_size=5))
+def test_any_quantization_config_is_read_or_refused_in_one_line(method, rest):
+    """Whatever a file's quantization_config holds, it is read into a format whose bytes
+    are positive, or refused by name; never a traceback."""
+    try:
+        q = read_quant({**rest, "quant_method": method})
+    except LedgerError as e:
+        assert str(e).startswith("quantization_config:") and "\n" not in str(e)
+        return
+    assert matrix_bytes(q, 64, 96) > 0

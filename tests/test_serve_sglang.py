@@ -1,0 +1,62 @@
+"""SGLang's memory plan (``--engine sglang``, issue 33): its default static fraction worked
+by hand from server_args.py's reserve, its token pool from the kv-cache mixin's formula,
+and DeepSeek-R1's pool held to a published observation."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import LedgerError
+from ledger.io.hf.reader import read_hf_config, read_hf_quant
+from ledger.model import llama3_8b
+from ledger.serve import ServeConfig, serve
+from ledger.serve.sglang import piecewise_sizes, reserved_mb
+from ledger.system import system
+
+HERE = Path(__file__).parent / "fixtures" / "serve"
+
+
+def test_default_fraction_by_hand():
+    """H100 (81,559 MB), tp 1, no MLA: 512 + 8,192 x 1.5 + 256 x 2 + 1/8 x 1,024 + 58
+    piecewise sizes x 8 = 13,904 MB; H200 (143,771 MB), tp 8, MLA: 512 + 12,288 + 1,024 +
+    1,024 + 1,536 = 16,384 MB."""
+    assert piecewise_sizes(8192) == 8 + 14 + 8 + 8 + 12 + 8
+    assert reserved_mb(81559, 1, 1, False, 8192, 256) == 13904
+    assert reserved_mb(143771, 8, 1, True, 8192, 512) == 16384
+    est = serve(llama3_8b(), ServeConfig(context=8192, engine="sglang"), system("h100-sxm"))
+    assert est.sglang[0].mem_fraction_static == round((81559 - 13904) / 81559, 3)
+
+
+def test_token_pool_by_hand():
+    """rest = total x fraction - weights; tokens = rest // cell, a cell Llama-3-8B's 32
+    layers x 8 KV heads x (128 + 128) x 2 B = 131,072 B."""
+    h100 = system("h100-sxm")
+    est = serve(llama3_8b(), ServeConfig(context=8192, engine="sglang",
+                                        mem_fraction_static=0.8), h100)
+    p = est.sglang[0]
+    weights = est.weight_bytes_per_gpu
+    assert p.cell_bytes == 32 * 8 * 256 * 2
+    assert p.max_total_num_tokens == int((h100.gpu.hbm_bytes * 0.8 - weights) // 131072)
+    assert est.max_sequences == p.max_total_num_tokens // 8192
+
+
+def test_deepseek_r1_pool_against_an_observation():
+    """DeepSeek-R1 FP8 on 8 H200, SGLang at --mem-fraction-static 0.82 with a bf16 MLA
+    cache: ~509k tokens observed (ai-dynamo/aisimulate PR #263's replay). The ledger finds
+    547,570 (+7.6%): it counts the GPU's whole memory free after the weights, where CUDA
+    context, NCCL and the loader hold some 2.5 GiB."""
+    model, _ = read_hf_config(HERE / "deepseek-v3-fp8.json")
+    q = read_hf_quant(HERE / "deepseek-v3-fp8.json")
+    est = serve(model, ServeConfig(tp=8, context=32768, quant=q, engine="sglang",
+                                   mem_fraction_static=0.82), system("h200"))
+    assert est.sglang[0].max_total_num_tokens == pytest.approx(509_000, rel=0.10)
+    assert est.starts
+
+
+def test_refusals():
+    with pytest.raises(LedgerError, match="dp"):
+        ServeConfig(context=8192, dp=2, engine="sglang")
+    model, _ = read_hf_config(HERE / "gpt-oss-120b.json")
+    with pytest.raises(LedgerError, match="SWAKVPool"):
+        serve(model, ServeConfig(context=8192, engine="sglang"), system("h100-sxm"))
