@@ -323,10 +323,12 @@ def bridge_table(out: list[Outcome] | None = None) -> str:
     return "\n".join(lines)
 
 
-# benchmarks/fit.py stage 3: the host's two constants (ledger.step.host), seconds per eager
-# block forward + backward, on the declared calibration rows (bridge.CALIBRATION_RELEASE)
-HOST_GRID = ((0.0, 2.5e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 3e-3),
-             (0.0, 2e-3, 4e-3, 6e-3, 8e-3, 1e-2, 1.2e-2, 1.6e-2, 2e-2, 2.4e-2))
+# benchmarks/fit.py stage 3: the host's three constants (ledger.step.host), seconds per
+# eager block forward + backward (host_block_s, host_moe_s) and per routed expert a GPU
+# holds (host_expert_s), on the declared calibration rows (bridge.CALIBRATION_RELEASE)
+HOST_GRID = ((0.0, 2.5e-4, 5e-4, 1e-3, 2e-3),
+             (0.0, 2e-3, 4e-3, 6e-3, 8e-3, 1e-2, 1.2e-2, 1.6e-2),
+             (0.0, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 6e-4, 8e-4))
 
 
 def calibration_rows() -> list[BridgeRow]:
@@ -355,13 +357,15 @@ def _timed_rows() -> tuple:
     return tuple(out)
 
 
-def host_score(block_s: float, moe_s: float, cal=None) -> tuple[float, float, int]:
+def host_score(block_s: float, moe_s: float, expert_s: float,
+               cal=None) -> tuple[float, float, int]:
     """(mean |error|, max |error|, rows) of the calibration rows that run, at the host's
-    constants ``block_s`` and ``moe_s`` (the rest of ``cal``, default the shipped): the
-    same tokens/s/GPU ``outcome`` prints, each row placed once."""
+    constants (the rest of ``cal``, default the shipped): the same tokens/s/GPU
+    ``outcome`` prints, each row placed once."""
     from ledger.step import DEFAULT, step_times
 
-    cal = replace(cal or DEFAULT, host_block_s=block_s, host_moe_s=moe_s)
+    cal = replace(cal or DEFAULT, host_block_s=block_s, host_moe_s=moe_s,
+                  host_expert_s=expert_s)
     errs = []
     for r, model, cfg, sysm, st, ov in _timed_rows():
         step = float(step_times(model, cfg, sysm, st, cal, ov)["step_time_s"])
@@ -371,12 +375,9 @@ def host_score(block_s: float, moe_s: float, cal=None) -> tuple[float, float, in
     return sum(errs) / len(errs), max(errs), len(errs)
 
 
-def fit_host(grid=HOST_GRID, cal=None) -> list[tuple[float, float, float, float]]:
-    """Every (mean |error|, max |error|, host_block_s, host_moe_s) of the grid on the
-    calibration rows, best first."""
-    scores = []
-    for b in grid[0]:
-        for m in grid[1]:
-            mean, worst, _ = host_score(b, m, cal)
-            scores.append((mean, worst, b, m))
-    return sorted(scores)
+def fit_host(grid=HOST_GRID, cal=None) -> list[tuple[float, ...]]:
+    """Every (mean |error|, max |error|, host_block_s, host_moe_s, host_expert_s) of the
+    grid on the calibration rows, best first."""
+    from itertools import product
+
+    return sorted((*host_score(b, m, e, cal)[:2], b, m, e) for b, m, e in product(*grid))

@@ -23,7 +23,11 @@ fitted by benchmarks/fit.py (stage 3) on declared Megatron-Bridge calibration ro
 ``host_block_s``, one attention block, one dense MLP block, or one MoE router with its
 preprocessing (the two moe_router / moe_preprocess scopes each half of it); and
 ``host_moe_s``, the rest of a MoE block (dispatch, permute, grouped GEMMs, unpermute,
-combine, the shared expert), captured only by the "moe" scope. Each is forward and
+combine, the shared expert), captured only by the "moe" scope, plus ``host_expert_s`` for
+each routed expert the GPU holds: Transformer Engine's grouped linear layer quantizes each
+expert's weight and issues one GEMM per expert from Python
+(transformer_engine/pytorch/module/grouped_linear.py L838-848 and L875-886 at
+NVIDIA/TransformerEngine d0067d0d; the backward's input- and weight-gradient GEMMs alike). Each is forward and
 backward together; the backward launches two kernels for each of the forward's GEMMs
 (input and weight gradient) and a gradient kernel for each elementwise one, so it takes
 2/3 of it and the forward 1/3.
@@ -33,8 +37,9 @@ from __future__ import annotations
 FORWARD_SHARE = 1.0 / 3.0  # of a block's host seconds: the forward; the backward the rest
 
 
-def _block_s(scopes: tuple, cal) -> dict:
-    """Host seconds, forward + backward, of each block kind under the captured scopes."""
+def _block_s(scopes: tuple, cal, local_experts=0) -> dict:
+    """Host seconds, forward + backward, of each block kind under the captured scopes;
+    ``local_experts``: the routed experts one GPU holds."""
     if "full_iteration" in scopes:
         return dict.fromkeys(("attn", "mamba", "mlp", "router", "moe"), 0.0)
     router = sum(0.5 for s in ("moe_router", "moe_preprocess") if s not in scopes)
@@ -42,13 +47,19 @@ def _block_s(scopes: tuple, cal) -> dict:
             "mamba": 0.0 if "mamba" in scopes else cal.host_block_s,
             "mlp": 0.0 if "mlp" in scopes else cal.host_block_s,
             "router": router * cal.host_block_s,
-            "moe": 0.0 if "moe" in scopes else cal.host_moe_s}
+            "moe": 0.0 if "moe" in scopes else cal.host_moe_s
+            + cal.host_expert_s * local_experts}
+
+
+def local_experts(model, cfg):
+    """Routed experts one GPU holds: num_experts / ep (0 for a dense model)."""
+    return model.num_experts / cfg.ep if model.is_moe else 0.0
 
 
 def layer_host_s(model, cfg, cal) -> float:
     """Host seconds of one layer's forward and backward for one micro-batch, averaged over
     the stack (each kind of layer weighted by how many layers are of it)."""
-    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal)
+    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal, local_experts(model, cfg))
     total = 0.0
     for kind, n in model.kind_counts.items():
         # every mixer is one block: attention's, or a recurrent one's ("mamba" scope)
@@ -103,7 +114,7 @@ def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f):
     if not syncs(model, cfg):
         return np.maximum(0.0, host_f - gpu_f), over_b
     share = model.moe_layers / model.layers
-    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal)
+    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal, local_experts(model, cfg))
     h_after = FORWARD_SHARE * blocks["moe"] * share
     t = np.maximum(host_f - h_after, gpu_f - gpu_after_f) + np.maximum(h_after, gpu_after_f)
     return t - gpu_f, over_b

@@ -89,7 +89,8 @@ class Calibration:
     # (ledger.step.host): fitted by benchmarks/fit.py stage 3 on the declared
     # Megatron-Bridge calibration rows
     host_block_s: float = 0.0  # an attention block, a dense MLP, a MoE router + preprocess
-    host_moe_s: float = 0.016  # a MoE block's dispatch, grouped GEMMs and combine
+    host_moe_s: float = 0.012  # a MoE block's dispatch, grouped GEMMs and combine
+    host_expert_s: float = 0.0002  # and per routed expert a GPU holds (its own GEMMs, casts)
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
