@@ -75,6 +75,15 @@ OVERLAP_SOURCES: dict[str, dict[str, str]] = {
                                 "is hidden by the attention/mlp computation in the backward "
                                 "step, and vice versa'), schedules.py L966-970 (one more "
                                 "warm-up micro-batch)",
+        "overlap_p2p_schedules": "megatron/training/arguments.py L3118-3120 "
+                                 "(--no-overlap-p2p-communication, store_false: "
+                                 "overlap_p2p_comm on by default), L1000-1017 (turned off "
+                                 "without a virtual pipeline); pipeline_parallel/schedules.py "
+                                 "L1697-1720 (interleaved 1F1B posts the next chunk's "
+                                 "send/recv and waits on them only before the chunk that "
+                                 "needs them); Megatron-Bridge sets it so with VP > 1 "
+                                 "(src/megatron/bridge/training/comm_overlap.py:451-460 @ "
+                                 "v0.3.1)",
     },
     "torchtitan": _FSDP2,
     "deepspeed": {
