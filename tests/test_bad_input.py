@@ -143,11 +143,12 @@ def test_system_file_type_errors(tmp_path, text, line):
 
 def test_system_file_that_is_a_directory_or_binary(tmp_path):
     code, out, err = run(["estimate", "llama3-8b", "--system", str(tmp_path)])
-    assert code == 2 and err == f"error: system: cannot read {tmp_path}: Is a directory\n"
+    assert code == 2 and err == f"error: system: {tmp_path} is a folder, not a regular file\n"
     p = tmp_path / "sys.json"
     p.write_bytes(bytes(range(128, 256)))
     code, out, err = run(["estimate", "llama3-8b", "--system", str(p)])
-    assert code == 2 and err == f"error: system: {p} is not text (JSON or TOML expected)\n"
+    assert code == 2 and err == (f"error: system: {p} is not UTF-8 text (byte 0x80 at "
+                                   f"offset 0); JSON or TOML expected\n")
 
 
 def test_gpus_per_node_and_a_system_file(tmp_path):
@@ -433,7 +434,7 @@ def test_a_binary_config_json_is_refused(tmp_path):
     p = tmp_path / "config.json"
     p.write_bytes(bytes(range(128, 256)))
     code, out, err = run(["report", str(p)])
-    assert code == 2 and err == f"error: model: {p} is not text\n"
+    assert code == 2 and err == f"error: model: {p} is not UTF-8 text (byte 0x80 at offset 0)\n"
 
 
 @pytest.mark.parametrize("argv,line", [

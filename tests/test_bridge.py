@@ -212,3 +212,39 @@ def test_each_disagreement_is_kept_and_only_those():
             assert same == (f not in r.disagree), (r.id, f, v, table)
             checked += 1
     assert checked > 1000
+
+
+def test_rack_over_hgx_ratios_pair_the_published_rows():
+    from ledger.render.bridge import outcomes, ratios
+
+    got = {(label, pair): pub for label, pair, pub, _ in ratios(list(outcomes()))}
+    if not any(o.row.gpu == "gb300" and o.status == "ran" for o in outcomes()):
+        pytest.skip("no gb300 preset on this branch yet")
+    # archive, 26.06 DeepSeekV3: DGX-GB300 256 MXFP8 GBS 4096 -> 6338; DGX-B300 -> 3541
+    # (the GB300's GBS 15360 row, 6422, is not the B300's twin)
+    assert got[("26.06 deepseek-v3 fp8_mx 256g", "gb300/b300")] == pytest.approx(6338 / 3541)
+    # 25.09 LLAMA3_8B: DGX-GB200 31357 (29925), DGX-B200 29994 (29388)
+    assert got[("25.09 llama3-8b fp8_cs 8g", "gb200/b200")] == pytest.approx(31357 / 29994)
+    assert got[("25.09 llama3-8b fp8_mx 8g", "gb200/b200")] == pytest.approx(29925 / 29388)
+
+
+def test_the_published_out_of_memory_placement():
+    from ledger.validation.bridge import did_not_fit
+
+    # archive:288-292: the B200 NVFP4 row ran at TP 2 because "Mapping used for MXFP8
+    # precision could not fit for NVFP4 precision": the MXFP8 row's TP 1, EP 64
+    (r,) = did_not_fit()
+    assert (r.model, r.gpu, r.gpus, r.precision, r.tp, r.ep, r.mbs) == \
+        ("nemotron-3-super", "b200", 64, "nvfp4", 1, 64, 1)
+    assert r.published_as == "did not fit" and r.tokens_per_s_per_gpu is None
+    assert r.source["line"] == 292
+
+
+def test_micro_batch_pairs_of_alike_runs():
+    from ledger.render.bridge import mbs_pairs, outcomes
+
+    got = {label: (a, b, pub) for label, a, b, pub, _ in mbs_pairs(list(outcomes()))}
+    # archive: 26.02 DGX-B200 Qwen3_30B_a3B MXFP8 MBS 1 -> 9691; 26.04.01 MBS 4 -> 27136
+    # (8 GPUs, TP 1, PP 1, EP 8 in both); 26.02.01's MBS 4 row is older than 26.04.01's
+    a, b, pub = got["b200 qwen3-30b-a3b fp8_mx 8g (26.02 / 26.04.01)"]
+    assert (a, b) == (1, 4) and pub == pytest.approx(27136 / 9691)

@@ -160,7 +160,11 @@ def test_gpu_presets_fp8_peaks_and_h800():
     measures 160 = 0.8 x 200), 400 Gb/s IB = 50 GB/s."""
     want = {"a100-40gb": 0, "a100-80gb": 0, "h100-sxm": 1979e12, "h200": 1979e12,
             "h100-96gb": 1979e12, "h100-nvl": 1671e12, "h800": 1979e12, "gh200": 1979e12,
-            "b200": 4500e12, "mi300x": 2615e12}
+            "b200": 4500e12, "mi300x": 2615e12,
+            # issue 30's presets, their datasheets' dense FP8 (ledger.system.sources)
+            "h20": 296e12, "b300": 4500e12, "gb200": 5000e12, "gb300": 5000e12,
+            "mi325x": 2614.9e12, "mi355x": 5033.2e12, "l40s": 733e12, "l4": 242.5e12,
+            "rtx-pro-6000": 1000e12}
     assert {n: g.fp8_flops for n, g in GPUS.items()} == want
     h800 = system("h800")
     assert (h800.intra_bytes_per_s, h800.inter_bytes_per_s) == (200e9, 50e9)

@@ -139,7 +139,7 @@ def test_a_bad_phases_file_says_everything_at_once(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("text,part", [
-    ("not toml [[", "is not valid toml"), ("x = 1\n", "must hold a non-empty list 'phase'"),
+    ("not toml [[", "is not valid TOML"), ("x = 1\n", "must hold a non-empty list 'phase'"),
     ("[[phase]]\ntokens = 1e9\nglobal_batch_tokens = 1000\n", "not a multiple of seq_len"),
     ("[[phase]]\ntokens = 1e9\nplacement = { pp = 3 }\n", "phase[0].placement"),
     ("[[phase]]\ntokens = 1e3\nrampup = [256, 16, 1000]\nglobal_batch = 512\n",

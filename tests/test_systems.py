@@ -62,9 +62,9 @@ def test_the_nvl72_racks_as_their_mlperf_system_files_give_them():
         assert s.inter_bytes_per_s == nic_gbit * 1e9 / 8  # one NIC per GPU
         assert s.intra_bytes_per_s == 900e9 and s.nvls
         assert s.host_memory_bytes == 960e9  # per host of 4, not per rack
-    b300 = system("b300")  # DGX B300 MLPerf: 8 per node, 2 TB host, TGP 1100 W
+    b300 = system("b300")  # DGX B300 MLPerf: 8 a node, 2 TB host, 1100 W; HGX B300: FP4 105/8 PF
     assert (b300.gpus_per_node, b300.gpus_per_domain, b300.gpu.board_power_w) == (8, 8, 1100)
-    assert b300.host_memory_bytes == 2048 * GiB and b300.gpu.fp4_flops == 13.5e15
+    assert b300.host_memory_bytes == 2048 * GiB and b300.gpu.fp4_flops == 13.125e15
 
 
 def test_a_job_fills_its_domains_in_segments_of_whole_hosts():
@@ -96,7 +96,11 @@ def test_deepseek_v3_ep64_on_256_gb200_is_priced_at_nvlink():
     assert {c.link for c in on.comms if c.axis == "pp"} == {"ib"}  # 4 segments apart
     argv = ["estimate", "deepseek-v3", "--gpus", "256", "--pp", "4", "--ep", "64",
             "--zero", "1", "--global-batch", "4096", "--seq", "4096", "--json"]
-    t_on = json.loads(cli(*argv, "--gpu", "gb200")[1])["breakdown"].get("ep_comm", 0.0)
+    on_json = json.loads(cli(*argv, "--gpu", "gb200")[1])
+    assert on_json["nvlink_domains"] == {"gpus_per_node": 4, "gpus_per_domain": 72,
+                                         "domain": 64, "links": {"ep": "nvlink", "dp": "nvlink",
+                                                                 "pp": "ib"}}
+    t_on = on_json["breakdown"].get("ep_comm", 0.0)
     t_off = json.loads(cli(*argv, "--gpu", "gb200", "--gpus-per-domain", "4")[1])[
         "breakdown"]["ep_comm"]
     # NVLink 900 GB/s against one 400 Gb/s NIC per GPU: 18x the bandwidth
@@ -286,3 +290,13 @@ def test_rack_vs_host_throughput_ratio_within_15_percent(pair):
         _tokens(host["system"][4:].lower(), host)
     assert (predicted > 1) == (published > 1)  # the direction
     assert abs(predicted / published - 1) <= 0.15, (predicted, published)
+
+
+if __name__ == "__main__":  # the table docs/systems.md quotes: python tests/test_systems.py
+    for pid, rack, host in PAIRS:
+        a = _tokens(rack["system"][4:].lower(), rack)
+        b = _tokens(host["system"][4:].lower(), host)
+        pub, pred = rack["tokens"] / host["tokens"], a / b
+        print(f"{pid:<27} L{rack['line']}/L{host['line']}  published {rack['tokens']:>6,.0f} / "
+              f"{host['tokens']:>6,.0f} = {pub:.3f}  predicted {a:>6,.0f} / {b:>6,.0f} = "
+              f"{pred:.3f}  {pred / pub - 1:+6.1%}" + ("  (xfail)" if pid in MISSES else ""))

@@ -169,3 +169,75 @@ def test_torchrun_with_a_world_the_toy_cannot_use():
     ours = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert ours == ["error: world: toys zero runs on 2, 4 or 8 ranks, got 3"]
     assert "gloo" not in r.stderr.lower()
+
+
+# ---------------------------------------------------------------- timed on progress
+# (issue 35) A world is timed on progress, not wall time: the limit is shortened to
+# HANG seconds by the launcher's test hook, so that each case costs one short world.
+HANG = "1.5"
+
+
+def test_a_rank_that_makes_no_progress_is_a_named_hang():
+    tag = f"LEDGER_TEST_{uuid.uuid4().hex}"
+    r = toys("spawn", "--hang-limit-s", HANG, "--inject-fault", "stop:2",
+             env=dict(os.environ, **{tag: "1"}), timeout=90)
+    assert r.returncode == 1 and r.stderr.splitlines() == [
+        "error: rank 2: no progress for 1.5 s (stopped), a hang; 3 other rank(s) waited on "
+        "it"], r.stderr
+    assert leftovers(tag) == []  # the stopped rank too
+
+
+def test_a_slow_world_under_a_stopped_parent_finishes():
+    """One world, two faults: rank 1 is busy for twice the limit before its collective
+    (the others wait on it: a slow world, not a hang), and the launcher itself is stopped
+    (SIGSTOP, as by Ctrl-Z) for twice the limit once its ranks run, then continued: the
+    time it was stopped is nobody's hang."""
+    import signal
+
+    p = subprocess.Popen([sys.executable, "-m", "ledger.toys", "spawn", "--hang-limit-s", HANG,
+                          "--inject-fault", "slow:1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    children = f"/proc/{p.pid}/task/{p.pid}/children"
+    while time.monotonic() < deadline and not _read(children).strip():
+        time.sleep(0.02)
+    os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(2 * float(HANG))
+    os.kill(p.pid, signal.SIGCONT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and err == "", err
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def test_kill_9_of_torchrun_orphans_no_stopped_rank():
+    """Rank 2 stops itself (SIGSTOP) under torchrun; torchrun is killed with SIGKILL: the
+    kernel ends every rank (PR_SET_PDEATHSIG), the stopped one too."""
+    import signal
+
+    tag = f"LEDGER_TEST_{uuid.uuid4().hex}"
+    p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node", "4", "-m", "ledger.toys", "spawn",
+                          "--inject-fault", "stop:2", "--hang-limit-s", "100"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=dict(os.environ, **{tag: "1"}))
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not any(_state(pid) == "T" for pid in leftovers(tag)):
+        time.sleep(0.2)
+    assert any(_state(pid) == "T" for pid in leftovers(tag))
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while leftovers(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftovers(tag) == []
+
+
+def _state(pid):
+    try:
+        return _read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"

@@ -15,7 +15,7 @@ the code and holds it to this order):
     frameworks   each framework's conventions as data, with sources; FP8 recipes
     finetune     what trains: frozen kinds and layers, peft's LoRA / DoRA adapters, NF4 bytes
     config       ParallelConfig and MoESpec: how a run is placed
-    system       GPUs, nodes and links
+    system       GPU presets, hosts and NVLink domains, links; every figure's source
     arch         one layer: FLOPs, saved tensors, activations
     placement    collectives, dense and expert comms, rank layout, stages, footprint, place()
     step         GEMM and DP time, step time, MFU

@@ -27,3 +27,22 @@ def require_divides(field: str, value: int, divisor_name: str, divisor: int) -> 
         raise LedgerError(
             field, f"{field}({value}) is not divisible by {divisor_name}({divisor})"
         )
+
+
+CLIP_CHARS = 200  # the most of a value a one-line message echoes
+
+
+def clip(value: object, limit: int = CLIP_CHARS) -> str:
+    """``repr``-free text of ``value`` cut to ``limit`` characters with an ellipsis, and
+    terminal control characters shown escaped, so that a message stays one short line.
+
+    >>> clip("x" * 300)[-4:], len(clip("x" * 300))
+    ('xxx…', 200)
+    >>> clip("a\\x1b[2Jb")
+    'a\\\\x1b[2Jb'
+    """
+    text = str(value)
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)

@@ -15,8 +15,8 @@ from ledger.frameworks import RECIPES
 from ledger.frameworks import LOSSES
 from ledger.io import (MAX_CAPACITY_FACTOR, MAX_DROPOUT, MAX_GLOBAL_BATCH, MAX_GPU_MEMORY_GIB,
                        MAX_GPUS, MAX_GPUS_PER_DOMAIN, MAX_GPUS_PER_NODE, MAX_HEADROOM_GIB,
-                       MAX_LAYERS, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP, MAX_VP, MIN_TIME, OneLineParser, count,
-                       natural, real)
+                       MAX_LAYERS, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP,
+                       MAX_VP, MIN_TIME, OneLineParser, count, natural, real)
 from ledger.memory import OPTIMIZERS, PRECISIONS
 from ledger.cli.runs import add_run_flags
 from ledger.pipeline import KINDS as SCHEDULES

@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from ledger.cli.args import build_parser
 from ledger.cli.inputs import (backward_time, finetune, fp8_precision, plan_facts, plan_model,
                               stage_split, step_flags)
 from ledger.cli.inputs import system as _system
 from ledger.cli.runs import add_run, published_runs, rank_plans, run_settings, top, whole_run
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, clip
 from ledger.io import check_finite_json, check_world
 from ledger.model import PRESETS, ModelSpec
 
@@ -228,7 +227,12 @@ def _cmd_plan(a: argparse.Namespace) -> str:
               finetune=ft, optimizer=a.optimizer, precision=a.precision, facts=plan_facts(a))
     gpus = a.gpus
     if a.min_gpus:
-        gpus, result = min_gpus(model, sysm, a.global_batch, a.max_gpus, **kw)
+        on_world = _world_line if sys.stderr.isatty() else None
+        try:
+            gpus, result = min_gpus(model, sysm, a.global_batch, a.max_gpus, on_world, **kw)
+        finally:
+            if on_world:
+                print(file=sys.stderr)  # end the line the worlds were counted on
     else:
         result = plan(model, gpus, sysm, a.global_batch, **kw)
     runs, priced = rank_plans(a, model, sysm, result, settings)
@@ -268,10 +272,14 @@ def _cmd_serve(a: argparse.Namespace):
 
 
 def _write(path: str, text: str, field: str = "html") -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise LedgerError(field, f"cannot write {path}: {e.strerror}") from None
+    from ledger.io.files import write_whole
+
+    write_whole(path, text, field)  # whole or not at all: the previous page kept
+
+
+MAX_ERROR_CHARS = 4000  # an error line, at most: every value in it is clipped where made,
+# this catches one that was not (a key of a launch file, say), and its control characters
+FILE_FLAGS = ("system", "phases", "from_megatron", "from_torchtitan", "html", "svg")
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -279,10 +287,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     a, extra = build_parser().parse_known_args(argv)
     if extra:
         where = f"train-ledger {a.cmd}" if a.cmd else "train-ledger"
-        raise LedgerError("usage", f"{where}: unrecognized arguments: {' '.join(extra)}")
+        raise LedgerError("usage", f"{where}: unrecognized arguments: "
+                                   f"{clip(' '.join(extra), 400)}")
     for name, value in vars(a).items():
         if isinstance(value, list):  # argparse drops a value of '--' and leaves []
             raise LedgerError(name, "needs a value, got '--'")
+        if value == "" and name in FILE_FLAGS:  # not "no file": a path that names nothing
+            raise LedgerError(name, "the path is empty ('')")
     fp8_precision(a)
     return a
 
@@ -335,6 +346,12 @@ def _model_and_config(a: argparse.Namespace):
                                       f"--schedule {a.schedule} with pp(1)")
     cfg = parallel_config(a, model)  # its pipeline is checked against the framework by the core
     return model, cfg
+
+
+def _world_line(gpus: int, k: int, total: int) -> None:
+    """--min-gpus on a terminal: which world is being planned, of how many at most."""
+    print(f"\r  smallest world: planning {gpus:,} GPUs (world {k} of at most {total})",
+          end="", file=sys.stderr, flush=True)
 
 
 def _progress_bar():
@@ -405,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             return _torch_command("ledger.verify.__main__", argv[1:])
         out = run(argv)
     except LedgerError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clip(e, MAX_ERROR_CHARS)}", file=sys.stderr)  # one line, however long
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

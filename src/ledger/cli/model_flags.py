@@ -9,12 +9,12 @@ than dropped. Megatron-LM's spelling is accepted where it has one
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import fields, replace
-from pathlib import Path
 
 from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
-from ledger.errors import LedgerError
-from ledger.io import model_flag, read_hf_config
+from ledger.errors import LedgerError, clip
+from ledger.io import MAX_LAYERS, model_flag, read_hf_config
 from ledger.anatomy.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
 from ledger.model import PRESETS, ModelSpec, preset
 
@@ -130,6 +130,8 @@ def parse_layers(text: str, layers: int, flag: str) -> tuple[int, ...]:
     """'1,3,5-9' (inclusive ranges), 'every:N' (layers i with (i+1) % N == 0, as
     Llama 4 and Qwen-MoE space them) or 'except-every:N' (the others: Gemma 3's local)."""
     out: set[int] = set()
+    if layers > MAX_LAYERS:  # the set below is built per layer: bounded first
+        raise LedgerError("--layers", f"layers({layers:,}) exceeds the limit of {MAX_LAYERS:,}")
     try:
         for item in text.split(","):
             item = item.strip()
@@ -141,13 +143,25 @@ def parse_layers(text: str, layers: int, flag: str) -> tuple[int, ...]:
                 out |= {i for i in range(layers) if ((i + 1) % n == 0) == keep}
             elif "-" in item:
                 a, b = (int(x) for x in item.split("-"))
-                out |= set(range(a, b + 1))
+                if b < a:  # '5-2' is a typo, not an empty set of layers
+                    raise ValueError
+                out |= set(range(a, _in_model(b, layers, flag) + 1))
             else:
                 out.add(int(item))
+    except LedgerError:
+        raise
     except ValueError:
         raise LedgerError(flag, f"expected layer indices like '1,3,5-9' or 'every:2', "
-                                f"got {text!r}") from None
+                                f"got {clip(repr(text))}") from None
     return tuple(sorted(out))
+
+
+def _in_model(last: int, layers: int, flag: str) -> int:
+    """A range's last index, refused before the range is built when past the model."""
+    if last >= layers:
+        raise LedgerError(flag, f"layer {clip(last)} is past the model's {layers:,} layers "
+                                f"(indices 0..{layers - 1:,})")
+    return last
 
 
 def parse_mixers(text: str, layers: int) -> tuple[str, ...]:
@@ -157,10 +171,15 @@ def parse_mixers(text: str, layers: int) -> tuple[str, ...]:
         letters, _, times = group.partition("*")
         try:
             n = int(times) if times else 1
+            if len(out) + n * len(letters) > layers:  # counted before it is built
+                raise LedgerError("--mixers", f"names more than the model's {layers:,} "
+                                              f"layers ({clip(repr(text))})")
             out += [MIXER_LETTERS[c] for c in letters.upper()] * n
+        except LedgerError:
+            raise
         except (KeyError, ValueError):
             raise LedgerError("--mixers", f"expected letters of {''.join(MIXER_LETTERS)} "
-                                          f"like 'MMMA*8', got {text!r}") from None
+                                          f"like 'MMMA*8', got {clip(repr(text))}") from None
     if len(out) != layers:
         raise LedgerError("--mixers", f"names {len(out)} layers, the model has {layers}")
     return tuple(out)
@@ -211,6 +230,9 @@ def custom_model(a: argparse.Namespace) -> ModelSpec:
         raise LedgerError("model", f"custom needs {' '.join(missing)}")
     if "gated_mlp" in given:
         given["gated_mlp"] = given["gated_mlp"] == "swiglu"
+    if given["layers"] > MAX_LAYERS:  # per-layer lists below are bounded by it
+        raise LedgerError("--layers", f"layers({given['layers']:,}) exceeds the limit of "
+                                      f"{MAX_LAYERS:,}")
     for f in ("local_layers", "moe_layer_ids", "no_mlp_layers"):
         if f in given:
             text = given[f].replace("all", f"0-{given['layers'] - 1}")
@@ -238,7 +260,7 @@ def load_model(a: argparse.Namespace) -> ModelSpec:
         return custom_model(a)
     if a.model.lower() in PRESETS:
         m = preset(a.model)
-    elif a.model.endswith(".json") or Path(a.model).exists():
+    elif a.model.endswith(".json") or a.model == "" or os.path.lexists(a.model):
         m, notes = read_hf_config(a.model)
         a.model_notes = notes
     else:

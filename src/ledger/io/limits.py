@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, clip
 
 # A world of 2^20 = 1,048,576 GPUs: several times the largest cluster announced to date.
 MAX_GPUS = 1 << 20
@@ -61,7 +61,7 @@ def integer(low: int, limit: int, name: str = "integer"):
             value = None
         if value is None or not low <= value <= limit:
             raise argparse.ArgumentTypeError(f"must be an integer in {low}..{limit:,}, "
-                                             f"got {text!r}")
+                                             f"got {clip(repr(text))}")
         return value
     parse.__name__ = name
     return parse
@@ -87,7 +87,8 @@ def real(limit: float, low: float = 0.0, closed_low: bool = False):
         above = value >= low if closed_low else value > low
         if not (math.isfinite(value) and above and value <= limit):
             span = f"{'[' if closed_low else '('}{low:g}, {limit:g}]"
-            raise argparse.ArgumentTypeError(f"must be a finite number in {span}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be a finite number in {span}, got "
+                                             f"{clip(repr(text))}")
         return value
     parse.__name__ = "real"
     return parse
@@ -144,5 +145,5 @@ class OneLineParser(argparse.ArgumentParser):
         if message.startswith("argument ") and ": " in message:
             flags, _, rest = message[len("argument "):].partition(": ")
             field = flags.split("/")[0].lstrip("-").replace("-", "_")
-            raise LedgerError(field, f"{rest} ({self.prog} {flags.split('/')[0]})")
-        raise LedgerError("usage", f"{self.prog}: {message}")
+            raise LedgerError(field, f"{clip(rest, 400)} ({self.prog} {flags.split('/')[0]})")
+        raise LedgerError("usage", f"{self.prog}: {clip(message, 400)}")

@@ -166,4 +166,10 @@ def load_phases(path: str | Path, cfg, seq_len: int) -> list[Phase]:
     out = [_phase(i, p, cfg, seq_len, problems) for i, p in enumerate(phases)]
     if problems:
         raise LedgerError("phases", f"{path}: " + "; ".join(problems))
+    batch = cfg.dp * cfg.micro_batch * cfg.num_microbatches
+    tokens = sum(p.tokens or p.steps * (p.global_batch or batch) * (p.seq_len or seq_len)
+                 for p in out)
+    if tokens > MAX_TOKENS:  # steps times batch times sequence, bounded as tokens are
+        raise LedgerError("phases", f"{path}: the phases train on {tokens:,.4g} tokens, "
+                                    f"past the limit of {MAX_TOKENS:,.0g} (docs/inputs.md)")
     return out

@@ -42,7 +42,8 @@ def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
     of ``priced``) ranked by time to train, with its days, GPU-hours and goodput. Where
     the NVLink domain spans hosts (NVL72), each placement says which axes stay in it."""
     racks = system.gpus_per_domain != system.gpus_per_node
-    head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}{domain_note(gpus, system)}: "
+    head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}"
+            f"{domain_note(gpus, system)}: "
             f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
             f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
     if not result.plans and result.host_shortfall_bytes > 0:

@@ -320,6 +320,8 @@ def links_note(c, system) -> str:
                  hsdp_shard=c.hsdp_shard, gpus_per_node=system.gpus_per_node,
                  gpus_per_domain=system.gpus_per_domain)
     axes = [a for a in ("tp", "cp", "ep", "dp", "pp") if getattr(c, a) > 1]
+    if getattr(c, "hsdp_shard", None):  # HSDP: FSDP's shard group and its replicas
+        axes += [g for g in ("shard", "replicate") if lay.group_size(g) > 1]
     inside = [a for a in axes if lay.link(a) == "nvlink"]
     out = [a for a in axes if a not in inside]
     return (f"  [nvlink {' '.join(inside) or '-'}; nics {' '.join(out) or '-'}]"
@@ -349,8 +351,9 @@ def domains_json(cfg, system) -> dict:
     return {"nvlink_domains": {
         "gpus_per_node": system.gpus_per_node, "gpus_per_domain": system.gpus_per_domain,
         "domain": segment(cfg.world, system.gpus_per_node, system.gpus_per_domain),
-        "links": {a: lay.link(a) for a in ("tp", "cp", "ep", "dp", "pp")
-                  if getattr(cfg, a) > 1}}}
+        "links": {a: lay.link(a) for a in ("tp", "cp", "ep", "dp", "pp", "shard", "replicate")
+                  if (getattr(cfg, a) > 1 if a in ("tp", "cp", "ep", "dp", "pp") else
+                      cfg.hsdp_shard is not None and lay.group_size(a) > 1)}}}
 
 
 def estimate_text(model, cfg, system, est) -> str:
@@ -398,7 +401,7 @@ def estimate_json(model, cfg, system, est) -> dict:
             "gpu": system.gpu.name, "world": cfg.world,
             "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,
             "recompute": cfg.recompute, "framework": cfg.framework,
-            "config": config_dict(cfg)}
+            "config": config_dict(cfg)} | domains_json(cfg, system)
     if est.placement is not None and est.placement.memory is not None:
         out["memory"] = memory_dict(est.placement.memory, est.capacity)
     out["exposed"] = exposed_dicts(est.exposed)

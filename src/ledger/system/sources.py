@@ -36,15 +36,16 @@ GPU_SOURCES = {
              "directions, 7x PCIe Gen5) - 450 GB/s per direction (10 links x 45 GB/s, Hot "
              "Chips 34)",
     "b200": "NVIDIA DGX B200 / HGX B200 datasheet: FP4 9, FP8 4.5, BF16 2.25 PFLOP/s "
-            "dense per GPU (144 / 72 / 36 with sparsity for 8); 180 GB HBM3e 8 TB/s; NVLink 5 1.8 TB/s (both directions)",
+            "dense per GPU (144 / 72 / 36 with sparsity for 8); 180 GB HBM3e 8 TB/s; NVLink 5 "
+            "1.8 TB/s (both directions)",
     "mi300x": "AMD Instinct MI300X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOP/s dense; "
               "192 GB HBM3 5.3 TB/s",
     "h20": "NVIDIA HGX H20 (the export-limited GH100 part; NVIDIA publishes no datasheet, "
            "the figures are the product brief's as reported, e.g. SemiAnalysis 2023-11): "
            "BF16 148 / FP8 296 TFLOP/s dense, 96 GB HBM3 4.0 TB/s, 78 SMs, NVLink 900 GB/s "
            "(both directions), 400 W",
-    "b300": "NVIDIA HGX B300 datasheet (8 GPUs): FP4 144 | 108 PFLOP/s (sparse | dense), "
-            "FP8 72 and BF16 36 PFLOP/s with sparsity - per GPU dense FP4 13.5, FP8 4.5, BF16 "
+    "b300": "NVIDIA HGX B300 datasheet (8 GPUs): FP4 144 | 105 PFLOP/s (sparse | dense), "
+            "FP8 72 and BF16 36 PFLOP/s with sparsity - per GPU dense FP4 13.125, FP8 4.5, BF16 "
             "2.25 PFLOP/s; HBM3e 8 TB/s; NVLink 5 1.8 TB/s (both directions). Capacity as "
             "NVIDIA's MLPerf DGX B300 system gives it, 270 GB (mlcommons/inference_results_v6.1 "
             "@ 5174fca8 closed/NVIDIA/systems/B300-SXM-270GBx8_TRT.json), taken as GiB as the "
@@ -61,8 +62,10 @@ GPU_SOURCES = {
              "160 SMs (Blackwell Ultra)",
     "mi325x": "AMD Instinct MI325X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOP/s dense (the "
               "MI300X's CDNA 3 compute, 304 CUs); 256 GB HBM3E 6 TB/s; 1,000 W",
-    "mi355x": "AMD Instinct MI355X datasheet: BF16 2.5 / FP8 5 / MXFP4 10 PFLOP/s dense "
-              "(CDNA 4, 256 CUs); 288 GB HBM3E 8 TB/s; 1,400 W. Capacity as AMD's MLPerf "
+    "mi355x": "AMD Instinct MI355X datasheet: BF16 2,516.6 / FP8 5,033.2 / MXFP4 10,066.3 "
+              "TFLOP/s dense (rounded there to 2.5 / 5 / 10 PFLOPS): 256 CDNA 4 CUs x 2.4 GHz "
+              "x 4,096 / 8,192 / 16,384 FLOPs a CU a clock (ISSCC 2026: 8,192 FP8); 288 GB "
+              "HBM3E 8 TB/s; 1,400 W. Capacity as AMD's MLPerf "
               "system names it (mlcommons/inference_results_v6.1 @ 5174fca8 closed/AMD/"
               "systems/8xMI355X_2xEPYC_9575F.json: 'AMD Instinct MI355X 288GB HBM3e')",
     "l40s": "NVIDIA L40S datasheet: BF16 362.05 / FP8 733 TFLOP/s dense (733 / 1,466 with "
@@ -70,8 +73,8 @@ GPU_SOURCES = {
             "Ada (sm_89): NCCL's Ampere tables",
     "l4": "NVIDIA L4 datasheet: BF16 121 / FP8 242.5 TFLOP/s dense (242 / 485 with "
           "sparsity); 24 GB GDDR6 300 GB/s; 72 W; 58 SMs; PCIe Gen4 x16, no NVLink",
-    "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Server Edition: 'up to 4 PFLOPS' FP4 AI "
-                    "performance, with sparsity - dense FP4 2 PFLOP/s, and FP8 and BF16 each "
+    "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: 'up to 4 PFLOPS' FP4 "
+                    "AI performance, with sparsity - dense FP4 2 PFLOP/s, and FP8 and BF16 each "
                     "half the format below it (the Blackwell tensor core's ratio: 1 and 0.5 "
                     "PFLOP/s); 96 GB GDDR7 1,597 GB/s; 600 W; 188 SMs; PCIe Gen5 x16, no NVLink",
 }

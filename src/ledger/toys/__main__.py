@@ -1,16 +1,23 @@
 """``python -m ledger.toys zero|tp|cp|pp|ep|all [--world 4] [--backend gloo|nccl] [--json]``
 
-Also ``train-ledger toys ...`` and ``torchrun --nproc_per_node 4 -m ledger.toys all``.
+Also ``train-ledger toys ...`` and ``torchrun --standalone --nproc_per_node 4 -m ledger.toys
+all``.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-from dataclasses import asdict
 
-from ledger.io.limits import OneLineParser
+from ledger.toys.early import PARENT, quit_on_signals
+
+if __name__ == "__main__":  # python -m / torchrun -m: before any import Ctrl-C could
+    quit_on_signals()  # interrupt with a traceback (train-ledger's main catches it itself)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+from dataclasses import asdict  # noqa: E402
+
+from ledger.io.limits import OneLineParser  # noqa: E402
 from ledger.toys.catalog import SPAWN_BASELINE, TOYS, WORLDS
 
 
@@ -22,7 +29,9 @@ def _parser() -> OneLineParser:
     p.add_argument("--world", type=int, default=4, help="ranks (built-in launcher)")
     p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     p.add_argument("--json", action="store_true", help="one JSON object with every report")
-    p.add_argument("--inject-fault", help=argparse.SUPPRESS)  # test hook: raise:R | die:R
+    p.add_argument("--inject-fault", help=argparse.SUPPRESS)  # test hook: raise:R | die:R |
+    # stop:R | slow:R | sleep:R (ledger.toys.launcher._inject)
+    p.add_argument("--hang-limit-s", type=float, help=argparse.SUPPRESS)  # test hook
     return p
 
 
@@ -88,9 +97,16 @@ def _main(argv: list[str] | None) -> int:
             print(f"error: {err}", file=sys.stderr)
         return 2
     jobs = [ToyJob(n) for n in names]
+    if a.hang_limit_s:
+        launcher.HANG_LIMIT_S = a.hang_limit_s
     if torchrun:
-        out = launcher.run_under_torchrun(jobs, a.backend, show)
-        if os.environ.get("RANK", "0") != "0":
+        out = launcher.run_under_torchrun(jobs, a.backend, show, PARENT, fault)
+        rank = os.environ.get("RANK", "0")
+        if out.error and (rank == "0" or not launcher.consequence(out.error)):
+            print(f"error: {out.error}", file=sys.stderr)  # its own cause, or rank 0's
+        if out.error:
+            launcher.exit_now(1)
+        if rank != "0":
             return 0
     else:
         quiet.note_stale_env()

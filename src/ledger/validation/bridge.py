@@ -214,3 +214,25 @@ def config_text(model: str) -> str:
 @lru_cache(maxsize=1)
 def rows() -> tuple[BridgeRow, ...]:
     return tuple(BridgeRow(**r) for r in _document()["rows"])
+
+
+def did_not_fit() -> tuple[BridgeRow, ...]:
+    """The placements the tables say did not fit (out-of-memory outcomes), as rows without
+    a measured figure. docs/performance-summary-archive.md:292 @ DOCS commit (26.04.01):
+    "Mapping used for MXFP8 precision could not fit for NVFP4 precision for this model. We
+    expect to achieve better performance for NVFP4 precision in future when NVFP4 param
+    gather is supported." - Nemotron 3 Super on 64 B200 in NVFP4 at the MXFP8 row's mapping
+    (archive:288: TP 1, EP 64, MBS 1, GBS 512, 8192 tokens; without NVFP4 param gather)."""
+    from dataclasses import replace
+
+    def one(**kw):
+        return next(r for r in rows() if all(getattr(r, k) == v for k, v in kw.items()))
+
+    at = dict(release="26.04.01", gpu="b200", model="nemotron-3-super")
+    mx, fp4 = one(precision="fp8_mx", **at), one(precision="nvfp4", **at)
+    note = next(n for n in fp4.notes if "could not fit" in n)
+    return (replace(fp4, id=fp4.id + "/mxfp8-mapping", tp=mx.tp, pp=mx.pp, cp=mx.cp, vp=mx.vp,
+                    ep=mx.ep, mbs=mx.mbs, gbs=mx.gbs, tokens_per_s_per_gpu=None,
+                    model_tflops_per_gpu=None, published_as="did not fit",
+                    notes=[note], source={**fp4.source, "line": 292},
+                    disagree={}, table_inconsistent=[]),)

@@ -3,13 +3,18 @@ HSDP, DTensor TP (+SP), pipelining and an expert all-to-all, one step each on re
 processes, their bytes and state against the ledger. Exit status 1 if any row is off."""
 from __future__ import annotations
 
-import json
-import os
-import sys
-from dataclasses import asdict
+from ledger.toys.early import PARENT, quit_on_signals
 
-from ledger.io.limits import OneLineParser
-from ledger.toys.wire import FRAMING_SIZES
+if __name__ == "__main__":  # python -m / torchrun -m: before any import Ctrl-C could
+    quit_on_signals()  # interrupt with a traceback (train-ledger's main catches it itself)
+
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from dataclasses import asdict  # noqa: E402
+
+from ledger.io.limits import OneLineParser  # noqa: E402
+from ledger.toys.wire import FRAMING_SIZES  # noqa: E402
 
 
 def _rows(reports):
@@ -69,8 +74,13 @@ def _main(argv: list[str] | None) -> int:
         return 2
     jobs = [Strategy(n) for n in (a.only or STRATEGIES)]
     if torchrun:
-        out = launcher.run_under_torchrun(jobs, "gloo", lambda rep: None)
-        if os.environ.get("RANK") != "0":
+        out = launcher.run_under_torchrun(jobs, "gloo", lambda rep: None, PARENT)
+        rank = os.environ.get("RANK", "0")
+        if out.error and (rank == "0" or not launcher.consequence(out.error)):
+            print(f"error: {out.error}", file=sys.stderr)  # its own cause, or rank 0's
+        if out.error:
+            launcher.exit_now(1)
+        if rank != "0":
             return 0
     else:
         quiet.note_stale_env()

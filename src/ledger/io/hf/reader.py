@@ -12,12 +12,12 @@ is flagged ``seq_default`` so reports can say so; ``--seq`` sets it.
 """
 from __future__ import annotations
 
-import json
 import math
+import os
 from pathlib import Path
 
-from ledger.errors import LedgerError
-from ledger.io.launch import read_text
+from ledger.errors import LedgerError, clip
+from ledger.io.files import parse_json, read_text
 from ledger.model import ModelSpec
 
 DEFAULT_SEQ = 4096
@@ -129,17 +129,10 @@ def _is(value: object, typ: type) -> bool:
 
 def _load(path: Path) -> dict:
     """The config's top-level JSON object, or a one-line refusal saying what is wrong."""
-    text = read_text(str(path), "model")
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise LedgerError("config.json", f"{path} is not valid JSON ({e.msg} at line "
-                                         f"{e.lineno} column {e.colno})") from None
-    except RecursionError:
-        raise LedgerError("config.json", f"{path} nests deeper than a JSON reader follows") \
-            from None
+    cfg = parse_json(read_text(str(path), "model"), path, "config.json",
+                     constants=True)
     if not isinstance(cfg, dict):
-        raise LedgerError("config.json", f"{path} must hold a JSON object, got a "
+        raise LedgerError("config.json", f"{clip(str(path))} must hold a JSON object, got a "
                                          f"{type(cfg).__name__}")
     return cfg
 
@@ -174,7 +167,7 @@ def read_config(cfg: dict, name: str = "") -> tuple[ModelSpec, tuple[str, ...]]:
     r.check_complete()
     r.refuse("add_cross_attention", False, "an encoder-decoder's cross-attention")
     seq = min(capacity, DEFAULT_SEQ)
-    spec = ModelSpec(name=name or str(cfg.get("_name_or_path") or kind), seq_len=seq,
+    spec = ModelSpec(name=name or clip(cfg.get("_name_or_path") or kind), seq_len=seq,
                      seq_default=True, family=kind, **fields)
     return spec, notes + tuple(r.notes)
 
@@ -202,12 +195,12 @@ def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
 def read_hf_config(path: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
     """A ModelSpec from a local ``config.json`` (or a folder holding one), and the
     reader's notes (``read_config``)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "config.json"
+    if str(path) != "" and Path(path).is_dir():  # Path('') would be the current folder
+        path = os.path.join(path, "config.json")
     cfg = _load(path)
+    path = Path(path)
     folder = path.resolve().parent.name if path.name == "config.json" else path.stem
-    name = str(cfg.get("_name_or_path") or folder or "")
+    name = clip(cfg.get("_name_or_path") or folder or "")  # printed: no terminal escapes
     return read_config(cfg, name)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
+from ledger.errors import clip
 from ledger.io.limits import MAX_LAYERS
 
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse's _negative_number_matcher
@@ -135,7 +136,7 @@ def convert(name: str, spec: dict, text: str):
         else:
             value = text
     except ValueError:
-        raise ValueError(f"{name}: invalid {kind} value: {text!r}") from None
+        raise ValueError(f"{name}: invalid {kind} value: {clip(repr(text))}") from None
     choices = spec.get("choices")
     if choices and value not in choices:
         raise ValueError(f"{name}: invalid choice: {text!r} (choose from "
@@ -152,11 +153,11 @@ def layer_pattern(text: str) -> list[int]:
     """
     if re.search(r"[^,\d\[\]()+*\s]", text):  # the characters _eval_pattern allows
         raise ValueError(text)
-    try:
-        tree = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
+    try:  # Python's own eval (Megatron's) stops at the same depth: joined terms by the
+        tree = ast.parse(text.strip(), mode="eval").body  # thousand are nested as deep
+        value = _pattern(tree)
+    except (SyntaxError, RecursionError, MemoryError):
         raise ValueError(text) from None
-    value = _pattern(tree)
     if not isinstance(value, list):
         raise ValueError(text)
     return value

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, clip
+from ledger.io.limits import MAX_VP
 
 FLAG = "pipeline_model_parallel_layout"
+MAX_LAYOUT_CHARS = 1 << 22  # an unrolled layout string, at most
 
 
 def parse_layout(text: str, pp: int, layers: int, mtp_layers: int = 0) -> tuple[tuple[int, ...], int]:
@@ -24,9 +26,15 @@ def parse_layout(text: str, pp: int, layers: int, mtp_layers: int = 0) -> tuple[
     >>> parse_layout("Et|(tt|)*30mL", 8, 61, 1)[1]
     4
     """
+    # Every character of the unrolled string is a layer, E, L or a stage's "|": no more
+    # than the model's layers, E and L and MAX_VP stages per rank (and never past 4 Mi
+    # characters). Unrolled within that budget, each repetition counted before it is
+    # built: 't*99999999999999' is refused without a byte of it.
+    limit = min(layers + mtp_layers + 2 + pp * MAX_VP, MAX_LAYOUT_CHARS)
     flat = text.replace(",", "")
-    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        flat = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), flat)
+    for pattern, budget in ((r"\(([^)]+)\)\*(\d+)", 4 * limit + len(text)),
+                            (r"(.)\*(\d+)", limit)):
+        flat = re.sub(pattern, _unroll([budget], text, limit), flat)
     stages = flat.split("|")
     bad = sorted(set(flat) - set("ELtm|"))
     problems = []
@@ -43,8 +51,23 @@ def parse_layout(text: str, pp: int, layers: int, mtp_layers: int = 0) -> tuple[
     if flat.count("m") != mtp_layers:
         problems.append(f"{flat.count('m')} MTP layers m, the model has {mtp_layers}")
     if problems:
-        raise LedgerError(FLAG, f"{text!r}: " + "; ".join(problems))
+        raise LedgerError(FLAG, f"{clip(repr(text))}: " + "; ".join(problems))
     return tuple(s.count("t") for s in stages), len(stages) // pp
+
+
+def _unroll(budget: list, text: str, limit: int):
+    """re.sub's replacement for ``x*n``: ``x`` n times, while the characters built so far
+    stay within ``budget[0]``."""
+    def repeat(m: re.Match) -> str:
+        digits = m.group(2)
+        size = len(m.group(1)) * int(digits) if len(digits) <= 12 else budget[0] + 1
+        budget[0] -= size
+        if budget[0] < 0:
+            raise LedgerError(FLAG, f"{clip(repr(text))} unrolls to more than {limit:,} "
+                                    f"characters: the model's layers, E, L and the stages' "
+                                    f"'|' can be no more")
+        return m.group(1) * int(digits)
+    return repeat
 
 
 def uneven_layers(pp: int, vp: int, layers: int, first: int | None,

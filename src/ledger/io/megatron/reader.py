@@ -25,7 +25,8 @@ import shlex
 
 from ledger.errors import LedgerError
 from ledger.io.megatron import model as mm
-from ledger.io.launch import Launch, read_text
+from ledger.io.files import read_text
+from ledger.io.launch import Launch
 from ledger.io.megatron.args import namespace, parse, table
 from ledger.io.shell.run import commands
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from ledger.errors import LedgerError
 from ledger.io.shell.syntax import _Lexer, _Word
 
+MAX_CHARS = 1 << 20  # the longest word, value or array (in characters) a script may build
+MAX_ITEMS = 1 << 16  # the most elements of an array, or words of one command
 _NOTHING = ("", None)  # what an empty "${X[@]}" contributes: not even an empty word
 
 
@@ -23,6 +25,7 @@ class _State:
     arrays: dict = field(default_factory=dict)
     found: list = field(default_factory=list)
     steps: int = 0
+    read: int = 0  # characters of sourced files read
 
 
 # ---------------------------------------------------------------- expansion
@@ -98,19 +101,33 @@ def _pattern(st: _State, word: _Word) -> str:
     return "".join(out)
 
 
+def bounded(st: _State, chars: int, items: int = 0) -> None:
+    """Refuse a word, a value or an array past ``MAX_CHARS`` characters or ``MAX_ITEMS``
+    elements, before it grows further (``X=$X$X`` repeated, arrays doubled)."""
+    if chars > MAX_CHARS or items > MAX_ITEMS:
+        raise LedgerError("from_megatron", f"{st.path}: a value grows past "
+                                           f"{MAX_CHARS:,} characters or {MAX_ITEMS:,} "
+                                           f"words; the reader stops here")
+
+
 def _segments(st: _State, parts: list, quoted: bool = False) -> list:
-    out = []
+    out, chars = [], 0
     for kind, v in parts:
         if kind in ("lit", "sq"):
-            out.append((v, False))
+            new = [(v, False)]
         elif kind == "dq":
-            out += _segments(st, v, quoted=True) if v else [("", False)]
+            new = _segments(st, v, quoted=True) if v else [("", False)]
         elif kind == "var":
-            out += _var(st, v, quoted)
+            new = _var(st, v, quoted)
         elif kind == "arith":
-            out.append((str(_arith(st, v)), not quoted))
+            new = [(str(_arith(st, v)), not quoted)]
         elif kind == "cmd":
-            out.append((_substitute(st, v), not quoted))
+            new = [(_substitute(st, v), not quoted)]
+        else:
+            continue
+        chars += sum(len(seg[0]) + 1 for seg in new if seg is not None)
+        out += new
+        bounded(st, chars, len(out))
     return out
 
 
@@ -142,9 +159,12 @@ def _fields(st: _State, word: _Word, split: bool = True) -> list[str]:
 
 
 def _word_fields(st: _State, words: list) -> list[str]:
-    out = []
+    out, chars = [], 0
     for w in words:
-        out += _fields(st, w)
+        new = _fields(st, w)
+        chars += sum(len(f) + 1 for f in new)
+        out += new
+        bounded(st, chars, len(out))
     return out
 
 
@@ -164,15 +184,20 @@ def _arith(st: _State, expr: str) -> int:
             right = ev(n.right)
             if isinstance(n.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
                 raise ValueError
-            return _ARITH[type(n.op)](ev(n.left), right)
+            return _wrap(_ARITH[type(n.op)](ev(n.left), right))
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-            return -ev(n.operand)
+            return _wrap(-ev(n.operand))
         raise ValueError
     try:
         return ev(ast.parse(text.strip() or "0", mode="eval").body)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         raise LedgerError("from_megatron", f"{st.path}: $(( {expr} )) is not integer "
                                            f"arithmetic") from None
+
+
+def _wrap(n: int) -> int:
+    """bash's arithmetic: signed 64-bit, wrapping (so no number grows without bound)."""
+    return (n + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def _substitute(st: _State, cmd: str) -> str:

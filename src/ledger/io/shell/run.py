@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 
 from ledger.errors import LedgerError
-from ledger.io.shell.expand import _State, _fields, _pattern, _word_fields
+from ledger.io.files import CAPS, read_text
+from ledger.io.shell.expand import _State, _fields, _pattern, _word_fields, bounded
 from ledger.io.shell.syntax import _ASSIGN, _Array, _Cmd, _Lexer, _parse, _Word
 
 MAX_STEPS = 10_000  # loop iterations and sourced files, all together
@@ -124,8 +125,9 @@ def _one(st: _State, stmt) -> int:
 
 
 def _assign_array(st: _State, arr: _Array) -> None:
-    items = _word_fields(st, arr.words)
-    st.arrays[arr.name] = (st.arrays.get(arr.name, []) if arr.append else []) + items
+    items = (st.arrays.get(arr.name, []) if arr.append else []) + _word_fields(st, arr.words)
+    bounded(st, sum(len(x) + 1 for x in items), len(items))
+    st.arrays[arr.name] = items
     st.vars.pop(arr.name, None)
 
 
@@ -140,6 +142,7 @@ def _assign(st: _State, word: _Word) -> bool:
     value = " ".join(_fields(st, rest, split=False))
     name = m.group(1)
     if m.group(2):
+        bounded(st, len(st.vars.get(name) or "") + len(value))
         value = (st.vars.get(name) or "") + value
     st.arrays.pop(name, None)
     st.vars[name] = value
@@ -237,9 +240,11 @@ def _source(st: _State, argv: list[str]) -> int:
     if not p.is_file():
         return 1
     _tick(st)
+    text = read_text(p, "from_megatron", cap=max(CAPS["from_megatron"] - st.read, 0))
+    st.read += len(text)  # the sourced files together within one launch file's cap
     saved, st.args = st.args, argv[1:] or st.args
     saved_path, st.path = st.path, str(p)
-    _run(st, _parse(_Lexer(p.read_text(encoding="utf-8"), str(p)).tokens()))
+    _run(st, _parse(_Lexer(text, str(p)).tokens()))
     st.args, st.path = saved, saved_path
     return 0
 

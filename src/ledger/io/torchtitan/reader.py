@@ -34,10 +34,9 @@ whole run's checkpoint interval and save mode (``ledger.run``, ``--tokens``).
 """
 from __future__ import annotations
 
-import tomllib
-
 from ledger.errors import LedgerError
-from ledger.io.launch import Launch, read_text
+from ledger.io.files import parse_toml, read_text
+from ledger.io.launch import Launch
 from ledger.io.torchtitan.flavours import COMMITS, FAMILIES, flavours, spec, tables
 
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved",
@@ -331,10 +330,7 @@ def _checkpoint(job: _Job) -> dict:
 
 def read_launch(path: str, gpus: int | None = None, model_flags: dict | None = None
                 ) -> Launch:
-    try:
-        raw = tomllib.loads(read_text(path, "from_torchtitan"))
-    except tomllib.TOMLDecodeError as e:
-        raise LedgerError("from_torchtitan", f"{path} is not valid TOML: {e}") from None
+    raw = parse_toml(read_text(path, "from_torchtitan"), path, "from_torchtitan")
     sec = _keys(raw)
     short, known, unknown = commit_of(sec)
     job = _Job(path, sec, short, known)
