@@ -89,6 +89,11 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                    help="pipeline schedule (default 1f1b, interleaved when --vp > 1)")
     g.add_argument("--capacity-factor", type=real(MAX_CAPACITY_FACTOR), default=1.0,
                    help="MoE routed payload as a multiple of the even share (default 1.0)")
+    g.add_argument("--moe-pad-expert-input-to-capacity", dest="pad_to_capacity",
+                   action="store_true",
+                   help="every expert's input padded to its capacity (Megatron's flag; "
+                        "token-drop runs): static shapes, the host never waits for the "
+                        "token counts")
     g.add_argument("--gpus", type=GPUS, help="world size to check the placement against")
     g.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
                    help="GPUs per node (default 8, or the --system file's)")
