@@ -92,6 +92,15 @@ def test_megatron_launch_sets_graphs_p2p_and_the_flex_backend(tmp_path):
     assert launch.flags["ep_backend"] == "hybridep"
     assert launch.flags["overlap_p2p"] is False
     assert not launch.unpriced
+    drop = tmp_path / "drop.flags"
+    drop.write_text(flags.read_text().replace("--moe-token-dispatcher-type flex "
+                                              "--moe-flex-dispatcher-backend hybridep",
+                                              "--moe-token-dispatcher-type alltoall "
+                                              "--moe-expert-capacity-factor 1.0 "
+                                              "--moe-pad-expert-input-to-capacity"))
+    padded = read_launch(str(drop), gpus=16)
+    assert padded.flags["capacity_factor"] == 1.0 and padded.flags["pad_to_capacity"]
+    assert not padded.unpriced
     whole = tmp_path / "whole.flags"
     whole.write_text(flags.read_text().replace(" --cuda-graph-scope attn moe_router", ""))
     assert read_launch(str(whole), gpus=16).flags["cuda_graph_scope"] == (

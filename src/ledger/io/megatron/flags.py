@@ -120,8 +120,10 @@ WHOLE_LAYER = ("attn", "mlp", "mamba", "moe_router", "moe_preprocess")
 def _host(ns: dict) -> tuple[dict, list[str]]:
     """CUDA graphs (--cuda-graph-impl, --enable-cuda-graph, --cuda-graph-modules or the
     deprecated --cuda-graph-scope: transformer_config.py L1049-1139, L2698-2739), the
-    pipeline's p2p overlap (--no-overlap-p2p-communication, arguments.py L3118-3120) and the
-    flex dispatcher's backend (--moe-flex-dispatcher-backend), as the CLI's fields."""
+    pipeline's p2p overlap (--no-overlap-p2p-communication, arguments.py L3118-3120), the
+    flex dispatcher's backend (--moe-flex-dispatcher-backend) and the experts' capacity
+    (--moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity), as the CLI's
+    fields."""
     out, odd = {}, []
     impl = ns.get("cuda_graph_impl") or "none"
     if ns.get("enable_cuda_graph") and impl == "none":
@@ -138,6 +140,12 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
             out["cuda_graph_scope"] = tuple(named) if named else WHOLE_LAYER
     if ns.get("overlap_p2p_comm") is False:
         out["overlap_p2p"] = False
+    if ns.get("num_experts") and ns.get("moe_expert_capacity_factor") is not None:
+        # transformer_config.py:917-921 at d98e8a64: each expert takes at most factor x its
+        # even share; padded to it, the shapes are static and the host never waits
+        out["capacity_factor"] = float(ns["moe_expert_capacity_factor"])
+        if ns.get("moe_pad_expert_input_to_capacity"):
+            out["pad_to_capacity"] = True
     backend = ns.get("moe_flex_dispatcher_backend")
     if ns.get("num_experts") and ns.get("moe_token_dispatcher_type") == "flex":
         if backend in ("deepep", "hybridep"):

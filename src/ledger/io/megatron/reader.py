@@ -91,6 +91,7 @@ decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
 pipeline-model-parallel-layout
 cuda-graph-impl enable-cuda-graph cuda-graph-modules cuda-graph-scope
 no-overlap-p2p-communication moe-flex-dispatcher-backend
+moe-expert-capacity-factor moe-pad-expert-input-to-capacity
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
