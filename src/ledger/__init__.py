@@ -14,6 +14,7 @@ the code and holds it to this order):
     memory       bytes per parameter of each resident state (StateBytes)
     frameworks   each framework's conventions as data, with sources; FP8 recipes
     finetune     what trains: frozen kinds and layers, peft's LoRA / DoRA adapters, NF4 bytes
+    optim        Muon: the matrices it orthogonalises, Newton-Schulz FLOPs, its gathers
     config       ParallelConfig and MoESpec: how a run is placed
     system       GPU presets, hosts and NVLink domains, links; every figure's source
     arch         one layer: FLOPs, saved tensors, activations

@@ -62,6 +62,8 @@ class Optimizer:
     moments: int = 0  # full-size moments, in the framework's moment dtype
     fixed_bytes: float = 0.0  # state of a fixed size per parameter (8-bit block-wise)
     factored: bool = False  # second moment as row and column vectors (Adafactor)
+    scalar_moments: int | None = None  # Muon: the moments of the parameters it does not
+    #   orthogonalise (its scalar optimizer's; ``moments`` is then the matrices' one)
     source: str = ""
 
 
@@ -87,6 +89,15 @@ OPTIMIZERS = {
     # _col in fp32; no first moment (beta1 None, L1149); vectors keep a full fp32 exp_avg_sq
     "adafactor": Optimizer(factored=True, source="transformers 5.23.0 optimization.py "
                                                  "Adafactor L1149, L1185-1240"),
+    # Muon: one momentum per orthogonalised matrix, Adam's two for the rest (the share is
+    # the model's: ledger.optim.muon.managed_share); the forms differ in time, not bytes
+    "muon": Optimizer(1, scalar_moments=2, source="Megatron-LM d98e8a64 megatron/core/"
+                      "optimizer/emerging_optimizers.py L93-98, L140-147 (2-D weights but "
+                      "embedding and output head: one momentum buffer; the rest: "
+                      "--muon-scalar-optimizer adam); Moonlight arXiv:2502.16982 sec. 2"),
+    "muon-moonlight": Optimizer(1, scalar_moments=2, source="Moonlight arXiv:2502.16982 "
+                                "sec. 2.2-2.3 (Muon on matrices, AdamW on the rest; "
+                                "Distributed Muon, Algorithm 1); Kimi K2 arXiv:2507.20534"),
 }
 OPTIMIZER_MOMENTS = {name: o.moments for name, o in OPTIMIZERS.items()}  # the seed's names
 FACTORED_BYTES = 4  # Adafactor's row and column statistics are fp32
@@ -105,12 +116,20 @@ def optimizer(name: str) -> Optimizer:
 
 
 def optimizer_state_per_param(name: str, master: float, moment: float,
-                              factored_rate: float = 0.0) -> float:
+                              factored_rate: float = 0.0, muon_share: float = 1.0) -> float:
     """Optimizer bytes of one parameter: the master copy, the moments in ``moment``
     bytes, any fixed-size state; ``factored_rate``: a factored optimizer's bytes per
-    parameter over the matrices it holds (``factored_bytes`` summed / their size)."""
+    parameter over the matrices it holds (``factored_bytes`` summed / their size);
+    ``muon_share``: the share of parameters Muon orthogonalises (one moment), the rest
+    keeping its scalar optimizer's moments.
+
+    >>> optimizer_state_per_param("muon", 4, 4, muon_share=0.75)  # 4 + 0.75 x 4 + 0.25 x 8
+    9.0
+    """
     o = optimizer(name)
-    return master + o.moments * moment + o.fixed_bytes + (factored_rate if o.factored else 0.0)
+    moments = o.moments if o.scalar_moments is None else \
+        muon_share * o.moments + (1 - muon_share) * o.scalar_moments
+    return master + moments * moment + o.fixed_bytes + (factored_rate if o.factored else 0.0)
 
 
 def bytes_per_param(precision: str = "bf16", optimizer: str = "adam") -> StateBytes:

@@ -26,7 +26,20 @@ MAX_CONTEXT = 1 << 24  # tokens of one sequence (the model-size limit of ledger.
 MAX_BATCH = 1 << 20  # sequences decoded together
 MAX_KV_BYTES = 1 << 50  # 1 PiB per GPU
 MAX_BLOCK = 1 << 16  # tokens per KV block
-FP8_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n in family))
+FP8_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n, r in family.items()
+                                   if r.gemm_format == "fp8"))
+FP4_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n, r in family.items()
+                                  if r.gemm_format == "fp4"))
+
+
+def _layer_ends(text: str) -> tuple[int, int]:
+    """argparse type: "FIRST,LAST", two layer counts (--bf16-layers 1,14)."""
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) \
+            or max(int(p) for p in parts) > MAX_LAYERS:
+        raise argparse.ArgumentTypeError(f"FIRST,LAST: two layer counts in 0..{MAX_LAYERS}, "
+                                         f"got {text!r}")
+    return int(parts[0]), int(parts[1])
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -100,21 +113,35 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpus-per-domain", type=count(MAX_GPUS_PER_DOMAIN),
                    help="GPUs per NVLink (scale-up) domain, whole nodes (default: the "
                         "--gpu preset's, 72 for gb200 / gb300, else one node)")
-    g.add_argument("--precision", choices=(*PRECISIONS, "fp8"),
+    g.add_argument("--precision", choices=(*PRECISIONS, "fp8", "fp4"),
                    help="bytes per state as this table says (default: the framework's); "
-                        "fp8: the framework's state, its linear layers' GEMMs in FP8")
+                        "fp8 / fp4: the framework's state, its linear layers' GEMMs in FP8 "
+                        "/ FP4")
     g.add_argument("--fp8-recipe", choices=FP8_RECIPES,
                    help="with --precision fp8: Megatron-LM's --fp8-recipe (delayed, the "
-                        "default; tensorwise; blockwise), torchao's (tensorwise, the "
-                        "default; rowwise), or deepseek-v3 (its report, sec. 3.3)")
+                        "default; tensorwise; blockwise; mxfp8), torchao's (tensorwise, the "
+                        "default; rowwise; mxfp8: the MX converter), or deepseek-v3 (its "
+                        "report, sec. 3.3)")
     g.add_argument("--fp8-param-gather", action="store_true",
                    help="with --precision fp8: GEMM weights kept in FP8 and all-gathered in "
                         "FP8 (Megatron --fp8-param-gather, torchao "
                         "enable_fsdp_float8_all_gather)")
+    g.add_argument("--fp4-recipe", choices=FP4_RECIPES,
+                   help="with --precision fp4: Megatron-LM's --fp4-recipe (nvfp4, the default)")
+    g.add_argument("--fp4-param-gather", action="store_true",
+                   help="with --precision fp4: GEMM weights kept in NVFP4 and all-gathered "
+                        "packed (Megatron --fp4-param-gather)")
+    g.add_argument("--bf16-layers", type=_layer_ends, metavar="FIRST,LAST",
+                   help="with --precision fp8 / fp4: the first FIRST and last LAST layers "
+                        "kept in BF16 (Megatron --first-last-layers-bf16 with "
+                        "--num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16)")
     g.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam",
                    help="optimizer (default adam): adam(w), sgd(-momentum), lion, "
                         "bitsandbytes' block-wise adam8bit / paged-adam8bit / lion8bit, "
-                        "adafactor (factored); master weights off: --precision bf16-pure")
+                        "adafactor (factored), muon (Megatron's: one momentum per matrix, "
+                        "Adam for the rest; Newton-Schulz by one owner per matrix under "
+                        "--zero 1), muon-moonlight (Moonlight / Kimi K2's Distributed "
+                        "Muon); master weights off: --precision bf16-pure")
     g.add_argument("--recompute", choices=RECOMPUTE, default="none",
                    help="activation recompute (Megatron's --recompute-granularity)")
     g.add_argument("--no-flash", action="store_true", help="materialised attention scores")

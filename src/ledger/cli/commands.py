@@ -120,7 +120,8 @@ def _cmd_report(a: argparse.Namespace) -> str:
     model, cfg = _model_and_config(a)
     node = _system(a)  # an unknown name is refused with the presets listed
     pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
-               gpus_per_node=node.gpus_per_node, gpus_per_domain=node.gpus_per_domain)
+               gpus_per_node=node.gpus_per_node, gpus_per_domain=node.gpus_per_domain,
+               gpu=node.gpu)
     _warn_idle(cfg, pl.bubble_fraction)
     room = Capacity(node.gpu.name, node.gpu.hbm_bytes, host_bytes=node.host_memory_bytes)
     if a.html:

@@ -318,16 +318,23 @@ def finetune(a: argparse.Namespace):
 
 
 def fp8_precision(a: argparse.Namespace) -> None:
-    """--precision fp8 with --fp8-recipe / --fp8-param-gather as one precision string
-    (``ledger.frameworks.fp8.spell``), which the config carries; the flags need --precision fp8."""
-    recipe, gather = getattr(a, "fp8_recipe", None), getattr(a, "fp8_param_gather", False)
-    if (recipe or gather) and getattr(a, "precision", None) != "fp8":
-        flag = "fp8_recipe" if recipe else "fp8_param_gather"
-        raise LedgerError(flag, f"needs --precision fp8, got --precision {a.precision}")
-    if getattr(a, "precision", None) == "fp8":
-        from ledger.frameworks import spell
+    """--precision fp8 (fp4) with --fp8-recipe / --fp8-param-gather (--fp4-recipe /
+    --fp4-param-gather) as one precision string (``ledger.frameworks.fp8.spell``), which
+    the config carries; the flags need their --precision."""
+    ends = tuple(getattr(a, "bf16_layers", None) or (0, 0))
+    if any(ends) and getattr(a, "precision", None) not in ("fp8", "fp4"):
+        raise LedgerError("bf16_layers", f"needs --precision fp8 or fp4, got --precision "
+                                         f"{a.precision}")
+    for w in ("fp8", "fp4"):
+        recipe = getattr(a, f"{w}_recipe", None)
+        gather = getattr(a, f"{w}_param_gather", False)
+        if (recipe or gather) and getattr(a, "precision", None) != w:
+            flag = f"{w}_recipe" if recipe else f"{w}_param_gather"
+            raise LedgerError(flag, f"needs --precision {w}, got --precision {a.precision}")
+        if getattr(a, "precision", None) == w:
+            from ledger.frameworks import spell
 
-        a.precision = spell(recipe, gather)
+            a.precision = spell(recipe, gather, w, ends)
 
 
 # -- what the step keeps (issue 21) ------------------------------------------------------

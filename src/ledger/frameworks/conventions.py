@@ -102,7 +102,7 @@ class Framework:
     offload_stage: dict = None  # offload kind -> the ZeRO stages it runs under
     # ---- checkpoints (``ledger.frameworks.checkpoints``) ----------------------------------
     checkpoint: CheckpointFormat  # what a save writes, who writes it, what blocks
-    # ---- FP8 training (``ledger.frameworks.fp8``): None runs every GEMM in BF16 ------------------
+    # ---- FP8 / FP4 training (``ledger.frameworks.fp8``): None runs every GEMM in BF16 ----------
     fp8: fp8_recipes.Fp8Recipe | None = None
 
     @property
@@ -111,12 +111,13 @@ class Framework:
         return self.name.partition("@")[0]
 
     def state_per_param(self, zero_stage: int, optimizer: str = "adam",
-                        factored_rate: float = 0.0) -> StateBytes:
+                        factored_rate: float = 0.0, muon_share: float = 1.0) -> StateBytes:
         """(params, grads, optimizer) bytes of one parameter, before any sharding
         (``ledger.memory.OPTIMIZERS``; ``factored_rate``: Adafactor's row and column
-        bytes per parameter of the model's matrices)."""
+        bytes per parameter of the model's matrices; ``muon_share``: the share Muon
+        orthogonalises, ``ledger.optim.muon.managed_share``)."""
         optim = optimizer_state_per_param(optimizer, self.master_bytes, self.moment_bytes,
-                                          factored_rate)
+                                          factored_rate, muon_share)
         return StateBytes(self.param_bytes, self.grad_bytes,
                           int(optim) if optim == int(optim) else optim)
 
@@ -125,11 +126,11 @@ class Framework:
         every state, and the gathered params, in that precision's dtypes."""
         if precision is None:
             return self
-        if fp8_recipes.is_fp8(precision):
+        if fp8_recipes.is_low_precision(precision):
             return self.with_fp8(precision)
         if precision not in PRECISIONS:
             raise LedgerError("precision", f"unknown precision {precision!r}; "
-                                           f"known: {', '.join([*PRECISIONS, 'fp8'])}")
+                                           f"known: {', '.join([*PRECISIONS, 'fp8', 'fp4'])}")
         p = PRECISIONS[precision]
         return replace(self, param_bytes=p.param, grad_bytes=p.grad, master_bytes=p.master,
                        moment_bytes=p.moment, gathered_param_bytes=p.param,
@@ -148,9 +149,9 @@ class Framework:
         """SP all-gather bytes relative to BF16 (``ledger.frameworks.fp8.tp_gather_ratio``)."""
         return fp8_recipes.tp_gather_ratio(self)
 
-    def fp8_gathered_param_ratio(self, model) -> float:
+    def fp8_gathered_param_ratio(self, model, zero3: bool = False) -> float:
         """Param all-gather bytes per param-state byte (``ledger.frameworks.fp8.gathered_param_ratio``)."""
-        return fp8_recipes.gathered_param_ratio(model, self)
+        return fp8_recipes.gathered_param_ratio(model, self, zero3)
 
     def loss_for(self, tp: int, compile: bool) -> str:
         """The loss a run uses by default: compiled under --compile where the framework

@@ -1,14 +1,21 @@
-"""FP8 training recipes as data: what each keeps in FP8, what stays BF16/FP32, what moves
-in FP8 on the wire, and which GEMMs run at the GPU's FP8 rate.
+"""Low-precision training recipes as data (FP8, MXFP8, NVFP4): what each keeps in the low
+format, what stays BF16/FP32, what moves low on the wire, and which GEMMs run at which of
+the GPU's peaks.
 
 A recipe is named as the framework names it (Megatron-LM ``--fp8-recipe``: delayed,
 tensorwise, blockwise; torchao ``Float8LinearRecipeName``: tensorwise, rowwise) and priced
 as that framework keeps it: Transformer Engine (Megatron) caches FP8 copies of every GEMM
 weight and saves the linear layers' inputs in FP8; torchao (torchtitan) casts per forward
 and saves the high-precision inputs. ``deepseek-v3`` is the DeepSeek-V3 report's own
-scheme (arXiv:2412.19437 sec. 3.3). A precision string carries the choice through the
-ledger: ``"fp8"`` (the framework's default recipe), ``"fp8-<recipe>"``, and a
-``"+param-gather"`` suffix for FP8 parameters all-gathered in FP8.
+scheme (arXiv:2412.19437 sec. 3.3). ``mxfp8`` (Megatron ``--fp8-recipe mxfp8``, torchao's
+MX converters) and ``nvfp4`` (Megatron ``--fp4-format e2m1 --fp4-recipe nvfp4``) are
+Transformer Engine's block-scaled recipes for Blackwell: their bytes are ``ledger.formats``'
+(MXFP8 1 + 1/32 B per element per copy, NVFP4 0.5 + 1/16), each weight kept as a row-wise
+and a column-wise copy, each saved input as the column-wise copy the weight gradient reads.
+A precision string carries the choice through the ledger: ``"fp8"`` / ``"fp4"`` (the
+framework's default recipe of that width), ``"fp8-<recipe>"`` / ``"fp4-<recipe>"``, and a
+``"+param-gather"`` suffix for parameters kept and all-gathered low (``--fp8-param-gather``,
+``--fp4-param-gather``).
 
 For the time model (``ledger.step``): ``gemm_precision(fw, gemm, pass_)`` says whether a
 GEMM (``GEMMS``: qkv, attn_out, mla_down/up, mlp_up/down, experts_up/down, shared_up/down
@@ -26,16 +33,27 @@ the block (1x128 tile: 4/128 B, 128x128 block: 4/16384 B).
 ('blockwise', 1.03125, 2.000488)
 >>> recipe("torchtitan", "fp8").name, recipe("torchtitan", "fp8").act_bytes
 ('tensorwise', 0.0)
+>>> r = recipe("megatron", "fp4+param-gather")
+>>> r.name, r.gemm_format, r.act_bytes, r.param_resident_bytes
+('nvfp4', 'fp4', 0.5625, 1.125)
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from ledger.errors import LedgerError
+from ledger.formats import bytes_per_element
+from ledger.frameworks.gemm_weights import gemm_params, gemm_weights
+from ledger.frameworks.fp8_sources import SOURCES
 
-TILE = 4 / 128  # fp32 scale per 1 x 128 tile, per element
-BLOCK = 4 / (128 * 128)  # fp32 scale per 128 x 128 block, per element
+TILE = bytes_per_element("fp8-block1x128") - 1  # fp32 scale per 1 x 128 tile: 4/128 B
+BLOCK = bytes_per_element("fp8-block128x128") - 1  # fp32 per 128 x 128 block: 4/16384 B
+MX8 = bytes_per_element("mxfp8")  # E4M3 + an E8M0 scale per 32: 1.03125 B per element
+NV4 = bytes_per_element("nvfp4")  # packed E2M1 + an E4M3 scale per 16: 0.5625 B
 PARAM_GATHER = "+param-gather"
+BF16_ENDS = re.compile(r"\+bf16-ends-(\d+)-(\d+)$")  # "+bf16-ends-1-14": bf16_layers (1, 14)
+WIDTHS = ("fp8", "fp4")  # the precision strings' prefixes: the GEMMs' peak
 # The GEMMs of a decoder layer and the model around it, and the three passes of each.
 GEMMS = ("qkv", "attn_out", "mla_down", "mla_up", "mlp_up", "mlp_down", "experts_up",
          "experts_down", "shared_up", "shared_down", "router", "attention_core",
@@ -66,9 +84,17 @@ class Fp8Recipe:
     meta_bytes_per_weight: float = 0.0  # scales / amax history of each GEMM weight tensor
     param_gather: bool = False  # GEMM weights all-gathered in FP8 (--fp8-param-gather)
     param_gather_wire_bytes: float = 0.0  # bytes per GEMM weight element on the wire then
+    fsdp_wire_bytes: float | None = None  # ... under ZeRO-3 / FSDP (None: the same)
+    per_tensor_te: bool = False  # TE's per-tensor FP8 weight: its transpose is a second
+    #   buffer only where FP8 GEMMs need the TN layout (``single_buffer``)
     param_resident_bytes: float | None = None  # and kept in place of the BF16 param (FP8
     #   param + its transpose); None: the resident shard is unchanged (torchao casts it)
-    gemms: frozenset = LINEAR_GEMMS  # GEMMs run at the FP8 rate, every pass
+    gemms: frozenset = LINEAR_GEMMS  # GEMMs run at the recipe's rate, every pass
+    gemm_format: str = "fp8"  # the peak those GEMMs run at: "fp8" or "fp4"
+    block_scaled: bool = False  # MX / NVFP4 block-scaled MMA: Blackwell-class tensor cores
+    wgrad_rht: bool = False  # a 16 x 16 random Hadamard transform on both wgrad operands
+    bf16_layers: tuple[int, int] = (0, 0)  # transformer layers at the start and the end kept
+    #   in BF16 (Megatron --first-last-layers-bf16, --num-layers-at-start/end-in-bf16)
 
 
 # Delayed scaling: per GEMM module TE keeps, for 3 forward (input, weight, output) and 2
@@ -78,9 +104,10 @@ _DELAYED_META = 5 * (4 + 4 * 1)
 _CURRENT_META = 5 * (4 + 4)
 
 _TE = dict(weight_cache_bytes=2.0, act_bytes=1.0, tp_gather_bytes=1.0,
-           param_gather_wire_bytes=1.0, param_resident_bytes=2.0)
+           param_gather_wire_bytes=1.0, param_resident_bytes=2.0, per_tensor_te=True)
 _TE_BLOCK = dict(weight_cache_bytes=2 * (1 + BLOCK), act_bytes=1 + TILE, tp_gather_bytes=1 + TILE,
-                 param_gather_wire_bytes=1 + BLOCK, param_resident_bytes=2 * (1 + BLOCK))
+                 param_gather_wire_bytes=1 + BLOCK, param_resident_bytes=2 * (1 + BLOCK),
+                 per_tensor_te=False)
 RECIPES: dict[str, dict[str, Fp8Recipe]] = {
     "megatron": {
         "delayed": Fp8Recipe(name="delayed", summary="TE DelayedScaling: per-tensor scales "
@@ -108,121 +135,148 @@ RECIPES: dict[str, dict[str, Fp8Recipe]] = {
                              "saved", weight_cache_bytes=0.0, act_bytes=0.0),
     },
 }
+# TE's block-scaled recipes (Blackwell): both copies of each weight cached across
+# micro-batches, the column-wise copy of each input saved, SP gathers in the low format.
+RECIPES["megatron"]["mxfp8"] = Fp8Recipe(
+    name="mxfp8", summary="TE MXFP8BlockScaling: E4M3 in 32-element blocks with E8M0 "
+    "scales, row- and column-wise copies each quantized from BF16",
+    weight_cache_bytes=2 * MX8, act_bytes=MX8, tp_gather_bytes=MX8,
+    param_gather_wire_bytes=2.0, param_resident_bytes=2 * MX8, block_scaled=True,
+    fsdp_wire_bytes=MX8)  # Megatron-FSDP: the row-wise copy forward, column-wise backward
+RECIPES["megatron"]["nvfp4"] = Fp8Recipe(
+    name="nvfp4", summary="TE NVFP4BlockScaling: E2M1 in 16-element blocks with E4M3 scales "
+    "and an fp32 per-tensor scale, 16x16 weight blocks; stochastic rounding and a 16x16 "
+    "random Hadamard transform on the weight-gradient operands",
+    weight_cache_bytes=2 * NV4, act_bytes=NV4, tp_gather_bytes=NV4,
+    param_gather_wire_bytes=0.5, param_resident_bytes=2 * NV4, gemm_format="fp4",
+    block_scaled=True, wgrad_rht=True, meta_bytes_per_weight=2 * 4)  # fp32 amax per copy
+RECIPES["torchtitan"]["mxfp8"] = Fp8Recipe(
+    name="mxfp8", summary="torchao MX (quantize.linear.mx, mxfp8_cublas): E4M3 in 32-element "
+    "blocks with E8M0 scales, cast every use, BF16 inputs and weights saved",
+    weight_cache_bytes=0.0, act_bytes=0.0, block_scaled=True,
+    gemms=LINEAR_GEMMS - {"experts_up", "experts_down"})  # grouped GEMMs: their own converter
 # DeepSeek's own stack runs its own recipe only
 RECIPES["deepseek"] = {"deepseek-v3": RECIPES["megatron"]["deepseek-v3"]}
-DEFAULT_RECIPE = {"megatron": "delayed", "torchtitan": "tensorwise", "deepseek": "deepseek-v3"}
-PARAM_GATHER_RECIPES = {"megatron": ("delayed", "tensorwise", "blockwise", "deepseek-v3"),
+DEFAULT_RECIPE = {("megatron", "fp8"): "delayed", ("torchtitan", "fp8"): "tensorwise",
+                  ("deepseek", "fp8"): "deepseek-v3", ("megatron", "fp4"): "nvfp4"}
+LIBRARY = {"megatron": "Transformer Engine", "torchtitan": "torchao",
+           "deepseek": "its report's recipe"}
+PARAM_GATHER_RECIPES = {"megatron": ("delayed", "tensorwise", "blockwise", "deepseek-v3",
+                                     "mxfp8", "nvfp4"),
                         "torchtitan": ("tensorwise",), "deepseek": ()}
 
 
+def width(precision: str | None) -> str | None:
+    """"fp8" or "fp4" when ``precision`` names a low-precision recipe, else None."""
+    if not isinstance(precision, str):
+        return None
+    return next((w for w in WIDTHS if precision == w or precision.startswith((f"{w}-",
+                                                                               f"{w}+"))), None)
+
+
 def is_fp8(precision: str | None) -> bool:
-    return isinstance(precision, str) and (precision == "fp8" or precision.startswith("fp8-")
-                                           or precision.startswith("fp8+"))
+    return width(precision) == "fp8"
 
 
-def spell(recipe_name: str | None, param_gather: bool = False) -> str:
-    """The precision string of a recipe choice: "fp8", "fp8-blockwise+param-gather"."""
-    return "fp8" + (f"-{recipe_name}" if recipe_name else "") + (PARAM_GATHER * param_gather)
+def is_low_precision(precision: str | None) -> bool:
+    """An FP8 or FP4 recipe's precision string."""
+    return width(precision) is not None
+
+
+def spell(recipe_name: str | None, param_gather: bool = False, prefix: str = "fp8",
+          bf16_layers: tuple[int, int] = (0, 0)) -> str:
+    """The precision string of a recipe choice: "fp8", "fp8-blockwise+param-gather",
+    "fp4-nvfp4+bf16-ends-1-14"."""
+    ends = f"+bf16-ends-{bf16_layers[0]}-{bf16_layers[1]}" if any(bf16_layers) else ""
+    return prefix + (f"-{recipe_name}" if recipe_name else "") + (PARAM_GATHER * param_gather) \
+        + ends
 
 
 def recipe(framework: str, precision: str) -> Fp8Recipe:
     """The recipe a precision string names under ``framework``; one line when the
     framework does not offer it."""
-    if framework not in RECIPES:
-        raise LedgerError("precision", f"fp8 is modelled under megatron (Transformer "
-                                       f"Engine), torchtitan (torchao) and deepseek (its "
-                                       f"report's recipe), not {framework}")
+    w = width(precision) or "fp8"
+    offered = {n: r for n, r in RECIPES.get(framework, {}).items() if r.gemm_format == w}
+    if not offered:
+        where = [f"{f} ({LIBRARY[f]})" for f in sorted({f for (f, x) in DEFAULT_RECIPE
+                                                        if x == w})]
+        raise LedgerError("precision", f"{w} is modelled under {', '.join(where)}, "
+                                       f"not {framework}")
+    ends = BF16_ENDS.search(precision)
+    precision = precision[:ends.start()] if ends else precision
     gather = precision.endswith(PARAM_GATHER)
     name = precision[:-len(PARAM_GATHER)] if gather else precision
-    name = name[len("fp8-"):] if name.startswith("fp8-") else DEFAULT_RECIPE[framework]
-    offered = RECIPES[framework]
+    name = name[len(w) + 1:] if name.startswith(f"{w}-") else DEFAULT_RECIPE[framework, w]
     if name not in offered:
-        raise LedgerError("fp8_recipe", f"{framework} offers fp8 recipes "
-                                        f"{', '.join(offered)}, got {name!r}")
+        raise LedgerError(f"{w}_recipe", f"{framework} offers {w} recipes "
+                                         f"{', '.join(offered)}, got {name!r}")
     if gather and name not in PARAM_GATHER_RECIPES[framework]:
-        raise LedgerError("fp8_param_gather", f"{framework} gathers fp8 params only under "
-                                              f"{', '.join(PARAM_GATHER_RECIPES[framework])}, "
-                                              f"not {name}")
-    return replace(offered[name], param_gather=gather)
+        raise LedgerError(f"{w}_param_gather", f"{framework} gathers {w} params only under "
+                                               f"{', '.join(PARAM_GATHER_RECIPES[framework])}"
+                                               f", not {name}")
+    bf16 = (int(ends.group(1)), int(ends.group(2))) if ends else (0, 0)
+    return replace(offered[name], param_gather=gather, bf16_layers=bf16)
 
 
 def gemm_precision(fw, gemm: str, pass_: str = "fprop") -> str:
-    """"fp8" when ``gemm`` (one of ``GEMMS``) runs at the FP8 rate in ``pass_`` (fprop,
-    dgrad or wgrad) under the framework's recipe, else "bf16". The time model's one
-    question: every linear layer's three GEMMs run in FP8 (TE/Megatron fp8_autocast over
-    the transformer layers; DeepSeek-V3 sec. 3.3 fig. 6); the attention core, the router
-    and the output head stay BF16."""
+    """"fp8" or "fp4" when ``gemm`` (one of ``GEMMS``) runs at that rate in ``pass_``
+    (fprop, dgrad or wgrad) under the framework's recipe, else "bf16". The time model's
+    one question: every linear layer's three GEMMs run low (TE/Megatron fp8_autocast over
+    the transformer layers, NVFP4's wgrad too; DeepSeek-V3 sec. 3.3 fig. 6); the
+    attention core, the router and the output head stay BF16."""
     if gemm not in GEMMS or pass_ not in PASSES:
         raise LedgerError("gemm", f"unknown GEMM {gemm!r} / pass {pass_!r}; known: "
                                   f"{', '.join(GEMMS)} x {', '.join(PASSES)}")
     rec = getattr(fw, "fp8", None)
-    return "fp8" if rec is not None and gemm in rec.gemms else "bf16"
+    return rec.gemm_format if rec is not None and gemm in rec.gemms else "bf16"
 
 
 def peak_flops(gpu, fw, gemm: str, pass_: str = "fprop") -> float:
-    """Dense peak FLOP/s of one GEMM: the GPU's FP8 peak where it runs in FP8, else BF16.
-    A GPU without FP8 tensor cores (A100: 0) is refused with one line."""
-    if gemm_precision(fw, gemm, pass_) == "bf16":
+    """Dense peak FLOP/s of one GEMM: the GPU's FP8 or FP4 peak where it runs so, else
+    BF16. A GPU without those tensor cores (A100: no FP8; H100: no FP4, no block-scaled
+    MMA for MXFP8) is refused with one line."""
+    kind = gemm_precision(fw, gemm, pass_)
+    if kind == "bf16":
         return gpu.bf16_flops
-    if not gpu.fp8_flops > 0:
-        raise LedgerError("precision", f"{gpu.name} has no FP8 tensor cores "
-                                       f"(fp8 peak {gpu.fp8_flops:g}); drop --precision fp8")
-    return gpu.fp8_flops
+    peak = getattr(gpu, f"{kind}_flops", 0.0)
+    if not peak > 0:
+        raise LedgerError("precision", f"{gpu.name} has no {kind.upper()} tensor cores "
+                                       f"({kind} peak {peak:g}); drop --precision {kind}")
+    if fw.fp8.block_scaled and not getattr(gpu, "fp4_flops", 0.0) > 0:
+        raise LedgerError("precision", f"{fw.fp8.name} needs block-scaled tensor cores "
+                                       f"(Blackwell, CDNA 4), {gpu.name} has none; Megatron "
+                                       f"runs mxfp8 'for Blackwell architecture only'")
+    return peak
 
 
-def gemm_weights(model, moe) -> tuple[float, float, float, int]:
-    """(split by TP, replicated, routed, dense weight tensors) GEMM weights of one layer -
-    the weights an FP8 recipe quantizes (each routed expert adds 2 tensors: fc1, fc2).
-    Norms, biases, sinks and the router stay BF16. ``moe``: whether an attention layer's
-    MLP is MoE, or the layer's ``ledger.anatomy.mixers.LayerKind`` (a recurrent mixer's in_proj and
-    out_proj are its GEMMs, ``projections``; a layer without an MLP has none there)."""
-    mixer, mlp = (moe.mixer, moe.mlp) if hasattr(moe, "mixer") else \
-        ("attention", "moe" if moe else "dense")
-    attn = model.attention_of(moe) if hasattr(moe, "mixer") else model
-    split, repl, tensors = _attention_gemms(attn) if mixer in ("attention",
-                                                               "attention+mamba") else (0, 0, 0)
-    if mixer in ("mamba", "attention+mamba", "linear", "conv"):
-        record = model.mamba if "mamba" in mixer else getattr(model, mixer)
-        s, r = record.projections(model.hidden)
-        split, repl, tensors = split + s, repl + r, tensors + 2
-    h, mats = model.hidden, 3 if model.gated_mlp else 2
-    if mlp == "dense":
-        return split + mats * h * model.ffn_hidden, repl, 0, tensors + 2
-    if mlp == "none":
-        return split, repl, 0, tensors
-    shared = mats * h * model.shared_ffn if model.shared_experts else 0
-    routed = model.num_experts * mats * h * model.moe_ffn_hidden
-    return split + shared, repl, routed, tensors + 2 * bool(shared)
+def single_buffer(rec, gpu) -> bool:
+    """Whether Transformer Engine keeps a per-tensor-scaled FP8 weight as one buffer for
+    both usages: on GPUs whose FP8 GEMMs take any layout (compute capability 10.x, 11.x or
+    13+: TE pytorch/utils.py L658-663, is_non_tn_fp8_gemm_supported), no transpose is
+    materialised (csrc/quantizer.cpp L355-375 delayed, L670-689 current scaling;
+    tensor/float8_tensor.py L414-431); Hopper keeps FP8 data and transpose."""
+    cc = getattr(gpu, "cuda_capability", None)
+    return bool(rec is not None and rec.per_tensor_te and cc is not None
+                and ((10, 0) <= cc < (12, 0) or cc >= (13, 0)))
 
 
-def _attention_gemms(model) -> tuple[float, float, int]:
-    """(split, replicated, tensors) of an attention block's projections (MLA's down
-    projections whole on every TP rank)."""
-    h, a = model.hidden, model.heads
-    o = a * model.v_head_dim * h
-    if getattr(model, "attention", "mha") == "mla":
-        r_q, r_kv, rope = model.q_lora_rank, model.kv_lora_rank, model.qk_rope_head_dim
-        kv_b = r_kv * a * (model.qk_nope_head_dim + model.v_head_dim)
-        repl = h * (r_kv + rope)
-        if r_q is None:
-            return h * model.q_dim + kv_b + o, repl, 4
-        return r_q * model.q_dim + kv_b + o, repl + h * r_q, 5
-    return h * model.q_dim + h * model.kv_dim + h * model.kv_heads * model.v_head_dim + o, 0, 2
-
-
-def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
+def weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0,
+                 gpu=None) -> float:
     """Bytes one GPU adds for FP8 weights over ``layer_counts[i]`` layers of each kind
     ``kinds[i]`` (a ``ledger.anatomy.mixers.LayerKind``): the recipe's cached FP8 copies (or, with
     FP8 params, the FP8 param and its transpose in place of the BF16 param) and the scaling
-    metadata.
+    metadata; ``bf16_here`` of those layers are the recipe's BF16 ones (no low copies,
+    the BF16 param kept), taken evenly from the kinds; on ``gpu`` (None: Hopper's layout)
+    a per-tensor FP8 weight may need no transpose (``single_buffer``).
     Experts split over tp x ep as ``ledger.placement.largest_unit_params`` splits them."""
     rec = getattr(fw, "fp8", None)
     if rec is None:
         return 0.0
-    per = rec.weight_cache_bytes
+    copies = 0.5 if single_buffer(rec, gpu) else 1.0  # FP8 data without its transpose
+    per = rec.weight_cache_bytes * copies
     if rec.param_gather:  # the FP8 param (+ transpose) replaces the BF16 param and its cache
         per = 0.0 if rec.param_resident_bytes is None else rec.param_resident_bytes \
-            - fw.param_bytes
+            * copies - fw.param_bytes
     total = 0.0
     for n, kind in zip(layer_counts, kinds):
         split, repl, routed, tensors = gemm_weights(model, kind)
@@ -230,24 +284,42 @@ def weight_bytes(model, cfg, fw, layer_counts, kinds) -> float:
         elems = split / cfg.tp + repl + routed / (etp * cfg.ep)
         tensors = tensors + 2 * model.num_experts / cfg.ep * bool(routed)  # local experts
         total += n * (elems * per + tensors * rec.meta_bytes_per_weight)
-    return total
+    layers = sum(layer_counts)
+    return total * max(0.0, 1 - bf16_here / layers) if layers else total
 
 
-def gathered_param_ratio(model, fw) -> float:
+def bf16_layers_on(fw, rank: int, pp: int, layers_here: float) -> float:
+    """How many of a PP rank's layers the recipe keeps in BF16: the first ones sit on
+    rank 0 and the last ones on rank pp - 1 (Megatron's layout, interleaved or not)."""
+    rec = getattr(fw, "fp8", None)
+    if rec is None:
+        return 0.0
+    first, last = rec.bf16_layers
+    return min(layers_here, first * (rank == 0) + last * (rank == pp - 1))
+
+
+def gathered_param_ratio(model, fw, zero3: bool = False) -> float:
     """Bytes on the wire of a ZeRO/FSDP param all-gather per param-state byte: GEMM
-    weights in FP8 under param gather, everything else in the gathered dtype."""
+    weights in FP8 under param gather, everything else in the gathered dtype; ``zero3``:
+    the gathers of ZeRO-3 / FSDP (``gather_wire_bytes``)."""
     ratio = fw.gathered_param_bytes / fw.param_bytes
     rec = getattr(fw, "fp8", None)
     if rec is None or not rec.param_gather:
         return ratio
     share = gemm_params(model) / model.params
-    wire = rec.param_gather_wire_bytes  # the FP8 data moves, its transpose is made after
+    wire = gather_wire_bytes(rec, zero3)  # the FP8 data moves, its transpose is made after
     return ((1 - share) * fw.gathered_param_bytes + share * wire) / fw.param_bytes
 
 
-def gemm_params(model) -> float:
-    """GEMM weights of the whole model (every layer; not embedding, output, router)."""
-    return sum(n * sum(gemm_weights(model, kind)[:3]) for kind, n in model.kind_counts.items())
+def gather_wire_bytes(rec, zero3: bool = False) -> float:
+    """Bytes per GEMM weight element a param all-gather moves under the recipe's param
+    gather: ZeRO-1/2's after the optimizer step, or ZeRO-3's per layer (Megatron-FSDP
+    gathers MXFP8's row-wise copy for the forward and its column-wise one, a buffer of
+    its own, for the backward: megatron_fsdp/param_and_grad_buffer.py L2634-2643,
+    L4650-4690 at d98e8a64)."""
+    if zero3 and rec.fsdp_wire_bytes is not None:
+        return rec.fsdp_wire_bytes
+    return rec.param_gather_wire_bytes
 
 
 def tp_gather_ratio(fw) -> float:
@@ -302,56 +374,10 @@ def mlp_width_bytes(t, e, per_f: int, swiglu_recompute: bool = False) -> float:
     return (per_f - 1) * e + gemm_input_bytes(t, e)
 
 
-def with_weights(state, model, cfg, fw, layer_counts, kinds):
+def with_weights(state, model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0,
+                 gpu=None):
     """``state`` (a ``ledger.memory.StateBytes``) with ``weight_bytes`` counted in its
-    params: the GPU holding ``layer_counts`` layers of each kind."""
-    extra = weight_bytes(model, cfg, fw, layer_counts, kinds)
+    params: the GPU holding ``layer_counts`` layers of each kind (``bf16_here`` of them
+    the recipe's BF16 layers)."""
+    extra = weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here, gpu)
     return replace(state, params_bytes=state.params_bytes + extra) if extra else state
-
-
-# Each recipe fact and where it was read (TransformerEngine d0067d0d, Megatron-LM d98e8a64,
-# pytorch/ao 36027d82; DeepSeek-V3: arXiv:2412.19437).
-SOURCES = {
-    "recipe names": "Megatron-LM megatron/core/transformer/transformer_config.py L594-600 "
-                    "(fp8_recipe: tensorwise, delayed (default), mxfp8, blockwise, custom); "
-                    "torchao torchao/float8/config.py L141-160 (Float8LinearRecipeName: "
-                    "tensorwise (default), rowwise, rowwise_with_gw_hp)",
-    "weight_cache_bytes (TE)": "TE transformer_engine/pytorch/module/linear.py L466-475 (the "
-                               "weight quantized rowwise and columnwise, i.e. FP8 + its "
-                               "transpose), L1958-1960 and L2068-2071 (kept in _fp8_workspaces "
-                               "across micro-batches when is_first_microbatch is given); "
-                               "Megatron core/extensions/transformer_engine.py L1338-1345 "
-                               "(passes it unless disable_parameter_transpose_cache, "
-                               "transformer_config.py L1175: False)",
-    "act_bytes (TE)": "TE linear.py L378-398 (input quantized before the SP all-gather), "
-                      "L598-621 (the quantized local input is what is saved for backward)",
-    "tp_gather_bytes (TE)": "TE linear.py L403-411 (forward all-gather with the quantizer), "
-                            "L979-999 (backward re-gather of the input in FP8), module/base.py "
-                            "L1720-1750 (row-parallel grad output all-gathered in FP8); the "
-                            "reduce-scatters carry BF16 outputs and input grads",
-    "blockwise": "TE transformer_engine/common/recipe/__init__.py L392-440 (Float8BlockScaling: "
-                 "x and grad 1D 1x128 blocks, w 2D 128x128 blocks, float32 scales; FP8 tensor "
-                 "and transpose quantized separately)",
-    "delayed meta": "TE recipe/__init__.py L173, L255 (DelayedScaling amax_history_len 1024 "
-                    "in TE); Megatron transformer_config.py L621 (fp8_amax_history_len 1)",
-    "param_gather (Megatron)": "Megatron megatron/training/arguments.py L2016-2018 "
-                               "(--fp8-param-gather: the compute param kept in FP8, "
-                               "all-gathered in FP8), L1097 (distributed optimizer or FSDP); "
-                               "transformer_config.py L602-608 (fp8_param: GEMM weights only, "
-                               "biases unchanged)",
-    "torchao": "torchao torchao/float8/float8_linear.py L29-45 (matmul_with_hp_or_float8_args "
-               "saves input_hp and weight_hp_t: BF16 saved, FP8 cast per use, no cache); "
-               "config.py L225, L272-273 (enable_fsdp_float8_all_gather, tensorwise only)",
-    "deepseek-v3": "arXiv:2412.19437 sec. 3.3 (fig. 6: Fprop, Dgrad, Wgrad in FP8; embedding, "
-                   "output head, MoE gating, normalization and attention kept in BF16/FP32), "
-                   "sec. 3.3.2 (1x128 activation tiles, 128x128 weight blocks), sec. 3.3.3 "
-                   "(BF16 AdamW moments, FP32 master weights and gradients; activations cached "
-                   "in FP8 for the linear layers' backward; the attention output in E5M6; the "
-                   "MoE SwiGLU input cached in FP8 and its output recomputed; activations "
-                   "before the MoE up-projections and gradients before the down-projections "
-                   "dispatched in FP8, forward and backward combine in BF16; DeepEP, its "
-                   "all-to-all library, benchmarks 'FP8 dispatching and BF16 combining': "
-                   "deepseek-ai/DeepEP README.md, Performance). Not stated there "
-                   "and assumed here: BF16 working weights with cached FP8 copies, as TE's "
-                   "blockwise recipe keeps them",
-}

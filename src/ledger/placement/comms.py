@@ -212,7 +212,9 @@ def dp_comms(model: ModelSpec, st: StateBytes, cfg: ParallelConfig,
     f = expert_fraction(model, cfg) * ((cfg.ep > 1) | (etp != cfg.tp))
     # params travel in the dtype the GEMMs read (FSDP2 gathers bf16 from fp32 shards)
     fw = framework_of(cfg)
-    wire_params = st.params_bytes * fw.fp8_gathered_param_ratio(model)  # GEMM weights: fp8
+    zero3 = np.asarray(cfg.zero_stage) == 3  # FSDP may gather another copy (fp8.py)
+    wire_params = st.params_bytes * np.where(zero3, fw.fp8_gathered_param_ratio(model, True),
+                                             fw.fp8_gathered_param_ratio(model))
     return dp_rows(model, cfg, lay, (wire_params * (1 - f), st.grads_bytes * (1 - f)),
                    (wire_params * f, st.grads_bytes * f))
 

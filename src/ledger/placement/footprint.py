@@ -35,6 +35,7 @@ import numpy as np
 
 from ledger.config import expert_tp
 from ledger.frameworks.cp import CP_BUFFERS
+from ledger.frameworks.fp8 import gather_wire_bytes
 from ledger.frameworks.losses import loss as loss_of
 from ledger.memory import StateBytes
 
@@ -200,7 +201,7 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
                           np.asarray(cfg.grad_accumulation) == "sharded")
     g = fw.gathered_param_bytes  # the root (embedding, output) is never gathered in FP8
     rec = fw.fp8
-    g_layer = rec.param_gather_wire_bytes if rec is not None and rec.param_gather else g
+    g_layer = gather_wire_bytes(rec, zero3=True) if rec is not None and rec.param_gather else g
     gathered = np.where(keep, 1, layers_held) * layer_params * g_layer + root_params * g
     backward = np.where(keep, fw.fsdp_prefetch_layers * layer_params * g_layer
                         + layer_params * (g + fw.grad_bytes) + root_params * g,

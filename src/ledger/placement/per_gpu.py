@@ -28,9 +28,11 @@ from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError, require_divides
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.fp8 import bf16_layers_on
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
+from ledger.optim import muon
 from ledger.pipeline import held_closed, placement_pipeline
 from ledger.placement import offload as offloading
 from ledger.placement import tuned
@@ -127,11 +129,13 @@ def resident_state(model: ModelSpec, cfg: ParallelConfig, optimizer: str = "adam
     """Whole-model state in the framework's dtypes (or the config's explicit precision);
     a factored optimizer's rate from the model's own matrices."""
     rate = tuned.factored_rate(model) if optimizer == "adafactor" else 0.0
-    return framework_of(cfg).state_per_param(cfg.zero_stage, optimizer, rate).scaled(model.params)
+    share = muon.managed_share(model) if muon.form(optimizer) else 1.0
+    return framework_of(cfg).state_per_param(cfg.zero_stage, optimizer, rate,
+                                             share).scaled(model.params)
 
 
 def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer: str,
-                counts, kinds) -> list[StateBytes]:
+                counts, kinds, gpu=None) -> list[StateBytes]:
     """Every PP rank's state on one GPU, ZeRO applied, before any offload: the whole
     model's ``st`` per parameter over the stage's parameters, or a fine-tune's classes
     (``ledger.placement.tuned``)."""
@@ -140,7 +144,8 @@ def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer
         return [shard_state(d, e, cfg, fw) for d, e in tuned.stage_state(model, cfg, fw, optimizer)]
     per_param = st.scaled(1 / model.params)
     return [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
-                             model, cfg, fw, counts[r], kinds)
+                             model, cfg, fw, counts[r], kinds,
+                             bf16_layers_on(fw, r, cfg.pp, sum(counts[r])), gpu)
             for r, (d, e) in enumerate(stage_params(model, cfg))]
 
 
@@ -205,7 +210,7 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
 
 
 def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
-                 inflight: tuple[float, ...], optimizer: str = "adam"):
+                 inflight: tuple[float, ...], optimizer: str = "adam", gpu=None):
     """Per PP rank: (rank, RankParts, the schedule's peak point, gradients at the loss)."""
     fw = framework_of(cfg)
     per_param = st.scaled(1 / model.params)
@@ -215,7 +220,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
     work = max(layer_working_bytes(model, cfg, k) for k in kinds) * fw.working_set
     grads_at_loss = fw.grads_persist or cfg.num_microbatches > 1
-    states = rank_states(model, cfg, st, optimizer, counts, kinds)
+    states = rank_states(model, cfg, st, optimizer, counts, kinds, gpu)
     for r, state in enumerate(states):
         state = offloading.on_gpu(state, cfg.offload)
         parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(counts[r],
@@ -229,12 +234,14 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
 
 
 def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
-                   inflight: tuple[float, ...], optimizer: str = "adam") -> list[MemoryBreakdown]:
+                   inflight: tuple[float, ...], optimizer: str = "adam",
+                   gpu=None) -> list[MemoryBreakdown]:
     """Every pipeline rank's peak memory by cause (``ledger.placement.footprint``), what
     is alive at once set by the schedule (``ledger.pipeline.held``)."""
     fw = framework_of(cfg)
     return [peak_memory(r, parts, point, cfg, fw, grads)
-            for r, parts, point, grads in _rank_inputs(model, cfg, st, inflight, optimizer)]
+            for r, parts, point, grads in _rank_inputs(model, cfg, st, inflight, optimizer,
+                                                       gpu)]
 
 
 def memory_points(model: ModelSpec, cfg: ParallelConfig, rank: int = -1,
@@ -251,12 +258,13 @@ def memory_points(model: ModelSpec, cfg: ParallelConfig, rank: int = -1,
 
 def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str = "adam",
           gpus_per_node: int = 8, order: str = DEFAULT_ORDER,
-          gpus_per_domain: int | None = None) -> Placement:
+          gpus_per_domain: int | None = None, gpu=None) -> Placement:
     """The ledger of one placement: ``place(model, cfg)`` (state in the config's framework
     dtypes, or an explicit ``precision``) or the seed's ``place(model, state_bytes, cfg)``.
     Links come from the rank layout: a group inside one scale-up domain of
     ``gpus_per_domain`` GPUs (default: one host of ``gpus_per_node``) rides NVLink; the
-    host bounds what CPU offload puts on one host's memory."""
+    host bounds what CPU offload puts on one host's memory. ``gpu`` (a
+    ``ledger.system.GPU``) says how Transformer Engine lays out FP8 weights on it."""
     if len(args) == 2:
         st, cfg = args
     else:
@@ -282,20 +290,21 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
              + ep_comms(model, cfg, tokens, lay) if c.bytes > 0]
     fw = framework_of(cfg)
     kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule, config_split(model, cfg))
-    stages = rank_states(model, cfg, st, optimizer, counts, kinds)
+    stages = rank_states(model, cfg, st, optimizer, counts, kinds, gpu)
     heaviest = max(range(cfg.pp), key=lambda r: stages[r].total_bytes)
     bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
     if cfg.pp > 1:
         bubble, inflight = placement_pipeline(cfg.schedule, cfg.pp, cfg.num_microbatches,
                                               cfg.vp)
-    ranks = memory_by_rank(model, cfg, st, inflight, optimizer)
+    ranks = memory_by_rank(model, cfg, st, inflight, optimizer, gpu)
     top = max(ranks, key=lambda m: m.total_bytes)
     if cfg.finetune is not None:
         even = StateBytes(*(sum(getattr(s, f) for s in stages) / cfg.pp
                             for f in ("params_bytes", "grads_bytes", "optim_bytes")))
     else:
         even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
-                                counts.sum(axis=0) / cfg.pp, kinds)
+                                counts.sum(axis=0) / cfg.pp, kinds,
+                                sum(getattr(fw.fp8, "bf16_layers", (0, 0))) / cfg.pp, gpu)
     host, rows, stepped = _offload(model, cfg, stages, heaviest)
     ledger = tuned.ledger(model, cfg, top.rank) if cfg.finetune else None
     node = min(gpus_per_node, cfg.world)

@@ -26,6 +26,7 @@ from ledger.config import expert_tp
 from ledger.finetune import CLASSES, Counts, edge_state, layer_state, modules, resolve
 from ledger.finetune import nf4 as nf4_bytes
 from ledger.memory import StateBytes, factored_bytes, optimizer_state_per_param
+from ledger.optim import muon
 from ledger.placement.stages import config_split, rank_stages, split_layers, stage_starts
 
 ADAPTER_BYTES = 4  # fp32 adapters (module docstring)
@@ -50,7 +51,8 @@ def class_bytes(model, cfg, fw, optimizer: str) -> dict[str, StateBytes]:
     frozen = 4 if (ft.kbit_upcast and ft.quantized) else fw.frozen_param_bytes
     rate = factored_rate(model) if optimizer == "adafactor" else 0.0
     a_rate = factored_rate(model, True, ft.lora_rank) if optimizer == "adafactor" else 0.0
-    return {"trained": fw.state_per_param(cfg.zero_stage, optimizer, rate),
+    share = muon.managed_share(model) if muon.form(optimizer) else 1.0  # adapters: matrices
+    return {"trained": fw.state_per_param(cfg.zero_stage, optimizer, rate, share),
             "frozen": StateBytes(frozen, 0, 0),
             "nf4": StateBytes(nf4_bytes.nf4_bytes_per_param(ft.quant_block, ft.double_quant),
                               0, 0),

@@ -117,17 +117,22 @@ def memory_lines(mem, capacity=None) -> list[str]:
 
 
 def fp8_lines(cfg) -> list[str]:
-    """The FP8 recipe a config runs under (``ledger.frameworks.fp8``), what it keeps in FP8 and what
-    stays BF16; nothing without one."""
+    """The FP8 / FP4 recipe a config runs under (``ledger.frameworks.fp8``), what it keeps low
+    and what stays BF16; nothing without one."""
     rec = framework_of(cfg).fp8
     if rec is None:
         return []
-    kept = ("GEMM inputs saved in FP8" if rec.act_bytes else "BF16 inputs saved")
-    kept += ", FP8 params all-gathered in FP8" if rec.param_gather else (
-        ", FP8 weight copies cached" if rec.weight_cache_bytes else ", weights cast per use")
-    return [f"  {'fp8 recipe':<20}{rec.name}: {rec.summary}",
-            f"  {'':<20}linear-layer GEMMs in FP8 (fprop, dgrad, wgrad); attention core, "
-            f"router, output head in BF16; {kept}"]
+    low = {"mxfp8": "MXFP8", "nvfp4": "NVFP4"}.get(rec.name, rec.gemm_format.upper())
+    kept = f"GEMM inputs saved in {low}" if rec.act_bytes else "BF16 inputs saved"
+    wire = low if rec.param_gather_wire_bytes < 2 else "BF16"
+    kept += f", {low} params all-gathered in {wire}" if rec.param_gather else (
+        f", {low} weight copies cached" if rec.weight_cache_bytes else ", weights cast per use")
+    passes = "fprop, dgrad, wgrad" + (" with a Hadamard transform" if rec.wgrad_rht else "")
+    if any(rec.bf16_layers):
+        kept += f"; the first {rec.bf16_layers[0]} and last {rec.bf16_layers[1]} layers in BF16"
+    return [f"  {rec.gemm_format + ' recipe':<20}{rec.name}: {rec.summary}",
+            f"  {'':<20}linear-layer GEMMs in {low} ({passes}) at the {rec.gemm_format.upper()}"
+            f" peak; attention core, router, output head in BF16; {kept}"]
 
 
 def placement_text(model, cfg, pl, capacity=None) -> str:
@@ -365,7 +370,7 @@ def estimate_text(model, cfg, system, est) -> str:
              f"  step time           {est.step_time_s:10.3f} s    {est.tokens_per_s_per_gpu:,.0f} "
              f"tokens/s/GPU",
              f"  throughput          {est.tflops_per_gpu:10.1f} TFLOP/s/GPU (model)   "
-             f"MFU {est.mfu:.1%}   HFU {est.hfu:.1%}",
+             f"MFU {est.mfu:.1%}   HFU {est.hfu:.1%} of the BF16 peak",
              f"  memory per GPU      {fmt_bytes(est.memory_per_gpu_bytes, 10)} of "
              f"{fmt_bytes(est.memory_capacity_bytes)} usable: {mem}", *domain_line(cfg, system)]
     if est.placement is not None and est.placement.memory is not None:
@@ -399,6 +404,8 @@ def estimate_json(model, cfg, system, est) -> dict:
     keys = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "hardware_tflops_per_gpu",
             "mfu", "hfu", "memory_per_gpu_bytes", "memory_capacity_bytes", "fits", "breakdown")
     out = {k: getattr(est, k) for k in keys}
+    # MFU and HFU are shares of the dense BF16 peak, whatever precision the GEMMs run in
+    out |= {"mfu_peak": "bf16", "mfu_peak_flops": system.gpu.bf16_flops}
     out |= {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
             "gpu": system.gpu.name, "world": cfg.world,
             "num_microbatches": cfg.num_microbatches, "schedule": cfg.schedule,

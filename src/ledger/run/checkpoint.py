@@ -34,6 +34,7 @@ from types import SimpleNamespace
 
 from ledger.errors import LedgerError
 from ledger.frameworks import of as framework_of
+from ledger.optim import muon
 from ledger.placement import stage_params
 from ledger.system import System
 
@@ -67,10 +68,12 @@ class Checkpoint:
     layout: str  # the framework's format
 
 
-def saved_bytes_per_param(fw, zero_stage: int, optimizer: str = "adam") -> float:
+def saved_bytes_per_param(fw, zero_stage: int, optimizer: str = "adam",
+                          muon_share: float = 1.0) -> float:
     """Bytes a checkpoint holds per parameter: the states the framework saves, in its
-    dtypes (``Framework.state_per_param``; gradients are not saved)."""
-    state = fw.state_per_param(zero_stage, optimizer)
+    dtypes (``Framework.state_per_param``; gradients are not saved; ``muon_share``: the
+    share of parameters Muon keeps one moment for)."""
+    state = fw.state_per_param(zero_stage, optimizer, muon_share=muon_share)
     return sum(getattr(state, f"{name}_bytes") for name in fw.checkpoint.saved)
 
 
@@ -86,8 +89,9 @@ def _stages(model, cfg, whole: bool) -> list[float]:
 def checkpoint_bytes(model, cfg, optimizer: str = "adam") -> tuple[float, float]:
     """(total, the most one GPU writes) of one checkpoint of this placement."""
     fw = framework_of(cfg)
-    state = fw.state_per_param(cfg.zero_stage, optimizer)
-    per_param = saved_bytes_per_param(fw, cfg.zero_stage, optimizer)
+    share = muon.managed_share(model) if muon.form(optimizer) else 1.0
+    state = fw.state_per_param(cfg.zero_stage, optimizer, muon_share=share)
+    per_param = saved_bytes_per_param(fw, cfg.zero_stage, optimizer, share)
     unique = _stages(model, cfg, whole=True)
     stage_gpus = cfg.world // cfg.pp
     if fw.checkpoint.model_writers == "first-replica" and cfg.zero_stage < 3:

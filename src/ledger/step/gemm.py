@@ -10,6 +10,7 @@ import numpy as np
 
 from ledger.arch.recurrent import projection_weights
 from ledger.config import expert_tp
+from ledger.finetune import modules
 from ledger.frameworks import of as framework_of
 from ledger.frameworks import peak_flops
 from ledger.model import ModelSpec
@@ -121,12 +122,58 @@ def kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk=None) -> dict
                   "router": gemm_s(tokens, model.num_experts, h, gpu, cal)}
 
 
+# NVFP4's weight-gradient path (TE recipe/__init__.py L593-608: RHT on the column-wise
+# input and gradient, stochastic rounding on the gradient): the 16 x 16 Hadamard runs as
+# BF16 tensor-core MMAs, 16 multiply-adds per element (TE common/hadamard_transform/
+# hadamard_transform.cu L43-62, mma_m16_n16_k16 on bf16); stochastic rounding is the cast's
+# own instruction (cvt.rs.satfinite.e2m1x4.f32, hadamard_transform_cast_fusion.cu): no FLOPs.
+RHT_FLOPS_PER_ELEMENT = 2 * 16
+
+
+def rht_s(model: ModelSpec, cfg, tokens, gpu, cal) -> float:
+    """Backward seconds of one layer (averaged over the stack) for the random Hadamard
+    transform of both weight-gradient operands of every GEMM the recipe runs in FP4: the
+    input (rows x in) and the output gradient (rows x out), as this rank holds them under
+    TP (ETP and EP for the routed experts), at the sustained BF16 rate; 0 for a recipe
+    without it. The router stays BF16 and is left out."""
+    rec = framework_of(cfg).fp8
+    if rec is None or not rec.wgrad_rht:
+        return 0.0
+    etp, total = expert_tp(cfg), 0.0
+    expert_rows = moe_tokens(cfg, tokens) * model.top_k * etp if model.is_moe else 0.0
+    for kind, n in model.kind_counts.items():
+        for lin in modules.layer(model, kind):
+            if lin.kind == "router":
+                continue
+            split = etp if lin.experts > 1 else cfg.tp
+            i, o = lin.in_features, lin.out_features
+            width = i / split + o if lin.split == "row" else i + o / split \
+                if lin.split == "col" else i + o
+            # routed experts: the rows of the rank's E / ep experts sum to its routed
+            # tokens x top_k, gathered over ETP; any other matrix sees this rank's tokens
+            rows = expert_rows if lin.experts > 1 else tokens
+            total = total + n * rows * width
+    flops = RHT_FLOPS_PER_ELEMENT * total / model.layers * (1 - bf16_share(model, rec))
+    return flops / (gpu.bf16_flops * gpu.gemm_efficiency)
+
+
+def bf16_share(model: ModelSpec, rec) -> float:
+    """The share of the stack's layers a recipe keeps in BF16 (its first and last ones)."""
+    return min(sum(rec.bf16_layers), model.layers) / model.layers if rec is not None else 0.0
+
+
 def layer_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
     """Forward GEMM seconds of one layer, averaged over the stack: each kind of layer
     (``ledger.anatomy.mixers.LayerKind``) weighted by how many layers are of it."""
-    pk = _peaks(cfg, gpu)
-    return sum(n * sum(kind_gemms_s(model, k, cfg, tokens, gpu, cal, pk).values())
-               for k, n in model.kind_counts.items()) / model.layers
+    def stack(pk):
+        return sum(n * sum(kind_gemms_s(model, k, cfg, tokens, gpu, cal, pk).values())
+                   for k, n in model.kind_counts.items()) / model.layers
+    pk, share = _peaks(cfg, gpu), bf16_share(model, framework_of(cfg).fp8)
+    if not share:
+        return stack(pk)
+    # the recipe's BF16 layers at the BF16 peak, averaged into the stack (not placed on
+    # the first and last pipeline stages that hold them)
+    return (1 - share) * stack(pk) + share * stack({g: gpu.bf16_flops for g in pk})
 
 
 def routed_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):

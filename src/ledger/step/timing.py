@@ -61,8 +61,9 @@ from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_
 from ledger.step.exposed import exposures
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split
-from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, routed_gemms_s
+from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, rht_s, routed_gemms_s
 from ledger.step.host import host_excess_s, launched_s
+from ledger.step.optimizer import muon_s
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
 from ledger.step.tuned import head_wgrad_share, tuned_gemms
 from ledger.system import System
@@ -225,7 +226,8 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     tp_f, tp_b, tp_raw_f, tp_raw_b = (t * blocks for t in (tp_f, tp_b, tp_raw_f, tp_raw_b))
     cp_f, cp_b, cp_raw = cp_times(model, cfg, tokens, attention, links, system)
     ep = ep_time(model, cfg, tokens, links, system)
-    grads = (tuned.dgrad, tuned.wgrad) if tuned is not None else (None, None)
+    grads = (tuned.dgrad, tuned.wgrad) if tuned is not None else (
+        gemm, gemm + rht_s(model, cfg, tokens, gpu, cal))  # NVFP4's Hadamard on wgrad
     again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
     routed = routed_gemms_s(model, cfg, tokens, gpu, cal) if model.is_moe else 0.0
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
@@ -251,6 +253,7 @@ class Structure:
     offload_s: object = 0.0  # CPU offload: host-link seconds the step waits for
     offload_hidden_s: object = 0.0  # and those under the forward and backward
     cpu_step_s: object = 0.0  # CPU offload: the host's optimizer step (exposed)
+    muon_s: object = 0.0  # Muon's Newton-Schulz GEMMs and gathers (ledger.step.optimizer)
 
 
 def pair_s(t_pair, comm, sm_share):
@@ -326,7 +329,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     ep_issued = out["ep_comm"]
     out["ep_comm"] = out["ep_comm"] - hidden_ep
     dp, step_dp = _dp_exposed(cfg, st, cal, pipeline, m, t_f, t_b, t_w)
-    optim = st.state_bytes / system.gpu.hbm_bytes_per_s  # read all of it, write it back
+    optim = st.state_bytes / system.gpu.hbm_bytes_per_s + st.muon_s  # read all of it, write
+    # it back; Muon's orthogonalisation after it
     out |= {"pp_bubble": pipeline - (m * (t_f + t_b) - hidden_ep), "pp_comm": steady_p2p,
             "dp_comm": step_dp, "optimizer": optim}
     # ledger.placement.offload: the exposed host-link rows, and what the overlapped ones
@@ -371,7 +375,8 @@ def _dp_exposed(cfg, st: Structure, cal: Calibration, pipeline, m, t_f, t_b, t_w
     return out, sum(v[0] for v in out.values())
 
 
-def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placement) -> Structure:
+def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placement,
+              optimizer: str = "adam", cal: Calibration = DEFAULT) -> Structure:
     """The Structure of one placement, from its layout, its stages and its ledger."""
     lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
                  hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node,
@@ -389,7 +394,9 @@ def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placeme
         state_bytes=(hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)
         * (cfg.offload == "none"),  # offloaded, the host steps it
         offload_s=waits, offload_hidden_s=hides,
-        cpu_step_s=cpu_step_s(pl.host_step_params, system.cpu_optimizer_params_per_s))
+        cpu_step_s=cpu_step_s(pl.host_step_params, system.cpu_optimizer_params_per_s),
+        muon_s=muon_s(model, cfg, system, cal, optimizer,
+                      {"tp": lay.link("tp"), "dp": lay.link("dp")}))
 
 
 def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
@@ -399,8 +406,9 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     if precision is not None and cfg.precision is None:  # the GEMMs' rate reads it there
         cfg = replace(cfg, precision=precision)
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
-               gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain)
-    st = structure(model, cfg, system, pl)
+               gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain,
+               gpu=system.gpu)
+    st = structure(model, cfg, system, pl, optimizer, cal)
     times = step_times(model, cfg, system, st, cal, tp_overlap)
     exposed = exposures(model, cfg, times.pop("exposed"))
     t = {k: float(v) for k, v in times.items()}

@@ -21,6 +21,8 @@ class GPU:
     sms: int = 132  # streaming multiprocessors (compute units): what comm kernels take from
     generation: str = "hopper"  # NCCL's tuning tables by GPU generation (ledger.step.nccl)
     fp4_flops: float = 0.0  # peak dense fp4 FLOP/s (NVFP4 / MXFP4; 0 where the GPU has none)
+    cuda_capability: tuple[int, int] | None = None  # sm_XY: which kernels and layouts run
+    #   (Transformer Engine's per-tensor FP8 weights, ledger.frameworks.fp8.single_buffer)
 
 
 # gemm_efficiency: the share of peak that large bf16 GEMMs reach in practice; A100 ~ 0.80
@@ -31,6 +33,9 @@ class GPU:
 # B200, B300, GB200, GB300 and the RTX PRO 6000; CDNA's 0.60 for the MI300X, MI325X and
 # MI355X); the Ada cards (L40S, L4), with no figure of their own, take Hopper's 0.62 - a
 # stated rule, not a measurement.
+# cuda_capability: sm_100 for B200 / GB200, sm_103 for B300 / GB300 (NVIDIA, "CUDA GPU
+# Compute Capability", developer.nvidia.com/cuda-gpus); left None elsewhere, where the
+# ledger's one use of it (TE's FP8 weight layout) keeps Hopper's rule.
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
         hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
@@ -54,16 +59,20 @@ GPUS = {g.name: g for g in (
         hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62, board_power_w=1000),
     GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=9000e12,
         hbm_bytes=180 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
-        board_power_w=1000, sms=148, generation="blackwell"),
+        board_power_w=1000, sms=148, generation="blackwell",
+        cuda_capability=(10, 0)),
     GPU(name="b300", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=13125e12,
         hbm_bytes=270 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
-        board_power_w=1100, sms=160, generation="blackwell"),
+        board_power_w=1100, sms=160, generation="blackwell",
+        cuda_capability=(10, 3)),
     GPU(name="gb200", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=10000e12,
         hbm_bytes=189471 * MiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
-        board_power_w=1200, sms=148, generation="blackwell"),
+        board_power_w=1200, sms=148, generation="blackwell",
+        cuda_capability=(10, 0)),
     GPU(name="gb300", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=15000e12,
         hbm_bytes=284208 * MiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.70,
-        board_power_w=1400, sms=160, generation="blackwell"),
+        board_power_w=1400, sms=160, generation="blackwell",
+        cuda_capability=(10, 3)),
     GPU(name="mi300x", bf16_flops=1307e12, fp8_flops=2615e12, hbm_bytes=192 * GiB,
         hbm_bytes_per_s=5.3e12, gemm_efficiency=0.60, board_power_w=750, sms=304,
         generation="cdna3"),

@@ -84,7 +84,7 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
     flags = {"framework": "megatron", "tp": tp, "pp": pp, "cp": ns["context_parallel_size"],
              "ep": ns["expert_model_parallel_size"], "etp": mm.expert_tp(ns),
              "micro_batch": ns["micro_batch_size"], "no_sp": not ns["sequence_parallel"],
-             "zero": zero, "optimizer": "sgd-momentum" if ns["optimizer"] == "sgd" else "adam"}
+             "zero": zero, "optimizer": OPTIMIZERS.get(ns["optimizer"], "adam")}
     if ns.get("global_batch_size") is not None:
         flags["global_batch"] = ns["global_batch_size"]
     if ns.get("num_experts"):
@@ -165,11 +165,17 @@ def _step(ns: dict) -> dict:
     return {"dropout": ns["hidden_dropout"]}
 
 
+# Megatron's --optimizer -> the ledger's (ledger.memory.OPTIMIZERS); muon's scalar
+# optimizer is adam unless --muon-scalar-optimizer says otherwise (named by the reader)
+OPTIMIZERS = {"sgd": "sgd-momentum", "adam": "adam", "muon": "muon", "dist_muon": "muon"}
+
+
 def zero_stage(ns: dict) -> int:
     """The ZeRO stage the launch shards at."""
     if ns["use_megatron_fsdp"]:
         return mm.SHARDING[ns["data_parallel_sharding_strategy"]]
-    return 1 if ns["use_distributed_optimizer"] else 0
+    # dist_muon: Muon under the layer-wise distributed optimizer (arguments.py L1725-1736)
+    return 1 if ns["use_distributed_optimizer"] or ns["optimizer"] == "dist_muon" else 0
 
 
 def _switches_and_split(ns: dict, flags: dict, path: str) -> bool:

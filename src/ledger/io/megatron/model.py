@@ -92,6 +92,10 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         out.append("--moe-layer-recompute with full recompute (transformer_config.py:2019)")
     if ns.get("ckpt_format") == "fsdp_dtensor" and not ns["use_megatron_fsdp"]:
         out.append("--ckpt-format fsdp_dtensor needs --use-megatron-fsdp (arguments.py:1675)")
+    if ns["optimizer"] not in ("sgd", "adam") and (ns["use_megatron_fsdp"]
+                                                   or ns.get("use_torch_fsdp2")):
+        out.append(f"--optimizer {ns['optimizer']} with FSDP (arguments.py L1739-1740: "
+                   f"emerging optimizers support neither FSDP)")
     sharded = ns["use_distributed_optimizer"] or ns["use_megatron_fsdp"]
     if ns["fp8_param_gather"] and not sharded:
         out.append("--fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
@@ -218,13 +222,23 @@ def precision(ns: dict) -> tuple[str, list[str]]:
     unpriced = []
     bf16_grads = ns["grad_reduce_in_bf16"] or (
         ns["use_megatron_fsdp"] and ns.get("megatron_fsdp_main_grads_dtype") == "bf16")
-    if ns.get("fp8"):  # --fp8-format (transformer_config.py:587-588)
+    for width, gather in (("fp8", "fp8_param_gather"), ("fp4", "fp4_param_gather")):
+        # --fp8-format / --fp4-format (transformer_config.py:587-588, :673-692)
+        if not ns.get(width):
+            continue
         from ledger.frameworks import spell
 
-        recipe = ns.get("fp8_recipe") or "delayed"
+        default = {"fp8": "delayed", "fp4": "nvfp4"}[width]
+        recipe = ns.get(f"{width}_recipe") or default
+        recipe = default if recipe == "custom" else recipe  # named as unpriced (reader)
         if bf16_grads:
-            unpriced.append("BF16 gradients under FP8 (priced as Megatron's fp32 main grads)")
-        return spell(recipe, bool(ns["fp8_param_gather"])), unpriced
+            unpriced.append(f"BF16 gradients under {width.upper()} (priced as Megatron's "
+                            f"fp32 main grads)")
+        # --first-last-layers-bf16 keeps --num-layers-at-start/end-in-bf16 (default 1, 1)
+        # transformer layers in BF16 (transformer_config.py:649-658)
+        ends = (ns.get("num_layers_at_start_in_bf16", 1), ns.get("num_layers_at_end_in_bf16", 1)) \
+            if ns.get("first_last_layers_bf16") else (0, 0)
+        return spell(recipe, bool(ns.get(gather)), width, ends), unpriced
     if ns["fp16"]:
         return "fp16", unpriced
     if ns["bf16"]:

@@ -62,7 +62,8 @@ transformer-impl use-flash-attn use-mcore-models use-nccl-ub use-rope-scaling we
 timing-log-level timing-log-option
 no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg delay-wgrad-compute
 moe-enable-deepep moe-deepep-num-sms
-attention-dropout
+attention-dropout muon-momentum muon-nesterov muon-scale-mode muon-extra-scale-factor
+muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
 """.split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step)
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
@@ -84,7 +85,9 @@ data-parallel-sharding-strategy micro-batch-size global-batch-size recompute-act
 recompute-granularity recompute-method recompute-num-layers recompute-modules cp-comm-type
 tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
-fp8-param-gather optimizer hidden-dropout
+fp8-param-gather optimizer hidden-dropout fp4-format fp4-recipe fp4-param-gather
+first-last-layers-bf16 num-layers-at-start-in-bf16 num-layers-at-end-in-bf16
+reuse-grad-buf-for-mxfp8-param-ag muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
@@ -99,9 +102,13 @@ _EXACT = {
                                                           "of core_attn"),
     "--cp-comm-type": (lambda v: all(x in mm.CP_KINDS for x in v), "priced as ring"),
     "--position-embedding-type": (lambda v: v != "relative", "no relative-bias table"),
-    "--fp8-recipe": (lambda v: v in ("delayed", "tensorwise", "blockwise"),
+    "--fp8-recipe": (lambda v: v in ("delayed", "tensorwise", "blockwise", "mxfp8"),
                      "priced as the delayed recipe"),
-    "--optimizer": (lambda v: v in ("adam", "sgd"), "priced as adam"),
+    "--fp4-recipe": (lambda v: v == "nvfp4", "priced as the nvfp4 recipe"),
+    "--optimizer": (lambda v: v in ("adam", "sgd", "muon", "dist_muon"), "priced as adam"),
+    "--muon-num-ns-steps": (lambda v: v == 5, "priced at 5 Newton-Schulz steps"),
+    "--muon-tp-mode": (lambda v: v == "duplicated", "priced as duplicated"),
+    "--muon-scalar-optimizer": (lambda v: v == "adam", "priced with adam"),
 }
 TOKENIZER_FILES = "the vocabulary comes from the tokenizer's files"
 DEFAULT_PRECISION = "bf16-fp32grad"  # the megatron convention's own dtypes (frameworks)

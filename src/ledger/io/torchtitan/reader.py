@@ -15,7 +15,9 @@ name the commit does not register (238fa99 protocols/train_spec.py:71-87; v0.1.0
 Converters (238fa99 components/quantization/float8.py:238-239, mx.py:171-172; v0.1.0
 float8.py:131): ``quantize.linear.float8`` [v0.1.0 ``float8``] is the FP8 recipe of
 ``recipe_name`` (torchao tensorwise by default), with ``enable_fsdp_float8_all_gather`` its
-FP8 all-gather; an unregistered converter name is refused (protocols/model_converter.py
+FP8 all-gather; ``quantize.linear.mx`` [``mx``] is the mxfp8 recipe (torchao's MXLinear:
+dense GEMMs in MXFP8, the output head filtered out, routed experts' grouped GEMMs left in
+BF16 unless ``quantize.grouped_mm.mx``, which is named); an unregistered converter name is refused (protocols/model_converter.py
 :61-63 raises KeyError); the quantize sections without their converter are inert.
 
 Placement (238fa99 config/job_config.py:253-474, distributed/parallel_dims.py:44-56,
@@ -50,6 +52,9 @@ REGISTERED = {"238fa9953e": {"deepseek_v3", "flux", "gpt_oss", "llama3", "llama3
               "f7084fc785": {"llama3", "llama4", "flux"}}
 FP8 = {"238fa9953e": ("quantize.linear.float8", "quantize.linear.float8"),
        "f7084fc785": ("float8", "float8")}  # converter name -> its options' section
+# the MX linear converter (238fa99 components/quantization/mx.py:27-97, 171; v0.1.0 "mx"):
+# torchao's MXLinear on every nn.Linear but filter_fqns (default ["output"])
+MX = {"238fa9953e": ("quantize.linear.mx", "quantize.linear.mx"), "f7084fc785": ("mx", "mx")}
 CONVERTERS = {"238fa9953e": ("quantize.linear.float8", "quantize.grouped_mm.float8",
                              "quantize.linear.mx", "quantize.grouped_mm.mx"),
               "f7084fc785": ("float8", "mx")}
@@ -170,8 +175,16 @@ def _precision(job: _Job) -> str | None:
                             f"{', '.join(CONVERTERS[job.short])})")
         return None
     fp8, options = FP8[job.short]
-    job.unpriced += [f"model.converters {c!r} (MXFP8 / grouped-GEMM FP8)" for c in converters
-                     if c != fp8]
+    mx, mx_options = MX[job.short]
+    job.unpriced += [f"model.converters {c!r} (grouped-GEMM FP8 / MXFP8: routed experts "
+                     f"priced in BF16)" for c in converters if c not in (fp8, mx)]
+    if mx in converters and fp8 not in converters:
+        recipe = job.cfg[mx_options].get("recipe_name")
+        if not str(recipe).startswith("mxfp8"):
+            job.unpriced.append(f"{mx_options}.recipe_name {recipe!r} (priced as mxfp8)")
+        return "fp8-mxfp8"
+    if mx in converters:
+        job.unpriced.append(f"model.converters {mx!r} beside {fp8!r} (priced as float8)")
     if fp8 not in converters:
         return None
     opts = job.cfg[options]

@@ -1,0 +1,268 @@
+"""MXFP8 and NVFP4 training recipes (issue 30): each stored tensor's bytes by hand and
+against Transformer Engine's allocation formulas, the GEMMs' peaks, NVFP4's Hadamard cost,
+and the recipes as Megatron launches, torchtitan's MX converter and the CLI name them."""
+import pytest
+
+from ledger.cli import main
+from ledger.errors import LedgerError
+from ledger.formats import tensor_bytes
+from ledger.frameworks import gemm_precision, get, peak_flops
+from ledger.io.megatron import model as mm
+from ledger.io.megatron.args import namespace, parse
+from ledger.model import llama3_8b, llama3_70b
+from ledger.parallel import ParallelConfig, place
+from ledger.placement import layer_activation_bytes
+from ledger.step.gemm import layer_gemms_s, rht_s
+from ledger.step.timing import DEFAULT
+from ledger.system import GPUS
+
+N8B = 8_030_261_248  # llama3-8b's parameters (test_model.py)
+# Megatron's TE modules of one llama3-8b layer (out x in): linear_qkv (q 4096 + k, v 2 x
+# 1024), linear_proj, linear_fc1 (gate and up), linear_fc2
+TE_MODULES = [(6144, 4096), (4096, 4096), (2 * 14336, 4096), (4096, 14336)]
+G8B = 32 * sum(o * i for o, i in TE_MODULES)  # 6,979,321,856 GEMM weights (test_fp8.py)
+MX = 1 + 1 / 32  # an E4M3 byte + one E8M0 scale byte per 32 elements (OCP MX v1.0)
+NV = 1 / 2 + 1 / 16  # half a byte of E2M1 + one E4M3 scale byte per 16 elements
+
+
+def _zero1(precision):
+    return place(llama3_8b(), ParallelConfig(dp=8, zero_stage=1, precision=precision))
+
+
+@pytest.mark.parametrize("precision,params", [
+    # BF16 params 2N + both cached copies of each GEMM weight (row- and column-wise)
+    ("fp8-mxfp8", 2 * N8B + 2 * MX * G8B),
+    # --fp8-param-gather: the MXFP8 param (both copies) replaces the BF16 param
+    ("fp8-mxfp8+param-gather", 2 * N8B + (2 * MX - 2) * G8B),
+    # NVFP4 both copies + two fp32 amax per TE module (4 a layer)
+    ("fp4-nvfp4", 2 * N8B + 2 * NV * G8B + 32 * 4 * 8),
+    ("fp4", 2 * N8B + 2 * NV * G8B + 32 * 4 * 8),  # nvfp4 is Megatron's fp4 default
+    ("fp4-nvfp4+param-gather", 2 * N8B + (2 * NV - 2) * G8B + 32 * 4 * 8),
+    # the last 4 of 32 layers in BF16 hold no NVFP4 copies
+    ("fp4-nvfp4+bf16-ends-0-4", 2 * N8B + (2 * NV * G8B + 32 * 4 * 8) * 28 / 32),
+    ("fp4-nvfp4+param-gather+bf16-ends-1-1",
+     2 * N8B + ((2 * NV - 2) * G8B + 32 * 4 * 8) * 30 / 32),
+])
+def test_llama3_8b_megatron_state_per_gpu(precision, params):
+    """dp 8, ZeRO-1: fp32 main grads 4N whole and fp32 master + Adam 12N / 8, unchanged
+    by the recipe (Megatron keeps its fp32 main params and grads under every recipe)."""
+    pl = _zero1(precision)
+    assert pl.per_gpu.params_bytes == pytest.approx(params)
+    assert pl.per_gpu.grads_bytes == 4 * N8B
+    assert pl.per_gpu.optim_bytes == 12 * N8B // 8
+
+
+@pytest.mark.parametrize("gpu,copies", [("h100-sxm", 2), ("b200", 1), ("gb300", 1)])
+def test_per_tensor_fp8_weights_on_blackwell(gpu, copies):
+    """TE keeps a per-tensor FP8 weight and its transpose on Hopper, one buffer for both
+    where FP8 GEMMs take any layout (sm_100, sm_103); block-scaled copies stay two."""
+    meta = 32 * 4 * 40  # delayed scaling's scale and amax history (test_fp8.py)
+    for precision, params in (("fp8-delayed", 2 * N8B + copies * G8B + meta),
+                              ("fp8-delayed+param-gather", 2 * N8B + (copies - 2) * G8B + meta),
+                              ("fp8-mxfp8", 2 * N8B + 2 * MX * G8B)):
+        pl = place(llama3_8b(), ParallelConfig(dp=8, zero_stage=1, precision=precision),
+                   gpu=GPUS[gpu])
+        assert pl.per_gpu.params_bytes == pytest.approx(params)
+
+
+@pytest.mark.parametrize("precision,fmt", [("fp8-mxfp8", "mxfp8"), ("fp4-nvfp4", "nvfp4")])
+def test_weight_copies_are_what_transformer_engine_allocates(precision, fmt):
+    """The recipe's cached weights equal TE's own allocation of every module quantized for
+    both usages (``ledger.formats.tensor_bytes``, held to TE's get_scale_shape formulas in
+    tests/test_formats.py): these shapes need no padding, so the rate is exact."""
+    te = 32 * sum(tensor_bytes(fmt, o, i, "both") for o, i in TE_MODULES)
+    assert _zero1(precision).per_gpu.params_bytes - 2 * N8B == pytest.approx(te, abs=0.5)
+
+
+def test_llama3_70b_tp8_activations_per_layer():
+    """test_fp8.py's per-token count with the GEMM inputs at g bytes: TE saves the
+    column-wise copy of each input (MXFP8 33/32 B, NVFP4 9/16 B per element) and keeps the
+    attention output's copy for the projection."""
+    h, a, kv, d, f, T = 8192, 64, 8, 128, 28672, 8192
+
+    def per_layer(g):
+        norms = 2 * (2 * h + 4 + h * g)
+        attn = 2 * a * d + 2 * 2 * kv * d + 2 * a * d + a * d * g + 4 * a
+        return T * (norms + attn + (4 + g) * f) / 8
+
+    for precision, g in (("fp8-mxfp8", MX), ("fp4-nvfp4", NV)):
+        cfg = ParallelConfig(tp=8, precision=precision, dropout=0.0)
+        assert layer_activation_bytes(llama3_70b(), cfg) == pytest.approx(per_layer(g))
+
+
+def test_param_gather_wire_bytes():
+    """ZeRO-1's param all-gather: Megatron gathers MXFP8 params in BF16 through the grad
+    buffer (2 B), NVFP4 params as packed E2M1 (0.5 B); everything else in BF16."""
+    m = llama3_8b()
+    share = G8B / N8B
+    assert get("megatron", "fp8-mxfp8+param-gather").fp8_gathered_param_ratio(m) == \
+        pytest.approx(1.0)
+    nv = get("megatron", "fp4+param-gather").fp8_gathered_param_ratio(m)
+    assert nv == pytest.approx(((1 - share) * 2 + share * 0.5) / 2)
+
+
+def test_fsdp_gathers_mxfp8_copies():
+    """Megatron-FSDP gathers MXFP8's row-wise copy for the forward and the column-wise one
+    for the backward (1 + 1/32 B each), where the distributed optimizer moves BF16."""
+    m = llama3_8b()
+    share = G8B / N8B
+    fw = get("megatron", "fp8-mxfp8+param-gather")
+    assert fw.fp8_gathered_param_ratio(m, zero3=True) == pytest.approx(
+        ((1 - share) * 2 + share * MX) / 2)
+
+    def gathered(precision):
+        pl = place(m, ParallelConfig(dp=8, zero_stage=3, precision=precision))
+        return sum(c.bytes for c in pl.comms if c.axis == "dp" and c.kind == "all_gather")
+
+    # the same gathers as BF16's, GEMM weights at 33/32 B instead of 2
+    assert gathered("fp8-mxfp8+param-gather") / gathered(None) == pytest.approx(
+        (1 - share) + share * MX / 2)
+
+
+def test_gemms_run_at_the_peak_of_their_precision():
+    b200, h100 = GPUS["b200"], GPUS["h100-sxm"]
+    nv, mx = get("megatron", "fp4"), get("megatron", "fp8-mxfp8")
+    assert gemm_precision(nv, "mlp_up", "wgrad") == "fp4"
+    assert peak_flops(b200, nv, "qkv") == 9000e12
+    assert peak_flops(b200, mx, "qkv") == 4500e12
+    for g in ("attention_core", "router", "output_head"):
+        assert peak_flops(b200, nv, g) == 2250e12
+    with pytest.raises(LedgerError, match="h100-sxm has no FP4 tensor cores"):
+        peak_flops(h100, nv, "qkv")
+    with pytest.raises(LedgerError, match="block-scaled"):
+        peak_flops(h100, mx, "qkv")
+    # torchao's linear MX converter leaves the grouped GEMMs of routed experts in BF16
+    tt = get("torchtitan", "fp8-mxfp8")
+    assert (gemm_precision(tt, "mlp_up"), gemm_precision(tt, "experts_up")) == ("fp8", "bf16")
+
+
+def test_nvfp4_hadamard_by_hand():
+    """llama3-8b, tp 1, one 8192-token sequence: every FP4 GEMM's wgrad operands (rows x in
+    and rows x out) pass a 16x16 Hadamard, 32 FLOPs an element, at the sustained BF16 rate.
+    Widths in + out: q 8192, k 5120, v 5120, o 8192, gate, up, down 18432 each."""
+    widths = 8192 + 5120 + 5120 + 8192 + 3 * 18432
+    want = 32 * 8192 * widths / (2250e12 * 0.70)
+    cfg = ParallelConfig(precision="fp4")
+    assert rht_s(llama3_8b(), cfg, 8192, GPUS["b200"], DEFAULT) == pytest.approx(want)
+    assert rht_s(llama3_8b(), ParallelConfig(precision="fp8-mxfp8"), 8192, GPUS["b200"],
+                 DEFAULT) == 0.0
+
+
+def test_bf16_layers_run_at_the_bf16_peak():
+    """Nemotron 3 Super's NVFP4 keeps its last 14 layers in BF16 (Megatron-Bridge): a
+    step in between the all-FP4 and the all-BF16 one."""
+    m, b200 = llama3_8b(), GPUS["b200"]
+
+    def fwd(precision):
+        return layer_gemms_s(m, ParallelConfig(precision=precision), 8192, b200, DEFAULT)
+
+    bf16, fp4, mixed = fwd(None), fwd("fp4"), fwd("fp4+bf16-ends-0-14")
+    assert mixed == pytest.approx(18 / 32 * fp4 + 14 / 32 * bf16)
+    assert fp4 < mixed < bf16
+
+
+def test_cli_names_the_recipe_and_the_peak(capsys):
+    assert main(["estimate", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--gpu",
+                 "b200", "--precision", "fp4", "--fp4-recipe", "nvfp4"]) == 0
+    out = capsys.readouterr().out
+    assert "fp4 recipe          nvfp4: TE NVFP4BlockScaling" in out
+    assert "GEMMs in NVFP4 (fprop, dgrad, wgrad with a Hadamard transform) at the FP4 peak" \
+        in out
+    assert "of the BF16 peak" in out
+    assert main(["estimate", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--gpu",
+                 "b200", "--precision", "fp4", "--json"]) == 0
+    import json
+
+    d = json.loads(capsys.readouterr().out)
+    assert (d["mfu_peak"], d["mfu_peak_flops"]) == ("bf16", 2250e12)
+    assert d["mfu"] == pytest.approx(d["tflops_per_gpu"] / 2250)
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--fp4-recipe", "nvfp4"], "fp4_recipe"),
+    (["--precision", "fp8", "--fp4-param-gather"], "fp4_param_gather"),
+    (["--bf16-layers", "1,1"], "bf16_layers"),
+    (["--precision", "fp4", "--bf16-layers", "1"], "bf16_layers"),
+])
+def test_cli_refuses_in_one_line(argv, field, capsys):
+    assert main(["report", "llama3-8b", "--gpus", "8", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err
+
+
+def _precision(flags):
+    return mm.precision(namespace(parse(flags, "launch.sh")))
+
+
+def test_megatron_launch_precision():
+    # tests/functional_tests/test_cases/nemotron/nemotron3_super_release_gb200/
+    # model_config.yaml L108-116 at Megatron-LM d98e8a64 (its precision flags)
+    flags = ["--bf16", "--grad-reduce-in-bf16", "--first-last-layers-bf16",
+             "--num-layers-at-start-in-bf16", "0", "--num-layers-at-end-in-bf16", "14",
+             "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8", "--fp8-param-gather",
+             "--reuse-grad-buf-for-mxfp8-param-ag"]
+    precision, unpriced = _precision(flags)
+    assert precision == "fp8-mxfp8+param-gather+bf16-ends-0-14"
+    assert unpriced == ["BF16 gradients under FP8 (priced as Megatron's fp32 main grads)"]
+    # Megatron-Bridge's bf16_with_nvfp4_mixed (mixed_precision.py L405-417) as flags
+    assert _precision(["--bf16", "--fp4-format", "e2m1", "--fp4-param-gather"])[0] == \
+        "fp4-nvfp4+param-gather"
+    # --first-last-layers-bf16 alone keeps Megatron's defaults, 1 and 1
+    assert _precision(["--bf16", "--fp4-format", "e2m1", "--first-last-layers-bf16"])[0] == \
+        "fp4-nvfp4+bf16-ends-1-1"
+
+
+def test_torchtitan_mx_converter(tmp_path):
+    """torchtitan's shipped llama3_8b.toml with the converter its docs/mxfp8.md (238fa99,
+    L46-49) adds on the command line, written into the file."""
+    from pathlib import Path
+
+    from ledger.io.torchtitan.reader import read_launch
+
+    src = Path(__file__).parent / ("fixtures/launch/torchtitan/238fa9953e/torchtitan/models/"
+                                   "llama3/train_configs/llama3_8b.toml")
+    text = src.read_text()
+    assert '# converters = ["float8"]' in text
+    job = tmp_path / "llama3_8b_mx.toml"
+    job.write_text(text.replace('# converters = ["float8"]',
+                                'converters = ["quantize.linear.mx"]'))
+    launch = read_launch(str(job), gpus=8)
+    assert launch.flags["precision"] == "fp8-mxfp8"
+    assert not launch.unpriced
+
+
+def test_bf16_layers_sit_on_the_end_stages():
+    """pp 2: the first 16 layers in BF16 leave rank 0 without NVFP4 copies, so rank 1
+    is the heavier; the last 16, the other way round."""
+    def heaviest(p):
+        cfg = ParallelConfig(dp=4, pp=2, zero_stage=1, precision=p, num_microbatches=8)
+        return place(llama3_8b(), cfg).heaviest_rank
+
+    assert (heaviest("fp4+bf16-ends-16-0"), heaviest("fp4+bf16-ends-0-16")) == (1, 0)
+
+
+# Megatron-Bridge 067f987d docs/performance-summary-archive.md, 26.04 NeMo container,
+# Pre-Training, LLAMA3_70B (L298-306): 64 GPUs, GBS 256, MBS 1, seq 8192, PP 4, VP 5, the
+# same placement in both precisions; tokens/s/GPU. Its perf recipes run
+# bf16_with_mxfp8_mixed (--fp8-param-gather) and bf16_with_nvfp4_mixed (--fp4-param-gather)
+# with the distributed optimizer (mixed_precision.py L255-266, L405-417).
+PUBLISHED = {("gb200", 2): (3828, 4898), ("gb300", 1): (4742, 7397)}
+
+
+@pytest.mark.parametrize("gpu,tp", PUBLISHED)
+def test_nvfp4_over_mxfp8_as_published(gpu, tp, capsys):
+    """NVFP4's speed-up over MXFP8 at equal placement, predicted (nothing fitted to these
+    rows) in the published direction and within 15%: GB200 1.28 published, GB300 1.56."""
+    import json
+
+    def tokens(*precision):
+        assert main(["estimate", "llama3-70b", "--tp", str(tp), "--pp", "4", "--vp", "5",
+                     "--gpus", "64", "--zero", "1", "--global-batch", "256", "--gpu", gpu,
+                     *precision, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["tokens_per_s_per_gpu"]
+
+    mx, nv = PUBLISHED[gpu, tp]
+    ratio = tokens("--precision", "fp4", "--fp4-param-gather") / tokens(
+        "--precision", "fp8", "--fp8-recipe", "mxfp8", "--fp8-param-gather")
+    assert ratio > 1
+    assert ratio == pytest.approx(nv / mx, rel=0.15)
