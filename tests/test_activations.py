@@ -170,3 +170,34 @@ def test_stage_sums_each_kind_of_layer():
     moe = layer_activations(m, micro_batch=1, moe=True).total_bytes
     assert layers_activation_bytes(m, range(0, 4), micro_batch=1) == dense + 3 * moe
     assert layers_activation_bytes(m, range(4, 8), micro_batch=1) == 4 * moe
+
+
+def test_megatron_recompute_modules_by_hand():
+    """DeepSeek-V3's MoE layer under Megatron's table, TP 1, one 4096-token sequence:
+    each --recompute-modules entry drops exactly what it runs again (transformer_config.py
+    L560-583 @d98e8a64): mla_up_proj the up-projected q (192 wide), k (192) and v (128) of
+    128 heads and the latent norms' outputs and fp32 rstd (kv 512, q 1536 wide; the
+    latents themselves are the checkpoint's input); moe_act the experts' f-wide activation output per routed row (8 x 2048);
+    layernorm the separate norms' outputs (MLA's input norm, the MoE pre-MLP norm: 7168
+    each); shared_experts the shared expert's fc1 and fc2 inputs (3 x 2048); moe every
+    MoE tensor beyond the pre-MLP norm's output."""
+    from ledger.model import deepseek_v3
+
+    m, t = deepseek_v3(), 4096
+
+    def kept(*mods):
+        return layer_activations(m, micro_batch=1, table=MEGATRON, recompute="selective",
+                                 modules=mods, layer=10)
+
+    base = kept("core_attn")
+    assert base.total_bytes - kept("mla_up_proj").total_bytes == \
+        (128 * (192 + 192 + 128) * 2 + (512 + 1536) * 2 + 2 * 4) * t
+    assert base.total_bytes - kept("moe_act").total_bytes == 8 * 2048 * 2 * t
+    assert base.total_bytes - kept("layernorm").total_bytes == 2 * 7168 * 2 * t
+    assert base.total_bytes - kept("shared_experts").total_bytes == 3 * 2048 * 2 * t
+    moe = kept("moe")
+    assert moe.router_bytes == moe.experts_bytes == moe.shared_experts_bytes == 0
+    assert kept().scores_bytes == 0  # flash: nothing materialised either way
+    with pytest.raises(LedgerError, match="recompute_modules"):
+        from ledger.config import ParallelConfig
+        ParallelConfig(recompute="full", recompute_modules=("mlp",))

@@ -161,16 +161,37 @@ def test_megatron_old_rotary_flag_has_no_position_table(tmp_path):
     assert counts == [LLAMA3_8B, LLAMA3_8B + 8192 * 4096]
 
 
-def test_megatron_partial_recompute_is_named_and_marked(tmp_path):
-    text = megatron("--recompute-granularity full --recompute-method block "
-                    "--recompute-num-layers 2 --attention-dropout 0.0")
-    code, out, err = run("report", "--from-megatron", write(tmp_path, "p.sh", text))
-    assert code == 0 and err.count("\n") == 1, err  # torchrun's world: no note; one line
-    line = err.splitlines()[0]
-    assert line.startswith("warning: not modelled, so the figures are approximate: ")
-    assert "--recompute-num-layers 2 of 16 layers" in line
-    assert "--attention-dropout" not in line  # the fused kernels keep no mask: nothing priced
-    assert out.rstrip().endswith("1 thing(s) the ledger does not model (named on stderr)")
+def _acts(tmp_path, name, extra, *argv):
+    code, out, err = run("report", "--from-megatron", write(tmp_path, name, megatron(extra)),
+                         "--json", *argv)
+    assert code == 0 and "not modelled" not in err, err
+    return json.loads(out)["activation_bytes_per_layer"]
+
+
+def test_megatron_partial_recompute_is_priced(tmp_path):
+    """--recompute-method block --recompute-num-layers 2 of a chunk's 16 layers: 2 layers
+    keep their input only, 14 keep everything (transformer_block.py _checkpointed_forward);
+    uniform groups of 2 keep one input per two layers. Neither is named on stderr now."""
+    full = _acts(tmp_path, "f.sh", "--recompute-granularity full")
+    none = _acts(tmp_path, "n.sh", "--attention-dropout 0.0")
+    block = _acts(tmp_path, "b.sh", "--recompute-granularity full --recompute-method block "
+                                    "--recompute-num-layers 2 --attention-dropout 0.0")
+    assert block == pytest.approx((2 * full + 14 * none) / 16)
+    uniform = _acts(tmp_path, "u.sh", "--recompute-granularity full --recompute-method "
+                                      "uniform --recompute-num-layers 2")
+    assert uniform == pytest.approx(full / 2)
+
+
+def test_megatron_recompute_modules_are_priced(tmp_path):
+    """Llama 3 8B, TP 2 + SP, bf16, dropout 0.1: --recompute-modules mlp keeps the dense
+    MLP's h-wide input (the SP shard) in place of its fused norm's input and output, rstd,
+    fc1's 2f-wide output and fc2's f-wide input: per token (4096 x 2 + 4 + 4096 x 2) / 2
+    + 3 x 14336 x 2 / 2 - 4096 x 2 / 2 B, over 8192 tokens."""
+    core = _acts(tmp_path, "c.sh", "--recompute-granularity selective")
+    mlp = _acts(tmp_path, "m.sh", "--recompute-granularity selective --recompute-modules "
+                                  "core_attn mlp")
+    per_token = (4096 * 2 + 4 + 4096 * 2) / 2 + 3 * 14336 * 2 / 2 - 4096 * 2 / 2
+    assert core - mlp == pytest.approx(per_token * 8192)
 
 
 def test_megatron_verbose_lists_what_changes_nothing(tmp_path):
@@ -393,3 +414,40 @@ def test_megatron_virtual_stage_flags_are_checked(tmp_path, extra, needle):
     code, out, err = run("report", "--from-megatron", write(tmp_path, "v.sh", text),
                          "--gpus", "64")
     assert code == 2 and out == "" and needle in err and err.count("\n") == 1, err
+
+
+def test_megatron_state_dtypes_are_priced(tmp_path):
+    """--grad-reduce-in-bf16 halves the fp32 gradient buffer; the precision-aware
+    optimizer's bf16 moments halve Adam's 8 B of moments (fp32 master kept): per
+    parameter 2 + 4 + 4 + 8 -> 2 + 2 + 4 + 4 (Megatron arguments.py L1209-1213,
+    L3667-3684 @d98e8a64), the optimizer's state sharded over DP 2."""
+    def state(name, extra):
+        f = write(tmp_path, name, megatron(extra))
+        code, out, err = run("report", "--from-megatron", f, "--json")
+        assert code == 0 and "not modelled" not in err, err
+        return json.loads(out)["per_gpu"]
+
+    base = state("a.sh", "")
+    low = state("b.sh", "--grad-reduce-in-bf16 --use-precision-aware-optimizer "
+                        "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --main-grads-dtype bf16")
+    assert low["grads_bytes"] == pytest.approx(base["grads_bytes"] / 2)
+    assert low["optim_bytes"] == pytest.approx(base["optim_bytes"] * 8 / 12)
+    assert low["params_bytes"] == base["params_bytes"]
+
+
+def test_megatron_cpu_activation_offload_is_priced(tmp_path):
+    """--cpu-offloading-num-layers 8 of Llama 3 8B's 32 layers (no PP, no recompute): TE's
+    offload context leaves (32 - 8) layers' activations on the GPU (cpu_offload.py
+    L748-751 @TE d0067d0d); Megatron refuses it beside PP (transformer_config.py L1891)."""
+    flat = megatron("").replace("--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 1")
+    f0, f8 = write(tmp_path, "a.sh", flat), write(tmp_path, "b.sh", flat.replace(
+        "--bf16", "--bf16 --cpu-offloading-num-layers 8"))
+    got = []
+    for f in (f0, f8):
+        code, out, err = run("report", "--from-megatron", f, "--json")
+        assert code == 0 and "not modelled" not in err, err
+        got.append(json.loads(out)["activation_bytes_per_layer"])
+    assert got[1] == pytest.approx(got[0] * 24 / 32)
+    code, _, err = run("report", "--from-megatron", write(tmp_path, "c.sh", megatron(
+        "--cpu-offloading-num-layers 8")))
+    assert code == 2 and "offload_activation_layers" in err, err

@@ -17,11 +17,17 @@ from dataclasses import dataclass, field
 from ledger.errors import LedgerError, require_positive
 from ledger.finetune import FineTune
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.frameworks.losses import loss as loss_of
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
 
 RECOMPUTE = ("none", "selective", "full")
+# Megatron-Core's selective recompute modules the ledger prices (transformer_config.py
+# L560-583 @d98e8a64: the choices and what each runs again; L1940-1941: the default
+# ["core_attn"]); ledger.arch.activations says what each drops
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                     "shared_experts")
 TWO_STAGES = ("zb-v", "dualpipe", "dualpipev")  # schedules holding 2 stages per rank
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
@@ -137,6 +143,19 @@ class ParallelConfig:
     # -- what a step keeps beyond its layers (ledger.placement.footprint) ----------------
     recompute_every: int = 1  # with recompute "full": every n-th layer is recomputed, the
     #   others keep everything (torchtitan's selective layer AC, selective_ac_option = n)
+    # Megatron's selective recompute: the modules run again (--recompute-modules;
+    # RECOMPUTE_MODULES); None: its default, core_attn
+    recompute_modules: tuple[str, ...] | None = None
+    # Megatron's full recompute of some layers: --recompute-method block recomputes the
+    # first ``recompute_layers`` layers of each model chunk (None: all); uniform
+    # checkpoints groups of ``recompute_group`` layers, keeping one input per group
+    recompute_layers: int | None = None
+    recompute_group: int = 1
+    # Megatron's CPU activation offloading (--cpu-offloading-num-layers, TE's
+    # get_cpu_offload_context): this many of the model's layers keep their activations on
+    # the host; TE synchronises so the GPU holds (layers - n) layers' (cpu_offload.py
+    # L748-751 @TE d0067d0d)
+    offload_activation_layers: int = 0
     dropout: float | None = None  # hidden and attention dropout; None: the framework's
     loss: str | None = None  # ledger.frameworks.losses; None: the framework's (compiled
     #   under ``compile`` where the framework compiles it)
@@ -150,6 +169,14 @@ class ParallelConfig:
     # --overlap-moe-expert-parallel-comm, DualPipe's forward-backward pairs); None: the
     # framework's default where its schedule allows it
     ep_overlap: bool | None = None
+    # state dtypes a launch sets (ledger.frameworks.conventions.STATE_DTYPES; None: the
+    # framework's): the gradient buffer (Megatron --grad-reduce-in-bf16), the main params
+    # and Adam's moments (--use-precision-aware-optimizer --main-params-dtype,
+    # --exp-avg-dtype, --exp-avg-sq-dtype)
+    grad_dtype: str | None = None
+    master_dtype: str | None = None
+    exp_avg_dtype: str | None = None
+    exp_avg_sq_dtype: str | None = None
     # transformer layers per model stage (Megatron --decoder-first/last-pipeline-num-layers
     # or --pipeline-model-parallel-layout); None: the framework's rule (Framework.split)
     stage_layers: tuple[int, ...] | None = None
@@ -167,6 +194,7 @@ class ParallelConfig:
             require_positive(f, getattr(self, f))
         if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
             raise LedgerError("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        _check_dtypes(self)
         fw = framework_of(self)
         fw.check_zero(self.zero_stage)
         if self.offload not in OFFLOADS:
@@ -239,6 +267,7 @@ def check_step(cfg, fw) -> None:
         raise LedgerError("recompute_every", f"recomputes every n-th layer in full: needs "
                                              f"recompute full, got recompute "
                                              f"{cfg.recompute!r}")
+    _check_recompute_modules(cfg)
     if cfg.dropout is None:
         object.__setattr__(cfg, "dropout", fw.dropout)
     if not 0.0 <= cfg.dropout < 1.0:
@@ -261,6 +290,44 @@ def check_host(cfg, fw) -> None:
                                         f"{cfg.ep_backend!r}")
     if cfg.overlap_p2p is None:
         object.__setattr__(cfg, "overlap_p2p", cfg.schedule in fw.overlap_p2p_schedules)
+
+
+def _check_dtypes(cfg) -> None:
+    for f in ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        v = getattr(cfg, f)
+        if v is not None and v not in STATE_DTYPES:
+            raise LedgerError(f, f"must be one of {', '.join(STATE_DTYPES)}, got {v!r}")
+
+
+def _check_recompute_modules(cfg) -> None:
+    """--recompute-modules and the partial full recompute, as Megatron checks them
+    (transformer_config.py L1943-1962, L2024-2031 @d98e8a64; arguments.py: the method
+    and layer count go with full recompute only)."""
+    mods = cfg.recompute_modules
+    if mods is not None:
+        object.__setattr__(cfg, "recompute_modules", tuple(mods))
+        odd = [m for m in cfg.recompute_modules if m not in RECOMPUTE_MODULES]
+        if odd:
+            raise LedgerError("recompute_modules", f"{', '.join(odd)} not among "
+                                                   f"{', '.join(RECOMPUTE_MODULES)}")
+        if cfg.recompute != "selective":
+            raise LedgerError("recompute_modules", f"modules are recomputed under "
+                                                   f"recompute selective, got recompute "
+                                                   f"{cfg.recompute!r}")
+    require_positive("recompute_group", cfg.recompute_group)
+    n = cfg.offload_activation_layers
+    if n and (n < 0 or cfg.pp > 1 or cfg.recompute != "none"):
+        raise LedgerError("offload_activation_layers", f"Megatron offloads the activations of "
+                          f"0 <= n layers without pipeline parallelism or recompute "
+                          f"(transformer_config.py L1884-1899 @d98e8a64), got {n} with "
+                          f"pp({cfg.pp}) recompute {cfg.recompute!r}")
+    if cfg.recompute_layers is not None:
+        require_positive("recompute_layers", cfg.recompute_layers)
+    if (cfg.recompute_layers is not None or cfg.recompute_group > 1) and \
+            cfg.recompute != "full":
+        raise LedgerError("recompute_layers", f"a partial or grouped recompute is of whole "
+                                              f"layers: needs recompute full, got "
+                                              f"{cfg.recompute!r}")
 
 
 def _ep_overlap(cfg, fw) -> bool:

@@ -4,7 +4,8 @@
 ``saved_tensors`` writes down, per implementation (Korthikanti's GPT layer, Megatron-Core
 with Transformer Engine, torch/torchtitan, transformers' modules, the project's plain
 block), what one layer keeps; ``activations`` prices those tables for a layer under TP,
-SP, CP, recompute and expert routing; ``recurrent`` what a hybrid's recurrent mixers
+SP, CP, recompute and expert routing (``selective``: Megatron's recompute modules);
+``recurrent`` what a hybrid's recurrent mixers
 (Mamba, linear attention, short convolutions) keep and compute.
 
 ``adapters`` adds what LoRA adapters save and compute. May import: the specs

@@ -23,6 +23,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ledger.arch.checkpointing import gradient_bytes, op_policy
+from ledger.arch.selective import recomputed_modules as _recomputed_modules
+from ledger.arch.selective import selected as _modules
 from ledger.arch.recurrent import saved_elements
 from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, PLAIN, SavedTensors
 from ledger.config import RECOMPUTE
@@ -109,7 +111,8 @@ def _block_norm(model, t, e, tokens, sp_div):
     return norm + model.hidden * _gi(t, e) * tokens / (sp_div if t.sp_gemm_input_shard else 1)
 
 
-def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=0.0):
+def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=0.0,
+           drop_up=False):
     """(norm, attention, scores, recurrent mixer) bytes of a layer's sequence mixer:
     attention, a recurrent mixer (``ledger.arch.recurrent``; Megatron-Core's kernels
     under its table, transformers' otherwise), both side by side (Falcon-H1: one norm
@@ -120,7 +123,7 @@ def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=
         return zero, zero, zero, zero
     if mixer in ("attention", "attention+mamba"):
         norm, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows,
-                                        dropout)
+                                        dropout, drop_up)
         gate = {"none": 0, "elementwise": model.q_dim, "head": model.heads}[
             getattr(model, "attn_gate", "none")]
         ih, ihd = getattr(model, "index_heads", 0), getattr(model, "index_head_dim", 0)
@@ -132,12 +135,15 @@ def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=
     return norm, attn, scores, (act * e + fp32) * tokens / tp
 
 
-def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0):
+def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0,
+               drop_up=False):
     """(norm, linear-in-s, scores) bytes of the attention block.
 
     Per token: the norm and its output (the QKV GEMM's input), q, k, v, the output the
     projection reads; flash adds the log-sum-exp, a materialised kernel the probabilities over
-    ``keys`` keys for each of the ``q_rows`` local queries.
+    ``keys`` keys for each of the ``q_rows`` local queries. ``drop_up``: MLA's up-projected
+    q, k, v are discarded after the kernel's forward and rebuilt from the latents in
+    backward (Megatron ``--recompute-modules mla_up_proj``; DeepSeek-V3 sec. 3.2.3).
     """
     a, kv, d = model.heads, model.kv_heads, model.head_dim
     q_lora, kv_lora, rope, nope, v_dim = _mla(model)
@@ -148,6 +154,8 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0
         lat = _norm(kv_lora, t, e) + kv_lora * gi  # latent norm + the up-projection's input
         if q_lora:
             lat += _norm(q_lora, t, e) + q_lora * gi
+        if drop_up:  # the checkpoint keeps the latents; their norms run again with it
+            lat = (kv_lora + q_lora) * e
         extra = lat * tokens / sp_div
         qk, v_w, kv_heads = nope + rope, v_dim, a  # keys expanded to every head
     else:
@@ -158,12 +166,14 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0
     out_b = t.attn_out_bytes or (e + t.fp8_input_bytes if flash else gi)
     if flash:
         k_heads = a if t.flash_kv_repeated else kv_heads
-        per_tok = (a * qk + k_heads * (qk + v_w)) * e + out * out_b + a * _b(t.flash_lse, e)
+        qkv, copy = (a * qk + k_heads * (qk + v_w)) * e, 0.0
         if kv_lora and t.mla_flash_copies:
-            per_tok = per_tok + (a * nope + out) * e
+            qkv, copy = qkv + a * nope * e, out * e
+        per_tok = qkv * (not (drop_up and kv_lora)) + copy + out * out_b \
+            + a * _b(t.flash_lse, e)
         scores = 0.0
     else:  # q, k and v at every head, the contiguous output copy the projection reads
-        per_tok = (a * qk + a * (qk + v_w)) * e + out * out_b
+        per_tok = (a * qk + a * (qk + v_w)) * e * (not (drop_up and kv_lora)) + out * out_b
         per_score = _b(t.eager_probs, e) + (1 + e if t.eager_dropout and dropout else 0)
         if getattr(model, "attn_logit_softcap", 0.0):  # cap * tanh(scores / cap)
             per_score = per_score + _b(t.eager_softcap, e)
@@ -172,7 +182,8 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0
     return norm, extra + per_tok * tokens / tp, scores
 
 
-def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor, etp=1):
+def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor, etp=1,
+               act_recompute=False):
     """(norm, dense MLP, router, routed experts, shared experts) bytes of the MLP block.
 
     Routed tokens are T*top_k, padded by the capacity factor; under SP the dispatcher
@@ -180,6 +191,8 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor, etp=1):
     divides by tp (ETP) or the tokens do (SP with ETP = 1): either way T*k*f/tp. The
     h-wide copies are what the expert GEMMs read after the all-gather over ETP
     (Megatron's alltoall dispatcher, token_dispatcher.py L741-751): etp x the SP shard.
+    ``act_recompute``: the experts' activation output (fc2's input) is discarded and
+    rebuilt from fc1's output in backward (Megatron ``--recompute-modules moe_act``).
     """
     h = model.hidden
     ln = model.norm == "layernorm"
@@ -199,6 +212,8 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor, etp=1):
                   + t.routed_output_copies * h * _b(t.routed_output, e)
                   + _b(t.routed_prob, e) + t.routed_index_bytes)
     per_f_e = _mlp_f(t, e, per_f, t.expert_swiglu_recompute)
+    if act_recompute and not t.expert_swiglu_recompute:
+        per_f_e = (per_f - 1) * e
     experts = routed * per_routed * etp / sp_div + routed * per_f_e * f / tp
     shared_w = getattr(model, "shared_ffn", model.shared_experts * f)
     shared = _mlp_f(t, e, per_f) * shared_w * tokens / tp
@@ -239,7 +254,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                       table: SavedTensors | None = None, layer: int | None = None,
                       moe: bool | None = None, window: int | None = None,
                       etp=1, kind: LayerKind | None = None,
-                      dropout: float = 0.0) -> LayerActivations:
+                      dropout: float = 0.0,
+                      modules: tuple[str, ...] | None = None) -> LayerActivations:
     """Bytes one decoder layer keeps for backward, per GPU, for one micro-batch.
 
     ``layer`` (0-based) picks the layer's kind from the model (MoE or dense, its sliding
@@ -292,15 +308,19 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                                 shared_experts_bytes=kept["shared"], dropout_bytes=zero,
                                 input_bytes=kept["input"], recompute=recompute)
     keys = min(s, window) if window and t.scores_over_window else s
+    mods = set(_modules(recompute, modules))
     norm_a, attn, scores, recurrent = _mixer(model, t, e, tokens, tp, sp_div, flash, keys,
-                                            s / cp, mixer, dropout)
-    if recompute == "selective":
+                                            s / cp, mixer, dropout, "mla_up_proj" in mods)
+    if "core_attn" in mods:
         scores = 0.0 * tokens
     norm_m, mlp, router, experts, shared = _mlp_block(
         model, t, e, tokens, tp, sp_div, moe, cf,
-        etp if sequence_parallel else 1)  # without SP every TP rank holds all tokens
+        etp if sequence_parallel else 1,  # without SP every TP rank holds all tokens
+        "moe_act" in mods and moe)
     if mlp_kind == "none":
         norm_m = mlp = router = experts = shared = 0.0 * tokens
+    norm_a, norm_m, mlp, router, experts, shared = _recomputed_modules(
+        model, t, e, tokens, sp_div, moe, mods, norm_a, norm_m, mlp, router, experts, shared)
     return LayerActivations(
         norms_bytes=norm_a + norm_m, attention_bytes=attn,
         scores_bytes=scores, mlp_bytes=mlp, router_bytes=router, experts_bytes=experts,

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 
 from ledger import __version__
-from ledger.config import EP_BACKENDS, GRAPH_SCOPES, RECOMPUTE
+from ledger.config import EP_BACKENDS, GRAPH_SCOPES, RECOMPUTE, RECOMPUTE_MODULES
+from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.errors import LedgerError
 from ledger.frameworks import RECIPES
 from ledger.frameworks import LOSSES
@@ -166,6 +167,16 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     _add_step_flags(p)
 
 
+def _modules(text: str) -> tuple[str, ...]:
+    """--recompute-modules: comma-separated names of RECOMPUTE_MODULES."""
+    mods = tuple(m for m in text.split(",") if m)
+    odd = [m for m in mods if m not in RECOMPUTE_MODULES]
+    if odd or not mods:
+        raise argparse.ArgumentTypeError(f"{text!r}: not among "
+                                         f"{', '.join(RECOMPUTE_MODULES)}")
+    return mods
+
+
 def _add_step_flags(p: argparse.ArgumentParser) -> None:
     """What a step keeps beyond its layers (docs/memory.md): each at the framework's
     default unless given."""
@@ -173,6 +184,29 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--recompute-every", type=count(MAX_LAYERS), default=1,
                    help="with --recompute full: every n-th layer only (torchtitan's "
                         "selective layer AC, selective_ac_option = n; default 1)")
+    g.add_argument("--recompute-modules", type=_modules,
+                   help="with --recompute selective: the modules run again, comma-separated "
+                        f"({', '.join(RECOMPUTE_MODULES)}; Megatron --recompute-modules; "
+                        "default core_attn)")
+    g.add_argument("--recompute-method", choices=("block", "uniform"),
+                   help="with --recompute full: block recomputes the first "
+                        "--recompute-num-layers layers of each model chunk, uniform "
+                        "checkpoints groups of that many (Megatron)")
+    g.add_argument("--recompute-num-layers", type=count(MAX_LAYERS),
+                   help="layers of --recompute-method (Megatron; default 1)")
+    g.add_argument("--cpu-offloading-num-layers", type=count(MAX_LAYERS), default=0,
+                   help="layers whose activations Megatron offloads to the host (TE's CPU "
+                        "offload; no PP, no recompute)")
+    g.add_argument("--grad-dtype", choices=("fp32", "bf16"),
+                   help="the gradient buffer's dtype (Megatron --grad-reduce-in-bf16: bf16; "
+                        "default: the framework's)")
+    for flag, what in (("--main-params-dtype", "main (master) params"),
+                       ("--exp-avg-dtype", "Adam's first moment"),
+                       ("--exp-avg-sq-dtype", "Adam's second moment")):
+        g.add_argument(flag, choices=tuple(STATE_DTYPES),
+                       dest={"--main-params-dtype": "master_dtype"}.get(flag),
+                       help=f"{what} (Megatron --use-precision-aware-optimizer {flag}; "
+                            f"default: the framework's)")
     g.add_argument("--dropout", type=real(MAX_DROPOUT, 0.0, closed_low=True),
                    help="hidden and attention dropout (Megatron --hidden-dropout; default: "
                         "the framework's, megatron 0.1, torchtitan 0)")

@@ -350,9 +350,29 @@ def step_flags(a: argparse.Namespace) -> dict:
             raise LedgerError("dropout", f"{a.framework}'s modules have no dropout "
                                          f"(saved-tensor table {t.name}); drop --dropout "
                                          f"{a.dropout:g}")
+    dtypes = {f: getattr(a, f, None) for f in ("grad_dtype", "master_dtype", "exp_avg_dtype",
+                                                "exp_avg_sq_dtype")}
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
                 compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
-                ep_backend=a.ep_backend)
+                ep_backend=a.ep_backend,
+                offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
+        | recompute_flags(a) | dtypes
+
+
+def recompute_flags(a: argparse.Namespace) -> dict:
+    """Megatron's --recompute-modules / --recompute-method / --recompute-num-layers as
+    ParallelConfig fields."""
+    n, method = getattr(a, "recompute_num_layers", None), getattr(a, "recompute_method", None)
+    if n is not None and method is None:
+        raise LedgerError("recompute_num_layers", f"--recompute-num-layers {n} needs "
+                                                  f"--recompute-method block or uniform")
+    mods = getattr(a, "recompute_modules", None)
+    out = {"recompute_modules": tuple(mods) if mods is not None else None}
+    if method == "block":
+        out["recompute_layers"] = n or 1
+    elif method == "uniform":
+        out["recompute_group"] = n or 1
+    return out
 
 
 def plan_facts(a: argparse.Namespace) -> dict:
@@ -361,4 +381,12 @@ def plan_facts(a: argparse.Namespace) -> dict:
         raise LedgerError("recompute_every", f"plan searches recompute of every layer or "
                                              f"none; drop --recompute-every "
                                              f"{a.recompute_every}")
-    return {k: v for k, v in step_flags(a).items() if k != "recompute_every"}
+    if getattr(a, "recompute_method", None) is not None:
+        raise LedgerError("recompute_method", f"plan searches recompute of every layer or "
+                                              f"none; drop --recompute-method "
+                                              f"{a.recompute_method}")
+    if getattr(a, "cpu_offloading_num_layers", 0):
+        raise LedgerError("cpu_offloading_num_layers", "plan searches no activation offload; "
+                          f"drop --cpu-offloading-num-layers {a.cpu_offloading_num_layers}")
+    return {k: v for k, v in step_flags(a).items()
+            if k not in ("recompute_every", "offload_activation_layers")}

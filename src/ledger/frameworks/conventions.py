@@ -26,6 +26,7 @@ from ledger.errors import LedgerError
 from ledger.frameworks import fp8 as fp8_recipes
 from ledger.frameworks.checkpoints import FORMATS as CHECKPOINTS
 from ledger.frameworks.checkpoints import CheckpointFormat
+from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import PRECISIONS, StateBytes, optimizer_state_per_param
 
 GiB = 2**30
@@ -95,6 +96,8 @@ class Framework:
     #                        caching allocator (neither allocated nor reserved)
     fragmentation: float  # reserved / allocated - 1 at the peak, eager (benchmarks/fit_memory.py)
     compiled_fragmentation: float  # the same under torch.compile (fewer, fused temporaries)
+    te_buffers: bool = False  # Transformer Engine's dummy wgrads and cuBLAS workspaces
+    #                           (ledger.placement.buffers; SOURCES["te_buffers"])
     # ---- fine-tuning (``ledger.finetune``) -----------------------------------------------
     frozen_param_bytes: int = 2  # a frozen base parameter as the framework keeps it
     offloads: tuple[str, ...] = ()  # CPU offload it offers: "optimizer" (state, master and
@@ -320,7 +323,7 @@ FRAMEWORKS = {f.name: f for f in (
         compiled_loss=None,
         dropout=0.1, pipeline_outputs="none", pipeline_recv_buffers=False,
         grads_persist=True, optimizer_temp_moments=0, cp_buffers="te-p2p", comm_bucket_bytes=0.0,
-        fsdp_buffers=True, fsdp_prefetch_layers=1, **_OVERHEAD),
+        fsdp_buffers=True, fsdp_prefetch_layers=1, te_buffers=True, **_OVERHEAD),
     Framework(
         name="torchtitan", summary="torchtitan: FSDP2 / HSDP with sharded fp32 params and "
         "grads, bf16 all-gathers, DTensor TP/SP, torch pipelining, reshard_after_forward = "
@@ -400,15 +403,17 @@ FRAMEWORKS["deepseek"] = replace(
     summary="DeepSeek's own stack (DeepSeek-V3 report sec. 3.2): DualPipe, its EP "
             "all-to-alls overlapped in forward-backward pairs, ZeRO-1, no TP",
     schedules=("1f1b", "dualpipe", "dualpipev"), even_split=False, ep_overlap=True,
-    ep_overlap_schedules=("dualpipe", "dualpipev"),
+    ep_overlap_schedules=("dualpipe", "dualpipev"), te_buffers=False,  # not TE: unpublished
     version="DeepSeek-V3 report (arXiv:2412.19437) and deepseek-ai/DualPipe 3da1bbea")
 DEFAULT = "megatron"
 
 
 def of(cfg) -> Framework:
     """The convention a config (or the planner's namespace of arrays) runs under, in its
-    explicit precision if it names one."""
-    return get(getattr(cfg, "framework", DEFAULT), getattr(cfg, "precision", None))
+    explicit precision if it names one, with the state dtypes it sets (``with_dtypes``)."""
+    fw = get(getattr(cfg, "framework", DEFAULT), getattr(cfg, "precision", None))
+    return with_dtypes(fw, *(getattr(cfg, f, None) for f in (
+        "grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")))
 
 
 def get(name: str, precision: str | None = None) -> Framework:

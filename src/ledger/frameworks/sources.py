@@ -361,6 +361,21 @@ SOURCES: dict[str, dict[str, str]] = {
                                 "overlapped_forward_backward)",
     },
 }
+_TE_BUFFERS = ("TransformerEngine d0067d0d: with Megatron's gradient-accumulation fusion "
+               "(on by default, --no-gradient-accumulation-fusion) each TE linear hands "
+               "autograd a dummy wgrad cached per (shape, dtype) for the run "
+               "(transformer_engine/pytorch/module/base.py L134-147; linear.py L1357-1374, "
+               "layernorm_linear.py L1172-1178, grouped_linear.py L1230-1236); the cuBLAS "
+               "workspace, 32 MiB + 1 KiB on sm90+, one per compute stream (4) for grouped "
+               "GEMMs (cpp_extensions/gemm.py L40-67; common/util/multi_stream.cpp L52-55); "
+               "ledger.placement.buffers")
+for _name in SOURCES:
+    if isinstance(SOURCES[_name], dict):
+        SOURCES[_name].setdefault("te_buffers", _TE_BUFFERS if _name == "megatron" else
+                                  "not Transformer Engine's linear modules: no dummy wgrads "
+                                  "or TE workspaces (the framework's own modules)")
+SOURCES["deepseek"]["te_buffers"] = ("DeepSeek's stack (HAI-LLM) is not published: TE's "
+                                     "buffers not priced")
 for _name, _facts in OVERLAP_SOURCES.items():  # ledger.frameworks.overlap_sources
     SOURCES[_name] = SOURCES[_name] | _facts
 SOURCES["deepseek"] = {**{k: "as megatron (ledger.frameworks.SOURCES['megatron'])"

@@ -4,7 +4,8 @@
 (TP/SP, CP ring or Ulysses, PP, DP and ZeRO, tied embeddings) and ``experts`` the MoE
 dispatchers over EP/ETP; ``layout`` maps ranks to axes, groups and links; ``stages`` the
 layers and parameters of each PP rank, kind by kind; ``splits`` what TP and CP may split
-of a model; ``layers`` one layer's bytes as the framework keeps them; ``footprint`` a
+of a model; ``layers`` one layer's bytes as the framework keeps them; ``buffers`` the
+buffers a framework allocates for the run (TE's dummy wgrads, cuBLAS workspaces); ``footprint`` a
 GPU's whole memory by cause, at each point of its step; and ``per_gpu`` puts them
 together - ``place(model, cfg)`` -> ``Placement``.
 

@@ -73,6 +73,8 @@ class MemoryBreakdown:
     context_bytes: float = 0.0
     moment: str = ""  # the point of the step where the peak falls (MOMENTS)
     cached_bytes: float = 0.0  # of fragmentation: freed blocks no request there can reuse
+    kept_bytes: float = 0.0  # of buffers: the framework's own, kept for the run
+    named: tuple = ()  # (name, bytes) of those (ledger.placement.buffers)
 
     @property
     def allocated_bytes(self) -> float:
@@ -116,6 +118,8 @@ class RankParts:
     freed_grads: float = 0.0  # the optimizer's sharded gradients, freed by zero_grad
     root_grads: float = 0.0  # the output layer's (and embedding's) gradients, made first
     #                          in the backward (FSDP2's unsharded ones are in buffers)
+    kept: float = 0.0  # of buffers: the framework's own, kept for the run (buffers.py)
+    named: tuple = ()  # (name, bytes) of those, for the views
 
 
 def shard_group(cfg):
@@ -287,4 +291,5 @@ def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
     best = int(np.argmax([float(sum(pt) + f) for pt, f in zip(points, frag)]))
     state, acts, logits, buffers = (float(x) for x in points[best])
     return MemoryBreakdown(rank, state, acts, logits, buffers, float(frag[best]),
-                           fw.overhead_bytes, MOMENTS[best], float(cached[best]))
+                           fw.overhead_bytes, MOMENTS[best], float(cached[best]),
+                           float(parts.kept), parts.named)

@@ -33,7 +33,8 @@ def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
                 recompute=cfg.recompute if recompute is None else recompute,
                 act_bytes=cfg.act_bytes, capacity_factor=cfg.moe.load_factor,
                 table=saved_table(fw.activations), etp=expert_tp(cfg), kind=kind,
-                dropout=fw.dropout if dropout is None else dropout)
+                dropout=fw.dropout if dropout is None else dropout,
+                modules=getattr(cfg, "recompute_modules", None))
 
 
 def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
@@ -46,14 +47,29 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     the untouched layers."""
     kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
     adapters = _adapters(model, cfg, kw)
-    every = getattr(cfg, "recompute_every", 1)
     kept = layer_activations(model, **kw).total_bytes
-    if kw["recompute"] != "full":
-        return adapters + kept
-    if every == 1:
+    if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
+        on_gpu = 1 - min(getattr(cfg, "offload_activation_layers", 0), model.layers) / model.layers
+        return (adapters + kept) * on_gpu
+    kept = kept / getattr(cfg, "recompute_group", 1)  # one input kept per group
+    share = recomputed_share(model, cfg)
+    if share == 1:
         return kept
     whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes
-    return kept / every + whole * (1 - 1 / every)
+    return kept * share + whole * (1 - share)
+
+
+def recomputed_share(model: ModelSpec, cfg) -> float:
+    """The share of a rank's layers full recompute runs again: every n-th
+    (``recompute_every``, torchtitan's selective layer AC), or the first
+    ``recompute_layers`` of each model chunk (Megatron --recompute-method block,
+    transformer_block.py _checkpointed_forward), over the mean chunk of layers / (pp vp)."""
+    share = 1 / getattr(cfg, "recompute_every", 1)
+    n = getattr(cfg, "recompute_layers", None)
+    if n is not None:
+        chunk = model.layers / (cfg.pp * cfg.vp)
+        share = share * min(n, chunk) / chunk
+    return share
 
 
 def _adapters(model: ModelSpec, cfg, kw: dict):
@@ -69,6 +85,10 @@ def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
     adapters' tensors too, saved again by the recomputed forward."""
     kw = _layer_kw(model, cfg, kind, flash)
     again = _adapters(model, cfg, kw) if kw["recompute"] == "full" else 0.0
+    group = getattr(cfg, "recompute_group", 1)  # --recompute-method uniform: the group's
+    if kw["recompute"] == "full" and group > 1:  # other layers rebuilt before its backward
+        again = again + (group - 1) * layer_activations(
+            model, **(kw | {"recompute": "none"})).total_bytes
     return recompute_working_bytes(model, **kw) + again
 
 

@@ -36,6 +36,7 @@ from ledger.optim import muon
 from ledger.pipeline import held_closed, placement_pipeline
 from ledger.placement import offload as offloading
 from ledger.placement import tuned
+from ledger.placement.buffers import framework_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
                                     dp_rows, ep_comms, expert_fraction, pp_comms,
                                     tied_embedding_comms, tp_comms)
@@ -181,7 +182,7 @@ def head_activation_bytes(model: ModelSpec, cfg) -> float:
 
 
 def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, work,
-               layers_held, per_param: StateBytes) -> RankParts:
+               layers_held, per_param: StateBytes, named: dict | None = None) -> RankParts:
     """What the pipeline ranks ``ranks`` (a rank, or an array of them) are made of
     (``ledger.placement.footprint.RankParts``): their sharded ``state``, one micro-batch of
     their stage activations, one layer's backward working set ``work`` - numbers, or
@@ -194,6 +195,7 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
     always, backward = buffer_bytes(cfg, tuned.buffer_framework(model, cfg, fw),
                                     largest_layer_params(model, cfg), layers_held, root)
     always = always + tuned.dequant_bytes(model, cfg)  # QLoRA's dequantised weight
+    kept = sum((named or {}).values()) + 0.0 * always  # the framework's own (buffers.py)
     recv = np.array([recv_buffers(cfg, fw, r) for r in np.ravel(ranks)]).reshape(
         np.shape(ranks)) * cfg.num_microbatches
     per_optim = max(per_param.optim_bytes, 1e-30)  # per byte of optimizer state
@@ -202,7 +204,9 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
         stage_act=stage_act, work=work + backward,
         cp_forward=cp_fwd, cp_backward=cp_bwd,
         root_grads=root * per_param.grads_bytes * (cfg.zero_stage < 3),
-        buffers=always + recv * boundary, head=head_activation_bytes(model, cfg) * out_rank,
+        buffers=always + kept + recv * boundary, kept=kept,
+        named=tuple(sorted((k, v) for k, v in (named or {}).items() if np.ndim(v) == 0)),
+        head=head_activation_bytes(model, cfg) * out_rank,
         logits=logits_elements(model, cfg) * out_rank, boundary=boundary,
         optimizer_temp=state.optim_bytes * fw.optimizer_temp_moments * fw.moment_bytes
         / per_optim,
@@ -223,9 +227,10 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     states = rank_states(model, cfg, st, optimizer, counts, kinds, gpu)
     for r, state in enumerate(states):
         state = offloading.on_gpu(state, cfg.offload)
+        named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
         parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(counts[r],
                                                                                 per_kind)),
-                           work, held[r], per_param)
+                           work, held[r], per_param, named)
         alive = inflight[min(r, len(inflight) - 1)]
         point = (alive, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,

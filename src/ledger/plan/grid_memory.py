@@ -20,6 +20,7 @@ from ledger.pipeline import held_closed
 from ledger.placement import (layer_activation_bytes, layer_kinds, layer_working_bytes,
                               peak_total, rank_layers, rank_parts, shard_state, split_layers,
                               stage_params, tuned_stage_state, tuned_trainable)
+from ledger.placement.buffers import framework_buffers
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 
@@ -162,8 +163,12 @@ def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=No
             off.params[sel], off.grads[sel], off.optim[sel] = (
                 heavy.params_bytes, heavy.grads_bytes, heavy.optim_bytes)
         ranks = np.arange(pp)[None, :]
+        kinds = layer_kinds(model, pp, vp, sched, None, fw.split)[0]
+        kept = {"framework buffers": np.array([sum(framework_buffers(
+            model, SimpleNamespace(tp=tp, etp=None), [k for k, n in zip(kinds, held[r]) if n],
+            fw).values()) for r in range(pp)])[None, :]}
         parts = rank_parts(model, cfg, fw, ranks, resident, act[sel] @ held.T,
-                           work[sel][:, None], layers[None, :], per_param)
+                           work[sel][:, None], layers[None, :], per_param, kept)
         parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
         point = np.zeros((4, len(sel), pp))

@@ -27,6 +27,7 @@ from ledger.arch import finetune_flops_per_token
 from ledger.config import OFFLOADS, MoESpec, ParallelConfig
 from ledger.errors import LedgerError, require_positive
 from ledger.frameworks import get as get_framework
+from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state, split_problem
@@ -39,7 +40,8 @@ from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
 from ledger.system import System
 
 MICRO_BATCHES = (1, 2, 4, 8)
-RUN_FACTS = ("dropout", "loss", "compile")  # run facts the search holds fixed
+DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
+RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules") + DTYPE_FACTS  # held fixed
 HOST_FACTS = ("cuda_graph", "ep_backend")  # and what the host launches (ledger.step.host)
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
@@ -167,9 +169,10 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     count = len(g["tp"])
     step = np.full(count, np.inf)
     parts: dict[str, np.ndarray] = {}
-    fw = get_framework(framework, precision)
-    st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision),
-                              optimizer)
+    dtypes = {k: v for k, v in (facts or {}).items() if k in DTYPE_FACTS and v is not None}
+    fw = with_dtypes(get_framework(framework, precision), *(dtypes.get(k) for k in DTYPE_FACTS))
+    st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision,
+                                                    **dtypes), optimizer)
     node = min(system.gpus_per_node, int(g["tp"][0] * g["cp"][0] * g["pp"][0] * g["dp"][0])) \
         if count else 1
     mem, state_g, off = grid_memory(model, g, fw, st_total.scaled(1 / model.params), flash,
@@ -261,6 +264,9 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
         if model is not None else {}
     if switches:
         switches["ep_overlap"] = bool(switches["ep_overlap"][0])
+    facts = dict(facts or {})
+    if RECOMPUTES[g["rc"][i]] != "selective":  # the modules of a selective recompute
+        facts.pop("recompute_modules", None)
     return ParallelConfig(
         tp=int(g["tp"][i]), cp=int(g["cp"][i]), pp=int(g["pp"][i]), dp=int(g["dp"][i]),
         ep=int(g["ep"][i]), zero_stage=int(g["zero"][i]), sequence_parallel=bool(g["sp"][i]),
@@ -269,7 +275,7 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
         num_microbatches=int(g["m"][i]), vp=int(g["vp"][i]),
         schedule=SCHEDULES[g["sched"][i]], recompute=RECOMPUTES[g["rc"][i]],
         framework=framework, flash_attention=flash, precision=precision, finetune=finetune,
-        offload=OFFLOADS[g["offload"][i]], **(facts or {}), **switches)
+        offload=OFFLOADS[g["offload"][i]], **facts, **switches)
 
 
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:

@@ -21,6 +21,9 @@ the measured figure:
   those modules where ``ParallelConfig`` takes them (else the ledger's selective, marked);
   granularity "selective" with no modules named -> selective (Megatron-Core's default
   module, core_attn); an empty module list -> none.
+- dropout 0 (Megatron-Bridge's GPTModelProvider, gpt_provider.py L380 @v0.4.1, and each
+  model bridge); the perf recipes' BF16 gradient reduction and a model's own state dtypes
+  (``RECIPE_STATE``).
 - recipe settings: ``moe_flex_dispatcher_backend``
   (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap.
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
@@ -149,6 +152,19 @@ def _recipe_check(precision: str) -> None:
     recipe("megatron", precision)
 
 
+# what the perf recipes keep of the state beyond Megatron's defaults: every release's perf
+# scripts reduce gradients in BF16 (grad_reduce_in_fp32 False: the v0.1.0rc3 YAMLs'
+# mixed_precision block, e.g. configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml L42-43;
+# configs/llama3/llama3_llm_pretrain.py L46-47 @v0.2.0, configs/deepseek/
+# deepseek_llm_pretrain.py L42-43 @v0.4.1; perf_recipes/_common.py L71-72 @v0.6.0, which
+# Kimi K2 alone overrides); DeepSeek-V3 keeps BF16 Adam moments under the precision-aware
+# optimizer (recipes/deepseek/deepseek_v3.py L161-165 @v0.4.1, L272-276 @v0.2.0;
+# perf_recipes/deepseek/common.py L43-46 @067f987d)
+PERF_STATE = dict(grad_dtype="bf16")
+RECIPE_STATE = {"deepseek-v3": dict(PERF_STATE, exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"),
+                "kimi-k2": {}}
+
+
 def config_of(row: BridgeRow, precision: str | None,
               model=None) -> tuple[ParallelConfig, tuple[str, ...]]:
     approx = []
@@ -156,7 +172,9 @@ def config_of(row: BridgeRow, precision: str | None,
     kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
               zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
               micro_batch=row.mbs, num_microbatches=row.num_microbatches, vp=row.vp or 1,
-              framework="megatron", precision=precision)
+              framework="megatron", precision=precision,
+              **RECIPE_STATE.get(row.model, PERF_STATE),
+              dropout=0.0)  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
     modules = row.setting("recompute_modules")
     gran = row.setting("recompute_granularity")
     if gran == "full":
@@ -190,7 +208,12 @@ def config_of(row: BridgeRow, precision: str | None,
     if row.dp > 1:  # Megatron-Bridge's CommOverlapConfig with DP > 1: both overlapped
         # (src/megatron/bridge/training/comm_overlap.py:527-545 @ v0.3.1)
         kw["overlap_grad_reduce"] = kw["overlap_param_gather"] = True
+    offload = row.setting("cpu_offloading_num_layers")
+    if isinstance(offload, int) and offload > 0 and row.pp == 1 and "recompute" not in kw:
+        kw["offload_activation_layers"] = offload  # Megatron's CPU activation offload
     for name, what in (("cpu_offloading_num_layers", "activation offload of {} layers"),):
+        if name == "cpu_offloading_num_layers" and "offload_activation_layers" in kw:
+            continue
         v = row.setting(name)
         if v not in (None, "none", 0, False) and not str(v).startswith("expr:"):
             approx.append(what.format(v) + " not priced")

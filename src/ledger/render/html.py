@@ -84,7 +84,11 @@ def memory_chart(ranks: list, usable_bytes: float | None) -> str:
             if b > 0:
                 parts.append(f'<rect x="{x}" y="{y(base + b):.1f}" width="{bar}" '
                              f'height="{y(base) - y(base + b):.1f}" fill="{COLOURS[cause]}">'
-                             f'<title>rank {m.rank} {cause}: {fmt_bytes(b)}</title></rect>')
+                             f'<title>rank {m.rank} {cause}: {fmt_bytes(b)}'
+                             + (", of it " + ", ".join(f"{escape(n)} {fmt_bytes(v)}" for n, v
+                                                      in getattr(m, "named", ()))
+                                if cause == "buffers" and getattr(m, "named", ()) else "")
+                             + '</title></rect>')
             base += b
         parts.append(f'<text x="{x + bar / 2}" y="{20 + h + 14}" text-anchor="middle">'
                      f'{m.rank}</text>')

@@ -64,6 +64,10 @@ def memory_table(rows=None) -> str:
         if every:
             lines.append(_summary(role[:5], "all measured", every))
     lines.append(_summary("all", "measured rows", [e for v in groups.values() for e in v]))
+    signed = [error(r) for r in rows if r.metric != "outcome"]
+    if signed:
+        lines.append(f"{'all':<5} {'signed mean':<18} {sum(signed) / len(signed):+.1%}   "
+                     f"(under on {sum(e < 0 for e in signed)} of {len(signed)} rows)")
     outcomes = [r for r in rows if r.metric == "outcome"]
     right = sum(error(r) == 0 for r in outcomes)
     lines.append(f"{'all':<5} {'fit verdicts':<18} {right} of {len(outcomes)} right "

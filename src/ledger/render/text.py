@@ -105,6 +105,9 @@ def memory_lines(mem, capacity=None) -> list[str]:
     lines = [f"  {'memory (PP rank ' + str(mem.rank) + ')':<20}"
              + "  ".join(f"{c} {fmt_bytes(getattr(mem, c + '_bytes'))}"
                          for c in ALLOCATED_CAUSES) + at]
+    if getattr(mem, "named", ()):  # the framework's own buffers (ledger.placement.buffers)
+        lines.append(f"  {'':<20}of buffers, kept for the run: " + ", ".join(
+            f"{name} {fmt_bytes(b)}" for name, b in mem.named))
     tail = ""
     if capacity is not None:
         verdict = "fits" if mem.total_bytes <= capacity.usable_bytes else "does NOT fit"
@@ -143,7 +146,8 @@ def placement_text(model, cfg, pl, capacity=None) -> str:
         lines.append(_state_line(f"heaviest stage ({pl.heaviest_rank})", pl.heaviest_stage))
     lines += [
         f"  {'activations':<20}{fmt_bytes(pl.activation_bytes_per_layer, 8)} per layer per "
-        f"micro-batch (flash)   layers/stage {pl.layers_per_stage:.1f}   tokens/GPU/mb "
+        f"micro-batch ({'flash' if cfg.flash_attention else 'unfused: scores kept'})   "
+        f"layers/stage {pl.layers_per_stage:.1f}   tokens/GPU/mb "
         f"{pl.tokens_per_gpu_per_mb}",
         f"  {'PP bubble fraction':<20}{pl.bubble_fraction:.3f}" + (
             f"   ({cfg.schedule}, simulated)" if cfg.pp > 1 else ""),

@@ -188,8 +188,52 @@ def _megatron() -> list[Peak]:
     return out
 
 
+MEGATRON_MOE = "NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases/moe"
+
+
+def megatron_moe() -> ModelSpec:
+    """gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed's model (model_config.yaml): 16 layers,
+    hidden 1024, 32 heads of MLA (q_lora 1536, kv_lora 512, qk 128 + rope 64, v 128,
+    the latent norms of --qk-layernorm), SwiGLU, RMSNorm, untied, the first layer dense
+    (ffn 4096, --moe-layer-freq ([0]*1+[1]*15)) and 15 MoE layers of 32 experts top-4
+    (ffn 1024) with a 1024-wide shared expert, one MTP module; GPT-2's BPE vocabulary
+    (vocab.json, 50,257 tokens, GPT2BPETokenizer) padded to a multiple of 3232 x tp =
+    51,712 (build_tokenizer.py L133-146)."""
+    return ModelSpec(name="megatron-moe-proxy", layers=16, hidden=1024, heads=32,
+                     kv_heads=32, head_dim=192, vocab=51712, seq_len=4096, ffn_hidden=4096,
+                     attention="mla", q_lora_rank=1536, kv_lora_rank=512,
+                     qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                     num_experts=32, top_k=4, moe_ffn_hidden=1024, shared_experts=1,
+                     shared_expert_ffn=1024, moe_layer_ids=tuple(range(1, 16)),
+                     router_groups=4, router_group_topk=2, mtp_layers=1)
+
+
+def _megatron_moe() -> list[Peak]:
+    """gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed (model_config.yaml): bf16, TE, the
+    distributed optimizer, TP 2 + SP, PP 2 with 4 virtual stages per rank, EP 4 at ETP 1
+    (the alltoall dispatcher), micro-batch 4 of 4,096 tokens, global batch 32 on 8 GPUs
+    (DP 2), no recompute, dropout 0, --attention-backend unfused (TE's unfused attention:
+    the scores materialised). Routing is not forced even (seq_aux_loss): the rule prices
+    even routing (MoESpec's default) for every row. The last step's (50) figures of each
+    platform's golden values (golden_values_dev_dgx_h100.json,
+    golden_values_dev_dgxh100_dgxc.json)."""
+    goldens = {"dgx_h100": (60111630336, 6632031744),  # (max allocated, after) at step 50
+               "dgxh100_dgxc": (57961472000, 6637274624)}
+    cfg = ParallelConfig(tp=2, pp=2, vp=4, dp=2, ep=4, etp=1, zero_stage=1, micro_batch=4,
+                         num_microbatches=4, moe_dispatcher="alltoall", dropout=0.0,
+                         flash_attention=False)
+    out = []
+    for platform, (peak, after) in goldens.items():
+        run = f"moe tp2_pp2_ep4_etp1_memory_speed {platform}"
+        out.append(Peak(MEGATRON_MOE, run, megatron_moe(), cfg, "h100-sxm", "allocated",
+                        float(peak)))
+        out.append(Peak(MEGATRON_MOE, run + " after step", megatron_moe(), cfg, "h100-sxm",
+                        "resident", float(after)))
+    return out
+
+
 def peaks() -> list[Peak]:
-    return (_torchtitan_2024_12() + _torchtitan_2025_06() + _megatron()
+    return (_torchtitan_2024_12() + _torchtitan_2025_06() + _megatron() + _megatron_moe()
             + _torchtitan_outcomes())
 
 
@@ -209,8 +253,8 @@ def predicted(row: Peak, fragmentation: tuple[float, float] | None = None) -> fl
     for fits / does not fit); ``fragmentation`` (eager, compiled) in place of the
     framework's fitted pair (at the points of the step the shipped pair picks)."""
     ranks = _placed(row).memory_by_rank
-    if row.metric == "resident":  # Megatron's grads persist: the state of every point
-        return ranks[-1].state_bytes
+    if row.metric == "resident":  # Megatron's grads persist: the state of every point,
+        return ranks[-1].state_bytes + ranks[-1].kept_bytes  # and the buffers kept for the run
     if row.metric == "allocated":
         return ranks[-1].allocated_bytes
     if fragmentation is None:

@@ -89,15 +89,14 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         flags["global_batch"] = ns["global_batch_size"]
     if ns.get("num_experts"):
         flags["moe_dispatcher"] = ns["moe_token_dispatcher_type"]
+    flags |= state_dtypes(ns)
     own = _switches_and_split(ns, flags, path)
     flags |= _pipeline(ns, path, own)
     unpriced = []
     if ns["recompute_activations"]:  # arguments.py:607-608
         ns["recompute_granularity"] = "selective"
     if ns.get("recompute_granularity"):
-        kind, odd = _recompute(ns, ns["num_layers"] // pp)
-        flags["recompute"] = kind
-        unpriced += odd
+        flags |= _recompute(ns)
     if ns["context_parallel_size"] > 1 and ns["cp_comm_type"][0] in mm.CP_KINDS:
         flags["cp_kind"] = mm.CP_KINDS[ns["cp_comm_type"][0]]
     if ns["tp_comm_overlap"]:
@@ -155,14 +154,42 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
     return out, odd
 
 
+def state_dtypes(ns: dict) -> dict:
+    """The state dtypes a launch sets, under the CLI's names: --grad-reduce-in-bf16 keeps
+    the gradient buffer in bf16 (arguments.py L1209-1213 @d98e8a64; Megatron-FSDP:
+    --megatron-fsdp-main-grads-dtype bf16), --use-precision-aware-optimizer its
+    --main-params-dtype, --exp-avg-dtype and --exp-avg-sq-dtype (L3667-3684; without it
+    they must stay fp32, optimizer_config.py L466-480)."""
+    out = {}
+    if ns["grad_reduce_in_bf16"] or (ns["use_megatron_fsdp"]
+                                     and ns.get("megatron_fsdp_main_grads_dtype") == "bf16"):
+        out["grad_dtype"] = "bf16"
+    if ns.get("use_precision_aware_optimizer"):
+        for dest, key in (("main_params_dtype", "master_dtype"),
+                          ("exp_avg_dtype", "exp_avg_dtype"),
+                          ("exp_avg_sq_dtype", "exp_avg_sq_dtype")):
+            if ns.get(dest) not in (None, "fp32"):
+                out[key] = ns[dest]
+    return out
+
+
 # -- what the step keeps (issue 21) ------------------------------------------------------
 def _step(ns: dict) -> dict:
     """The step facts a launch sets: --hidden-dropout is the residual stream's dropout,
     whose masks the bias-dropout-add keeps (0.1 by default: transformer_config.py:188 at
     d98e8a64; a rate of 0 keeps none). --attention-dropout changes nothing priced: the
     fused attention kernels Megatron runs (TransformerEngine, flash) regenerate their mask
-    from the RNG state in backward."""
-    return {"dropout": ns["hidden_dropout"]}
+    from the RNG state in backward. --attention-backend unfused (TE's
+    UnfusedDotProductAttention, backends.py L351-420 @TE d0067d0d: baddbmm, the fused
+    scale-mask-softmax keeping its bf16 output, dropout, bmm) and local (Megatron's
+    DotProductAttention, the same sequence) materialise the scores; flash, fused and auto
+    run a fused kernel (transformer_config.py L151 @d98e8a64)."""
+    out = {"dropout": ns["hidden_dropout"]}
+    if ns.get("cpu_offloading_num_layers"):  # arguments.py L1950-1951: turns offloading on
+        out["cpu_offloading_num_layers"] = ns["cpu_offloading_num_layers"]
+    if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local"):
+        out["no_flash"] = True
+    return out
 
 
 # Megatron's --optimizer -> the ledger's (ledger.memory.OPTIMIZERS); muon's scalar
@@ -240,19 +267,20 @@ def _pipeline(ns: dict, path: str, own_split: bool = False) -> dict:
     return out
 
 
-def _recompute(ns: dict, per_stage: int) -> tuple[str, list[str]]:
-    """Full or selective; a partial full recompute is priced as full, and said."""
-    kind = ns["recompute_granularity"]
-    if kind == "selective":
-        return "selective", []
-    n, method = ns.get("recompute_num_layers") or 1, ns.get("recompute_method")
-    if method == "block" and n < per_stage:
-        return "full", [f"--recompute-method block --recompute-num-layers {n} of {per_stage} "
-                        f"layers per stage (priced as full recompute of every layer)"]
-    if method == "uniform" and n > 1:
-        return "full", [f"--recompute-method uniform --recompute-num-layers {n} (groups of "
-                        f"{n} layers; priced as each layer recomputed alone)"]
-    return "full", []
+def _recompute(ns: dict) -> dict:
+    """Selective with its modules, or full of every layer, of the first n of each chunk
+    (--recompute-method block) or in groups of n (uniform), under the CLI's (Megatron's)
+    names: transformer_config.py L532-583, transformer_block.py _checkpointed_forward
+    @d98e8a64."""
+    if ns["recompute_granularity"] == "selective":
+        mods = ns.get("recompute_modules")
+        return {"recompute": "selective"} | ({"recompute_modules": tuple(mods)}
+                                             if mods is not None else {})
+    out = {"recompute": "full"}
+    if ns.get("recompute_method") in ("block", "uniform"):
+        out |= {"recompute_method": ns["recompute_method"],
+                "recompute_num_layers": ns.get("recompute_num_layers") or 1}
+    return out
 
 
 def semantic_notes(ns: dict, parsed) -> list[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shlex
 
+from ledger.config import RECOMPUTE_MODULES
 from ledger.errors import LedgerError
 from ledger.io.megatron import model as mm
 from ledger.io.files import read_text
@@ -41,7 +42,7 @@ NO_EFFECT_GROUPS = {f"_add_{g}_args" for g in (
 # run control
 NO_EFFECT = {f"--{n}" for n in """
 activation-func-clamp-value adam-beta1 adam-beta2 adam-eps apply-layernorm-1p
-attention-backend attention-softmax-in-fp32 calculate-per-token-loss clip-grad
+attention-softmax-in-fp32 calculate-per-token-loss clip-grad
 cross-entropy-loss-fusion disable-bf16-reduced-precision-matmul distributed-backend
 distributed-timeout-minutes empty-unused-memory-level enable-experimental
 exit-duration-in-mins exit-interval exit-signal-handler fp8-amax-compute-algo
@@ -53,7 +54,7 @@ moe-router-load-balancing-type moe-router-pre-softmax moe-router-score-function
 moe-router-topk-scaling-factor moe-shared-expert-overlap moe-token-drop-policy
 moe-z-loss-coeff moe-input-jitter-eps mscale mscale-all-dim mtp-loss-scaling-factor
 no-bias-dropout-fusion no-bias-gelu-fusion no-bias-swiglu-fusion
-no-check-for-nan-in-loss-and-grad no-gradient-accumulation-fusion no-masked-softmax-fusion
+no-check-for-nan-in-loss-and-grad no-masked-softmax-fusion
 no-rope-freq no-rope-fusion norm-epsilon
 profile profile-step-end profile-step-start profile-ranks
 rope-scaling-factor rope-type rotary-base rotary-interleaved rotary-percent
@@ -62,9 +63,11 @@ transformer-impl use-flash-attn use-mcore-models use-nccl-ub use-rope-scaling we
 timing-log-level timing-log-option
 no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg delay-wgrad-compute
 moe-enable-deepep moe-deepep-num-sms
-attention-dropout muon-momentum muon-nesterov muon-scale-mode muon-extra-scale-factor
-muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
-""".split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step)
+attention-dropout main-grads-dtype muon-momentum muon-nesterov muon-scale-mode
+muon-extra-scale-factor muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
+""".split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step);
+# main-grads-dtype: the precision-aware optimizer's copy of a shard's grads during the step,
+# a transient the megatron convention does not price at either dtype
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
 num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
@@ -88,6 +91,8 @@ megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-reci
 fp8-param-gather optimizer hidden-dropout fp4-format fp4-recipe fp4-param-gather
 first-last-layers-bf16 num-layers-at-start-in-bf16 num-layers-at-end-in-bf16
 reuse-grad-buf-for-mxfp8-param-ag muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
+use-precision-aware-optimizer main-params-dtype exp-avg-dtype exp-avg-sq-dtype attention-backend
+cpu-offloading-num-layers
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
@@ -98,8 +103,8 @@ moe-expert-capacity-factor moe-pad-expert-input-to-capacity
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
-    "--recompute-modules": (lambda v: v == ["core_attn"], "priced as selective recompute "
-                                                          "of core_attn"),
+    "--recompute-modules": (lambda v: not set(v) - set(RECOMPUTE_MODULES),
+                            "the others priced as not recomputed"),
     "--cp-comm-type": (lambda v: all(x in mm.CP_KINDS for x in v), "priced as ring"),
     "--position-embedding-type": (lambda v: v != "relative", "no relative-bias table"),
     "--fp8-recipe": (lambda v: v in ("delayed", "tensorwise", "blockwise", "mxfp8"),

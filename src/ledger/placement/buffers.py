@@ -1,0 +1,75 @@
+"""Buffers a framework allocates beside the state and the activations, each a named term
+with its source (``Framework.te_buffers``): kept from their first use to the process's
+end, so present at every point of a step and in the memory left after it.
+
+- ``TE dummy wgrads``: Transformer Engine's linear layers under Megatron's gradient-
+  accumulation fusion write the weight gradient straight into ``main_grad`` and hand
+  autograd a dummy tensor instead, one per distinct (weight shape, dtype), cached for the
+  run (TE d0067d0d transformer_engine/pytorch/module/base.py L134-147 ``get_dummy_wgrad``;
+  linear.py L1357-1374, layernorm_linear.py L1172-1178, grouped_linear.py L1230-1236 for
+  each expert's weight). The shapes are those of the rank's layers' TE modules
+  (``weight_shapes``) after TP (ETP for routed experts); the router and the output layer
+  are Megatron's own modules (no dummy).
+- ``cuBLAS workspace``: TE's GEMM workspace, 32 MiB + 1 KiB on Hopper and later
+  (cpp_extensions/gemm.py L40-45, lru-cached L48-67), and one per compute stream (4:
+  common/util/multi_stream.cpp L52-55) for grouped GEMMs (the routed experts).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ledger.anatomy.mixers import LayerKind
+from ledger.config import expert_tp
+
+CUBLAS_WORKSPACE_BYTES = 32 * 2**20 + 1024  # TE gemm.py L40-45, sm90 and later
+COMPUTE_STREAMS = 4  # TE multi_stream.cpp L52-55
+
+
+def weight_shapes(model, kind: LayerKind, tp, etp) -> set[tuple]:
+    """(rows, cols) of every TE linear weight of one layer of ``kind`` on one GPU, as
+    Megatron-Core builds them (gpt_layer_specs.py @d98e8a64): the fused linear_qkv
+    ((q + 2 kv heads) x d / tp, h) and linear_proj, or MLA's down projections (whole)
+    and up projections (/ tp); the fused fc1 (gate and up, / tp) and fc2 of the dense MLP,
+    of each routed expert (/ etp) and of the shared experts."""
+    h, a, d = model.hidden, model.heads, model.head_dim
+    g = 2 if model.gated_mlp else 1
+    v = getattr(model, "v_head_dim", d)
+    if getattr(model, "attention", "mha") == "mla":
+        ql, kvl = model.q_lora_rank, model.kv_lora_rank
+        shapes = {(kvl + model.qk_rope_head_dim, h),
+                  (a * (model.qk_nope_head_dim + v) / tp, kvl)}
+        shapes |= {(ql, h), (model.q_dim / tp, ql)} if ql else {(model.q_dim / tp, h)}
+    else:
+        shapes = {((a + 2 * model.kv_heads) * d / tp, h)}
+    shapes.add((h, a * v / tp))
+    if not kind.moe:
+        return shapes | {(g * model.ffn_hidden / tp, h), (h, model.ffn_hidden / tp)}
+    f = model.moe_ffn_hidden
+    shapes |= {(g * f / etp, h), (h, f / etp)}
+    shared = getattr(model, "shared_ffn", model.shared_experts * f)
+    if shared:
+        shapes |= {(g * shared / tp, h), (h, shared / tp)}
+    return shapes
+
+
+def framework_buffers(model, cfg, kinds, fw=None) -> dict[str, float]:
+    """Named bytes of the buffers ``cfg``'s framework keeps on one GPU holding layers of
+    ``kinds`` (``LayerKind``s; empty when the rank holds none)."""
+    from ledger.frameworks import of
+
+    fw = of(cfg) if fw is None else fw
+    if not fw.te_buffers:
+        return {}
+    return dict(_te_buffers(model, int(cfg.tp), int(expert_tp(cfg)), frozenset(kinds),
+                            fw.param_bytes))
+
+
+@lru_cache(maxsize=4096)
+def _te_buffers(model, tp: int, etp: int, kinds: frozenset, param_bytes) -> tuple:
+    shapes = set()
+    for kind in kinds:
+        if kind.mixer == "attention" and kind.mlp != "none":
+            shapes |= weight_shapes(model, kind, tp, etp)
+    grouped = any(kind.moe for kind in kinds)
+    return (("TE dummy wgrads", sum(r * c for r, c in shapes) * param_bytes),
+            ("cuBLAS workspace", CUBLAS_WORKSPACE_BYTES * (1 + COMPUTE_STREAMS * grouped)))
