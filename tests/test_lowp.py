@@ -65,6 +65,21 @@ def test_per_tensor_fp8_weights_on_blackwell(gpu, copies):
         assert pl.per_gpu.params_bytes == pytest.approx(params)
 
 
+@pytest.mark.parametrize("gpu,copies", [("h100-sxm", 2), ("b200", 1)])
+def test_fp8_params_under_zero3_are_sharded_like_the_bf16_ones(gpu, copies):
+    """Megatron-FSDP with --fp8-param-gather: the FP8 param (one buffer on Blackwell, with
+    its transpose on Hopper) replaces the BF16 shard, so it is divided over the 8 DP ranks
+    too; found as llama3.1-405b's 25.09 GB200 row at -133.88 GiB of state (the whole local
+    weights were taken from a sharded param)."""
+    meta = 32 * 4 * 40
+    pl = place(llama3_8b(), ParallelConfig(dp=8, zero_stage=3,
+                                           precision="fp8-delayed+param-gather"),
+               gpu=GPUS[gpu])
+    want = 2 * N8B / 8 + (copies - 2) * G8B / 8 + meta
+    assert pl.per_gpu.params_bytes == pytest.approx(want, rel=1e-6)
+    assert pl.per_gpu.params_bytes > 0
+
+
 @pytest.mark.parametrize("precision,fmt", [("fp8-mxfp8", "mxfp8"), ("fp4-nvfp4", "nvfp4")])
 def test_weight_copies_are_what_transformer_engine_allocates(precision, fmt):
     """The recipe's cached weights equal TE's own allocation of every module quantized for
@@ -203,7 +218,7 @@ def test_megatron_launch_precision():
              "--reuse-grad-buf-for-mxfp8-param-ag"]
     precision, unpriced = _precision(flags)
     assert precision == "fp8-mxfp8+param-gather+bf16-ends-0-14"
-    assert unpriced == ["BF16 gradients under FP8 (priced as Megatron's fp32 main grads)"]
+    assert unpriced == []  # --grad-reduce-in-bf16 is priced (flags.state_dtypes), FP8 or not
     # Megatron-Bridge's bf16_with_nvfp4_mixed (mixed_precision.py L405-417) as flags
     assert _precision(["--bf16", "--fp4-format", "e2m1", "--fp4-param-gather"])[0] == \
         "fp4-nvfp4+param-gather"

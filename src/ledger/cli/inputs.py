@@ -189,7 +189,8 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
         raise LedgerError("mem_fraction_static", "is SGLang's; give --engine sglang (vLLM's "
                                                  "share is --gpu-memory-utilization)")
     return ServeConfig(quant=quant, mxfp4_backend=a.mxfp4_backend, engine=a.engine,
-                       mem_fraction_static=a.mem_fraction_static,tp=a.tp, pp=a.pp, dp=a.dp, ep=ep, context=a.context, batch=a.batch,
+                       sampler=a.sampler,
+                       mem_fraction_static=a.mem_fraction_static, tp=a.tp, pp=a.pp, dp=a.dp, ep=ep, context=a.context, batch=a.batch,
                        kv_dtype=a.kv_dtype, gpu_memory_utilization=a.gpu_memory_utilization,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes, block_size=a.block_size,
                        max_num_batched_tokens=a.max_num_batched_tokens,

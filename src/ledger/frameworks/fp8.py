@@ -261,27 +261,31 @@ def single_buffer(rec, gpu) -> bool:
 
 
 def weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0,
-                 gpu=None) -> float:
+                 gpu=None, param_divs=(1, 1)) -> float:
     """Bytes one GPU adds for FP8 weights over ``layer_counts[i]`` layers of each kind
     ``kinds[i]`` (a ``ledger.anatomy.mixers.LayerKind``): the recipe's cached FP8 copies (or, with
     FP8 params, the FP8 param and its transpose in place of the BF16 param) and the scaling
     metadata; ``bf16_here`` of those layers are the recipe's BF16 ones (no low copies,
     the BF16 param kept), taken evenly from the kinds; on ``gpu`` (None: Hopper's layout)
-    a per-tensor FP8 weight may need no transpose (``single_buffer``).
+    a per-tensor FP8 weight may need no transpose (``single_buffer``). ``param_divs``:
+    ZeRO's (dense, expert) divisors of the params (``ledger.placement.footprint.divisors``):
+    FP8 params replace the BF16 shard, so under ZeRO-3 / FSDP they are sharded alike.
     Experts split over tp x ep as ``ledger.placement.largest_unit_params`` splits them."""
     rec = getattr(fw, "fp8", None)
     if rec is None:
         return 0.0
     copies = 0.5 if single_buffer(rec, gpu) else 1.0  # FP8 data without its transpose
     per = rec.weight_cache_bytes * copies
+    dense_div, expert_div = 1, 1  # the cached copies are whole on every GPU
     if rec.param_gather:  # the FP8 param (+ transpose) replaces the BF16 param and its cache
         per = 0.0 if rec.param_resident_bytes is None else rec.param_resident_bytes \
             * copies - fw.param_bytes
+        dense_div, expert_div = param_divs  # ... as sharded as the BF16 param it replaces
     total = 0.0
     for n, kind in zip(layer_counts, kinds):
         split, repl, routed, tensors = gemm_weights(model, kind)
         etp = cfg.tp if getattr(cfg, "etp", None) is None else cfg.etp  # expert TP
-        elems = split / cfg.tp + repl + routed / (etp * cfg.ep)
+        elems = (split / cfg.tp + repl) / dense_div + routed / (etp * cfg.ep) / expert_div
         tensors = tensors + 2 * model.num_experts / cfg.ep * bool(routed)  # local experts
         total += n * (elems * per + tensors * rec.meta_bytes_per_weight)
     layers = sum(layer_counts)
@@ -375,9 +379,9 @@ def mlp_width_bytes(t, e, per_f: int, swiglu_recompute: bool = False) -> float:
 
 
 def with_weights(state, model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0,
-                 gpu=None):
+                 gpu=None, param_divs=(1, 1)):
     """``state`` (a ``ledger.memory.StateBytes``) with ``weight_bytes`` counted in its
     params: the GPU holding ``layer_counts`` layers of each kind (``bf16_here`` of them
     the recipe's BF16 layers)."""
-    extra = weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here, gpu)
+    extra = weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here, gpu, param_divs)
     return replace(state, params_bytes=state.params_bytes + extra) if extra else state

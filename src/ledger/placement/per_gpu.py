@@ -43,7 +43,8 @@ from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_
 from ledger.placement.experts import check_model
 from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes,
                                         cp_buffer_bytes, logits_elements, peak_memory,
-                                        point_bytes, shard_state)
+                                        point_bytes, shard_state, divisors,
+                                        expert_divisors)
 from ledger.placement.layers import (activation_bytes_per_layer, largest_layer_params,
                                      layer_activation_bytes, layer_kinds, layer_working_bytes)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
@@ -146,8 +147,14 @@ def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer
     per_param = st.scaled(1 / model.params)
     return [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
                              model, cfg, fw, counts[r], kinds,
-                             bf16_layers_on(fw, r, cfg.pp, sum(counts[r])), gpu)
+                             bf16_layers_on(fw, r, cfg.pp, sum(counts[r])), gpu,
+                             _param_divs(cfg, fw))
             for r, (d, e) in enumerate(stage_params(model, cfg))]
+
+
+def _param_divs(cfg, fw) -> tuple:
+    """ZeRO's divisors of this GPU's dense and expert params (FP8 params shard alike)."""
+    return divisors(cfg, fw)[0], expert_divisors(cfg, fw)[0]
 
 
 def root_params(model: ModelSpec, cfg, rank) -> float:
@@ -309,7 +316,8 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     else:
         even = with_fp8_weights(per_gpu_state(model, st, cfg), model, cfg, fw,  # + FP8 copies
                                 counts.sum(axis=0) / cfg.pp, kinds,
-                                sum(getattr(fw.fp8, "bf16_layers", (0, 0))) / cfg.pp, gpu)
+                                sum(getattr(fw.fp8, "bf16_layers", (0, 0))) / cfg.pp, gpu,
+                                _param_divs(cfg, fw))
     host, rows, stepped = _offload(model, cfg, stages, heaviest)
     ledger = tuned.ledger(model, cfg, top.rank) if cfg.finetune else None
     node = min(gpus_per_node, cfg.world)

@@ -109,6 +109,21 @@ def _widest(model, cfg, tokens: int, layers: range) -> float:
     return max(out, default=0.0)
 
 
+# Bytes a logit of the profile's sampler pass holds at its peak, by top-k / top-p kernel.
+# _dummy_sampler_run gives every dummy request top_k = vocab - 1 and top_p = 0.9, so the
+# top-k / top-p path always runs. Both hold the gathered logits in the model's dtype (2) and
+# the Sampler's fp32 copy (4). FlashInfer's kernel samples from them in place (vLLM's
+# default since PR #40376, 2026-04-20, "Enable FlashInfer top-k/top-p sampler by default";
+# it was off from PR #26859, 2025-10-15, to then, when a Triton top-k/top-p kernel ran where
+# Triton was present - not modelled). The PyTorch path (apply_top_k_top_p_pytorch,
+# vllm/v1/sample/ops/topk_topp_sampler.py; what vLLM 0.10 ran without FlashInfer) sorts
+# the whole vocabulary: fp32 values (4) and int64
+# indices (8), a bool top-k mask (1), the softmax of the sorted row (4; its cumsum is taken
+# in place) and a bool top-p mask (1), all alive until the scatter back - 24 B a logit,
+# 4.6 GiB for 1,024 rows of gpt-oss's 201,088-token vocabulary.
+SAMPLER_BYTES = {"flashinfer": 2 + 4, "native": 2 + 4 + 4 + 8 + 1 + 4 + 1}
+
+
 def profile_activation_bytes(model, cfg, eng, layers: range, last: bool) -> float:
     """The torch peak increase of vLLM's profile run on one GPU (an estimate). The run is
     ``_dummy_run(max_num_batched_tokens)`` then, on the last pipeline rank,
@@ -117,8 +132,9 @@ def profile_activation_bytes(model, cfg, eng, layers: range, last: bool) -> floa
     :5864-5868). A forward without autograd holds the hidden states and the residual
     (2 x tokens x h) and, at its widest, one layer's attention, recurrent mixer or MLP
     intermediates (``_widest``); the sampler holds the gathered
-    logits in the model's dtype (compute_logits, [rows, vocab], :5886) and their fp32
-    copy (Sampler.forward, vllm/v1/sample/sampler.py:91) beside the hidden states.
+    logits in the model's dtype (compute_logits, [rows, vocab], :5886), their fp32
+    copy (Sampler.forward, vllm/v1/sample/sampler.py:91) and, with the PyTorch top-k /
+    top-p path, its sort (``SAMPLER_BYTES``) beside the hidden states.
     Kernel workspaces (attention, sorting for top-k/top-p) and the compiler's buffer
     reuse are not modelled."""
     tokens, a = eng.max_num_batched_tokens, WEIGHT_BYTES
@@ -126,7 +142,7 @@ def profile_activation_bytes(model, cfg, eng, layers: range, last: bool) -> floa
     if not last:
         return forward
     rows = min(tokens, eng.max_num_seqs)
-    sampler = tokens * model.hidden * a + rows * model.vocab * (a + 4)
+    sampler = tokens * model.hidden * a + rows * model.vocab * SAMPLER_BYTES[cfg.sampler]
     return max(forward, sampler)
 
 

@@ -52,6 +52,9 @@ class ServeConfig:
     cudagraph_bytes: float = 0.0  # vLLM's measured CUDA-graph pool estimate
     quant: object = None  # ledger.serve.quant.Quant: how the weights are stored (None: bf16)
     mxfp4_backend: str | None = None  # MXFP4 MoE kernels (None: vLLM's for the GPU)
+    sampler: str = "flashinfer"  # top-k / top-p kernels the profile's sampler pass runs:
+    #                              "flashinfer" (this commit's default) or "native" (the
+    #                              PyTorch sort; ledger.serve.budget.SAMPLER_BYTES)
     engine: str = "vllm"  # "vllm", or "sglang": its memory plan (ledger.serve.sglang)
     mem_fraction_static: float | None = None  # SGLang's --mem-fraction-static (None: its
     #                                           default for the GPU)
@@ -88,6 +91,8 @@ class ServeConfig:
         if self.mxfp4_backend not in (None, "triton", "marlin", "flashinfer"):
             raise LedgerError("mxfp4_backend", f"must be triton, marlin or flashinfer, got "
                                                f"{self.mxfp4_backend!r}")
+        if self.sampler not in ("flashinfer", "native"):
+            raise LedgerError("sampler", f"must be flashinfer or native, got {self.sampler!r}")
         if self.ep not in (1, self.tp * self.dp):
             raise LedgerError("ep", f"vLLM's expert parallelism spans every GPU of tp x dp: "
                                     f"ep must be 1 or tp({self.tp}) * dp({self.dp}) = "
