@@ -11,7 +11,7 @@
    (ledger.validation.bridge.CALIBRATION_RELEASE) that run; the shipped ledger.step.DEFAULT
    is its first line.
 tests/test_step.py and tests/test_host.py check all three still are."""
-from ledger.render.bridge import HOST_GRID, calibration_rows, fit_host
+from ledger.render.bridge_fit import HOST_GRID, calibration_rows, fit_host
 from ledger.step import DEFAULT
 from ledger.system import GPUS
 from ledger.validation.bridge import CALIBRATION_RELEASE
