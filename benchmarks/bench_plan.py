@@ -4,7 +4,7 @@ import statistics
 import time
 
 from ledger.frameworks import get
-from ledger.model import llama3_405b
+from ledger.model import llama3_70b, llama3_405b
 from ledger.plan import Pins, enumerate_grid, plan
 from ledger.plan.search import _config
 from ledger.step import estimate
@@ -34,5 +34,69 @@ def main() -> None:
     print(f"ratio grid / one-at-a-time: {result.evaluated / wall * one:,.0f}x")
 
 
+
+
+# ---- issue 34: where a user waits (rates and ratios; wall and CPU seconds both, the
+# shared build machine's load moving the first) -------------------------------------------
+GLM45 = {"model_type": "glm4_moe", "hidden_size": 5120, "num_hidden_layers": 92,
+         "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
+         "intermediate_size": 12288, "moe_intermediate_size": 1536, "n_routed_experts": 160,
+         "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+         "vocab_size": 151552, "use_qk_norm": True, "attention_bias": True,
+         "num_nextn_predict_layers": 1}  # zai-org/GLM-4.5's shape: 355 B published
+
+
+def timed(fn):
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def issue34() -> None:
+    import subprocess
+    import sys
+    import tempfile
+
+    from ledger.api import estimate_many
+    from ledger.finetune import FineTune
+    from ledger.io.hf import read_config
+    from ledger.plan.fewest import min_gpus
+
+    m405, sysm = llama3_405b(), system("h100-sxm")
+    r, wall, cpu = timed(lambda: plan(m405, 16384, sysm, 2048, facts={"dropout": 0.0}))
+    print(f"405B x 16,384 plan: {r.evaluated:,} placements, {wall:.2f} s wall, "
+          f"{cpu:.2f} s CPU ({r.evaluated / cpu:,.0f}/s of CPU)")
+    glm = read_config(GLM45, "glm-4.5")[0]
+    pt, _, pt_cpu = timed(lambda: plan(glm, 64, sysm, 16))
+    ft, _, ft_cpu = timed(lambda: plan(glm, 64, sysm, 16, finetune=FineTune(method="full")))
+    print(f"GLM-4.5 (355 B) on 64: pre-training {pt.evaluated / pt_cpu:,.0f}/s, full "
+          f"fine-tune {ft.evaluated / ft_cpu:,.0f}/s of CPU: ratio {pt_cpu / pt.evaluated * ft.evaluated / ft_cpu:.2f} "
+          f"(fine-tune / pre-training rate; 1 = as fast)")
+    (n, res), wall, cpu = timed(lambda: min_gpus(glm, sysm, 16, 1024,
+                                                 finetune=FineTune(method="full")))
+    print(f"--min-gpus, GLM-4.5 full fine-tune: {n} GPUs, {res.worlds} worlds priced, "
+          f"{wall:.2f} s wall, {cpu:.2f} s CPU")
+    m70 = llama3_70b()
+    configs = [dict(tp=tp, pp=pp, dp=64 // (tp * pp), num_microbatches=8, micro_batch=mb)
+               for tp in (1, 2, 4, 8) for pp in (1, 2, 4, 8) for mb in (1, 2)] * 4
+    configs = configs[:100]
+    rows, wall, cpu = timed(lambda: estimate_many(m70, configs))
+    print(f"batch: {len(rows)} placements in one process, {wall:.2f} s wall, {cpu:.2f} s CPU "
+          f"({len(rows) / wall:,.0f}/s wall)")
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("--tp 8 --pp 1 --dp 8\n")
+    starts = []
+    for _ in range(3):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "ledger", "estimate", "llama3-70b", "--tp", "8",
+                        "--dp", "8", "--json"], capture_output=True, check=True)
+        starts.append(time.perf_counter() - t)
+    one = statistics.median(starts)
+    print(f"one estimate as its own process: {one:.2f} s wall; 100 that way ~{100 * one:.0f} s "
+          f"vs {wall:.2f} s batched ({100 * one / wall:.0f}x)")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    issue34() if sys.argv[1:] == ["issue34"] else (main(), issue34())

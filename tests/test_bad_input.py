@@ -85,7 +85,7 @@ ISSUE = [
     (["plan", "llama3-8b", "--gpus", "8"], "error: global_batch: plan needs --global-batch"),
     (["report"], "error: model: give a model"),
     (["report", "llama3-8b", "--bogus"],
-     "error: usage: train-ledger report: unrecognized arguments: --bogus"),
+     "error: usage: train-ledger report does not take --bogus"),
     (["schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--tB", "1"],
      "error: tB: 1f1b runs a full backward"),
     (["schedule", "zb-h1", "--pp", "4", "--microbatches", "8", "--tB", "3"],
@@ -440,7 +440,8 @@ def test_a_binary_config_json_is_refused(tmp_path):
 @pytest.mark.parametrize("argv,line", [
     (["toys", "--bogus"], "error: usage: train-ledger toys: the following arguments are "
                           "required: toy"),
-    (["verify", "--bogus"], "error: usage: train-ledger verify: unrecognized arguments: --bogus"),
+    (["verify", "--bogus"], "error: usage: train-ledger verify does not take --bogus; its "
+                            "flags: --world --json --only"),
     (["toys", "zero", "--world", "x"], "error: world: invalid int value: 'x' (train-ledger "
                                        "toys --world)")])
 def test_the_torch_commands_usage_errors_are_one_line(argv, line):

@@ -169,4 +169,4 @@ def test_a_composite_is_read_as_its_text_model_and_says_so(capsys, tmp_path):
     code, out, err = run(capsys, "report", str(path), "--json")
     assert code == 0 and json.loads(out)["params"] == 463_909_888
     assert err == ("note: model_type 'got_ocr2' is a composite: its text model ('qwen2', "
-                   "text_config) is what is counted; vision_config not\n")
+                   "text_config) is what is counted; vision_config is not counted\n")

@@ -186,3 +186,28 @@ def test_defaults_as_the_config_class_sets_them(model_type):
     assert spec.params == total
     if active is not None:
         assert spec.active_params == pytest.approx(active, rel=1e-15)
+
+
+@pytest.mark.parametrize("model_type", sorted(mt for mt in MEMBERS if mt not in NO_CONFIG))
+def test_class_defaults_table_is_the_config_class(model_type):
+    """ledger/io/data/hf_transformers.json (tools/hf_tables.py) holds each config class's
+    defaults of the keys a reader requires: the pinned transformers' own."""
+    from ledger.io.hf.tables import class_defaults
+
+    own = corpus.config(model_type).to_dict()
+    for key, value in class_defaults(model_type).items():
+        assert own.get(key) == value, key
+
+
+def test_architectures_table_is_the_auto_mapping():
+    """Each class the table names maps to its model_type in transformers' own auto mappings."""
+    from ledger.io.hf.tables import _tables
+
+    ma = corpus.mappings()
+    pairs = {(cls, mt) for mapping in (ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                       ma.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+             for mt, names in mapping.items()
+             for cls in ((names,) if isinstance(names, str) else names)}
+    for cls, model_type in _tables()["architectures"].items():
+        assert (cls, model_type) in pairs
+    assert _tables()["transformers"] == corpus._load().__version__

@@ -85,3 +85,53 @@ def test_console_block_is_reproducible(cmd, expected, capsys, tmp_path, monkeypa
         assert got[:len(head)] == head
     else:
         assert got == want
+
+
+
+def _code_blocks():
+    """(page, [(kind, text), ...]) of the pages with ```python or ```pycon blocks."""
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        blocks = re.findall(r"```(python|pycon)\n(.*?)```", text, re.S)
+        if blocks:
+            yield page.name, blocks
+
+
+CODE = list(_code_blocks())
+
+
+def _hub_cache(root: Path) -> None:
+    """The local Hugging Face cache the pages' hub ids read: Qwen/Qwen3-8B's config.json
+    (tests/fixtures/hf/released), under refs/main's snapshot."""
+    folder = root / "models--Qwen--Qwen3-8B"
+    (folder / "snapshots" / "r1").mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text("r1")
+    shutil.copy(ROOT / "tests" / "fixtures" / "hf" / "released" / "qwen3-8b.json",
+                folder / "snapshots" / "r1" / "config.json")
+
+
+def test_the_api_page_and_readme_have_code():
+    kinds = {(page, kind) for page, blocks in CODE for kind, _ in blocks}
+    assert {("api.md", "pycon"), ("README.md", "pycon")} <= kinds
+
+
+@pytest.mark.parametrize("page,blocks", CODE, ids=[p for p, _ in CODE])
+def test_code_blocks_run(page, blocks, tmp_path, monkeypatch):
+    """A page's ```python blocks run; its ```pycon blocks, in order and sharing their names,
+    are a doctest whose every result holds."""
+    import doctest
+
+    for folder in ("examples", "docs"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    _hub_cache(tmp_path / "hub")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    for kind, block in blocks:
+        if kind == "python":
+            exec(compile(block, page, "exec"), {})
+    session = "\n".join(block for kind, block in blocks if kind == "pycon")
+    test = doctest.DocTestParser().get_doctest(session, {}, page, page, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0

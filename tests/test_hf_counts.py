@@ -264,7 +264,8 @@ def test_capacity_is_not_the_training_length(tmp_path):
 
 
 @pytest.mark.parametrize("cfg,message", [
-    ({"model_type": "t5"}, "unsupported model_type 't5'; supported: afmoe, apertus"),
+    ({"model_type": "t5"}, "unsupported model_type 't5': neither a family the ledger "
+                            "reads nor one of theirs by its architectures"),
     ({"model_type": "llama4"}, "its text model is read from 'text_config' (model_type "
                                "'llama4_text')"),
     ({"model_type": "llama", **SMALL, "attention_bias": "false"},

@@ -131,12 +131,24 @@ def test_hf_config_families(tmp_path, family):
     assert from_hf_config(tmp_path).params == expected  # a folder works too
 
 
-def test_hf_missing_key_names_it(tmp_path):
+def test_hf_missing_key_takes_the_class_default(tmp_path):
+    """LlamaConfig's defaults (configuration_llama.py: 32 heads, 32 layers, vocab 32000,
+    MLP 11008) fill in what the file omits, as transformers' from_dict does: 32 layers of
+    4 x 64^2 attention + 3 x 64 x 11008 MLP + 2 norms, 2 x 32000 x 64 embeddings, a norm."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
-    with pytest.raises(LedgerError, match="missing keys 'num_attention_heads', "
-                                          "'num_hidden_layers', 'vocab_size', "
-                                          "'intermediate_size' for model_type 'llama'"):
+    m = from_hf_config(path)
+    assert (m.layers, m.heads, m.vocab, m.ffn_hidden) == (32, 32, 32000, 11008)
+    assert m.params == 32 * (4 * 64 * 64 + 3 * 64 * 11008 + 2 * 64) + 2 * 32000 * 64 + 64
+
+
+def test_hf_missing_key_without_a_class_default_names_it(tmp_path):
+    """A remote-code family (MiniMax-M1's) has no transformers class to default from."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "minimax_m1", "hidden_size": 64,
+                                "attn_type_list": [0, 1]}))
+    with pytest.raises(LedgerError, match="missing keys? .*'num_hidden_layers'.* for "
+                                          "model_type 'minimax_m1'"):
         from_hf_config(path)
 
 

@@ -161,7 +161,7 @@ def test_plan_ranks_by_time_to_train(capsys):
     assert "ranked by time to train" in text and "goodput" in text
     _, plain, _ = run(capsys, *argv, "--json")
     assert json.loads(plain)["ranked_by"] == "step_time"
-    assert "unrecognized arguments: --phases" in refused(capsys, *argv, "--phases", "x.toml")
+    assert "does not take --phases" in refused(capsys, *argv, "--phases", "x.toml")
 
 
 def test_launch_files_checkpoint_settings_apply(capsys, tmp_path):

@@ -27,6 +27,8 @@ the code and holds it to this order):
     io           what a user hands over: typed limits, config.json, launch files, systems
     render       text, JSON, HTML, plan tables, time lines
     parallel     the seed's ledger.parallel: its names gathered, its report
+    api          the Python API: load a model, report / estimate / plan / serve as typed
+                 results with to_dict() (docs/api.md)
     cli          the train-ledger command
     toys verify  torch.distributed: the mechanisms run for real, and measured
 
@@ -48,6 +50,8 @@ _HOME = {
     "MoESpec": "config", "ParallelConfig": "config", "Placement": "placement",
     "activation_bytes_per_layer": "placement", "per_gpu_state": "placement",
     "place": "placement", "pp_bubble_fraction": "pipeline", "report": "render",
+    # the Python API (ledger.api, docs/api.md): ledger.api.report / estimate / plan / serve
+    "load_model": "api", "estimate_many": "api",
 }
 __all__ = sorted(_HOME)
 

@@ -343,6 +343,8 @@ def _report_parsers(sub) -> None:
     _add_parallel_flags(e)
     _add_system_flags(e)
     e.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs")
+    e.add_argument("--batch", metavar="FILE", help="size many placements in one process: "
+                                                   "a line of flags each (docs/api.md)")
     add_finetune_flags(e)
     add_run_flags(e)
     _add_outputs(e)
@@ -360,8 +362,11 @@ def _plan_parser(sub) -> None:
                     help="with --min-gpus: the largest world tried (default 1,024)")
     pl.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam",
                     help="optimizer (default adam; see report --help)")
-    pl.add_argument("--precision", choices=tuple(PRECISIONS),
-                    help="bytes per state (default: the framework's)")
+    pl.add_argument("--precision", choices=(*PRECISIONS, "fp8"),
+                    help="bytes per state (default: the framework's); fp8: its linear "
+                         "layers' GEMMs in FP8 (--fp8-recipe)")
+    pl.add_argument("--fp8-recipe", choices=FP8_RECIPES,
+                    help="with --precision fp8: the recipe (as estimate --help says)")
     add_finetune_flags(pl, plan=True)
     _add_system_flags(pl)
     pl.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
@@ -496,7 +501,9 @@ def _small_parsers(sub) -> None:
     lay.add_argument("--json", action="store_true", help="print JSON instead of text")
     time = real(MAX_TIME, MIN_TIME, closed_low=True)
     s = sub.add_parser("schedule", help="simulate a pipeline schedule and draw it")
-    s.add_argument("kind", choices=SCHEDULES, help="the schedule")
+    s.add_argument("kind", nargs="?", choices=SCHEDULES, help="the schedule (or --schedule)")
+    s.add_argument("--schedule", choices=SCHEDULES, help="the schedule, as every command "
+                                                         "names it")
     s.add_argument("--pp", type=GPUS, required=True, help="pipeline ranks")
     s.add_argument("--microbatches", type=count(MAX_MICROBATCHES), required=True,
                    help="micro-batches per step")

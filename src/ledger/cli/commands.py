@@ -103,13 +103,35 @@ def check_finetune(model, ft) -> None:
             _warn(f"--lora-targets: no weight matrix of {model.name} is named "
                   f"{', '.join(t.unmatched)}: left out (peft ignores a name that matches "
                   f"no module, and refuses one that names a norm or a block)")
+        from ledger.finetune.lora import unadapted
+
+        skipped = unadapted(model, ft, t)
+        if skipped:  # peft's all-linear wraps nn.Linear modules only
+            print(f"note: --lora-targets all-linear adapts modules only, as peft does: "
+                  f"{model.name}'s {', '.join(skipped)} are parameters (fused experts, a "
+                  f"custom router), get no adapter and stay frozen", file=sys.stderr)
 
 
 def _cmd_seed() -> str:
     from ledger.parallel import seed_placements
     from ledger.render import report_text
 
-    return "\n".join(report_text(m, c) for m, c in seed_placements())
+    from ledger.placement import place
+    from ledger.render.units import fmt_bytes
+    from ledger.system import GPUS
+
+    gpu = GPUS["h100-sxm"]  # the GPU the article's placements are held against
+    head = (f"The seed article's six placements, as it writes them (the ideal convention, "
+            f"no recompute), each held against an {gpu.name} ({fmt_bytes(gpu.hbm_bytes)}); "
+            f"'train-ledger report' sizes your own.\n")
+    out = []
+    for m, c in seed_placements():
+        peak = place(m, c).peak_bytes
+        fits = "fits" if peak <= gpu.hbm_bytes else (
+            f"does not fit: over by {fmt_bytes(peak - gpu.hbm_bytes)} (add --recompute full "
+            f"or more model parallelism)")
+        out.append(report_text(m, c) + f"\n  {'on ' + gpu.name:<20}{fits}")
+    return head + "\n".join(out)
 
 
 def _cmd_report(a: argparse.Namespace) -> str:
@@ -151,7 +173,14 @@ def _cmd_schedule(a: argparse.Namespace) -> str:
     from ledger.render import summary, svg_timeline, text_timeline, timeline_json
 
     from ledger.config import TWO_STAGES
+    from ledger.pipeline import KINDS as SCHEDULES
 
+    if a.kind and a.schedule and a.kind != a.schedule:
+        raise LedgerError("schedule", f"given twice: {a.kind} and --schedule {a.schedule}")
+    a.kind = a.kind or a.schedule
+    if a.kind is None:
+        raise LedgerError("schedule", "schedule needs --schedule (one of "
+                                      f"{', '.join(SCHEDULES)})")
     v = a.vp or (2 if a.kind in TWO_STAGES else 1)
     check_drawable(a.kind, a.pp, a.microbatches, v)
     tb = backward_time(a)
@@ -173,7 +202,7 @@ def _cmd_estimate(a: argparse.Namespace) -> str:
 
     model, cfg = _model_and_config(a)
     sysm = _system(a)
-    settings = run_settings(a)
+    settings = run_settings(a, sysm.gpu.name.rstrip("*"))
     est = estimate(model, cfg, sysm, tp_overlap=a.tp_overlap, precision=a.precision,
                    optimizer=a.optimizer)
     _warn_idle(cfg, est.placement.bubble_fraction)
@@ -217,7 +246,7 @@ def _cmd_plan(a: argparse.Namespace) -> str:
     ft = finetune(a)
     if ft is not None:
         check_finetune(model, ft)
-    settings = run_settings(a)
+    settings = run_settings(a, sysm.gpu.name.rstrip("*"))
     pins = Pins(tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, ep=a.ep, vp=a.vp, zero=a.zero,
                 micro_batch=a.micro_batch, recompute=a.recompute, schedule=a.schedule,
                 max_tp=a.max_tp, max_pp=a.max_pp, no_cp=a.no_cp, no_hsdp=a.no_hsdp,
@@ -237,12 +266,18 @@ def _cmd_plan(a: argparse.Namespace) -> str:
                 print(file=sys.stderr)  # end the line the worlds were counted on
     else:
         result = plan(model, gpus, sysm, a.global_batch, **kw)
+    from ledger.cli.advice import line, other_framework
+
+    other = None if a.min_gpus else other_framework(model, sysm, gpus, a.global_batch, kw,
+                                                    result, a.framework)
     runs, priced = rank_plans(a, model, sysm, result, settings)
     if a.html:
         _write(a.html, _plan_html(model, a, sysm, result, runs[0] if runs else None))
     if a.json:
-        return _json(plan_json(model, sysm, result, runs) | {"gpus": gpus}, indent=1)
-    text = plan_text(model, gpus, sysm, result, runs, priced)
+        better = {k: v for k, v in (other or {}).items() if k != "plan"}
+        return _json(plan_json(model, sysm, result, runs) | {"gpus": gpus} |
+                     ({"better_framework": better} if other else {}), indent=1)
+    text = plan_text(model, gpus, sysm, result, runs, priced) + line(other)
     if a.min_gpus:
         batch = " (the default with --finetune)" if getattr(a, "batch_defaulted", False) else ""
         text += (f"\n  smallest world that fits: {gpus} x {sysm.gpu.name}, global batch "
@@ -286,11 +321,10 @@ FILE_FLAGS = ("system", "phases", "from_megatron", "from_torchtitan", "html", "s
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     """Parse, naming the subcommand when an argument is not its own."""
-    a, extra = build_parser().parse_known_args(argv)
-    if extra:
-        where = f"train-ledger {a.cmd}" if a.cmd else "train-ledger"
-        raise LedgerError("usage", f"{where}: unrecognized arguments: "
-                                   f"{clip(' '.join(extra), 400)}")
+    parser = build_parser()
+    a, extra = parser.parse_known_args(argv)
+    if extra:  # one line: what the command does not take, and what it does
+        raise LedgerError("usage", parser._command(a).unknown(extra))
     for name, value in vars(a).items():
         if isinstance(value, list):  # argparse drops a value of '--' and leaves []
             raise LedgerError(name, "needs a value, got '--'")
@@ -376,6 +410,10 @@ def run(argv: list[str]) -> str | tuple[str, int]:
     """Parse and run; returns the text to print (and an exit status when it is not 0).
     Raises LedgerError on bad input."""
     a = _parse(argv)
+    if a.cmd == "estimate" and a.batch:  # each line of the file an estimate of its own
+        from ledger.cli.batch import run_batch
+
+        return run_batch(argv, a.batch, a.json, run)
     if a.cmd in ("report", "estimate", "plan", "serve"):
         from ledger.cli.inputs import source
 

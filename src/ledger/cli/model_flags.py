@@ -15,6 +15,7 @@ from dataclasses import fields, replace
 from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
 from ledger.errors import LedgerError, clip
 from ledger.io import MAX_LAYERS, model_flag, read_hf_config
+from ledger.io.hf.hub import hub_config, is_hub_id
 from ledger.anatomy.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
 from ledger.model import PRESETS, ModelSpec, preset
 
@@ -112,12 +113,16 @@ CUSTOM_REQUIRED = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
 def add_model_flags(p: argparse.ArgumentParser) -> None:
     """The model argument and one flag per ModelSpec field (all default to unset)."""
     p.add_argument("model", nargs="?",  # or from --from-megatron / --from-torchtitan
-                   help="preset name, path to a HF config.json, or 'custom'")
+                   help="preset name, path to a HF config.json, a hub id in the local "
+                        "Hugging Face cache (org/name), or 'custom'")
     g = p.add_argument_group("model (for 'custom'; --seq also sets a preset's length)")
     for field, (names, typ, text) in FLAGS.items():
         if typ is bool or typ is NOT:
             g.add_argument(*names, dest=field, action="store_const", const=typ is bool,
                            help=text)
+        elif isinstance(typ, tuple) and len(typ) > 12:  # a long list: named once, not printed
+            g.add_argument(*names, dest=field, choices=typ, metavar=field.upper(),
+                           help=f"{text}; one of {len(typ)} (docs/models.md)")
         elif isinstance(typ, tuple):
             g.add_argument(*names, dest=field, choices=typ, help=text)
         else:
@@ -262,6 +267,9 @@ def load_model(a: argparse.Namespace) -> ModelSpec:
         m = preset(a.model)
     elif a.model.endswith(".json") or a.model == "" or os.path.lexists(a.model):
         m, notes = read_hf_config(a.model)
+        a.model_notes = notes
+    elif is_hub_id(a.model):  # org/name: the local Hugging Face cache, offline
+        m, notes = read_hf_config(hub_config(a.model), name=a.model)
         a.model_notes = notes
     else:
         m = preset(a.model)  # raises: unknown model, lists the presets

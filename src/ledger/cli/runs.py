@@ -28,7 +28,9 @@ def add_run_flags(p: argparse.ArgumentParser, phases: bool = True) -> None:
         g.add_argument("--phases", metavar="FILE",
                        help="a run of phases (TOML or JSON): tokens or steps, seq_len, "
                             "global_batch, rampup, placement per phase")
-    g.add_argument("--usd-per-gpu-hour", type=real(MAX_PRICE), help="price of a GPU-hour")
+    g.add_argument("--usd-per-gpu-hour", type=prices, metavar="USD | GPU=USD,...",
+                   help="price of a GPU-hour: one for the chosen GPU, or one per GPU type "
+                        "(h100-sxm=2.5,b200=4)")
     g.add_argument("--pue", type=real(MAX_PUE, 1.0, closed_low=True),
                    help="power usage effectiveness (default 1.0: the GPUs' board power only)")
     store = g.add_mutually_exclusive_group()
@@ -51,7 +53,33 @@ def add_run_flags(p: argparse.ArgumentParser, phases: bool = True) -> None:
                         f"checkpoint (default {DEFAULT_RELAUNCH_S / 60:g}: MegaScale)")
 
 
-def run_settings(a: argparse.Namespace):
+def prices(text: str):
+    """argparse type: a price (USD per GPU-hour), or ``gpu=price,...``, one per GPU type."""
+    one = real(MAX_PRICE)
+    if "=" not in text:
+        return one(text)
+    out = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if not name.strip() or not value:
+            raise argparse.ArgumentTypeError(f"must be USD or GPU=USD,..., got {text!r}")
+        out[name.strip().lower()] = one(value.strip())
+    return out
+
+
+def price_of(a: argparse.Namespace, gpu: str) -> float | None:
+    """The price per hour of ``gpu`` (the run's): the one given, or its entry in a per-GPU
+    list."""
+    given = getattr(a, "usd_per_gpu_hour", None)
+    if not isinstance(given, dict):
+        return given
+    if gpu not in given:
+        raise LedgerError("usd_per_gpu_hour", f"no price for {gpu} (the GPU this run uses); "
+                                              f"given: {', '.join(given)}")
+    return given[gpu]
+
+
+def run_settings(a: argparse.Namespace, gpu: str = ""):
     """A whole run's settings from the flags (``ledger.run.RunSettings``), or None when
     neither --tokens nor --phases asks for a run (then no run flag may be given)."""
     from ledger.run import RunSettings, Storage
@@ -83,7 +111,7 @@ def run_settings(a: argparse.Namespace):
         ckpt_interval_steps=a.ckpt_interval,
         gpu_mtbf_s=base.gpu_mtbf_s if a.gpu_mtbf_hours is None else a.gpu_mtbf_hours * 3600,
         relaunch_s=base.relaunch_s if a.relaunch_min is None else a.relaunch_min * 60,
-        pue=base.pue if a.pue is None else a.pue, usd_per_gpu_hour=a.usd_per_gpu_hour)
+        pue=base.pue if a.pue is None else a.pue, usd_per_gpu_hour=price_of(a, gpu))
 
 
 def run_phases(a: argparse.Namespace, model, cfg) -> list:

@@ -206,6 +206,16 @@ def resolve(model: ModelSpec, ft: FineTune) -> Targets:
     return Targets(t.names, params, tuple(sorted(t.names - known)), every)
 
 
+def unadapted(model: ModelSpec, ft: FineTune, t: Targets) -> list[str]:
+    """Under ``all-linear``, the weight matrices that are parameters, not modules (the
+    fused routed experts, a custom router's weight), which peft's all-linear does not
+    reach and which so train without an adapter (frozen): their keys, once each."""
+    if not t.every:
+        return []
+    return sorted({x.key for x in _matrices(model, True, ft)
+                   if not x.module and not t.parameter_rank(x, 1)})
+
+
 def _edge_kept(e: Linear, ft: FineTune) -> bool:
     """layers_to_transform drops every module outside the layers but lm_head, whose key is
     its name (check_target_module_exists L2371-2372)."""

@@ -139,9 +139,54 @@ def check_finite_json(obj, where: str = "output") -> None:
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one LedgerError (one line, exit status 2)
-    instead of usage + error; an error in one argument is reported under its name."""
+    instead of usage + error; an error in one argument is reported under its name.
+    Flags are matched whole (``allow_abbrev=False``, as Megatron-LM's parser,
+    arguments.py:119-120): ``--gpus`` is never read as ``--gpus-per-node``; a flag the
+    command does not take is named with the command's own flags."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def format_help(self) -> str:  # noqa: D102
+        if self.usage is None and len(self._actions) > 30:  # the flags are listed below it
+            pos = " ".join(f"[{a.dest}]" for a in self._actions if not a.option_strings)
+            self.usage = f"%(prog)s {pos} [flags]".replace("  ", " ")
+        return super().format_help()
+
+    def parse_args(self, args=None, namespace=None):  # noqa: D102
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise LedgerError("usage", self._command(ns).unknown(extras))
+        return ns
+
+    def _command(self, ns) -> "OneLineParser":
+        """The sub-command's parser that read ``ns`` (or this one)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(ns, action.dest, None), self)
+        return self
+
+    def own_flags(self) -> list[str]:
+        return [o for a in self._actions for o in a.option_strings
+                if o.startswith("--") and o not in ("--help", "--version")]
+
+    def unknown(self, extras: list[str]) -> str:
+        """One line: the first argument the command does not take, and its flags."""
+        import difflib
+
+        word = extras[0]
+        if not word.startswith("-"):
+            return f"{self.prog} takes no argument {clip(repr(word), 100)} here"
+        flag, own = word.split("=")[0], self.own_flags()
+        close = list(dict.fromkeys([o for o in own if o.startswith(flag)] +
+                                   difflib.get_close_matches(flag, own, n=3, cutoff=0.75)))[:3]
+        hint = f" (closest: {', '.join(close)})" if close else ""
+        return f"{self.prog} does not take {clip(flag, 100)}{hint}; its flags: {' '.join(own)}"
 
     def error(self, message: str):  # noqa: D102
+        if message.startswith("unrecognized arguments: "):
+            raise LedgerError("usage", self.unknown(message.split(": ", 1)[1].split()))
         if message.startswith("argument ") and ": " in message:
             flags, _, rest = message[len("argument "):].partition(": ")
             field = flags.split("/")[0].lstrip("-").replace("-", "_")

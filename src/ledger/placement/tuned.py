@@ -20,6 +20,9 @@ optimizer updated.
 """
 from __future__ import annotations
 
+from collections import Counter
+from functools import lru_cache
+
 from dataclasses import dataclass, replace
 
 from ledger.config import expert_tp
@@ -73,17 +76,35 @@ def stage_counts(model, cfg) -> list[tuple[dict, dict]]:
                    cfg.schedule, config_split(model, cfg))
 
 
+@lru_cache(maxsize=8)
+def _layer_states(model, ft) -> tuple[tuple, dict]:
+    """Each layer's key (its kind, frozen or not) and each key's state by class: a layer's
+    state depends on its index only through these two (``layer_state``); computed once
+    per model and fine-tune rather than once per layer per stage per placement."""
+    targets = resolve(model, ft) if ft.adapters else None
+    keys = tuple((model.layer_kind(i), ft.frozen_layer(i)) for i in range(model.layers))
+    first = {k: i for i, k in reversed(list(enumerate(keys)))}
+    return keys, {k: layer_state(model, ft, i, targets) for k, i in first.items()}
+
+
 def _counts(model, ft, tp, grid, pp, vp, schedule, counts) -> list[tuple[dict, dict]]:
     """``counts``: layers per model stage (``ledger.placement.stages``)."""
     stages = len(counts)
     targets = resolve(model, ft) if ft.adapters else None
     starts = stage_starts(counts)
     out = []
+    keys, states = _layer_states(model, ft)
+
+    def layers(lo: int, hi: int) -> list[dict]:
+        """Layers lo..hi-1 by class, one entry per (kind, frozen): exact, the counts
+        being whole numbers."""
+        tally = Counter(keys[lo:hi])
+        return [{c: states[k][c].scaled(n) for c in CLASSES} for k, n in tally.items()]
+
     for held in rank_stages(pp, vp, schedule):
         parts: dict[str, Counts] = dict.fromkeys(CLASSES, Counts())
         for s in held:
-            pieces = [layer_state(model, ft, i, targets)
-                      for i in range(starts[s], starts[s] + counts[s])]
+            pieces = layers(starts[s], starts[s] + counts[s])
             if s == 0:
                 pieces += [edge_state(model, ft, k, targets) for k in ("embedding", "positions")]
             if s == stages - 1:

@@ -1,6 +1,12 @@
 """The fewest GPUs on which a model fits: the planner run over growing worlds, from a
 closed-form lower bound, over a bounded number of worlds.
 
+The bound is the larger of two floors: the weights at 4 bits over every GPU's HBM
+(``lower_bound``), and the whole resident state over HBM plus, where the framework offers
+a CPU offload for the run, the node's host share (``floor_gpus``): every byte of it lives
+once on some GPU or host (ZeRO-3 shards what TP, PP and EP do not split; anything
+replicated only adds). tests/test_plan_speed.py holds the answer to the full sweep's.
+
 >>> from ledger.model import llama3_405b
 >>> from ledger.system import system
 >>> lower_bound(llama3_405b(), system("h100-sxm"), 0.0, None)  # 405.9e9 x 0.5 B / 80 GiB = 2.4
@@ -9,6 +15,8 @@ closed-form lower bound, over a bounded number of worlds.
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import replace
 
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
@@ -29,6 +37,37 @@ def lower_bound(model: ModelSpec, system: System, headroom_bytes: float, finetun
         return 1  # ZeRO-Offload / FSDP's CPU offload may keep the weights on the host
     room = system.gpu.hbm_bytes - headroom_bytes
     return max(1, math.ceil(model.params * LEANEST_WEIGHT_BYTES / room)) if room > 0 else 1
+
+
+def state_floor_bytes(model: ModelSpec, system: System, kw: dict) -> tuple[float, float]:
+    """(the whole model's resident state at its leanest ZeRO stage, the host memory per
+    GPU it may offload to: 0 unless the framework offers an offload for this run)."""
+    from ledger.config import ParallelConfig
+    from ledger.frameworks import get
+    from ledger.placement import resident_state
+    from ledger.placement.tuned import tuned_stage_state
+
+    framework, precision = kw.get("framework", "megatron"), kw.get("precision")
+    optimizer, ft = kw.get("optimizer", "adam"), kw.get("finetune")
+    fw = get(framework, precision)
+    totals = []
+    for zero in range(4):
+        cfg = ParallelConfig(framework=framework, precision=precision, zero_stage=zero,
+                             finetune=ft)
+        if ft is None:
+            totals.append(resident_state(model, cfg, optimizer).total_bytes)
+        else:
+            (dense, expert), = tuned_stage_state(model, cfg, fw, optimizer, 1, 1, 1, 1, "1f1b")
+            totals.append(dense.total_bytes + expert.total_bytes)
+    host = system.host_memory_bytes / system.gpus_per_node if ft is not None and fw.offloads \
+        else 0.0
+    return min(totals), host
+
+
+def floor_gpus(model: ModelSpec, system: System, kw: dict) -> int:
+    """No world below this many GPUs holds the model's resident state (module docstring)."""
+    state, host = state_floor_bytes(model, system, kw)
+    return max(1, int(state // (system.gpu.hbm_bytes + host)))  # all of HBM: a floor
 
 
 def worlds(low: int, node: int, max_gpus: int) -> list[int]:
@@ -65,11 +104,22 @@ def min_gpus(model: ModelSpec, system: System, global_batch: int, max_gpus: int,
     to ``max_gpus``; where the worlds grow by GROWTH, the gap below the first that fits
     is bisected over whole nodes. (gpus, its plan). ``on_world(gpus, tried, planned)``
     is told of each world before it is planned; ``kw``: ``plan``'s other arguments. A
-    world that no placement divides (the global batch over dp) is passed over."""
+    world that no placement divides (the global batch over dp) is passed over. The plan
+    returned counts the whole sweep: ``evaluated`` and ``elapsed_s`` over every world
+    planned, ``worlds`` their number."""
     node = system.gpus_per_node
-    low = lower_bound(model, system, kw.get("headroom_bytes", 0.0), kw.get("finetune"))
+    low = max(lower_bound(model, system, kw.get("headroom_bytes", 0.0), kw.get("finetune")),
+              floor_gpus(model, system, kw))
     tried = worlds(low, node, max_gpus)
     last, found, planned = None, None, 0
+    start, sweep = time.perf_counter(), [0, 0]  # placements, worlds planned
+
+    def _plan(model, n, system, global_batch, kw):
+        result = _plan_one(model, n, system, global_batch, kw)
+        if result is not None:
+            sweep[0], sweep[1] = sweep[0] + result.evaluated, sweep[1] + 1
+        return result
+
     for k, n in enumerate(tried):
         if on_world:
             on_world(n, k + 1, len(tried))
@@ -93,10 +143,11 @@ def min_gpus(model: ModelSpec, system: System, global_batch: int, max_gpus: int,
             hi, n, result = mid, mid * node, r
         else:
             lo = mid
-    return n, result
+    return n, replace(result, evaluated=sweep[0], worlds=sweep[1],
+                      elapsed_s=time.perf_counter() - start)
 
 
-def _plan(model, n, system, global_batch, kw):
+def _plan_one(model, n, system, global_batch, kw):
     try:
         return plan(model, n, system, global_batch, **kw)
     except LedgerError as e:

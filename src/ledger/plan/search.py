@@ -57,6 +57,7 @@ class Plan:
     headroom_bytes: float
     breakdown: dict[str, float]
     tp_overlap: bool = False
+    host_bytes: float = 0.0  # CPU offload: the host memory it needs per node (0: none)
 
     @property
     def dominant(self) -> str:
@@ -71,6 +72,7 @@ class PlanResult:
     elapsed_s: float
     rejected: list[str] = field(default_factory=list)  # one line per family that lost
     shortfall_bytes: float = 0.0  # when nothing fits: how far the leanest candidate is over
+    worlds: int = 1  # worlds searched (--min-gpus: evaluated and elapsed_s are all of them)
     host_shortfall_bytes: float = 0.0  # or, fitting in HBM, the leanest over the host's RAM
     baseline: "Baseline | None" = None
 
@@ -278,14 +280,15 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
         offload=OFFLOADS[g["offload"][i]], **facts, **switches)
 
 
-def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf) -> Plan:
+def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf, host=None) -> Plan:
     """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune, pins, model,
     facts) for its config."""
     mfu = flops / (gpus * system.gpu.bf16_flops * step[i])
     return Plan(_config(g, i, *conf), float(step[i]), float(mfu),
                 float(mem[i]), float(limit - mem[i]),
                 {k: float(v[i]) for k, v in parts.items() if v[i] > 1e-12},
-                tp_overlap=bool(g["tpov"][i]))
+                tp_overlap=bool(g["tpov"][i]),
+                host_bytes=float(host[i]) if host is not None and g["offload"][i] else 0.0)
 
 
 def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: int = 10,
@@ -336,7 +339,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
     flops = finetune_flops_per_token(model, finetune) * model.seq_len * global_batch
     conf = (framework, flash, precision, finetune, pins, model, facts)
-    plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf)
+    plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf, host)
              for i in order]
     rejected = rejections(g, step, mem, fits, parts, cap, order[0], system.gpus_per_node)
     base = None
@@ -345,7 +348,8 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
         pool = ok if ok.any() else base_sel
         j = np.flatnonzero(pool)[np.argmin(np.where(ok.any(), step, mem)[pool])]
         rank = int((fits & (step < step[j])).sum()) + 1 if fits[j] else None
-        base = Baseline(baseline, _plan(g, j, step, mem, parts, limit, flops, gpus, system, conf),
+        base = Baseline(baseline, _plan(g, j, step, mem, parts, limit, flops, gpus, system, conf,
+                                        host),
                         bool(fits[j]), rank, float(step[j] / step[order[0]]))
     return PlanResult(plans, evaluated, int(fits.sum()), time.perf_counter() - start, rejected,
                       baseline=base)

@@ -44,7 +44,9 @@ def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
     racks = system.gpus_per_domain != system.gpus_per_node
     head = (f"{model.name} ({_seq(model)}) on {gpus} x {system.gpu.name}"
             f"{domain_note(gpus, system)}: "
-            f"{result.evaluated:,} placements costed in {result.elapsed_s:.2f} s "
+            f"{result.evaluated:,} placements"
+            f"{f' over {result.worlds} worlds' if result.worlds > 1 else ''} costed in "
+            f"{result.elapsed_s:.2f} s "
             f"({result.evaluated / max(result.elapsed_s, 1e-9):,.0f}/s), {result.fitting:,} fit")
     if not result.plans and result.host_shortfall_bytes > 0:
         return head + (f"\nnothing fits: those that fit in HBM offload at least "
@@ -58,17 +60,22 @@ def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
     if runs:
         lines.append(f"  ranked by time to train on {_si(runs[0].tokens)} tokens, checkpoints "
                      f"and failures included: the {priced:,} fastest steps as whole runs")
-    extra = f"  {'days':>8}  {'GPU-hours':>10}  {'goodput':>7}" if runs else ""
+    cost = bool(runs) and runs[0].cost_usd is not None  # a price was given
+    extra = (f"  {'days':>8}  {'GPU-hours':>10}  {'goodput':>7}" if runs else "") + \
+        (f"  {'cost':>8}" if cost else "")
     lines.append(f"  {'#':>2}  {'step':>8}  {'MFU':>6}  {'memory':>10}{extra}  {'dominant':<12} "
                  f"placement")
     for i, p in enumerate(result.plans, 1):
         run = runs[i - 1] if runs else None
         more = (f"  {run.days:8.2f}  {_si(run.gpu_hours):>10}  {run.goodput:7.1%}"
-                if run else "")
+                if run else "") + (f"  ${_si(run.cost_usd):>7}" if cost else "")
         lines.append(f"  {i:>2}  {p.step_time_s:7.2f}s  {p.mfu:6.1%}  "
                      f"{fmt_bytes(p.memory_bytes, 6)}{more}  {p.dominant:<12} "
                      f"{plan_config(p.config, p.tp_overlap)}"
-                     + (links_note(p.config, system) if racks else ""))
+                     + (links_note(p.config, system) if racks else "") + (
+                         f" (host memory {fmt_bytes(p.host_bytes)} of "
+                         f"{fmt_bytes(system.host_memory_bytes)} per node)"
+                         if p.host_bytes else ""))
     if result.rejected:
         lines.append("  families that lost:")
         lines += [f"    {r}" for r in result.rejected]
@@ -103,7 +110,8 @@ def plan_json(model, system, result, runs=None) -> dict:
         return cfg | {"tp_overlap": p.tp_overlap,
                       "step_time_s": p.step_time_s, "mfu": p.mfu, "memory_bytes": p.memory_bytes,
                       "headroom_bytes": p.headroom_bytes, "dominant": p.dominant,
-                      "breakdown": p.breakdown} | ({"run": run_json(run)} if run else {})
+                      "breakdown": p.breakdown, "host_bytes": p.host_bytes} | (
+                          {"run": run_json(run)} if run else {})
     runs = runs or [None] * len(result.plans)
     return {"model": model.name, **params_dict(model), "seq_len": model.seq_len,
             "gpu": system.gpu.name, "plans": [one(p, r) for p, r in zip(result.plans, runs)],

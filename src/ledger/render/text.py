@@ -196,6 +196,11 @@ def config_dict(cfg) -> dict:
     config = {f.name: getattr(cfg, f.name) for f in fields(cfg)
               if f.name not in ("moe", "finetune")}
     config["moe"] = asdict(cfg.moe)
+    from ledger.config import dispatcher
+
+    # the values the text prints (etp=tp unless set; the framework's dispatcher), not None
+    config["etp"] = cfg.tp if config.get("etp") is None else config["etp"]
+    config["moe_dispatcher"] = config.get("moe_dispatcher") or dispatcher(cfg)
     ft = getattr(cfg, "finetune", None)
     config["finetune"] = asdict(ft) if ft is not None else None
     return config

@@ -51,6 +51,7 @@ def cwm(r):  # configuration_cwm.py; layer_types: 1 global : 3 sliding
 
 def smollm3(r):  # configuration_smollm3.py; NoPE layers have no parameters of their own
     f, cap = _llama(r, kv=4, maxpos=32768, tied=True)
+    r.ignore("no_rope_layers", "no_rope_layer_interval")  # rotary or not: nothing priced
     return ({**f, **windows(r, f["layers"])} if r.get("use_sliding_window", False, bool)
             else f), cap
 

@@ -92,7 +92,8 @@ def gemma2(r):  # configuration_gemma2.py:68-97; four norms a layer
 def gemma3_text(r):  # configuration_gemma3.py:74-110; qk-norm, four norms, 5 local : 1
     r.refuse("use_bidirectional_attention", False, "a bidirectional encoder")
     f, cap = decoder(r, kv=4, head_dim=256, tied=True, maxpos=131_072)
-    pattern = r.get("sliding_window_pattern", 6)  # configuration_gemma3.py:106
+    # configuration_gemma3.py:106 keeps the pattern as _sliding_window_pattern
+    pattern = r.get("sliding_window_pattern", r.get("_sliding_window_pattern", 6))
     return {**f, **bias(r), "layer_norms": 4, "qk_norm": "head", **softcaps(r, None, None),
             **alternating(r, f["layers"], 4096, pattern)}, cap
 
@@ -187,6 +188,8 @@ FIRST = {fn.__name__: fn for fn in (
     granite, starcoder2)}
 FAMILIES = {**FIRST, **dense.FAMILIES, **layouts.FAMILIES, **moe.FAMILIES,
             **hybrids.FAMILIES, **unmodelled.FAMILIES}  # every model_type the ledger reads
+# remote-code model_types (no transformers class): their reader, the family counted as
+REMOTE = {"minimax_m1": (hybrids.minimax_m1, "minimax")}
 # composites whose text model the ledger reads (from their text_config)
 COMPOSITES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "got_ocr2": "qwen2",
               "emu3": "emu3_text_model", "fuyu": "persimmon", "qwen3_5": "qwen3_5_text",

@@ -284,17 +284,34 @@ def bailing_hybrid(r):  # configuration_bailing_hybrid.py; modeling :403-682
             "mixers": _mixers(types, "linear")}, cap
 
 
-def minimax(r):  # configuration_minimax.py; modeling_minimax.py:125-138 lightning layers
+def minimax(r, types=None):  # configuration_minimax.py; modeling_minimax.py:125-138
     f, cap = decoder(r, kv=8, head_dim=None, tied=False, maxpos=131072)
     # configuration_minimax.py:123-126: even layers attend, odd ones are lightning
-    types = _types(r, f["layers"], ["full_attention" if (i + 1) % 2 else "linear_attention"
-                                    for i in range(f["layers"])])
+    types = types or _types(r, f["layers"], ["full_attention" if (i + 1) % 2 else
+                                             "linear_attention" for i in range(f["layers"])])
     lightning = LinearAttention(kind="lightning", key_heads=f["heads"], key_dim=f["head_dim"],
                                 value_heads=f["heads"], value_dim=f["head_dim"],
                                 chunk=r.get("block_size", 256))
     return {**f, "num_experts": expert_count(r, "num_local_experts", 8),
             "top_k": r.get("num_experts_per_tok", 2), "linear": lightning,
             "mixers": _mixers(types, "linear"), **windows(r, f["layers"])}, cap
+
+
+def minimax_m1(r):  # remote code (MiniMaxAI/MiniMax-M1 modeling_minimax_m1.py), as minimax
+    """MiniMax-M1 / MiniMax-Text-01 under their own model_type: ``attn_type_list`` gives
+    each layer's mixer (0 lightning, 1 softmax: the remote MiniMaxM1DecoderLayer builds
+    lightning attention where it is 0), counted as transformers' minimax with that
+    layer_types; a shared expert
+    (``shared_intermediate_size`` > 0) is refused, its layers being unread."""
+    r.refuse("shared_intermediate_size", 0, "a shared expert with a sigmoid gate beside the "
+                                            "routed ones")
+    codes = r.get("attn_type_list", None, list_of=int)
+    layers = r.get("num_hidden_layers")
+    if codes is None or len(codes) != layers or any(c not in (0, 1) for c in codes):
+        raise LedgerError("config.json", f"'attn_type_list' must give 0 (lightning) or 1 "
+                                         f"(softmax) for each of num_hidden_layers({layers}), "
+                                         f"got {codes!r}")
+    return minimax(r, ["full_attention" if c else "linear_attention" for c in codes])
 
 
 def _lfm_ffn(r, width: int) -> int:
@@ -362,3 +379,4 @@ FAMILIES = {fn.__name__: fn for fn in (
     mamba, falcon_mamba, mamba2, bamba, granitemoehybrid, falcon_h1, nemotron_h, jamba,
     qwen3_next, qwen3_5_text, qwen3_5_moe_text, olmo_hybrid, kimi_linear, bailing_hybrid,
     minimax, lfm2, lfm2_moe, lfm3)}
+

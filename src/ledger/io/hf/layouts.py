@@ -28,8 +28,12 @@ def gpt_neo(r):  # configuration_gpt_neo.py; modeling_gpt_neo.py:85 (q/k/v witho
     f = _gpt_keys(r, layers="num_layers", hidden="hidden_size", heads="num_heads",
                   ffn="intermediate_size")
     maxpos = r.get("max_position_embeddings", 2048)
-    kinds = r.get("attention_layers", None, list_of=str) or _expand_types(
-        r.cfg.get("attention_types", [[["global", "local"], f["layers"] // 2]]))
+    # configuration_gpt_neo.py:74-76 derives attention_layers from attention_types
+    types = r.cfg.get("attention_types")
+    kinds = _expand_types(types) if types is not None else \
+        r.get("attention_layers", None, list_of=str) or \
+        _expand_types([[["global", "local"], f["layers"] // 2]])
+    r.ignore("attention_layers")
     if len(kinds) != f["layers"] or any(k not in ("global", "local") for k in kinds):
         raise LedgerError("config.json", f"'attention_layers' must list global or local for "
                                          f"each of num_layers({f['layers']}), got {kinds!r}")

@@ -94,6 +94,8 @@ def cohere2_moe(r):  # configuration_cohere2_moe.py; modeling_cohere2_moe.py:170
     from ledger.io.hf.layouts import cohere2
 
     f, cap = cohere2(r, head_dim=128)
+    if r.cfg.get("layer_types") is not None:  # it fixes every layer: the prefix pattern is
+        r.ignore("prefix_dense_sliding_window_pattern")  # read only without it (:143-153)
     types = mlp_types(r, f["layers"], ["sparse"] * f["layers"])
     dense = r.get("prefix_dense_intermediate_size", None) if "dense" in types else None
     if "dense" in types and dense is None:
@@ -294,7 +296,17 @@ def axk1(r):  # configuration_axk1.py; DeepSeek-V3 with a norm after each MoE bl
     return {**f, "moe_norm": True}, cap  # modeling_axk1.py:216 post_mlp_layernorm
 
 
+def _indexed_everywhere(r) -> None:
+    """DeepSeek-V3.2 / GLM-5: every layer is DSA (configuration_deepseek_v32.py:138-139);
+    a layer_types naming anything else is a layout the ledger does not read."""
+    types = r.get("layer_types", None, list_of=str)
+    if types is not None and set(types) != {"indexed_attention"}:
+        raise LedgerError("config.json", f"'layer_types' {sorted(set(types))}: only "
+                                         f"indexed_attention on every layer is modelled")
+
+
 def deepseek_v32(r):  # configuration_deepseek_v32.py; modeling_deepseek_v32.py:175 indexer
+    _indexed_everywhere(r)
     f, cap = _mla_moe(r, maxpos=163840, experts=256, shared=1, width=2048, first_dense=3,
                       k=8)
     return {**f, "index_heads": r.get("index_n_heads", 64),
@@ -307,6 +319,7 @@ def glm_moe_dsa(r):  # configuration_glm_moe_dsa.py; GLM-5: DeepSeek-V3.2's layo
     if kinds is not None and set(kinds) != {"full"}:
         raise LedgerError("config.json", f"'indexer_types' {sorted(set(kinds))}: indexers "
                                          f"shared between layers are not modelled")
+    _indexed_everywhere(r)
     f, cap = _mla_moe(r, maxpos=202752, experts=256, shared=1, width=2048, first_dense=3,
                       k=8, q_lora=2048, nope=192, v=256)
     return {**f, "index_heads": r.get("index_n_heads", 32),

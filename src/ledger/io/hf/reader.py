@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 from ledger.errors import LedgerError, clip
 from ledger.io.files import parse_json, read_text
+from ledger.io.hf.tables import class_defaults, family_of
 from ledger.model import ModelSpec
 
 DEFAULT_SEQ = 4096
@@ -31,12 +33,14 @@ class Reader:
     """Typed access to one config.json: every read names its key when it refuses."""
 
     def __init__(self, cfg: dict, kind: str):
-        self.cfg, self.kind = cfg, kind
+        self.read: set[str] = set()  # every key a reader looked at
+        self.cfg, self.kind = _Tracked(cfg, self.read), kind
         self.required: list[str] = []  # the keys read without a default
         self.missing: list[str] = []  # those of them the config lacks
         self.notes: list[str] = []  # what the user should hear (one stderr line each)
 
     def _list(self, key: str, default, item: type):
+        self.read.add(key)
         value = self.cfg.get(key)
         if value is None:
             return default
@@ -48,6 +52,7 @@ class Reader:
 
     def sub(self, key: str) -> dict:
         """A nested config (DBRX's attn_config, a composite's text_config), or {}."""
+        self.read.add(key)
         value = self.cfg.get(key)
         if value is None:
             return {}
@@ -62,8 +67,11 @@ class Reader:
         by name (and remembered: ``required``)."""
         if list_of is not None:
             return self._list(key, default, list_of)
+        self.read.add(key)
         if default is _REQUIRED:
             self.required.append(key)
+            if self.cfg.get(key) is None and key in class_defaults(self.kind):
+                return class_defaults(self.kind)[key]  # as from_dict gives it
         if key in self.cfg and (self.cfg[key] is not None or nullable):
             value = self.cfg[key]
             if value is None or _is(value, typ):
@@ -86,13 +94,29 @@ class Reader:
 
     def refuse(self, key: str, allowed: object, why: str) -> None:
         """Refuse a value the ledger cannot count (``why`` says what it would change)."""
+        self.read.add(key)
         if key in self.cfg and self.cfg[key] is not None and self.cfg[key] != allowed:
             raise LedgerError("config.json", f"{key!r} = {self.cfg[key]!r} is not supported "
                                              f"for model_type {self.kind!r} ({why})")
 
+    def ignore(self, *keys: str) -> None:
+        """Keys a reader has looked at and found to change nothing for this config (a
+        window list under use_sliding_window = false)."""
+        self.read.update(keys)
+
+    def unread_structure(self) -> list[str]:
+        """Keys that shape the stack layer by layer (``STRUCTURE``: layer-type lists,
+        windows, patterns, per-layer indices) which this config sets to something other
+        than a no-op and the family's reader did not read: what transformers' class for
+        the model_type would ignore, so a renamed config (MiniMax-M1's attn_type_list
+        under model_type 'minimax') would be counted as another model."""
+        return [k for k, v in self.cfg.items() if k not in self.read and STRUCTURE.search(k)
+                and not _no_op(v) and (isinstance(v, list) or not k.endswith("_layers"))]
+
     def layer_types(self, layers: int, default: list[int]) -> tuple[int, ...] | None:
         """Indices of the local layers: from an explicit ``layer_types`` list, else
         ``default``. None when there are none."""
+        self.read.add("layer_types")
         types = self.cfg.get("layer_types")
         if types is not None and (not isinstance(types, list)
                                   or not all(isinstance(t, str) for t in types)):
@@ -112,7 +136,39 @@ class Reader:
         return tuple(local) if local else None
 
 
+class _Tracked(dict):
+    """The config, remembering each key a reader asks for (``Reader.read``)."""
+
+    def __init__(self, cfg: dict, seen: set):
+        super().__init__(cfg)
+        self.seen = seen
+
+    def get(self, key, default=None):
+        self.seen.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.seen.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.seen.add(key)
+        return super().__contains__(key)
+
+
 _LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+# config keys that lay out the stack layer by layer (what a reader must read or refuse)
+STRUCTURE = re.compile(r"(layer_types|type_list|_types$|pattern|window|layer_freq|_interval$|"
+                       r"_step$|_period$|_offset$|_ids$|_idxs$|_indices$|_layers$)")
+
+
+def _no_op(value: object) -> bool:
+    """A setting that lays out nothing: unset, false, empty, or every layer full
+    attention."""
+    if value is None or value is False or value == [] or value == {}:
+        return True
+    return isinstance(value, list) and all(v in ("full_attention", "attention")
+                                           for v in value)
 
 
 def _is(value: object, typ: type) -> bool:
@@ -139,52 +195,90 @@ def _load(path: Path) -> dict:
 
 def read_config(cfg: dict, name: str = "") -> tuple[ModelSpec, tuple[str, ...]]:
     """A ModelSpec from a parsed config.json, and the notes the reader has for the user
-    (a composite's text model read in its place; settings that change a priced number
-    the ledger does not model). A family the ledger cannot count is refused in one line
-    naming what it lacks; an unknown model_type lists the known ones."""
-    from ledger.io.hf.families import COMPOSITES, FAMILIES
+    (a composite's text model read in its place; a remote-code model_type read as the
+    family of its ``architectures``). A family the ledger cannot count is refused in one
+    line naming what it lacks; so is a key that changes the model which the family's
+    reader does not read (``STRUCTURE``)."""
+    from ledger.io.hf.families import FAMILIES, REMOTE
 
     kind = cfg.get("model_type")
     if not isinstance(kind, str):
         raise LedgerError("config.json", f"'model_type' must be a string, got {kind!r}")
-    notes: tuple[str, ...] = ()
-    if kind not in FAMILIES and isinstance(cfg.get("text_config"), dict):
-        cfg, notes = _text_model(cfg, kind, FAMILIES)
-        kind = cfg["model_type"]
-    if kind in COMPOSITES and kind not in FAMILIES:
-        raise LedgerError("model_type", f"{kind!r} wraps a vision tower: its text model is "
-                                        f"read from 'text_config' (model_type "
-                                        f"{COMPOSITES[kind]!r}), which this config lacks")
-    if kind not in FAMILIES:
-        raise LedgerError("model_type", f"unsupported model_type {kind!r}; supported: "
-                                        f"{', '.join(sorted(FAMILIES))}")
+    readers = {**FAMILIES, **{k: fn for k, (fn, _) in REMOTE.items()}}
+    cfg, kind, notes = _family(cfg, kind, readers)
     r = Reader(cfg, kind)
     try:
-        fields, capacity = FAMILIES[kind](r)
+        fields, capacity = readers[kind](r)
     except LedgerError:
         r.check_complete()  # a refusal that a missing shape key caused: name the keys
         raise
     r.check_complete()
     r.refuse("add_cross_attention", False, "an encoder-decoder's cross-attention")
+    unread = r.unread_structure()
+    if unread:
+        raise LedgerError("config.json", f"{', '.join(unread)} would change the model, but "
+                                         f"model_type {kind!r} does not read "
+                                         f"{'them' if len(unread) > 1 else 'it'} (transformers' "
+                                         f"class for it ignores {'them' if len(unread) > 1 else 'it'}"
+                                         f"): is the model_type right?")
     seq = min(capacity, DEFAULT_SEQ)
+    family = REMOTE[kind][1] if kind in REMOTE else kind  # module names peft matches
     spec = ModelSpec(name=name or clip(cfg.get("_name_or_path") or kind), seq_len=seq,
-                     seq_default=True, family=kind, **fields)
+                     seq_default=True, family=family, **fields)
     return spec, notes + tuple(r.notes)
 
 
-def _text_model(cfg: dict, kind: str, families) -> tuple[dict, tuple[str, ...]]:
+def _family(cfg: dict, kind: str, families) -> tuple[dict, str, tuple[str, ...]]:
+    """The config and model_type a reader takes: a remote-code model_type by the family
+    of its ``architectures`` (as its auto_map builds it), a composite by its text model."""
+    from ledger.io.hf.families import COMPOSITES
+
+    notes: tuple[str, ...] = ()
+    if kind not in families and kind not in COMPOSITES:
+        found = family_of(cfg.get("architectures"))
+        if found is not None:
+            notes = (f"model_type {kind!r} is not a transformers family; read as "
+                     f"{found[1]!r}, the family of its architectures {found[0]!r}",)
+            cfg, kind = {**cfg, "model_type": found[1]}, found[1]
+    if kind not in families and isinstance(cfg.get("text_config"), dict):
+        cfg, more = _text_model(cfg, kind)
+        kind, notes = cfg["model_type"], notes + more
+    if kind in COMPOSITES and kind not in families:
+        raise LedgerError("model_type", f"{kind!r} wraps a vision tower: its text model is "
+                                        f"read from 'text_config' (model_type "
+                                        f"{COMPOSITES[kind]!r}), which this config lacks")
+    if kind not in families:
+        import difflib
+
+        close = difflib.get_close_matches(kind, list(families) + list(COMPOSITES), n=3)
+        arch = cfg.get("architectures")
+        raise LedgerError("model_type", f"unsupported model_type {kind!r}"
+                                        f"{f' (architectures {arch})' if arch else ''}: "
+                                        f"neither a family the ledger reads nor one of "
+                                        f"theirs by its architectures"
+                                        f"{'; close: ' + ', '.join(close) if close else ''}"
+                                        f" (docs/models.md lists them)")
+    return cfg, kind, notes
+
+
+def _text_model(cfg: dict, kind: str) -> tuple[dict, tuple[str, ...]]:
     """A composite (a vision or audio tower beside a language model, e.g. Gemma 3,
-    Llama 4, GOT-OCR2): its ``text_config``, when that is a decoder the ledger reads."""
+    Llama 4, GOT-OCR2): its ``text_config``, when that is a decoder the ledger reads; a
+    text_config without a model_type is the composite's own text class's."""
+    from ledger.io.hf.families import COMPOSITES
+
     text = cfg["text_config"]
-    inner = text.get("model_type")
+    inner = text.get("model_type", COMPOSITES.get(kind))
     if not isinstance(inner, str):
         raise LedgerError("config.json", f"'text_config' of model_type {kind!r} has no "
                                          f"model_type")
     towers = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config"
-                    and isinstance(v, dict)) or ["the non-text parts"]
+                    and isinstance(v, dict))
+    counted = (f"{', '.join(towers)} {'is' if len(towers) == 1 else 'are'} not counted"
+               if towers else "the rest is not counted")
     note = (f"model_type {kind!r} is a composite: its text model ({inner!r}, text_config) "
-            f"is what is counted; {', '.join(towers)} not")
-    return text, (note,)
+            f"is what is counted; {counted}")
+    return {**text, "model_type": inner}, (note,)
 
 
 def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
@@ -192,7 +286,7 @@ def spec_from_dict(cfg: dict, name: str = "") -> ModelSpec:
     return read_config(cfg, name)[0]
 
 
-def read_hf_config(path: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
+def read_hf_config(path: str | Path, name: str = "") -> tuple[ModelSpec, tuple[str, ...]]:
     """A ModelSpec from a local ``config.json`` (or a folder holding one), and the
     reader's notes (``read_config``)."""
     if str(path) != "" and Path(path).is_dir():  # Path('') would be the current folder
@@ -200,7 +294,7 @@ def read_hf_config(path: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
     cfg = _load(path)
     path = Path(path)
     folder = path.resolve().parent.name if path.name == "config.json" else path.stem
-    name = clip(cfg.get("_name_or_path") or folder or "")  # printed: no terminal escapes
+    name = clip(name or cfg.get("_name_or_path") or folder or "")  # printed: no escapes
     return read_config(cfg, name)
 
 

@@ -59,6 +59,24 @@ CONVERTERS = {"238fa9953e": ("quantize.linear.float8", "quantize.grouped_mm.floa
                              "quantize.linear.mx", "quantize.grouped_mm.mx"),
               "f7084fc785": ("float8", "mx")}
 _TORCHAO = {None: "tensorwise", "tensorwise": "tensorwise", "rowwise": "rowwise"}
+# the keys of these sections the reader turns into flags (each held by a test that changes
+# it and sees the priced number move: tests/test_launch_applied.py); any other key of them
+# set away from its default is named as not modelled, unless it changes nothing priced
+MODELLED = {
+    "model": ("name", "flavor", "converters"),
+    "parallelism": ("tensor_parallel_degree", "pipeline_parallel_degree",
+                    "context_parallel_degree", "data_parallel_replicate_degree",
+                    "data_parallel_shard_degree", "expert_parallel_degree",
+                    "fsdp_reshard_after_forward",
+                    "pipeline_parallel_microbatch_size", "pipeline_parallel_schedule",
+                    "pipeline_parallel_layers_per_stage", "disable_loss_parallel",
+                    "enable_async_tensor_parallel"),
+    "activation_checkpoint": ("mode", "selective_ac_option")}
+NO_PRICE = {"model": ("hf_assets_path", "tokenizer_path", "print_after_conversion"),
+            # priced at etp = tp (or 1 without EP); _placement names any other value
+            "parallelism": ("expert_tensor_parallel_degree",),
+            "activation_checkpoint": ("debug", "determinism_check", "memory_budget",
+                                      "visualize_memory_budget_pareto")}  # the budget: as mode
 
 
 def _keys(raw: dict, prefix: str = "") -> dict:
@@ -238,6 +256,8 @@ def _placement(job: _Job, layers: int, gpus: int | None) -> dict:
         if pp > 1 else local
     if pp > 1:
         flags |= _schedule(job, layers, pp)
+    if par.get("enable_async_tensor_parallel") and tp > 1:  # micro-pipelined TP
+        flags["tp_overlap"] = True  # (distributed/tensor_parallel.py): priced as --tp-overlap
     if par.get("context_parallel_rotate_method", "allgather") != "allgather":
         job.unpriced.append(f"parallelism.context_parallel_rotate_method "
                             f"{par['context_parallel_rotate_method']!r} (priced as ring)")
@@ -367,12 +387,18 @@ def read_launch(path: str, gpus: int | None = None, model_flags: dict | None = N
     if precision:
         flags["precision"] = precision
     run_keys = (_CKPT_ON[short], "interval", "async_mode") if "ckpt_interval" in flags else ()
+    named = " ".join(job.unpriced)
+    job.unpriced += [f"{s}.{k} {sec[s][k]!r}" for s, keys in sec.items() for k in keys
+                     if s in MODELLED and k not in MODELLED[s] and k not in NO_PRICE.get(s, ())
+                     and k in known.get(s, {}) and sec[s][k] != known[s][k]
+                     and f"{s}.{k}" not in named]
     applied = [f"{s}.{k}" for s, keys in sec.items() for k in keys
-               if s in ("model", "parallelism", "activation_checkpoint") or
+               if k in MODELLED.get(s, ()) or
                (s == "training" and k in ("local_batch_size", "global_batch_size", "seq_len",
                                           "compile")) or (s == "compile" and k in (
                                               "enable", "components"))
                or (s == "checkpoint" and k in run_keys)]
+    applied = [k for k in applied if k not in named]
     named = " ".join(job.unpriced)
     silent += [f"{s}.{k}" for s, keys in sec.items() for k in keys
                if f"{s}.{k}" not in applied and s in known and k in known[s]

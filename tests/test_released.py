@@ -1,0 +1,166 @@
+"""Released config.json files (``fixtures/hf/released``, sources in its SOURCES.md), read as
+transformers (or the model's remote code) builds them:
+
+- the count equals transformers' own, built on the meta device from the same file (a
+  remote-code model_type is built as the transformers class its ``architectures`` or its
+  reader names: Kimi-K2 as DeepseekV3ForCausalLM, MiniMax-M1 as MiniMax with the
+  layer_types its attn_type_list gives);
+- and matches the count its publisher states (``PUBLISHED``: the model card's figure, to
+  one unit of its last digit).
+
+Issue 34's three: Kimi-K2 (model_type kimi_k2: refused on d9dfbab with 160 model types),
+MiniMax-M1 (minimax_m1: refused; renamed 'minimax': 451.9 B, silently), Gemma-3-27B-it (no
+vocab_size in its text_config: refused).
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import LedgerError
+from ledger.io import read_hf_config
+from ledger.io.hf import read_config
+
+RELEASED = Path(__file__).parent / "fixtures" / "hf" / "released"
+FILES = sorted(p.stem for p in RELEASED.glob("*.json"))
+B = 10 ** 9
+
+# file -> (total, unit of its last digit, active or None, active's unit); model cards
+PUBLISHED = {
+    "kimi-k2-instruct": (1000 * B, 1000 * B, 32 * B, B),  # "1T total, 32B activated"
+    "minimax-m1-80k": (456 * B, B, None, None),  # "456 billion ... 45.9 B activated"
+    "gemma-3-27b-it": (27 * B, B, None, None),  # Gemma 3 27B (text model)
+    "llama-3.1-8b": (8 * B, B, None, None),
+    "llama-3.2-3b": (3.21 * B, 0.01 * B, None, None),  # "3.21B"
+    "qwen2.5-3b": (3.09 * B, 0.01 * B, None, None),  # "3.09B"
+    "qwen2.5-7b": (7.61 * B, 0.01 * B, None, None),  # "7.61B"
+    "qwen2.5-14b": (14.7 * B, 0.1 * B, None, None),  # "14.7B"
+    # the card's "32.5B" is not what its own config builds (transformers: 32,763,876,352,
+    # the count above); held to transformers alone
+    "qwen2.5-32b": None,
+    "qwen3-4b": (4.0 * B, 0.1 * B, None, None),  # "4.0B"
+    "qwen3-8b": (8.2 * B, 0.1 * B, None, None),  # "8.2B"
+    "qwen3-14b": (14.8 * B, 0.1 * B, None, None),  # "14.8B"
+    "qwen3-32b": (32.8 * B, 0.1 * B, None, None),  # "32.8B"
+    "qwen3-30b-a3b": (30.5 * B, 0.1 * B, 3.3 * B, 0.1 * B),  # "30.5B, 3.3B activated"
+}
+
+
+def load(name: str) -> dict:
+    return json.loads((RELEASED / f"{name}.json").read_text())
+
+
+def as_transformers_builds(cfg: dict) -> dict:
+    """The config transformers builds for the file: a remote family as the class it names."""
+    if cfg["model_type"] == "kimi_k2":  # auto_map: modeling_deepseek.DeepseekV3ForCausalLM
+        return {**cfg, "model_type": "deepseek_v3"}
+    if cfg["model_type"] == "minimax_m1":  # attn_type_list: 0 lightning, 1 softmax
+        kinds = ["full_attention" if c else "linear_attention" for c in cfg["attn_type_list"]]
+        return {**{k: v for k, v in cfg.items() if k != "attn_type_list"},
+                "model_type": "minimax", "layer_types": kinds}
+    return cfg
+
+
+def transformers_count(cfg: dict) -> tuple[int, float | None]:
+    corpus = pytest.importorskip("corpus")
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    cfg = as_transformers_builds(cfg)
+    kw = {k: corpus.decoded(v) for k, v in cfg.items() if k not in ("model_type", "auto_map")}
+    tc = corpus.config(cfg["model_type"], **kw)
+    return corpus.counts(tc.get_text_config())
+
+
+def test_the_corpus_holds_the_released_files():
+    assert len(FILES) >= 14 and set(PUBLISHED) == set(FILES)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_counted_as_transformers_builds_it(name):
+    cfg = load(name)
+    spec, _ = read_config(cfg)
+    total, active = transformers_count(cfg)
+    assert spec.params == total
+    if active is not None:
+        assert spec.active_params == pytest.approx(active, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_counted_as_published(name):
+    if PUBLISHED[name] is None:
+        pytest.skip("its publisher's figure disagrees with its own weights (PUBLISHED)")
+    spec, _ = read_hf_config(RELEASED / f"{name}.json")
+    total, unit, active, a_unit = PUBLISHED[name]
+    assert abs(spec.params - total) < unit, spec.params
+    if active is not None:
+        assert abs(spec.active_params - active) < a_unit, spec.active_params
+
+
+def test_minimax_m1_activated_as_published_without_its_embeddings():
+    """MiniMax-M1's 45.9 B activated excludes the input and output tables (200,064 x
+    6,144 each): the ledger's active count holds both."""
+    spec, _ = read_hf_config(RELEASED / "minimax-m1-80k.json")
+    assert abs(spec.active_params - 2 * 200_064 * 6_144 - 45.9 * B) < 0.1 * B
+
+
+def test_remote_code_is_read_by_its_architectures_and_says_so():
+    spec, notes = read_config(load("kimi-k2-instruct"))
+    assert spec.family == "deepseek_v3" and spec.num_experts == 384
+    assert notes == ("model_type 'kimi_k2' is not a transformers family; read as "
+                     "'deepseek_v3', the family of its architectures 'DeepseekV3ForCausalLM'",)
+
+
+def test_a_missing_key_takes_the_class_default():
+    """Gemma-3-27B-it's text_config has no vocab_size: Gemma3TextConfig's 262,208."""
+    spec, notes = read_config(load("gemma-3-27b-it"))
+    assert spec.vocab == 262_208 and "vision_config is not counted" in notes[0]
+
+
+def test_a_renamed_config_is_refused_naming_the_key_it_would_ignore():
+    """MiniMax-M1 as model_type 'minimax': transformers' MiniMaxConfig has no
+    attn_type_list, so its default alternation (40 + 40) would be counted - 451.9 B."""
+    cfg = {**load("minimax-m1-80k"), "model_type": "minimax"}
+    with pytest.raises(LedgerError, match="attn_type_list would change the model, but "
+                                          "model_type 'minimax' does not read it"):
+        read_config(cfg)
+
+
+def test_minimax_m1_serves_ten_softmax_layers_of_kv():
+    """10 softmax layers keep a KV cache; the 70 lightning ones a fixed state."""
+    spec, _ = read_config(load("minimax-m1-80k"))
+    assert spec.mixers.count("attention") == 10 and spec.mixers.count("linear") == 70
+
+
+
+def _cache(root: Path, repo_id: str, name: str, rev: str = "0123abcd") -> None:
+    """huggingface_hub's cache layout: models--org--name/{refs/main, snapshots/rev/}."""
+    folder = root / f"models--{repo_id.replace('/', '--')}"
+    (folder / "snapshots" / rev).mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(rev)
+    (folder / "snapshots" / rev / "config.json").write_text((RELEASED / f"{name}.json")
+                                                            .read_text())
+
+
+@pytest.mark.parametrize("env", ["HF_HUB_CACHE", "HF_HOME"])
+def test_a_hub_id_resolves_from_the_local_cache(tmp_path, monkeypatch, env):
+    from test_bad_input import run
+
+    root = tmp_path / "hub" if env == "HF_HOME" else tmp_path
+    _cache(root, "Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv(env, str(tmp_path))
+    code, out, err = run(["report", "Qwen/Qwen3-30B-A3B", "--json"])
+    assert code == 0, err
+    expected = read_hf_config(RELEASED / "qwen3-30b-a3b.json")[0].params
+    assert json.loads(out)["params"] == expected and "Qwen/Qwen3-30B-A3B" in out
+
+
+def test_a_hub_id_not_in_the_cache_says_where_it_looked(tmp_path, monkeypatch):
+    from test_bad_input import run
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    code, out, err = run(["report", "Qwen/Qwen3-235B-A22B"])
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "'Qwen/Qwen3-235B-A22B' is not in the local Hugging Face cache" in err
+    assert str(tmp_path / "models--Qwen--Qwen3-235B-A22B") in err
