@@ -4,10 +4,17 @@
    is its first line;
 2. with those constants, every H100 sustained GEMM share of SHARE_GRID on Megatron-LM's
    H100 table (THE RULE re-run at each point); the shipped
-   system.GPUS["h100-sxm"].gemm_efficiency is its first line.
-tests/test_step.py checks both still are."""
+   system.GPUS["h100-sxm"].gemm_efficiency is its first line;
+3. with those, every (host_block_s, host_moe_s, host_expert_s) of HOST_GRID - the host's
+   seconds per eager block and per routed expert a GPU holds (ledger.step.host) - on the
+   declared Megatron-Bridge calibration rows
+   (ledger.validation.bridge.CALIBRATION_RELEASE) that run; the shipped ledger.step.DEFAULT
+   is its first line.
+tests/test_step.py and tests/test_host.py check all three still are."""
+from ledger.render.bridge_fit import HOST_GRID, calibration_rows, fit_host
 from ledger.step import DEFAULT
 from ledger.system import GPUS
+from ledger.validation.bridge import CALIBRATION_RELEASE
 from ledger.validation import (FIT_GRID, FIT_SOURCE, SHARE_GRID, SHARE_SOURCE, calibration_set,
                                fit, fit_gemm_share)
 
@@ -27,6 +34,14 @@ def main() -> None:
     for mean, worst, share in fit_gemm_share()[:5]:
         print(f"h100 gemm share {share:4.2f}  mean |error| {mean:.2%}  max {worst:.2%}")
     print(f"shipped: h100-sxm gemm_efficiency {GPUS['h100-sxm'].gemm_efficiency:.2f}")
+    rows = calibration_rows()
+    print(f"stage 3: Megatron-Bridge release {CALIBRATION_RELEASE} ({len(rows)} rows, those "
+          f"that run); grid {' x '.join(str(len(g)) for g in HOST_GRID)}")
+    for mean, worst, block, moe, expert in fit_host()[:5]:
+        print(f"host_block_s {block * 1e3:4.2f} ms  host_moe_s {moe * 1e3:4.1f} ms  "
+              f"host_expert_s {expert * 1e3:4.2f} ms  mean |error| {mean:.2%}  max {worst:.2%}")
+    print(f"shipped: host_block_s {DEFAULT.host_block_s * 1e3:.2f} ms  host_moe_s "
+          f"{DEFAULT.host_moe_s * 1e3:.1f} ms  host_expert_s {DEFAULT.host_expert_s * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

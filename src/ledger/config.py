@@ -31,6 +31,13 @@ RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", 
 TWO_STAGES = ("zb-v", "dualpipe", "dualpipev")  # schedules holding 2 stages per rank
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
+# what a CUDA graph captures (Megatron --cuda-graph-modules / --cuda-graph-scope,
+# megatron/core/transformer/enums.py L61-73 CudaGraphModule at d98e8a64): a block's kernels
+# replay without the host launching them; "full_iteration" (--cuda-graph-impl
+# full_iteration) captures the whole step
+GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
+                "full_iteration")
+EP_BACKENDS = ("deepep", "hybridep")  # the flex dispatcher's kernels (--moe-flex-dispatcher-backend)
 GRAD_ACCUMULATION = ("sharded", "unsharded")
 OFFLOADS = ("none", "optimizer", "params")
 
@@ -60,6 +67,10 @@ class MoESpec:
     expert_fraction: float = 0.0  # share of parameters living in routed experts
     capacity_factor: float = 1.0  # routed payload is padded to this x the even share
     imbalance: float = 1.0  # busiest EP rank's rows / the mean (dropless routing)
+    # every expert's input padded to its capacity (Megatron
+    # --moe-pad-expert-input-to-capacity): static shapes, so the host never waits for the
+    # token counts (ledger.step.host)
+    pad_to_capacity: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.expert_fraction <= 1.0:
@@ -169,6 +180,13 @@ class ParallelConfig:
     # transformer layers per model stage (Megatron --decoder-first/last-pipeline-num-layers
     # or --pipeline-model-parallel-layout); None: the framework's rule (Framework.split)
     stage_layers: tuple[int, ...] | None = None
+    # -- what the host launches, and what overlaps the pipeline's sends (ledger.step.host) --
+    cuda_graph: tuple[str, ...] = ()  # blocks captured in CUDA graphs (GRAPH_SCOPES); ()
+    #   every kernel launched by the host, eagerly
+    # pipeline sends and receives overlapped with the next chunk's compute (Megatron's
+    # overlap_p2p_comm); None: the framework's default for the schedule
+    overlap_p2p: bool | None = None
+    ep_backend: str | None = None  # the flex dispatcher's kernels; None: deepep (Megatron's)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -229,6 +247,7 @@ class ParallelConfig:
         object.__setattr__(self, "ep_overlap", _ep_overlap(self, fw))
         if self.stage_layers is not None:
             object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
+        check_host(self, fw)
 
     @property
     def world(self) -> int:
@@ -256,6 +275,23 @@ def check_step(cfg, fw) -> None:
     if cfg.loss is None:
         object.__setattr__(cfg, "loss", fw.loss_for(cfg.tp, cfg.compile))
     loss_of(cfg.loss)
+def check_host(cfg, fw) -> None:
+    """CUDA-graph scopes, the flex backend and the p2p overlap: checked, defaults filled in."""
+    scopes = tuple(cfg.cuda_graph)
+    odd = [s for s in scopes if s not in GRAPH_SCOPES]
+    if odd:
+        raise LedgerError("cuda_graph", f"unknown scope {', '.join(map(repr, odd))}; known: "
+                                        f"{', '.join(GRAPH_SCOPES)}")
+    object.__setattr__(cfg, "cuda_graph", scopes)
+    if cfg.ep_backend is None:
+        object.__setattr__(cfg, "ep_backend", "deepep")
+    if cfg.ep_backend not in EP_BACKENDS:
+        raise LedgerError("ep_backend", f"must be one of {', '.join(EP_BACKENDS)}, got "
+                                        f"{cfg.ep_backend!r}")
+    if cfg.overlap_p2p is None:
+        object.__setattr__(cfg, "overlap_p2p", cfg.schedule in fw.overlap_p2p_schedules)
+
+
 def _check_dtypes(cfg) -> None:
     for f in ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
         v = getattr(cfg, f)

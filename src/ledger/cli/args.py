@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ledger import __version__
-from ledger.config import RECOMPUTE, RECOMPUTE_MODULES
+from ledger.config import EP_BACKENDS, GRAPH_SCOPES, RECOMPUTE, RECOMPUTE_MODULES
 from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.errors import LedgerError
 from ledger.frameworks import RECIPES
@@ -103,6 +103,11 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                    help="pipeline schedule (default 1f1b, interleaved when --vp > 1)")
     g.add_argument("--capacity-factor", type=real(MAX_CAPACITY_FACTOR), default=1.0,
                    help="MoE routed payload as a multiple of the even share (default 1.0)")
+    g.add_argument("--moe-pad-expert-input-to-capacity", dest="pad_to_capacity",
+                   action="store_true",
+                   help="every expert's input padded to its capacity (Megatron's flag; "
+                        "token-drop runs): static shapes, the host never waits for the "
+                        "token counts")
     g.add_argument("--gpus", type=GPUS, help="world size to check the placement against")
     g.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
                    help="GPUs per node (default 8, or the --system file's)")
@@ -146,6 +151,11 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                         "the full gradient and reduce once (unsharded); default: the "
                         "framework's")
     _add_overlap_flags(g)
+    g.add_argument("--overlap-p2p-comm", dest="overlap_p2p",
+                   action=argparse.BooleanOptionalAction, default=None,
+                   help="overlap the pipeline's sends and receives with the next chunk "
+                        "(Megatron's overlap_p2p_comm; default: the framework's, megatron "
+                        "on with the interleaved schedule)")
     g.add_argument("--pipeline-model-parallel-layout", dest="pipeline_layout", metavar="LAYOUT",
                    help="Megatron's stage layout, e.g. 'Et|(tt|)*30mL' (E embedding, t layer, "
                         "m MTP layer, L loss; stage i on rank i %% pp); sets vp")
@@ -206,6 +216,22 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", action="store_true",
                    help="torch.compile (torchtitan --training.compile): the compiled loss "
                         "where the framework compiles it, compiled-code fragmentation")
+    g.add_argument("--cuda-graph-scope", type=_scopes, metavar="SCOPE[,SCOPE]",
+                   help="blocks captured in CUDA graphs, their kernels launched without the "
+                        f"host (Megatron --cuda-graph-scope; {', '.join(GRAPH_SCOPES)}; "
+                        "comma-separated; default none: every kernel launched eagerly)")
+    g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
+                   help="the flex dispatcher's kernels (default deepep)")
+
+
+def _scopes(text: str) -> tuple[str, ...]:
+    """A comma-separated list of CUDA-graph scopes."""
+    scopes = tuple(w.strip() for w in text.split(",") if w.strip())
+    odd = [w for w in scopes if w not in GRAPH_SCOPES]
+    if odd or not scopes:
+        raise argparse.ArgumentTypeError(f"unknown scope {', '.join(odd) or repr(text)}; "
+                                         f"known: {', '.join(GRAPH_SCOPES)}")
+    return scopes
 
 
 def _add_gpu_memory_flag(p: argparse.ArgumentParser) -> None:

@@ -73,13 +73,15 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
                          hsdp_shard=a.hsdp_shard,
                          micro_batch=a.micro_batch, num_microbatches=m or 1, vp=vp_,
                          moe=MoESpec(capacity_factor=a.capacity_factor,
-                                     imbalance=a.moe_imbalance), schedule=a.schedule,
+                                     imbalance=a.moe_imbalance,
+                                     pad_to_capacity=getattr(a, "pad_to_capacity", False)), schedule=a.schedule,
                          recompute=a.recompute, flash_attention=not a.no_flash,
                          framework=a.framework, grad_accumulation=a.grad_accumulation,
                          finetune=finetune(a), offload=a.offload,
                          overlap_grad_reduce=a.overlap_grad_reduce,
                          overlap_param_gather=a.overlap_param_gather, ep_overlap=a.ep_overlap,
-                         stage_layers=split, **step_flags(a))
+                         overlap_p2p=getattr(a, "overlap_p2p", None), stage_layers=split,
+                         **step_flags(a))
     if cfg.finetune is not None and model is not None:
         check_finetune(model, cfg.finetune)
     if a.gpus is not None and cfg.world != a.gpus:

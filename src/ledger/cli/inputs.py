@@ -354,7 +354,8 @@ def step_flags(a: argparse.Namespace) -> dict:
     dtypes = {f: getattr(a, f, None) for f in ("grad_dtype", "master_dtype", "exp_avg_dtype",
                                                 "exp_avg_sq_dtype")}
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
-                compile=a.compile,
+                compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
+                ep_backend=a.ep_backend,
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes
 

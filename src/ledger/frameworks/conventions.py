@@ -71,6 +71,8 @@ class Framework:
     ep_overlap: bool  # EP all-to-alls hidden under another micro-batch's compute by default
     ep_overlap_schedules: tuple[str, ...]  # pipeline schedules it can overlap them in (and
     #                                        without a pipeline); () when it cannot
+    overlap_p2p_schedules: tuple[str, ...] = ()  # schedules whose p2p overlaps compute by
+    #                                              default (SOURCES["overlap_p2p"])
     # ---- memory beyond state and layer activations (docs/memory.md) -------------------
     version: str  # the code this record describes: the framework's and torch's commits
     activations: str  # saved-tensor table (ledger.arch.activations) its modules follow
@@ -314,7 +316,8 @@ FRAMEWORKS = {f.name: f for f in (
         schedules=("1f1b", "interleaved"), split_slack=2, even_split=True, split="ends",
         overlap_grad_reduce=(2, 3), overlap_param_gather=(3,), overlap_fixed=(2, 3),
         dp_bucket_params=(40_000_000, 1_000_000), one_bucket_exposed=True, ep_overlap=False,
-        ep_overlap_schedules=("interleaved",), checkpoint=CHECKPOINTS["megatron"],
+        ep_overlap_schedules=("interleaved",), overlap_p2p_schedules=("interleaved",),
+        checkpoint=CHECKPOINTS["megatron"],
         version="Megatron-LM d98e8a64 with TransformerEngine d0067d0d",
         activations="megatron", loss="vocab-parallel", tp_loss="vocab-parallel",
         compiled_loss=None,

@@ -1,7 +1,7 @@
 """The sources of how each framework splits layers over pipeline stages and what it
 overlaps with compute unless a launch says otherwise (``Framework.split``,
 ``overlap_grad_reduce``, ``overlap_param_gather``, ``overlap_fixed``, ``dp_bucket_params``,
-``one_bucket_exposed``, ``ep_overlap``, ``ep_overlap_schedules``): file and line at the
+``one_bucket_exposed``, ``ep_overlap``, ``ep_overlap_schedules``, ``overlap_p2p_schedules``): file and line at the
 commits of ``ledger.frameworks.sources.SNAPSHOTS``; ``sources`` merges them into its
 ``SOURCES``.
 """
@@ -32,6 +32,9 @@ _FSDP2 = {  # torchtitan, and transformers' modules under FSDP2 (accelerate)
                   "torchtitan's dual_pipe_v.py EP overlap (fcc5643f, 2025-12-12) was removed "
                   "in fe80b63c (2026-04-02)",
     "ep_overlap_schedules": "none: see ep_overlap",
+    "overlap_p2p_schedules": "none: torch pipelining's sends and receives are priced "
+                             "blocking, as before this field (no overlap of them read at "
+                             "the snapshot)",
 }
 
 OVERLAP_SOURCES: dict[str, dict[str, str]] = {
@@ -72,6 +75,15 @@ OVERLAP_SOURCES: dict[str, dict[str, str]] = {
                                 "is hidden by the attention/mlp computation in the backward "
                                 "step, and vice versa'), schedules.py L966-970 (one more "
                                 "warm-up micro-batch)",
+        "overlap_p2p_schedules": "megatron/training/arguments.py L3118-3120 "
+                                 "(--no-overlap-p2p-communication, store_false: "
+                                 "overlap_p2p_comm on by default), L1000-1017 (turned off "
+                                 "without a virtual pipeline); pipeline_parallel/schedules.py "
+                                 "L1697-1720 (interleaved 1F1B posts the next chunk's "
+                                 "send/recv and waits on them only before the chunk that "
+                                 "needs them); Megatron-Bridge sets it so with VP > 1 "
+                                 "(src/megatron/bridge/training/comm_overlap.py:451-460 @ "
+                                 "v0.3.1)",
     },
     "torchtitan": _FSDP2,
     "deepspeed": {
@@ -98,6 +110,8 @@ OVERLAP_SOURCES: dict[str, dict[str, str]] = {
         "ep_overlap": "deepspeed/moe/sharded_moe.py L720, L749 (_AllToAll in the layer's "
                       "own stream order): not overlapped",
         "ep_overlap_schedules": "none: see ep_overlap",
+        "overlap_p2p_schedules": "none: the pipeline engine's send/recv instructions "
+                                 "(runtime/pipe/schedule.py) are priced blocking",
     },
     "hf": _FSDP2,
 }

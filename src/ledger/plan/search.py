@@ -42,6 +42,7 @@ from ledger.system import System
 MICRO_BATCHES = (1, 2, 4, 8)
 DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
 RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules") + DTYPE_FACTS  # held fixed
+HOST_FACTS = ("cuda_graph", "ep_backend")  # and what the host launches (ledger.step.host)
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30
@@ -206,7 +207,8 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             grad_accumulation=np.where((sub["pp"] > 1) & fw.unsharded_with_pp, "unsharded",
                                        "sharded"),
             hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec(),
-            finetune=finetune, stage_layers=None, **_overlaps(fw, g, idx, pins, model))
+            finetune=finetune, stage_layers=None, **_overlaps(fw, g, idx, pins, model),
+            **{k: v for k, v in (facts or {}).items() if k in HOST_FACTS and v is not None})
         links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
                        hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node,
                        gpus_per_domain=system.gpus_per_domain)
@@ -252,7 +254,8 @@ def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
         & (g["ep"][rows] > 1) & ((g["pp"][rows] == 1) | (sched in where))
     if pins.ep_overlap is not None:
         ep_ok = ep_ok & pins.ep_overlap
-    return dict(overlap_grad_reduce=grad, overlap_param_gather=param, ep_overlap=ep_ok)
+    return dict(overlap_grad_reduce=grad, overlap_param_gather=param, ep_overlap=ep_ok,
+                overlap_p2p=sched in fw.overlap_p2p_schedules)
 
 
 def _config(g, i, framework: str, flash: bool = True, precision: str | None = None,

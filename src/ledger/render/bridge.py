@@ -45,7 +45,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
-from ledger.config import ParallelConfig
+from ledger.config import MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.validation.bridge import CONFIG, LACKS, PRESET, READ_AS, BridgeRow, config_text, rows
 
@@ -197,19 +197,56 @@ def config_of(row: BridgeRow, precision: str | None,
     if row.moe:
         if row.setting("moe_flex_dispatcher_backend") in ("deepep", "hybridep"):
             kw["moe_dispatcher"] = "flex"
+            kw["ep_backend"] = row.setting("moe_flex_dispatcher_backend")
         if row.setting("moe_a2a_overlap") is True:
             kw["ep_overlap"] = True
+        if row.model_variant == "tokendrop":  # capacity 1.0, inputs padded to it
+            # (Megatron-Bridge src/megatron/bridge/training/utils/moe_token_drop.py:18-21
+            # @ v0.1.0rc3)
+            kw["moe"] = MoESpec(pad_to_capacity=True)
+    kw["cuda_graph"] = graph_scopes(row)
+    if row.dp > 1:  # Megatron-Bridge's CommOverlapConfig with DP > 1: both overlapped
+        # (src/megatron/bridge/training/comm_overlap.py:527-545 @ v0.3.1)
+        kw["overlap_grad_reduce"] = kw["overlap_param_gather"] = True
     offload = row.setting("cpu_offloading_num_layers")
     if isinstance(offload, int) and offload > 0 and row.pp == 1 and "recompute" not in kw:
         kw["offload_activation_layers"] = offload  # Megatron's CPU activation offload
-    for name, what in (("cpu_offloading_num_layers", "activation offload of {} layers"),
-                       ("cuda_graph_impl", "CUDA graphs ({})")):
+    for name, what in (("cpu_offloading_num_layers", "activation offload of {} layers"),):
         if name == "cpu_offloading_num_layers" and "offload_activation_layers" in kw:
             continue
         v = row.setting(name)
         if v not in (None, "none", 0, False) and not str(v).startswith("expr:"):
             approx.append(what.format(v) + " not priced")
     return ParallelConfig(**kw), tuple(approx)
+
+
+# the families whose Megatron-Bridge recipe turns TP comm overlap on (CommOverlapConfig(
+# tp_comm_overlap=True): src/megatron/bridge/recipes/llama/llama3.py:738,828,917,1094,1189
+# and recipes/nemotronh/nemotron_3_nano.py:123-125 @ v0.3.1); the others leave it off
+TP_OVERLAP_MODELS = ("llama3-8b", "llama3-70b", "llama3.1-405b", "nemotron-3-nano")
+
+
+def tp_overlap(row: BridgeRow) -> bool:
+    """TE's comm-GEMM overlap as the row's recipe sets it: on where its family's recipe
+    turns it on and TP > 1 with SP (comm_overlap.py:439-448), off under NVFP4
+    (scripts/performance/configs/llama/llama3_llm_pretrain.py:80 @ v0.3.1)."""
+    return row.model in TP_OVERLAP_MODELS and row.tp > 1 and row.precision != "nvfp4"
+
+
+def graph_scopes(row: BridgeRow) -> tuple[str, ...]:
+    """The recipe's CUDA graphs as ``ParallelConfig.cuda_graph``: its cuda_graph_scope under
+    cuda_graph_impl local / transformer_engine (none named: the whole layer, as Megatron's
+    reader takes it, ``ledger.io.megatron.flags.WHOLE_LAYER``), or full_iteration."""
+    from ledger.io.megatron.flags import WHOLE_LAYER
+
+    impl, scope = row.setting("cuda_graph_impl"), row.setting("cuda_graph_scope")
+    if impl in (None, "none") or str(impl).startswith("expr:"):
+        return ()
+    if impl == "full_iteration":
+        return ("full_iteration",)
+    named = [scope] if isinstance(scope, str) else list(scope or [])
+    named = [s for s in named if s != "full"]
+    return ("full_iteration",) if "full_iteration" in named else tuple(named) or WHOLE_LAYER
 
 
 def system_of(row: BridgeRow):
@@ -221,8 +258,9 @@ def system_of(row: BridgeRow):
     return system(name)
 
 
-def outcome(row: BridgeRow) -> Outcome:
-    """The row through ``report``'s memory path and ``estimate``'s time path."""
+def outcome(row: BridgeRow, cal=None) -> Outcome:
+    """The row through ``report``'s memory path and ``estimate``'s time path (the time
+    model's constants ``cal``, default the shipped ones)."""
     from ledger.placement import Capacity
     from ledger.step import estimate
 
@@ -231,7 +269,9 @@ def outcome(row: BridgeRow) -> Outcome:
         sysm = system_of(row)
         prec, approx1 = precision_of(row)
         cfg, approx2 = config_of(row, prec, model)
-        est = estimate(model, cfg, sysm, precision=prec, optimizer="adam")
+        est = estimate(model, cfg, sysm, precision=prec, optimizer="adam",
+                       tp_overlap=tp_overlap(row),
+                       **({} if cal is None else {"cal": cal}))
         # report's verdict: its placement is place(model, cfg, precision, optimizer, the
         # system's hosts and domain) - the one estimate builds - against the whole HBM
         pl = est.placement
@@ -246,9 +286,9 @@ def outcome(row: BridgeRow) -> Outcome:
                    approx=approx1 + approx2)
 
 
-@lru_cache(maxsize=1)
-def outcomes() -> tuple[Outcome, ...]:
-    return tuple(outcome(r) for r in rows())
+@lru_cache(maxsize=4)
+def outcomes(cal=None) -> tuple[Outcome, ...]:
+    return tuple(outcome(r, cal) for r in rows())
 
 
 PAIRS = (("gb300", "b300"), ("gb200", "b200"))
@@ -375,13 +415,18 @@ def bridge_table(out: list[Outcome] | None = None) -> str:
         err = f"{o.error:+.1%}" if o.error is not None else "-"
         mem = (f"{'fits' if o.fits else 'does NOT fit'} {o.peak_bytes / GIB:.1f} of "
                f"{o.capacity_bytes / GIB:.0f} GiB")
-        note = "; ".join(o.approx)
+        note = "; ".join(([] if r.role == "prediction" else ["calibration"]) + list(o.approx))
         lines.append(f"{r.id:<58}{pub:>10}{o.tokens_per_s_per_gpu:>10,.0f}{err:>8}  "
                      f"{mem:<32}{note}")
     lines.append("")
     lines.append("summary (error = (predicted - published) / published tokens/s/GPU; fits: "
                  "judged to fit on report's path, of the rows that ran)")
     groups: dict[str, list[Outcome]] = {"all": out}
+    for o in out:  # the declared calibration rows apart (bridge.CALIBRATION_RELEASE)
+        groups.setdefault(o.row.role, []).append(o)
+    for o in out:
+        if o.row.role == "prediction":
+            groups.setdefault(f"prediction {kind[o.row.id]}", []).append(o)
     for o in out:
         groups.setdefault(f"gpu {o.row.gpu}", []).append(o)
     for o in out:

@@ -386,7 +386,9 @@ def estimate_text(model, cfg, system, est) -> str:
         lines += memory_lines(est.placement.memory)[:1]  # the total is the line above
     lines.append("  where the time goes:")
     for name, secs in sorted(est.breakdown.items(), key=lambda kv: -kv[1]):
-        lines.append(f"    {name:<14}{secs:10.3f} s  {secs / est.step_time_s:6.1%}")
+        lines.append(f"    {name:<14}{secs:10.3f} s  {secs / est.step_time_s:6.1%}"
+                     + ("  launch-bound: kernels wait for the host to launch them "
+                        "(ledger.step.host; --cuda-graph-scope)" if name == "host" else ""))
     return "\n".join(lines + exposed_lines(est.exposed))
 
 

@@ -53,6 +53,9 @@ def _why(model, cfg, key: str, exposed: float, issued: float) -> str:
                     f"{problem or 'EP overlap off (--overlap-moe-expert-parallel-comm)'}")
         return ("only paired passes overlap: warm-up and drain chunks run alone, and a "
                 "pair's all-to-alls take SMs from its compute")
+    if getattr(cfg, "overlap_p2p", False):
+        return ("overlapped with the chunk beside it (Megatron's overlap_p2p_comm): what "
+                "outlasts that chunk's compute")
     return "blocking send/recv of each micro-batch's boundary tensors (Megatron's p2p)"
 
 

@@ -176,6 +176,15 @@ def layer_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
     return (1 - share) * stack(pk) + share * stack({g: gpu.bf16_flops for g in pk})
 
 
+def routed_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
+    """Forward seconds of one layer's routed-expert GEMMs, averaged over the stack: the
+    part of a MoE layer that runs after its dispatcher hands the host the token counts
+    (``ledger.step.host``)."""
+    pk = _peaks(cfg, gpu)
+    return sum(n * kind_gemms_s(model, k, cfg, tokens, gpu, cal, pk).get("experts", 0.0)
+               for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
+
+
 def recurrent_core_s(model: ModelSpec, cfg, tokens, gpu, cal):
     """Forward seconds of the recurrent mixers' chunked cores, averaged over the stack, as
     the batched GEMMs they are (``ledger.arch.recurrent.core_flops_per_token`` counts the

@@ -61,7 +61,8 @@ from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_
 from ledger.step.exposed import exposures
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split
-from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, rht_s
+from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, rht_s, routed_gemms_s
+from ledger.step.host import host_excess_s, launched_s
 from ledger.step.optimizer import muon_s
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
 from ledger.step.tuned import head_wgrad_share, tuned_gemms
@@ -85,6 +86,12 @@ class Calibration:
     # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
     elementwise_traffic: float = 4.0  # HBM bytes moved by non-GEMM kernels / activation bytes
     dp_overlap_hidden: float = 0.9  # share of the compute a DP collective can hide under
+    # the host's seconds per eager block, forward + backward, one micro-batch
+    # (ledger.step.host): fitted by benchmarks/fit.py stage 3 on the declared
+    # Megatron-Bridge calibration rows
+    host_block_s: float = 0.0  # an attention block, a dense MLP, a MoE router + preprocess
+    host_moe_s: float = 0.012  # a MoE block's dispatch, grouped GEMMs and combine
+    host_expert_s: float = 0.0002  # and per routed expert a GPU holds (its own GEMMs, casts)
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
@@ -145,6 +152,7 @@ class _Layer:
     every: int = 1  # full recompute of every n-th layer
     dgrad: object = None  # the backward's input- and weight-gradient GEMMs: each the
     wgrad: object = None  # forward's, or a fine-tune's (ledger.step.tuned)
+    routed: object = 0.0  # the forward's routed-expert GEMMs (after the dispatcher's sync)
 
     def __post_init__(self) -> None:
         for f in ("dgrad", "wgrad"):
@@ -221,9 +229,10 @@ def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibr
     grads = (tuned.dgrad, tuned.wgrad) if tuned is not None else (
         gemm, gemm + rht_s(model, cfg, tokens, gpu, cal))  # NVFP4's Hadamard on wgrad
     again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
+    routed = routed_gemms_s(model, cfg, tokens, gpu, cal) if model.is_moe else 0.0
     return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, op_share(model, cfg),
-                  getattr(cfg, "recompute_every", 1), *grads)
+                  getattr(cfg, "recompute_every", 1), *grads, routed)
 
 
 @dataclass(frozen=True)
@@ -268,6 +277,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     collective, (seconds exposed, seconds issued), for ``ledger.step.exposed``."""
     lt = _layer_times(model, cfg, system, st.links, cal, tp_overlap)
     fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
+    fwd["host"], bwd["host"] = host_excess_s(model, cfg, cal, sum(fwd.values()),
+                                             sum(bwd.values()), lt.routed + fwd["ep_comm"])
     f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
     per_layer = f_layer + b_layer
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
@@ -288,7 +299,12 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     t_w = layers * lt.wgrad + last_critical * out_w
     ep_pair = layers * (fwd["ep_comm"] + bwd["ep_comm"])  # a pair's all-to-alls
     overlap_ep = np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool)  # arrays: planner
-    t_fb = np.where(overlap_ep, pair_s(t_f + t_b, ep_pair, ep_sm_share(cfg, system)), t_f + t_b)
+    # a pair's passes are launched by one host thread: it takes at least their host time
+    # (ledger.step.host), its all-to-alls hidden under the GPU's work, not the host's
+    host_pair = layers * sum(launched_s(model, cfg, cal))
+    gpu_pair = t_f + t_b - layers * (fwd["host"] + bwd["host"])
+    t_fb = np.where(overlap_ep, np.maximum(pair_s(gpu_pair, ep_pair, ep_sm_share(cfg, system)),
+                                           host_pair), t_f + t_b)
     # Megatron's scatter/gather p2p (Narayanan et al. 2021 sec. 4.1): each TP rank sends
     # 1/tp of the boundary tensor across the pipeline link (already so under SP)
     s_pp = tokens * model.hidden * cfg.act_bytes / cfg.tp
@@ -299,9 +315,15 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     paired = cfg.schedule in ("1f1b", "interleaved", "dualpipe", "dualpipev")
     hidden_ep = paired * overlap_pairs(cfg.schedule, cfg.pp, m, cfg.vp) \
         * (t_f + t_b - t_fb) / chunks
-    # each micro-batch's send/recv pair, both directions (DualPipe's pairs hide them)
-    steady_p2p = 2 * m * chunks * p2p * ~(overlap_ep & (cfg.schedule in ("dualpipe",
-                                                                         "dualpipev")))
+    # each micro-batch's send/recv pair, both directions (DualPipe's pairs hide them);
+    # overlapped (Megatron's overlap_p2p_comm, interleaved), each hides under the chunk
+    # computing beside it and only what outlasts that chunk is exposed
+    blocking = 2 * m * chunks * p2p * ~(overlap_ep & (cfg.schedule in ("dualpipe",
+                                                                       "dualpipev")))
+    outlast = m * chunks * (np.maximum(0.0, p2p - t_f / chunks)
+                            + np.maximum(0.0, p2p - t_b / chunks))
+    steady_p2p = np.where(np.asarray(getattr(cfg, "overlap_p2p", False), dtype=bool),
+                          np.minimum(outlast, blocking), blocking)
     out = {k: (fwd[k] + bwd[k]) * layers * m for k in fwd}
     out["compute"] = out["compute"] + last_critical * out_layer * m
     ep_issued = out["ep_comm"]

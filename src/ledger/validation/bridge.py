@@ -52,6 +52,10 @@ LACKS = {
 BRIDGE_LAYOUTS = {4: "Et*16|t*16|t*16|t*13{m}L", 8: "Et*8|(t*8|)*6t*5{m}L",
                   16: "Et*4|(t*4|)*14t{m}L", 32: "Et|(tt|)*30{m}L"}
 BRIDGE_LAYOUT_MODELS = ("deepseek-v3", "kimi-k2")
+# The declared calibration set: every row of one release, 26.02.01 (36 of the 283 rows, on
+# every GPU the table covers); benchmarks/fit.py (stage 3) fits the host's constants on the
+# ones that run. Every other row is a prediction.
+CALIBRATION_RELEASE = "26.02.01"
 MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
        "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
        "nemotron-3.5-lightning"}
@@ -117,6 +121,11 @@ class BridgeRow:
     @property
     def moe(self) -> bool:
         return self.model in MOE
+
+    @property
+    def role(self) -> str:
+        """calibration | prediction (``CALIBRATION_RELEASE``)."""
+        return "calibration" if self.release == CALIBRATION_RELEASE else "prediction"
 
     @property
     def tokens_per_step(self) -> int:

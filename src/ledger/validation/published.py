@@ -56,8 +56,10 @@ def _korthikanti() -> list[Run]:
     out = []
     for name, l, h, a, tp, pp, batch, mb, vp, t_full, t_sel in rows:
         model = gpt(f"gpt-{name}", l, h, a)
+        # Megatron of 2022 sent the pipeline's tensors blocking: overlap_p2p_comm came with
+        # NVIDIA/Megatron-LM f9283c5a8a (2023-05-31, "Add option to overlap p2p communication")
         base = dict(tp=tp, pp=pp, dp=1, micro_batch=mb, num_microbatches=batch // mb, vp=vp,
-                    flash_attention=False)
+                    flash_attention=False, overlap_p2p=False)
         for label, sp, rc, t in (("full recompute", False, "full", t_full),
                                  ("SP + selective", True, "selective", t_sel)):
             out.append(Run("Korthikanti 2022", f"{name} {label}", model,

@@ -105,7 +105,53 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         flags["ckpt_interval"] = ns["save_interval"]  # training_config.py:398
     if ns.get("async_save"):  # training_config.py:516
         flags["ckpt_async"] = True
-    return flags | _step(ns), unpriced
+    host, odd = _host(ns)
+    return flags | _step(ns) | host, unpriced + odd
+
+
+# -- what the host launches and the pipeline's sends (issue 32) ---------------------------
+# Megatron's whole-layer capture (an empty module list, or "full"): every block a layer has,
+# the dropless MoE's expert part excepted (the "moe" module is drop-and-pad only:
+# megatron/core/transformer/enums.py L68-73 at d98e8a64)
+WHOLE_LAYER = ("attn", "mlp", "mamba", "moe_router", "moe_preprocess")
+
+
+def _host(ns: dict) -> tuple[dict, list[str]]:
+    """CUDA graphs (--cuda-graph-impl, --enable-cuda-graph, --cuda-graph-modules or the
+    deprecated --cuda-graph-scope: transformer_config.py L1049-1139, L2698-2739), the
+    pipeline's p2p overlap (--no-overlap-p2p-communication, arguments.py L3118-3120), the
+    flex dispatcher's backend (--moe-flex-dispatcher-backend) and the experts' capacity
+    (--moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity), as the CLI's
+    fields."""
+    out, odd = {}, []
+    impl = ns.get("cuda_graph_impl") or "none"
+    if ns.get("enable_cuda_graph") and impl == "none":
+        impl = "local"  # transformer_config.py L2706-2707: deprecated for impl local
+    if impl == "full_iteration":
+        out["cuda_graph_scope"] = ("full_iteration",)
+    elif impl != "none":
+        given = ns.get("cuda_graph_modules") or ns.get("cuda_graph_scope_deprecated") or []
+        given = [given] if isinstance(given, str) else list(given)
+        if "full_iteration" in given:
+            out["cuda_graph_scope"] = ("full_iteration",)
+        else:
+            named = [m for m in given if m != "full"]
+            out["cuda_graph_scope"] = tuple(named) if named else WHOLE_LAYER
+    if ns.get("overlap_p2p_comm") is False:
+        out["overlap_p2p"] = False
+    if ns.get("num_experts") and ns.get("moe_expert_capacity_factor") is not None:
+        # transformer_config.py:917-921 at d98e8a64: each expert takes at most factor x its
+        # even share; padded to it, the shapes are static and the host never waits
+        out["capacity_factor"] = float(ns["moe_expert_capacity_factor"])
+        if ns.get("moe_pad_expert_input_to_capacity"):
+            out["pad_to_capacity"] = True
+    backend = ns.get("moe_flex_dispatcher_backend")
+    if ns.get("num_experts") and ns.get("moe_token_dispatcher_type") == "flex":
+        if backend in ("deepep", "hybridep"):
+            out["ep_backend"] = backend
+        else:
+            odd.append(f"--moe-flex-dispatcher-backend {backend} (priced as deepep)")
+    return out, odd
 
 
 def state_dtypes(ns: dict) -> dict:

@@ -56,13 +56,13 @@ moe-z-loss-coeff moe-input-jitter-eps mscale mscale-all-dim mtp-loss-scaling-fac
 no-bias-dropout-fusion no-bias-gelu-fusion no-bias-swiglu-fusion
 no-check-for-nan-in-loss-and-grad no-masked-softmax-fusion
 no-rope-freq no-rope-fusion norm-epsilon
-overlap-p2p-comm profile profile-step-end profile-step-start profile-ranks
+profile profile-step-end profile-step-start profile-ranks
 rope-scaling-factor rope-type rotary-base rotary-interleaved rotary-percent
 rotary-scaling-factor rotary-seq-len-interpolation-factor seed train-iters train-samples
 transformer-impl use-flash-attn use-mcore-models use-nccl-ub use-rope-scaling weight-decay
 timing-log-level timing-log-option
 no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg delay-wgrad-compute
-moe-flex-dispatcher-backend moe-enable-deepep moe-deepep-num-sms
+moe-enable-deepep moe-deepep-num-sms
 attention-dropout main-grads-dtype muon-momentum muon-nesterov muon-scale-mode
 muon-extra-scale-factor muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
 """.split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step);
@@ -97,6 +97,9 @@ save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
 pipeline-model-parallel-layout
+cuda-graph-impl enable-cuda-graph cuda-graph-modules cuda-graph-scope
+no-overlap-p2p-communication moe-flex-dispatcher-backend
+moe-expert-capacity-factor moe-pad-expert-input-to-capacity
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {

@@ -1,0 +1,120 @@
+"""The host's share of a step: the seconds the CPU spends launching a layer's kernels (the
+framework's Python, the CUDA launches), per micro-batch - a cost that does not shrink
+with the micro-batch's tokens.
+
+The GPU cannot run a kernel the host has not launched yet. Where the host runs ahead of
+the GPU its time hides; where a layer's kernels are short (few tokens, a fine-grained MoE)
+the GPU waits for the host. A dropless MoE layer in Megatron-Core brings the host to a
+halt once per layer and pass: the grouped GEMM and the permutation need each expert's
+token count on the host (megatron/core/transformer/moe/experts.py L737, L897
+``tokens_per_expert.tolist()``; the alltoall dispatcher's ``d2h_event.synchronize()``,
+token_dispatcher.py L956-958; DeepEP's ``tokens_per_expert.sum().item()``, L1450, at
+NVIDIA/Megatron-LM d98e8a64), so it can never run more than a layer ahead. A layer's
+forward (and backward) therefore takes at least the host's time for it: the time model
+prices each layer pass at max(GPU, host), and the excess is the step's ``host`` term.
+
+What a CUDA graph captures replays without the host (Megatron --cuda-graph-impl
+transformer_engine / local with --cuda-graph-scope: transformer_config.py cuda_graph_scope,
+and PR NVIDIA/Megatron-LM#2168 for the attn / moe_router / moe_preprocess scopes;
+full_iteration captures the whole step): a captured block costs the host nothing here.
+
+The host's seconds per eager block are two declared constants of ``ledger.step.Calibration``
+fitted by benchmarks/fit.py (stage 3) on declared Megatron-Bridge calibration rows:
+``host_block_s``, one attention block, one dense MLP block, or one MoE router with its
+preprocessing (the two moe_router / moe_preprocess scopes each half of it); and
+``host_moe_s``, the rest of a MoE block (dispatch, permute, grouped GEMMs, unpermute,
+combine, the shared expert), captured only by the "moe" scope, plus ``host_expert_s`` for
+each routed expert the GPU holds: Transformer Engine's grouped linear layer quantizes each
+expert's weight and issues one GEMM per expert from Python
+(transformer_engine/pytorch/module/grouped_linear.py L838-848 and L875-886 at
+NVIDIA/TransformerEngine d0067d0d; the backward's input- and weight-gradient GEMMs alike). Each is forward and
+backward together; the backward launches two kernels for each of the forward's GEMMs
+(input and weight gradient) and a gradient kernel for each elementwise one, so it takes
+2/3 of it and the forward 1/3.
+"""
+from __future__ import annotations
+
+FORWARD_SHARE = 1.0 / 3.0  # of a block's host seconds: the forward; the backward the rest
+
+
+def _block_s(scopes: tuple, cal, local_experts=0) -> dict:
+    """Host seconds, forward + backward, of each block kind under the captured scopes;
+    ``local_experts``: the routed experts one GPU holds."""
+    if "full_iteration" in scopes:
+        return dict.fromkeys(("attn", "mamba", "mlp", "router", "moe"), 0.0)
+    router = sum(0.5 for s in ("moe_router", "moe_preprocess") if s not in scopes)
+    return {"attn": 0.0 if "attn" in scopes else cal.host_block_s,
+            "mamba": 0.0 if "mamba" in scopes else cal.host_block_s,
+            "mlp": 0.0 if "mlp" in scopes else cal.host_block_s,
+            "router": router * cal.host_block_s,
+            "moe": 0.0 if "moe" in scopes else cal.host_moe_s
+            + cal.host_expert_s * local_experts}
+
+
+def local_experts(model, cfg):
+    """Routed experts one GPU holds: num_experts / ep (0 for a dense model)."""
+    return model.num_experts / cfg.ep if model.is_moe else 0.0
+
+
+def layer_host_s(model, cfg, cal) -> float:
+    """Host seconds of one layer's forward and backward for one micro-batch, averaged over
+    the stack (each kind of layer weighted by how many layers are of it)."""
+    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal, local_experts(model, cfg))
+    total = 0.0
+    for kind, n in model.kind_counts.items():
+        # every mixer is one block: attention's, or a recurrent one's ("mamba" scope)
+        t = blocks["mamba" if "mamba" in kind.mixer and "attention" not in kind.mixer
+                   else "attn"]
+        if kind.mlp == "dense":
+            t += blocks["mlp"]
+        elif kind.mlp != "none":
+            t += blocks["router"] + blocks["moe"]
+        total += n * t
+    return total / model.layers
+
+
+def host_passes_s(model, cfg, cal) -> tuple[float, float]:
+    """(forward, backward) host seconds of one layer for one micro-batch."""
+    t = layer_host_s(model, cfg, cal)
+    return FORWARD_SHARE * t, (1.0 - FORWARD_SHARE) * t
+
+
+def launched_s(model, cfg, cal) -> tuple[float, float]:
+    """(forward, backward) host seconds of one layer for one micro-batch as the step runs
+    them: full recompute launches the forward's kernels again in the backward."""
+    host_f, host_b = host_passes_s(model, cfg, cal)
+    if cfg.recompute == "full":
+        host_b = host_b + host_f / getattr(cfg, "recompute_every", 1)
+    return host_f, host_b
+
+
+def syncs(model, cfg) -> bool:
+    """The forward stops the host once per MoE layer: routing whose expert inputs are not
+    padded to a capacity (``MoESpec.pad_to_capacity``) and whose expert part is not
+    captured in a graph (the "moe" scope is drop-and-pad only)."""
+    scopes = tuple(getattr(cfg, "cuda_graph", ()))
+    moe = getattr(cfg, "moe", None)
+    dropless = moe is None or not getattr(moe, "pad_to_capacity", False)
+    return bool(model.is_moe and dropless and "moe" not in scopes
+                and "full_iteration" not in scopes)
+
+
+def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f):
+    """Seconds the host adds to one layer's forward and backward (averaged over the stack)
+    beyond the GPU's ``gpu_f`` / ``gpu_b``. The backward never stops the host (it reuses
+    the forward's token counts), so it takes max(GPU, host). A forward that syncs runs in
+    two segments the host cannot overlap: up to the dispatcher's token counts, and the
+    routed experts after them (``gpu_after_f``: their GEMMs and all-to-alls), each
+    max(GPU, host) - the host's work after the sync cannot hide under the GPU's before it.
+    """
+    import numpy as np
+
+    host_f, host_b = launched_s(model, cfg, cal)
+    over_b = np.maximum(0.0, host_b - gpu_b)
+    if not syncs(model, cfg):
+        return np.maximum(0.0, host_f - gpu_f), over_b
+    share = model.moe_layers / model.layers
+    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal, local_experts(model, cfg))
+    h_after = FORWARD_SHARE * blocks["moe"] * share
+    t = np.maximum(host_f - h_after, gpu_f - gpu_after_f) + np.maximum(h_after, gpu_after_f)
+    return t - gpu_f, over_b

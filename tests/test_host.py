@@ -1,0 +1,125 @@
+"""The host's share of a step (ledger.step.host), the pipeline's overlapped sends, and what
+a Megatron launch sets of them: hand arithmetic on the blocks a layer launches, the
+segments a dropless MoE forward runs in, and the shipped constants as the fit's argmin."""
+from dataclasses import replace
+
+import pytest
+
+from ledger.config import MoESpec
+from ledger.model import llama3_8b, preset
+from ledger.parallel import ParallelConfig
+from ledger.step import DEFAULT, estimate
+from ledger.step.host import host_excess_s, layer_host_s, syncs
+from ledger.system import system
+
+CAL = replace(DEFAULT, host_block_s=1e-3, host_moe_s=4e-3, host_expert_s=0.0)
+QWEN = preset("qwen3-30b-a3b")  # 48 layers, every one MoE
+
+
+def test_blocks_a_layer_launches_eagerly_and_under_graphs():
+    dense = ParallelConfig()
+    assert layer_host_s(llama3_8b(), dense, CAL) == pytest.approx(2e-3)  # attention + MLP
+    assert layer_host_s(llama3_8b(), replace(dense, cuda_graph=("attn",)), CAL) == \
+        pytest.approx(1e-3)
+    moe = ParallelConfig(dp=8, ep=8)
+    # attention 1 + router and preprocess 1 + the expert part 4 (ms)
+    assert layer_host_s(QWEN, moe, CAL) == pytest.approx(6e-3)
+    half = ParallelConfig(dp=8, ep=8, cuda_graph=("moe_router",))
+    assert layer_host_s(QWEN, half, CAL) == pytest.approx(5.5e-3)
+    graphed = ParallelConfig(dp=8, ep=8, cuda_graph=("attn", "moe_router", "moe_preprocess"))
+    assert layer_host_s(QWEN, graphed, CAL) == pytest.approx(4e-3)
+    whole = ParallelConfig(dp=8, ep=8, cuda_graph=("full_iteration",))
+    assert layer_host_s(QWEN, whole, CAL) == 0.0
+
+
+def test_a_dropless_forward_runs_in_two_segments_the_host_cannot_overlap():
+    """Host forward = 6/3 = 2 ms, of which the expert part 4/3 ms follows the sync; GPU
+    forward 3 ms, 2.5 ms of it after the sync: max(0.667, 0.5) + max(1.333, 2.5) = 3.167
+    ms, 0.167 ms more than the GPU's. Padded to capacity the host runs ahead: max(2, 3)."""
+    cfg = ParallelConfig(dp=8, ep=8)
+    assert syncs(QWEN, cfg)
+    over_f, over_b = host_excess_s(QWEN, cfg, CAL, 3e-3, 5e-3, 2.5e-3)
+    assert float(over_f) == pytest.approx(2e-3 / 3 + 2.5e-3 - 3e-3)
+    assert float(over_b) == pytest.approx(0.0)  # 4 ms of host under 5 ms of GPU
+    padded = replace(cfg, moe=MoESpec(pad_to_capacity=True))
+    assert not syncs(QWEN, padded)
+    assert float(host_excess_s(QWEN, padded, CAL, 3e-3, 5e-3, 2.5e-3)[0]) == 0.0
+    over_f, over_b = host_excess_s(QWEN, padded, CAL, 1e-3, 3e-3, 0.5e-3)
+    assert (float(over_f), float(over_b)) == pytest.approx((1e-3, 1e-3))
+
+
+def test_a_small_moe_is_host_bound_and_says_so():
+    """Qwen3-30B-A3B, one sequence per micro-batch on 8 B200: its layers' kernels are
+    shorter than the host's launches; 'host' is a named term of the step."""
+    cfg = ParallelConfig(dp=8, ep=8, num_microbatches=64, moe_dispatcher="flex")
+    est = estimate(QWEN.with_seq(4096), cfg, system("b200"))
+    assert est.breakdown["host"] > 0.3 * est.step_time_s
+    eager = estimate(llama3_8b(), ParallelConfig(tp=8, num_microbatches=8), system("h100-sxm"))
+    assert "host" not in eager.breakdown  # 8K tokens of a dense 8B hide the launches
+
+
+def test_interleaved_sends_overlap_by_default_in_megatron_only():
+    assert ParallelConfig(pp=4, vp=2, num_microbatches=8).overlap_p2p
+    assert not ParallelConfig(pp=4, num_microbatches=8).overlap_p2p  # 1F1B: blocking
+    assert not ParallelConfig(pp=4, vp=2, num_microbatches=8, framework="torchtitan",
+                              zero_stage=3).overlap_p2p
+    m, sysm = llama3_8b(), system("h100-sxm")
+    on = estimate(m, ParallelConfig(pp=4, vp=2, dp=2, num_microbatches=8), sysm)
+    off = estimate(m, ParallelConfig(pp=4, vp=2, dp=2, num_microbatches=8, overlap_p2p=False),
+                   sysm)
+    assert on.breakdown.get("pp_comm", 0.0) < off.breakdown["pp_comm"]
+    assert on.step_time_s < off.step_time_s
+
+
+def test_megatron_launch_sets_graphs_p2p_and_the_flex_backend(tmp_path):
+    from ledger.io.megatron.reader import read_launch
+
+    flags = tmp_path / "qwen.flags"
+    flags.write_text(
+        "--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --group-query-attention "
+        "--num-query-groups 4 --kv-channels 128 --ffn-hidden-size 6144 --seq-length 4096 "
+        "--max-position-embeddings 4096 --swiglu --normalization RMSNorm "
+        "--disable-bias-linear --untie-embeddings-and-output-weights "
+        "--num-experts 128 --moe-router-topk 8 --moe-ffn-hidden-size 768 "
+        "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep "
+        "--expert-model-parallel-size 8 --pipeline-model-parallel-size 2 "
+        "--num-layers-per-virtual-pipeline-stage 2 --no-overlap-p2p-communication "
+        "--micro-batch-size 1 --global-batch-size 512 --bf16 "
+        "--tokenizer-type NullTokenizer --vocab-size 151936 "
+        "--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router\n")
+    launch = read_launch(str(flags), gpus=16)
+    assert launch.flags["cuda_graph_scope"] == ("attn", "moe_router")
+    assert launch.flags["ep_backend"] == "hybridep"
+    assert launch.flags["overlap_p2p"] is False
+    assert not launch.unpriced
+    drop = tmp_path / "drop.flags"
+    drop.write_text(flags.read_text().replace("--moe-token-dispatcher-type flex "
+                                              "--moe-flex-dispatcher-backend hybridep",
+                                              "--moe-token-dispatcher-type alltoall "
+                                              "--moe-expert-capacity-factor 1.0 "
+                                              "--moe-pad-expert-input-to-capacity"))
+    padded = read_launch(str(drop), gpus=16)
+    assert padded.flags["capacity_factor"] == 1.0 and padded.flags["pad_to_capacity"]
+    assert not padded.unpriced
+    whole = tmp_path / "whole.flags"
+    whole.write_text(flags.read_text().replace(" --cuda-graph-scope attn moe_router", ""))
+    assert read_launch(str(whole), gpus=16).flags["cuda_graph_scope"] == (
+        "attn", "mlp", "mamba", "moe_router", "moe_preprocess")
+
+
+def test_shipped_host_constants_are_the_fits_argmin_among_their_neighbours():
+    """benchmarks/fit.py stage 3 prints render.bridge_fit.fit_host(); the shipped constants must
+    be its first line. The whole grid takes a minute: here the shipped point against each
+    grid neighbour (one step along each axis)."""
+    from ledger.render.bridge_fit import HOST_GRID, host_score
+
+    shipped = (DEFAULT.host_block_s, DEFAULT.host_moe_s, DEFAULT.host_expert_s)
+    at = [axis.index(v) for axis, v in zip(HOST_GRID, shipped)]
+    best = host_score(*shipped)[0]
+    for axis in range(3):
+        for step in (-1, 1):
+            k = at[axis] + step
+            if 0 <= k < len(HOST_GRID[axis]):
+                point = list(shipped)
+                point[axis] = HOST_GRID[axis][k]
+                assert host_score(*point)[0] > best, point
