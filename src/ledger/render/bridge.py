@@ -171,7 +171,7 @@ def config_of(row: BridgeRow, precision: str | None,
     have = {f.name for f in fields(ParallelConfig)}
     kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
               zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
-              micro_batch=row.mbs, num_microbatches=row.num_microbatches, vp=row.vp or 1,
+              micro_batch=row.micro_batch, num_microbatches=row.num_microbatches, vp=row.vp or 1,
               framework="megatron", precision=precision,
               **RECIPE_STATE.get(row.model, PERF_STATE),
               dropout=0.0)  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
@@ -318,10 +318,10 @@ def mbs_pairs(out: list[Outcome]) -> list[tuple[str, int, int, float, float]]:
         latest = sorted(outs, key=lambda o: RELEASES.index(o.row.release))
         runs: dict[int, Outcome] = {}
         both = [rel for rel in RELEASES
-                if len({o.row.mbs for o in outs if o.row.release == rel}) > 1]
+                if len({o.row.micro_batch for o in outs if o.row.release == rel}) > 1]
         for o in latest:
             if not both or o.row.release == both[-1]:
-                runs[o.row.mbs] = o
+                runs[o.row.micro_batch] = o
         mbs = sorted(runs)
         for m1, m2 in zip(mbs, mbs[1:]):
             x, y = runs[m1], runs[m2]
