@@ -259,3 +259,23 @@ def test_every_bridge_row_on_h100_and_b200_fits():
     Qwen3-30B-A3B 25.09/25.11 H100 at MBS 2 (81.3 -> 79.0 GiB of 80)."""
     got = [o for g in ("h100", "b200") for o in _bridge(gpu=g) if o.status == "ran"]
     assert [o.row.id for o in got if not o.fits] == []
+
+
+def test_the_verdict_counts_what_the_allocator_cannot_hand_back():
+    """torchtitan's T1-1 (8B, FSDP 8, local batch 2): 83.46 GiB reserved + context at the
+    loss backward. Before failing an allocation PyTorch's caching allocator releases its
+    cached unsplit blocks - here the freed bf16 logits (8192 x 2 x 128,256 x 2 B = 3.91
+    GiB) and the fp32 gradient shards zero_grad freed (8.03 B params x 4 B / 8 = 3.74 GiB)
+    - so 83.46 - 7.65 = 75.80 GiB must be held; with expandable segments it unmaps the
+    empty pages too, leaving allocated + context = 68.63 + 1.00. Reserved is unchanged."""
+    from dataclasses import replace
+
+    cfg = ParallelConfig(framework="torchtitan@2024-12", dp=8, zero_stage=3, micro_batch=2,
+                         recompute="selective")
+    m = llama3_8b().with_seq(8192)
+    plain, pages = (place(m, c).memory for c in (cfg, replace(cfg, expandable_segments=True)))
+    logits, grads = 8192 * 2 * 128256 * 2, llama3_8b().params * 4 / 8
+    assert plain.cached_bytes == pytest.approx(logits + grads, rel=1e-3)
+    assert plain.required_bytes == pytest.approx(plain.total_bytes - logits - grads, rel=1e-4)
+    assert pages.required_bytes == pytest.approx(pages.allocated_bytes + 2**30, rel=1e-9)
+    assert pages.reserved_bytes == plain.reserved_bytes

@@ -206,6 +206,10 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", action="store_true",
                    help="torch.compile (torchtitan --training.compile): the compiled loss "
                         "where the framework compiles it, compiled-code fragmentation")
+    g.add_argument("--expandable-segments", action="store_true",
+                   help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator "
+                        "unmaps empty pages before failing, so the fit verdict counts no "
+                        "fragmentation")
 
 
 def _add_gpu_memory_flag(p: argparse.ArgumentParser) -> None:

@@ -355,6 +355,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                                                 "exp_avg_sq_dtype")}
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
                 compile=a.compile,
+                expandable_segments=bool(getattr(a, "expandable_segments", False)),
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes
 
