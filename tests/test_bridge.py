@@ -53,7 +53,7 @@ def test_row_is_well_formed(r):
     said = " ".join(r.table_inconsistent)
     assert ((r.dp * r.cp * r.tp) % (r.ep * (r.etp or 1)) == 0) == ("cannot run" not in said)
     if r.ga is not None:  # 25.09 / 25.11 publish the gradient-accumulation count
-        assert (r.ga == r.num_microbatches) == ("GA" not in said)
+        assert (r.ga == r.gbs // (r.mbs * r.dp)) == ("GA" not in said)
     assert r.tokens_per_s_per_gpu is not None or r.published_as == "parenthesised figure"
     assert r.model_tflops_per_gpu > 0
     for key, pair in r.disagree.items():
@@ -248,3 +248,14 @@ def test_micro_batch_pairs_of_alike_runs():
     # (8 GPUs, TP 1, PP 1, EP 8 in both); 26.02.01's MBS 4 row is older than 26.04.01's
     a, b, pub = got["b200 qwen3-30b-a3b fp8_mx 8g (26.02 / 26.04.01)"]
     assert (a, b) == (1, 4) and pub == pytest.approx(27136 / 9691)
+
+
+def test_a_table_mbs_both_the_table_and_the_recipe_contradict_yields_to_the_recipe():
+    """25.11 H100 GPT-OSS 120B: MBS 4, GA 2 published (512 / (4 x 16) = 8, not 2); the
+    v0.2.0 recipe says MBS 1: priced at 1, 512 / (1 x 16) = 32 micro-batches. A row whose
+    table agrees with itself keeps the table's MBS even where the recipe differs."""
+    by = {r.id: r for r in rows()}
+    r = by["25.11/h100/gpt-oss-120b/bf16/64g/gbs512/mbs4"]
+    assert (r.mbs, r.micro_batch, r.num_microbatches) == (4, 1, 32)
+    q = by["25.11/h100/qwen3-30b-a3b/fp8_cs/16g/gbs512/mbs2"]  # recipe MBS 1, table consistent
+    assert (q.disagree["mbs"], q.micro_batch) == ({"table": 2, "recipe": 1}, 2)

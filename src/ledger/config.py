@@ -160,6 +160,10 @@ class ParallelConfig:
     loss: str | None = None  # ledger.frameworks.losses; None: the framework's (compiled
     #   under ``compile`` where the framework compiles it)
     compile: bool = False  # torch.compile of the model (torchtitan --training.compile)
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a launch's environment): on a
+    # failed allocation the caching allocator unmaps its segments' empty pages, so the
+    # fragmentation is handed back (ledger.placement.footprint.reclaimable)
+    expandable_segments: bool = False
     # DP traffic overlapped with compute (Megatron --overlap-grad-reduce /
     # --overlap-param-gather, DeepSpeed overlap_comm); None: the framework's default for
     # the ZeRO stage (Framework.overlaps)

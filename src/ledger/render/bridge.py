@@ -165,16 +165,41 @@ RECIPE_STATE = {"deepseek-v3": dict(PERF_STATE, exp_avg_dtype="bf16", exp_avg_sq
                 "kimi-k2": {}}
 
 
+# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as each release's perf launcher sets it
+# (Megatron-Bridge scripts/performance at the row's recipe ref): 0.5.x for every Slurm run
+# (utils/executors.py L39-50 PERF_ENV_VARS, copied at L105), popped under nccl_ub or Llama on
+# Megatron-FSDP (perf_plugins.py L314-319); before that only named runs - Llama 3.1 405B FP8
+# on GB200 (0.1.0rc3 setup_experiment.py L116-118, current scaling only; 0.2.0 perf_plugins.py
+# L250-252; 0.3.x L262-269) and GB300 (0.4.x L262-269), DeepSeek-V3 on H100 (0.3.x
+# L270-276) and GB200 (0.4.x L271-277); 0.6.0's scripts/performance sets none
+_EXPANDABLE = {("llama3.1-405b", "v0.1"): ("gb200",), ("llama3.1-405b", "v0.2"): ("gb200",),
+               ("llama3.1-405b", "v0.3"): ("gb200",), ("llama3.1-405b", "v0.4"): ("gb200", "gb300"),
+               ("deepseek-v3", "v0.3"): ("h100",), ("deepseek-v3", "v0.4"): ("h100", "gb200")}
+
+
+def expandable_segments(row: BridgeRow) -> bool:
+    """Whether the row's launch ran the caching allocator with expandable segments."""
+    ref = str(row.recipe.get("ref") or "")
+    if ref.startswith("v0.5"):
+        return not (row.setting("nccl_ub") is True
+                    or (row.model.startswith("llama") and row.fsdp))
+    if row.model == "llama3.1-405b" and (row.precision not in ("fp8_cs", "fp8_mx")
+                                         or (ref.startswith("v0.1") and row.precision != "fp8_cs")):
+        return False
+    return row.gpu in _EXPANDABLE.get((row.model, ref[:4]), ())
+
+
 def config_of(row: BridgeRow, precision: str | None,
               model=None) -> tuple[ParallelConfig, tuple[str, ...]]:
     approx = []
     have = {f.name for f in fields(ParallelConfig)}
     kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
               zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
-              micro_batch=row.mbs, num_microbatches=row.num_microbatches, vp=row.vp or 1,
+              micro_batch=row.micro_batch, num_microbatches=row.num_microbatches, vp=row.vp or 1,
               framework="megatron", precision=precision,
               **RECIPE_STATE.get(row.model, PERF_STATE),
-              dropout=0.0)  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
+              dropout=0.0,  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
+              expandable_segments=expandable_segments(row))
     modules = row.setting("recompute_modules")
     gran = row.setting("recompute_granularity")
     if gran == "full":
@@ -280,8 +305,9 @@ def outcome(row: BridgeRow, cal=None) -> Outcome:
         return Outcome(row, s.status, s.reason)
     except LedgerError as e:
         return Outcome(row, "cannot run", str(e))
-    return Outcome(row, "ran", fits=bool(pl.memory.total_bytes <= room.usable_bytes),
-                   peak_bytes=float(pl.memory.total_bytes), capacity_bytes=room.usable_bytes,
+    need = max(m.required_bytes for m in pl.memory_by_rank)  # report's verdict, every rank
+    return Outcome(row, "ran", fits=bool(need <= room.usable_bytes),
+                   peak_bytes=float(need), capacity_bytes=room.usable_bytes,
                    tokens_per_s_per_gpu=float(est.tokens_per_s_per_gpu),
                    approx=approx1 + approx2)
 
@@ -358,10 +384,10 @@ def mbs_pairs(out: list[Outcome]) -> list[tuple[str, int, int, float, float]]:
         latest = sorted(outs, key=lambda o: RELEASES.index(o.row.release))
         runs: dict[int, Outcome] = {}
         both = [rel for rel in RELEASES
-                if len({o.row.mbs for o in outs if o.row.release == rel}) > 1]
+                if len({o.row.micro_batch for o in outs if o.row.release == rel}) > 1]
         for o in latest:
             if not both or o.row.release == both[-1]:
-                runs[o.row.mbs] = o
+                runs[o.row.micro_batch] = o
         mbs = sorted(runs)
         for m1, m2 in zip(mbs, mbs[1:]):
             x, y = runs[m1], runs[m2]

@@ -89,7 +89,8 @@ def memory_dict(mem, capacity=None) -> dict:
     if capacity is not None:
         out |= {"capacity": capacity.hbm_bytes, "reserve": capacity.reserve_bytes,
                 "usable": capacity.usable_bytes, "reserve_explained": RESERVE_WHY,
-                "fits": bool(mem.total_bytes <= capacity.usable_bytes)}
+                "required": mem.required_bytes,
+                "fits": bool(mem.required_bytes <= capacity.usable_bytes)}
     return out
 
 
@@ -110,9 +111,13 @@ def memory_lines(mem, capacity=None) -> list[str]:
             f"{name} {fmt_bytes(b)}" for name, b in mem.named))
     tail = ""
     if capacity is not None:
-        verdict = "fits" if mem.total_bytes <= capacity.usable_bytes else "does NOT fit"
+        verdict = "fits" if mem.required_bytes <= capacity.usable_bytes else "does NOT fit"
         kept = f" less {fmt_bytes(capacity.reserve_bytes)}" if capacity.reserve_bytes else ""
         tail = f" of {capacity.gpu}'s {fmt_bytes(capacity.usable_bytes)}{kept}: {verdict}"
+    handed = mem.total_bytes - mem.required_bytes
+    if capacity is not None and abs(handed) > 0.5 * 2**20:  # the allocator hands back
+        tail = (f"; needs {fmt_bytes(mem.required_bytes)} with the allocator's cached "
+                f"blocks handed back," + tail)
     lines.append(f"  {'':<20}allocated {fmt_bytes(mem.allocated_bytes)}, reserved "
                  f"{fmt_bytes(mem.reserved_bytes)}, + context {fmt_bytes(mem.context_bytes)}"
                  f" = {fmt_bytes(mem.total_bytes)}{tail}")

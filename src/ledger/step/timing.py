@@ -108,7 +108,7 @@ class StepEstimate:
     hardware_tflops_per_gpu: float  # including recompute
     mfu: float
     hfu: float
-    memory_per_gpu_bytes: float  # the peak rank's whole memory (placement.memory)
+    memory_per_gpu_bytes: float  # what the worst rank must hold (MemoryBreakdown.required_bytes)
     memory_capacity_bytes: float  # HBM less Calibration.memory_reserve
     fits: bool
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per cause
@@ -422,13 +422,16 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     hbm = system.gpu.hbm_bytes
     room = Capacity(system.gpu.name, hbm, hbm * cal.memory_reserve, system.host_memory_bytes)
     capacity = room.usable_bytes
+    # what the device must hold, as report judges it: the caching allocator's cached
+    # blocks handed back (MemoryBreakdown.required_bytes), at the worst rank
+    need = max((m.required_bytes for m in pl.memory_by_rank), default=pl.peak_bytes)
     return StepEstimate(
         step_time_s=step, tokens_per_s_per_gpu=global_tokens / world / step,
         tflops_per_gpu=model_flops / world / step / 1e12,
         hardware_tflops_per_gpu=hw_flops / world / step / 1e12,
         mfu=model_flops / (world * peak * step), hfu=hw_flops / (world * peak * step),
-        memory_per_gpu_bytes=float(pl.peak_bytes), memory_capacity_bytes=capacity,
-        fits=bool(pl.peak_bytes <= capacity) and room.host_fits(pl.host_bytes_per_node),
+        memory_per_gpu_bytes=float(need), memory_capacity_bytes=capacity,
+        fits=bool(need <= capacity) and room.host_fits(pl.host_bytes_per_node),
         breakdown={k: v for k, v in t.items() if v > 1e-12 or k == "compute"},
         placement=pl, capacity=room, exposed=exposed)
 

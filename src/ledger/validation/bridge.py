@@ -5,7 +5,9 @@
 The rows live in ``data/megatron_bridge.json``, written by ``tools/bridge_tables.py`` from
 NVIDIA-NeMo/Megatron-Bridge at the commit the file names (its docstring states how cells are
 read and the one rule where table and recipe disagree: the table's stated figures win, the
-recipe supplies what the table leaves out, and each disagreement is kept in the row). Nothing
+recipe supplies what the table leaves out, and each disagreement is kept in the row; a
+table MBS that both the table's own GA and the recipe contradict yields to the recipe's,
+``BridgeRow.micro_batch``). Nothing
 here is fitted: these rows are predictions unless a fitting script declares some of them
 calibration.
 
@@ -115,8 +117,21 @@ class BridgeRow:
         return self.gpus // (self.tp * self.pp * self.cp)
 
     @property
+    def micro_batch(self) -> int:
+        """The MBS the row is priced at: the table's, except a table MBS that both the
+        table's own GA (``table_inconsistent``) and the recipe contradict, which yields to
+        the recipe's (one rule for every row; it moves 25.09 GB200 Llama 3 70B and 25.11
+        GB300 Qwen3-235B, whose GA the recipe's MBS reproduces, and 25.11 H100 GPT-OSS
+        120B, whose GA 2 neither reproduces). ``mbs`` stays the table's cell."""
+        said = self.disagree.get("mbs") or {}
+        ga_off = any(t.startswith("GA ") for t in self.table_inconsistent)
+        if ga_off and isinstance(said.get("recipe"), int):
+            return said["recipe"]
+        return self.mbs
+
+    @property
     def num_microbatches(self) -> int:
-        return self.gbs // (self.mbs * self.dp)
+        return self.gbs // (self.micro_batch * self.dp)
 
     @property
     def moe(self) -> bool:

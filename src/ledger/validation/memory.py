@@ -15,8 +15,9 @@ What each source measured (``Peak.metric``):
   ``allocated_bytes``.
 - ``resident``: Megatron-LM's ``mem-allocated-bytes`` after the step (same lines):
   the last rank's state.
-- ``outcome``: the run ran (1) or went out of memory (0): the ledger's verdict, the
-  device's reserved + context against its capacity.
+- ``outcome``: the run ran (1) or went out of memory (0): the ledger's verdict, what
+  the device must hold (``MemoryBreakdown.required_bytes``: reserved + context less what
+  the allocator hands back before it fails an allocation) against its capacity.
 
 Open settings, one rule for all rows: a setting a publication does not state takes the
 framework's default at the commit the publication names (its launch file, else its
@@ -266,7 +267,9 @@ def predicted(row: Peak, fragmentation: tuple[float, float] | None = None) -> fl
         return reserved
     from ledger.system import system
 
-    return float(reserved + ranks[0].context_bytes <= system(row.gpu).gpu.hbm_bytes)
+    need = max(m.required_bytes for m in ranks) if fragmentation is None \
+        else reserved + ranks[0].context_bytes
+    return float(need <= system(row.gpu).gpu.hbm_bytes)
 
 
 def error(row: Peak, fragmentation: tuple[float, float] | None = None) -> float:
