@@ -135,6 +135,22 @@ CASES = {
     "--exp-avg-sq-dtype": (PRECISION_AWARE, "--exp-avg-sq-dtype bf16"),
     "--main-params-dtype": (PRECISION_AWARE, "--main-params-dtype fp16"),
     "--recompute-modules": ("--recompute-granularity selective", "--recompute-modules mlp"),
+    # the host's launches (step/host.py): a dropless MoE layer waits on the host, graphs
+    # take their scopes' launches off it
+    "--enable-cuda-graph": (MOE, "--enable-cuda-graph"),
+    "--cuda-graph-impl": (MOE, "--cuda-graph-impl transformer_engine"),
+    "--cuda-graph-modules": (MOE + " --cuda-graph-impl transformer_engine",
+                             "--cuda-graph-modules attn"),
+    "--cuda-graph-scope": (MOE + " --cuda-graph-impl transformer_engine",
+                           "--cuda-graph-scope attn"),
+    "--moe-expert-capacity-factor": (MOE, "--moe-expert-capacity-factor 1.0"),
+    "--moe-pad-expert-input-to-capacity": (MOE + " --moe-expert-capacity-factor 1.0",
+                                           "--moe-pad-expert-input-to-capacity"),
+    "--moe-flex-dispatcher-backend": (MOE + " --moe-token-dispatcher-type flex "
+                                      "--expert-tensor-parallel-size 1 --sequence-parallel",
+                                      "--moe-flex-dispatcher-backend hybridep"),
+    "--no-overlap-p2p-communication": ("--num-layers-per-virtual-pipeline-stage 2",
+                                       "--no-overlap-p2p-communication"),
 }
 BLACKWELL = {"--fp4-format", "--fp4-param-gather", "--reuse-grad-buf-for-mxfp8-param-ag"}
 # modelled, but no one change of this base is valid on both sides
