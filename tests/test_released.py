@@ -84,6 +84,7 @@ PUBLISHED = {
     "deepseek-v3": (671 * B, B, 37 * B, B),  # "671B total, 37B activated"
     "deepseek-r1": (671 * B, B, 37 * B, B),  # "671B total, 37B activated"
     "qwen3-235b-a22b-instruct-2507": (235 * B, B, 22 * B, B),  # "235B, 22B activated"
+    "qwen3-next-80b-a3b-instruct": (80 * B, B, 3 * B, B),  # "80B total, 3B activated"
     # the active figures of these cards leave the embeddings out (ACTIVE_WITHOUT_EMBEDDINGS)
     "glm-4.5-air": (106 * B, B, None, None),  # "106B total, 12B active"
     "gpt-oss-120b": (117 * B, B, None, None),  # "117B parameters"
@@ -157,6 +158,16 @@ def test_activated_as_published_without_the_embeddings(name):
     tables = 2 * cfg["vocab_size"] * cfg["hidden_size"]
     published, unit = ACTIVE_WITHOUT_EMBEDDINGS[name]
     assert abs(spec.active_params - tables - published) < unit
+
+
+def test_the_full_attention_interval_lays_out_qwen3_next():
+    """Qwen3-Next-80B-A3B's file has no layer_types but full_attention_interval 4, from which
+    Qwen3NextConfig derives them (configuration_qwen3_next.py:130-135): refused on main as a
+    layout key qwen3_next 'does not read'. Another interval lays out other layers."""
+    cfg = load("qwen3-next-80b-a3b-instruct")
+    assert read_config(cfg)[0].mixers.count("attention") == 12
+    assert read_config({**cfg, "full_attention_interval": 2})[0].mixers.count("attention") == 24
+    assert read_config({**cfg, "num_hidden_layers": 10})[0].mixers.count("attention") == 2
 
 
 def test_an_older_name_restating_a_read_key_is_accepted():

@@ -31,6 +31,16 @@ def _types(r, layers: int, default: list[str], key="layer_types") -> list[str]:
     return types
 
 
+def _interval_types(r, layers: int) -> list[str]:
+    """The layer types Qwen3-Next's family derives when the file gives none: every
+    ``full_attention_interval``-th layer full attention, the rest Gated DeltaNet
+    (configuration_qwen3_next.py:130-135, qwen3_5 :112-117, qwen3_5_moe :124-129)."""
+    every = r.get("full_attention_interval", 4, int)
+    if every < 1:
+        raise LedgerError("config.json", f"'full_attention_interval' must be >= 1, got {every}")
+    return ["linear_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
+
+
 def _mixers(types: list[str], recurrent: str) -> tuple[str, ...]:
     return tuple("attention" if t in ATTENTION else recurrent for t in types)
 
@@ -192,8 +202,7 @@ def _gdn(r, kv_heads="linear_num_key_heads", v_heads="linear_num_value_heads") -
 
 def qwen3_next(r):  # configuration_qwen3_next.py; modeling_qwen3_next.py:241-243, :599-624
     f, cap = decoder(r, kv=2, head_dim=256, tied=False, maxpos=32768)
-    types = _types(r, f["layers"], ["linear_attention", "linear_attention", "linear_attention",
-                                    "full_attention"] * (f["layers"] // 4))
+    types = _types(r, f["layers"], _interval_types(r, f["layers"]))
     e = expert_count(r, "num_experts", 512, dense_ok=True)
     moe = {"num_experts": e, "top_k": r.get("num_experts_per_tok", 10),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 512), "shared_experts": 1,
@@ -207,7 +216,7 @@ def qwen3_next(r):  # configuration_qwen3_next.py; modeling_qwen3_next.py:241-24
 
 def qwen3_5_text(r):  # configuration_qwen3_5.py; Qwen3-Next's mixers, a dense MLP
     f, cap = decoder(r, kv=4, head_dim=256, tied=False, maxpos=32768)
-    types = _types(r, f["layers"], ["linear_attention"] * 3 + ["full_attention"])
+    types = _types(r, f["layers"], _interval_types(r, f["layers"]))
     b = r.get("attention_bias", False, bool)
     return {**f, "qkv_bias": b, "out_bias": b, "qk_norm": "head", "attn_gate": "elementwise",
             **_gdn(r), "mixers": _mixers(types, "linear")}, cap
@@ -216,7 +225,7 @@ def qwen3_5_text(r):  # configuration_qwen3_5.py; Qwen3-Next's mixers, a dense M
 def qwen3_5_moe_text(r):  # configuration_qwen3_5_moe.py; experts on every layer
     f, cap = decoder(r, kv=2, head_dim=256, tied=False, maxpos=32768,
                      ffn_key="moe_intermediate_size")
-    types = _types(r, f["layers"], ["linear_attention"] * 3 + ["full_attention"])
+    types = _types(r, f["layers"], _interval_types(r, f["layers"]))
     b = r.get("attention_bias", False, bool)
     return {**f, "qkv_bias": b, "out_bias": b, "qk_norm": "head", "attn_gate": "elementwise",
             "num_experts": expert_count(r, "num_experts", 256),
