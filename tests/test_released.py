@@ -85,6 +85,9 @@ PUBLISHED = {
     "deepseek-r1": (671 * B, B, 37 * B, B),  # "671B total, 37B activated"
     "qwen3-235b-a22b-instruct-2507": (235 * B, B, 22 * B, B),  # "235B, 22B activated"
     "qwen3-next-80b-a3b-instruct": (80 * B, B, 3 * B, B),  # "80B total, 3B activated"
+    # "48B" names a model of 49.12 B; held to its checkpoint's element count instead
+    # (test_kimi_linear_counts_its_checkpoint)
+    "kimi-linear-48b-a3b-instruct": None,
     # the active figures of these cards leave the embeddings out (ACTIVE_WITHOUT_EMBEDDINGS)
     "glm-4.5-air": (106 * B, B, None, None),  # "106B total, 12B active"
     "gpt-oss-120b": (117 * B, B, None, None),  # "117B parameters"
@@ -168,6 +171,29 @@ def test_the_full_attention_interval_lays_out_qwen3_next():
     assert read_config(cfg)[0].mixers.count("attention") == 12
     assert read_config({**cfg, "full_attention_interval": 2})[0].mixers.count("attention") == 24
     assert read_config({**cfg, "num_hidden_layers": 10})[0].mixers.count("attention") == 2
+
+
+def test_kimi_linear_reads_its_layers_from_linear_attn_config():
+    """Kimi-Linear-48B-A3B's file lays out its 7 MLA layers as linear_attn_config's
+    1-indexed full_attn_layers (4, 8, ..., 24, 27), which transformers reads
+    (configuration_kimi_linear.py:128-136). On main the sub-dict was not read: refused for
+    moe_layer_freq, and without that key silently counted with the class's every-4th
+    default (6 MLA layers, 49,133,074,464)."""
+    cfg = load("kimi-linear-48b-a3b-instruct")
+    spec = read_config(cfg)[0]
+    assert [i + 1 for i, m in enumerate(spec.mixers) if m == "attention"] == [4, 8, 12, 16, 20,
+                                                                             24, 27]
+    with pytest.raises(LedgerError, match="'moe_layer_freq' = 2 is not supported"):
+        read_config({**cfg, "moe_layer_freq": 2})
+
+
+def test_kimi_linear_counts_its_checkpoint():
+    """The checkpoint's 20 safetensors files hold 49,122,681,728 elements (a public model
+    report of moonshotai/Kimi-Linear-48B-A3B-Instruct, index id 62691149540): the ledger's
+    parameters and the 26 routers' e_score_correction_bias of 256 (a buffer in
+    transformers, stored in the checkpoint)."""
+    spec = read_config(load("kimi-linear-48b-a3b-instruct"))[0]
+    assert spec.params + 26 * 256 == 49_122_681_728
 
 
 def test_an_older_name_restating_a_read_key_is_accepted():

@@ -252,12 +252,47 @@ def olmo_hybrid(r):  # configuration_olmo_hybrid.py:121-141; modeling_olmo_hybri
             "mixers": _mixers(types, "linear")}, cap
 
 
-def _kda(r, full_rank=False) -> dict:
-    heads, dim = r.get("linear_num_heads", 32), r.get("linear_head_dim", 128)
+def _kda(r, full_rank=False, sub: dict | None = None) -> dict:
+    """Kimi Delta Attention's sizes; ``sub`` is the checkpoint's linear_attn_config, whose
+    entries win over the top-level keys (configuration_kimi_linear.py:122-126)."""
+    sub = sub or {}
+    heads = _sub_int(sub, "num_heads", r.get("linear_num_heads", 32))
+    dim = _sub_int(sub, "head_dim", r.get("linear_head_dim", 128))
+    conv = _sub_int(sub, "short_conv_kernel_size", r.get("linear_conv_kernel_dim", 4))
     return {"linear": LinearAttention(kind="kda", key_heads=heads, key_dim=dim,
-                                      value_heads=heads, value_dim=dim,
-                                      conv_kernel=r.get("linear_conv_kernel_dim", 4),
+                                      value_heads=heads, value_dim=dim, conv_kernel=conv,
                                       full_rank_gates=full_rank)}
+
+
+def _sub_int(sub: dict, key: str, default: int) -> int:
+    value = sub.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise LedgerError("config.json", f"'linear_attn_config.{key}' must be a positive "
+                                         f"integer, got {value!r}")
+    return value
+
+
+def _kimi_linear_types(r, layers: int, sub: dict) -> list[str]:
+    """Kimi Linear's layer types: layer_types, else the checkpoint's 1-indexed
+    linear_attn_config full_attn_layers / kda_layers, else every 4th layer from the
+    fifth full attention (configuration_kimi_linear.py:128-140)."""
+    default = ["full_attention" if i and i % 4 == 0 else "linear_attention"
+               for i in range(layers)]
+    if "full_attn_layers" in sub and "kda_layers" in sub:
+        default = [None] * layers
+        for key, kind in (("full_attn_layers", "full_attention"),
+                          ("kda_layers", "linear_attention")):
+            ids = sub[key]
+            if not isinstance(ids, list) or not all(isinstance(i, int) and 1 <= i <= layers
+                                                    for i in ids):
+                raise LedgerError("config.json", f"'linear_attn_config.{key}' must list layers "
+                                                 f"1..{layers}, got {ids!r}")
+            for i in ids:
+                default[i - 1] = kind
+        if None in default:
+            raise LedgerError("config.json", f"linear_attn_config names no type for layer "
+                                             f"{default.index(None) + 1} of {layers}")
+    return _types(r, layers, default)
 
 
 def _kda_moe(r, layers: int, k_default: int, width: int, dense: int, experts: int) -> dict:
@@ -275,9 +310,13 @@ def kimi_linear(r):  # configuration_kimi_linear.py:129-146; modeling_kimi_linea
     f, cap = mla(r, maxpos=r.get("model_max_length", 1048576), q_lora=None, rope=64,
                  nope=128, v=128)
     layers = f["layers"]
-    types = _types(r, layers, ["full_attention" if i and i % 4 == 0 else "linear_attention"
-                               for i in range(layers)])
-    return {**f, **_kda(r), **_kda_moe(r, layers, 8, 1024, r.get("first_k_dense_replace", 1), 256),
+    sub = r.get("linear_attn_config", None, dict, nullable=True) or {}
+    types = _kimi_linear_types(r, layers, sub)
+    # modeling_kimi.py (the remote code) puts experts on layer i >= first_k_dense_replace
+    # with i % moe_layer_freq == 0; transformers ignores the key, so only 1 reads alike
+    r.refuse("moe_layer_freq", 1, "transformers ignores it; Kimi's own code skips layers")
+    return {**f, **_kda(r, sub=sub),
+            **_kda_moe(r, layers, 8, 1024, r.get("first_k_dense_replace", 1), 256),
             "mixers": _mixers(types, "linear")}, cap
 
 
