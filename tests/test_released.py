@@ -187,6 +187,17 @@ def test_kimi_linear_reads_its_layers_from_linear_attn_config():
         read_config({**cfg, "moe_layer_freq": 2})
 
 
+def test_a_layout_inside_an_unread_sub_dict_is_refused_naming_it():
+    """The guard against ignored layout keys looks into sub-dicts no reader read: Kimi-Linear's
+    file under model_type deepseek_v3 names linear_attn_config's layer lists."""
+    cfg = {k: v for k, v in load("kimi-linear-48b-a3b-instruct").items()
+           if k != "moe_layer_freq"}
+    with pytest.raises(LedgerError, match=r"linear_attn_config\.full_attn_layers, "
+                                          r"linear_attn_config\.kda_layers would change the "
+                                          r"model, but model_type 'deepseek_v3' does not read"):
+        read_config({**cfg, "model_type": "deepseek_v3"})
+
+
 def test_kimi_linear_counts_its_checkpoint():
     """The checkpoint's 20 safetensors files hold 49,122,681,728 elements (a public model
     report of moonshotai/Kimi-Linear-48B-A3B-Instruct, index id 62691149540): the ledger's
