@@ -90,6 +90,8 @@ PUBLISHED = {
     "qwen3-235b-a22b-instruct-2507": (235 * B, B, 22 * B, B),  # "235B, 22B activated"
     "qwen3-next-80b-a3b-instruct": (80 * B, B, 3 * B, B),  # "80B total, 3B activated"
     "glm-4.7-flash": (30 * B, B, 3 * B, B),  # "30B-A3B"
+    # held to transformers alone: the hub's "685B" counts the MTP layer and FP8 scales
+    "deepseek-v3.2": None,
     # "48B" names a model of 49.12 B; held to its checkpoint's element count instead
     # (test_kimi_linear_counts_its_checkpoint)
     "kimi-linear-48b-a3b-instruct": None,

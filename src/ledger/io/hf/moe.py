@@ -281,6 +281,8 @@ def laguna(r):  # configuration_laguna.py; modeling_laguna.py:154,356 per-head g
 def _mla_moe(r, *, maxpos, experts, shared, width, first_dense, k, **mla_defaults):
     f, cap = mla(r, maxpos=maxpos, **mla_defaults)
     r.refuse("mlp_bias", False, "biases on the dense and shared MLPs but not the experts")
+    # DeepSeek-V3.2's file carries moe_layer_freq 1 as V3's does (families._mla)
+    r.refuse("moe_layer_freq", 1, "transformers ignores it; DeepSeek's own code skips layers")
     return {**f, **_deepseek_moe(r, f["layers"], experts=experts, shared=shared,
                                  width=width, first_dense=first_dense, k=k)}, cap
 
