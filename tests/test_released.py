@@ -92,6 +92,7 @@ PUBLISHED = {
     "glm-4.7-flash": (30 * B, B, 3 * B, B),  # "30B-A3B"
     # held to transformers alone: the hub's "685B" counts the MTP layer and FP8 scales
     "deepseek-v3.2": None,
+    "glm-5.1": (744 * B, B, None, None),  # GLM-5: "744B parameters (40B active)"
     # "48B" names a model of 49.12 B; held to its checkpoint's element count instead
     # (test_kimi_linear_counts_its_checkpoint)
     "kimi-linear-48b-a3b-instruct": None,
@@ -165,6 +166,7 @@ def test_counted_as_published(name):
 ACTIVE_WITHOUT_EMBEDDINGS = {
     "minimax-m1-80k": (45.9 * B, 0.1 * B),  # "45.9 billion activated"; 200,064 x 6,144
     "glm-4.5-air": (12 * B, B),  # "12 billion active"; 151,552 x 4,096
+    "glm-5.1": (40 * B, B),  # "40B active"; 154,880 x 6,144
 }
 
 
@@ -219,6 +221,17 @@ def test_kimi_linear_counts_its_checkpoint():
     transformers, stored in the checkpoint)."""
     spec = read_config(load("kimi-linear-48b-a3b-instruct"))[0]
     assert spec.params + 26 * 256 == 49_122_681_728
+
+
+def test_glm_5_1_counts_its_checkpoint():
+    """GLM-5.1's 282 BF16 safetensors files hold 753,864,139,008 elements (a public model
+    report of the checkpoint, index id 62604838642): the 78 layers the ledger counts, the
+    MTP layer 78 (one more sparse decoder layer, eh_proj 6,144 x 12,288 and three norms of
+    6,144) and the 76 routers' e_score_correction_bias of 256 (buffers in transformers)."""
+    cfg = load("glm-5.1")
+    with_mtp = read_config({**cfg, "num_hidden_layers": 79})[0].params
+    assert read_config(cfg)[0].params < with_mtp
+    assert with_mtp + 6144 * 12288 + 3 * 6144 + 76 * 256 == 753_864_139_008
 
 
 def test_an_older_name_restating_a_read_key_is_accepted():
