@@ -92,6 +92,9 @@ PUBLISHED = {
     "glm-4.7-flash": (30 * B, B, 3 * B, B),  # "30B-A3B"
     # held to transformers alone: the hub's "685B" counts the MTP layer and FP8 scales
     "deepseek-v3.2": None,
+    # "109B total, 17B active" counts the vision encoder, which the ledger leaves out
+    # (its text model: 107.77 B, 17.17 B active, both as transformers builds it)
+    "llama-4-scout-17b-16e-instruct": None,
     "glm-5.1": (744 * B, B, None, None),  # GLM-5: "744B parameters (40B active)"
     # "48B" names a model of 49.12 B; held to its checkpoint's element count instead
     # (test_kimi_linear_counts_its_checkpoint)
