@@ -95,7 +95,10 @@ PUBLISHED = {
     # "109B total, 17B active" counts the vision encoder, which the ledger leaves out
     # (its text model: 107.77 B, 17.17 B active, both as transformers builds it)
     "llama-4-scout-17b-16e-instruct": None,
-    "glm-5.1": (744 * B, B, None, None),  # GLM-5: "744B parameters (40B active)"
+    "glm-5.1": (744 * B, B, None, None),
+    # "230B total" rounds up 228.69 B; held to its checkpoint's elements instead
+    # (test_minimax_m2_7_counts_its_fp8_checkpoint)
+    "minimax-m2.7": None,  # GLM-5: "744B parameters (40B active)"
     # "48B" names a model of 49.12 B; held to its checkpoint's element count instead
     # (test_kimi_linear_counts_its_checkpoint)
     "kimi-linear-48b-a3b-instruct": None,
@@ -170,6 +173,7 @@ ACTIVE_WITHOUT_EMBEDDINGS = {
     "minimax-m1-80k": (45.9 * B, 0.1 * B),  # "45.9 billion activated"; 200,064 x 6,144
     "glm-4.5-air": (12 * B, B),  # "12 billion active"; 151,552 x 4,096
     "glm-5.1": (40 * B, B),  # "40B active"; 154,880 x 6,144
+    "minimax-m2.7": (10 * B, B),  # MiniMax-M2: "10B activated"; 200,064 x 3,072
 }
 
 
@@ -235,6 +239,28 @@ def test_glm_5_1_counts_its_checkpoint():
     with_mtp = read_config({**cfg, "num_hidden_layers": 79})[0].params
     assert read_config(cfg)[0].params < with_mtp
     assert with_mtp + 6144 * 12288 + 3 * 6144 + 76 * 256 == 753_864_139_008
+
+
+def test_minimax_m2_7_counts_its_fp8_checkpoint():
+    """MiniMax-M2.7's 125 files hold 228,703,644,928 elements (a public model report of the
+    checkpoint, index id 62693775865): the ledger's parameters, the 62 routers'
+    e_score_correction_bias of 256, and one float32 scale per 128 x 128 block of each FP8
+    matrix (weight_block_size): experts w1, w3 [1536, 3072] and w2 [3072, 1536] 12 x 24
+    each; q [6144, 3072] and o [3072, 6144] 48 x 24; k, v [1024, 3072] 8 x 24."""
+    spec = read_config(load("minimax-m2.7"))[0]
+    expert_scales = 62 * 256 * 3 * (12 * 24)
+    attention_scales = 62 * (2 * 48 * 24 + 2 * 8 * 24)
+    assert spec.params + 62 * 256 + expert_scales + attention_scales == 228_703_644_928
+
+
+def test_minimax_m2_reads_its_attn_type_list():
+    """The file keeps MiniMax-M1's attn_type_list, all 1 (softmax on every layer, which
+    MiniMaxM2 builds): refused on main as an unread layout key. A lightning layer (0) is
+    refused naming it."""
+    cfg = load("minimax-m2.7")
+    assert read_config(cfg)[0].mixers is None  # no mixer but attention
+    with pytest.raises(LedgerError, match="asks for lightning"):
+        read_config({**cfg, "attn_type_list": [0] + [1] * 61})
 
 
 def test_an_older_name_restating_a_read_key_is_accepted():
