@@ -69,6 +69,7 @@ PUBLISHED = {
     "gemma-3-1b-it": (1 * B, B, None, None),
     "qwen2-7b": (7 * B, B, None, None),
     "qwen2-72b": (72.71 * B, 0.01 * B, None, None),  # Qwen2 release table: "72.71B"
+    "qwen2.5-72b-instruct": (72.7 * B, 0.1 * B, None, None),  # "72.7B"
     # "110B" names a model whose weights count 111.21 B (transformers, above)
     "qwen1.5-110b": None,
     "yi-1.5-6b": (6 * B, B, None, None),
@@ -239,6 +240,12 @@ def test_glm_5_1_counts_its_checkpoint():
     with_mtp = read_config({**cfg, "num_hidden_layers": 79})[0].params
     assert read_config(cfg)[0].params < with_mtp
     assert with_mtp + 6144 * 12288 + 3 * 6144 + 76 * 256 == 753_864_139_008
+
+
+def test_qwen2_5_72b_instruct_counts_its_checkpoint():
+    """Its 37 BF16 files hold 72,706,203,648 elements (a public model report of the
+    checkpoint, index id 62544871882): every one a parameter."""
+    assert read_config(load("qwen2.5-72b-instruct"))[0].params == 72_706_203_648
 
 
 def test_minimax_m2_7_counts_its_fp8_checkpoint():
