@@ -70,6 +70,7 @@ PUBLISHED = {
     "qwen2-7b": (7 * B, B, None, None),
     "qwen2-72b": (72.71 * B, 0.01 * B, None, None),  # Qwen2 release table: "72.71B"
     "qwen2.5-72b-instruct": (72.7 * B, 0.1 * B, None, None),  # "72.7B"
+    "qwen3.6-27b": (27 * B, B, None, None),  # its text model; the vision tower not counted
     # "110B" names a model whose weights count 111.21 B (transformers, above)
     "qwen1.5-110b": None,
     "yi-1.5-6b": (6 * B, B, None, None),
