@@ -1,8 +1,8 @@
 """Hybrid layers' caches held to transformers' own, family by family.
 
 As tests/test_serve_hf.py does for attention: for every hybrid model_type the ledger reads
-(``ledger.io.hf.hybrids.FAMILIES``), a tiny config.json dict goes into the ledger and into
-transformers 5.23.0, whose model (random weights, bf16, CPU) runs a prefill of 8 tokens and
+(``ledger.io.hf.hybrids.FAMILIES``, ``ledger.io.hf.kda.FAMILIES``), a tiny config.json
+dict goes into the ledger and into transformers 5.23.0, whose model (random weights, bf16, CPU) runs a prefill of 8 tokens and
 one decode step with ``use_cache=True``. What each layer's cache then holds - its keys and
 values, its conv and recurrent states (LinearAttentionLayer), MiniMax's lightning state
 (MiniMaxCache.linear_cache) - is measured tensor by tensor.
@@ -21,7 +21,9 @@ import math
 import pytest
 
 from ledger.io import spec_from_dict
-from ledger.io.hf.hybrids import FAMILIES
+from ledger.io.hf import hybrids, kda
+
+FAMILIES = {**hybrids.FAMILIES, **kda.FAMILIES}
 from ledger.serve.cache import layer_caches
 from ledger.serve.state import DTYPE_BYTES, state_dtypes
 

@@ -4,7 +4,7 @@ read it.
 ``reader`` opens the file (or a dict), finds the family, reads a composite's text model,
 and builds the ModelSpec; ``families`` is the registry of ``model_type`` -> reader;
 ``keys`` holds the keys many families share (biases, windows, experts); ``dense``,
-``layouts``, ``moe`` and ``hybrids`` the readers by kind of model; ``unmodelled`` the
+``layouts``, ``moe``, ``hybrids`` and ``kda`` the readers by kind of model; ``unmodelled`` the
 one-line refusals naming the feature the ledger lacks. Defaults are those of the pinned
 transformers' config classes, each cited where it is read.
 """

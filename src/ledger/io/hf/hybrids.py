@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 
 from ledger.errors import LedgerError
-from ledger.io.hf.keys import (decoder, expert_count, mla, mlp_types, sparse_ids, sparse_layers,
-                            top_k, windows)
+from ledger.io.hf.keys import decoder, expert_count, sparse_layers, top_k, windows
 from ledger.anatomy.mixers import LinearAttention, Mamba, ShortConv
 
 UNCAPPED = 1 << 20  # no max_position_embeddings: the run's length is the ledger's default
@@ -29,6 +28,16 @@ def _types(r, layers: int, default: list[str], key="layer_types") -> list[str]:
         raise LedgerError("config.json", f"{key!r} entry {bad[0]!r} is not a layer type the "
                                          f"ledger knows")
     return types
+
+
+def _interval_types(r, layers: int) -> list[str]:
+    """The layer types Qwen3-Next's family derives when the file gives none: every
+    ``full_attention_interval``-th layer full attention, the rest Gated DeltaNet
+    (configuration_qwen3_next.py:130-135, qwen3_5 :112-117, qwen3_5_moe :124-129)."""
+    every = r.get("full_attention_interval", 4, int)
+    if every < 1:
+        raise LedgerError("config.json", f"'full_attention_interval' must be >= 1, got {every}")
+    return ["linear_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
 
 
 def _mixers(types: list[str], recurrent: str) -> tuple[str, ...]:
@@ -192,8 +201,7 @@ def _gdn(r, kv_heads="linear_num_key_heads", v_heads="linear_num_value_heads") -
 
 def qwen3_next(r):  # configuration_qwen3_next.py; modeling_qwen3_next.py:241-243, :599-624
     f, cap = decoder(r, kv=2, head_dim=256, tied=False, maxpos=32768)
-    types = _types(r, f["layers"], ["linear_attention", "linear_attention", "linear_attention",
-                                    "full_attention"] * (f["layers"] // 4))
+    types = _types(r, f["layers"], _interval_types(r, f["layers"]))
     e = expert_count(r, "num_experts", 512, dense_ok=True)
     moe = {"num_experts": e, "top_k": r.get("num_experts_per_tok", 10),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 512), "shared_experts": 1,
@@ -207,7 +215,7 @@ def qwen3_next(r):  # configuration_qwen3_next.py; modeling_qwen3_next.py:241-24
 
 def qwen3_5_text(r):  # configuration_qwen3_5.py; Qwen3-Next's mixers, a dense MLP
     f, cap = decoder(r, kv=4, head_dim=256, tied=False, maxpos=32768)
-    types = _types(r, f["layers"], ["linear_attention"] * 3 + ["full_attention"])
+    types = _types(r, f["layers"], _interval_types(r, f["layers"]))
     b = r.get("attention_bias", False, bool)
     return {**f, "qkv_bias": b, "out_bias": b, "qk_norm": "head", "attn_gate": "elementwise",
             **_gdn(r), "mixers": _mixers(types, "linear")}, cap
@@ -216,7 +224,7 @@ def qwen3_5_text(r):  # configuration_qwen3_5.py; Qwen3-Next's mixers, a dense M
 def qwen3_5_moe_text(r):  # configuration_qwen3_5_moe.py; experts on every layer
     f, cap = decoder(r, kv=2, head_dim=256, tied=False, maxpos=32768,
                      ffn_key="moe_intermediate_size")
-    types = _types(r, f["layers"], ["linear_attention"] * 3 + ["full_attention"])
+    types = _types(r, f["layers"], _interval_types(r, f["layers"]))
     b = r.get("attention_bias", False, bool)
     return {**f, "qkv_bias": b, "out_bias": b, "qk_norm": "head", "attn_gate": "elementwise",
             "num_experts": expert_count(r, "num_experts", 256),
@@ -240,47 +248,6 @@ def olmo_hybrid(r):  # configuration_olmo_hybrid.py:121-141; modeling_olmo_hybri
                          conv_kernel=r.get("linear_conv_kernel_dim", 4))
     b = r.get("attention_bias", False, bool)
     return {**f, "qkv_bias": b, "out_bias": b, "qk_norm": "full", "linear": la,
-            "mixers": _mixers(types, "linear")}, cap
-
-
-def _kda(r, full_rank=False) -> dict:
-    heads, dim = r.get("linear_num_heads", 32), r.get("linear_head_dim", 128)
-    return {"linear": LinearAttention(kind="kda", key_heads=heads, key_dim=dim,
-                                      value_heads=heads, value_dim=dim,
-                                      conv_kernel=r.get("linear_conv_kernel_dim", 4),
-                                      full_rank_gates=full_rank)}
-
-
-def _kda_moe(r, layers: int, k_default: int, width: int, dense: int, experts: int) -> dict:
-    """The MoE keys of Kimi Linear and Bailing: mlp_layer_types, else ``dense`` leading
-    dense layers (first_k_dense_replace)."""
-    types = mlp_types(r, layers, ["dense" if i < dense else "sparse" for i in range(layers)])
-    return {"num_experts": expert_count(r, "num_experts", experts),
-            "top_k": top_k(r, "num_experts_per_token", k_default),
-            "moe_ffn_hidden": r.get("moe_intermediate_size", width),
-            "shared_experts": r.get("num_shared_experts", 1),
-            "moe_layer_ids": sparse_ids(types)}
-
-
-def kimi_linear(r):  # configuration_kimi_linear.py:129-146; modeling_kimi_linear.py:569-604
-    f, cap = mla(r, maxpos=r.get("model_max_length", 1048576), q_lora=None, rope=64,
-                 nope=128, v=128)
-    layers = f["layers"]
-    types = _types(r, layers, ["full_attention" if i and i % 4 == 0 else "linear_attention"
-                               for i in range(layers)])
-    return {**f, **_kda(r), **_kda_moe(r, layers, 8, 1024, r.get("first_k_dense_replace", 1), 256),
-            "mixers": _mixers(types, "linear")}, cap
-
-
-def bailing_hybrid(r):  # configuration_bailing_hybrid.py; modeling :403-682
-    f, cap = mla(r, maxpos=r.get("model_max_length", 262144), q_lora=None)
-    group = r.get("layer_group_size", 6)  # configuration_bailing_hybrid.py:143-151
-    types = _types(r, f["layers"], ["full_attention" if (i + 1) % group == 0 else
-                                    "linear_attention" for i in range(f["layers"])])
-    moe = _kda_moe(r, f["layers"], 8, 768, r.get("first_k_dense_replace", 2), 512)
-    n = r.get("num_expert_group", 8)
-    groups = {"router_groups": n, "router_group_topk": r.get("topk_group", 4)} if n > 1 else {}
-    return {**f, "attn_gate": "head", **_kda(r, full_rank=True), **moe, **groups,
             "mixers": _mixers(types, "linear")}, cap
 
 
@@ -377,6 +344,5 @@ def lfm3(r):  # configuration_lfm3.py; modeling_lfm3.py:239,361 conv and gated a
 
 FAMILIES = {fn.__name__: fn for fn in (
     mamba, falcon_mamba, mamba2, bamba, granitemoehybrid, falcon_h1, nemotron_h, jamba,
-    qwen3_next, qwen3_5_text, qwen3_5_moe_text, olmo_hybrid, kimi_linear, bailing_hybrid,
-    minimax, lfm2, lfm2_moe, lfm3)}
+    qwen3_next, qwen3_5_text, qwen3_5_moe_text, olmo_hybrid, minimax, lfm2, lfm2_moe, lfm3)}
 

@@ -69,6 +69,15 @@ def flex_olmo(r):  # configuration_flex_olmo.py; OLMo 2's post-norms + experts
 
 def minimax_m2(r):  # configuration_minimax_m2.py; full-width qk-norm, experts only
     f, cap = decoder(r, kv=8, head_dim=128, tied=False, maxpos=196608)
+    # MiniMax-M2's files keep M1's attn_type_list (1 softmax, 0 lightning: MiniMax-M1's
+    # modeling_minimax_m1.py), all 1: every layer softmax attention, which is all
+    # MiniMaxM2 builds (transformers ignores the key). A lightning layer is refused.
+    kinds = r.get("attn_type_list", None, list_of=int)
+    if kinds is not None and (len(kinds) != f["layers"] or set(kinds) - {1}):
+        raise LedgerError("config.json", f"'attn_type_list' {kinds!r} asks for lightning "
+                                         f"(0) layers or another depth than num_hidden_layers"
+                                         f"({f['layers']}); model_type 'minimax_m2' builds "
+                                         f"softmax attention (1) on every layer")
     return {**f, "qk_norm": "full",
             **_moe(r, "num_local_experts", 256, "intermediate_size", None, k=8)}, cap
 
@@ -281,6 +290,8 @@ def laguna(r):  # configuration_laguna.py; modeling_laguna.py:154,356 per-head g
 def _mla_moe(r, *, maxpos, experts, shared, width, first_dense, k, **mla_defaults):
     f, cap = mla(r, maxpos=maxpos, **mla_defaults)
     r.refuse("mlp_bias", False, "biases on the dense and shared MLPs but not the experts")
+    # DeepSeek-V3.2's file carries moe_layer_freq 1 as V3's does (families._mla)
+    r.refuse("moe_layer_freq", 1, "transformers ignores it; DeepSeek's own code skips layers")
     return {**f, **_deepseek_moe(r, f["layers"], experts=experts, shared=shared,
                                  width=width, first_dense=first_dense, k=k)}, cap
 

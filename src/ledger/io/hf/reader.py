@@ -110,8 +110,23 @@ class Reader:
         than a no-op and the family's reader did not read: what transformers' class for
         the model_type would ignore, so a renamed config (MiniMax-M1's attn_type_list
         under model_type 'minimax') would be counted as another model."""
-        return [k for k, v in self.cfg.items() if k not in self.read and STRUCTURE.search(k)
-                and not _no_op(v) and (isinstance(v, list) or not k.endswith("_layers"))]
+        top = [k for k, v in self.cfg.items() if k not in self.read and STRUCTURE.search(k)
+               and not _no_op(v) and (isinstance(v, list) or not k.endswith("_layers"))
+               and not self._restated(k, v)]
+        # a sub-dict no reader looked at which lays out layers (Kimi-Linear's
+        # linear_attn_config.full_attn_layers, which main read as the class default)
+        nested = [f"{k}.{sub}" for k, v in self.cfg.items()
+                  if k not in self.read and k not in SUB_CONFIGS and isinstance(v, dict)
+                  and "model_type" not in v  # another tower's own config (Moshi's depth decoder)
+                  for sub, w in v.items() if STRUCTURE.search(sub) and not _no_op(w)
+                  and (isinstance(w, list) or not sub.endswith("_layers"))]
+        return top + nested
+
+    def _restated(self, key: str, value: object) -> bool:
+        """``key`` is an older name of a key the reader read, holding the same value
+        (``ALIASES``): the same setting said twice, which changes nothing."""
+        read = ALIASES.get(key)
+        return read in self.read and read in self.cfg and self.cfg[read] == value
 
     def layer_types(self, layers: int, default: list[int]) -> tuple[int, ...] | None:
         """Indices of the local layers: from an explicit ``layer_types`` list, else
@@ -160,6 +175,18 @@ _LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 # config keys that lay out the stack layer by layer (what a reader must read or refuse)
 STRUCTURE = re.compile(r"(layer_types|type_list|_types$|pattern|window|layer_freq|_interval$|"
                        r"_step$|_period$|_offset$|_ids$|_idxs$|_indices$|_layers$)")
+
+
+# sub-dicts that are not the text model's layout: read by their own readers (quantization,
+# a composite's other towers) or carrying no layer layout of the decoder
+SUB_CONFIGS = ("quantization_config", "vision_config", "audio_config", "text_config",
+               "rope_scaling", "rope_parameters", "auto_map")
+
+# an older name of a layout key -> the key the readers read. google/gemma-2-9b's
+# config.json carries sliding_window_size beside sliding_window (both 4096): the name of
+# google/gemma_pytorch gemma/config.py (GemmaConfig.sliding_window_size), which
+# transformers' Gemma2Config does not read. Accepted only when it restates the read value.
+ALIASES = {"sliding_window_size": "sliding_window"}
 
 
 def _no_op(value: object) -> bool:
