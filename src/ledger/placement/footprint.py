@@ -145,9 +145,19 @@ def params_sharded(cfg, fw) -> bool:
     """ZeRO-3 keeps only a shard of the params resident. The seed's ``ideal`` reading
     counts them whole when FSDP keeps them gathered between forward and backward; a real
     framework keeps the shard and holds the gathered copies as buffers (``fsdp_buffers``)."""
+    if np.ndim(cfg.zero_stage):  # the planner's grid: a stage per row
+        return (cfg.zero_stage >= 3) & np.logical_or(cfg.reshard_after_forward,
+                                                     fw.fsdp_buffers)
     if cfg.zero_stage < 3:
         return False
     return np.logical_or(cfg.reshard_after_forward, fw.fsdp_buffers)
+
+
+def _optim_divisor(cfg, n):
+    """ZeRO-1 and up shard the optimizer state ``n`` ways (a stage, or an array of them)."""
+    if np.ndim(cfg.zero_stage):
+        return np.where(cfg.zero_stage >= 1, n, 1)
+    return n if cfg.zero_stage >= 1 else 1
 
 
 def divisors(cfg, fw) -> tuple:
@@ -155,7 +165,7 @@ def divisors(cfg, fw) -> tuple:
     n = shard_group(cfg)
     grads = (cfg.zero_stage >= 2) & (np.asarray(cfg.grad_accumulation) == "sharded")
     return (np.where(params_sharded(cfg, fw), n, 1), np.where(grads, n, 1),
-            n if cfg.zero_stage >= 1 else 1)
+            _optim_divisor(cfg, n))
 
 
 def expert_divisors(cfg, fw) -> tuple:
@@ -165,7 +175,7 @@ def expert_divisors(cfg, fw) -> tuple:
     n = np.maximum(shard_group(cfg) * cfg.tp // (expert_tp(cfg) * cfg.ep), 1)
     grads = (cfg.zero_stage >= 2) & (np.asarray(cfg.grad_accumulation) == "sharded")
     return (np.where(params_sharded(cfg, fw), n, 1), np.where(grads, n, 1),
-            n if cfg.zero_stage >= 1 else 1)
+            _optim_divisor(cfg, n))
 
 
 def shard_state(dense: StateBytes, expert: StateBytes, cfg, fw) -> StateBytes:
@@ -213,7 +223,8 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
     the root's own backward. Kept gathered (and accumulating unsharded), every layer of
     the rank is, and only each layer's fresh gradient passes through."""
     out = fw.comm_bucket_bytes + 0.0 * layers_held
-    if not (cfg.zero_stage == 3 and fw.fsdp_buffers):
+    zero3 = np.equal(cfg.zero_stage, 3)  # a stage, or the planner's array of them
+    if not (np.any(zero3) and fw.fsdp_buffers):
         return out, 0.0 * out
     keep = np.logical_and(cfg.reshard_after_forward,
                           np.asarray(cfg.grad_accumulation) == "sharded")
@@ -224,6 +235,8 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
     backward = np.where(keep, fw.fsdp_prefetch_layers * layer_params * g_layer
                         + layer_params * (g + fw.grad_bytes) + root_params * g,
                         layer_params * g)
+    if np.ndim(zero3):
+        return np.where(zero3, out + gathered, out), np.where(zero3, backward, 0.0 * out)
     return out + gathered, backward
 
 

@@ -5,11 +5,13 @@ set, and the largest unit ZeRO-3 gathers. No torch.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ledger.anatomy.mixers import LayerKind
-from ledger.arch import (adapter_activation_bytes, kind_counts, layer_activations,
-                         recompute_working_bytes)
+from ledger.arch import adapter_activation_bytes, layer_activations, recompute_working_bytes
+from ledger.arch.activations import layer_kind
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.frameworks import of as framework_of
@@ -109,10 +111,33 @@ def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, schedule: str | None = N
     how many of each it holds: a stage's activations are priced once per kind (numbers or
     arrays alike). ``counts``/``rule``: the split (``ledger.placement.stages.split_layers``);
     ``schedule``: which stages a rank holds (``rank_stages``)."""
+    if counts is None:  # the split of a rule: the same for every config of this layout
+        kinds, table = _layer_kinds(model, pp, vp, schedule, rule)
+        return list(kinds), table.copy()
+    return _kinds_table(model, pp, vp, schedule, rule, counts)
+
+
+@lru_cache(maxsize=4096)
+def _layer_kinds(model: ModelSpec, pp: int, vp: int, schedule, rule: str):
+    return _kinds_table(model, pp, vp, schedule, rule, None)
+
+
+@lru_cache(maxsize=64)
+def _each_layer(model: ModelSpec) -> tuple:
+    """Every layer's kind, in layer order (``kind_counts`` asks each layer once)."""
+    return tuple(layer_kind(model, i) for i in range(model.layers))
+
+
+def _kinds_table(model: ModelSpec, pp: int, vp: int, schedule, rule: str, counts):
     counts = split_layers(model.layers, pp, vp, schedule, rule, counts)
     starts = stage_starts(counts)
-    per_stage = [kind_counts(model, range(starts[st], starts[st] + counts[st]))
-                 for st in range(len(counts))]
+    each = _each_layer(model)
+    per_stage = []
+    for st in range(len(counts)):  # kind_counts over the stage's layers, in layer order
+        held: dict = {}
+        for key in each[starts[st]:starts[st] + counts[st]]:
+            held[key] = held.get(key, 0) + 1
+        per_stage.append(held)
     mtp = {mtp_kind(model): model.mtp_layers} if model.mtp_layers else {}
     # an MTP module's block is a global-attention layer of the stack's MoE kind; it runs
     # beside the output head, on the last stage

@@ -136,11 +136,14 @@ def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=No
                       0).astype(np.int64)
     act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
     radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
+    # one group per stage layout; the ZeRO stage an array within it (a fine-tune's state
+    # classes take one stage at a time)
     key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"])
-           * (len(SHAPED) + 1) + shape) * 4 + g["zero"]
+           * (len(SHAPED) + 1) + shape) * 4 + (g["zero"] if finetune is not None else 0)
     for sel in groups(key)[1]:
         i = sel[0]
-        tp, ep, pp, vp, zero = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp", "zero"))
+        tp, ep, pp, vp = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp"))
+        zero = int(g["zero"][i]) if finetune is not None else g["zero"][sel][:, None]
         sched = shape_of(int(g["sched"][i]))
         layers = _stage_state(model, tp, ep, pp, vp, sched, fw.name)[2]
         held = _kind_counts(model, pp, vp, sched, fw.split)  # ranks x kinds
