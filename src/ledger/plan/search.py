@@ -191,30 +191,15 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         parts_of = [slice(a, b) for a, b in zip(starts, np.r_[starts[1:], count])]
     else:
         parts_of = groups(code)[1]
+    dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, flash,
+                        finetune, pins)
     for done, idx in enumerate(parts_of, 1):
         if progress:
             progress(done, len(parts_of))
-        sub = {name: col[idx] for name, col in g.items()}
         i0 = idx.start if isinstance(idx, slice) else idx[0]
-        cfg = SimpleNamespace(
-            tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
-            micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],
-            schedule=SCHEDULES[g["sched"][i0]], zero_stage=int(g["zero"][i0]),
-            sequence_parallel=bool(g["sp"][i0]),
-            cp_kind="ulysses" if g["ulysses"][i0] else "ring", recompute=RECOMPUTES[g["rc"][i0]],
-            flash_attention=flash, act_bytes=2, framework=framework, precision=precision,
-            reshard_after_forward=(sub["pp"] == 1) | (fw.reshard == "always"),
-            grad_accumulation=np.where((sub["pp"] > 1) & fw.unsharded_with_pp, "unsharded",
-                                       "sharded"),
-            hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec(),
-            finetune=finetune, stage_layers=None, **_overlaps(fw, g, idx, pins, model),
-            **{k: v for k, v in (facts or {}).items() if k in HOST_FACTS and v is not None})
-        links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
-                       hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node,
-                       gpus_per_domain=system.gpus_per_domain)
-        layer_s, grad_s, param_s, gather_s = dp_split(dp_traffic(model, st_total, cfg, links),
-                                                      cfg, system, model.layers / sub["pp"],
-                                                      links)
+        cfg, links = _group(g, idx, fw, framework, precision, flash, finetune, pins, model,
+                            system, facts)
+        layer_s, grad_s, param_s, gather_s = dp_of(idx)
         busiest, head, share = paces[idx].T
         heavy = StateBytes(off.params[idx], off.grads[idx], off.optim[idx])
         wait, hidden, cpu = offload_step_s(cfg, int(g["offload"][i0]), heavy, off.trained[idx],
@@ -234,6 +219,58 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
                 parts[name] = np.zeros(count)
             parts[name][idx] = val
     return step, mem, parts, off.host
+
+
+def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, system,
+           facts=None):
+    """The config namespace (sizes as arrays, categorical fields those of the group's
+    first row, the host's ``facts``) and the rank Layout of the grid's rows ``idx``."""
+    sub = {name: col[idx] for name, col in g.items()}
+    i0 = idx.start if isinstance(idx, slice) else idx[0]
+    cfg = SimpleNamespace(
+        tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
+        micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],
+        schedule=SCHEDULES[g["sched"][i0]], zero_stage=int(g["zero"][i0]),
+        sequence_parallel=bool(g["sp"][i0]),
+        cp_kind="ulysses" if g["ulysses"][i0] else "ring", recompute=RECOMPUTES[g["rc"][i0]],
+        flash_attention=flash, act_bytes=2, framework=framework, precision=precision,
+        reshard_after_forward=(sub["pp"] == 1) | (fw.reshard == "always"),
+        grad_accumulation=np.where((sub["pp"] > 1) & fw.unsharded_with_pp, "unsharded",
+                                   "sharded"),
+        hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec(),
+        finetune=finetune, stage_layers=None, **_overlaps(fw, g, idx, pins, model),
+        **{k: v for k, v in (facts or {}).items() if k in HOST_FACTS and v is not None})
+    links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
+                   hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node,
+                   gpus_per_domain=system.gpus_per_domain)
+    return cfg, links
+
+
+def _dp_seconds(model, system, g, fw, st_total, framework, precision, flash, finetune, pins):
+    """``ledger.step.dp_split`` of the DP rows (``ledger.placement.dp_traffic``) of every
+    candidate, priced once per ZeRO stage (the only categorical field they read; the
+    rest are the rows' sizes): a function from a group's rows to its seconds."""
+    count = len(g["tp"])
+    at, out = np.zeros(count, dtype=np.int64), {}
+    for zero in np.unique(g["zero"]):
+        rows = np.flatnonzero(g["zero"] == zero)
+        at[rows] = np.arange(len(rows))
+        cfg, links = _group(g, rows, fw, framework, precision, flash, finetune, pins, model,
+                            system)
+        layer_s, grad_s, param_s, gather_s = dp_split(
+            dp_traffic(model, st_total, cfg, links), cfg, system, model.layers / cfg.pp, links)
+        out[int(zero)] = (layer_s, grad_s, param_s, gather_s)
+
+    def pick(x, local):
+        return x[local] if np.ndim(x) else x
+
+    def of(idx):
+        i0 = idx.start if isinstance(idx, slice) else idx[0]
+        local = at[idx]
+        layer_s, grad_s, param_s, gather_s = out[int(g["zero"][i0])]
+        return (tuple(pick(x, local) for x in layer_s), pick(grad_s, local),
+                pick(param_s, local), pick(gather_s, local))
+    return of
 
 
 def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
