@@ -119,6 +119,33 @@ def _state(model, cfg, fw, per_param, optimizer, shape, finetune):
     return shard_state(*split, cfg, fw)
 
 
+# columns of the grid that set a step's time only: memory is priced once for candidates
+# that differ in nothing else (the grid handed to the memory model lacks them)
+TIME_ONLY = ("tpov",)
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd 64-bit multiplier (Fibonacci hashing)
+
+
+def twins(g):
+    """(the rows that stand for the others, and for every row the index among them of the
+    one it equals) - rows equal in every column but ``TIME_ONLY``; None when no two are."""
+    cols = [k for k in g if k not in TIME_ONLY]
+    if all(k not in g or not g[k].any() for k in TIME_ONLY):
+        return None
+    h = np.zeros(len(g["tp"]), dtype=np.uint64)
+    for k in cols:  # a polynomial hash of the row, checked column by column below
+        h = h * _MIX + g[k].astype(np.uint64)
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    same = first[inv.reshape(-1)]
+    differ = np.zeros(len(h), dtype=bool)
+    for k in cols:
+        differ |= g[k] != g[k][same]
+    same[differ] = np.flatnonzero(differ)  # a collision of the hash: its own row
+    reps = np.flatnonzero(same == np.arange(len(h)))
+    where = np.zeros(len(h), dtype=np.int64)
+    where[reps] = np.arange(len(reps))
+    return reps, where[same]
+
+
 def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
                 optimizer="adam", facts=None, node=8):
     """Peak memory over the pipeline ranks (``ledger.placement.footprint``: the largest
@@ -127,7 +154,20 @@ def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=No
     dtypes, the schedule's points in closed form (``ledger.pipeline.held``), the
     recompute mode's activations; with a fine-tune, the state its CPU offload leaves on
     the GPU and (``off``) what the host of a ``node``-GPU node holds, the heaviest GPU's
-    state and trainable partition."""
+    state and trainable partition. Candidates that differ only in ``TIME_ONLY`` columns
+    are priced once."""
+    pairs = twins(g)
+    if pairs is None:
+        return _grid_memory(model, {k: v for k, v in g.items() if k not in TIME_ONLY}, fw,
+                            per_param, flash, precision, finetune, optimizer, facts, node)
+    reps, of = pairs
+    mem, state_max, off = _grid_memory(
+        model, {k: v[reps] for k, v in g.items() if k not in TIME_ONLY}, fw, per_param,
+        flash, precision, finetune, optimizer, facts, node)
+    return mem[of], state_max[of], SimpleNamespace(**{k: v[of] for k, v in vars(off).items()})
+
+
+def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer, facts, node):
     count = len(g["tp"])
     mem, state_max = np.empty(count), np.empty(count)
     off = SimpleNamespace(**{k: np.zeros(count) for k in ("host", "params", "grads", "optim",
