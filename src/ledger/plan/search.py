@@ -166,8 +166,10 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None,
 
 
 def _price(model, system, cal, g, precision, optimizer, framework, progress=None,
-           flash=True, finetune=None, facts=None, pins: Pins = Pins()):
-    """Step time (s) and peak memory (bytes) of every candidate, and its breakdown."""
+           flash=True, finetune=None, facts=None, pins: Pins = Pins(), timed=None):
+    """Step time (s) and peak memory (bytes) of every candidate, and its breakdown;
+    ``timed(mem, host)``: which candidates' time to price (the rest keep an infinite step
+    and no breakdown), by default all."""
     count = len(g["tp"])
     step = np.full(count, np.inf)
     parts: dict[str, np.ndarray] = {}
@@ -191,8 +193,16 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         parts_of = [slice(a, b) for a, b in zip(starts, np.r_[starts[1:], count])]
     else:
         parts_of = groups(code)[1]
+    need = None
+    if timed is not None:  # whole groups: a group's rows priced together (the pipeline's
+        # makespan forms are matrix products, exact to the last bit only for one shape)
+        wanted = timed(mem, off.host)
+        parts_of = [idx for idx in parts_of if wanted[idx].any()]
+        need = np.zeros(count, dtype=bool)
+        for idx in parts_of:
+            need[idx] = True
     dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, flash,
-                        finetune, pins)
+                        finetune, pins, need)
     for done, idx in enumerate(parts_of, 1):
         if progress:
             progress(done, len(parts_of))
@@ -246,14 +256,18 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
     return cfg, links
 
 
-def _dp_seconds(model, system, g, fw, st_total, framework, precision, flash, finetune, pins):
+def _dp_seconds(model, system, g, fw, st_total, framework, precision, flash, finetune, pins,
+                need=None):
     """``ledger.step.dp_split`` of the DP rows (``ledger.placement.dp_traffic``) of every
-    candidate, priced once per ZeRO stage (the only categorical field they read; the
-    rest are the rows' sizes): a function from a group's rows to its seconds."""
+    candidate (those ``need`` marks), priced once per ZeRO stage (the only categorical
+    field they read; the rest are the rows' sizes): a function from a group's rows to its
+    seconds."""
     count = len(g["tp"])
     at, out = np.zeros(count, dtype=np.int64), {}
     for zero in np.unique(g["zero"]):
-        rows = np.flatnonzero(g["zero"] == zero)
+        rows = np.flatnonzero((g["zero"] == zero) & (True if need is None else need))
+        if not len(rows):
+            continue
         at[rows] = np.arange(len(rows))
         cfg, links = _group(g, rows, fw, framework, precision, flash, finetune, pins, model,
                             system)
@@ -362,9 +376,13 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     if base_sel is not None and not base_sel.any():
         raise LedgerError("baseline", f"no placement of {model.name} on {gpus} GPUs with "
                                       f"global_batch({global_batch}) has the shape {baseline!r}")
-    step, mem, parts, host = _price(model, system, cal, g, precision, optimizer, framework,
-                                    progress, flash, finetune, facts, pins)
     limit = cap - headroom_bytes
+
+    def timed(mem, host):  # the time of what fits, and of the baseline's shape
+        fit = (mem <= limit) & (host <= system.host_memory_bytes)
+        return fit if base_sel is None else fit | base_sel
+    step, mem, parts, host = _price(model, system, cal, g, precision, optimizer, framework,
+                                    progress, flash, finetune, facts, pins, timed)
     fits = (mem <= limit) & (host <= system.host_memory_bytes)  # CPU offload: the node's RAM
     elapsed = time.perf_counter() - start
     if not fits.any():
