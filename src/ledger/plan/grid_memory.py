@@ -125,12 +125,14 @@ TIME_ONLY = ("tpov",)
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd 64-bit multiplier (Fibonacci hashing)
 
 
-def twins(g):
+def twins(g, cols=None):
     """(the rows that stand for the others, and for every row the index among them of the
-    one it equals) - rows equal in every column but ``TIME_ONLY``; None when no two are."""
-    cols = [k for k in g if k not in TIME_ONLY]
-    if all(k not in g or not g[k].any() for k in TIME_ONLY):
-        return None
+    one it equals) - rows equal in every column of ``cols`` (default: all but
+    ``TIME_ONLY``, None when no column of those varies)."""
+    if cols is None:
+        cols = [k for k in g if k not in TIME_ONLY]
+        if all(k not in g or not g[k].any() for k in TIME_ONLY):
+            return None
     h = np.zeros(len(g["tp"]), dtype=np.uint64)
     for k in cols:  # a polynomial hash of the row, checked column by column below
         h = h * _MIX + g[k].astype(np.uint64)

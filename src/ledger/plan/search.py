@@ -31,7 +31,7 @@ from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state, split_problem
-from ledger.plan.grid_memory import codes, grid_memory, groups, shape_of
+from ledger.plan.grid_memory import codes, grid_memory, groups, shape_of, twins
 from ledger.plan.offloads import choices as offload_choices
 from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
@@ -201,8 +201,8 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         need = np.zeros(count, dtype=bool)
         for idx in parts_of:
             need[idx] = True
-    dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, flash,
-                        finetune, pins, need)
+    dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune,
+                        pins, need)
     for done, idx in enumerate(parts_of, 1):
         if progress:
             progress(done, len(parts_of))
@@ -256,35 +256,66 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
     return cfg, links
 
 
-def _dp_seconds(model, system, g, fw, st_total, framework, precision, flash, finetune, pins,
+# the grid's columns ledger.placement.dp_traffic and ledger.step.dp_split read (through the
+# namespace _dp_seconds gives them: another field read fails)
+DP_COLUMNS = ("tp", "cp", "pp", "dp", "ep", "m", "shard", "zero")
+
+
+def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, pins,
                 need=None):
-    """``ledger.step.dp_split`` of the DP rows (``ledger.placement.dp_traffic``) of every
-    candidate (those ``need`` marks), priced once per ZeRO stage (the only categorical
-    field they read; the rest are the rows' sizes): a function from a group's rows to its
+    """``ledger.step.dp_split`` of the DP rows (``ledger.placement.dp_traffic``) of the
+    candidates ``need`` marks (default all), priced once per distinct ``DP_COLUMNS`` and
+    in one call per ZeRO stage: a function from a group's rows (one ZeRO stage) to its
     seconds."""
     count = len(g["tp"])
-    at, out = np.zeros(count, dtype=np.int64), {}
-    for zero in np.unique(g["zero"]):
-        rows = np.flatnonzero((g["zero"] == zero) & (True if need is None else need))
-        if not len(rows):
-            continue
-        at[rows] = np.arange(len(rows))
-        cfg, links = _group(g, rows, fw, framework, precision, flash, finetune, pins, model,
-                            system)
-        layer_s, grad_s, param_s, gather_s = dp_split(
-            dp_traffic(model, st_total, cfg, links), cfg, system, model.layers / cfg.pp, links)
-        out[int(zero)] = (layer_s, grad_s, param_s, gather_s)
+    rows = np.arange(count) if need is None else np.flatnonzero(need)
+    full = np.zeros((7, count))
+    scalar = {}  # per ZeRO stage: those of the seven that are one number (0.0: no call)
+    if len(rows):
+        sub = {k: g[k][rows] for k in DP_COLUMNS}
+        reps, of = twins(sub, DP_COLUMNS)
+        u = {k: v[reps] for k, v in sub.items()}
+        each = np.zeros((7, len(reps)))
+        for zero in np.unique(u["zero"]):
+            r = np.flatnonzero(u["zero"] == zero)
+            tp, cp, pp, dp, ep, m, shard = (u[k][r] for k in DP_COLUMNS[:-1])
+            grad, param = _dp_overlaps(fw, int(zero), pins)
+            cfg = SimpleNamespace(
+                tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, num_microbatches=m, zero_stage=int(zero),
+                framework=framework, precision=precision, finetune=finetune, moe=MoESpec(),
+                reshard_after_forward=(pp == 1) | (fw.reshard == "always"),
+                grad_accumulation=np.where((pp > 1) & fw.unsharded_with_pp, "unsharded",
+                                           "sharded"),
+                hsdp_shard=shard, grad_replicas=dp * cp, overlap_grad_reduce=grad,
+                overlap_param_gather=param)
+            links = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, hsdp_shard=shard,
+                           gpus_per_node=system.gpus_per_node,
+                           gpus_per_domain=system.gpus_per_domain)
+            layer_s, *rest = dp_split(dp_traffic(model, st_total, cfg, links), cfg, system,
+                                      model.layers / pp, links)
+            values = (*layer_s, *rest)
+            scalar[int(zero)] = [None if np.ndim(x) else x for x in values]
+            for j, x in enumerate(values):
+                each[j, r] = x
+        full[:, rows] = each[:, of]
 
-    def pick(x, local):
-        return x[local] if np.ndim(x) else x
-
-    def of(idx):
+    def of_group(idx):
         i0 = idx.start if isinstance(idx, slice) else idx[0]
-        local = at[idx]
-        layer_s, grad_s, param_s, gather_s = out[int(g["zero"][i0])]
-        return (tuple(pick(x, local) for x in layer_s), pick(grad_s, local),
-                pick(param_s, local), pick(gather_s, local))
-    return of
+        flat = scalar[int(g["zero"][i0])]
+        v = [full[j, idx] if flat[j] is None else flat[j] for j in range(7)]
+        return tuple(v[:4]), v[4], v[5], v[6]
+    return of_group
+
+
+def _dp_overlaps(fw, zero: int, pins: Pins) -> tuple:
+    """The DP overlap switches at ZeRO stage ``zero``: on where the framework lets a
+    launch turn them on, unless pinned (``_overlaps``)."""
+    fixed = zero in fw.overlap_fixed  # the framework's own, whatever a launch says
+    grad = None if fixed else (True if pins.overlap_grad_reduce is None
+                               else pins.overlap_grad_reduce)
+    param = None if fixed else (zero > 0 and grad if pins.overlap_param_gather is None
+                                else pins.overlap_param_gather)
+    return fw.overlaps(zero, grad, param)
 
 
 def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
@@ -293,12 +324,7 @@ def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
     Framework.ep_overlap_problem), unless pinned; EP overlap an array over the rows."""
     i = rows.start if isinstance(rows, slice) else np.asarray(rows).reshape(-1)[0]
     zero, sched = int(g["zero"][i]), SCHEDULES[g["sched"][i]]
-    fixed = zero in fw.overlap_fixed  # the framework's own, whatever a launch says
-    grad = None if fixed else (True if pins.overlap_grad_reduce is None
-                               else pins.overlap_grad_reduce)
-    param = None if fixed else (zero > 0 and grad if pins.overlap_param_gather is None
-                                else pins.overlap_param_gather)
-    grad, param = fw.overlaps(zero, grad, param)
+    grad, param = _dp_overlaps(fw, zero, pins)
     where = fw.ep_overlap_schedules
     ep_ok = (model.is_moe and bool(where) and RECOMPUTES[g["rc"][i]] != "full"
              and fw.moe_dispatcher != "allgather") \
