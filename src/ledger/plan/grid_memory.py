@@ -82,9 +82,21 @@ def _grid_cfg(g, sel, fw, flash=True, precision=None, finetune=None, facts=None,
         cp_kind="ring", stage_layers=None, **run, **fixed)
 
 
+# the grid's columns a layer's saved bytes and working set read (_grid_cfg's and the mode's)
+LAYER_COLUMNS = ("tp", "cp", "dp", "ep", "mb", "shard", "sp", "rc")
+
+
 def _per_kind(model, g, fw, flash, precision, finetune=None, facts=None):
     """Per candidate and kind of layer: the saved bytes of one layer and its backward's
-    working set, under the candidate's recompute mode and SP."""
+    working set, under the candidate's recompute mode and SP; priced once per distinct
+    ``LAYER_COLUMNS`` (handed a grid of only those)."""
+    reps, of = twins(g, LAYER_COLUMNS)
+    act, work = _per_kind_rows(model, {k: g[k][reps] for k in LAYER_COLUMNS}, fw, flash,
+                               precision, finetune, facts)
+    return act[of], work[of]
+
+
+def _per_kind_rows(model, g, fw, flash, precision, finetune, facts):
     count = len(g["tp"])
     everything = np.arange(count)
     kinds = layer_kinds(model, 1)[0]  # the model's kinds of layer (LayerKind)
