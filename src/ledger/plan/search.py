@@ -106,11 +106,8 @@ def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins)
                 yield tp, cp, pp, dp, ep, mb, batch // (dp * mb)
 
 
-def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, finetune=None):
-    """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind,
-    TP overlap and, for a fine-tune, CPU offload; with a framework ``fw``, only the
-    pipelines (Framework.pipeline_problem), ZeRO stages and offloads it runs."""
-    tp, cp, pp, dp, ep, mb, m = shape
+def _schedules(model: ModelSpec, pp: int, m: int, pins: Pins, fw=None) -> list[tuple]:
+    """(schedule, vp) choices of a pipeline of ``pp`` stages and ``m`` micro-batches."""
     scheds = [("1f1b", 1)]
     if pp > 1:
         slots = model.layers + (fw.split_slack if fw is not None else 0)
@@ -120,15 +117,46 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, fine
             scheds.append(("zb-v", 2))
         if m >= 2 * pp:  # DualPipe(V) need m >= 2 pp; DualPipe even pp and m
             scheds += [("dualpipev", 2)] + ([("dualpipe", 2)] if pp % 2 == m % 2 == 0 else [])
-    scheds = [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v
-              and (fw is None or fw.pipeline_problem(model.layers, pp, v, s) is None)]
-    replicas = dp * cp
+    return [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v
+            and (fw is None or fw.pipeline_problem(model.layers, pp, v, s) is None)]
+
+
+def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, finetune=None,
+              memo=None):
+    """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind,
+    TP overlap and, for a fine-tune, CPU offload; with a framework ``fw``, only the
+    pipelines (Framework.pipeline_problem), ZeRO stages and offloads it runs. Rows of
+    (vp, schedule code, zero, shard, sp, ulysses, TP overlap, offload code), schedules
+    outermost, then ZeRO, CP kind, shard, SP, offload and TP overlap. ``memo``: a dict
+    kept over one grid's shapes (schedules read pp and m; the rest tp, cp and dp x cp)."""
+    tp, cp, pp, dp, ep, mb, m = shape
+    memo = {} if memo is None else memo
+    key = (tp, cp, dp * cp)
+    if key not in memo:
+        memo[key] = _inner(model, tp, cp, dp * cp, system, pins, fw, finetune)
+    inner = memo[key]
+    if ("schedules", pp, m) not in memo:
+        memo["schedules", pp, m] = np.array(
+            [(v, SCHEDULES.index(name)) for name, v in _schedules(model, pp, m, pins, fw)],
+            dtype=np.int64).reshape(-1, 2)
+    scheds = memo["schedules", pp, m]
+    out = np.empty((len(scheds) * len(inner), 8), dtype=np.int64)
+    if len(out):
+        out[:, :2] = np.repeat(scheds, len(inner), axis=0)
+        out[:, 2:] = np.tile(inner, (len(scheds), 1))
+    return out
+
+
+def _inner(model, tp, cp, replicas, system, pins, fw, finetune) -> np.ndarray:
+    """(zero, shard, sp, ulysses, TP overlap, offload) choices, the same for every
+    schedule."""
     zeros = [z for z in range(4) if (pins.zero if pins.zero is not None else z) == z
              and (fw is None or z in fw.zero_stages)]
-    kinds = ["ring"]
+    kinds = [0]  # ring; 1: Ulysses
     if cp > 1 and split_problem(model, tp, cp, "ulysses") is None:
-        kinds.append("ulysses")
-    for (sched, v), zero, kind in product(scheds, zeros, kinds):
+        kinds.append(1)
+    inner = []
+    for zero, kind in product(zeros, kinds):
         shards = [replicas]
         if zero == 3 and not pins.no_hsdp:
             shards += [s for s in _pow2_upto(replicas // 2) if s >= system.gpus_per_node
@@ -137,7 +165,8 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, fine
         for shard, sp, off in product(shards, (True, False) if tp > 1 else (True,), offloads):
             for ov in ((False, True) if tp > 1 and sp else (False,)):
                 if (pins.tp_overlap if pins.tp_overlap is not None else ov) == ov:
-                    yield sched, v, zero, shard, sp, kind, ov, off
+                    inner.append((zero, shard, sp, kind, ov, off))
+    return np.array(inner, dtype=np.int64).reshape(-1, 6)
 
 
 NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard", "sp",
@@ -149,17 +178,20 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None,
     """Every candidate as columns (sizes as ints, categorical fields as small codes); with a
     framework ``fw``, only what it runs."""
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
-    blocks = []
+    blocks, seen, memo = [], {}, {}
     for shape in _shapes(model, gpus, batch, system, pins):
-        variants = [(v, SCHEDULES.index(sched), zero, shard, sp, kind == "ulysses", ov, off)
-                    for sched, v, zero, shard, sp, kind, ov, off
-                    in _variants(model, shape, system, pins, fw, finetune)]
-        if not variants:
+        tp, cp, pp, dp, _, _, m = shape  # the variants read neither ep nor mb but through m
+        key = (tp, cp, pp, dp, m)
+        if key not in seen:
+            variants = _variants(model, shape, system, pins, fw, finetune, memo)
+            seen[key] = np.column_stack([np.repeat(variants, len(rcs), axis=0),
+                                         np.tile(rcs, len(variants))])
+        tail = seen[key]
+        if not len(tail):
             continue
-        block = np.empty((len(variants) * len(rcs), len(NAMES)), dtype=np.int64)
+        block = np.empty((len(tail), len(NAMES)), dtype=np.int64)
         block[:, :7] = shape
-        block[:, 7:15] = np.repeat(np.array(variants, dtype=np.int64), len(rcs), axis=0)
-        block[:, 15] = np.tile(rcs, len(variants))
+        block[:, 7:] = tail
         blocks.append(block)
     grid = np.concatenate(blocks) if blocks else np.zeros((0, len(NAMES)), dtype=np.int64)
     return {n: grid[:, i] for i, n in enumerate(NAMES)}
