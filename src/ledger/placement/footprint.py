@@ -32,6 +32,7 @@ the allocator cannot hand back before it fails an allocation (``reclaimable``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 
@@ -267,12 +268,13 @@ def _moments(p: RankParts, held, loss, e, grads_at_loss):
     boundary = kept_boundary * p.boundary + p.buffers
     zero = 0.0 * acts
     grads_b = state_f + p.root_grads * (1 - grads_at_loss)  # the backward has begun
+    with_head = acts + p.head  # the output head's own, from its forward to its backward
     return [
         (state_f, acts, saved, boundary + p.cp_forward),
-        (state_f, acts + p.head, saved + p.logits * (loss.forward_bytes(e) - e + fresh),
+        (state_f, with_head, saved + p.logits * (loss.forward_bytes(e) - e + fresh),
          boundary),
-        (state_f, acts + p.head, saved + p.logits * loss.backward_bytes(e), boundary),
-        (grads_b, acts + p.head, saved + p.logits * loss.grad_bytes(e), boundary),
+        (state_f, with_head, saved + p.logits * loss.backward_bytes(e), boundary),
+        (grads_b, with_head, saved + p.logits * loss.grad_bytes(e), boundary),
         (grads_b, acts, saved, boundary + p.work + p.cp_backward),
         (p.params + p.optim + p.grads, zero, zero, p.buffers + p.optimizer_temp),
     ]
@@ -296,6 +298,12 @@ def reclaimable(frag, cached, cfg):
 def _reserved_points(parts: RankParts, held, cfg, fw, grads_at_loss):
     """(the points' (state, activations, logits, buffers), their fragmentation, the
     cached part of it)."""
+    points, _, frag, cached = _point_sums(parts, held, cfg, fw, grads_at_loss)
+    return points, frag, cached
+
+
+def _point_sums(parts: RankParts, held, cfg, fw, grads_at_loss):
+    """``_reserved_points`` with each point's allocated bytes (the sum of its four)."""
     loss = loss_of(loss_name(cfg, fw))
     points = _moments(parts, held, loss, cfg.act_bytes, grads_at_loss)
     # freed blocks the allocator keeps but no request at that point can reuse: the logits
@@ -306,16 +314,17 @@ def _reserved_points(parts: RankParts, held, cfg, fw, grads_at_loss):
     logits = parts.logits * loss.cached_bytes(cfg.act_bytes)
     cached = [freed, freed, freed + logits, freed, freed, 0.0]
     share = fw.compiled_fragmentation if getattr(cfg, "compile", False) else fw.fragmentation
-    return points, [share * sum(pt) + c for pt, c in zip(points, cached)], cached
+    sums = [sum(pt) for pt in points]
+    return points, sums, [share * a + c for a, c in zip(sums, cached)], cached
 
 
 def peak_total(parts: RankParts, held, cfg, fw, grads_at_loss):
     """What the device must hold at its worst point: ``peak_memory(...).required_bytes``
     without the breakdown (the planner's grid, judged as ``report`` judges)."""
-    points, frag, cached = _reserved_points(parts, held, cfg, fw, grads_at_loss)
+    _, sums, frag, cached = _point_sums(parts, held, cfg, fw, grads_at_loss)
     back = reclaimable(frag, cached, cfg)
-    totals = [sum(pt) + f - b for pt, f, b in zip(points, frag, back)]
-    return np.maximum.reduce(np.broadcast_arrays(*totals)) + fw.overhead_bytes
+    return reduce(np.maximum, [a + f - b for a, f, b in zip(sums, frag, back)]) \
+        + fw.overhead_bytes
 
 
 def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
