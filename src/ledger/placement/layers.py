@@ -112,7 +112,10 @@ def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, schedule: str | None = N
     arrays alike). ``counts``/``rule``: the split (``ledger.placement.stages.split_layers``);
     ``schedule``: which stages a rank holds (``rank_stages``)."""
     if counts is None:  # the split of a rule: the same for every config of this layout
-        kinds, table = _layer_kinds(model, pp, vp, schedule, rule)
+        try:
+            kinds, table = _layer_kinds(model, pp, vp, schedule, rule)
+        except TypeError:  # a model with a field that does not hash
+            kinds, table = _kinds_table(model, pp, vp, schedule, rule, None)
         return list(kinds), table.copy()
     return _kinds_table(model, pp, vp, schedule, rule, counts)
 
@@ -122,9 +125,17 @@ def _layer_kinds(model: ModelSpec, pp: int, vp: int, schedule, rule: str):
     return _kinds_table(model, pp, vp, schedule, rule, None)
 
 
-@lru_cache(maxsize=64)
 def _each_layer(model: ModelSpec) -> tuple:
-    """Every layer's kind, in layer order (``kind_counts`` asks each layer once)."""
+    """Every layer's kind, in layer order (``kind_counts`` asks each layer once; kept per
+    model)."""
+    try:
+        return _kinds_of(model)
+    except TypeError:  # a model with a field that does not hash
+        return _kinds_of.__wrapped__(model)
+
+
+@lru_cache(maxsize=64)
+def _kinds_of(model: ModelSpec) -> tuple:
     return tuple(layer_kind(model, i) for i in range(model.layers))
 
 

@@ -13,6 +13,7 @@ schedule's: Megatron's loop, the V of ZB-V and DualPipeV, or DualPipe's two copi
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from itertools import accumulate
 
 from ledger.config import expert_tp
@@ -177,6 +178,19 @@ def end_params(model: ModelSpec, cfg) -> tuple[float, float]:
     return first, (b["output"] + tied) / cfg.tp + model.last_stage_params - b["output"]
 
 
+def _layer_kinds(model: ModelSpec) -> tuple:
+    """Every layer's kind (``ModelSpec.layer_kind``), in layer order (kept per model)."""
+    try:
+        return _kinds_of(model)
+    except TypeError:  # a model with a field that does not hash
+        return _kinds_of.__wrapped__(model)
+
+
+@lru_cache(maxsize=64)
+def _kinds_of(model: ModelSpec) -> tuple:
+    return tuple(model.layer_kind(i) for i in range(model.layers))
+
+
 def stage_params(model: ModelSpec, cfg,
                  counts: list[int] | None = None) -> list[tuple[float, float]]:
     """Per PP rank, the (dense, expert) parameters one of its GPUs holds, laid out as
@@ -191,21 +205,22 @@ def stage_params(model: ModelSpec, cfg,
     stages = len(counts)
     starts = stage_starts(counts)
     kinds = {k: model.layer_params(k) for k in model.kind_counts}  # each kind of layer
+    each = [kinds[k] for k in _layer_kinds(model)]
+    grid = expert_tp(cfg) * cfg.ep  # the expert grid
+    first, last = end_params(model, cfg)
     out = []
     for held in rank_stages(cfg.pp, cfg.vp, cfg.schedule):
         dense = expert = 0.0
         for s in held:
-            for i in range(starts[s], starts[s] + counts[s]):
-                split, repl, routed = kinds[model.layer_kind(i)]
+            for split, repl, routed in each[starts[s]:starts[s] + counts[s]]:
                 dense += split / cfg.tp + repl
-                expert += routed / (expert_tp(cfg) * cfg.ep)  # the expert grid
-            first, last = end_params(model, cfg)
+                expert += routed / grid
             if s == 0:
                 dense += first
             if s == stages - 1:
                 dense += last
                 split, repl, routed = mtp_params(model)
                 dense += split / cfg.tp + repl
-                expert += routed / (expert_tp(cfg) * cfg.ep)
+                expert += routed / grid
         out.append((dense, expert))
     return out
