@@ -157,6 +157,14 @@ def _param_divs(cfg, fw) -> tuple:
     return divisors(cfg, fw)[0], expert_divisors(cfg, fw)[0]
 
 
+def _among(ranks, members) -> np.ndarray:
+    """``np.isin(ranks, members)`` for the few ranks of a pipeline (without its sort)."""
+    ranks = np.asarray(ranks)
+    keep = set(members)
+    return np.array([r in keep for r in ranks.ravel().tolist()], dtype=bool).reshape(
+        ranks.shape)
+
+
 def root_params(model: ModelSpec, cfg, rank) -> float:
     """Parameters of one GPU of PP rank ``rank`` (a rank or an array of them) outside its
     transformer layers (``ledger.placement.stages.end_params``): the embedding's on the
@@ -164,7 +172,7 @@ def root_params(model: ModelSpec, cfg, rank) -> float:
     first, last = end_params(model, cfg)
     ranks = np.asarray(rank)
     firsts = [r for r, held in enumerate(rank_stages(cfg.pp, cfg.vp, cfg.schedule)) if 0 in held]
-    return first * np.isin(ranks, firsts) + last * np.isin(ranks, head_ranks(
+    return first * _among(ranks, firsts) + last * _among(ranks, head_ranks(
         cfg.pp, cfg.vp, cfg.schedule))
 
 
@@ -194,7 +202,7 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
     (``ledger.placement.footprint.RankParts``): their sharded ``state``, one micro-batch of
     their stage activations, one layer's backward working set ``work`` - numbers, or
     arrays over a grid of placements (the planner)."""
-    out_rank = np.isin(np.asarray(ranks), head_ranks(cfg.pp, cfg.vp, cfg.schedule))  # output layer
+    out_rank = _among(np.asarray(ranks), head_ranks(cfg.pp, cfg.vp, cfg.schedule))  # output layer
     cp_fwd, cp_bwd = cp_buffer_bytes(model, cfg, fw, saved_table(fw.activations))
     boundary = model.seq_len * cfg.micro_batch / cfg.cp * model.hidden * cfg.act_bytes \
         / np.where(cfg.sequence_parallel, cfg.tp, 1)

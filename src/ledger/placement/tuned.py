@@ -88,7 +88,17 @@ def _layer_states(model, ft) -> tuple[tuple, dict]:
 
 
 def _counts(model, ft, tp, grid, pp, vp, schedule, counts) -> list[tuple[dict, dict]]:
-    """``counts``: layers per model stage (``ledger.placement.stages``)."""
+    """``counts``: layers per model stage (``ledger.placement.stages``); kept per layout
+    (the planner asks once per ZeRO stage and offload)."""
+    try:
+        kept = _layout_counts(model, ft, tp, grid, pp, vp, schedule, tuple(counts))
+    except TypeError:  # a model or fine-tune with a field that does not hash
+        kept = _layout_counts.__wrapped__(model, ft, tp, grid, pp, vp, schedule, counts)
+    return [(dict(d), dict(e)) for d, e in kept]
+
+
+@lru_cache(maxsize=1024)
+def _layout_counts(model, ft, tp, grid, pp, vp, schedule, counts) -> list[tuple[dict, dict]]:
     stages = len(counts)
     targets = resolve(model, ft) if ft.adapters else None
     starts = stage_starts(counts)
