@@ -123,9 +123,15 @@ def _state(model, cfg, fw, per_param, optimizer, shape, finetune):
         split = [StateBytes(*(b * part[None, :] for b in (
             per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
             for part in (dense, expert)]
-    else:
-        tuned = tuned_stage_state(model, cfg, fw, optimizer, tp, tp * ep, pp, vp, shape)
-        split = [StateBytes(*(np.array([getattr(r[i], f) for r in tuned])[None, :]
+    else:  # the classes' bytes per parameter read the ZeRO stage: one stage at a time
+        zeros = np.unique(cfg.zero_stage)
+        per_zero = [tuned_stage_state(model, SimpleNamespace(finetune=finetune,
+                                                             zero_stage=int(z)),
+                                      fw, optimizer, tp, tp * ep, pp, vp, shape)
+                    for z in zeros]
+        row = np.searchsorted(zeros, np.asarray(cfg.zero_stage).reshape(-1))  # each row's
+        split = [StateBytes(*(np.array([[getattr(r[i], f) for r in tuned]
+                                        for tuned in per_zero])[row]
                               for f in ("params_bytes", "grads_bytes", "optim_bytes")))
                  for i in (0, 1)]
     return shard_state(*split, cfg, fw)
@@ -190,14 +196,13 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
                       0).astype(np.int64)
     act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
     radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
-    # one group per stage layout; the ZeRO stage an array within it (a fine-tune's state
-    # classes take one stage at a time)
+    # one group per stage layout; the ZeRO stage an array within it
     key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"])
-           * (len(SHAPED) + 1) + shape) * 4 + (g["zero"] if finetune is not None else 0)
+           * (len(SHAPED) + 1) + shape)
     for sel in groups(key)[1]:
         i = sel[0]
         tp, ep, pp, vp = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp"))
-        zero = int(g["zero"][i]) if finetune is not None else g["zero"][sel][:, None]
+        zero = g["zero"][sel][:, None]
         sched = shape_of(int(g["sched"][i]))
         layers = _stage_state(model, tp, ep, pp, vp, sched, fw.name)[2]
         held = _kind_counts(model, pp, vp, sched, fw.split)  # ranks x kinds
@@ -214,7 +219,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             trained = np.array(tuned_trainable(
                 model, finetune, tp, tp * ep, pp, vp, sched,
                 split_layers(model.layers, pp, vp, sched, fw.split)))[None, :] \
-                / (cfg.hsdp_shard if zero >= 1 else 1)
+                / np.where(zero >= 1, cfg.hsdp_shard, 1)
             resident, host, heavy, heavy_trained = grid_offload(g["offload"][sel], st, trained)
             off.host[sel], off.trained[sel] = host * node, heavy_trained
             off.params[sel], off.grads[sel], off.optim[sel] = (
