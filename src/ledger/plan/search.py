@@ -42,6 +42,8 @@ from ledger.system import System
 MICRO_BATCHES = (1, 2, 4, 8)
 DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
 RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules") + DTYPE_FACTS  # held fixed
+# schedules whose makespan ledger.pipeline.makespan evaluates as a matrix product
+MATRIX_FORMS = ("zb-h1", "zb-v", "interleaved-zb")
 HOST_FACTS = ("cuda_graph", "ep_backend")  # and what the host launches (ledger.step.host)
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
@@ -226,10 +228,12 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     else:
         parts_of = groups(code)[1]
     need = None
-    if timed is not None:  # whole groups: a group's rows priced together (the pipeline's
-        # makespan forms are matrix products, exact to the last bit only for one shape)
+    if timed is not None:  # only the rows wanted, but whole groups of the schedules whose
+        # makespan is a matrix product (exact to the last bit only for one shape of it)
         wanted = timed(mem, off.host)
-        parts_of = [idx for idx in parts_of if wanted[idx].any()]
+        rows = np.arange(count)
+        parts_of = [idx if SCHEDULES[g["sched"][rows[idx][0]]] in MATRIX_FORMS
+                    else rows[idx][wanted[idx]] for idx in parts_of if wanted[idx].any()]
         need = np.zeros(count, dtype=bool)
         for idx in parts_of:
             need[idx] = True
