@@ -1,8 +1,9 @@
 """The planner: every valid placement of a model on a cluster, costed at once and ranked.
 
-``search`` enumerates and prices the grid in numpy with the same formulas as
-``ledger.placement`` and ``ledger.step`` (``grid_memory`` its memory and its groups,
-``offloads`` a fine-tune's CPU offload over the grid's arrays); ``fewest`` the smallest
+``grid`` enumerates the candidates as columns; ``search`` prices them in numpy with the
+same formulas as ``ledger.placement`` and ``ledger.step`` (``grid_memory`` their memory
+and their groups, ``offloads`` a fine-tune's CPU offload over the grid's arrays), each
+figure once for the candidates that share what it reads; ``fewest`` the smallest
 world that fits; ``pins`` holds what a user fixes (pins, a baseline) and how losing
 families are picked out.
 
