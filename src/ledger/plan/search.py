@@ -300,16 +300,8 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     start = time.perf_counter()
     fw = get_framework(framework)
     g = enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune)
-    code = codes(g)
-    if len(code) and code.max() < 2**15:  # the same order, by radix sort
-        code = code.astype(np.int16)
-    keep = np.argsort(code, kind="stable")  # groups become slices
-    base = g["tp"].base
-    if base is not None and base.ndim == 2 and all(v.base is base for v in g.values()):
-        rows = base[keep].T  # one gather of whole rows; each column contiguous again
-        g = {k: np.ascontiguousarray(rows[i]) for i, k in enumerate(NAMES)}
-    else:
-        g = {k: v[keep] for k, v in g.items()}
+    keep = np.argsort(codes(g), kind="stable")  # groups become slices
+    g = {k: v[keep] for k, v in g.items()}
     evaluated = len(g["tp"])
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
