@@ -1,4 +1,5 @@
-"""The ``train-ledger`` command: the grammar (``args``), the model flags (``model_flags``),
+"""The ``train-ledger`` command: the grammar (``args``, with its flag groups ``placement_flags``
+and ``step_flags``), the model flags (``model_flags``),
 the inputs assembled from flags and files (``inputs``) and the subcommands (``commands``).
 The only printing besides the seed's ``report``.
 

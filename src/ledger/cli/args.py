@@ -9,38 +9,22 @@ from __future__ import annotations
 import argparse
 
 from ledger import __version__
-from ledger.config import EP_BACKENDS, GRAPH_SCOPES, RECOMPUTE, RECOMPUTE_MODULES
-from ledger.frameworks.dtypes import STATE_DTYPES
+from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
-from ledger.frameworks import RECIPES
-from ledger.frameworks import LOSSES
-from ledger.io import (MAX_CAPACITY_FACTOR, MAX_DROPOUT, MAX_GLOBAL_BATCH, MAX_GPU_MEMORY_GIB,
-                       MAX_GPUS, MAX_GPUS_PER_DOMAIN, MAX_GPUS_PER_NODE, MAX_HEADROOM_GIB,
-                       MAX_LAYERS, MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_TIME, MAX_TOP,
-                       MAX_VP, MIN_TIME, OneLineParser, count, natural, real)
+from ledger.io import (MAX_GLOBAL_BATCH, MAX_GPU_MEMORY_GIB, MAX_GPUS_PER_DOMAIN,
+                       MAX_GPUS_PER_NODE, MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES,
+                       MAX_TIME, MAX_TOP, MAX_VP, MIN_TIME, OneLineParser, count, natural, real)
 from ledger.memory import OPTIMIZERS, PRECISIONS
+from ledger.cli.placement_flags import (FP8_RECIPES, GPUS, _add_framework_flag,
+                                        _add_parallel_flags)
 from ledger.cli.runs import add_run_flags
+from ledger.cli.step_flags import _add_overlap_flags, _add_step_flags
 from ledger.pipeline import KINDS as SCHEDULES
 
-GPUS = count(MAX_GPUS)
 MAX_CONTEXT = 1 << 24  # tokens of one sequence (the model-size limit of ledger.io)
 MAX_BATCH = 1 << 20  # sequences decoded together
 MAX_KV_BYTES = 1 << 50  # 1 PiB per GPU
 MAX_BLOCK = 1 << 16  # tokens per KV block
-FP8_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n, r in family.items()
-                                   if r.gemm_format == "fp8"))
-FP4_RECIPES = tuple(dict.fromkeys(n for family in RECIPES.values() for n, r in family.items()
-                                  if r.gemm_format == "fp4"))
-
-
-def _layer_ends(text: str) -> tuple[int, int]:
-    """argparse type: "FIRST,LAST", two layer counts (--bf16-layers 1,14)."""
-    parts = text.split(",")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) \
-            or max(int(p) for p in parts) > MAX_LAYERS:
-        raise argparse.ArgumentTypeError(f"FIRST,LAST: two layer counts in 0..{MAX_LAYERS}, "
-                                         f"got {text!r}")
-    return int(parts[0]), int(parts[1])
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -59,183 +43,6 @@ def _add_source_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--verbose", action="store_true",
                    help="also list what the file sets that was applied, and what changes no "
                         "priced number")
-
-
-def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("placement (Megatron spellings accepted)")
-    g.add_argument("--tp", "--tensor-model-parallel-size", type=GPUS, default=1,
-                   help="tensor-parallel GPUs (default 1)")
-    g.add_argument("--pp", "--pipeline-model-parallel-size", type=GPUS, default=1,
-                   help="pipeline stages (default 1)")
-    g.add_argument("--dp", "--data-parallel-size", type=GPUS,
-                   help="data-parallel replicas (default: what --gpus leaves after "
-                        "tp*cp*pp, else 1)")
-    g.add_argument("--cp", "--context-parallel-size", type=GPUS, default=1,
-                   help="context-parallel GPUs (default 1)")
-    g.add_argument("--ep", "--expert-model-parallel-size", type=GPUS, default=1,
-                   help="expert-parallel GPUs, inside tp*cp*dp/etp (default 1)")
-    g.add_argument("--etp", "--expert-tensor-parallel-size", type=GPUS,
-                   help="expert tensor-parallel GPUs (default: --tp, as Megatron-LM)")
-    g.add_argument("--moe-token-dispatcher-type", dest="moe_dispatcher",
-                   choices=("alltoall", "allgather", "flex"),
-                   help="MoE token dispatcher (default: the framework's; megatron alltoall)")
-    g.add_argument("--moe-imbalance", type=real(MAX_CAPACITY_FACTOR, 1.0, closed_low=True),
-                   default=1.0, help="busiest EP rank's routed rows / the mean (default "
-                                     "1.0: even routing)")
-    g.add_argument("--zero", type=natural(3), default=0, help="ZeRO stage 0..3 (3 = FSDP)")
-    g.add_argument("--use-distributed-optimizer", action="store_true",
-                   help="Megatron's distributed optimizer: ZeRO-1")
-    g.add_argument("--no-reshard", action="store_true",
-                   help="ZeRO-3 keeps params gathered between forward and backward")
-    g.add_argument("--hsdp-shard", type=GPUS, help="HSDP shard group size, GPUs")
-    g.add_argument("--no-sp", action="store_true", help="TP without sequence parallelism")
-    g.add_argument("--cp-kind", choices=("ring", "ulysses"), default="ring",
-                   help="context parallelism kind (default ring)")
-    g.add_argument("--micro-batch", "--micro-batch-size", type=count(MAX_MICRO_BATCH),
-                   default=1, help="sequences per micro-batch (default 1)")
-    g.add_argument("--microbatches", type=count(MAX_MICROBATCHES),
-                   help="micro-batches per step per pipeline (default 1)")
-    g.add_argument("--global-batch", "--global-batch-size", type=count(MAX_GLOBAL_BATCH),
-                   help="sequences per step; sets microbatches = B / (dp * micro_batch)")
-    g.add_argument("--vp", type=count(MAX_VP),
-                   help="virtual stages per PP rank (default 1; 2 for zb-v, dualpipe, dualpipev)")
-    g.add_argument("--schedule", choices=SCHEDULES,
-                   help="pipeline schedule (default 1f1b, interleaved when --vp > 1)")
-    g.add_argument("--capacity-factor", type=real(MAX_CAPACITY_FACTOR), default=1.0,
-                   help="MoE routed payload as a multiple of the even share (default 1.0)")
-    g.add_argument("--moe-pad-expert-input-to-capacity", dest="pad_to_capacity",
-                   action="store_true",
-                   help="every expert's input padded to its capacity (Megatron's flag; "
-                        "token-drop runs): static shapes, the host never waits for the "
-                        "token counts")
-    g.add_argument("--gpus", type=GPUS, help="world size to check the placement against")
-    g.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),
-                   help="GPUs per node (default 8, or the --system file's)")
-    g.add_argument("--gpus-per-domain", type=count(MAX_GPUS_PER_DOMAIN),
-                   help="GPUs per NVLink (scale-up) domain, whole nodes (default: the "
-                        "--gpu preset's, 72 for gb200 / gb300, else one node)")
-    g.add_argument("--precision", choices=(*PRECISIONS, "fp8", "fp4"),
-                   help="bytes per state as this table says (default: the framework's); "
-                        "fp8 / fp4: the framework's state, its linear layers' GEMMs in FP8 "
-                        "/ FP4")
-    g.add_argument("--fp8-recipe", choices=FP8_RECIPES,
-                   help="with --precision fp8: Megatron-LM's --fp8-recipe (delayed, the "
-                        "default; tensorwise; blockwise; mxfp8), torchao's (tensorwise, the "
-                        "default; rowwise; mxfp8: the MX converter), or deepseek-v3 (its "
-                        "report, sec. 3.3)")
-    g.add_argument("--fp8-param-gather", action="store_true",
-                   help="with --precision fp8: GEMM weights kept in FP8 and all-gathered in "
-                        "FP8 (Megatron --fp8-param-gather, torchao "
-                        "enable_fsdp_float8_all_gather)")
-    g.add_argument("--fp4-recipe", choices=FP4_RECIPES,
-                   help="with --precision fp4: Megatron-LM's --fp4-recipe (nvfp4, the default)")
-    g.add_argument("--fp4-param-gather", action="store_true",
-                   help="with --precision fp4: GEMM weights kept in NVFP4 and all-gathered "
-                        "packed (Megatron --fp4-param-gather)")
-    g.add_argument("--bf16-layers", type=_layer_ends, metavar="FIRST,LAST",
-                   help="with --precision fp8 / fp4: the first FIRST and last LAST layers "
-                        "kept in BF16 (Megatron --first-last-layers-bf16 with "
-                        "--num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16)")
-    g.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam",
-                   help="optimizer (default adam): adam(w), sgd(-momentum), lion, "
-                        "bitsandbytes' block-wise adam8bit / paged-adam8bit / lion8bit, "
-                        "adafactor (factored), muon (Megatron's: one momentum per matrix, "
-                        "Adam for the rest; Newton-Schulz by one owner per matrix under "
-                        "--zero 1), muon-moonlight (Moonlight / Kimi K2's Distributed "
-                        "Muon); master weights off: --precision bf16-pure")
-    g.add_argument("--recompute", choices=RECOMPUTE, default="none",
-                   help="activation recompute (Megatron's --recompute-granularity)")
-    g.add_argument("--no-flash", action="store_true", help="materialised attention scores")
-    g.add_argument("--grad-accumulation", choices=("sharded", "unsharded"),
-                   help="ZeRO-2/3: reduce-scatter every micro-batch (sharded) or accumulate "
-                        "the full gradient and reduce once (unsharded); default: the "
-                        "framework's")
-    _add_overlap_flags(g)
-    g.add_argument("--overlap-p2p-comm", dest="overlap_p2p",
-                   action=argparse.BooleanOptionalAction, default=None,
-                   help="overlap the pipeline's sends and receives with the next chunk "
-                        "(Megatron's overlap_p2p_comm; default: the framework's, megatron "
-                        "on with the interleaved schedule)")
-    g.add_argument("--pipeline-model-parallel-layout", dest="pipeline_layout", metavar="LAYOUT",
-                   help="Megatron's stage layout, e.g. 'Et|(tt|)*30mL' (E embedding, t layer, "
-                        "m MTP layer, L loss; stage i on rank i %% pp); sets vp")
-    g.add_argument("--decoder-first-pipeline-num-layers", dest="decoder_first",
-                   type=natural(MAX_LAYERS), help="layers on the first PP rank (Megatron)")
-    g.add_argument("--decoder-last-pipeline-num-layers", dest="decoder_last",
-                   type=natural(MAX_LAYERS), help="layers on the last PP rank (Megatron)")
-    _add_framework_flag(g)
-    _add_step_flags(p)
-
-
-def _modules(text: str) -> tuple[str, ...]:
-    """--recompute-modules: comma-separated names of RECOMPUTE_MODULES."""
-    mods = tuple(m for m in text.split(",") if m)
-    odd = [m for m in mods if m not in RECOMPUTE_MODULES]
-    if odd or not mods:
-        raise argparse.ArgumentTypeError(f"{text!r}: not among "
-                                         f"{', '.join(RECOMPUTE_MODULES)}")
-    return mods
-
-
-def _add_step_flags(p: argparse.ArgumentParser) -> None:
-    """What a step keeps beyond its layers (docs/memory.md): each at the framework's
-    default unless given."""
-    g = p.add_argument_group("what the step keeps (default: the framework's)")
-    g.add_argument("--recompute-every", type=count(MAX_LAYERS), default=1,
-                   help="with --recompute full: every n-th layer only (torchtitan's "
-                        "selective layer AC, selective_ac_option = n; default 1)")
-    g.add_argument("--recompute-modules", type=_modules,
-                   help="with --recompute selective: the modules run again, comma-separated "
-                        f"({', '.join(RECOMPUTE_MODULES)}; Megatron --recompute-modules; "
-                        "default core_attn)")
-    g.add_argument("--recompute-method", choices=("block", "uniform"),
-                   help="with --recompute full: block recomputes the first "
-                        "--recompute-num-layers layers of each model chunk, uniform "
-                        "checkpoints groups of that many (Megatron)")
-    g.add_argument("--recompute-num-layers", type=count(MAX_LAYERS),
-                   help="layers of --recompute-method (Megatron; default 1)")
-    g.add_argument("--cpu-offloading-num-layers", type=count(MAX_LAYERS), default=0,
-                   help="layers whose activations Megatron offloads to the host (TE's CPU "
-                        "offload; no PP, no recompute)")
-    g.add_argument("--grad-dtype", choices=("fp32", "bf16"),
-                   help="the gradient buffer's dtype (Megatron --grad-reduce-in-bf16: bf16; "
-                        "default: the framework's)")
-    for flag, what in (("--main-params-dtype", "main (master) params"),
-                       ("--exp-avg-dtype", "Adam's first moment"),
-                       ("--exp-avg-sq-dtype", "Adam's second moment")):
-        g.add_argument(flag, choices=tuple(STATE_DTYPES),
-                       dest={"--main-params-dtype": "master_dtype"}.get(flag),
-                       help=f"{what} (Megatron --use-precision-aware-optimizer {flag}; "
-                            f"default: the framework's)")
-    g.add_argument("--dropout", type=real(MAX_DROPOUT, 0.0, closed_low=True),
-                   help="hidden and attention dropout (Megatron --hidden-dropout; default: "
-                        "the framework's, megatron 0.1, torchtitan 0)")
-    g.add_argument("--loss", choices=tuple(LOSSES),
-                   help="the loss implementation (default: the framework's; "
-                        "docs/memory.md lists what each keeps)")
-    g.add_argument("--compile", action="store_true",
-                   help="torch.compile (torchtitan --training.compile): the compiled loss "
-                        "where the framework compiles it, compiled-code fragmentation")
-    g.add_argument("--cuda-graph-scope", type=_scopes, metavar="SCOPE[,SCOPE]",
-                   help="blocks captured in CUDA graphs, their kernels launched without the "
-                        f"host (Megatron --cuda-graph-scope; {', '.join(GRAPH_SCOPES)}; "
-                        "comma-separated; default none: every kernel launched eagerly)")
-    g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
-                   help="the flex dispatcher's kernels (default deepep)")
-    g.add_argument("--expandable-segments", action="store_true",
-                   help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator "
-                        "unmaps empty pages before failing, so the fit verdict counts no "
-                        "fragmentation")
-
-
-def _scopes(text: str) -> tuple[str, ...]:
-    """A comma-separated list of CUDA-graph scopes."""
-    scopes = tuple(w.strip() for w in text.split(",") if w.strip())
-    odd = [w for w in scopes if w not in GRAPH_SCOPES]
-    if odd or not scopes:
-        raise argparse.ArgumentTypeError(f"unknown scope {', '.join(odd) or repr(text)}; "
-                                         f"known: {', '.join(GRAPH_SCOPES)}")
-    return scopes
 
 
 def _add_gpu_memory_flag(p: argparse.ArgumentParser) -> None:
@@ -289,32 +96,6 @@ def add_finetune_flags(p: argparse.ArgumentParser, plan: bool = False) -> None:
         g.add_argument("--offload", choices=("none", "optimizer", "params"), default="none",
                        help="CPU offload: optimizer (DeepSpeed ZeRO-Offload) or params "
                             "(all state: FSDP2 CPUOffloadPolicy, DeepSpeed offload_param)")
-
-
-def _add_overlap_flags(g) -> None:
-    """The overlap switches a launch sets (default: the framework's for its ZeRO stage)."""
-    on_off = argparse.BooleanOptionalAction
-    g.add_argument("--overlap-grad-reduce", action=on_off, default=None,
-                   help="overlap the DP gradient reduction with the backward (Megatron "
-                        "--overlap-grad-reduce, DeepSpeed overlap_comm; default: the "
-                        "framework's: megatron off below ZeRO-2, deepspeed at ZeRO-3, FSDP2 "
-                        "always)")
-    g.add_argument("--overlap-param-gather", action=on_off, default=None,
-                   help="overlap the parameter all-gather with compute (Megatron "
-                        "--overlap-param-gather; needs --overlap-grad-reduce)")
-    g.add_argument("--overlap-moe-expert-parallel-comm", "--ep-overlap", dest="ep_overlap",
-                   action=on_off, default=None,
-                   help="hide EP all-to-alls under another micro-batch's compute (Megatron's "
-                        "combined 1F1B, interleaved or no pipeline; DualPipe's pairs under "
-                        "--framework deepseek, its default there)")
-
-
-def _add_framework_flag(g) -> None:
-    from ledger.frameworks import DEFAULT, FRAMEWORKS
-
-    g.add_argument("--framework", choices=tuple(FRAMEWORKS), default=DEFAULT,
-                   help="whose conventions: bytes per state, when collectives run, what "
-                        f"layers save (default {DEFAULT}; 'ideal' is the seed's accounting)")
 
 
 def _add_system_flags(p: argparse.ArgumentParser) -> None:

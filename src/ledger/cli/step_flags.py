@@ -1,0 +1,101 @@
+"""The flag groups of what one training step keeps and overlaps: recompute, offload, state
+dtypes, loss, compile, CUDA graphs (``--recompute-*``, ``--*-dtype``, ``--cuda-graph-scope``)
+and the overlap switches (``--overlap-*``). ``ledger.cli.args`` adds them to its parsers.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ledger.config import EP_BACKENDS, GRAPH_SCOPES, RECOMPUTE_MODULES
+from ledger.frameworks.dtypes import STATE_DTYPES
+from ledger.frameworks import LOSSES
+from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
+
+
+def _modules(text: str) -> tuple[str, ...]:
+    """--recompute-modules: comma-separated names of RECOMPUTE_MODULES."""
+    mods = tuple(m for m in text.split(",") if m)
+    odd = [m for m in mods if m not in RECOMPUTE_MODULES]
+    if odd or not mods:
+        raise argparse.ArgumentTypeError(f"{text!r}: not among "
+                                         f"{', '.join(RECOMPUTE_MODULES)}")
+    return mods
+
+
+def _add_step_flags(p: argparse.ArgumentParser) -> None:
+    """What a step keeps beyond its layers (docs/memory.md): each at the framework's
+    default unless given."""
+    g = p.add_argument_group("what the step keeps (default: the framework's)")
+    g.add_argument("--recompute-every", type=count(MAX_LAYERS), default=1,
+                   help="with --recompute full: every n-th layer only (torchtitan's "
+                        "selective layer AC, selective_ac_option = n; default 1)")
+    g.add_argument("--recompute-modules", type=_modules,
+                   help="with --recompute selective: the modules run again, comma-separated "
+                        f"({', '.join(RECOMPUTE_MODULES)}; Megatron --recompute-modules; "
+                        "default core_attn)")
+    g.add_argument("--recompute-method", choices=("block", "uniform"),
+                   help="with --recompute full: block recomputes the first "
+                        "--recompute-num-layers layers of each model chunk, uniform "
+                        "checkpoints groups of that many (Megatron)")
+    g.add_argument("--recompute-num-layers", type=count(MAX_LAYERS),
+                   help="layers of --recompute-method (Megatron; default 1)")
+    g.add_argument("--cpu-offloading-num-layers", type=count(MAX_LAYERS), default=0,
+                   help="layers whose activations Megatron offloads to the host (TE's CPU "
+                        "offload; no PP, no recompute)")
+    g.add_argument("--grad-dtype", choices=("fp32", "bf16"),
+                   help="the gradient buffer's dtype (Megatron --grad-reduce-in-bf16: bf16; "
+                        "default: the framework's)")
+    for flag, what in (("--main-params-dtype", "main (master) params"),
+                       ("--exp-avg-dtype", "Adam's first moment"),
+                       ("--exp-avg-sq-dtype", "Adam's second moment")):
+        g.add_argument(flag, choices=tuple(STATE_DTYPES),
+                       dest={"--main-params-dtype": "master_dtype"}.get(flag),
+                       help=f"{what} (Megatron --use-precision-aware-optimizer {flag}; "
+                            f"default: the framework's)")
+    g.add_argument("--dropout", type=real(MAX_DROPOUT, 0.0, closed_low=True),
+                   help="hidden and attention dropout (Megatron --hidden-dropout; default: "
+                        "the framework's, megatron 0.1, torchtitan 0)")
+    g.add_argument("--loss", choices=tuple(LOSSES),
+                   help="the loss implementation (default: the framework's; "
+                        "docs/memory.md lists what each keeps)")
+    g.add_argument("--compile", action="store_true",
+                   help="torch.compile (torchtitan --training.compile): the compiled loss "
+                        "where the framework compiles it, compiled-code fragmentation")
+    g.add_argument("--cuda-graph-scope", type=_scopes, metavar="SCOPE[,SCOPE]",
+                   help="blocks captured in CUDA graphs, their kernels launched without the "
+                        f"host (Megatron --cuda-graph-scope; {', '.join(GRAPH_SCOPES)}; "
+                        "comma-separated; default none: every kernel launched eagerly)")
+    g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
+                   help="the flex dispatcher's kernels (default deepep)")
+    g.add_argument("--expandable-segments", action="store_true",
+                   help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator "
+                        "unmaps empty pages before failing, so the fit verdict counts no "
+                        "fragmentation")
+
+
+def _scopes(text: str) -> tuple[str, ...]:
+    """A comma-separated list of CUDA-graph scopes."""
+    scopes = tuple(w.strip() for w in text.split(",") if w.strip())
+    odd = [w for w in scopes if w not in GRAPH_SCOPES]
+    if odd or not scopes:
+        raise argparse.ArgumentTypeError(f"unknown scope {', '.join(odd) or repr(text)}; "
+                                         f"known: {', '.join(GRAPH_SCOPES)}")
+    return scopes
+
+
+def _add_overlap_flags(g) -> None:
+    """The overlap switches a launch sets (default: the framework's for its ZeRO stage)."""
+    on_off = argparse.BooleanOptionalAction
+    g.add_argument("--overlap-grad-reduce", action=on_off, default=None,
+                   help="overlap the DP gradient reduction with the backward (Megatron "
+                        "--overlap-grad-reduce, DeepSpeed overlap_comm; default: the "
+                        "framework's: megatron off below ZeRO-2, deepspeed at ZeRO-3, FSDP2 "
+                        "always)")
+    g.add_argument("--overlap-param-gather", action=on_off, default=None,
+                   help="overlap the parameter all-gather with compute (Megatron "
+                        "--overlap-param-gather; needs --overlap-grad-reduce)")
+    g.add_argument("--overlap-moe-expert-parallel-comm", "--ep-overlap", dest="ep_overlap",
+                   action=on_off, default=None,
+                   help="hide EP all-to-alls under another micro-batch's compute (Megatron's "
+                        "combined 1F1B, interleaved or no pipeline; DualPipe's pairs under "
+                        "--framework deepseek, its default there)")
