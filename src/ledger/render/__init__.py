@@ -1,7 +1,8 @@
 """Views of the ledger: text, JSON, HTML pages, the planner's table and pipeline time lines.
 The only place units are formatted (IEC: GiB = 2^30 B).
 
-``text`` (text and JSON of a report or an estimate), ``plan`` (the planner's table),
+``text`` (text and JSON of a report or an estimate), ``layout`` (rank groups, links and NVLink
+domains), ``plan`` (the planner's table),
 ``serve`` (a served model's weights, KV cache, concurrency and time),
 ``html`` (one self-contained page with inline SVG), ``timeline`` (a simulated pipeline as
 text or SVG), ``run`` (a whole run: days, GPU-hours, cost, energy, checkpoints, failures),
@@ -12,20 +13,17 @@ constants fitted on its declared calibration rows, benchmarks/fit.py stage 3).
 May import: everything below it; nothing but ``ledger.parallel`` and the CLI imports it.
 """
 from ledger.render.html import COLOURS, LINKS, RUN_COLOURS, TIME, page, placement_page, plan_page
+from ledger.render.layout import domain_line, domains_json, layout_json, layout_text
 from ledger.render.peaks import fit_table, memory_table
 from ledger.render.plan import plan_json, plan_text
 from ledger.render.run import held_json, held_table, run_json, run_lines
 from ledger.render.serve import serve_json, serve_text
 from ledger.render.text import (
-                                domain_line,
-                                domains_json,
                                 estimate_json,
                                 estimate_text,
                                 fmt_bytes,
                                 gpus_json,
                                 gpus_table,
-                                layout_json,
-                                layout_text,
                                 models_json,
                                 models_table,
                                 placement_json,

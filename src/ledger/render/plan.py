@@ -4,8 +4,8 @@ where #1 gains over it. Units are formatted by ``ledger.render``.
 from __future__ import annotations
 
 from ledger.render.run import _si
-from ledger.render.text import (_seq, config_dict, domain_note, fmt_bytes, links_note,
-                                params_dict, params_lines)
+from ledger.render.layout import domain_note, links_note
+from ledger.render.text import _seq, config_dict, fmt_bytes, params_dict, params_lines
 
 
 def split_note(c) -> str:
