@@ -7,7 +7,8 @@ domains), ``plan`` (the planner's table),
 ``html`` (one self-contained page with inline SVG), ``timeline`` (a simulated pipeline as
 text or SVG), ``run`` (a whole run: days, GPU-hours, cost, energy, checkpoints, failures),
 ``peaks`` (the memory validation table and its fit), ``bridge`` (Megatron-Bridge's published
-rows through report's memory verdict and estimate's step time), ``bridge_fit`` (the host's
+rows through report's memory verdict and estimate's step time), ``bridge_pairs`` (their
+rack / HGX ratios and micro-batch pairs), ``bridge_fit`` (the host's
 constants fitted on its declared calibration rows, benchmarks/fit.py stage 3).
 
 May import: everything below it; nothing but ``ledger.parallel`` and the CLI imports it.
