@@ -7,7 +7,8 @@ published measurement needs the code of its day: ``torchtitan@2024-12``) and
 logits; ``cp`` context parallelism's attention buffers;
 ``dtypes`` the state dtypes a launch sets beside the framework's (BF16 gradients,
 the precision-aware optimizer's moments);
-``sources`` the file and line (at a named snapshot) behind every field; ``fp8`` the FP8,
+``sources`` the file and line (at a named snapshot) behind every field (the PyTorch facts
+several frameworks share: ``torch_sources``); ``fp8`` the FP8,
 MXFP8 and NVFP4 recipes (what stays BF16/FP32, what moves low, which GEMMs run at which
 peak; their sources ``fp8_sources``, the weights they quantize ``gemm_weights``). Nothing
 outside this package branches on a framework's name: every other layer reads the fields.

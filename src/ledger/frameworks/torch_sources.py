@@ -1,0 +1,95 @@
+"""The PyTorch facts that several frameworks' source tables share (``ledger.frameworks.sources``
+merges them in): the CUDA context, the caching allocator's fragmentation, autograd's working
+set, frozen parameters, FSDP2 and its CPU offload, and a torch training step as torchtitan and
+Hugging Face run it - the file and line at the snapshot ``sources.SNAPSHOTS`` names.
+"""
+from __future__ import annotations
+
+
+_CONTEXT = ("CUDA context ~0.3-0.43 GiB with lazy module loading (pytorch/pytorch#107667, "
+            "#109888, PR #86509); NCCL: 4 MiB SIMPLE + 0.5 MiB LL + 4.69 MiB LL128 buffers "
+            "per channel, per peer, per communicator (NCCL src/init.cc L810-828, "
+            "src/include/device.h L97-115) - about 0.6 GiB for a handful of process groups; "
+            "both outside the caching allocator: torch/cuda/memory.py (torch 2.13) "
+            "L231-256, L533-548 (allocated = tensors, reserved = the allocator's segments, "
+            "the context not in either)")
+_FSDP2_OFFLOAD = ("params: torch _fully_shard/_fsdp_api.py L183-199 CPUOffloadPolicy "
+                  "(parameters, gradients and optimizer state on the CPU, the step on the "
+                  "CPU; pinned), _fsdp_param.py L312-315, L896-901 (the shard copied "
+                  "host-to-device in its original dtype before each all-gather), "
+                  "_fsdp_collectives.py L696, L711-743 (grads device-to-host, non_blocking "
+                  "only without accumulation); torchtitan training.enable_cpu_offload "
+                  "(configs.py L70-73, distributed/fsdp.py L231-232)")
+_FROZEN = ("frozen parameters keep no gradient and no optimizer state: torch "
+           "_fsdp_param_group.py L615-640, L659-660 (only params with grads are "
+           "reduce-scattered; frozen ones are still sharded and all-gathered); Megatron-Core "
+           "distributed_data_parallel.py L175-186 (grad buffers for requires_grad only), "
+           "optimizer/__init__.py L330-333; DeepSpeed stage_1_and_2.py L376-384 (only "
+           "requires_grad params in the partitioned groups), stage3.py L677-690")
+_FRAGMENTATION = ("reserved / allocated - 1 at the step's peak, the caching allocator's "
+                  "cached and split blocks (torch/cuda/memory.py L571-600, "
+                  "inactive_split_bytes): one constant fitted by benchmarks/fit_memory.py on "
+                  "the declared calibration rows of ledger.validation.memory")
+_WORKING = ("autograd runs a layer's backward with its input gradients alive at once "
+            "(ledger.arch.checkpointing.gradient_bytes) and, under recompute, the tensors "
+            "its forward run again keeps (torch/utils/checkpoint.py; Megatron "
+            "tensor_parallel/random.py CheckpointFunction)")
+_TORCH_STEP = {
+    "loss": "eager F.cross_entropy(pred.float()): torchtitan/components/loss.py (HEAD "
+            "L32-62); ledger.frameworks.losses",
+    "compiled_loss": "torchtitan bbb1b616 (#1033): the loss compiled with training.compile; "
+                     "HEAD torchtitan/components/loss.py; ledger.frameworks.losses",
+    "tp_loss": "torchtitan parallelism.disable_loss_parallel False: the output layer keeps "
+               "its vocab shard and the loss runs under loss_parallel(); "
+               "ledger.frameworks.losses['loss-parallel']",
+    "dropout": "torchtitan's Llama and DeepSeek modules have no dropout "
+               "(torchtitan/models/llama3/model.py)",
+    "grads_persist": "torchtitan/trainer.py (optimizers.zero_grad(): torch's set_to_none "
+                     "default, torch/optim/optimizer.py zero_grad set_to_none=True); FSDP2 "
+                     "writes the sharded grad in post_backward (_fsdp_param_group.py "
+                     "L588-720)",
+    "optimizer_temp_moments": "torch/optim/adamw.py _multi_tensor_adam (foreach, the default "
+                            "on CUDA): torch._foreach_sqrt(exp_avg_sqs) allocates one copy "
+                              "of the second moment",
+    "cp_buffers": "ledger.frameworks.cp (torch context_parallel, all-gather rotation: "
+                  "torchtitan's context_parallel_rotate_method default 'allgather')",
+}
+_FSDP2 = {
+    "param_bytes": "torchtitan torchtitan/config/configs.py L87-92 (model built in fp32: "
+                   "sharded params fp32)",
+    "grad_bytes": "torchtitan configs.py L102-106 (mixed_precision_reduce fp32 only); torch "
+                  "_fully_shard/_fsdp_collectives.py foreach_reduce (reduce-scatter in "
+                  "reduce_dtype)",
+    "master_bytes": "FSDP2 keeps no separate master: the fp32 shard is the optimizer's param",
+    "moment_bytes": "torch.optim.AdamW exp_avg / exp_avg_sq in the param dtype (fp32)",
+    "gathered_param_bytes": "torchtitan configs.py L94-100 (mixed_precision_param bf16); "
+                            "torchtitan/distributed/fsdp.py L223-227 (MixedPrecisionPolicy)",
+    "zero_stages": "torchtitan applies fully_shard (FSDP2) or replicate: "
+                   "torchtitan/models/llama3/parallelize.py L57-78",
+    "sharded_grads_per_microbatch": "torchtitan/trainer.py L856-902 (no "
+                                    "set_requires_gradient_sync(False) around micro-batches); "
+                                    "torch _fsdp_param_group.py post_backward L588-720",
+    "reshard": "torchtitan/distributed/fsdp.py L112-136 (default -> not pp_enabled)",
+    "unsharded_with_pp": "torch/distributed/pipelining/stage.py L781-848 (no grad sync and no "
+                         "reshard after backward until the last micro-batch), L1164-1186",
+    "fsdp_prefetch_layers": "torch _fsdp_param_group.py L795 (_backward_prefetch: the next "
+                            "unit is gathered while one computes)",
+    "fsdp_buffers": "torch _fsdp_param_group.py L499-509, L540-586 (unsharded params "
+                    "allocated per unit, freed on reshard)",
+    "schedules": "torch/distributed/pipelining/schedules.py L3620-3644 (get_schedule_class: "
+                 "GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, "
+                 "DualPipeV - L3393-3617, 'based on the DualPipe schedule introduced by "
+                 "DeepSeek'; no single-stage zero bubble); "
+                 "torchtitan/distributed/pipeline_parallel.py L205, L550-560 (v-style stage "
+                 "placement for ZBVZeroBubble and DualPipeV)",
+    "split_slack": "torchtitan/distributed/pipeline_parallel.py L380-395 (embedding and "
+                   "output weighted as one layer each by default, configs.py L197-203: up "
+                   "to layers + 2 stages)",
+    "even_split": "torchtitan/distributed/pipeline_parallel.py L396-430 (the remainder "
+                  "spread over the first stages: any layer count)",
+    "frozen_param_bytes": "torchtitan builds the model in fp32 (configs.py L87-92) and its "
+                          "LoRA converter freezes those params as they are "
+                          "(torchtitan/components/lora.py L79-82): 4 B; " + _FROZEN,
+    "offloads": _FSDP2_OFFLOAD,
+    "offload_stage": "CPUOffloadPolicy is a fully_shard option: ZeRO-3 only",
+}
