@@ -1,7 +1,8 @@
 """Framework conventions as data: what Megatron-Core, torchtitan (FSDP2), DeepSpeed, Hugging
 Face modules and ``ideal`` (the seed's accounting) keep and send.
 
-``conventions`` holds one ``Framework`` record per framework (and per version where a
+``conventions`` holds one ``Framework`` record (its fields and methods: ``framework``) per
+framework (and per version where a
 published measurement needs the code of its day: ``torchtitan@2024-12``) and
 ``get``/``of`` to pick one; ``losses`` what each loss implementation keeps of the
 logits; ``cp`` context parallelism's attention buffers;
