@@ -4,7 +4,8 @@
 ``saved_tensors`` writes down, per implementation (Korthikanti's GPT layer, Megatron-Core
 with Transformer Engine, torch/torchtitan, transformers' modules, the project's plain
 block), what one layer keeps; ``activations`` prices those tables for a layer under TP,
-SP, CP, recompute and expert routing (``selective``: Megatron's recompute modules);
+SP, CP, recompute and expert routing (``selective``: Megatron's recompute modules;
+``layer_formulas``: a GPT or Llama layer from its shape's numbers alone);
 ``recurrent`` what a hybrid's recurrent mixers
 (Mamba, linear attention, short convolutions) keep and compute.
 
@@ -20,12 +21,10 @@ from ledger.arch.adapters import (
 )
 from ledger.arch.activations import (
                                      LayerActivations,
-                                     activation_bytes_per_layer,
                                      head_bytes,
                                      kind_counts,
                                      layer_activations,
                                      layers_activation_bytes,
-                                     llama_activation_bytes_per_layer,
                                      recompute_working_bytes,
 )
 from ledger.arch.checkpointing import op_share
@@ -36,6 +35,8 @@ from ledger.arch.flops import (
                                      model_flops_per_token,
                                      recurrent_flops_per_token,
 )
+from ledger.arch.layer_formulas import (activation_bytes_per_layer,
+                                        llama_activation_bytes_per_layer)
 from ledger.arch.saved_tensors import HF, KORTHIKANTI, MEGATRON, PLAIN, TORCH, SavedTensors, table
 
 __all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",

@@ -26,7 +26,7 @@ from ledger.arch.checkpointing import gradient_bytes, op_policy
 from ledger.arch.selective import recomputed_modules as _recomputed_modules
 from ledger.arch.selective import selected as _modules
 from ledger.arch.recurrent import saved_elements
-from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, PLAIN, SavedTensors
+from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, SavedTensors
 from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
 from ledger.frameworks import gemm_input_bytes as _gi
@@ -379,39 +379,3 @@ def layers_activation_bytes(model: ModelSpec, layers: range, **kw) -> float:
                for k, n in kind_counts(model, layers).items())
 
 
-def activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int, heads: int,
-                               tp: int = 1, cp: int = 1, sequence_parallel: bool = True,
-                               flash: bool = True, recompute: str = "none") -> float:
-    """The seed's GPT figure (Korthikanti et al. 2022, eqs. 1-4: 34 sbh + 5as^2b in 16-bit,
-    /t under TP+SP, 10 sbh unsplit under TP alone, /cp), computed by
-    ``layer_activations`` with the ``KORTHIKANTI`` table.
-
-    >>> activation_bytes_per_layer(seq_len=8192, micro_batch=1, hidden=16384, heads=128,
-    ...                            tp=8) / 2**20
-    544.0
-    """
-    gpt = ModelSpec(name="gpt", layers=1, hidden=hidden, heads=heads, vocab=1, seq_len=seq_len,
-                    ffn_hidden=4 * hidden, gated_mlp=False, norm="layernorm")
-    return layer_activations(gpt, micro_batch=micro_batch, tp=tp, cp=cp,
-                             sequence_parallel=sequence_parallel, flash=flash,
-                             recompute=recompute, act_bytes=2, table=KORTHIKANTI,
-                             dropout=0.1).total_bytes  # GPT-3's dropout, as the paper's
-
-
-def llama_activation_bytes_per_layer(*, seq_len: int, micro_batch: int, hidden: int,
-                                     heads: int, kv_heads: int, head_dim: int,
-                                     ffn_hidden: int, tp: int = 1, cp: int = 1,
-                                     sequence_parallel: bool = True, flash: bool = True,
-                                     recompute: str = "none", act_bytes: int = 2) -> float:
-    """A Llama layer (RMSNorm, rotary GQA, SwiGLU) as the project's plain-torch block keeps
-    it (``ledger.arch.saved_tensors.PLAIN``; measured in tests/test_activations.py).
-
-    >>> llama_activation_bytes_per_layer(seq_len=16, micro_batch=2, hidden=64, heads=4,
-    ...     kv_heads=2, head_dim=16, ffn_hidden=128, act_bytes=4)
-    140032.0
-    """
-    llama = ModelSpec(name="llama", layers=1, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                      head_dim=head_dim, vocab=1, seq_len=seq_len, ffn_hidden=ffn_hidden)
-    return layer_activations(llama, micro_batch=micro_batch, tp=tp, cp=cp,
-                             sequence_parallel=sequence_parallel, flash=flash,
-                             recompute=recompute, act_bytes=act_bytes, table=PLAIN).total_bytes
