@@ -3,7 +3,8 @@
 ``gemm`` times a layer's GEMMs as the frameworks shape them (``tuned``: under a
 fine-tune, the weight gradients a frozen base skips, the adapters', QLoRA's
 dequantising); ``nccl`` prices one collective call as NCCL's cost model does;
-``layer_comms`` a layer's TP, CP and EP seconds; ``dp`` splits data-parallel traffic by
+``layer_comms`` a layer's TP, CP and EP seconds; ``layer_time`` one layer's seconds by
+cause and direction; ``dp`` splits data-parallel traffic by
 when it can overlap; ``timing`` adds compute, exposed communication and the pipeline
 into a ``StepEstimate`` with ``estimate(model, cfg, system)``; ``exposed`` says where its
 exposed communication comes from. Its constants are the declared ``Calibration``

@@ -48,24 +48,22 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ledger.arch import (finetune_flops_per_token, keys_factor, matmul_params_per_token,
-                         op_share,
+from ledger.arch import (finetune_flops_per_token, matmul_params_per_token, op_share,
                          recurrent_flops_per_token)
 from ledger.config import ParallelConfig
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 from ledger.frameworks import of as framework_of
 from ledger.pipeline import SPLIT_BACKWARD, first_backward_s, overlap_pairs, pipeline_s, visits
-from ledger.placement import (Capacity, Layout, Placement, activation_bytes_per_layer,
-                              block_layers, forward_passes, pace, place)
+from ledger.placement import Capacity, Layout, Placement, pace, place
 from ledger.step.exposed import exposures
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split
-from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, rht_s, routed_gemms_s
+from ledger.step.gemm import gemm_s
 from ledger.step.host import host_excess_s, launched_s
 from ledger.step.optimizer import muon_s
-from ledger.step.layer_comms import cp_times, ep_time, tp_times
-from ledger.step.tuned import head_wgrad_share, tuned_gemms
+from ledger.step.layer_time import layer_times
+from ledger.step.tuned import head_wgrad_share
 from ledger.system import System
 
 # DeepEP's normal kernels run on 20 SMs (deep_ep/buffers/legacy.py L31, Buffer.num_sms, at
@@ -134,108 +132,6 @@ def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = T
 
 
 @dataclass(frozen=True)
-class _Layer:
-    """Seconds one layer takes for one micro-batch on one GPU, by cause and direction."""
-
-    gemm: object  # forward GEMMs
-    attention: object  # forward attention core; backward twice
-    elementwise: object
-    core_elementwise: object  # the attention core's share: selective recompute redoes it
-    tp_f: object  # TP comm exposed in forward, and in backward
-    tp_b: object
-    cp_f: object
-    cp_b: object
-    ep: object  # one direction's EP all-to-alls
-    tp_issued: object = 0.0  # TP comm forward + backward before any overlap
-    cp_issued: object = 0.0  # CP comm forward + backward before any overlap
-    op_share: float | None = None  # selective under a per-op policy: its GEMMs run again
-    every: int = 1  # full recompute of every n-th layer
-    dgrad: object = None  # the backward's input- and weight-gradient GEMMs: each the
-    wgrad: object = None  # forward's, or a fine-tune's (ledger.step.tuned)
-    routed: object = 0.0  # the forward's routed-expert GEMMs (after the dispatcher's sync)
-
-    def __post_init__(self) -> None:
-        for f in ("dgrad", "wgrad"):
-            if getattr(self, f) is None:
-                object.__setattr__(self, f, self.gemm)
-
-    def forward(self) -> dict:
-        return {"compute": self.gemm + self.attention, "elementwise": self.elementwise,
-                "tp_comm": self.tp_f, "cp_comm": self.cp_f, "ep_comm": self.ep}
-
-    def backward(self, recompute: str) -> dict:
-        """The input- and weight-gradient GEMMs, twice the attention core and elementwise
-        work; TP's conjugate collectives; plus recompute."""
-        out = {"compute": self.dgrad + self.wgrad + 2 * self.attention,
-               "elementwise": 2 * self.elementwise,
-               "tp_comm": self.tp_b, "cp_comm": self.cp_b, "ep_comm": self.ep}
-        if recompute == "full":  # the forward again, its TP collectives included
-            for k, v in self.forward().items():
-                out[k] = out[k] + v / self.every  # not +=: with arrays it writes into self
-        elif recompute == "selective" and self.op_share is not None:  # torchtitan's op
-            # policy: the GEMMs it does not keep and every elementwise op, not attention
-            out["compute"] = out["compute"] + self.gemm * self.op_share
-            out["elementwise"] = out["elementwise"] + self.elementwise
-        elif recompute == "selective":  # the attention core only
-            out["compute"] = out["compute"] + self.attention
-            out["elementwise"] = out["elementwise"] + self.core_elementwise
-        return out
-
-
-def _layer_times(model: ModelSpec, cfg, system: System, links: dict, cal: Calibration,
-                 tp_overlap: bool = False) -> _Layer:
-    """One layer, one micro-batch, one GPU. ``cfg`` may hold numpy arrays for its sizes
-    (the planner's grid); its categorical fields are plain values."""
-    gpu = system.gpu
-    tokens = model.seq_len * cfg.micro_batch / cfg.cp  # this GPU's tokens per micro-batch
-    tuned = tuned_gemms(model, cfg, tokens, gpu, cal) if getattr(cfg, "finetune", None) \
-        else None
-    gemm = layer_gemms_s(model, cfg, tokens, gpu, cal) if tuned is None else tuned.forward
-    heads, d, dv = model.heads / cfg.tp, model.head_dim, model.v_head_dim  # QK, PV widths
-    keys = model.seq_len / cfg.cp  # one chunk's keys (ring) or the whole sequence (Ulysses)
-    if cfg.cp_kind == "ulysses":
-        heads, keys, q_tokens = heads / cfg.cp, model.seq_len, model.seq_len * cfg.micro_batch
-    else:
-        q_tokens = tokens
-    # causal flash kernels skip the masked half, and local layers' blocks beyond their
-    # window or chunk (flops.keys_factor); a materialised s x s score matrix does neither
-    skip = 0.5 * keys_factor(model) if cfg.flash_attention else 1.0
-    per_chunk = gemm_s(q_tokens, keys, d, gpu, cal) + gemm_s(q_tokens, dv, keys, gpu, cal)
-    if model.global_attention is not None:  # global layers' own head widths (Gemma 4)
-        views = [(n, model.attention_of(k)) for k, n in model.kind_counts.items()
-                 if k.attention]
-        per_chunk = sum(n * (gemm_s(q_tokens, keys, m.head_dim, gpu, cal)
-                             + gemm_s(q_tokens, m.v_head_dim, keys, gpu, cal))
-                        for n, m in views) / model.attention_layers
-    chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
-    # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
-    attention = heads * chunks * per_chunk * skip * model.attention_layers / model.layers \
-        + recurrent_core_s(model, cfg, tokens, gpu, cal)
-
-    def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations),
-        # without dropout masks, as benchmarks/fit.py calibrated elementwise_traffic on them
-        return activation_bytes_per_layer(model, cfg, flash=flash, recompute="none",
-                                          dropout=0.0)
-    traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
-    saved = act(cfg.flash_attention)
-    elementwise = traffic * saved
-    core = traffic * (saved - act(True)) if not cfg.flash_attention else 0.0 * saved
-    s_act = tokens * model.hidden * cfg.act_bytes
-    tp_f, tp_b, tp_raw_f, tp_raw_b = tp_times(cfg, s_act, gemm, links, system, tp_overlap)
-    blocks = block_layers(model) / model.layers  # a one-block layer issues half of them
-    tp_f, tp_b, tp_raw_f, tp_raw_b = (t * blocks for t in (tp_f, tp_b, tp_raw_f, tp_raw_b))
-    cp_f, cp_b, cp_raw = cp_times(model, cfg, tokens, attention, links, system)
-    ep = ep_time(model, cfg, tokens, links, system)
-    grads = (tuned.dgrad, tuned.wgrad) if tuned is not None else (
-        gemm, gemm + rht_s(model, cfg, tokens, gpu, cal))  # NVFP4's Hadamard on wgrad
-    again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
-    routed = routed_gemms_s(model, cfg, tokens, gpu, cal) if model.is_moe else 0.0
-    return _Layer(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
-                  (1 + again) * tp_raw_f + tp_raw_b, cp_raw, op_share(model, cfg),
-                  getattr(cfg, "recompute_every", 1), *grads, routed)
-
-
-@dataclass(frozen=True)
 class Structure:
     """What the time model needs from the layout, per placement (numbers or arrays)."""
 
@@ -275,7 +171,7 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
                tp_overlap: bool) -> dict:
     """Step time and its causes for one placement or a grid of them; ``exposed``: per
     collective, (seconds exposed, seconds issued), for ``ledger.step.exposed``."""
-    lt = _layer_times(model, cfg, system, st.links, cal, tp_overlap)
+    lt = layer_times(model, cfg, system, st.links, cal, tp_overlap)
     fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
     fwd["host"], bwd["host"] = host_excess_s(model, cfg, cal, sum(fwd.values()),
                                              sum(bwd.values()), lt.routed + fwd["ep_comm"])
