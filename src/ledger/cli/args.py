@@ -10,7 +10,6 @@ import argparse
 
 from ledger import __version__
 from ledger.config import RECOMPUTE
-from ledger.errors import LedgerError
 from ledger.io import (MAX_GLOBAL_BATCH, MAX_GPU_MEMORY_GIB, MAX_GPUS_PER_DOMAIN,
                        MAX_GPUS_PER_NODE, MAX_HEADROOM_GIB, MAX_MICRO_BATCH, MAX_MICROBATCHES,
                        MAX_TIME, MAX_TOP, MAX_VP, MIN_TIME, OneLineParser, count, natural, real)

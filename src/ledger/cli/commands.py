@@ -1,4 +1,5 @@
-"""The ``train-ledger`` command. The only module that prints.
+"""The ``train-ledger`` command's subcommands (``ledger.cli``, with ``render``, is the only
+code that prints).
 
     train-ledger                      the seed's six placements
     train-ledger report MODEL ...     one placement (Megatron-style flags, --json)

@@ -11,12 +11,11 @@ import numpy as np
 
 from ledger.anatomy.mixers import LayerKind
 from ledger.arch import adapter_activation_bytes, layer_activations, recompute_working_bytes
-from ledger.arch.activations import layer_kind
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
-from ledger.placement.stages import rank_stages, split_layers, stage_starts
+from ledger.placement.stages import each_layer_kind, rank_stages, split_layers, stage_starts
 
 
 def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
@@ -125,24 +124,10 @@ def _layer_kinds(model: ModelSpec, pp: int, vp: int, schedule, rule: str):
     return _kinds_table(model, pp, vp, schedule, rule, None)
 
 
-def _each_layer(model: ModelSpec) -> tuple:
-    """Every layer's kind, in layer order (``kind_counts`` asks each layer once; kept per
-    model)."""
-    try:
-        return _kinds_of(model)
-    except TypeError:  # a model with a field that does not hash
-        return _kinds_of.__wrapped__(model)
-
-
-@lru_cache(maxsize=64)
-def _kinds_of(model: ModelSpec) -> tuple:
-    return tuple(layer_kind(model, i) for i in range(model.layers))
-
-
 def _kinds_table(model: ModelSpec, pp: int, vp: int, schedule, rule: str, counts):
     counts = split_layers(model.layers, pp, vp, schedule, rule, counts)
     starts = stage_starts(counts)
-    each = _each_layer(model)
+    each = each_layer_kind(model)
     per_stage = []
     for st in range(len(counts)):  # kind_counts over the stage's layers, in layer order
         held: dict = {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 from itertools import accumulate
 
+from ledger.arch.activations import layer_kind
 from ledger.config import expert_tp
 from ledger.errors import LedgerError
 from ledger.frameworks import of as framework_of
@@ -178,8 +179,9 @@ def end_params(model: ModelSpec, cfg) -> tuple[float, float]:
     return first, (b["output"] + tied) / cfg.tp + model.last_stage_params - b["output"]
 
 
-def _layer_kinds(model: ModelSpec) -> tuple:
-    """Every layer's kind (``ModelSpec.layer_kind``), in layer order (kept per model)."""
+def each_layer_kind(model: ModelSpec) -> tuple:
+    """Every layer's kind (``ledger.arch.activations.layer_kind``), in layer order (asked
+    of each layer once and kept per model)."""
     try:
         return _kinds_of(model)
     except TypeError:  # a model with a field that does not hash
@@ -188,7 +190,7 @@ def _layer_kinds(model: ModelSpec) -> tuple:
 
 @lru_cache(maxsize=64)
 def _kinds_of(model: ModelSpec) -> tuple:
-    return tuple(model.layer_kind(i) for i in range(model.layers))
+    return tuple(layer_kind(model, i) for i in range(model.layers))
 
 
 def stage_params(model: ModelSpec, cfg,
@@ -205,7 +207,7 @@ def stage_params(model: ModelSpec, cfg,
     stages = len(counts)
     starts = stage_starts(counts)
     kinds = {k: model.layer_params(k) for k in model.kind_counts}  # each kind of layer
-    each = [kinds[k] for k in _layer_kinds(model)]
+    each = [kinds[k] for k in each_layer_kind(model)]
     grid = expert_tp(cfg) * cfg.ep  # the expert grid
     first, last = end_params(model, cfg)
     out = []

@@ -30,7 +30,7 @@ from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state
-from ledger.plan.grid import NAMES, enumerate_grid
+from ledger.plan.grid import enumerate_grid
 from ledger.plan.grid_memory import codes, grid_memory, groups, shape_of, twins
 from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,

@@ -49,7 +49,7 @@ from ledger.config import MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
-from ledger.validation.bridge import CONFIG, LACKS, PRESET, READ_AS, BridgeRow, config_text, rows
+from ledger.validation.bridge import LACKS, PRESET, READ_AS, BridgeRow, config_text, rows
 
 GIB = 2**30
 GPU_PRESET = {"h100": "h100-sxm", "b200": "b200", "b300": "b300", "gb200": "gb200",
