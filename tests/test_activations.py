@@ -201,3 +201,30 @@ def test_megatron_recompute_modules_by_hand():
     with pytest.raises(LedgerError, match="recompute_modules"):
         from ledger.config import ParallelConfig
         ParallelConfig(recompute="full", recompute_modules=("mlp",))
+
+
+@pytest.mark.parametrize("q_lora", [1536, None])
+def test_mla_gemm_widths_are_transformers_linears(q_lora):
+    """Each MLA GEMM the op policy walks has the in/out width of transformers' own
+    DeepseekV3Attention Linear (on the meta device), with and without a q LoRA rank
+    (DeepSeek-V2-Lite has none). The q up-projection is heads x (nope + rope) wide."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import dataclasses
+
+    from ledger.arch.checkpointing import matmuls
+    from ledger.arch.saved_tensors import table
+    from ledger.frameworks import of
+    from ledger.config import ParallelConfig
+    from ledger.model import deepseek_v3
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf
+
+    m = dataclasses.replace(deepseek_v3(), q_lora_rank=q_lora)
+    conf = transformers.DeepseekV3Config(q_lora_rank=q_lora)
+    with torch.device("meta"):
+        attn = hf.DeepseekV3Attention(conf, layer_idx=0)
+    linears = [attn.q_a_proj, attn.q_b_proj] if q_lora else [attn.q_proj]
+    linears += [attn.kv_a_proj_with_mqa, attn.kv_b_proj, attn.o_proj]
+    t = table(of(ParallelConfig(framework="torchtitan")).activations)
+    ours = [(w, k) for part, _, w, _, k in matmuls(m, t, moe=True) if part == "attention"]
+    assert ours == [(lin.out_features, lin.in_features) for lin in linears]

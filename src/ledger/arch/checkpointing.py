@@ -31,8 +31,8 @@ def matmuls(model, t, moe: bool) -> list[tuple[str, str, float, float, float]]:
     out_in = a * getattr(model, "v_head_dim", d)  # the output projection reads every head
     if getattr(model, "attention", "mha") == "mla":
         ql, kvl = model.q_lora_rank, model.kv_lora_rank
-        q = ([("attention", "repl", ql, 1, h), ("attention", "col", a * model.q_dim, 1, ql)]
-             if ql else [("attention", "col", a * model.q_dim, 1, h)])
+        q = ([("attention", "repl", ql, 1, h), ("attention", "col", model.q_dim, 1, ql)]
+             if ql else [("attention", "col", model.q_dim, 1, h)])  # q_dim: heads x head_dim
         attn = q + [("attention", "repl", kvl + model.qk_rope_head_dim, 1, h),
                     ("attention", "col", a * (model.qk_nope_head_dim + model.v_head_dim), 1,
                      kvl), ("attention", "row", h, 1, a * model.v_head_dim)]
