@@ -103,3 +103,32 @@ def test_an_unmodelled_setting_away_from_its_default_is_named(tmp_path):
     _, err = priced(tmp_path, text, "csv")
     assert "not modelled, so the figures are approximate: " in err
     assert "parallelism.pipeline_parallel_schedule_csv 'my.csv'" in err
+
+
+def _gather_issued_s(tmp_path, text: str, name: str) -> float:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    code, out, err = run(["estimate", "--from-torchtitan", str(path), "--gpus", "256",
+                          "--json"])
+    assert code == 0, err
+    return sum(e["issued_s"] for e in json.loads(out)["exposed"] if "all_gather" in e["call"])
+
+
+def test_reshard_always_under_pp_is_priced_as_resharding(tmp_path):
+    """torchtitan's "default" keeps FSDP params gathered after forward when pp > 1 and
+    "always" reshards them anyway (models/llama3/infra/parallelize.py:319-331 @238fa99), so
+    every micro-batch's forward gathers again: more all-gather traffic per step (both were
+    priced as "default" before). The memory stays: torch's pipelining keeps the stage
+    gathered through the backwards until the last micro-batch either way."""
+    base = setting(BASE.read_text(), "parallelism", "pipeline_parallel_degree", "2")
+    default = _gather_issued_s(tmp_path, base, "default")
+    always = _gather_issued_s(tmp_path, setting(base, "parallelism",
+                                                "fsdp_reshard_after_forward", '"always"'),
+                              "always")
+    assert always > 1.5 * default > 0, (default, always)
+
+
+def test_reshard_flags_exclude_each_other():
+    code, _, err = run(["estimate", "llama3-8b", "--dp", "8", "--zero", "3", "--reshard",
+                        "--no-reshard"])
+    assert code == 2 and "--reshard" in err and len(err.strip().splitlines()) == 1, err

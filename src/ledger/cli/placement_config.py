@@ -47,7 +47,8 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
                          moe_dispatcher=a.moe_dispatcher, zero_stage=zero,
                          precision=a.precision,
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
-                         reshard_after_forward=False if a.no_reshard else None,
+                         reshard_after_forward=False if a.no_reshard else True if getattr(a, "reshard", False)
+                         else None,
                          hsdp_shard=a.hsdp_shard,
                          micro_batch=a.micro_batch, num_microbatches=m or 1, vp=vp_,
                          moe=MoESpec(capacity_factor=a.capacity_factor,

@@ -57,8 +57,12 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--zero", type=natural(3), default=0, help="ZeRO stage 0..3 (3 = FSDP)")
     g.add_argument("--use-distributed-optimizer", action="store_true",
                    help="Megatron's distributed optimizer: ZeRO-1")
-    g.add_argument("--no-reshard", action="store_true",
+    r = g.add_mutually_exclusive_group()
+    r.add_argument("--no-reshard", action="store_true",
                    help="ZeRO-3 keeps params gathered between forward and backward")
+    r.add_argument("--reshard", action="store_true",
+                   help="ZeRO-3 reshards params after forward even under PP (default: "
+                        "the framework's; torchtitan keeps them gathered when pp > 1)")
     g.add_argument("--hsdp-shard", type=GPUS, help="HSDP shard group size, GPUs")
     g.add_argument("--no-sp", action="store_true", help="TP without sequence parallelism")
     g.add_argument("--cp-kind", choices=("ring", "ulysses"), default="ring",

@@ -25,7 +25,7 @@ Placement (238fa99 config/job_config.py:253-474, distributed/parallel_dims.py:44
 takes the ranks left over); FSDP shards over shard x cp, so shard > 1 or cp > 1 is ZeRO-3,
 with replicate > 1 HSDP; the global batch defaults to local x dp, micro-batch = local
 batch unless pp > 1 (then pipeline_parallel_microbatch_size); fsdp_reshard_after_forward
-"default" reshards unless pp > 1 (models/llama3/infra/parallelize.py:319-331); a looped
+"default" reshards unless pp > 1, "always" under PP too (models/llama3/infra/parallelize.py:319-331); a looped
 schedule holds 2 stages per rank unless pipeline_parallel_layers_per_stage says otherwise
 (distributed/pipeline_parallel.py:111-115); expert_tensor_parallel_degree has no effect at
 ep 1 and must be 1 or tp otherwise (parallel_dims.py:55-56). activation_checkpoint.mode
@@ -201,6 +201,8 @@ def _placement(job: _Job, layers: int, gpus: int | None) -> dict:
                                              f"{reshard!r}: default, always or never")
     if reshard == "never":
         flags["no_reshard"] = True
+    elif reshard == "always" and pp > 1:  # "default" would keep them gathered under PP
+        flags["reshard"] = True
     tr = job.cfg["training"]
     local = _int(tr.get("local_batch_size") or tr.get("batch_size"), "training.local_batch_size")
     glob = tr["global_batch_size"]
