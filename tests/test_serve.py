@@ -18,7 +18,7 @@ from ledger.io import spec_from_dict
 from ledger.model import (PRESETS, ModelSpec, deepseek_v3, llama3_8b, llama3_70b, llama3_405b,
                           qwen3_30b_a3b)
 from ledger.serve import Engine, ServeConfig, engine, layer_caches, pipeline_split, serve
-from ledger.serve.budget import profile_activation_bytes, requested_bytes
+from ledger.serve.budget import cuda_total_bytes, profile_activation_bytes, requested_bytes
 from ledger.serve.paging import pool
 from ledger.serve.timing import allreduce_hops, prefill_flops
 from ledger.serve.weights import weight_bytes_by_rank
@@ -202,13 +202,17 @@ def test_experts_span_tp_times_dp_with_or_without_ep():
 def test_budget_by_hand_llama3_8b():
     """ceil(81,559 MiB x 0.92); the profile run at 8,192 tokens: the forward's hidden and
     residual (2 x 8,192 x 4,096) plus its widest MLP (3 x 14,336 x 8,192) in bf16 =
-    838,860,800 B; the sampler's hidden states and 1,024 rows of 128,256 logits in bf16 and
-    fp32: 67,108,864 + 1,024 x 128,256 x 6 = 855,113,728 B, the larger."""
+    838,860,800 B; the sampler's hidden states and 1,024 rows of 128,256 logits with
+    FlashInfer's top-k / top-p: bf16, their fp32 copy, the masked logits and their softmax
+    (2 + 4 + 4 + 4 B): 67,108,864 + 1,024 x 128,256 x 14 = 1,905,786,880 B, the larger.
+    vLLM asks ceil(total x utilization) of the total CUDA reports: 79.18 GiB on an H100."""
     assert requested_bytes(81559 * 2**20, 0.92) == math.ceil(81559 * 2**20 * 0.92)
+    assert cuda_total_bytes(GPUS["h100-sxm"]) == 79.18 * 2**30
+    assert cuda_total_bytes(GPUS["h200"]) == GPUS["h200"].hbm_bytes
     m, cfg = llama3_8b(), ServeConfig(context=8192)
     eng = engine(m, cfg, GPUS["h100-sxm"])
     assert (eng.max_num_batched_tokens, eng.max_num_seqs) == (8192, 1024)
-    assert profile_activation_bytes(m, cfg, eng, range(32), last=True) == 855_113_728
+    assert profile_activation_bytes(m, cfg, eng, range(32), last=True) == 1_905_786_880
     assert profile_activation_bytes(m, cfg, eng, range(32), last=False) == 838_860_800
 
 

@@ -44,6 +44,19 @@ class Budget:
                 - self.non_torch_bytes - self.cudagraph_bytes)
 
 
+# The total that CUDA reports (torch.cuda.mem_get_info, which vLLM's request_memory reads),
+# where a vLLM start-up log shows it: below nvidia-smi's figure (the preset's hbm_bytes,
+# 81,559 MiB on an H100 80 GB) by what the driver keeps. H100 80 GB: vLLM's "Free memory on
+# device (78.57/79.18 GiB) on startup" in 7 start-ups on H100 (llm-d/llm-d-benchmark
+# 4f4d44943c, config_explorer/empirical-vllm-memory-results.md). Other GPUs: hbm_bytes.
+CUDA_TOTAL_BYTES = {"h100-sxm": 79.18 * 2**30}
+
+
+def cuda_total_bytes(gpu) -> float:
+    """The GPU's total as vLLM reads it: CUDA's figure where known, else the preset's."""
+    return CUDA_TOTAL_BYTES.get(gpu.name, gpu.hbm_bytes)
+
+
 def requested_bytes(hbm_bytes: float, utilization: float) -> int:
     """vLLM's share of the GPU: math.ceil(total_memory x gpu_memory_utilization)
     (vllm/v1/worker/utils.py:408-410)."""
@@ -111,17 +124,30 @@ def _widest(model, cfg, tokens: int, layers: range) -> float:
 
 # Bytes a logit of the profile's sampler pass holds at its peak, by top-k / top-p kernel.
 # _dummy_sampler_run gives every dummy request top_k = vocab - 1 and top_p = 0.9, so the
-# top-k / top-p path always runs. Both hold the gathered logits in the model's dtype (2) and
-# the Sampler's fp32 copy (4). FlashInfer's kernel samples from them in place (vLLM's
-# default since PR #40376, 2026-04-20, "Enable FlashInfer top-k/top-p sampler by default";
-# it was off from PR #26859, 2025-10-15, to then, when a Triton top-k/top-p kernel ran where
-# Triton was present - not modelled). The PyTorch path (apply_top_k_top_p_pytorch,
-# vllm/v1/sample/ops/topk_topp_sampler.py; what vLLM 0.10 ran without FlashInfer) sorts
-# the whole vocabulary: fp32 values (4) and int64
-# indices (8), a bool top-k mask (1), the softmax of the sorted row (4; its cumsum is taken
-# in place) and a bool top-p mask (1), all alive until the scatter back - 24 B a logit,
-# 4.6 GiB for 1,024 rows of gpt-oss's 201,088-token vocabulary.
-SAMPLER_BYTES = {"flashinfer": 2 + 4, "native": 2 + 4 + 4 + 8 + 1 + 4 + 1}
+# top-k / top-p path always runs. Both paths hold the gathered logits in the model's dtype
+# (2) and the Sampler's fp32 copy (4).
+# - FlashInfer (vLLM's default since PR #40376, 2026-04-20, "Enable FlashInfer top-k/top-p
+#   sampler by default"; off from PR #26859, 2025-10-15, until then): flashinfer_sample
+#   calls top_k_top_p_sampling_from_logits, whose default "top_k_first" order allocates the
+#   masked logits (top_k_mask_logits: torch.empty_like(logits), 4) and their softmax (4)
+#   before sampling from them (flashinfer-ai/flashinfer v0.6.9 = a1aa6761,
+#   flashinfer/sampling.py:551 and :1400-1401; the 1 MiB row-state buffer :1724 is not
+#   counted): 14 B a logit.
+# - The PyTorch path (apply_top_k_top_p_pytorch, vllm/v1/sample/ops/topk_topp_sampler.py;
+#   what vLLM ran without FlashInfer: `--sampler native`) sorts the whole vocabulary, and
+#   its peak is inside the sort: torch.sort's fp32 values (4) and int64 indices (8); for
+#   >= 128 rows shorter than 10^6 PyTorch's segmented_sort_pairs allocates an int64 index
+#   per element (8) (pytorch/pytorch 061531e8, aten/src/ATen/native/cuda/SortStable.cu,
+#   do_launch_stable_sort_kernel and segmented_sort_pairs), and CUB's
+#   DeviceSegmentedRadixSort::SortPairs, called without a DoubleBuffer, passes
+#   is_overwrite_okay = false and so takes a third key and value buffer (4 + 8) as temporary
+#   storage (NVIDIA/cub 0fc3c370, cub/device/device_segmented_radix_sort.cuh:237-257;
+#   cub/device/dispatch/dispatch_radix_sort.cuh:2285-2290): 38 B a logit, 7.3 GiB for
+#   1,024 rows of gpt-oss's 201,088-token vocabulary. The masks, the sorted softmax and the
+#   scatter that follow the sort hold less (28 B) and are not the peak. Held to the torch
+#   peak increases a vLLM start-up logged for four text models on one H100 (llm-d-benchmark,
+#   tests/test_serve_quant.py).
+SAMPLER_BYTES = {"flashinfer": 2 + 4 + 4 + 4, "native": 2 + 4 + (4 + 8) + 8 + (4 + 8)}
 
 
 def profile_activation_bytes(model, cfg, eng, layers: range, last: bool) -> float:
@@ -148,10 +174,11 @@ def profile_activation_bytes(model, cfg, eng, layers: range, last: bool) -> floa
 
 def budgets(model, cfg, eng, gpu, weights: list[float], stages: list[range]) -> list[Budget]:
     """Each pipeline rank's budget (one GPU of it)."""
-    requested = requested_bytes(gpu.hbm_bytes, cfg.gpu_memory_utilization)
+    total = cuda_total_bytes(gpu)
+    requested = requested_bytes(total, cfg.gpu_memory_utilization)
     out = []
     for r, (w, held) in enumerate(zip(weights, stages)):
         act = profile_activation_bytes(model, cfg, eng, held, r == len(stages) - 1)
-        out.append(Budget(gpu.hbm_bytes, requested, w, act, cfg.non_torch_bytes,
+        out.append(Budget(total, requested, w, act, cfg.non_torch_bytes,
                           cfg.cudagraph_bytes, cfg.kv_cache_memory_bytes))
     return out
