@@ -108,6 +108,24 @@ def test_qwen3_32b_awq_weights_as_vllm_logged_them():
     assert est.weight_bytes_per_gpu / GiB == pytest.approx(4.5804, rel=0.03)
 
 
+# Resident weights vLLM logged for RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (compressed-tensors
+# W8A8: FP8 weights with a scale per output channel, FP8 activations per token, lm_head in
+# bf16), "Model loading took ... GiB" per GPU (SOURCES.md): (tp, GiB logged)
+FP8_DYNAMIC_LOGS = [(1, 67.72), (2, 33.88), (4, 16.9619)]
+
+
+@pytest.mark.parametrize("tp,logged", FP8_DYNAMIC_LOGS, ids=[f"tp{t}" for t, _ in FP8_DYNAMIC_LOGS])
+def test_compressed_tensors_fp8_dynamic_weights_as_vllm_logged_them(tp, logged):
+    """compressed-tensors W8A8 (FP8) read from the checkpoint's config and held to what vLLM
+    logged it holding per GPU at tensor parallel 1, 2 and 4 (a resident-weights measurement,
+    not a size on disk): -0.06%, -0.12%, -0.24%."""
+    model, q = load("quant/llama-3.3-70b-instruct-fp8-dynamic.json")
+    assert (q.method, q.weight, q.scale, q.activations, q.ignore) == \
+        ("compressed-tensors", "fp8", "channel", "fp8", ("lm_head",))
+    est = serve(model, ServeConfig(tp=tp, context=8192, quant=q), system("h100-sxm"))
+    assert est.weight_bytes_per_gpu / GiB == pytest.approx(logged, rel=0.02)
+
+
 def test_expert_parallel_keeps_experts_whole_and_pads_less():
     """vLLM pads each GPU's share of an expert's intermediate for the Marlin MoE kernel
     (to 128; hidden to 256): split four ways (tp 4) 2880 / 4 = 720 -> 768, whole with EP
