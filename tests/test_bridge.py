@@ -259,3 +259,28 @@ def test_a_table_mbs_both_the_table_and_the_recipe_contradict_yields_to_the_reci
     assert (r.mbs, r.micro_batch, r.num_microbatches) == (4, 1, 32)
     q = by["25.11/h100/qwen3-30b-a3b/fp8_cs/16g/gbs512/mbs2"]  # recipe MBS 1, table consistent
     assert (q.disagree["mbs"], q.micro_batch) == ({"table": 2, "recipe": 1}, 2)
+
+
+def test_a_cell_copied_from_a_sibling_line_yields_to_the_recipe():
+    """26.02.01 GB300 Llama 3 70B NVFP4 reads TP 1 PP 1 MBS 2 and MXFP8 PP 4 MBS 2 with no VP
+    (archive L399 / L401 @ 067f987d), the FP8 Megatron-FSDP line's MBS 2 and 'n/a' (L403);
+    their v0.3.1 recipes and the 26.02 / 26.04 / 26.04.01 tables say PP 4 VP 5 MBS 1. Those
+    cells, and only cells with both witnesses, are priced at the recipe's values; the
+    table's stay in the row (id, disagree). A disagreement without a sibling line to have
+    been copied from keeps the table (25.11 GB300 Qwen3-235B: TP 1 PP 4 against the recipe's
+    TP 2 PP 1)."""
+    from ledger.validation.bridge import copied_cells
+
+    moved = {r.id: copied_cells(r) for r in ROWS if copied_cells(r)}
+    assert moved == {
+        "26.02.01/gb300/llama3-70b/nvfp4/64g/gbs256/mbs2": {"mbs": 1, "pp": 4, "vp": 5},
+        "26.02.01/gb300/llama3-70b/fp8_mx/64g/gbs256/mbs2": {"mbs": 1, "vp": 5},
+        "26.02.01/gb200/llama3.1-405b/nvfp4/256g/gbs1536/mbs1": {"vp": 8},
+        "26.02.01/gb300/llama3.1-405b/fp8_cs/256g/gbs1536/mbs1": {"tp": 4, "cp": 1},
+        "25.09/gb200/llama3-70b/fp8_mx/64g/gbs128/mbs2": {"mbs": 1}}
+    r = BY_ID["26.02.01/gb300/llama3-70b/nvfp4/64g/gbs256/mbs2"]
+    run = r.as_run()
+    assert (r.tp, r.pp, r.vp, r.mbs) == (1, 1, None, 2)  # the table's cells, kept
+    assert (run.tp, run.pp, run.vp, run.micro_batch, run.num_microbatches) == (1, 4, 5, 1, 16)
+    q = BY_ID["25.11/gb300/qwen3-235b-a22b/bf16/256g/gbs8192/mbs2"]
+    assert q.as_run() is q

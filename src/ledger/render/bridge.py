@@ -270,6 +270,7 @@ def outcome(row: BridgeRow, cal=None) -> Outcome:
     from ledger.placement import Capacity
     from ledger.step import estimate
 
+    row = row.as_run()  # cells read as copied from a sibling line take the recipe's
     try:
         model = model_of(row)
         sysm = system_of(row)

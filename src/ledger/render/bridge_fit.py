@@ -32,7 +32,7 @@ def _timed_rows() -> tuple:
     from ledger.step import estimate, structure
 
     out = []
-    for r in calibration_rows():
+    for r in (c.as_run() for c in calibration_rows()):
         try:
             model, sysm = model_of(r), system_of(r)
             prec, _ = precision_of(r)

@@ -7,7 +7,8 @@ NVIDIA-NeMo/Megatron-Bridge at the commit the file names (its docstring states h
 read and the one rule where table and recipe disagree: the table's stated figures win, the
 recipe supplies what the table leaves out, and each disagreement is kept in the row; a
 table MBS that both the table's own GA and the recipe contradict yields to the recipe's,
-``BridgeRow.micro_batch``). Nothing
+``BridgeRow.micro_batch``; a placement cell copied from a sibling row yields to the recipe's,
+``copied_cells`` and ``BridgeRow.as_run``). Nothing
 here is fitted: these rows are predictions unless a fitting script declares some of them
 calibration.
 
@@ -19,7 +20,7 @@ above this one - so the runner resolves it), or to what the ledger lacks to expr
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -129,6 +130,13 @@ class BridgeRow:
             return said["recipe"]
         return self.mbs
 
+    def as_run(self) -> "BridgeRow":
+        """The row as it is priced: its table cells, except those ``copied_cells`` reads as
+        copied from a sibling row, which take the recipe's values (the table's stay in
+        ``disagree`` and in ``id``)."""
+        cells = copied_cells(self)
+        return replace(self, **cells) if cells else self
+
     @property
     def num_microbatches(self) -> int:
         return self.gbs // (self.micro_batch * self.dp)
@@ -193,6 +201,35 @@ class BridgeRow:
         unconditional settings and the conditional ones); {} when none."""
         key = self.recipe.get("pretrain")
         return dict(_document()["recipe_functions"][key]) if key else {}
+
+
+# the placement cells a table row states (BridgeRow fields)
+PLACEMENT = ("mbs", "tp", "pp", "cp", "vp", "ep", "fsdp")
+
+
+def copied_cells(row: BridgeRow) -> dict:
+    """{cell: the recipe's value} for each placement cell the row's table most likely copied
+    from a sibling line - one rule for every row: a cell is read as copied when it
+    disagrees with the row's own recipe at the release's tag, every disagreeing cell
+    repeats a sibling row of the same table (same release, GPU, model and GPU count,
+    another precision) that agrees with its own recipe on them, and another release's
+    table states the recipe's values for the same GPU, model, precision and GPU count (so
+    two witnesses, the recipe and another table, say what ran). Written after seeing the
+    two 26.02.01 GB300 Llama 3 70B rows (NVFP4 at TP 1 PP 1 MBS 2 and MXFP8 at PP 4 MBS 2
+    without VP, the FP8 Megatron-FSDP line's MBS 2 and 'n/a'; 26.02, 26.04 and 26.04.01
+    state PP 4 VP 5 MBS 1, as the v0.3.1 recipe does); it also moves 26.02.01 GB200 Llama
+    3.1 405B NVFP4 (VP 4 -> 8) and 26.02.01 GB300 Llama 3.1 405B FP8 (TP 2 CP 2 -> TP 4
+    CP 1); 25.09 GB200 Llama 3 70B MXFP8 (MBS 2 -> 1) already yields to ``micro_batch``."""
+    said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
+    if not said or any(isinstance(v, str) for v in said.values()):
+        return {}
+    same = [o for o in rows() if (o.gpu, o.model, o.gpus, o.seq_len) ==
+            (row.gpu, row.model, row.gpus, row.seq_len) and o.id != row.id]
+    sibling = any(o.release == row.release and not set(o.disagree) & set(said)
+                  and all(getattr(o, k) == getattr(row, k) for k in said) for o in same)
+    witness = any(o.release != row.release and o.precision == row.precision
+                  and all(getattr(o, k) == v for k, v in said.items()) for o in same)
+    return dict(said) if sibling and witness else {}
 
 
 def _stages(layout: str) -> int:
