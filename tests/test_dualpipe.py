@@ -173,3 +173,45 @@ def test_dual_schedules_refuse_what_deepseek_refuses():
         with pytest.raises(LedgerError) as e:
             build(kind, p, m, 2)
         assert e.value.field == field
+
+
+@pytest.mark.parametrize("p,m", [(4, 8), (4, 12), (8, 16), (8, 40), (16, 32), (16, 120)])
+def test_which_stage_each_dualpipe_rank_holds_at_its_peak(p, m):
+    """The action tables (held to DeepSeek's own above) walked micro-batch by micro-batch:
+    at its peak of p + 1 alive, rank r holds p - h of the stage h = min(r, p-1-r) that
+    the direction entering on its side starts at, and h + 1 of stage p-1-h - so the first
+    rank keeps 16 micro-batches of the embedding's stage and one of the loss's at PP 16,
+    not 8.5 of each (``ledger.placement.layers.inflight_kinds`` prices this)."""
+    for r, row in enumerate(build("dualpipe", p, m, 2).ranks):
+        alive, peak = {}, (0, None)
+        for a in (x for act in row for x in act.parts()):
+            if a.kind in ("F", "B", "W"):
+                alive[a.stage] = alive.get(a.stage, 0) + (1 if a.kind == "F" else -1)
+            total = sum(alive.values())
+            if total > peak[0]:
+                peak = (total, dict(alive))
+        model_stage = {s: (s if s < p else s - p) for s in peak[1]}  # the reverse chain's
+        held = {model_stage[s]: n for s, n in peak[1].items() if n}  # stage p+j is stage j
+        h = min(r, p - 1 - r)
+        assert peak[0] == p + 1 and held == {h: p - h, p - 1 - h: h + 1}, (r, peak)
+
+
+def test_dualpipe_activations_weigh_each_stage_by_what_is_alive():
+    """DeepSeek-V3, PP 16 DualPipe, 61 layers split 3, 3, 4 x 13, 3 (+ the MTP block on
+    the last stage): rank 0's in-flight layers are 16 x stage 0's three dense layers and
+    1 x stage 15's three MoE layers and MTP block, over the 8.5 rank-micro-batches the
+    closed form counts; a middle rank's two 4-layer stages weigh alike."""
+    import numpy as np
+
+    from ledger.model import deepseek_v3
+    from ledger.placement.layers import inflight_kinds, layer_kinds
+
+    m = deepseek_v3()
+    kinds, plain = layer_kinds(m, 16, 2, "dualpipe")
+    _, alive = inflight_kinds(m, 16, 2, "dualpipe")
+    dense = [i for i, k in enumerate(kinds) if k.mlp == "dense"]
+    moe = [i for i, k in enumerate(kinds) if k.mlp == "moe"]
+    assert plain[0, dense].sum() == 3 and plain[0, moe].sum() == 4  # 3 + 3 + MTP
+    assert 8.5 * alive[0, dense].sum() == pytest.approx(16 * 3)
+    assert 8.5 * alive[0, moe].sum() == pytest.approx(1 * 4)
+    assert np.allclose(alive[2:14], plain[2:14])  # two 4-layer MoE stages

@@ -133,7 +133,9 @@ def test_what_the_loss_rank_holds_walked_on_the_schedule(kind):
     """The simulator's action lists walked point by point (ledger.pipeline.held.walk)
     against the closed form every placement uses: the same largest point for any bytes
     per activation, loss, kept logits and kept boundary (ZB-V, and DualPipe(V) keeping
-    outputs: an upper bound)."""
+    outputs: an upper bound); and the other losses alive at the rank's own loss forward
+    or backward (``at_loss``: DualPipe(V)'s pairs run a loss's backward before the next
+    loss forward, so none, though one is alive beside the layers' backwards)."""
     rng = np.random.default_rng(0)
     vs = {"gpipe": (1,), "1f1b": (1,), "zb-h1": (1,), "zb-v": (2,), "dualpipe": (2,),
           "dualpipev": (2,)}.get(kind, (2, 3))
@@ -145,7 +147,9 @@ def test_what_the_loss_rank_holds_walked_on_the_schedule(kind):
         for keep in ("none", "last", "all"):
             for r, acts in enumerate(s.ranks):
                 points = walk(acts, lasts, s.v, keep)
-                closed = [float(x) for x in held_closed(kind, r, pp, m, s.v, keep)]
+                *closed, at_loss = [float(x) for x in held_closed(kind, r, pp, m, s.v, keep)]
+                at = [p.losses for p in points if p.event.startswith("loss")]
+                assert at_loss == max(at, default=0), (kind, pp, m, r)  # at its own loss
                 for w in rng.uniform(0.1, 3, (4, 4)):
                     walked = max(p.chunks * w[0] + p.losses * w[1] + p.logits * w[2]
                                  + p.boundary * w[3] for p in points)
@@ -177,10 +181,11 @@ def test_logits_alive_on_the_loss_rank():
     after its forward: one loss alive on the last rank, however deep the interleaving;
     GPipe holds every micro-batch's; torch pipelining of Dec 2024 kept every output to the
     step's end (pytorch/pytorch#138504)."""
-    assert [float(x) for x in held_closed("interleaved", 3, 4, 8, 4)][1:] == [0, 0, 0]
+    assert [float(x) for x in held_closed("interleaved", 3, 4, 8, 4)][1:] == [0, 0, 0, 0]
     assert float(held_closed("gpipe", 3, 4, 8, 1)[1]) == 7  # 7 others at the first backward
-    assert [float(x) for x in held_closed("1f1b", 7, 8, 8, 1, "all")][2:] == [8, 0]
-    assert [float(x) for x in held_closed("1f1b", 0, 8, 8, 1, "all")][2:] == [0, 8]
+    assert float(held_closed("gpipe", 3, 4, 8, 1)[4]) == 7
+    assert [float(x) for x in held_closed("1f1b", 7, 8, 8, 1, "all")][2:4] == [8, 0]
+    assert [float(x) for x in held_closed("1f1b", 0, 8, 8, 1, "all")][2:4] == [0, 8]
     pl = place(llama3_405b(), ParallelConfig(tp=8, pp=16, dp=128, zero_stage=1, vp=8,
                                              num_microbatches=16, dropout=0.0))
     last = pl.memory_by_rank[-1]  # 1 micro-batch's fp32 softmax: 8192 x 128256 / 8 x 4 B

@@ -31,7 +31,11 @@ from ledger.validation import gpt
     (ModelSpec(name="mixed", layers=8, hidden=1024, heads=8, kv_heads=4, vocab=32000,
                seq_len=4096, ffn_hidden=4096, num_experts=8, top_k=2, moe_ffn_hidden=1024,
                first_dense_layers=2, sliding_window=1024, local_layers=(0, 2, 4, 6)),
-     32, 64, "h100-sxm", "megatron")])
+     32, 64, "h100-sxm", "megatron"),
+    (ModelSpec(name="mixed-mtp", layers=8, hidden=1024, heads=8, kv_heads=4, vocab=32000,
+               seq_len=4096, ffn_hidden=4096, num_experts=8, top_k=2, moe_ffn_hidden=1024,
+               first_dense_layers=2, mtp_layers=1),  # DualPipe(V) rows: stages weighed as
+     32, 64, "h100-sxm", "deepseek")])  # alive (placement.layers.inflight_kinds)
 def test_grid_prices_like_estimate(model, gpus, batch, gpu, framework):
     """One formula, two paths: the planner's arrays equal estimate() for sampled rows."""
     sysm = system(gpu)

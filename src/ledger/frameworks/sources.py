@@ -265,7 +265,13 @@ SOURCES: dict[str, dict[str, str]] = {
                           "the flex dispatcher, DeepEP)",
         "schedules": "arXiv:2412.19437 sec. 3.2.1, Table 2 (DualPipe); deepseek-ai/DualPipe "
                      "3da1bbea dualpipe/dualpipe.py L294-422, dualpipe/dualpipev.py "
-                     "L280-420 (DualPipe, DualPipeV)",
+                     "L280-420 (DualPipe, DualPipeV). What a DualPipe rank holds at its "
+                     "peak, from the same code: stage h = min(r, pp-1-r) for pp - h "
+                     "micro-batches and stage pp-1-h for h + 1 (steps 1-3, L346-384; "
+                     "ledger.placement.layers.inflight_kinds), and no other micro-batch's "
+                     "loss at a loss forward or backward - the last stage's B1 runs before "
+                     "its next F1 (step 3's B1 W F1, step 4's F0&B1 then F1&B0, L373-404; "
+                     "ledger.pipeline.held_closed's at_loss)",
         "even_split": "DeepSeek's own layer assignment is not published; stages take "
                       "Megatron's rule",
         "ep_overlap": "arXiv:2412.19437 sec. 3.2.1 ('both all-to-all and PP communication "

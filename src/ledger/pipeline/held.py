@@ -18,7 +18,7 @@ other stages' outputs kept (the current one counted).
 >>> max(h.chunks for h in walk(last, 7, 2, "last")), max(h.losses for h in walk(last, 7, 2))
 (2.5, 0)
 >>> [float(x) for x in held_closed("interleaved", 3, 4, 8, 2, "last")]
-[2.5, 0.0, 8.0, 0.0]
+[2.5, 0.0, 8.0, 0.0, 0.0]
 """
 from __future__ import annotations
 
@@ -83,21 +83,26 @@ def loss_stage_ranks(kind: str, pp: int) -> tuple[int, ...]:
 
 
 def held_closed(kind: str, rank, p, m, v, keep: str = "none", inflight=None):
-    """(chunks, losses, logits, boundary) at the point that sets rank ``rank``'s peak, in closed
-    form (numbers or arrays): the most activations it holds (``inflight``, from
-    ``simulator.inflight_closed``) together with every output kept by the end - in every
-    schedule the last forward falls in the steady state, where the activations in flight
-    are at their most - and the loss tensors of the other micro-batches: GPipe runs every
-    loss before any backward (m - 1 others alive at the first backward); 1F1B-style
-    schedules run a micro-batch's last-stage backward right after its forward, so no
-    other loss is alive; DualPipe's pairs run a loss forward with the other direction's
-    backward, its own backward a pair later: one other loss alive on a loss rank."""
+    """(chunks, losses, logits, boundary, at_loss) at the point that sets rank ``rank``'s
+    peak, in closed form (numbers or arrays): the most activations it holds (``inflight``,
+    from ``simulator.inflight_closed``) together with every output kept by the end - in
+    every schedule the last forward falls in the steady state, where the activations in
+    flight are at their most - and the loss tensors of the other micro-batches, at a layer's
+    forward or backward (``losses``) and at the rank's own loss forward or backward
+    (``at_loss``): GPipe runs every loss before any backward (m - 1 others alive at the
+    first backward); 1F1B-style schedules run a micro-batch's last-stage backward right
+    after its forward, so no other loss is alive; DualPipe(V) pairs a loss forward with
+    the other chunk's backward and runs that micro-batch's loss backward in the next pair,
+    before the next loss forward (dualpipe.py L385-404 @3da1bbea: F0&B1 then F1&B0, step
+    3's B1 W F1): one other loss alive beside the layers' forwards and backwards, none at
+    a loss forward or backward."""
     chunks = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
     on_loss = np.isin(np.asarray(rank), loss_stage_ranks(kind, p))
     dual = kind in ("dualpipe", "dualpipev")  # a pair runs the loss forward, its backward
     losses = np.where(on_loss & (kind == "gpipe"), m - 1, np.where(on_loss & dual, 1, 0))
+    at_loss = np.where(on_loss & (kind == "gpipe"), m - 1, 0)
     stages = 2 if kind in ("zb-v", "dualpipe", "dualpipev") else v  # stages per rank
     seen = m / 2 if kind == "dualpipe" else m  # micro-batches through each stage copy
     logits = np.where(on_loss, seen * (keep != "none"), 0)
     boundary = seen * (stages - on_loss) * (keep == "all")
-    return chunks, losses, logits, boundary
+    return chunks, losses, logits, boundary, at_loss

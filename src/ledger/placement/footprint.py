@@ -259,22 +259,25 @@ def cp_buffer_bytes(model, cfg, fw, table) -> tuple:
 
 def _moments(p: RankParts, held, loss, e, grads_at_loss):
     """(state, activations, logits, buffers) of each point of the step (MOMENTS)."""
-    chunks, losses, kept_logits, kept_boundary = held
+    chunks, losses, kept_logits, kept_boundary, at_loss = held
     acts = chunks * p.stage_act + losses * p.head
     kept = kept_logits * p.logits * e  # the last stage's outputs kept to the end
     saved = losses * p.logits * loss.saved_bytes(e) + kept
+    # at the rank's own loss: the other losses alive then (held_closed's at_loss)
+    acts_l = chunks * p.stage_act + at_loss * p.head
+    saved_l = at_loss * p.logits * loss.saved_bytes(e) + kept
     fresh = np.where(kept_logits > 0, 0.0, e)  # this loss's logits, unless counted as kept
     state_f = p.params + p.optim + p.grads * grads_at_loss
     boundary = kept_boundary * p.boundary + p.buffers
     zero = 0.0 * acts
     grads_b = state_f + p.root_grads * (1 - grads_at_loss)  # the backward has begun
-    with_head = acts + p.head  # the output head's own, from its forward to its backward
+    with_head = acts_l + p.head  # the output head's own, from its forward to its backward
     return [
         (state_f, acts, saved, boundary + p.cp_forward),
-        (state_f, with_head, saved + p.logits * (loss.forward_bytes(e) - e + fresh),
+        (state_f, with_head, saved_l + p.logits * (loss.forward_bytes(e) - e + fresh),
          boundary),
-        (state_f, with_head, saved + p.logits * loss.backward_bytes(e), boundary),
-        (grads_b, with_head, saved + p.logits * loss.grad_bytes(e), boundary),
+        (state_f, with_head, saved_l + p.logits * loss.backward_bytes(e), boundary),
+        (grads_b, with_head, saved_l + p.logits * loss.grad_bytes(e), boundary),
         (grads_b, acts, saved, boundary + p.work + p.cp_backward),
         (p.params + p.optim + p.grads, zero, zero, p.buffers + p.optimizer_temp),
     ]
@@ -331,7 +334,8 @@ def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
     """The largest point of the step (``_moments``) of one rank, by what the device
     holds there - allocated, the allocator's fragmentation (``Framework.fragmentation``
     of allocated, and the freed blocks it keeps cached) and the context. ``held``:
-    (chunks, losses, logits kept, boundary outputs kept) from ``ledger.pipeline.held``."""
+    (chunks, losses, logits kept, boundary outputs kept, losses at the loss) from
+    ``ledger.pipeline.held``."""
     points, frag, cached = _reserved_points(parts, held, cfg, fw, grads_at_loss)
     best = int(np.argmax([float(sum(pt) + f) for pt, f in zip(points, frag)]))
     state, acts, logits, buffers = (float(x) for x in points[best])

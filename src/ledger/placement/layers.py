@@ -15,7 +15,8 @@ from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
-from ledger.placement.stages import each_layer_kind, rank_stages, split_layers, stage_starts
+from ledger.placement.stages import (BIDIRECTIONAL, each_layer_kind, rank_stages, split_layers,
+                                     stage_starts)
 
 
 def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
@@ -145,6 +146,38 @@ def _kinds_table(model: ModelSpec, pp: int, vp: int, schedule, rule: str, counts
             for kind, n in per_stage[st].items():
                 table[r, kinds.index(kind)] += n
     return kinds, table
+
+
+def inflight_kinds(model: ModelSpec, pp: int, vp: int = 1, schedule: str | None = None,
+                   counts=None, rule: str = "ends"):
+    """``layer_kinds`` weighted as the rank's activations are in flight at its peak: per
+    rank and kind, the layers of each stage it holds times that stage's share of the
+    micro-batches alive, so that (micro-batches in flight, ``held_closed``'s chunks) x this
+    row is what the rank keeps. Every stage alike but under DualPipe, whose rank r holds
+    stage h = min(r, pp-1-r) of the direction entering on its side for pp - h micro-batches
+    and stage pp-1-h for h + 1 at its peak (pp + 1 in all, DeepSeek-V3 report Table 2;
+    dualpipe.py L346-384 @3da1bbea: steps 1-3 run 2(pp/2-h-1) + h + 1 forwards of the first
+    chunk and hold one of the second until step 3's B1 W F1 ends; tests/test_dualpipe.py
+    walks it): the first rank keeps 16 micro-batches of the embedding's stage and one of
+    the output head's, not 8.5 of each."""
+    kinds, table = layer_kinds(model, pp, vp, schedule, counts, rule)
+    if schedule not in BIDIRECTIONAL or pp < 2:
+        return kinds, table
+    split = split_layers(model.layers, pp, vp, schedule, rule, counts)
+    starts = stage_starts(split)
+    each = each_layer_kind(model)
+    out = np.zeros_like(table)
+    for r in range(pp):
+        h = min(r, pp - 1 - r)
+        for stage, alive in ((h, pp - h), (pp - 1 - h, h + 1)):
+            held = {}
+            for key in each[starts[stage]:starts[stage] + split[stage]]:
+                held[key] = held.get(key, 0) + 1
+            if stage == pp - 1 and model.mtp_layers:
+                held = _merged(held, {mtp_kind(model): model.mtp_layers})
+            for kind, n in held.items():
+                out[r, kinds.index(kind)] += n * 2 * alive / (pp + 1)
+    return kinds, out
 
 
 def mtp_kind(model: ModelSpec) -> LayerKind:

@@ -45,8 +45,9 @@ from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes
                                         cp_buffer_bytes, logits_elements, peak_memory,
                                         point_bytes, shard_state, divisors,
                                         expert_divisors)
-from ledger.placement.layers import (activation_bytes_per_layer, largest_layer_params,
-                                     layer_activation_bytes, layer_kinds, layer_working_bytes)
+from ledger.placement.layers import (activation_bytes_per_layer, inflight_kinds,
+                                     largest_layer_params, layer_activation_bytes, layer_kinds,
+                                     layer_working_bytes)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
 from ledger.placement.splits import split_problem
 from ledger.placement.stages import (config_split, end_params, head_ranks, model_stages,
@@ -236,6 +237,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     split = config_split(model, cfg)
     held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule, split)
     kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule, split)
+    alive = inflight_kinds(model, cfg.pp, cfg.vp, cfg.schedule, split)[1]  # as in flight
     per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
     work = max(layer_working_bytes(model, cfg, k) for k in kinds) * fw.working_set
     grads_at_loss = fw.grads_persist or cfg.num_microbatches > 1
@@ -243,13 +245,13 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     for r, state in enumerate(states):
         state = offloading.on_gpu(state, cfg.offload)
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
-        parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(counts[r],
+        parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(alive[r],
                                                                                 per_kind)),
                            work, held[r], per_param, named)
-        alive = inflight[min(r, len(inflight) - 1)]
-        point = (alive, 0, 0, 0) if cfg.pp == 1 else held_closed(
+        chunks = inflight[min(r, len(inflight) - 1)]
+        point = (chunks, 0, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,
-            inflight=alive)
+            inflight=chunks)
         yield r, parts, tuple(float(x) for x in point), grads_at_loss
 
 

@@ -17,9 +17,10 @@ from ledger.frameworks import get as get_framework
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.pipeline import held_closed
-from ledger.placement import (layer_activation_bytes, layer_kinds, layer_working_bytes,
-                              peak_total, rank_layers, rank_parts, shard_state, split_layers,
-                              stage_params, tuned_stage_state, tuned_trainable)
+from ledger.placement import (inflight_kinds, layer_activation_bytes, layer_kinds,
+                              layer_working_bytes, peak_total, rank_layers, rank_parts,
+                              shard_state, split_layers, stage_params, tuned_stage_state,
+                              tuned_trainable)
 from ledger.placement.buffers import framework_buffers
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
@@ -229,11 +230,12 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         kept = {"framework buffers": np.array([sum(framework_buffers(
             model, SimpleNamespace(tp=tp, etp=None), [k for k, n in zip(kinds, held[r]) if n],
             fw).values()) for r in range(pp)])[None, :]}
-        parts = rank_parts(model, cfg, fw, ranks, resident, act[sel] @ held.T,
+        alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
+        parts = rank_parts(model, cfg, fw, ranks, resident, act[sel] @ alive.T,
                            work[sel][:, None], layers[None, :], per_param, kept)
         parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
-        point = np.zeros((4, len(sel), pp))
+        point = np.zeros((5, len(sel), pp))
         point[0] = 1.0  # without a pipeline one micro-batch is alive at a time
         if pp > 1:
             scheds = g["sched"][sel]
@@ -241,7 +243,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
                 rows = scheds == code
                 point[:, rows] = np.broadcast_to(held_closed(
                     SCHEDULES[code], ranks, pp, cfg.num_microbatches[rows], vp,
-                    fw.pipeline_outputs), (4, int(rows.sum()), pp))
+                    fw.pipeline_outputs), (5, int(rows.sum()), pp))
         grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
         mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss).max(axis=1)
         state = st.params_bytes + st.grads_bytes + st.optim_bytes
