@@ -301,3 +301,45 @@ def test_the_verdict_counts_what_the_allocator_cannot_hand_back():
     assert plain.required_bytes == pytest.approx(plain.total_bytes - logits - grads, rel=1e-4)
     assert pages.required_bytes == pytest.approx(pages.allocated_bytes + 2**30, rel=1e-9)
     assert pages.reserved_bytes == plain.reserved_bytes
+
+
+DSV3_H800 = ("report deepseek-v3 --framework deepseek --pp 16 --vp 2 --schedule dualpipe "
+             "--ep 64 --gpus 2048 --zero 1 --seq 4096 --microbatches 120 --precision fp8 "
+             "--fp8-recipe deepseek-v3 --moe-token-dispatcher-type flex --dropout 0 "
+             "--recompute selective --recompute-modules layernorm,mla_up_proj --gpu h800 --json")
+
+
+def test_deepseek_v3_on_h800_term_by_term(capsys):
+    """DeepSeek-V3's own placement (docs/memory.md's command). Rank 0 at its loss backward:
+    one micro-batch's two heads' logits (main and MTP, sec. 2.2) at the vocab-parallel
+    loss's 6 B each - no other micro-batch's loss alive (DualPipe's B1 runs before its next
+    F1) - and 16 micro-batches of stage 0's three dense layers beside one of stage 15's
+    three MoE layers and MTP block (plus the head's saved input). Allocated + context
+    fits the H800's 79.65 GiB; with the fitted 9% of split blocks the default allocator
+    keeps it does not, and with expandable segments (all of it handed back) it does."""
+    from ledger.model import deepseek_v3
+    from ledger.placement.layers import layer_activation_bytes, layer_kinds
+    from ledger.placement.per_gpu import head_activation_bytes
+
+    assert main(DSV3_H800.split()) == 0
+    mem = json.loads(capsys.readouterr().out)["memory"]
+    assert (mem["rank"], mem["moment"]) == (0, "loss backward")
+    assert mem["logits"] == 2 * 4096 * 129_280 * 6
+    m = deepseek_v3()
+    cfg = ParallelConfig(pp=16, vp=2, schedule="dualpipe", ep=64, dp=128, zero_stage=1,
+                         num_microbatches=120, framework="deepseek",
+                         precision="fp8-deepseek-v3", moe_dispatcher="flex", dropout=0.0,
+                         recompute="selective", recompute_modules=("layernorm", "mla_up_proj"))
+    kinds = layer_kinds(m, 16, 2, "dualpipe")[0]
+    per = {k.mlp: layer_activation_bytes(m, cfg, k) for k in kinds}
+    head = head_activation_bytes(m, cfg)  # what the output head saves, one micro-batch
+    assert mem["activations"] == pytest.approx(16 * 3 * per["dense"] + 1 * 4 * per["moe"]
+                                               + head, rel=1e-12)
+    gib = 2**30
+    assert mem["allocated"] + mem["context"] < mem["capacity"] < mem["required"]
+    assert round(mem["required"] / gib, 2) == 84.48
+    argv = DSV3_H800.split() + ["--expandable-segments"]
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr().out)["memory"]
+    assert again["required"] == pytest.approx(again["allocated"] + again["context"])
+    assert again["required"] < again["capacity"]
