@@ -121,7 +121,8 @@ class RankParts:
     params: float
     grads: float
     optim: float
-    stage_act: float  # one micro-batch of the rank's stage activations (whole stage)
+    stage_act: float  # one micro-batch of the rank's stage activations (whole stage; DualPipe:
+    #                   each stage weighed by its share of what is alive, inflight_kinds)
     work: float  # one layer's backward beyond its saved tensors
     cp_forward: float  # context parallelism's buffers in one layer's attention forward
     cp_backward: float  # and in its backward
