@@ -198,7 +198,8 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        mamba_cache_dtype=a.mamba_cache_dtype or "auto",
                        mamba_ssm_cache_dtype=a.mamba_ssm_cache_dtype or "auto",
                        non_torch_bytes=a.non_torch_gib * 2**30,
-                       cudagraph_bytes=a.cudagraph_gib * 2**30)
+                       cudagraph_bytes=None if a.cudagraph_gib is None
+                       else a.cudagraph_gib * 2**30, enforce_eager=a.enforce_eager)
 
 
 def vp(a: argparse.Namespace) -> int:

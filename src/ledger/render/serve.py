@@ -112,10 +112,28 @@ def _budget_lines(est) -> list[str]:
         lines += [f"  {'memory (one GPU)':<22}{fmt_bytes(b.hbm_bytes, 9)} x {u:g} = "
                   f"{fmt_bytes(b.requested_bytes)} for vLLM: weights {fmt_bytes(b.weights_bytes)}"
                   f", profile run {fmt_bytes(b.activation_bytes)} (estimate)",
-                  f"  {'':<22}non-torch {fmt_bytes(b.non_torch_bytes)}, CUDA graphs "
-                  f"{fmt_bytes(b.cudagraph_bytes)} (vLLM measures both at start-up: "
-                  f"--non-torch-gib, --cudagraph-gib) -> KV cache {fmt_bytes(b.available_bytes)}"]
+                  f"  {'':<22}non-torch {fmt_bytes(b.non_torch_bytes)} (vLLM measures it: "
+                  f"--non-torch-gib), CUDA graphs {fmt_bytes(b.cudagraph_bytes)} "
+                  f"({_graphs_note(est.cfg, b)}) -> KV cache {fmt_bytes(b.available_bytes)}"]
     return lines
+
+
+def _graphs_note(cfg, b) -> str:
+    """Where the CUDA-graph figure comes from."""
+    if cfg.enforce_eager:
+        return "--enforce-eager"
+    g = b.graphs
+    if g is None:
+        return "--cudagraph-gib"
+    return (f"estimate: {g.piecewise} piecewise + {g.full} full graphs up to {g.largest} "
+            f"tokens")
+
+
+def _graphs_json(g) -> dict | None:
+    """The graphs the CUDA-graph estimate counts (None: given or --enforce-eager)."""
+    if g is None:
+        return None
+    return {"piecewise": g.piecewise, "full": g.full, "largest": g.largest}
 
 
 def _sglang_lines(est) -> list[str]:
@@ -271,6 +289,7 @@ def serve_json(model, system, est) -> dict:
                                "profile_activation_bytes": s.budget.activation_bytes,
                                "non_torch_bytes": s.budget.non_torch_bytes,
                                "cudagraph_bytes": s.budget.cudagraph_bytes,
+                               "cudagraphs": _graphs_json(s.budget.graphs),
                                "kv_cache_bytes": s.budget.available_bytes},
                     "decode_s": s.decode_s, "comms": _rows(s.comms)} for s in est.stages],
     }

@@ -11,8 +11,10 @@ dummy tokens and a sampler pass (the profile run), and gives the cache the rest
 or exactly ``--kv-cache-memory-bytes`` when given (gpu_worker.py:366-384). The weights
 are ``ledger.serve.weights``; the torch peak is ``profile_activation_bytes`` below, an
 estimate from the tensors the profile run allocates; the non-torch increase (NCCL and
-custom all-reduce buffers, cuBLAS workspaces) and the CUDA-graph pool are measured by vLLM
-at start-up and are inputs here (0 unless given).
+custom all-reduce buffers, cuBLAS workspaces) is measured by vLLM at start-up and is an
+input here (0 unless given); the CUDA-graph estimate is ``ledger.serve.graphs``' model of
+vLLM's (vLLM's graphs, two constants fitted on logged estimates) unless given, and 0 with
+``--enforce-eager``.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from ledger.serve.cache import kv_heads_per_gpu
 from ledger.serve.engine import WEIGHT_BYTES
+from ledger.serve.graphs import Graphs, graphs
 from ledger.serve.state import RECURRENT
 
 
@@ -35,6 +38,7 @@ class Budget:
     non_torch_bytes: float
     cudagraph_bytes: float
     given_bytes: float | None = None  # --kv-cache-memory-bytes: used as is
+    graphs: Graphs | None = None  # the graphs the estimate counts (None: given, or eager)
 
     @property
     def available_bytes(self) -> float:
@@ -176,9 +180,22 @@ def budgets(model, cfg, eng, gpu, weights: list[float], stages: list[range]) -> 
     """Each pipeline rank's budget (one GPU of it)."""
     total = cuda_total_bytes(gpu)
     requested = requested_bytes(total, cfg.gpu_memory_utilization)
+    plan, graph_bytes = cudagraph_estimate(model, cfg, eng)
     out = []
     for r, (w, held) in enumerate(zip(weights, stages)):
         act = profile_activation_bytes(model, cfg, eng, held, r == len(stages) - 1)
         out.append(Budget(total, requested, w, act, cfg.non_torch_bytes,
-                          cfg.cudagraph_bytes, cfg.kv_cache_memory_bytes))
+                          graph_bytes, cfg.kv_cache_memory_bytes, plan))
     return out
+
+
+def cudagraph_estimate(model, cfg, eng) -> tuple[Graphs | None, float]:
+    """What vLLM subtracts for CUDA graphs: nothing with --enforce-eager (the estimate is
+    skipped, gpu_worker.py), the figure given (--cudagraph-gib), else the model of
+    ``ledger.serve.graphs`` over the graphs vLLM's defaults capture."""
+    if cfg.enforce_eager:
+        return None, 0.0
+    if cfg.cudagraph_bytes is not None:
+        return None, cfg.cudagraph_bytes
+    plan = graphs(model, eng.max_num_seqs, eng.max_num_batched_tokens)
+    return plan, plan.estimate_bytes

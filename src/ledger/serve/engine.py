@@ -49,7 +49,10 @@ class ServeConfig:
     mamba_cache_dtype: str = "auto"  # --mamba-cache-dtype: recurrent states (auto: bf16)
     mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: their ssm part
     non_torch_bytes: float = 0.0  # vLLM's measured non-torch increase (NCCL, cuBLAS)
-    cudagraph_bytes: float = 0.0  # vLLM's measured CUDA-graph pool estimate
+    cudagraph_bytes: float | None = None  # vLLM's CUDA-graph estimate as its log gives it;
+    #                                       None: ledger.serve.graphs' model of it; 0: vLLM
+    #                                       before v0.21 or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0
+    enforce_eager: bool = False  # --enforce-eager: no CUDA graphs, nothing estimated
     quant: object = None  # ledger.serve.quant.Quant: how the weights are stored (None: bf16)
     mxfp4_backend: str | None = None  # MXFP4 MoE kernels (None: vLLM's for the GPU)
     sampler: str = "flashinfer"  # top-k / top-p kernels the profile's sampler pass runs:
@@ -77,7 +80,10 @@ class ServeConfig:
         if not (isinstance(u, (int, float)) and 0 < u <= 1):
             raise LedgerError("gpu_memory_utilization", f"must lie in (0, 1], got {u!r}")
         for f in ("non_torch_bytes", "cudagraph_bytes"):
-            if not (math.isfinite(getattr(self, f)) and getattr(self, f) >= 0):
+            v = getattr(self, f)
+            if v is None and f == "cudagraph_bytes":
+                continue
+            if not (math.isfinite(v) and v >= 0):
                 raise LedgerError(f, f"must be a finite number >= 0, got {getattr(self, f)!r}")
         if self.engine not in ("vllm", "sglang"):
             raise LedgerError("engine", f"must be vllm or sglang, got {self.engine!r}")

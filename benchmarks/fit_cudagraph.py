@@ -1,0 +1,48 @@
+"""vLLM's CUDA-graph estimate: the two constants of ledger.serve.graphs (first capture, each
+further graph) fitted by least squares on the 'fit' rows of
+tests/fixtures/serve/cudagraph_logs.json, then every row: the fit's prediction, each 'fit'
+row also left out of its own fit, and the 'later' rows (vLLM 0.26 on). The shipped
+FIRST_CAPTURE_BYTES and PER_GRAPH_BYTES are the first line (tests/test_serve_graphs.py)."""
+import json
+from pathlib import Path
+
+from ledger.serve.graphs import estimate_bytes, fit
+
+LOGS = Path(__file__).parents[1] / "tests" / "fixtures" / "serve" / "cudagraph_logs.json"
+GiB = 2**30
+
+
+def rows() -> list[dict]:
+    return json.loads(LOGS.read_text())["rows"]
+
+
+def point(r: dict) -> tuple[int, int, float]:
+    return r["piecewise"], r["full"], r["estimate_gib"]
+
+
+def table() -> list[str]:
+    rs = rows()
+    fitted = [point(r) for r in rs if r["role"] == "fit"]
+    first, each = fit(fitted)
+    out = [f"first capture {first:,.0f} B ({first / GiB:.3f} GiB), each further graph "
+           f"{each:,.0f} B ({each / 2**20:.2f} MiB), fitted on {len(fitted)} rows",
+           "| model | GPU | TP | vLLM | graphs (piecewise + full, largest) | logged | "
+           "predicted | error | left-out prediction | error | role |",
+           "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rs:
+        p, f, gib = point(r)
+        pred = estimate_bytes(p, f, first, each) / GiB
+        if r["role"] == "fit":
+            others = [point(o) for o in rs if o["role"] == "fit" and o is not r]
+            loo = estimate_bytes(p, f, *fit(others)) / GiB
+            left = f"{loo:.2f} GiB | {100 * (loo / gib - 1):+.0f}%"
+        else:
+            left = "- | -"
+        out.append(f"| {r['model']} | {r['gpu']} | {r['tp']} | {r['vllm']} | {p} + {f} "
+                   f"({r['piecewise_largest']}) | {gib:.2f} GiB | {pred:.2f} GiB | "
+                   f"{100 * (pred / gib - 1):+.0f}% | {left} | {r['role']} |")
+    return out
+
+
+if __name__ == "__main__":
+    print("\n".join(table()))
