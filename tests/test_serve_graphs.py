@@ -125,3 +125,15 @@ def test_benchmark_prints_the_fit():
     lines = table()
     assert lines[0].startswith(f"first capture {FIRST_CAPTURE_BYTES:,} B")
     assert len(lines) == 3 + len(ROWS)
+
+
+def test_docs_hold_the_fit_table():
+    """docs/serve.md holds benchmarks/fit_cudagraph.py's output line for line."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from fit_cudagraph import table
+    finally:
+        sys.path.pop(0)
+    page = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8").splitlines()
+    for line in table():
+        assert line in page

@@ -12,15 +12,17 @@ capture's bytes are the shared pool, the second's the cost of each further graph
 
     estimate = max over modes of first capture + sum over modes of (graphs - 1) x per graph
 
-(``profile_cudagraph_memory``, vllm/v1/worker/gpu_model_runner.py, as vLLM 0.19-0.25 log it:
-"Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)",
-"Estimated CUDA graph memory: 0.55 GiB total"). Later vLLM (0.26 on, issues #45178, #50780,
-PR #51590) changed the sampling; the rule here is the two-sample one of the pinned commit.
+(``profile_cudagraph_memory``, vllm/v1/worker/gpu_model_runner.py, quoted at its line 6461 by
+issue #45178 and PR #45197; vLLM 0.18-0.25 log it as "Profiling CUDA graph memory:
+PIECEWISE=51 (largest=512), FULL=35 (largest=256)", "Estimated CUDA graph memory: 0.55 GiB
+total"). vLLM 0.26 changed what the estimate charges (issue #50780); the rule here is the
+two-sample one of the pinned commit.
 
 What one capture holds is not derivable from the model's shape here: the first capture of
 a single-token batch already costs 0.36-0.43 GiB in the logs (kernel workspaces and the
 pool's first segments, not the batch's activations), and the estimate barely moves with
-the model (0.52-0.83 GiB for 0.6B to 35B models with the default 86 graphs). So the two
+the model (0.52-1.58 GiB for 0.6B to 26B models with the default 86 graphs, 0.78 and 1.58
+for one model on one GPU under two vLLM releases). So the two
 measured terms are two constants, ``FIRST_CAPTURE_BYTES`` and ``PER_GRAPH_BYTES``, fitted by
 ``fit`` (least squares) on the declared calibration rows of
 tests/fixtures/serve/cudagraph_logs.json (benchmarks/fit_cudagraph.py prints the fit and every
