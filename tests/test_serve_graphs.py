@@ -28,14 +28,16 @@ def point(r):
 
 
 def test_capture_sizes_as_vllm_logs_them():
-    """vLLM's default sizes: 51 up to 512 (1, 2, 4, every 8 to 248, every 16 from 256), and
-    with max_num_seqs 256 the FULL decode graphs stop at 256: 'PIECEWISE=51 (largest=512),
-    FULL=35 (largest=256)' in every default row of the fixture."""
+    """vLLM's default sizes: 51 up to 512 (1, 2, 4, every 8 to 248, every 16 from 256); the
+    FULL decode graphs stop at max_num_seqs: 'PIECEWISE=51 (largest=512), FULL=35
+    (largest=256)' at 256 sequences, 'FULL=51 (largest=512)' from 512, as every default
+    row of the fixture logs."""
     assert len(capture_sizes(512)) == 51 and capture_sizes(512)[:5] == [1, 2, 4, 8, 16]
-    g = graphs(llama3_70b(), 256, 8192)
-    assert (g.piecewise, g.full, g.largest) == (51, 35, 512)
+    counts = {(g.piecewise, g.full, g.largest) for g in (graphs(llama3_70b(), n, 8192)
+                                                         for n in (256, 1024))}
+    assert counts == {(51, 35, 512), (51, 51, 512)}
     defaults = [r for r in ROWS if r["piecewise_largest"] == 512 and r["role"] == "fit"]
-    assert defaults and all((r["piecewise"], r["full"]) == (51, 35) for r in defaults)
+    assert defaults and all((r["piecewise"], r["full"], 512) in counts for r in defaults)
 
 
 def test_gpt_oss_captures_up_to_1024():
@@ -67,11 +69,11 @@ def test_constants_are_the_declared_fit():
 
 
 def test_held_to_every_logged_estimate():
-    """The model against every logged 'Estimated CUDA graph memory': a single-token capture
-    within 10% (0.36 and 0.43 GiB logged, 0.40 modelled); the 86-graph default rows from
-    -51% (vLLM 0.18.0's 1.58 GiB) to +50% (0.52 GiB), each left out of its own fit from
-    -59% to +58%; vLLM 0.26's changed estimator +74%. What one further graph costs varies
-    1.5-14 MiB between logs of the same graphs; the constant is their mean."""
+    """The model against every logged 'Estimated CUDA graph memory': the two single-token
+    captures +1% and +21%; the default rows (86 or 102 graphs) from -55% (vLLM 0.18.0's
+    1.58 GiB) to +130% (0.33 GiB), left out of their own fit from -63% to +158%; vLLM 0.26's
+    changed estimator +49% and -0%. What one further graph costs varies from under vLLM's
+    1 MiB floor to 14 MiB between logs of the same graphs; the constant is their fit."""
     fitted = [point(r) for r in ROWS if r["role"] == "fit"]
     errors, left_out = [], []
     for r in ROWS:
@@ -81,11 +83,14 @@ def test_held_to_every_logged_estimate():
             others = [point(o) for o in ROWS if o["role"] == "fit" and o is not r]
             left_out.append(estimate_bytes(p, f, *fit(others)) / GiB / gib - 1)
     single = [e for r, e in zip(ROWS, errors) if r["piecewise"] == 1]
-    assert len(single) == 2 and max(abs(e) for e in single) < 0.10
-    assert min(errors) == pytest.approx(-0.51, abs=0.01)
-    assert max(errors[:-1]) == pytest.approx(0.50, abs=0.01)
-    assert max(abs(e) for e in left_out) == pytest.approx(0.59, abs=0.01)
-    assert errors[-1] == pytest.approx(0.74, abs=0.01) and ROWS[-1]["role"] == "later"
+    assert len(single) == 2 and max(abs(e) for e in single) < 0.22
+    inside = [e for r, e in zip(ROWS, errors) if r["role"] == "fit"]
+    assert (min(inside), max(inside)) == (pytest.approx(-0.55, abs=0.01),
+                                          pytest.approx(1.30, abs=0.01))
+    assert (min(left_out), max(left_out)) == (pytest.approx(-0.63, abs=0.01),
+                                              pytest.approx(1.58, abs=0.01))
+    later = [e for r, e in zip(ROWS, errors) if r["role"] == "later"]
+    assert later == [pytest.approx(0.49, abs=0.01), pytest.approx(0.0, abs=0.01)]
 
 
 def test_subtracted_by_default_and_overridden():
