@@ -70,10 +70,10 @@ def test_constants_are_the_declared_fit():
 
 def test_held_to_every_logged_estimate():
     """The model against every logged 'Estimated CUDA graph memory': the two single-token
-    captures +1% and +21%; the default rows (86 or 102 graphs) from -55% (vLLM 0.18.0's
-    1.58 GiB) to +130% (0.33 GiB), left out of their own fit from -63% to +158%; vLLM 0.26's
-    changed estimator +49% and -0%. What one further graph costs varies from under vLLM's
-    1 MiB floor to 14 MiB between logs of the same graphs; the constant is their fit."""
+    captures +53% and +82%; every 'fit' row from -50% (vLLM 0.18's 1.65 GiB) to +159%
+    (0.33 GiB for 102 graphs), left out of its own fit from -57% to +189%; vLLM 0.26's
+    changed estimator +59% and +12%. Logs of the same 86 graphs range from 0.52 to 1.65 GiB:
+    the two constants are a fit through that spread, not a prediction tighter than it."""
     fitted = [point(r) for r in ROWS if r["role"] == "fit"]
     errors, left_out = [], []
     for r in ROWS:
@@ -83,14 +83,14 @@ def test_held_to_every_logged_estimate():
             others = [point(o) for o in ROWS if o["role"] == "fit" and o is not r]
             left_out.append(estimate_bytes(p, f, *fit(others)) / GiB / gib - 1)
     single = [e for r, e in zip(ROWS, errors) if r["piecewise"] == 1]
-    assert len(single) == 2 and max(abs(e) for e in single) < 0.22
+    assert sorted(single) == [pytest.approx(0.53, abs=0.01), pytest.approx(0.82, abs=0.01)]
     inside = [e for r, e in zip(ROWS, errors) if r["role"] == "fit"]
-    assert (min(inside), max(inside)) == (pytest.approx(-0.55, abs=0.01),
-                                          pytest.approx(1.30, abs=0.01))
-    assert (min(left_out), max(left_out)) == (pytest.approx(-0.63, abs=0.01),
-                                              pytest.approx(1.58, abs=0.01))
+    assert (min(inside), max(inside)) == (pytest.approx(-0.50, abs=0.01),
+                                          pytest.approx(1.59, abs=0.01))
+    assert (min(left_out), max(left_out)) == (pytest.approx(-0.57, abs=0.01),
+                                              pytest.approx(1.89, abs=0.01))
     later = [e for r, e in zip(ROWS, errors) if r["role"] == "later"]
-    assert later == [pytest.approx(0.49, abs=0.01), pytest.approx(0.0, abs=0.01)]
+    assert later == [pytest.approx(0.59, abs=0.01), pytest.approx(0.12, abs=0.01)]
 
 
 def test_subtracted_by_default_and_overridden():

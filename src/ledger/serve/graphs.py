@@ -21,7 +21,7 @@ two-sample one of the pinned commit.
 What one capture holds is not derivable from the model's shape here: the first capture of
 a single-token batch already costs 0.36-0.43 GiB in the logs (kernel workspaces and the
 pool's first segments, not the batch's activations), and the estimate barely moves with
-the model (0.33-1.58 GiB for 0.6B to 26B models with the default 86 or 102 graphs, 0.78
+the model (0.33-1.65 GiB for 0.6B to 35B models with the default 86 or 102 graphs, 0.78
 and 1.58 for one model on one GPU under two vLLM releases). So the two
 measured terms are two constants, ``FIRST_CAPTURE_BYTES`` and ``PER_GRAPH_BYTES``, fitted by
 ``fit`` (least squares) on the declared calibration rows of
@@ -45,8 +45,8 @@ from dataclasses import dataclass
 MiB = 2**20
 # Fitted by ``fit`` on the calibration rows of tests/fixtures/serve/cudagraph_logs.json
 # (benchmarks/fit_cudagraph.py; tests/test_serve_graphs.py checks these are its output).
-FIRST_CAPTURE_BYTES = 467_829_997  # 0.436 GiB: the first capture, the pool's first bytes
-PER_GRAPH_BYTES = 3_453_756  # 3.29 MiB: each further graph of a mode
+FIRST_CAPTURE_BYTES = 704_621_179  # 0.656 GiB: the first capture, the pool's first bytes
+PER_GRAPH_BYTES = 2_119_202  # 2.02 MiB: each further graph of a mode
 MIN_PER_GRAPH_BYTES = MiB  # vLLM's floor: "at least 1 MiB per graph for driver overhead"
 DEFAULT_MAX_CAPTURE = 512  # the cap of min(max_num_seqs x 2, 512)
 MAX_CAPTURE_BY_FAMILY = {"gpt_oss": 1024}  # verify_and_update_config's override
