@@ -29,6 +29,7 @@ REUSED = {
     "gpt-oss-120b": "src/ledger/validation/data/hf/gpt-oss-120b.json",
     "qwen3-235b-a22b-instruct-2507": "src/ledger/validation/data/hf/qwen3-235b-a22b.json",
     "nemotron-3-nano-30b-a3b": "src/ledger/validation/data/hf/nemotron-3-nano.json",
+    "nemotron-3-super-120b-a12b": "src/ledger/validation/data/hf/nemotron-3-super.json",
     "deepseek-v3": "tests/fixtures/serve/deepseek-v3-fp8.json",
     "gpt-oss-20b": "tests/fixtures/serve/quant/gpt-oss-20b.json",
     "nemotron-nano-9b-v2": "tests/fixtures/serve/nemotron-nano-9b-v2-shape.json",
@@ -109,6 +110,7 @@ PUBLISHED = {
     "gpt-oss-120b": (117 * B, B, None, None),  # "117B parameters"
     "gpt-oss-20b": (21 * B, B, None, None),  # "21B parameters"
     "nemotron-3-nano-30b-a3b": (31.6 * B, 0.1 * B, None, None),  # "31.6B total"
+    "nemotron-3-super-120b-a12b": (120 * B, B, 12 * B, B),  # "120B-A12B" (its name)
 }
 
 

@@ -20,7 +20,7 @@ _COUNTS = ("learned_positions", "num_experts", "shared_experts", "first_dense_la
 _FLAGS = ("gated_mlp", "tied_embeddings", "qkv_bias", "out_bias", "mlp_bias",
           "attention_sinks", "shared_expert_gate", "router_bias", "seq_default",
           "attn_gate_bias", "diff_attention", "norm_weights", "embedding_norm", "final_norm",
-          "sub_norms", "lm_head_bias", "moe_norm")
+          "sub_norms", "lm_head_bias", "moe_norm", "mtp_shared")
 ATTN_GATES = ("none", "elementwise", "head")
 
 
@@ -131,10 +131,26 @@ def check_moe(m) -> None:
         raise LedgerError("shared_expert_gate", "needs shared_experts >= 1")
     if m.router_groups or m.router_group_topk:
         _check_router_groups(m)
+    _check_latent_and_mtp(m)
     for f in ("shared_experts", "router_bias", "moe_layer_ids", "mtp_layers", "router_groups"):
         v = getattr(m, f)
         if v and not m.is_moe and f != "mtp_layers":
             raise LedgerError(f, f"is an MoE field but num_experts({m.num_experts}) < 2")
+
+
+def _check_latent_and_mtp(m) -> None:
+    """LatentMoE's width (an MoE field) and an MTP block's layer letters (M * - E)."""
+    if m.moe_latent is not None:
+        require_positive("moe_latent", m.moe_latent)
+        if not m.is_moe:
+            raise LedgerError("moe_latent", f"is an MoE field but num_experts({m.num_experts})"
+                                            f" < 2")
+    p = m.mtp_pattern
+    if p is not None and (not isinstance(p, str) or not p or set(p) - set("M*-E")):
+        raise LedgerError("mtp_pattern", f"must be letters M, *, - and E, got {p!r}")
+    if p and "E" in p and not m.is_moe:
+        raise LedgerError("mtp_pattern", f"{p!r} has an MoE layer E but num_experts"
+                                         f"({m.num_experts}) < 2")
 
 
 def _check_router_groups(m) -> None:

@@ -90,7 +90,12 @@ class ModelSpec:
     moe_layer_ids: tuple[int, ...] | None = None  # MoE layers; None: all from first_dense
     router_groups: int = 0  # group-limited routing: experts in this many groups (n_group)
     router_group_topk: int = 0  # groups a token may pick (topk_group); 0: no limit
-    mtp_layers: int = 0  # DeepSeek-V3 multi-token-prediction modules (not in ``params``)
+    moe_latent: int | None = None  # LatentMoE (Megatron moe_latent_size): routed experts run
+    #                                 and are dispatched at this width between two projections
+    mtp_layers: int = 0  # multi-token-prediction depths (DeepSeek-V3's modules; not in ``params``)
+    mtp_pattern: str | None = None  # an MTP block's layers in Megatron's hybrid letters (M * - E;
+    #                                 Nemotron 3's "*E"); None: one layer of the stack's kind
+    mtp_shared: bool = False  # one MTP block's weights serve every depth (mtp_use_repeated_layer)
     # ---- hybrid stacks (ledger.anatomy.mixers) -------------------------------------------------
     mixers: tuple[str, ...] | None = None  # per layer: attention, mamba, linear, conv,
     #                                        attention+mamba (Falcon-H1), none; None: attention
@@ -252,6 +257,17 @@ class ModelSpec:
         if not self.is_moe:
             return float(self.params)
         return self.params - self.expert_params * (1 - self.top_k / self.num_experts)
+
+    @property
+    def expert_hidden(self) -> int:
+        """The width routed experts take in and give out: the latent width under LatentMoE
+        (``moe_latent``), else hidden."""
+        return self.moe_latent or self.hidden
+
+    @property
+    def mtp_kinds(self) -> tuple[LayerKind, ...]:
+        """The layers one MTP depth runs (``ledger.anatomy.counts.mtp_kinds``)."""
+        return counts.mtp_kinds(self)
 
     @property
     def mtp_params(self) -> int:

@@ -11,11 +11,23 @@ from __future__ import annotations
 from ledger.anatomy.mixers import LayerKind
 
 
-def mlp(m, width: int) -> int:
-    """One MLP of ``width``: gate, up and down (SwiGLU) or up and down, their biases."""
+def mlp(m, width: int, h: int | None = None) -> int:
+    """One MLP of ``width`` on ``h``-wide rows (default hidden): gate, up and down (SwiGLU)
+    or up and down, their biases."""
+    h = m.hidden if h is None else h
     matrices = 3 if m.gated_mlp else 2
-    bias = ((matrices - 1) * width + m.hidden) if m.mlp_bias else 0
-    return matrices * m.hidden * width + bias
+    bias = ((matrices - 1) * width + h) if m.mlp_bias else 0
+    return matrices * h * width + bias
+
+
+def latent_proj(m) -> int:
+    """LatentMoE's two projections around the routed experts, hidden -> latent before the
+    dispatch and latent -> hidden after the combine, with their biases: Megatron-Core's
+    fc1_latent_proj / fc2_latent_proj, TELinear in "duplicated" mode - whole on every TP
+    rank (megatron/core/transformer/moe/moe_layer.py:265-304 at d98e8a64dd); transformers'
+    NemotronHMoE (modeling_nemotron_h.py:733-739 in 5.23.0, bias=mlp_bias)."""
+    lat = m.moe_latent
+    return 0 if not lat else 2 * m.hidden * lat + (lat + m.hidden) * m.mlp_bias
 
 
 def norm_size(m) -> int:
@@ -139,9 +151,10 @@ def kind_parts(m, kind: LayerKind) -> dict[str, tuple[int, int, int]]:
         return out
     h, e = m.hidden, m.num_experts
     split, repl = mlp_parts(m, m.shared_ffn) if m.shared_experts else (0, 0)
+    latent = {"latent_proj": (0, latent_proj(m), 0)} if m.moe_latent else {}
     return out | {"shared_experts": (split, repl + h * m.shared_expert_gate, 0),
-                  "router": (0, h * e + e * m.router_bias, 0),
-                  "experts": (0, 0, e * mlp(m, m.moe_ffn_hidden))}
+                  "router": (0, h * e + e * m.router_bias, 0), **latent,
+                  "experts": (0, 0, e * mlp(m, m.moe_ffn_hidden, m.expert_hidden))}
 
 
 def first_stage_params(m) -> int:
@@ -171,7 +184,7 @@ def breakdown(m) -> dict[str, int]:
     h, nsize = m.hidden, norm_size(m)
     out = dict.fromkeys(("embedding", "positions", "attention", "mlp", "experts",
                          "shared_experts", "router", "norms", "output"), 0)
-    extra = dict.fromkeys(("ssm", "linear_attention", "conv"), 0)
+    extra = dict.fromkeys(("ssm", "linear_attention", "conv", "latent_proj"), 0)
     out["embedding"] = m.embedding_rows * h
     out["positions"] = m.learned_positions * h
     out["norms"] = (m.embedding_norm + m.final_norm) * nsize
@@ -180,19 +193,44 @@ def breakdown(m) -> dict[str, int]:
         for key, part in kind_parts(m, kind).items():
             (extra if key in extra else out)[key] += n * sum(part)
     ordered = {}
-    for key, value in out.items():  # the recurrent mixers beside attention
-        ordered[key] = value
-        if key == "attention":
-            ordered |= {k: v for k, v in extra.items() if v}
+    for key, value in out.items():  # the recurrent mixers beside attention, LatentMoE's
+        ordered[key] = value  # projections beside the routed experts
+        if key in ("attention", "experts"):
+            ordered |= {k: v for k, v in extra.items() if v and (k == "latent_proj") ==
+                        (key == "experts")}
     return ordered
 
 
+# Megatron's hybrid layer letters (megatron/core/models/hybrid/hybrid_layer_allocation.py
+# at d98e8a64dd: M Mamba, * attention, - MLP, E MoE), each one mixer or one MLP alone
+PATTERN = {"M": LayerKind("mamba", "none"), "*": LayerKind("attention", "none"),
+           "-": LayerKind("none", "dense"), "E": LayerKind("none", "moe")}
+
+
+def mtp_kinds(m) -> tuple[LayerKind, ...]:
+    """The layers one MTP depth runs: its ``mtp_pattern`` letters (Nemotron 3's "*E": an
+    attention layer, then an MoE layer - config.json mtp_hybrid_override_pattern), or one
+    transformer block of the stack's MLP (DeepSeek-V3: an MoE layer, as layer 61 of the
+    released checkpoint is)."""
+    if m.mtp_pattern is None:
+        return (LayerKind("attention", "moe" if m.is_moe else "dense"),)
+    return tuple(PATTERN[c] for c in m.mtp_pattern)
+
+
+def mtp_sets(m) -> int:
+    """MTP blocks with weights of their own: one per depth, or one for all of them when
+    the depths repeat one block (Megatron ``mtp_use_repeated_layer``: one layer spec for
+    every depth, megatron/core/models/gpt/gpt_layer_specs.py:779-782 at d98e8a64dd)."""
+    return min(m.mtp_layers, 1) if m.mtp_shared else m.mtp_layers
+
+
 def mtp_params(m) -> int:
-    """DeepSeek-V3's multi-token-prediction modules (report sec. 2.2, fig. 3): each has
-    a projection M (h x 2h), two RMSNorms on its inputs, one transformer block (an MoE
-    layer, as layer 61 of the released checkpoint is) and the final norm of its shared
-    head; embedding and output head are shared with the main model, so not counted."""
+    """The multi-token-prediction blocks (DeepSeek-V3 report sec. 2.2, fig. 3; Megatron-Core
+    MultiTokenPredictionLayer): each has a projection (h x 2h), two RMSNorms on its inputs,
+    its layers (``mtp_kinds``) and the final norm of its shared head; embedding and output
+    head are shared with the main model, so not counted. Shared blocks count once
+    (``mtp_sets``)."""
     if not m.mtp_layers:
         return 0
-    block = sum(kind_params(m, LayerKind("attention", "moe" if m.is_moe else "dense")))
-    return m.mtp_layers * (2 * m.hidden * m.hidden + block + 3 * norm_size(m))
+    block = sum(sum(kind_params(m, k)) for k in mtp_kinds(m))
+    return mtp_sets(m) * (2 * m.hidden * m.hidden + block + 3 * norm_size(m))

@@ -141,7 +141,6 @@ def nemotron_h(r):  # configuration_nemotron_h.py:84-205; one block a layer, M *
     else:
         types = r.get("layers_block_type", None, list_of=str) or \
             ["linear_attention", "moe", "full_attention", "mlp"]
-    r.refuse("moe_latent_size", None, "experts over a latent projection")
     h = r.get("hidden_size")
     heads = r.get("num_attention_heads")
     layers = len(types)
@@ -158,8 +157,9 @@ def nemotron_h(r):  # configuration_nemotron_h.py:84-205; one block a layer, M *
     moe = {"num_experts": e, "top_k": top_k(r, "num_experts_per_tok", 2),
            "moe_ffn_hidden": r.get("moe_intermediate_size", 7688), "moe_layer_ids": moe_ids,
            "shared_experts": r.get("n_shared_experts", 1),
-           "shared_expert_ffn": r.get("moe_shared_expert_intermediate_size", 7688)} \
-        if e > 1 else {}
+           "shared_expert_ffn": r.get("moe_shared_expert_intermediate_size", 7688),
+           "moe_latent": r.get("moe_latent_size", None, int, nullable=True),
+           **_nemotron_mtp(r)} if e > 1 else {}
     b = r.get("attention_bias", False, bool)
     return {"layers": layers, "hidden": h, "heads": heads,
             "kv_heads": r.get("num_key_value_heads", 8), "head_dim": r.get("head_dim", 128),
@@ -169,6 +169,28 @@ def nemotron_h(r):  # configuration_nemotron_h.py:84-205; one block a layer, M *
             "mixers": mixers, "mamba": mb, "no_mlp_layers": no_mlp, **moe,
             "tied_embeddings": r.get("tie_word_embeddings", False, bool)}, \
         r.get("max_position_embeddings", 4096)
+
+
+def _nemotron_mtp(r) -> dict:
+    """Nemotron 3's MTP block (configuration_nemotron_h.py:145-146, :189-199): its depths
+    (num_nextn_predict_layers; transformers builds none of them, :1012, so they are not in
+    ``params``) and their layers, mtp_layers_block_type or the legacy
+    mtp_hybrid_override_pattern (default attention, then MoE)."""
+    depths = r.get("num_nextn_predict_layers", 0)
+    pattern = r.cfg.get("mtp_hybrid_override_pattern")
+    types = r.get("mtp_layers_block_type", None, list_of=str)
+    if types is not None:
+        names = {"full_attention": "*", "attention": "*", "moe": "E", "mlp": "-",
+                 "linear_attention": "M", "mamba": "M"}
+        if set(types) - set(names):
+            raise LedgerError("config.json", f"'mtp_layers_block_type' {types!r}: attention, "
+                                             f"moe, mlp and mamba only")
+        pattern = "".join(names[t] for t in types)
+    pattern = "*E" if pattern is None else pattern
+    if not isinstance(pattern, str) or not pattern or set(pattern) - set("M*-E"):
+        raise LedgerError("config.json", f"'mtp_hybrid_override_pattern' {pattern!r}: "
+                                         f"letters M, *, - and E only")
+    return {"mtp_layers": depths, "mtp_pattern": pattern} if depths else {}
 
 
 def jamba(r):  # configuration_jamba.py:109-123; modeling_jamba.py:463-499

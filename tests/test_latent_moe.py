@@ -1,0 +1,67 @@
+"""Nemotron 3's LatentMoE and its MTP block (issue 30's 36 rows): the released
+config.json read as transformers builds it, held to the published checkpoint counts.
+
+Sources: the fixture and its counts, src/ledger/validation/data/hf/SOURCES.md; Megatron-Core's
+latent projections, megatron/core/transformer/moe/moe_layer.py:265-304, :488-492, :591-592
+at d98e8a64dd (hidden -> latent before the dispatch, latent -> hidden after the combine).
+"""
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import LedgerError
+from ledger.io.hf import read_config
+
+DATA = Path(__file__).parent.parent / "src" / "ledger" / "validation" / "data" / "hf"
+
+
+def super_cfg() -> dict:
+    return json.loads((DATA / "nemotron-3-super.json").read_text())
+
+
+def test_super_counts_its_checkpoint_elements():
+    """Megatron-Bridge's verification card (card.yaml L72-76 @ 067f987df03b): the BF16
+    release is 123,611,033,088 elements, with the 41 FP32 router correction-bias buffers
+    (40 MoE layers + the MTP block's, 512 experts each) that transformers keeps as buffers
+    and the ledger does not count as parameters."""
+    spec, _ = read_config(super_cfg())
+    assert spec.params + spec.mtp_params + 41 * 512 == 123_611_033_088
+
+
+def test_super_mtp_block_by_hand():
+    """One "*E" block: attention 4096 x (4096 + 2 x 256) + 4096 x 4096 = 35,651,584; the
+    MoE layer 512 x 2 x 1024 x 2688 + 2 x 4096 x 5376 + 4096 x 512 + 2 x 4096 x 1024 =
+    2,873,098,240; eh_proj 2 x 4096 x 4096 = 33,554,432; five norms of 4096 (enorm, hnorm,
+    the two layers', the final one) = 20,480."""
+    spec, _ = read_config(super_cfg())
+    assert (spec.mtp_layers, spec.mtp_pattern) == (1, "*E")
+    assert spec.mtp_params == 35_651_584 + 2_873_098_240 + 33_554_432 + 20_480
+    # the recipe runs the one block twice (mtp_num_layers 2, mtp_use_repeated_layer): the
+    # same weights
+    assert replace(spec, mtp_layers=2, mtp_shared=True).mtp_params == spec.mtp_params
+    assert replace(spec, mtp_layers=2).mtp_params == 2 * spec.mtp_params
+
+
+def test_latent_experts_and_projections_by_hand():
+    spec, _ = read_config(super_cfg())
+    b = spec.breakdown
+    assert spec.expert_hidden == 1024 and spec.moe_layers == 40
+    assert b["experts"] == 40 * 512 * 2 * 1024 * 2688
+    assert b["latent_proj"] == 40 * 2 * 4096 * 1024
+    # whole on every TP rank ("duplicated"), not routed
+    from ledger.anatomy.mixers import LayerKind
+
+    parts = spec.layer_parts(LayerKind("none", "moe"))
+    assert parts["latent_proj"] == (0, 2 * 4096 * 1024, 0)
+
+
+@pytest.mark.parametrize("bad,field", [
+    ({"mtp_hybrid_override_pattern": "*X"}, "mtp_hybrid_override_pattern"),
+    ({"moe_latent_size": 0}, "moe_latent"),
+])
+def test_refused_in_one_line(bad, field):
+    with pytest.raises(LedgerError) as err:
+        read_config({**super_cfg(), **bad})
+    assert field in str(err.value) and "\n" not in str(err.value)
