@@ -208,13 +208,16 @@ def _mlp_block(model, t, e, tokens, tp, sp_div, moe, capacity_factor, etp=1,
               + n * t.routing_map_bytes_per_expert
               + (4 * h if t.router_input_fp32 and e != 4 else 0)) * tokens / sp_div
     routed = tokens * k * capacity_factor
-    per_routed = (t.routed_input_copy * h * _gi(t, e)
-                  + t.routed_output_copies * h * _b(t.routed_output, e)
-                  + _b(t.routed_prob, e) + t.routed_index_bytes)
+    x = getattr(model, "expert_hidden", h)  # LatentMoE: rows travel and enter at the latent
+    per_routed = (t.routed_input_copy * x * _gi(t, e)  # width (moe_layer.py:488-492,
+                  + t.routed_output_copies * x * _b(t.routed_output, e)  # :591-592 at
+                  + _b(t.routed_prob, e) + t.routed_index_bytes)  # d98e8a64dd)
     per_f_e = _mlp_f(t, e, per_f, t.expert_swiglu_recompute)
     if act_recompute and not t.expert_swiglu_recompute:
         per_f_e = (per_f - 1) * e
     experts = routed * per_routed * etp / sp_div + routed * per_f_e * f / tp
+    if x != h:  # fc2_latent_proj's input, the combined latent rows (fc1_latent_proj's is
+        experts = experts + x * _gi(t, e) * tokens / sp_div  # the block input, kept above)
     shared_w = getattr(model, "shared_ffn", model.shared_experts * f)
     shared = _mlp_f(t, e, per_f) * shared_w * tokens / tp
     return norm, 0.0, router, experts, shared

@@ -45,9 +45,10 @@ def matmuls(model, t, moe: bool) -> list[tuple[str, str, float, float, float]]:
         return attn + ups + [("mlp", "row", h, 1, f)]
     n, k, f = model.num_experts, model.top_k, model.moe_ffn_hidden
     out = attn + ([("router", "repl", n, 1, h)] if t.sac_router_mm else [])
+    x = getattr(model, "expert_hidden", h)  # LatentMoE's experts work at the latent width
     if t.sac_expert_mms == 2:  # a fused gate_up projection, then down
-        out += [("experts", "col", (2 if model.gated_mlp else 1) * f, k, h),
-                ("experts", "row", h, k, f)]
+        out += [("experts", "col", (2 if model.gated_mlp else 1) * f, k, x),
+                ("experts", "row", x, k, f)]
     shared = getattr(model, "shared_ffn", model.shared_experts * f)
     if shared:
         out += [("shared", "col", shared, 1, h)] * (2 if model.gated_mlp else 1) \

@@ -54,13 +54,15 @@ def mixer_matmul_params(model: ModelSpec, mixer: str) -> float:
 
 def layer_matmul_params(model: ModelSpec, kind: LayerKind) -> float:
     """Weights one token multiplies in a layer of ``kind``: its mixer's, its dense MLP's,
-    or of its MoE block the top-k routed experts, the shared ones (with Qwen2-MoE's shared
-    gate) and the router."""
+    or of its MoE block the top-k routed experts (at the latent width under LatentMoE, with
+    its two projections), the shared ones (with Qwen2-MoE's shared gate) and the router."""
     h, matrices = model.hidden, 3 if model.gated_mlp else 2
+    lat = getattr(model, "moe_latent", None)  # LatentMoE: hidden -> latent -> hidden
+    latent = 2 * h * lat if lat else 0
     mlp = {"dense": matrices * h * model.ffn_hidden, "none": 0,
-           "moe": (model.top_k * matrices * h * model.moe_ffn_hidden
+           "moe": (model.top_k * matrices * model.expert_hidden * model.moe_ffn_hidden
                    + matrices * h * model.shared_ffn + h * model.num_experts
-                   + h * model.shared_expert_gate)}[kind.mlp]
+                   + h * model.shared_expert_gate + latent)}[kind.mlp]
     return mixer_matmul_params(model.attention_of(kind), kind.mixer) + mlp
 
 

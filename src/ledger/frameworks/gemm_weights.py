@@ -25,8 +25,10 @@ def gemm_weights(model, moe) -> tuple[float, float, float, int]:
     if mlp == "none":
         return split, repl, 0, tensors
     shared = mats * h * model.shared_ffn if model.shared_experts else 0
-    routed = model.num_experts * mats * h * model.moe_ffn_hidden
-    return split + shared, repl, routed, tensors + 2 * bool(shared)
+    x = getattr(model, "expert_hidden", h)  # LatentMoE: experts at the latent width, and
+    routed = model.num_experts * mats * x * model.moe_ffn_hidden  # its two projections whole
+    latent = 2 * h * x if x != h else 0  # on every TP rank (moe_layer.py:265-304, d98e8a64dd)
+    return split + shared, repl + latent, routed, tensors + 2 * bool(shared) + 2 * bool(latent)
 
 
 def _attention_gemms(model) -> tuple[float, float, int]:

@@ -44,8 +44,10 @@ def weight_shapes(model, kind: LayerKind, tp, etp) -> set[tuple]:
     shapes.add((h, a * v / tp))
     if not kind.moe:
         return shapes | {(g * model.ffn_hidden / tp, h), (h, model.ffn_hidden / tp)}
-    f = model.moe_ffn_hidden
-    shapes |= {(g * f / etp, h), (h, f / etp)}
+    f, x = model.moe_ffn_hidden, getattr(model, "expert_hidden", h)  # LatentMoE: latent
+    shapes |= {(g * f / etp, x), (x, f / etp)}
+    if x != h:  # and its two projections, whole (moe_layer.py:265-304 at d98e8a64dd)
+        shapes |= {(x, h), (h, x)}
     shared = getattr(model, "shared_ffn", model.shared_experts * f)
     if shared:
         shapes |= {(g * shared / tp, h), (h, shared / tp)}

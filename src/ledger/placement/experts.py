@@ -82,7 +82,8 @@ class _Sizes:
 
     local: float  # tokens the dispatcher starts from
     rows: float  # local x top_k x capacity: rows this rank sends per dispatch
-    h_bytes: float  # one row (hidden x act_bytes)
+    h_bytes: float  # one row (hidden x act_bytes; LatentMoE dispatches and combines at the
+    #                 latent width: moe_layer.py:488-492, :591-592 at d98e8a64dd)
     prob_bytes: float  # one routing prob (the router's dtype, bf16 here)
     passes: int  # forwards per micro-batch (2 under full recompute) + 1 backward
     steps: float  # MoE layers on this PP rank x micro-batches
@@ -97,7 +98,7 @@ def _sizes(model, cfg, tokens, forwards) -> _Sizes:
     fw = framework_of(cfg)
     wire = ep_wire_ratio(fw, cfg.act_bytes)
     return _Sizes(local, local * topk * cfg.moe.capacity_factor,
-                  model.hidden * cfg.act_bytes * wire,
+                  getattr(model, "expert_hidden", model.hidden) * cfg.act_bytes * wire,
                   cfg.act_bytes, forwards + 1, layers * cfg.num_microbatches,
                   cfg.moe.imbalance)
 

@@ -135,10 +135,7 @@ def _kinds_table(model: ModelSpec, pp: int, vp: int, schedule, rule: str, counts
         for key in each[starts[st]:starts[st] + counts[st]]:
             held[key] = held.get(key, 0) + 1
         per_stage.append(held)
-    mtp = {mtp_kind(model): model.mtp_layers} if model.mtp_layers else {}
-    # an MTP module's block is a global-attention layer of the stack's MoE kind; it runs
-    # beside the output head, on the last stage
-    per_stage[-1] = _merged(per_stage[-1], mtp)
+    per_stage[-1] = _merged(per_stage[-1], mtp_held(model))
     kinds = sorted({k for c in per_stage for k in c}, key=LayerKind.order)
     table = np.zeros((pp, len(kinds)))
     for r, held in enumerate(rank_stages(pp, vp, schedule)):
@@ -173,16 +170,21 @@ def inflight_kinds(model: ModelSpec, pp: int, vp: int = 1, schedule: str | None 
             held = {}
             for key in each[starts[stage]:starts[stage] + split[stage]]:
                 held[key] = held.get(key, 0) + 1
-            if stage == pp - 1 and model.mtp_layers:
-                held = _merged(held, {mtp_kind(model): model.mtp_layers})
+            if stage == pp - 1:
+                held = _merged(held, mtp_held(model))
             for kind, n in held.items():
                 out[r, kinds.index(kind)] += n * 2 * alive / (pp + 1)
     return kinds, out
 
 
-def mtp_kind(model: ModelSpec) -> LayerKind:
-    """The kind of an MTP module's transformer block: global attention, the stack's MLP."""
-    return LayerKind("attention", "moe" if model.is_moe else "dense", None)
+def mtp_held(model: ModelSpec) -> dict:
+    """The layers the MTP depths run beside the output head, on the last stage, by kind:
+    each depth's block (``ModelSpec.mtp_kinds``: DeepSeek-V3's one layer, Nemotron 3's
+    "*E"), every depth - also when the depths share one block's weights."""
+    held: dict = {}
+    for kind in model.mtp_kinds if model.mtp_layers else ():
+        held[kind] = held.get(kind, 0) + model.mtp_layers
+    return held
 
 
 def _merged(a: dict, b: dict) -> dict:

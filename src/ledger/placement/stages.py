@@ -16,6 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 from itertools import accumulate
 
+from ledger.anatomy.counts import mtp_sets
 from ledger.arch.activations import layer_kind
 from ledger.config import expert_tp
 from ledger.errors import LedgerError
@@ -161,11 +162,15 @@ def mtp_params(model: ModelSpec) -> tuple[int, int, int]:
     """(split by TP, replicated, routed) parameters of the multi-token-prediction modules,
     which Megatron-Core builds on the last pipeline stage beside the output head they
     share (megatron/core/models/gpt/gpt_model.py: mtp on the post-process stage): the
-    h x 2h projection (column-parallel), three norms and one transformer block each."""
+    h x 2h projection (column-parallel), three norms and the block's layers
+    (``ModelSpec.mtp_kinds``) each - once for depths that repeat one block."""
     if not model.mtp_layers:
         return 0, 0, 0
-    split, repl, routed = model.layer_params(model.is_moe)
-    n, h = model.mtp_layers, model.hidden
+    split = repl = routed = 0
+    for kind in model.mtp_kinds:
+        s, r, e = model.layer_params(kind)
+        split, repl, routed = split + s, repl + r, routed + e
+    n, h = mtp_sets(model), model.hidden
     return n * (split + 2 * h * h), n * (repl + 3 * model.norm_size), n * routed
 
 

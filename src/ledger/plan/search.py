@@ -96,7 +96,8 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     vr, sr = (int(g["vp"].max()) + 1 if count else 1), len(SCHEDULES)
     lay_key = (g["pp"] * vr + g["vp"]) * sr + g["sched"]
     keys, lay_inv = np.unique(lay_key, return_inverse=True)
-    paces = np.array([pace(model.layers, model.mtp_layers, int(k // sr // vr),
+    mtp = model.mtp_layers * len(model.mtp_kinds)  # the MTP depths' layers
+    paces = np.array([pace(model.layers, mtp, int(k // sr // vr),
                            int(k // sr % vr), shape_of(int(k % sr)), fw.split)
                       for k in keys]).reshape(-1, 3)[lay_inv.reshape(-1)]
     code = codes(g)

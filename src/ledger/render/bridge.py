@@ -49,7 +49,8 @@ from ledger.config import MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
-from ledger.validation.bridge import LACKS, PRESET, READ_AS, BridgeRow, config_text, rows
+from ledger.validation.bridge import (LACKS, PRESET, QUANT_FILES, READ_AS, RECIPE_MTP, WITH,
+                                     BridgeRow, config_text, rows)
 
 GIB = 2**30
 GPU_PRESET = {"h100": "h100-sxm", "b200": "b200", "b300": "b300", "gb200": "gb200",
@@ -74,14 +75,26 @@ def model_of(row: BridgeRow):
     spec = replace(spec, seq_len=row.seq_len)
     if row.model_variant == "w/o MTP":
         spec = replace(spec, mtp_layers=0)
+    elif spec.mtp_layers:
+        spec = replace(spec, **mtp_of(row, spec))
     return spec
+
+
+def mtp_of(row: BridgeRow, spec) -> dict:
+    """The MTP depths the row's recipe runs: its own mtp_num_layers and
+    mtp_use_repeated_layer, else its family's library recipe's (``RECIPE_MTP``), else the
+    model's own."""
+    depth, shared = RECIPE_MTP.get(row.model, (spec.mtp_layers, spec.mtp_shared))
+    depth = row.setting("mtp_num_layers", depth)
+    shared = row.setting("mtp_use_repeated_layer", shared)
+    return {"mtp_layers": int(depth), "mtp_shared": bool(shared)}
 
 
 @lru_cache(maxsize=None)
 def _config_spec(model: str):
     from ledger.io.hf import spec_from_dict
 
-    cfg = json.loads(config_text(model))
+    cfg = json.loads(config_text(model)) | WITH.get(model, {})
     if model in READ_AS:
         cfg["model_type"] = READ_AS[model]
     return spec_from_dict(cfg, model)
@@ -101,7 +114,8 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
     offered = RECIPES["megatron"]
     if row.precision == "bf16":
         return None, ()
-    approx: list[str] = []
+    approx: list[str] = [QUANT_FILES[key] for key in [(row.model, row.precision)]
+                         if key in QUANT_FILES]
     width, name = {"fp8_cs": ("fp8", "tensorwise"), "fp8_sc": ("fp8", "blockwise"),
                    "fp8_mx": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}[row.precision]
     if name not in offered:

@@ -61,12 +61,14 @@ def _attention_gemms(model: ModelSpec, tokens, tp, gpu, cal, pk):
     return q + kv + o
 
 
-def _mlp_gemms(width, tokens, model: ModelSpec, tp, gpu, cal, pk, kind="mlp"):
-    """Forward seconds of one MLP of ``width``: up (and gate) column-, down row-parallel;
-    ``kind``: mlp | experts | shared, for its GEMMs' precision."""
+def _mlp_gemms(width, tokens, model: ModelSpec, tp, gpu, cal, pk, kind="mlp", h=None):
+    """Forward seconds of one MLP of ``width`` on ``h``-wide rows (default hidden): up (and
+    gate) column-, down row-parallel; ``kind``: mlp | experts | shared, for its GEMMs'
+    precision."""
+    h = model.hidden if h is None else h
     up = (2 if model.gated_mlp else 1) * width / tp
-    return gemm_s(tokens, up, model.hidden, gpu, cal, peak=pk[kind + "_up"]) \
-        + gemm_s(tokens, model.hidden, width / tp, gpu, cal, peak=pk[kind + "_down"])
+    return gemm_s(tokens, up, h, gpu, cal, peak=pk[kind + "_up"]) \
+        + gemm_s(tokens, h, width / tp, gpu, cal, peak=pk[kind + "_down"])
 
 
 def _mixer_gemms(model: ModelSpec, mixer: str, tokens, tp, gpu, cal, pk) -> dict:
@@ -115,11 +117,18 @@ def kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk=None) -> dict
     # shard under Megatron) x top_k over the EP group's experts, gathered over ETP
     per_expert = moe_tokens(cfg, tokens) * model.top_k * cfg.ep * etp / model.num_experts
     routed = model.num_experts / cfg.ep * _mlp_gemms(model.moe_ffn_hidden, per_expert, model,
-                                                     etp, gpu, cal, pk, "experts")
+                                                     etp, gpu, cal, pk, "experts",
+                                                     model.expert_hidden)
     shared = _mlp_gemms(model.shared_ffn, tokens, model, tp, gpu, cal, pk, "shared") \
         if model.shared_experts else 0.0
-    return out | {"experts": routed, "shared_experts": shared,
-                  "router": gemm_s(tokens, model.num_experts, h, gpu, cal)}
+    out = out | {"experts": routed, "shared_experts": shared,
+                 "router": gemm_s(tokens, model.num_experts, h, gpu, cal)}
+    if model.moe_latent:  # LatentMoE's projections, whole on each GPU, on the tokens it
+        # dispatches (moe_layer.py:488-492, :591-592 at d98e8a64dd), at the dense MLP's precision
+        lat, rows = model.moe_latent, moe_tokens(cfg, tokens)
+        out["latent_proj"] = gemm_s(rows, lat, h, gpu, cal, peak=pk["mlp_up"]) \
+            + gemm_s(rows, h, lat, gpu, cal, peak=pk["mlp_down"])
+    return out
 
 
 # NVFP4's weight-gradient path (TE recipe/__init__.py L593-608: RHT on the column-wise

@@ -277,7 +277,8 @@ def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placeme
     lay = Layout(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp, ep=cfg.ep, etp=cfg.etp,
                  hsdp_shard=cfg.hsdp_shard, gpus_per_node=system.gpus_per_node,
                  gpus_per_domain=system.gpus_per_domain)
-    busiest, head, share = pace(model.layers, model.mtp_layers, cfg.pp, cfg.vp, cfg.schedule,
+    mtp = model.mtp_layers * len(model.mtp_kinds)  # the MTP depths' layers (ModelSpec)
+    busiest, head, share = pace(model.layers, mtp, cfg.pp, cfg.vp, cfg.schedule,
                                 framework_of(cfg).split, cfg.stage_layers)
     hs = pl.heaviest_stage
     dp_rows = [c for c in pl.comms if c.axis == "dp"]

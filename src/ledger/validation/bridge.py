@@ -31,16 +31,46 @@ PRESET = {"llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b":
           "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
 # table model -> config.json under data/hf/ (its source in data/hf/SOURCES.md)
 CONFIG = {"gpt-oss-120b": "gpt-oss-120b.json", "qwen3-235b-a22b": "qwen3-235b-a22b.json",
-          "kimi-k2": "kimi-k2.json", "nemotron-3-nano": "nemotron-3-nano.json"}
+          "kimi-k2": "kimi-k2.json", "nemotron-3-nano": "nemotron-3-nano.json",
+          "nemotron-3-super": "nemotron-3-super.json",
+          # "the same architecture as Nemotron 3 Nano, but ... trained natively with
+          # multi-token prediction" (examples/models/nemotron/nemotron_3/lightning/
+          # README.md L3-4 @ 067f987df03b): Nano's file with one "*E" MTP block (WITH), which
+          # counts the 32,913,266,240 elements its verification card states
+          "nemotron-3.5-lightning": "nemotron-3-nano.json"}
 # a config.json whose model_type the reader does not know, read as the family it runs as
 READ_AS = {"kimi-k2": "deepseek_v3"}  # Megatron-Bridge kimi_bridge.py:35-39 @ v0.5.1
+# keys set over a CONFIG file for a model released without its own (see CONFIG)
+WITH = {"nemotron-3.5-lightning": {"num_nextn_predict_layers": 1,
+                                   "mtp_hybrid_override_pattern": "*E"}}
+# the MTP depths a family's library recipe runs where the perf recipe names none: Nemotron
+# 3 Super's one "*E" block run twice (recipes/nemotronh/nemotron_3_super.py L94, L98 at
+# v0.4.0 to v0.5.1; recipes/nemotronh/h100/nemotron_3_super.py L98, L102 @ v0.6.0:
+# mtp_num_layers 2, mtp_use_repeated_layer True)
+RECIPE_MTP = {"nemotron-3-super": (2, True)}
+# what a family's perf scripts set on a precision beyond the Megatron-Bridge function the
+# row names: Nemotron 3 Super's NVFP4 keeps its last 14 layers in BF16 (scripts/performance/
+# configs/nemotronh/nemotron_3_llm_pretrain.py L47-50 at v0.4.0 to v0.5.1; v0.6.0's
+# nemotron_3_super_bf16_with_nvfp4_mixed, training/mixed_precision.py L421-429, the first
+# ones at MixedPrecisionConfig's 0, L71) without NVFP4 param gather (v0.6.0 perf_recipes/
+# nemotronh/common.py L65-69, "Disabled until MCore PR 4358 lands")
+FAMILY_PRECISION = {("nemotron-3-super", "nvfp4"): {
+    "mixed_precision.first_last_layers_bf16": True,
+    "mixed_precision.num_layers_at_start_in_bf16": 0,
+    "mixed_precision.num_layers_at_end_in_bf16": 14,
+    "mixed_precision.fp4_param_gather": False}}
+# a per-module precision file the family's perf scripts load beside the recipe, not priced
+# (named in the row's approx): Nemotron 3 Super's NVFP4 te_quant.cfg (scripts/performance/
+# configs/nemotronh/te_quant.cfg @ v0.4.1, perf_recipes/nemotronh/te_quant.cfg @ v0.6.0)
+QUANT_FILES = {("nemotron-3-super", "nvfp4"): "te_quant.cfg's BF16 attention, latent "
+                                              "projections and MTP, MXFP8 Mamba out_proj "
+                                              "not priced"}
 # table model -> what the ledger lacks to express it (the row is listed, not run)
 LACKS = {
-    "nemotron-3-super": "LatentMoE with MTP (Megatron-Bridge recipes/nemotronh/"
-                        "nemotron_3_super.py:30-41 @ v0.5.1: experts over a latent "
-                        "projection, config.json moe_latent_size): ledger.io.hf refuses it",
-    "nemotron-3-ultra": "LatentMoE as Nemotron 3 Super's, and no released config.json found",
-    "nemotron-3.5-lightning": "no released config.json found to read it from",
+    "nemotron-3-ultra": "no released config.json found: Megatron-Bridge builds Nemotron 3 "
+                        "Ultra from the hub's file (recipes/nemotronh/h100/nemotron_3_ultra"
+                        ".py L39 @ v0.6.0, AutoBridge.from_hf_pretrained) and defines no "
+                        "shape of its own",
     "deepseek-v4-flash": "DeepSeek-V4's compressed sparse attention (compress_ratios, "
                          "indexer) and hyper-connections (hc_mult): not modelled",
 }
@@ -186,9 +216,11 @@ class BridgeRow:
 
     def precision_setting(self, name: str, default=None):
         """A MixedPrecisionConfig field as the run had it: the recipe function's
-        ``mixed_precision.<name>``, else the precision's Megatron-Bridge function with the
-        perf script's overrides (``recipe["precision"]``)."""
-        for s in (self.recipe.get("settings") or {}, self.pretrain.get("settings") or {}):
+        ``mixed_precision.<name>``, else its family's perf-script overrides
+        (``FAMILY_PRECISION``), else the precision's Megatron-Bridge function with the perf
+        script's overrides (``recipe["precision"]``)."""
+        for s in (self.recipe.get("settings") or {}, self.pretrain.get("settings") or {},
+                  FAMILY_PRECISION.get((self.model, self.precision), {})):
             v = s.get(f"mixed_precision.{name}")
             if v is not None and not str(v).startswith("expr:"):
                 return v
