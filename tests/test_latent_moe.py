@@ -65,3 +65,14 @@ def test_refused_in_one_line(bad, field):
     with pytest.raises(LedgerError) as err:
         read_config({**super_cfg(), **bad})
     assert field in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_token_multiplies_the_latent_experts_by_hand():
+    """One MoE layer: 22 experts' up and down at 1024 x 2688, the shared expert's at
+    4096 x 5376, the router 4096 x 512 and the two projections 4096 x 1024."""
+    from ledger.anatomy.mixers import LayerKind
+    from ledger.arch.flops import layer_matmul_params
+
+    spec, _ = read_config(super_cfg())
+    assert layer_matmul_params(spec, LayerKind("none", "moe")) == \
+        22 * 2 * 1024 * 2688 + 2 * 4096 * 5376 + 4096 * 512 + 2 * 4096 * 1024

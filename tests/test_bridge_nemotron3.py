@@ -1,0 +1,100 @@
+"""Issue 30's rows that needed LatentMoE and MTP blocks: every Nemotron 3 Super and
+Nemotron 3.5 Lightning row of the Megatron-Bridge tables runs; the tables' one published
+out-of-memory placement is judged not to fit; what still does not run is named.
+
+Figures held: Megatron-Bridge's verification cards (examples/model_verification_cards/
+nemotron-3.5-lightning/card.yaml L59-63 @ 067f987df03b: 32,913,266,240 parameters with the
+MTP block); the archive's footnote (docs/performance-summary-archive.md:292, in
+ledger.validation.bridge.did_not_fit)."""
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from ledger.render.bridge import model_of, outcome
+from ledger.validation.bridge import did_not_fit, rows
+
+NEW = ("nemotron-3-super", "nemotron-3.5-lightning")
+
+
+def _rows(models):
+    return [r for r in rows() if r.model in models]
+
+
+def test_every_super_and_lightning_row_runs():
+    outs = [outcome(r) for r in _rows(NEW)]
+    assert all(o.status == "ran" for o in outs), [(o.row.id, o.reason) for o in outs
+                                                  if o.status != "ran"]
+    by_gpu = Counter((o.row.gpu, o.row.model) for o in outs)
+    assert by_gpu == {("b200", "nemotron-3-super"): 4, ("b300", "nemotron-3-super"): 6,
+                      ("gb200", "nemotron-3-super"): 10, ("gb300", "nemotron-3-super"): 10,
+                      ("gb200", "nemotron-3.5-lightning"): 1}
+    # published runs that ran: none judged not to fit
+    assert all(o.fits for o in outs), [o.row.id for o in outs if not o.fits]
+
+
+def test_what_still_does_not_run_is_named():
+    left = {r.id: outcome(r) for r in _rows(("nemotron-3-ultra", "deepseek-v4-flash",
+                                             "deepseek-v3"))}
+    out = {i: (o.status, o.reason) for i, o in left.items() if o.status != "ran"}
+    assert sorted(out) == ["25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1",
+                           "26.08/gb200/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1",
+                           "26.08/gb200/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1",
+                           "26.08/gb300/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1",
+                           "26.08/gb300/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1"]
+    assert "ep(64) does not divide dp(32)" in out[
+        "25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"][1]
+    assert "no released config.json" in out[
+        "26.08/gb200/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1"][1]
+    assert "hyper-connections" in out["26.08/gb200/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"][1]
+
+
+def test_the_published_out_of_memory_placement_does_not_fit():
+    """26.04.01 B200 Nemotron 3 Super NVFP4 at the MXFP8 row's TP 1 / EP 64 "could not
+    fit" (archive:292): judged not to fit; the TP 2 placement it then ran at, and the MXFP8
+    run at TP 1, fit."""
+    (r,) = did_not_fit()
+    o = outcome(r)
+    assert o.status == "ran" and not o.fits
+    assert o.peak_bytes > o.capacity_bytes
+    ran = {x.precision: outcome(x) for x in rows()
+           if (x.release, x.gpu, x.model) == ("26.04.01", "b200", "nemotron-3-super")}
+    assert ran["nvfp4"].row.tp == 2 and ran["nvfp4"].fits
+    assert ran["fp8_mx"].row.tp == 1 and ran["fp8_mx"].fits
+
+
+def test_lightning_is_nano_with_one_mtp_block_and_counts_its_checkpoint():
+    """Nano's 23 MoE layers and the MTP block's one keep a 128-expert FP32 correction-bias
+    buffer each, which the checkpoint counts and the ledger does not (as for Super)."""
+    (r,) = _rows(("nemotron-3.5-lightning",))
+    m = model_of(r)
+    assert (m.mtp_pattern, m.moe_layers, m.num_experts) == ("*E", 23, 128)
+    assert m.params + m.mtp_params + 24 * 128 == 32_913_266_240
+    # its recipe: mtp_num_layers 2 over the one block (row settings, v0.6.0)
+    assert (m.mtp_layers, m.mtp_shared) == (2, True)
+
+
+def test_super_runs_its_recipe_mtp_depths():
+    r = next(x for x in _rows(("nemotron-3-super",)) if x.release == "26.06")
+    m = model_of(r)
+    assert (m.mtp_layers, m.mtp_shared, m.mtp_pattern) == (2, True, "*E")
+    assert m.mtp_params == 2_942_324_736  # one block's weights for both depths
+
+
+def test_the_dispatch_carries_the_latent_width():
+    """Megatron-Core projects hidden -> latent before the dispatch and back after the
+    combine (moe_layer.py:488-492, :591-592 at d98e8a64dd): the EP all-to-all bytes are
+    those of 1024-wide rows, a quarter of a 4096-wide model's at the same placement."""
+    from ledger.placement import place
+    from ledger.render.bridge import config_of, precision_of
+
+    r = next(x for x in _rows(("nemotron-3-super",)) if x.id.startswith("26.06/gb200")
+             and x.precision == "fp8_mx")
+    m = model_of(r)
+    prec, _ = precision_of(r)
+    cfg, _ = config_of(r, prec, m)
+
+    def ep_bytes(model):
+        return sum(c.bytes for c in place(model, cfg, precision=prec).comms if c.axis == "ep")
+
+    assert ep_bytes(m) == pytest.approx(ep_bytes(replace(m, moe_latent=None)) * 1024 / 4096)
