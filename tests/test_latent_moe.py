@@ -76,3 +76,22 @@ def test_a_token_multiplies_the_latent_experts_by_hand():
     spec, _ = read_config(super_cfg())
     assert layer_matmul_params(spec, LayerKind("none", "moe")) == \
         22 * 2 * 1024 * 2688 + 2 * 4096 * 5376 + 4096 * 512 + 2 * 4096 * 1024
+
+
+def test_the_weight_matrices_peft_sees_count_the_block():
+    """transformers' module names and shapes of one LatentMoE block (what LoRA targets):
+    experts at 1024 wide, fc1 / fc2_latent_proj between 4096 and 1024; together every
+    parameter of the block but its norm."""
+    from ledger.anatomy.mixers import LayerKind
+    from ledger.finetune import modules
+
+    spec, _ = read_config(super_cfg())
+    kind = LayerKind("none", "moe")
+    lins = {(lin.name, lin.kind): (lin.in_features, lin.out_features, lin.experts)
+            for lin in modules.layer(spec, kind)}
+    assert lins[("up_proj", "experts")] == (1024, 2688, 512)
+    assert lins[("fc1_latent_proj", "latent_proj")] == (4096, 1024, 1)
+    assert lins[("fc2_latent_proj", "latent_proj")] == (1024, 4096, 1)
+    parts = spec.layer_parts(kind)
+    assert sum(lin.weights for lin in modules.layer(spec, kind)) == \
+        sum(sum(v) for k, v in parts.items() if k != "norms")

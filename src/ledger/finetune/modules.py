@@ -168,16 +168,20 @@ def mlp(m: ModelSpec, n: Names, width: int, kind: str = "mlp", gate_up: str | No
 def moe(m: ModelSpec, n: Names) -> list[Linear]:
     """One MoE block: the routed experts, the router, the shared experts and their gate."""
     h, e, f = m.hidden, m.num_experts, m.moe_ffn_hidden
+    x = m.expert_hidden  # LatentMoE: the experts' own width (NemotronHExperts, input_dim)
     if n.experts == "glu2d":  # DBRX's DbrxExpertGLU: w1, v1 (E F, H), w2
         experts = [Linear(w, "experts", i, o, experts=e, module=False, owner="mlp",
-                          quantised=False) for w, i, o in (("w1", h, f), ("v1", h, f),
-                                                           ("w2", f, h))]
+                          quantised=False) for w, i, o in (("w1", x, f), ("v1", x, f),
+                                                           ("w2", f, x))]
     else:
         up = ("gate_up_proj", 2 * f) if m.gated_mlp else ("up_proj", f)
-        experts = [Linear(up[0], "experts", h, up[1], experts=e, module=False, owner="experts",
+        experts = [Linear(up[0], "experts", x, up[1], experts=e, module=False, owner="experts",
                           quantised=False),
-                   Linear("down_proj", "experts", f, h, experts=e, module=False,
+                   Linear("down_proj", "experts", f, x, experts=e, module=False,
                           owner="experts", quantised=False)]
+    if m.moe_latent:  # NemotronHMoE's fc1_latent_proj / fc2_latent_proj (modeling_nemotron_h
+        experts += [_lin(n, "fc1_latent_proj", "latent_proj", h, x, "none"),  # .py:733-739)
+                    _lin(n, "fc2_latent_proj", "latent_proj", x, h, "none")]
     if n.router_module == "param":
         router = Linear("weight", "router", h, e, "none", module=False, owner=n.router,
                         quantised=False)

@@ -30,8 +30,10 @@ def _seq(model) -> str:
 def params_lines(model) -> list[str]:
     """Total and active (per token) parameters, and the count by component."""
     b = 1e9
-    mtp = (f"; + {model.mtp_params / b:.2f} B in {model.mtp_layers} MTP module(s), not in "
-           f"the total") if model.mtp_params else ""
+    where = f"1 MTP block run {model.mtp_layers} deep" if model.mtp_shared and \
+        model.mtp_layers > 1 else f"{model.mtp_layers} MTP module(s)"
+    mtp = (f"; + {model.mtp_params / b:.2f} B in {where}, not in the total") \
+        if model.mtp_params else ""
     parts = ", ".join(f"{k} {v / b:.2f} B" if v >= 1e7 else f"{k} {v / 1e6:.2f} M"
                       for k, v in model.breakdown.items() if v)
     return [f"  {'params':<20}{model.params / b:.2f} B total, {model.active_params / b:.2f} B "

@@ -92,7 +92,8 @@ def _mlp_transient(model, cfg, moe: bool, tokens: int) -> float:
     experts' MLP, which runs beside them."""
     if not moe:
         return tokens * 3 * model.ffn_hidden / cfg.tp
-    h, k, width = model.hidden, model.top_k, model.moe_ffn_hidden / cfg.etp
+    h, k, width = model.expert_hidden, model.top_k, model.moe_ffn_hidden / cfg.etp  # vLLM's
+    # FusedMoE at the latent width under LatentMoE (nemotron_h.py: hidden_size=moe_hidden_size)
     rows = tokens * cfg.dp
     experts = rows * k * (max(width, h) + max(2 * width, h)) + rows * h
     return experts + tokens * 3 * model.shared_ffn / cfg.tp

@@ -157,7 +157,7 @@ def mxfp4_expert_bytes(model, cfg, backend: str) -> float:
     pad_i, pad_h = MXFP4_PAD[backend]
     experts = model.num_experts // cfg.ep
     i = cdiv(model.moe_ffn_hidden // cfg.etp, pad_i) * pad_i
-    h = cdiv(model.hidden, pad_h) * pad_h
+    h = cdiv(model.expert_hidden, pad_h) * pad_h  # the experts' width (LatentMoE: latent)
     copies, bias = (2, 4) if backend == "triton" else (1, 2)  # checkpoint: one of each
     w13 = 2 * i * h // 2 + copies * 2 * i * h // 32 + bias * 2 * i
     w2 = h * i // 2 + copies * h * i // 32 + bias * h
