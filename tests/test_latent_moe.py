@@ -95,3 +95,9 @@ def test_the_weight_matrices_peft_sees_count_the_block():
     parts = spec.layer_parts(kind)
     assert sum(lin.weights for lin in modules.layer(spec, kind)) == \
         sum(sum(v) for k, v in parts.items() if k != "norms")
+
+
+def test_the_example_is_the_fixture():
+    """docs/models.md reads examples/nemotron-3-super.json: the same file."""
+    example = Path(__file__).parent.parent / "examples" / "nemotron-3-super.json"
+    assert json.loads(example.read_text()) == super_cfg()

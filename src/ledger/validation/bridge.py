@@ -71,8 +71,14 @@ LACKS = {
                         "Ultra from the hub's file (recipes/nemotronh/h100/nemotron_3_ultra"
                         ".py L39 @ v0.6.0, AutoBridge.from_hf_pretrained) and defines no "
                         "shape of its own",
-    "deepseek-v4-flash": "DeepSeek-V4's compressed sparse attention (compress_ratios, "
-                         "indexer) and hyper-connections (hc_mult): not modelled",
+    # mHC is defined at its source (transformers 5.23.0 modeling_deepseek_v4.py L887-1017;
+    # Megatron-LM megatron/core/transformer/hyper_connection.py @ d98e8a64), but modelling it
+    # alone would not run these rows: the attention the file sets up is not MLA either
+    "deepseek-v4-flash": "DeepSeek-V4's compressed sparse attention (compress_ratios 4 with "
+                         "an indexer, 128 without, a 128-token window; modeling_deepseek_v4"
+                         ".py L373-765), grouped low-rank output projection (o_groups, "
+                         "o_lora_rank), hash-routed first layers and hyper-connections "
+                         "(hc_mult 4): not modelled",
 }
 # Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
 # Kimi-K2), applied when a recipe gives none, by the number of model stages PP x VP
