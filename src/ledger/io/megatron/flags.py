@@ -21,6 +21,7 @@ MODEL_FLAGS = {
     "top_k": "--moe-router-topk", "moe_ffn_hidden": "--moe-ffn-hidden-size",
     "shared_expert_ffn": "--moe-shared-expert-intermediate-size",
     "mtp_layers": "--mtp-num-layers", "router_groups": "--moe-router-num-groups",
+    "moe_latent": "--moe-latent-size", "mtp_shared": "--mtp-use-repeated-layer",
     "router_group_topk": "--moe-router-group-topk", "q_lora_rank": "--q-lora-rank",
     "kv_lora_rank": "--kv-lora-rank", "qk_rope_head_dim": "--qk-pos-emb-head-dim",
     "qk_nope_head_dim": "--qk-head-dim", "v_head_dim": "--v-head-dim",

@@ -166,7 +166,8 @@ def moe_fields(ns: dict, layers: int, ffn: int) -> dict:
     out = dict(num_experts=experts, top_k=ns["moe_router_topk"],
                moe_ffn_hidden=ns.get("moe_ffn_hidden_size") or ffn, moe_layer_ids=ids,
                router_groups=ns.get("moe_router_num_groups") or 0,
-               router_group_topk=ns.get("moe_router_group_topk") or 0)
+               router_group_topk=ns.get("moe_router_group_topk") or 0,
+               moe_latent=ns.get("moe_latent_size") or None)  # moe_layer.py:265-304
     if ns.get("moe_shared_expert_intermediate_size"):
         out |= dict(shared_experts=1,
                     shared_expert_ffn=ns["moe_shared_expert_intermediate_size"])
@@ -211,7 +212,8 @@ def model_spec(ns: dict, name: str, vocab_rows: int) -> ModelSpec:
             qkv_bias=bias or bool(ns["add_qkv_bias"]), out_bias=bias, mlp_bias=bias,
             norm=norm, learned_positions=learned,
             attention_sinks=ns.get("softmax_type") == "learnable",
-            mtp_layers=ns.get("mtp_num_layers") or 0, **attention_fields(ns),
+            mtp_layers=ns.get("mtp_num_layers") or 0,
+            mtp_shared=bool(ns.get("mtp_use_repeated_layer")), **attention_fields(ns),
             **moe_fields(ns, layers, ffn), **window_fields(ns, layers))
     except LedgerError as e:
         raise LedgerError("from_megatron", f"{name}: {e}") from None

@@ -100,6 +100,7 @@ pipeline-model-parallel-layout
 cuda-graph-impl enable-cuda-graph cuda-graph-modules cuda-graph-scope
 no-overlap-p2p-communication moe-flex-dispatcher-backend
 moe-expert-capacity-factor moe-pad-expert-input-to-capacity
+moe-latent-size mtp-use-repeated-layer
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
