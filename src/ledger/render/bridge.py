@@ -49,8 +49,8 @@ from ledger.config import MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
-from ledger.validation.bridge import (LACKS, PRESET, QUANT_FILES, READ_AS, RECIPE_MTP, WITH,
-                                     BridgeRow, config_text, rows)
+from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
+                                     RECIPE_MTP, WITH, BridgeRow, config_text, rows)
 
 GIB = 2**30
 GPU_PRESET = {"h100": "h100-sxm", "b200": "b200", "b300": "b300", "gb200": "gb200",
@@ -116,6 +116,8 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
         return None, ()
     approx: list[str] = [QUANT_FILES[key] for key in [(row.model, row.precision)]
                          if key in QUANT_FILES]
+    if row.model in MTP_BF16 and row.precision != "bf16":
+        approx.append("MTP block kept in BF16 (keep_mtp_spec_in_bf16) not priced")
     width, name = {"fp8_cs": ("fp8", "tensorwise"), "fp8_sc": ("fp8", "blockwise"),
                    "fp8_mx": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}[row.precision]
     if name not in offered:

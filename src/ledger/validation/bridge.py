@@ -48,6 +48,9 @@ WITH = {"nemotron-3.5-lightning": {"num_nextn_predict_layers": 1,
 # v0.4.0 to v0.5.1; recipes/nemotronh/h100/nemotron_3_super.py L98, L102 @ v0.6.0:
 # mtp_num_layers 2, mtp_use_repeated_layer True)
 RECIPE_MTP = {"nemotron-3-super": (2, True)}
+# ... which also keeps the MTP block in BF16 under a low-precision recipe (L95 there,
+# keep_mtp_spec_in_bf16; Lightning's row sets it), priced at the run's precision: named
+MTP_BF16 = ("nemotron-3-super", "nemotron-3.5-lightning")
 # what a family's perf scripts set on a precision beyond the Megatron-Bridge function the
 # row names: Nemotron 3 Super's NVFP4 keeps its last 14 layers in BF16 (scripts/performance/
 # configs/nemotronh/nemotron_3_llm_pretrain.py L47-50 at v0.4.0 to v0.5.1; v0.6.0's
