@@ -98,3 +98,10 @@ def test_the_dispatch_carries_the_latent_width():
         return sum(c.bytes for c in place(model, cfg, precision=prec).comms if c.axis == "ep")
 
     assert ep_bytes(m) == pytest.approx(ep_bytes(replace(m, moe_latent=None)) * 1024 / 4096)
+
+
+def test_the_benchmark_prints_the_out_of_memory_verdict():
+    from ledger.render.bridge import oom_lines
+
+    (line,) = oom_lines()[1:]
+    assert "26.04.01/b200/nemotron-3-super/nvfp4" in line and "does NOT fit (right)" in line

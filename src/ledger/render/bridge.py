@@ -367,5 +367,19 @@ def bridge_table(out: list[Outcome] | None = None) -> str:
     for o in out:
         groups.setdefault(f"family {FAMILY[o.row.model]}", []).append(o)
     lines += [_summary(k, v) for k, v in groups.items()]
-    lines += [""] + ratio_lines(out) + [""] + mbs_lines(out)
+    lines += [""] + ratio_lines(out) + [""] + mbs_lines(out) + [""] + oom_lines()
     return "\n".join(lines)
+
+
+def oom_lines() -> list[str]:
+    """The placements the tables say did not fit (``bridge.did_not_fit``), judged."""
+    from ledger.validation.bridge import did_not_fit
+
+    out = ["placements the tables say did not fit (out of memory), as report judges them"]
+    for r in did_not_fit():
+        o = outcome(r)
+        verdict = o.reason if o.status != "ran" else (
+            f"{'fits (wrong)' if o.fits else 'does NOT fit (right)'} "
+            f"{o.peak_bytes / GIB:.1f} of {o.capacity_bytes / GIB:.0f} GiB")
+        out.append(f"  {r.id:<68}{verdict}")
+    return out
