@@ -14,7 +14,7 @@ import pytest
 from ledger.render.bridge import model_of, outcome
 from ledger.validation.bridge import did_not_fit, rows
 
-NEW = ("nemotron-3-super", "nemotron-3.5-lightning")
+NEW = ("nemotron-3-super", "nemotron-3.5-lightning", "nemotron-3-ultra")
 
 
 def _rows(models):
@@ -28,25 +28,47 @@ def test_every_super_and_lightning_row_runs():
     by_gpu = Counter((o.row.gpu, o.row.model) for o in outs)
     assert by_gpu == {("b200", "nemotron-3-super"): 4, ("b300", "nemotron-3-super"): 6,
                       ("gb200", "nemotron-3-super"): 10, ("gb300", "nemotron-3-super"): 10,
-                      ("gb200", "nemotron-3.5-lightning"): 1}
+                      ("gb200", "nemotron-3.5-lightning"): 1,
+                      ("gb200", "nemotron-3-ultra"): 1, ("gb300", "nemotron-3-ultra"): 1}
     # published runs that ran: none judged not to fit
     assert all(o.fits for o in outs), [o.row.id for o in outs if not o.fits]
 
 
 def test_what_still_does_not_run_is_named():
-    left = {r.id: outcome(r) for r in _rows(("nemotron-3-ultra", "deepseek-v4-flash",
-                                             "deepseek-v3"))}
+    left = {r.id: outcome(r) for r in _rows(("deepseek-v4-flash", "deepseek-v3"))}
     out = {i: (o.status, o.reason) for i, o in left.items() if o.status != "ran"}
     assert sorted(out) == ["25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1",
                            "26.08/gb200/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1",
-                           "26.08/gb200/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1",
-                           "26.08/gb300/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1",
-                           "26.08/gb300/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1"]
+                           "26.08/gb300/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"]
     assert "ep(64) does not divide dp(32)" in out[
         "25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"][1]
-    assert "no released config.json" in out[
-        "26.08/gb200/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1"][1]
     assert "hyper-connections" in out["26.08/gb200/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"][1]
+    assert "compressed sparse attention" in out[
+        "26.08/gb300/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"][1]
+
+
+def test_megatron_fsdp_from_the_recipe_where_the_table_has_no_column():
+    """26.06 onward the tables drop their FSDP column: Nemotron 3 Ultra's recipes run
+    Megatron-FSDP (HSDP); where a table states "no FSDP" (25.11 Llama 3.1 405B, whose recipe
+    says yes) the table wins."""
+    by = {r.id: r for r in rows()}
+    for gpu in ("gb200", "gb300"):
+        r = by[f"26.08/{gpu}/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1"]
+        assert (r.fsdp, r.megatron_fsdp) == (False, True)
+        assert r.setting("recompute_modules") == ["moe_act"]
+    r = by["25.11/gb200/llama3.1-405b/fp8_cs/256g/gbs1536/mbs1"]
+    assert r.setting("use_megatron_fsdp") is True and not r.megatron_fsdp
+    # the 26.06+ rows whose recipe is read as FSDP: Ultra's two alone
+    assert sorted(x.id for x in rows() if x.megatron_fsdp and not x.fsdp) == [
+        "26.08/gb200/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1",
+        "26.08/gb300/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1"]
+
+
+def test_ultra_runs_what_it_does_not_price_named():
+    (o,) = [outcome(r) for r in _rows(("nemotron-3-ultra",)) if r.gpu == "gb200"]
+    assert o.status == "ran" and o.fits
+    assert any("fine-grained activation offload" in a for a in o.approx)
+    assert any("HSDP" in a for a in o.approx)
 
 
 def test_the_published_out_of_memory_placement_does_not_fit():

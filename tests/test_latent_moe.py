@@ -28,6 +28,8 @@ def test_super_counts_its_checkpoint_elements():
     and the ledger does not count as parameters."""
     spec, _ = read_config(super_cfg())
     assert spec.params + spec.mtp_params + 41 * 512 == 123_611_033_088
+    # "A12B": active without the input table, as Ultra's "A55B" (below)
+    assert round((spec.active_params - spec.breakdown["embedding"]) / 1e9) == 12
 
 
 def test_super_mtp_block_by_hand():
@@ -101,3 +103,62 @@ def test_the_example_is_the_fixture():
     """docs/models.md reads examples/nemotron-3-super.json: the same file."""
     example = Path(__file__).parent.parent / "examples" / "nemotron-3-super.json"
     assert json.loads(example.read_text()) == super_cfg()
+
+
+# ---- Nemotron 3 Ultra: its shape from Megatron-LM's launch (tests/fixtures/nemotron3) ----
+CONFS = Path(__file__).parent / "fixtures" / "nemotron3"
+# Megatron flag -> nemotron_h key, with Megatron's default where the conf gives none
+# (transformer_config.py:1259-1265 at d98e8a64dd: state 128, 8 groups)
+CONF_KEYS = {"--hidden-size": "hidden_size", "--num-attention-heads": "num_attention_heads",
+             "--num-query-groups": "num_key_value_heads", "--kv-channels": "head_dim",
+             "--ffn-hidden-size": "intermediate_size", "--moe-latent-size": "moe_latent_size",
+             "--num-experts": "n_routed_experts", "--moe-router-topk": "num_experts_per_tok",
+             "--moe-shared-expert-intermediate-size": "moe_shared_expert_intermediate_size",
+             "--mamba-num-heads": "mamba_num_heads", "--mamba-head-dim": "mamba_head_dim",
+             "--mamba-state-dim": "ssm_state_size", "--mamba-num-groups": "n_groups"}
+
+
+def conf_shape(name: str) -> dict:
+    """The nemotron_h shape keys a Megatron-LM modelopt conf's MODEL_ARGS set."""
+    text = (CONFS / f"NVIDIA-Nemotron-3-{name}-BF16.sh").read_text()
+    words = text.split('MODEL_ARGS="', 1)[1].split('"', 1)[0].replace("\\", " ").split()
+    flags = {w: words[i + 1] for i, w in enumerate(words[:-1])
+             if w.startswith("--") and not words[i + 1].startswith("--")}
+    out = {"ssm_state_size": 128, "n_groups": 8, "moe_latent_size": None}
+    out |= {key: int(flags[f]) for f, key in CONF_KEYS.items() if f in flags}
+    out["moe_intermediate_size"] = int(flags.get("--moe-ffn-hidden-size",
+                                                 flags["--ffn-hidden-size"]))
+    pattern = flags.get("--hybrid-override-pattern") or flags["--hybrid-layer-pattern"]
+    out["hybrid_override_pattern"] = pattern
+    assert int(flags.get("--num-layers", len(pattern))) == len(pattern)
+    return out
+
+
+@pytest.mark.parametrize("name,file", [("Nano-30B-A3B", "nemotron-3-nano.json"),
+                                       ("Super-120B-A12B", "nemotron-3-super.json")])
+def test_megatrons_confs_give_the_released_shapes(name, file):
+    """The mapping from a conf to config.json keys, held on the two released files."""
+    released = json.loads((DATA / file).read_text())
+    shape = conf_shape(name)
+    assert shape == {k: released.get(k) for k in shape}
+
+
+def test_ultra_is_megatrons_conf_with_two_stated_assumptions():
+    ultra = json.loads((DATA / "nemotron-3-ultra.json").read_text())
+    shape = conf_shape("Ultra-550B-A55B")
+    assert {k: ultra[k] for k in shape} == shape
+    # the assumed ones (SOURCES.md): the Nemotron 3 tokenizer, one "*E" MTP block
+    assert (ultra["vocab_size"], ultra["mtp_hybrid_override_pattern"]) == (131072, "*E")
+    spec, _ = read_config(ultra)
+    assert spec.params == 549_308_968_960  # "550B"
+    # "A55B": active without the input table (its lookup multiplies nothing)
+    assert round((spec.active_params - spec.breakdown["embedding"]) / 1e9) == 55
+
+
+def test_ultra_counts_as_transformers_builds_it():
+    from test_released import transformers_count
+
+    ultra = json.loads((DATA / "nemotron-3-ultra.json").read_text())
+    spec, _ = read_config(ultra)
+    total, active = transformers_count(ultra)
+    assert (spec.params, spec.active_params) == (total, pytest.approx(active, rel=1e-12))

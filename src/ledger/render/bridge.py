@@ -191,7 +191,7 @@ def config_of(row: BridgeRow, precision: str | None,
     approx = []
     have = {f.name for f in fields(ParallelConfig)}
     kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
-              zero_stage=3 if row.fsdp else 1, sequence_parallel=row.tp > 1,
+              zero_stage=3 if row.megatron_fsdp else 1, sequence_parallel=row.tp > 1,
               micro_batch=row.micro_batch, num_microbatches=row.num_microbatches, vp=row.vp or 1,
               framework="megatron", precision=precision,
               **RECIPE_STATE.get(row.model, PERF_STATE),
@@ -233,6 +233,12 @@ def config_of(row: BridgeRow, precision: str | None,
     offload = row.setting("cpu_offloading_num_layers")
     if isinstance(offload, int) and offload > 0 and row.pp == 1 and "recompute" not in kw:
         kw["offload_activation_layers"] = offload  # Megatron's CPU activation offload
+    if row.setting("fine_grained_activation_offloading") is True:
+        approx.append(f"fine-grained activation offload of "
+                      f"{','.join(row.setting('offload_modules') or [])} not priced")
+    if row.megatron_fsdp and row.setting("num_distributed_optimizer_instances") not in (None, 1):
+        approx.append("HSDP (params and grads sharded per optimizer instance, the optimizer "
+                      "across them) priced as FSDP over all DP")
     for name, what in (("cpu_offloading_num_layers", "activation offload of {} layers"),):
         if name == "cpu_offloading_num_layers" and "offload_activation_layers" in kw:
             continue

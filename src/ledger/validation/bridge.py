@@ -37,7 +37,10 @@ CONFIG = {"gpt-oss-120b": "gpt-oss-120b.json", "qwen3-235b-a22b": "qwen3-235b-a2
           # multi-token prediction" (examples/models/nemotron/nemotron_3/lightning/
           # README.md L3-4 @ 067f987df03b): Nano's file with one "*E" MTP block (WITH), which
           # counts the 32,913,266,240 elements its verification card states
-          "nemotron-3.5-lightning": "nemotron-3-nano.json"}
+          "nemotron-3.5-lightning": "nemotron-3-nano.json",
+          # no released file found: Megatron-LM's own launch of the checkpoint written as
+          # one, its vocabulary and MTP block assumed (data/hf/SOURCES.md)
+          "nemotron-3-ultra": "nemotron-3-ultra.json"}
 # a config.json whose model_type the reader does not know, read as the family it runs as
 READ_AS = {"kimi-k2": "deepseek_v3"}  # Megatron-Bridge kimi_bridge.py:35-39 @ v0.5.1
 # keys set over a CONFIG file for a model released without its own (see CONFIG)
@@ -47,10 +50,12 @@ WITH = {"nemotron-3.5-lightning": {"num_nextn_predict_layers": 1,
 # 3 Super's one "*E" block run twice (recipes/nemotronh/nemotron_3_super.py L94, L98 at
 # v0.4.0 to v0.5.1; recipes/nemotronh/h100/nemotron_3_super.py L98, L102 @ v0.6.0:
 # mtp_num_layers 2, mtp_use_repeated_layer True)
-RECIPE_MTP = {"nemotron-3-super": (2, True)}
+RECIPE_MTP = {"nemotron-3-super": (2, True),
+              # recipes/nemotronh/h100/nemotron_3_ultra.py L61, L64 @ v0.6.0 (BF16: L62)
+              "nemotron-3-ultra": (2, True)}
 # ... which also keeps the MTP block in BF16 under a low-precision recipe (L95 there,
 # keep_mtp_spec_in_bf16; Lightning's row sets it), priced at the run's precision: named
-MTP_BF16 = ("nemotron-3-super", "nemotron-3.5-lightning")
+MTP_BF16 = ("nemotron-3-super", "nemotron-3.5-lightning", "nemotron-3-ultra")
 # what a family's perf scripts set on a precision beyond the Megatron-Bridge function the
 # row names: Nemotron 3 Super's NVFP4 keeps its last 14 layers in BF16 (scripts/performance/
 # configs/nemotronh/nemotron_3_llm_pretrain.py L47-50 at v0.4.0 to v0.5.1; v0.6.0's
@@ -68,12 +73,29 @@ FAMILY_PRECISION = {("nemotron-3-super", "nvfp4"): {
 QUANT_FILES = {("nemotron-3-super", "nvfp4"): "te_quant.cfg's BF16 attention, latent "
                                               "projections and MTP, MXFP8 Mamba out_proj "
                                               "not priced"}
+# releases whose tables have no FSDP column (docs/performance-summary.md @ DOCS commit, the
+# 26.08 table L39-104, and the archive's 26.06.01 / 26.06 ones; 26.04.01's and older have
+# one, archive L199): there the recipe says whether Megatron-FSDP ran (BridgeRow.megatron_fsdp)
+NO_FSDP_COLUMN = ("26.06", "26.06.01", "26.08")
+# what a recipe function sets through a shared helper the generator does not expand, read
+# at the row's ref: Nemotron 3 Ultra on GB300 (perf_recipes/nemotronh/gb300/nemotronh.py
+# L215-264 @ v0.6.0: TP 1 without SP, selective recompute of moe_act, fine-grained
+# activation offload of the fused grouped MLP; common.py L94-183: the Ultra perf defaults -
+# HybridEP flex dispatcher, no CUDA graphs - and Megatron-FSDP as HSDP, optimizer instances
+# one per 64-GPU NVLink domain)
+HELPER_SETTINGS = {"nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config": {
+    "model.recompute_granularity": "selective", "model.recompute_modules": ["moe_act"],
+    "model.fine_grained_activation_offloading": True,
+    "model.offload_modules": ["fused_group_mlp"], "model.moe_token_dispatcher_type": "flex",
+    "model.moe_flex_dispatcher_backend": "hybridep", "model.cuda_graph_impl": "none",
+    "ddp.use_megatron_fsdp": True,
+    "ddp.data_parallel_sharding_strategy": "optim_grads_params",
+    "ddp.num_distributed_optimizer_instances": 4},
+    # its GB200 twin's one expression, evaluated: max(1, 256 // 64) (common.py L168-169)
+    "nemotron_3_ultra_pretrain_256gpu_gb200_fp8mx_config": {
+        "ddp.num_distributed_optimizer_instances": 4}}
 # table model -> what the ledger lacks to express it (the row is listed, not run)
 LACKS = {
-    "nemotron-3-ultra": "no released config.json found: Megatron-Bridge builds Nemotron 3 "
-                        "Ultra from the hub's file (recipes/nemotronh/h100/nemotron_3_ultra"
-                        ".py L39 @ v0.6.0, AutoBridge.from_hf_pretrained) and defines no "
-                        "shape of its own",
     # mHC is defined at its source (transformers 5.23.0 modeling_deepseek_v4.py L887-1017;
     # Megatron-LM megatron/core/transformer/hyper_connection.py @ d98e8a64), but modelling it
     # alone would not run these rows: the attention the file sets up is not MLA either
@@ -115,7 +137,8 @@ _ALIASES = {"cuda_graph_impl": ("cuda_graph_impl", "model.cuda_graph_impl"),
                                             "model.moe_flex_dispatcher_backend"),
             "moe_a2a_overlap": ("moe_a2a_overlap", "comm_overlap.overlap_moe_expert_parallel_comm",
                                 "model.overlap_moe_expert_parallel_comm"),
-            "use_megatron_fsdp": ("use_megatron_fsdp", "ddp.use_megatron_fsdp")}
+            "use_megatron_fsdp": ("use_megatron_fsdp", "ddp.use_megatron_fsdp"),
+            "num_distributed_optimizer_instances": ("ddp.num_distributed_optimizer_instances",)}
 
 
 @dataclass(frozen=True)
@@ -150,6 +173,14 @@ class BridgeRow:
     recipe: dict = field(default_factory=dict)  # repo, ref, commit, config, path, line, settings
     disagree: dict = field(default_factory=dict)  # field -> {"table": x, "recipe": y}
     table_inconsistent: list = field(default_factory=list)  # the table against itself
+
+    @property
+    def megatron_fsdp(self) -> bool:
+        """Megatron-FSDP as the run had it: the table's FSDP column, or where the release's
+        table has none (``NO_FSDP_COLUMN``) the recipe's ``use_megatron_fsdp``."""
+        if self.release not in NO_FSDP_COLUMN:
+            return self.fsdp
+        return self.fsdp or self.setting("use_megatron_fsdp") is True
 
     @property
     def dp(self) -> int:
@@ -214,9 +245,11 @@ class BridgeRow:
         unconditionally (``pretrain``), else the 0.1 YAML's ConfigContainer; ``default``
         when none names it. None (a preset's "not set") and unevaluated expressions
         ("expr:...") are passed over. The library recipes those functions start from
-        (megatron.bridge.recipes.*) are not read."""
+        (megatron.bridge.recipes.*) are not read; what a recipe sets through a helper the
+        tables' generator does not expand is read from ``HELPER_SETTINGS``."""
         places = [self.recipe.get("settings") or {}, self.pretrain.get("settings") or {},
-                  ((self.recipe.get("ConfigContainer") or {}).get("model") or {})]
+                  ((self.recipe.get("ConfigContainer") or {}).get("model") or {}),
+                  HELPER_SETTINGS.get(self.recipe.get("config"), {})]
         for s in places:
             for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
                 if key in s and s[key] is not None and not str(s[key]).startswith("expr:"):
