@@ -162,3 +162,19 @@ def test_ultra_counts_as_transformers_builds_it():
     spec, _ = read_config(ultra)
     total, active = transformers_count(ultra)
     assert (spec.params, spec.active_params) == (total, pytest.approx(active, rel=1e-12))
+
+
+def test_the_mtp_depths_run_their_layers_on_the_last_stage():
+    """Two depths of one "*E" block: the last stage runs two more attention-only layers and
+    two more MoE-only layers than the stack's 8 and 40, for their activations and time;
+    the weights are one block's (``mtp_params``)."""
+    from ledger.anatomy.mixers import LayerKind
+    from ledger.placement import layer_kinds
+
+    spec, _ = read_config(super_cfg())
+    spec = replace(spec, mtp_layers=2, mtp_shared=True)
+    kinds, table = layer_kinds(spec, 1)
+    held = dict(zip(kinds, table[0]))
+    assert held[LayerKind("attention", "none")] == 8 + 2
+    assert held[LayerKind("none", "moe")] == 40 + 2
+    assert held[LayerKind("mamba", "none")] == 40
