@@ -284,3 +284,16 @@ def test_a_cell_copied_from_a_sibling_line_yields_to_the_recipe():
     assert (run.tp, run.pp, run.vp, run.micro_batch, run.num_microbatches) == (1, 4, 5, 1, 16)
     q = BY_ID["25.11/gb300/qwen3-235b-a22b/bf16/256g/gbs8192/mbs2"]
     assert q.as_run() is q
+
+
+def test_allocator_setting_per_release_launcher():
+    """Expandable segments as each release's perf launch sets PYTORCH_CUDA_ALLOC_CONF: at
+    v0.6.0 (26.08) every recipe function's own env_vars turn them on (e.g. perf_recipes/
+    nemotronh/gb300/nemotronh.py L149, qwen/gb300/qwen3_moe.py L495); before v0.5 only
+    named runs did (a 26.02 H100 Llama 3 70B row runs without)."""
+    from ledger.render.bridge import expandable_segments
+
+    v06 = [r for r in ROWS if r.release == "26.08"]
+    assert len(v06) == 18 and all(expandable_segments(r) for r in v06)
+    r = _one(release="26.02", gpu="h100", model="llama3-70b")
+    assert not expandable_segments(r)

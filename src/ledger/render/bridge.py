@@ -168,7 +168,11 @@ RECIPE_STATE = {"deepseek-v3": dict(PERF_STATE, exp_avg_dtype="bf16", exp_avg_sq
 # Megatron-FSDP (perf_plugins.py L314-319); before that only named runs - Llama 3.1 405B FP8
 # on GB200 (0.1.0rc3 setup_experiment.py L116-118, current scaling only; 0.2.0 perf_plugins.py
 # L250-252; 0.3.x L262-269) and GB300 (0.4.x L262-269), DeepSeek-V3 on H100 (0.3.x
-# L270-276) and GB200 (0.4.x L271-277); 0.6.0's scripts/performance sets none
+# L270-276) and GB200 (0.4.x L271-277); 0.6.0 moves it into each perf recipe's
+# cfg.env_vars, applied before torch is imported (scripts/performance/bootstrap.py L45), and
+# every recipe function the tables name sets it (perf_recipes/deepseek/gb300/deepseek_v3.py
+# L165, gpt_oss/gb300/gpt_oss.py L239, qwen/gb300/qwen3_moe.py L495, nemotronh/gb300/
+# nemotronh.py L149, L197, L288, ... : 18 of 18 functions, each env_vars block read @v0.6.0)
 _EXPANDABLE = {("llama3.1-405b", "v0.1"): ("gb200",), ("llama3.1-405b", "v0.2"): ("gb200",),
                ("llama3.1-405b", "v0.3"): ("gb200",), ("llama3.1-405b", "v0.4"): ("gb200", "gb300"),
                ("deepseek-v3", "v0.3"): ("h100",), ("deepseek-v3", "v0.4"): ("h100", "gb200")}
@@ -177,6 +181,8 @@ _EXPANDABLE = {("llama3.1-405b", "v0.1"): ("gb200",), ("llama3.1-405b", "v0.2"):
 def expandable_segments(row: BridgeRow) -> bool:
     """Whether the row's launch ran the caching allocator with expandable segments."""
     ref = str(row.recipe.get("ref") or "")
+    if ref.startswith("v0.6"):
+        return True
     if ref.startswith("v0.5"):
         return not (row.setting("nccl_ub") is True
                     or (row.model.startswith("llama") and row.fsdp))
