@@ -40,17 +40,19 @@ def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
 
 
 def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
-                           dropout=None):
+                           dropout=None, offload: bool = True):
     """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
     them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
     its own modules save otherwise. ``kind``: the layer's ``LayerKind`` (or an (MoE?,
     window) pair), else the model's typical layer; a fine-tune's adapters add theirs. Full
     recompute of every n-th layer only (``recompute_every``) averages the recomputed and
-    the untouched layers."""
+    the untouched layers. ``offload``: CPU-offloaded layers' bytes live on the host (what
+    the GPU holds); False - every layer's bytes, what its kernels write (the step's
+    elementwise traffic: an offloaded layer writes them all the same)."""
     kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
     adapters = _adapters(model, cfg, kw)
     kept = layer_activations(model, **kw).total_bytes
-    if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
+    if kw["recompute"] != "full" and offload:  # CPU-offloaded layers' activations: host
         on_gpu = 1 - min(getattr(cfg, "offload_activation_layers", 0), model.layers) / model.layers
         return (adapters + kept) * on_gpu
     kept = kept / getattr(cfg, "recompute_group", 1)  # one input kept per group
@@ -96,12 +98,12 @@ def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
                                flash: bool | None = None, recompute: str | None = None,
-                               dropout: float | None = None) -> float:
+                               dropout: float | None = None, offload: bool = True) -> float:
     """Bytes one layer saves for backward for this placement, averaged over the model's
     layers (dense and MoE, local and global ones differ); the config's attention kernel,
-    recompute mode and dropout unless given."""
+    recompute mode and dropout unless given (``offload``: ``layer_activation_bytes``)."""
     kinds, counts = layer_kinds(model, 1)
-    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout)
+    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout, offload)
                for k, n in zip(kinds, counts[0])) / model.layers
 
 

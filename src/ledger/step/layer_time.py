@@ -97,9 +97,11 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         + recurrent_core_s(model, cfg, tokens, gpu, cal)
 
     def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations),
-        # without dropout masks, as benchmarks/fit.py calibrated elementwise_traffic on them
+        # without dropout masks, as benchmarks/fit.py calibrated elementwise_traffic on them;
+        # a CPU-offloaded layer writes them all the same (its copies to the host run on a
+        # side stream: TE cpu_offload.py, not priced)
         return activation_bytes_per_layer(model, cfg, flash=flash, recompute="none",
-                                          dropout=0.0)
+                                          dropout=0.0, offload=False)
     traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
     saved = act(cfg.flash_attention)
     elementwise = traffic * saved
