@@ -52,9 +52,9 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
     adapters = _adapters(model, cfg, kw)
     kept = layer_activations(model, **kw).total_bytes
-    if kw["recompute"] != "full" and offload:  # CPU-offloaded layers' activations: host
-        on_gpu = 1 - min(getattr(cfg, "offload_activation_layers", 0), model.layers) / model.layers
-        return (adapters + kept) * on_gpu
+    if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
+        layers = min(getattr(cfg, "offload_activation_layers", 0), model.layers) if offload else 0
+        return (adapters + kept) * (1 - layers / model.layers)
     kept = kept / getattr(cfg, "recompute_group", 1)  # one input kept per group
     share = recomputed_share(model, cfg)
     if share == 1:
