@@ -5,15 +5,22 @@
 2. with those constants, every H100 sustained GEMM share of SHARE_GRID on Megatron-LM's
    H100 table (THE RULE re-run at each point); the shipped
    system.GPUS["h100-sxm"].gemm_efficiency is its first line;
-3. with those, every (host_block_s, host_moe_s, host_expert_s) of HOST_GRID - the host's
-   seconds per eager block and per routed expert a GPU holds (ledger.step.host) - on the
+3. with those, every (host_block_s, host_router_s, host_moe_s, host_expert_s) of HOST_GRID -
+   the host's seconds per eager block and per routed expert a GPU holds (ledger.step.host) - on the
    declared Megatron-Bridge calibration rows
    (ledger.validation.bridge.CALIBRATION_RELEASE) that run; the shipped ledger.step.DEFAULT
-   is its first line.
-tests/test_step.py and tests/test_host.py check all three still are."""
-from ledger.render.bridge_fit import HOST_GRID, calibration_rows, fit_host
+   is its first line;
+4. with those, every sustained GEMM share of BLACKWELL_SHARE_GRID for the Blackwell
+   generation's parts together (B200, B300, GB200, GB300: one figure) on their rows of the
+   same calibration release; the shipped ledger.system.chips.BLACKWELL_SHARE is its first
+   line. Stages 3 and 4 each hold the other's shipped figure: the shipped pair is a fixed
+   point of the two (each stage's first line is what ships).
+tests/test_step.py and tests/test_host.py check all four still are."""
+from ledger.render.bridge_fit import (BLACKWELL, BLACKWELL_SHARE_GRID, HOST_GRID,
+                                     calibration_rows, fit_host, fit_share)
 from ledger.step import DEFAULT
 from ledger.system import GPUS
+from ledger.system.chips import BLACKWELL_SHARE
 from ledger.validation.bridge import CALIBRATION_RELEASE
 from ledger.validation import (FIT_GRID, FIT_SOURCE, SHARE_GRID, SHARE_SOURCE, calibration_set,
                                fit, fit_gemm_share)
@@ -37,11 +44,26 @@ def main() -> None:
     rows = calibration_rows()
     print(f"stage 3: Megatron-Bridge release {CALIBRATION_RELEASE} ({len(rows)} rows, those "
           f"that run); grid {' x '.join(str(len(g)) for g in HOST_GRID)}")
-    for mean, worst, block, moe, expert in fit_host()[:5]:
-        print(f"host_block_s {block * 1e3:4.2f} ms  host_moe_s {moe * 1e3:4.1f} ms  "
+    for mean, worst, block, router, moe, expert in fit_host()[:5]:
+        print(f"host_block_s {block * 1e3:4.2f} ms  host_router_s {router * 1e3:4.1f} ms  "
+              f"host_moe_s {moe * 1e3:4.1f} ms  "
               f"host_expert_s {expert * 1e3:4.2f} ms  mean |error| {mean:.2%}  max {worst:.2%}")
-    print(f"shipped: host_block_s {DEFAULT.host_block_s * 1e3:.2f} ms  host_moe_s "
+    print(f"shipped: host_block_s {DEFAULT.host_block_s * 1e3:.2f} ms  host_router_s "
+          f"{DEFAULT.host_router_s * 1e3:.1f} ms  host_moe_s "
           f"{DEFAULT.host_moe_s * 1e3:.1f} ms  host_expert_s {DEFAULT.host_expert_s * 1e3:.2f} ms")
+    n = sum(r.gpu in BLACKWELL for r, *_ in _timed())
+    print(f"stage 4: the same release's {' / '.join(BLACKWELL)} rows ({n}); grid "
+          f"{BLACKWELL_SHARE_GRID[0]:.2f} ... {BLACKWELL_SHARE_GRID[-1]:.2f} "
+          f"({len(BLACKWELL_SHARE_GRID)} points)")
+    for mean, worst, share in fit_share()[:5]:
+        print(f"blackwell gemm share {share:4.2f}  mean |error| {mean:.2%}  max {worst:.2%}")
+    print(f"shipped: blackwell gemm_efficiency {BLACKWELL_SHARE:.2f}")
+
+
+def _timed():
+    from ledger.render.bridge_fit import _timed_rows
+
+    return _timed_rows()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ from ledger.step import DEFAULT, estimate
 from ledger.step.host import host_excess_s, layer_host_s, syncs
 from ledger.system import system
 
-CAL = replace(DEFAULT, host_block_s=1e-3, host_moe_s=4e-3, host_expert_s=0.0)
+CAL = replace(DEFAULT, host_block_s=1e-3, host_router_s=1e-3, host_moe_s=4e-3,
+              host_expert_s=0.0)
 QWEN = preset("qwen3-30b-a3b")  # 48 layers, every one MoE
 
 
@@ -30,6 +31,14 @@ def test_blocks_a_layer_launches_eagerly_and_under_graphs():
     assert layer_host_s(QWEN, graphed, CAL) == pytest.approx(4e-3)
     whole = ParallelConfig(dp=8, ep=8, cuda_graph=("full_iteration",))
     assert layer_host_s(QWEN, whole, CAL) == 0.0
+
+
+def test_a_moe_router_has_its_own_host_seconds_a_dense_layer_never_pays():
+    cal = replace(CAL, host_router_s=3e-3)
+    assert layer_host_s(QWEN, ParallelConfig(dp=8, ep=8), cal) == pytest.approx(8e-3)  # 1+3+4
+    half = ParallelConfig(dp=8, ep=8, cuda_graph=("moe_preprocess",))
+    assert layer_host_s(QWEN, half, cal) == pytest.approx(6.5e-3)
+    assert layer_host_s(llama3_8b(), ParallelConfig(), cal) == pytest.approx(2e-3)
 
 
 def test_a_dropless_forward_runs_in_two_segments_the_host_cannot_overlap():
@@ -113,13 +122,30 @@ def test_shipped_host_constants_are_the_fits_argmin_among_their_neighbours():
     grid neighbour (one step along each axis)."""
     from ledger.render.bridge_fit import HOST_GRID, host_score
 
-    shipped = (DEFAULT.host_block_s, DEFAULT.host_moe_s, DEFAULT.host_expert_s)
+    shipped = (DEFAULT.host_block_s, DEFAULT.host_router_s, DEFAULT.host_moe_s,
+               DEFAULT.host_expert_s)
     at = [axis.index(v) for axis, v in zip(HOST_GRID, shipped)]
     best = host_score(*shipped)[0]
-    for axis in range(3):
+    for axis in range(len(HOST_GRID)):
         for step in (-1, 1):
             k = at[axis] + step
             if 0 <= k < len(HOST_GRID[axis]):
                 point = list(shipped)
                 point[axis] = HOST_GRID[axis][k]
                 assert host_score(*point)[0] > best, point
+
+
+def test_shipped_blackwell_share_is_stage_4s_argmin_among_its_neighbours():
+    """benchmarks/fit.py stage 4 prints render.bridge_fit.fit_share(): one GEMM share for
+    the Blackwell parts, fitted on their calibration rows with the host's constants as
+    shipped; the shipped figure beats its grid neighbours, and the four parts carry it."""
+    from ledger.render.bridge_fit import BLACKWELL, BLACKWELL_SHARE_GRID, share_score
+    from ledger.system import GPUS
+    from ledger.system.chips import BLACKWELL_SHARE
+
+    assert {GPUS[g].gemm_efficiency for g in BLACKWELL} == {BLACKWELL_SHARE}
+    at = BLACKWELL_SHARE_GRID.index(BLACKWELL_SHARE)
+    best, _, n = share_score(BLACKWELL_SHARE)
+    assert n >= 20  # the calibration release's Blackwell rows that run (31 here)
+    for k in (at - 1, at + 1):
+        assert share_score(BLACKWELL_SHARE_GRID[k])[0] > best, BLACKWELL_SHARE_GRID[k]

@@ -9,7 +9,8 @@ text or SVG), ``run`` (a whole run: days, GPU-hours, cost, energy, checkpoints, 
 ``peaks`` (the memory validation table and its fit), ``bridge`` (Megatron-Bridge's published
 rows through report's memory verdict and estimate's step time), ``bridge_pairs`` (their
 rack / HGX ratios and micro-batch pairs), ``bridge_fit`` (the host's
-constants fitted on its declared calibration rows, benchmarks/fit.py stage 3).
+constants and the Blackwell parts' GEMM share fitted on its declared calibration rows,
+benchmarks/fit.py stages 3 and 4).
 
 May import: everything below it; nothing but ``ledger.parallel`` and the CLI imports it.
 """

@@ -1,7 +1,8 @@
-"""benchmarks/fit.py stage 3: the host's constants (``ledger.step.host``) fitted on the
-declared Megatron-Bridge calibration rows (``ledger.validation.bridge.CALIBRATION_RELEASE``),
-each row run the way ``ledger.render.bridge.outcome`` runs it, placed once and re-timed at
-every grid point."""
+"""benchmarks/fit.py stages 3 and 4 on the declared Megatron-Bridge calibration rows
+(``ledger.validation.bridge.CALIBRATION_RELEASE``): the host's constants
+(``ledger.step.host``), then each Blackwell part's sustained GEMM share
+(``ledger.system.GPU.gemm_efficiency``) - each row run the way
+``ledger.render.bridge.outcome`` runs it, placed once and re-timed at every grid point."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -13,12 +14,15 @@ from ledger.render.bridge import (_Skip, config_of, model_of, precision_of, syst
 from ledger.validation.bridge import BridgeRow, rows
 
 
-# benchmarks/fit.py stage 3: the host's three constants (ledger.step.host), seconds per
-# eager block forward + backward (host_block_s, host_moe_s) and per routed expert a GPU
-# holds (host_expert_s), on the declared calibration rows (bridge.CALIBRATION_RELEASE)
-HOST_GRID = ((0.0, 2.5e-4, 5e-4, 1e-3, 2e-3),
-             (0.0, 2e-3, 4e-3, 6e-3, 8e-3, 1e-2, 1.2e-2, 1.6e-2),
-             (0.0, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 6e-4, 8e-4))
+# benchmarks/fit.py stage 3: the host's four constants (ledger.step.host), seconds per
+# eager block forward + backward - an attention block, dense MLP or Mamba mixer
+# (host_block_s), a MoE router with its preprocessing (host_router_s), the rest of a MoE
+# block (host_moe_s) - and per routed expert a GPU holds (host_expert_s), on the declared
+# calibration rows (bridge.CALIBRATION_RELEASE)
+HOST_GRID = ((0.0, 5e-4, 1e-3, 2e-3, 3e-3),
+             (0.0, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3, 8e-3),
+             (0.0, 2e-3, 4e-3, 6e-3, 8e-3, 1e-2, 1.2e-2),
+             (0.0, 1e-4, 2e-4, 3e-4, 4e-4, 6e-4))
 
 
 def calibration_rows() -> list[BridgeRow]:
@@ -47,27 +51,65 @@ def _timed_rows() -> tuple:
     return tuple(out)
 
 
-def host_score(block_s: float, moe_s: float, expert_s: float,
+def _errors(cal, shares: dict | None = None, gpu: str | None = None) -> list[float]:
+    """(predicted - published) / published tokens/s/GPU of the calibration rows that run
+    (those of ``gpu`` only, if named), at the time model's constants ``cal`` and the GEMM
+    shares ``shares`` (GPU preset -> share; the others as shipped)."""
+    from ledger.step import step_times
+
+    errs = []
+    for r, model, cfg, sysm, st, ov in _timed_rows():
+        if gpu is not None and sysm.gpu.name != gpu:
+            continue
+        if shares and sysm.gpu.name in shares:
+            sysm = replace(sysm, gpu=replace(sysm.gpu, gemm_efficiency=shares[sysm.gpu.name]))
+        step = float(step_times(model, cfg, sysm, st, cal, ov)["step_time_s"])
+        tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
+        errs.append((tokens / cfg.world / step - r.tokens_per_s_per_gpu)
+                    / r.tokens_per_s_per_gpu)
+    return errs
+
+
+# benchmarks/fit.py stage 4: one sustained bf16 GEMM share for the Blackwell generation's
+# parts (ledger.system.chips: B200, B300, GB200, GB300 - one figure, so their dense peaks'
+# ratios stay the datasheets'), on their calibration rows together, with the host's
+# constants as shipped; H100's share is stage 2's (Megatron-LM's H100 table)
+BLACKWELL = ("b200", "b300", "gb200", "gb300")
+BLACKWELL_SHARE_GRID = tuple(round(0.40 + 0.02 * i, 2) for i in range(21))  # 0.40 ... 0.80
+
+
+def share_score(share: float, cal=None) -> tuple[float, float, int]:
+    """(mean |error|, max |error|, rows) of the Blackwell parts' calibration rows at GEMM
+    share ``share`` (the time model's other constants ``cal``, default the shipped)."""
+    from ledger.step import DEFAULT
+
+    errs = [abs(e) for g in BLACKWELL
+            for e in _errors(cal or DEFAULT, dict.fromkeys(BLACKWELL, share), g)]
+    return sum(errs) / len(errs), max(errs), len(errs)
+
+
+def fit_share(grid=BLACKWELL_SHARE_GRID, cal=None) -> list[tuple[float, ...]]:
+    """Every (mean |error|, max |error|, share) of the grid on the Blackwell parts'
+    calibration rows, best first."""
+    return sorted((*share_score(x, cal)[:2], x) for x in grid)
+
+
+def host_score(block_s: float, router_s: float, moe_s: float, expert_s: float,
                cal=None) -> tuple[float, float, int]:
     """(mean |error|, max |error|, rows) of the calibration rows that run, at the host's
     constants (the rest of ``cal``, default the shipped): the same tokens/s/GPU
     ``outcome`` prints, each row placed once."""
-    from ledger.step import DEFAULT, step_times
+    from ledger.step import DEFAULT
 
-    cal = replace(cal or DEFAULT, host_block_s=block_s, host_moe_s=moe_s,
-                  host_expert_s=expert_s)
-    errs = []
-    for r, model, cfg, sysm, st, ov in _timed_rows():
-        step = float(step_times(model, cfg, sysm, st, cal, ov)["step_time_s"])
-        tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
-        errs.append(abs(tokens / cfg.world / step - r.tokens_per_s_per_gpu)
-                    / r.tokens_per_s_per_gpu)
+    cal = replace(cal or DEFAULT, host_block_s=block_s, host_router_s=router_s,
+                  host_moe_s=moe_s, host_expert_s=expert_s)
+    errs = [abs(e) for e in _errors(cal)]
     return sum(errs) / len(errs), max(errs), len(errs)
 
 
 def fit_host(grid=HOST_GRID, cal=None) -> list[tuple[float, ...]]:
-    """Every (mean |error|, max |error|, host_block_s, host_moe_s, host_expert_s) of the
-    grid on the calibration rows, best first."""
+    """Every (mean |error|, max |error|, host_block_s, host_router_s, host_moe_s,
+    host_expert_s) of the grid on the calibration rows, best first."""
     from itertools import product
 
-    return sorted((*host_score(b, m, e, cal)[:2], b, m, e) for b, m, e in product(*grid))
+    return sorted((*host_score(*point, cal)[:2], *point) for point in product(*grid))

@@ -18,10 +18,13 @@ transformer_engine / local with --cuda-graph-scope: transformer_config.py cuda_g
 and PR NVIDIA/Megatron-LM#2168 for the attn / moe_router / moe_preprocess scopes;
 full_iteration captures the whole step): a captured block costs the host nothing here.
 
-The host's seconds per eager block are two declared constants of ``ledger.step.Calibration``
+The host's seconds per eager block are declared constants of ``ledger.step.Calibration``
 fitted by benchmarks/fit.py (stage 3) on declared Megatron-Bridge calibration rows:
-``host_block_s``, one attention block, one dense MLP block, or one MoE router with its
-preprocessing (the two moe_router / moe_preprocess scopes each half of it); and
+``host_block_s``, one attention block, one dense MLP block or one Mamba mixer (a few fused
+Transformer Engine modules each); ``host_router_s``, one MoE router with its preprocessing
+(the two moe_router / moe_preprocess scopes each half of it: top-k, the auxiliary losses,
+the routing map and the dispatcher's metadata, many small kernels - the scopes Megatron
+graphs apart for that reason, PR NVIDIA/Megatron-LM#2168); and
 ``host_moe_s``, the rest of a MoE block (dispatch, permute, grouped GEMMs, unpermute,
 combine, the shared expert), captured only by the "moe" scope, plus ``host_expert_s`` for
 each routed expert the GPU holds: Transformer Engine's grouped linear layer quantizes each
@@ -46,7 +49,7 @@ def _block_s(scopes: tuple, cal, local_experts=0) -> dict:
     return {"attn": 0.0 if "attn" in scopes else cal.host_block_s,
             "mamba": 0.0 if "mamba" in scopes else cal.host_block_s,
             "mlp": 0.0 if "mlp" in scopes else cal.host_block_s,
-            "router": router * cal.host_block_s,
+            "router": router * cal.host_router_s,
             "moe": 0.0 if "moe" in scopes else cal.host_moe_s
             + cal.host_expert_s * local_experts}
 

@@ -77,8 +77,10 @@ class Calibration:
     """The time model's constants; each is a physical quantity. ``gemm_half_balance`` and
     ``elementwise_traffic`` are fitted by one script, benchmarks/fit.py, on the declared
     calibration set 1 (ledger.validation: Korthikanti et al. 2022's eight A100 rows) and
-    shipped as it prints them (its stage 2 fits the H100's GEMM share, in
-    ledger.system); the rest are set from their sources, not fitted."""
+    shipped as it prints them (its stage 2 fits the H100's GEMM share and its stage 4 the
+    Blackwell parts' one share, both in ledger.system); the host's four (``host_*_s``) are
+    its stage 3, on the declared Megatron-Bridge calibration rows; the rest are set from
+    their sources, not fitted."""
 
     gemm_half_balance: float = 0.60  # GEMM dimension halving its efficiency, in units of
     # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
@@ -87,8 +89,9 @@ class Calibration:
     # the host's seconds per eager block, forward + backward, one micro-batch
     # (ledger.step.host): fitted by benchmarks/fit.py stage 3 on the declared
     # Megatron-Bridge calibration rows
-    host_block_s: float = 0.0  # an attention block, a dense MLP, a MoE router + preprocess
-    host_moe_s: float = 0.012  # a MoE block's dispatch, grouped GEMMs and combine
+    host_block_s: float = 0.002  # an attention block, a dense MLP, a Mamba mixer
+    host_router_s: float = 0.004  # a MoE router with its preprocessing
+    host_moe_s: float = 0.006  # a MoE block's dispatch, grouped GEMMs and combine
     host_expert_s: float = 0.0002  # and per routed expert a GPU holds (its own GEMMs, casts)
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none

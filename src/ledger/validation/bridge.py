@@ -117,8 +117,9 @@ BRIDGE_LAYOUTS = {4: "Et*16|t*16|t*16|t*13{m}L", 8: "Et*8|(t*8|)*6t*5{m}L",
                   16: "Et*4|(t*4|)*14t{m}L", 32: "Et|(tt|)*30{m}L"}
 BRIDGE_LAYOUT_MODELS = ("deepseek-v3", "kimi-k2")
 # The declared calibration set: every row of one release, 26.02.01 (36 of the 283 rows, on
-# every GPU the table covers); benchmarks/fit.py (stage 3) fits the host's constants on the
-# ones that run. Every other row is a prediction.
+# every GPU the table covers); benchmarks/fit.py fits the host's constants (stage 3) and the
+# Blackwell parts' GEMM share (stage 4) on the ones that run. Every other row is a
+# prediction.
 CALIBRATION_RELEASE = "26.02.01"
 MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
        "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
