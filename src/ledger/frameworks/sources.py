@@ -5,6 +5,7 @@ layers split and what overlaps compute: ``overlap_sources``, merged in here; the
 facts several tables share: ``torch_sources``."""
 from __future__ import annotations
 
+from ledger.frameworks.library_sources import LIBRARY_SOURCES
 from ledger.frameworks.overlap_sources import OVERLAP_SOURCES
 from ledger.frameworks.torch_sources import (_CONTEXT, _FRAGMENTATION, _FROZEN, _FSDP2, _TORCH_STEP,
                                              _WORKING)
@@ -318,6 +319,8 @@ for _name in SOURCES:
     if isinstance(SOURCES[_name], dict):
         SOURCES[_name].setdefault("allocator_reclaim", _RECLAIM)
 for _name, _facts in OVERLAP_SOURCES.items():  # ledger.frameworks.overlap_sources
+    SOURCES[_name] = SOURCES[_name] | _facts
+for _name, _facts in LIBRARY_SOURCES.items():  # ledger.frameworks.library_sources
     SOURCES[_name] = SOURCES[_name] | _facts
 SOURCES["deepseek"] = {**{k: "as megatron (ledger.frameworks.SOURCES['megatron'])"
                           for k in SOURCES["megatron"]}, **SOURCES["deepseek"]}

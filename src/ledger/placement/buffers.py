@@ -59,11 +59,14 @@ def framework_buffers(model, cfg, kinds, fw=None) -> dict[str, float]:
     ``kinds`` (``LayerKind``s; empty when the rank holds none)."""
     from ledger.frameworks import of
 
+    from ledger.placement.graphs import graph_buffers
+
     fw = of(cfg) if fw is None else fw
+    graphs = graph_buffers(model, cfg) if kinds else {}
     if not fw.te_buffers:
-        return {}
+        return graphs
     return dict(_te_buffers(model, int(cfg.tp), int(expert_tp(cfg)), frozenset(kinds),
-                            fw.param_bytes))
+                            fw.param_bytes)) | graphs
 
 
 @lru_cache(maxsize=4096)

@@ -88,6 +88,10 @@ def memory_chart(ranks: list, usable_bytes: float | None) -> str:
                              + (", of it " + ", ".join(f"{escape(n)} {fmt_bytes(v)}" for n, v
                                                       in getattr(m, "named", ()))
                                 if cause == "buffers" and getattr(m, "named", ()) else "")
+                             + (", of it " + ", ".join(f"{escape(n)} {fmt_bytes(v)}" for n, v
+                                                      in getattr(m, "context_named", ()))
+                                if cause == "overhead" and getattr(m, "context_named", ())
+                                else "")
                              + '</title></rect>')
             base += b
         parts.append(f'<text x="{x + bar / 2}" y="{20 + h + 14}" text-anchor="middle">'

@@ -87,7 +87,9 @@ def memory_dict(mem, capacity=None) -> dict:
     out = {c: getattr(mem, f"{c}_bytes") for c in MEMORY_CAUSES}
     out |= {"allocated": mem.allocated_bytes, "fragmentation": mem.fragmentation_bytes,
             "reserved": mem.reserved_bytes, "context": mem.context_bytes,
-            "total": mem.total_bytes, "rank": mem.rank, "moment": mem.moment}
+            "total": mem.total_bytes, "rank": mem.rank, "moment": mem.moment,
+            "kept": dict(getattr(mem, "named", ())),
+            "context_named": dict(getattr(mem, "context_named", ()))}
     if capacity is not None:
         out |= {"capacity": capacity.hbm_bytes, "reserve": capacity.reserve_bytes,
                 "usable": capacity.usable_bytes, "reserve_explained": RESERVE_WHY,
@@ -111,6 +113,9 @@ def memory_lines(mem, capacity=None) -> list[str]:
     if getattr(mem, "named", ()):  # the framework's own buffers (ledger.placement.buffers)
         lines.append(f"  {'':<20}of buffers, kept for the run: " + ", ".join(
             f"{name} {fmt_bytes(b)}" for name, b in mem.named))
+    if getattr(mem, "context_named", ()):  # outside the allocator (ledger.placement.context)
+        lines.append(f"  {'':<20}of context, outside the allocator: " + ", ".join(
+            f"{name} {fmt_bytes(b)}" for name, b in mem.context_named))
     tail = ""
     if capacity is not None:
         verdict = "fits" if mem.required_bytes <= capacity.usable_bytes else "does NOT fit"
@@ -333,7 +338,7 @@ def estimate_text(model, cfg, system, est) -> str:
              f"  memory per GPU      {fmt_bytes(est.memory_per_gpu_bytes, 10)} of "
              f"{fmt_bytes(est.memory_capacity_bytes)} usable: {mem}", *domain_line(cfg, system)]
     if est.placement is not None and est.placement.memory is not None:
-        lines += memory_lines(est.placement.memory)[:1]  # the total is the line above
+        lines += memory_lines(est.placement.memory)[:-1]  # the total is the line above
     lines.append("  where the time goes:")
     for name, secs in sorted(est.breakdown.items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<14}{secs:10.3f} s  {secs / est.step_time_s:6.1%}"
