@@ -48,3 +48,52 @@ def test_cuda_graph_buffer_is_kept_and_named():
     code, out, err = run(["report", "llama3-8b", "--gpus", "8", "--tp", "2",
                           "--cuda-graph-scope", "attn,mlp", "--json"])
     assert json.loads(out)["memory"]["kept"]["CUDA-graph static grad outputs"] == 32 * MiB
+
+
+# -- DeepEP / HybridEP -----------------------------------------------------------------
+def test_deepep_buffer_by_hand():
+    from ledger.placement.ep_buffers import deepep_bytes
+
+    # DeepEP config.hpp L44-64 at 20 SMs (10 channels), 8 ranks (8 NVLink peers, 1 RDMA
+    # rank), h = 7168 (2 h bytes a token); configs for 8 ranks: dispatch and combine both
+    # receive 256 tokens per channel (buffer.py L233, L261)
+    token = 7168 * 2 + 8 + 128 * 8 + 128 * 4 + 128 * 4
+    nvl = 10 * 8 * (2 * 1 + 3) * 4 + 10 * 8 * 256 * token
+    nvl = -(-nvl // 128) * 128
+    got = deepep_bytes(7168, 8)
+    assert got["DeepEP NVLink buffer"] == nvl + 8 * (4 + 8 + 8)
+    assert got["DeepEP RDMA buffer"] == 0  # one node: none (config.hpp L69-70)
+    assert got["DeepEP workspace"] == 32 * MiB
+    # 32 ranks: 4 RDMA ranks; dispatch recv 288 NVLink tokens, RDMA 32 sent / 128 received
+    rdma = (10 * 4 * 18 * 2 * 4 + 10 * 4 * 128 * (token + 16) * 2 + MiB)
+    assert rdma < 512 * MiB
+    assert deepep_bytes(7168, 32)["DeepEP RDMA buffer"] == 512 * MiB  # NVSHMEM's 2^29 granule
+    assert deepep_bytes(7168, 32)["DeepEP NVLink buffer"] == \
+        -(-(10 * 8 * 11 * 4 + 10 * 8 * 288 * token) // 128) * 128 + 160
+
+
+def test_hybridep_buffer_by_hand():
+    from ledger.placement.ep_buffers import hybridep_bytes
+
+    # intranode.cu L126-130, L193-213, L253-261: T x ranks worst-case tokens, BF16 tokens,
+    # fp32 probs over the domain's experts, fp32 scales per 128 channels
+    worst = 4096 * 8
+    assert hybridep_bytes(4096, 7168, 32, 8) == {
+        "HybridEP buffer": worst * 7168 * 2 + worst * 32 * 8 * 4 + worst * 56 * 4}
+
+
+def test_flex_buffers_count_toward_the_device_not_allocated():
+    from ledger.model import deepseek_v3
+
+    m = deepseek_v3()
+    base = dict(pp=8, dp=32, ep=32, etp=1)
+    a2a = place(m, ParallelConfig(**base, moe_dispatcher="alltoall")).memory
+    flex = place(m, ParallelConfig(**base, moe_dispatcher="flex")).memory
+    extra = sum(v for _, v in flex.context_named)
+    assert extra > 512 * MiB and dict(flex.context_named)["DeepEP workspace"] == 32 * MiB
+    assert flex.context_bytes - a2a.context_bytes == pytest.approx(extra)
+    assert flex.required_bytes - a2a.required_bytes == pytest.approx(extra, rel=1e-6)
+    code, out, err = run(["estimate", "deepseek-v3", "--gpus", "256", "--pp", "8", "--ep",
+                          "32", "--etp", "1", "--moe-token-dispatcher-type", "flex"])
+    assert code == 0, err
+    assert "of context, outside the allocator: DeepEP NVLink buffer" in out

@@ -15,6 +15,25 @@ _GRAPHS = ("Megatron-LM d98e8a64 megatron/core/transformer/cuda_graphs.py L2322-
            "the pool, kept), L876-910 (static outputs weak-referenced after capture); the "
            "pool's excess over the eager peak is not derivable: ledger.placement.graphs")
 
+_DEEPEP = ("Megatron-LM d98e8a64 megatron/core/transformer/moe/fused_a2a.py L24-69 "
+           "(one Buffer for the EP group, the larger of the dispatch and combine configs' "
+           "size hints, hidden_bytes = h x max(element size, 2)), token_dispatcher.py "
+           "L1287-1291 (20 SMs by default); deepseek-ai/DeepEP 030cdf0a csrc/config.hpp "
+           "L44-101 (get_nvl_buffer_size_hint, get_rdma_buffer_size_hint), deep_ep/buffer.py "
+           "L30, L100-102 (NVSHMEM_CUMEM_GRANULARITY 2^29), L218-268 (configs per rank count), "
+           "csrc/deep_ep.cpp L29-71 (cudaMalloc of the NVLink buffer and a 32 MiB workspace "
+           "outside PyTorch's allocator), csrc/kernels/internode.cu L17-42 (8-byte source "
+           "meta). Megatron's Dockerfile.ci.dev pins DeepEP de0dd118, not in the index; "
+           "030cdf0a is the nearest V1 snapshot: ledger.placement.ep_buffers")
+_HYBRIDEP = ("Megatron-LM d98e8a64 megatron/core/transformer/moe/fused_a2a.py L285-348, "
+             "L396-415 (HybridEPBuffer from the first dispatch's tokens, hidden size, local "
+             "experts); deepseek-ai/DeepEP hybrid-ep 94a9f8f6 deep_ep/hybrid_ep_buffer.py "
+             "L51 (use_shared_buffer=True), L60-83 (ranks per NVLink domain), csrc/hybrid_ep/"
+             "buffer/intranode.cu L126-130 (worst case: every token of the domain), L193-213, "
+             "L253-261 (token, prob and scale buffers); internode RDMA buffers not priced: "
+             "ledger.placement.ep_buffers")
+
 LIBRARY_SOURCES = {
-    "megatron": {"cuda_graph_buffers": _GRAPHS},
+    "megatron": {"cuda_graph_buffers": _GRAPHS, "deepep_buffers": _DEEPEP,
+                 "hybridep_buffers": _HYBRIDEP},
 }

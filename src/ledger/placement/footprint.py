@@ -19,7 +19,9 @@ What a rank is made of (``RankParts``):
                ``compiled_fragmentation`` under torch.compile), and the freed blocks it
                keeps cached: the logits at the loss backward (``Loss.cached_bytes``),
                the gradients zero_grad freed before the step's first backward
-- context      CUDA context and NCCL communicators, outside the allocator
+- context      CUDA context and NCCL communicators, outside the allocator, and the
+               buffers other libraries allocate outside it (``ledger.placement.context``:
+               DeepEP / HybridEP, NCCL's NVLS buffers)
 
 The schedule says how much is alive at once (``ledger.pipeline.held``): the peak is the
 largest of the step's points - a forward, the loss forward and the loss backward on the
@@ -81,6 +83,9 @@ class MemoryBreakdown:
     # what the device must hold at its worst point of the step, after the allocator hands
     # back what it can before it fails an allocation (``reclaimable``); None: total_bytes
     required: float | None = None
+    # (name, bytes) of the context beyond the framework's flat CUDA context: buffers
+    # allocated outside PyTorch's allocator (ledger.placement.context)
+    context_named: tuple = ()
 
     @property
     def required_bytes(self) -> float:
@@ -136,6 +141,8 @@ class RankParts:
     #                          in the backward (FSDP2's unsharded ones are in buffers)
     kept: float = 0.0  # of buffers: the framework's own, kept for the run (buffers.py)
     named: tuple = ()  # (name, bytes) of those, for the views
+    outside: float = 0.0  # bytes allocated outside PyTorch's allocator (in the context)
+    outside_named: tuple = ()  # (name, bytes) of those (ledger.placement.context)
 
 
 def shard_group(cfg):
@@ -328,7 +335,7 @@ def peak_total(parts: RankParts, held, cfg, fw, grads_at_loss):
     _, sums, frag, cached = _point_sums(parts, held, cfg, fw, grads_at_loss)
     back = reclaimable(frag, cached, cfg)
     return reduce(np.maximum, [a + f - b for a, f, b in zip(sums, frag, back)]) \
-        + fw.overhead_bytes
+        + fw.overhead_bytes + parts.outside
 
 
 def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
@@ -342,6 +349,8 @@ def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
     state, acts, logits, buffers = (float(x) for x in points[best])
     back = reclaimable(frag, cached, cfg)
     need = max(float(sum(pt) + f - b) for pt, f, b in zip(points, frag, back))
+    context = fw.overhead_bytes + float(parts.outside)
     return MemoryBreakdown(rank, state, acts, logits, buffers, float(frag[best]),
-                           fw.overhead_bytes, MOMENTS[best], float(cached[best]),
-                           float(parts.kept), parts.named, need + fw.overhead_bytes)
+                           context, MOMENTS[best], float(cached[best]),
+                           float(parts.kept), parts.named, need + context,
+                           context_named=parts.outside_named)

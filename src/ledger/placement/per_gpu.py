@@ -37,6 +37,7 @@ from ledger.pipeline import held_closed, placement_pipeline
 from ledger.placement import offload as offloading
 from ledger.placement import tuned
 from ledger.placement.buffers import framework_buffers
+from ledger.placement.context import context_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
                                     dp_rows, ep_comms, expert_fraction, pp_comms,
                                     tied_embedding_comms, tp_comms)
@@ -198,7 +199,8 @@ def head_activation_bytes(model: ModelSpec, cfg) -> float:
 
 
 def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, work,
-               layers_held, per_param: StateBytes, named: dict | None = None) -> RankParts:
+               layers_held, per_param: StateBytes, named: dict | None = None,
+               outside: dict | None = None) -> RankParts:
     """What the pipeline ranks ``ranks`` (a rank, or an array of them) are made of
     (``ledger.placement.footprint.RankParts``): their sharded ``state``, one micro-batch of
     their stage activations, one layer's backward working set ``work`` - numbers, or
@@ -226,7 +228,9 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
         logits=logits_elements(model, cfg) * out_rank, boundary=boundary,
         optimizer_temp=state.optim_bytes * fw.optimizer_temp_moments * fw.moment_bytes
         / per_optim,
-        freed_grads=state.optim_bytes * per_param.grads_bytes / per_optim)
+        freed_grads=state.optim_bytes * per_param.grads_bytes / per_optim,
+        outside=sum((outside or {}).values()), outside_named=tuple(sorted(
+            (k, v) for k, v in (outside or {}).items() if np.ndim(v) == 0)))
 
 
 def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
@@ -247,7 +251,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
         parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(alive[r],
                                                                                 per_kind)),
-                           work, held[r], per_param, named)
+                           work, held[r], per_param, named, context_buffers(model, cfg))
         chunks = inflight[min(r, len(inflight) - 1)]
         point = (chunks, 0, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,

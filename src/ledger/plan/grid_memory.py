@@ -22,6 +22,7 @@ from ledger.placement import (inflight_kinds, layer_activation_bytes, layer_kind
                               shard_state, split_layers, stage_params, tuned_stage_state,
                               tuned_trainable)
 from ledger.placement.buffers import framework_buffers
+from ledger.placement.context import context_buffers
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 
@@ -232,7 +233,8 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             fw).values()) for r in range(pp)])[None, :]}
         alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
         parts = rank_parts(model, cfg, fw, ranks, resident, act[sel] @ alive.T,
-                           work[sel][:, None], layers[None, :], per_param, kept)
+                           work[sel][:, None], layers[None, :], per_param, kept,
+                           context_buffers(model, cfg))
         parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
         point = np.zeros((5, len(sel), pp))

@@ -62,10 +62,13 @@ rotary-scaling-factor rotary-seq-len-interpolation-factor seed train-iters train
 transformer-impl use-flash-attn use-mcore-models use-nccl-ub use-rope-scaling weight-decay
 timing-log-level timing-log-option
 no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg delay-wgrad-compute
-moe-enable-deepep moe-deepep-num-sms
+moe-enable-deepep
 attention-dropout main-grads-dtype muon-momentum muon-nesterov muon-scale-mode
 muon-extra-scale-factor muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
 """.split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step);
+# moe-enable-deepep: flex with the deepep backend, the flex default (transformer_config.py
+# L1743-1752); --moe-deepep-num-sms / --moe-flex-dispatcher-num-sms size DeepEP's buffers
+# (ledger.placement.ep_buffers prices Megatron's default 20 SMs), so they are named;
 # main-grads-dtype: the precision-aware optimizer's copy of a shard's grads during the step,
 # a transient the megatron convention does not price at either dtype
 # flags the reader applies (their values reach the model or the placement)
