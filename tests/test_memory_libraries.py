@@ -97,3 +97,35 @@ def test_flex_buffers_count_toward_the_device_not_allocated():
                           "32", "--etp", "1", "--moe-token-dispatcher-type", "flex"])
     assert code == 0, err
     assert "of context, outside the allocator: DeepEP NVLink buffer" in out
+
+
+# -- NCCL ------------------------------------------------------------------------------
+def test_nvls_buffers_by_hand():
+    from ledger.placement.layout import Layout
+    from ledger.placement.nccl_buffers import nccl_buffers, nvls_bytes
+
+    # nvls.cc L426-430: channels x 2 x (128 KiB x 8 steps) x heads; 16 channels on Hopper
+    assert nvls_bytes(8, "hopper") == 16 * 2 * 128 * 1024 * 8 * 8 == 256 * MiB
+    assert nvls_bytes(4, "blackwell") == 24 * 2 * 128 * 1024 * 8 * 4
+    cfg = ParallelConfig(tp=8, pp=4, dp=2, num_microbatches=8)
+    lay = Layout(tp=8, cp=1, dp=2, pp=4, ep=1)  # TP in one 8-GPU domain, DP across two
+    assert nccl_buffers(cfg, lay, "hopper", True) == {"NCCL NVLS buffers": 256 * MiB}
+    assert nccl_buffers(cfg, lay, "hopper", False) == {}  # switches without multicast
+    off = ParallelConfig(tp=8, pp=4, dp=2, num_microbatches=8, nccl_nvls=False)
+    assert nccl_buffers(off, lay, "hopper", True) == {}  # NCCL_NVLS_ENABLE=0
+    both = ParallelConfig(tp=2, dp=4)  # TP 2 and DP 4 both inside the domain
+    assert nccl_buffers(both, Layout(tp=2, cp=1, dp=4, pp=1, ep=1), "hopper", True) == {
+        "NCCL NVLS buffers": nvls_bytes(2, "hopper") + nvls_bytes(4, "hopper")}
+
+
+def test_nvls_buffers_in_report_and_off_for_bridge_launches():
+    args = ["report", "llama3-70b", "--gpus", "64", "--tp", "8", "--pp", "4",
+            "--microbatches", "16", "--json"]
+    code, out, err = run(args)
+    assert code == 0, err
+    on = json.loads(out)["memory"]
+    code, out, err = run(args + ["--no-nccl-nvls"])
+    off = json.loads(out)["memory"]
+    assert on["context_named"] == {"NCCL NVLS buffers": 256 * MiB}
+    assert off["context_named"] == {} and on["context"] - off["context"] == 256 * MiB
+    assert on["allocated"] == off["allocated"]

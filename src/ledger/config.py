@@ -191,6 +191,9 @@ class ParallelConfig:
     # overlap_p2p_comm); None: the framework's default for the schedule
     overlap_p2p: bool | None = None
     ep_backend: str | None = None  # the flex dispatcher's kernels; None: deepep (Megatron's)
+    # NCCL_NVLS_ENABLE: None NCCL's default (NVLS where the switches multicast), False off
+    # (Megatron-Bridge's launcher); sizes NCCL's NVLS buffers (ledger.placement.nccl_buffers)
+    nccl_nvls: bool | None = None
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",

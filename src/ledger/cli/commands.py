@@ -67,7 +67,7 @@ def _cmd_report(a: argparse.Namespace) -> str:
     node = _system(a)  # an unknown name is refused with the presets listed
     pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
                gpus_per_node=node.gpus_per_node, gpus_per_domain=node.gpus_per_domain,
-               gpu=node.gpu)
+               gpu=node.gpu, nvls=node.nvls)
     _warn_idle(cfg, pl.bubble_fraction)
     room = Capacity(node.gpu.name, node.gpu.hbm_bytes, host_bytes=node.host_memory_bytes)
     if a.html:

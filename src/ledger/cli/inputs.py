@@ -358,6 +358,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                 compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
                 ep_backend=a.ep_backend,
                 expandable_segments=bool(getattr(a, "expandable_segments", False)),
+                nccl_nvls=getattr(a, "nccl_nvls", None),
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes
 

@@ -67,6 +67,10 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "comma-separated; default none: every kernel launched eagerly)")
     g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
                    help="the flex dispatcher's kernels (default deepep)")
+    g.add_argument("--nccl-nvls", action=argparse.BooleanOptionalAction, default=None,
+                   help="NCCL_NVLS_ENABLE: NVLS buffers for the TP and data-parallel groups "
+                        "inside one NVLink domain (default: NCCL's, on where the system's "
+                        "switches multicast; --no-nccl-nvls as Megatron-Bridge launches)")
     g.add_argument("--expandable-segments", action="store_true",
                    help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator "
                         "unmaps empty pages before failing, so the fit verdict counts no "

@@ -33,7 +33,19 @@ _HYBRIDEP = ("Megatron-LM d98e8a64 megatron/core/transformer/moe/fused_a2a.py L2
              "L253-261 (token, prob and scale buffers); internode RDMA buffers not priced: "
              "ledger.placement.ep_buffers")
 
+_NCCL = ("NVIDIA/nccl 5067397c src/transport/nvls.cc L155-160 (NVLS channels 16 on sm90, "
+         "24 on sm100 in one domain, 32 across nodes; NCCL_NVLS_ENABLE default 2, chunk 128 "
+         "KiB), L245-275 (on where the device multicasts), L409-430 (ncclNvlsBufferSetup: "
+         "channels x 2 x chunk x NCCL_STEPS x heads), L314-352 (cuMem allocations outside "
+         "PyTorch's allocator, rounded to the driver's granularity: not priced); "
+         "src/graph/connect.cc L248-262 (heads); ring/tree buffers (init.cc L810-828) stay "
+         "in overhead_bytes: their channel count is NCCL's topology search's. "
+         "Megatron-Bridge scripts/performance/utils/executors.py L42-43 @v0.1.0rc3..v0.5.1: "
+         "NCCL_NVLS_ENABLE=0: ledger.placement.nccl_buffers")
+
 LIBRARY_SOURCES = {
     "megatron": {"cuda_graph_buffers": _GRAPHS, "deepep_buffers": _DEEPEP,
                  "hybridep_buffers": _HYBRIDEP},
 }
+for _name in ("megatron", "torchtitan", "deepspeed", "hf"):
+    LIBRARY_SOURCES.setdefault(_name, {})["nccl_nvls_buffers"] = _NCCL

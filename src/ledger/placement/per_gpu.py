@@ -38,6 +38,7 @@ from ledger.placement import offload as offloading
 from ledger.placement import tuned
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
+from ledger.placement.nccl_buffers import nccl_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
                                     dp_rows, ep_comms, expert_fraction, pp_comms,
                                     tied_embedding_comms, tp_comms)
@@ -234,7 +235,8 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
 
 
 def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
-                 inflight: tuple[float, ...], optimizer: str = "adam", gpu=None):
+                 inflight: tuple[float, ...], optimizer: str = "adam", gpu=None,
+                 context: dict | None = None):
     """Per PP rank: (rank, RankParts, the schedule's peak point, gradients at the loss)."""
     fw = framework_of(cfg)
     per_param = st.scaled(1 / model.params)
@@ -251,7 +253,8 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
         parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(alive[r],
                                                                                 per_kind)),
-                           work, held[r], per_param, named, context_buffers(model, cfg))
+                           work, held[r], per_param, named,
+                           context_buffers(model, cfg) | (context or {}))
         chunks = inflight[min(r, len(inflight) - 1)]
         point = (chunks, 0, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,
@@ -261,13 +264,14 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
 
 def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
                    inflight: tuple[float, ...], optimizer: str = "adam",
-                   gpu=None) -> list[MemoryBreakdown]:
+                   gpu=None, context: dict | None = None) -> list[MemoryBreakdown]:
     """Every pipeline rank's peak memory by cause (``ledger.placement.footprint``), what
-    is alive at once set by the schedule (``ledger.pipeline.held``)."""
+    is alive at once set by the schedule (``ledger.pipeline.held``); ``context``: named
+    bytes outside the allocator the placement's layout sets (NCCL's NVLS buffers)."""
     fw = framework_of(cfg)
     return [peak_memory(r, parts, point, cfg, fw, grads)
             for r, parts, point, grads in _rank_inputs(model, cfg, st, inflight, optimizer,
-                                                       gpu)]
+                                                       gpu, context)]
 
 
 def memory_points(model: ModelSpec, cfg: ParallelConfig, rank: int = -1,
@@ -284,13 +288,14 @@ def memory_points(model: ModelSpec, cfg: ParallelConfig, rank: int = -1,
 
 def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str = "adam",
           gpus_per_node: int = 8, order: str = DEFAULT_ORDER,
-          gpus_per_domain: int | None = None, gpu=None) -> Placement:
+          gpus_per_domain: int | None = None, gpu=None, nvls: bool = False) -> Placement:
     """The ledger of one placement: ``place(model, cfg)`` (state in the config's framework
     dtypes, or an explicit ``precision``) or the seed's ``place(model, state_bytes, cfg)``.
     Links come from the rank layout: a group inside one scale-up domain of
     ``gpus_per_domain`` GPUs (default: one host of ``gpus_per_node``) rides NVLink; the
     host bounds what CPU offload puts on one host's memory. ``gpu`` (a
-    ``ledger.system.GPU``) says how Transformer Engine lays out FP8 weights on it."""
+    ``ledger.system.GPU``) says how Transformer Engine lays out FP8 weights on it; ``nvls``
+    whether the domain's switches multicast (NCCL's NVLS buffers, ``nccl_buffers``)."""
     if len(args) == 2:
         st, cfg = args
     else:
@@ -322,7 +327,8 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     if cfg.pp > 1:
         bubble, inflight = placement_pipeline(cfg.schedule, cfg.pp, cfg.num_microbatches,
                                               cfg.vp)
-    ranks = memory_by_rank(model, cfg, st, inflight, optimizer, gpu)
+    nccl = nccl_buffers(cfg, lay, getattr(gpu, "generation", ""), nvls)
+    ranks = memory_by_rank(model, cfg, st, inflight, optimizer, gpu, nccl)
     top = max(ranks, key=lambda m: m.total_bytes)
     if cfg.finetune is not None:
         even = StateBytes(*(sum(getattr(s, f) for s in stages) / cfg.pp

@@ -233,6 +233,9 @@ def config_of(row: BridgeRow, precision: str | None,
             # @ v0.1.0rc3)
             kw["moe"] = MoESpec(pad_to_capacity=True)
     kw["cuda_graph"] = graph_scopes(row)
+    # every release's perf launcher runs NCCL_NVLS_ENABLE=0 ("Disable NVLink SHARP to save
+    # memory": scripts/performance/utils/executors.py L42 @v0.1.0rc3 ... L43 @v0.5.1)
+    kw["nccl_nvls"] = False
     if row.dp > 1:  # Megatron-Bridge's CommOverlapConfig with DP > 1: both overlapped
         # (src/megatron/bridge/training/comm_overlap.py:527-545 @ v0.3.1)
         kw["overlap_grad_reduce"] = kw["overlap_param_gather"] = True

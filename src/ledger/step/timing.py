@@ -307,7 +307,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
         cfg = replace(cfg, precision=precision)
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
                gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain,
-               gpu=system.gpu)
+               gpu=system.gpu, nvls=system.nvls)
     st = structure(model, cfg, system, pl, optimizer, cal)
     times = step_times(model, cfg, system, st, cal, tp_overlap)
     exposed = exposures(model, cfg, times.pop("exposed"))
