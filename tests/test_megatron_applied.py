@@ -152,6 +152,11 @@ CASES = {
     "--moe-flex-dispatcher-backend": (MOE + " --moe-token-dispatcher-type flex "
                                       "--expert-tensor-parallel-size 1 --sequence-parallel",
                                       "--moe-flex-dispatcher-backend hybridep"),
+    "--optimizer-cpu-offload": (PRECISION_AWARE, "--optimizer-cpu-offload"),
+    "--optimizer-offload-fraction": (PRECISION_AWARE + " --optimizer-cpu-offload",
+                                     "--optimizer-offload-fraction 0.5"),
+    "--overlap-cpu-optimizer-d2h-h2d": (PRECISION_AWARE + " --optimizer-cpu-offload",
+                                        "--overlap-cpu-optimizer-d2h-h2d"),
     "--no-overlap-p2p-communication": ("--num-layers-per-virtual-pipeline-stage 2",
                                        "--no-overlap-p2p-communication"),
 }

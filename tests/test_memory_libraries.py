@@ -129,3 +129,50 @@ def test_nvls_buffers_in_report_and_off_for_bridge_launches():
     assert on["context_named"] == {"NCCL NVLS buffers": 256 * MiB}
     assert off["context_named"] == {} and on["context"] - off["context"] == 256 * MiB
     assert on["allocated"] == off["allocated"]
+
+
+# -- optimizer CPU offload (Megatron's hybrid-device optimizer) -------------------------
+def test_optimizer_offload_by_hand():
+    from ledger.model import llama3_70b
+
+    m = llama3_70b()
+    base = dict(tp=8, dp=8, zero_stage=1, micro_batch=1)
+    plain = place(m, ParallelConfig(**base)).memory
+    half = place(m, ParallelConfig(**base, optimizer_offload_fraction=0.5))
+    trained = m.params / 8 / 8  # one GPU's shard of the distributed optimizer (the norms,
+    # whole on every TP rank, put it 0.01% above)
+    # the megatron convention's optimizer: fp32 main params + two fp32 moments, 12 B; half
+    # of it leaves the GPU (hybrid_optimizer.py L249-301), params and grads stay
+    assert plain.state_bytes - half.memory.state_bytes == pytest.approx(0.5 * 12 * trained,
+                                                                         rel=1e-3)
+    # the host: fp32 main param, pinned fp32 grad, two fp32 moments (L97-104, L276-279)
+    assert half.host_bytes_per_gpu == pytest.approx(0.5 * trained * 16, rel=1e-3)
+    rows = {r.direction: r.bytes for r in half.host_transfers}
+    assert rows["d2h"] == pytest.approx(0.5 * trained * 4, rel=1e-3)
+    assert rows["h2d"] == pytest.approx(0.5 * trained * 2, rel=1e-3)
+    assert half.host_step_params == pytest.approx(0.5 * trained * 8, rel=1e-3)  # 8 GPUs a host
+
+
+def test_optimizer_offload_time_and_overlap():
+    from ledger.model import llama3_70b
+    from ledger.step import estimate
+    from ledger.system import system
+
+    m, sysm = llama3_70b(), system("h100-sxm")
+    base = dict(tp=8, dp=8, zero_stage=1)
+    off = estimate(m, ParallelConfig(**base, optimizer_offload_fraction=1.0), sysm)
+    over = estimate(m, ParallelConfig(**base, optimizer_offload_fraction=1.0,
+                                      overlap_cpu_optimizer=True), sysm)
+    trained = m.params / 64
+    link = trained * (4 + 2) / sysm.host_bandwidth()  # down then up, one after another
+    assert off.breakdown["offload"] == pytest.approx(link, rel=1e-3)
+    cpu = trained * 8 / sysm.cpu_optimizer_params_per_s
+    assert off.breakdown["cpu_optim"] == pytest.approx(cpu, rel=1e-3)
+    # overlapped: the copies hide under the CPU step (here the longer)
+    assert over.breakdown.get("offload", 0.0) == 0.0  # the breakdown drops zero rows
+    assert over.breakdown["cpu_optim"] == pytest.approx(cpu, rel=1e-3)
+    assert off.step_time_s - over.step_time_s == pytest.approx(link, rel=1e-3)
+    code, out, err = run(["report", "llama3-70b", "--gpus", "64", "--tp", "8", "--zero", "1",
+                          "--optimizer-offload-fraction", "0.5"])
+    assert code == 0, err
+    assert "cpu offload         50% of the optimizer (Megatron --optimizer-cpu-offload)" in out

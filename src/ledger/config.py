@@ -194,6 +194,11 @@ class ParallelConfig:
     # NCCL_NVLS_ENABLE: None NCCL's default (NVLS where the switches multicast), False off
     # (Megatron-Bridge's launcher); sizes NCCL's NVLS buffers (ledger.placement.nccl_buffers)
     nccl_nvls: bool | None = None
+    # Megatron's optimizer CPU offload (--optimizer-cpu-offload --optimizer-offload-fraction
+    # f): this share of the optimizer's elements and state on the host; its copies overlapped
+    # with the CPU step under --overlap-cpu-optimizer-d2h-h2d (ledger.placement.optim_offload)
+    optimizer_offload_fraction: float = 0.0
+    overlap_cpu_optimizer: bool = False
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -297,6 +302,11 @@ def check_host(cfg, fw) -> None:
                                         f"{cfg.ep_backend!r}")
     if cfg.overlap_p2p is None:
         object.__setattr__(cfg, "overlap_p2p", cfg.schedule in fw.overlap_p2p_schedules)
+    f = cfg.optimizer_offload_fraction
+    if not 0.0 <= f <= 1.0 or (f and cfg.offload != "none"):
+        raise LedgerError("optimizer_offload_fraction", f"a share in [0, 1] of the optimizer "
+                          f"Megatron offloads, without --offload, got {f} with offload "
+                          f"{cfg.offload!r}")
 
 
 def _check_dtypes(cfg) -> None:

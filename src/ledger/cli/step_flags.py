@@ -67,6 +67,13 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "comma-separated; default none: every kernel launched eagerly)")
     g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
                    help="the flex dispatcher's kernels (default deepep)")
+    g.add_argument("--optimizer-offload-fraction", type=real(1.0, 0.0, closed_low=True),
+                   default=0.0, help="Megatron's optimizer CPU offload (--optimizer-cpu-offload): "
+                   "this share of the optimizer's elements, their main params and moments on "
+                   "the host (default 0: none)")
+    g.add_argument("--overlap-cpu-optimizer-d2h-h2d", dest="overlap_cpu_optimizer",
+                   action="store_true", help="with --optimizer-offload-fraction: the "
+                   "gradient and parameter copies overlap the CPU optimizer step (Megatron)")
     g.add_argument("--nccl-nvls", action=argparse.BooleanOptionalAction, default=None,
                    help="NCCL_NVLS_ENABLE: NVLS buffers for the TP and data-parallel groups "
                         "inside one NVLink domain (default: NCCL's, on where the system's "

@@ -43,9 +43,20 @@ _NCCL = ("NVIDIA/nccl 5067397c src/transport/nvls.cc L155-160 (NVLS channels 16 
          "Megatron-Bridge scripts/performance/utils/executors.py L42-43 @v0.1.0rc3..v0.5.1: "
          "NCCL_NVLS_ENABLE=0: ledger.placement.nccl_buffers")
 
+_OPTIM_OFFLOAD = ("Megatron-LM d98e8a64 megatron/core/optimizer/cpu_offloading/"
+                  "hybrid_optimizer.py L97-104 (pinned fp32 grad copies on the host), L109-120 "
+                  "(updated params copied back after each CPU step), L145-171 (step: D2H, "
+                  "CPU step, H2D after the backward), L209-246 (side streams and one CPU "
+                  "optimizer per param under overlap_cpu_optimizer_d2h_h2d), L249-301 (the "
+                  "first offload_fraction of the elements cloned to pinned fp32 on the host); "
+                  "optimizer/__init__.py L504-545 (param_update_in_fp32=True, torch Adam "
+                  "fused), distrib_optimizer.py L778-781 (over the DP shard), training/"
+                  "arguments.py L1884-1888 (needs --use-precision-aware-optimizer): "
+                  "ledger.placement.optim_offload")
+
 LIBRARY_SOURCES = {
     "megatron": {"cuda_graph_buffers": _GRAPHS, "deepep_buffers": _DEEPEP,
-                 "hybridep_buffers": _HYBRIDEP},
+                 "hybridep_buffers": _HYBRIDEP, "optimizer_cpu_offload": _OPTIM_OFFLOAD},
 }
 for _name in ("megatron", "torchtitan", "deepspeed", "hf"):
     LIBRARY_SOURCES.setdefault(_name, {})["nccl_nvls_buffers"] = _NCCL

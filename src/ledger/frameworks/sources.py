@@ -112,8 +112,9 @@ SOURCES: dict[str, dict[str, str]] = {
                               "optimizer holds (optimizer/__init__.py L330-333, L786); "
                               "freezing is done on the model before wrapping "
                               "(multimodal/llava_model.py L553-590); " + _FROZEN,
-        "offloads": "not modelled: Megatron-Core's --optimizer-cpu-offload (a hybrid "
-                    "device optimizer) is not read line by line",
+        "offloads": "ZeRO-Offload / FSDP2's kinds: none offered; Megatron-Core's own "
+                    "--optimizer-cpu-offload is ParallelConfig.optimizer_offload_fraction "
+                    "(SOURCES['megatron']['optimizer_cpu_offload'])",
         "offload_stage": "none offered",
         "working_set": _WORKING,
         "fragmentation": _FRAGMENTATION,

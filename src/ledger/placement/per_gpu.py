@@ -38,6 +38,7 @@ from ledger.placement import offload as offloading
 from ledger.placement import tuned
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
+from ledger.placement import optim_offload
 from ledger.placement.nccl_buffers import nccl_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
                                     dp_rows, ep_comms, expert_fraction, pp_comms,
@@ -249,7 +250,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     grads_at_loss = fw.grads_persist or cfg.num_microbatches > 1
     states = rank_states(model, cfg, st, optimizer, counts, kinds, gpu)
     for r, state in enumerate(states):
-        state = offloading.on_gpu(state, cfg.offload)
+        state = optim_offload.on_gpu(offloading.on_gpu(state, cfg.offload), cfg)
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
         parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(alive[r],
                                                                                 per_kind)),
@@ -352,10 +353,15 @@ def _offload(model: ModelSpec, cfg: ParallelConfig, stages: list[StateBytes], he
     """(host bytes per GPU, host-link rows, parameters its host steps) of the config's CPU
     offload: the most any PP rank's GPU leaves its host; the traffic and the CPU step of
     the ``heaviest`` rank's GPU (the one the step waits for)."""
-    if cfg.offload == "none":
+    if cfg.offload == "none" and not optim_offload.fraction(cfg):
         return 0.0, [], 0.0
     n = cfg.grad_replicas if cfg.hsdp_shard is None else cfg.hsdp_shard
     trained = [t / (n if cfg.zero_stage >= 1 else 1) for t in _trainable_by_rank(model, cfg)]
+    if cfg.offload == "none":  # Megatron's hybrid-device optimizer (optim_offload)
+        return (max(optim_offload.host_bytes(t, cfg) for t in trained),
+                [offloading.HostTransfer(d, b, "no", what)
+                 for d, b, what in optim_offload.rows(trained[heaviest], cfg)],
+                optim_offload.fraction(cfg) * trained[heaviest])
     reduces, gathers = dp_collective_counts(cfg)
     host = max(offloading.host_bytes(s, t, cfg.offload) for s, t in zip(stages, trained))
     return (host, offloading.transfers(stages[heaviest], trained[heaviest], cfg.offload,

@@ -43,13 +43,17 @@ def finetune_lines(model, cfg, pl) -> list[str]:
 def offload_lines(cfg, pl, capacity=None) -> list[str]:
     """CPU offload: the host's share (against the node's CPU memory) and the host-link
     traffic."""
-    if getattr(cfg, "offload", "none") == "none":
+    kind = getattr(cfg, "offload", "none")
+    f = getattr(cfg, "optimizer_offload_fraction", 0.0)
+    if kind == "none" and not f:
         return []
+    if kind == "none":  # Megatron's hybrid-device optimizer (ledger.placement.optim_offload)
+        kind = f"{f:.0%} of the optimizer (Megatron --optimizer-cpu-offload)"
     tail = ""
     if capacity is not None and capacity.host_bytes:
         verdict = "fits" if capacity.host_fits(pl.host_bytes_per_node) else "does NOT fit"
         tail = f" of {fmt_bytes(capacity.host_bytes)}: {verdict}"
-    out = [f"  {'cpu offload':<20}{cfg.offload}: host holds {fmt_bytes(pl.host_bytes_per_gpu)} "
+    out = [f"  {'cpu offload':<20}{kind}: host holds {fmt_bytes(pl.host_bytes_per_gpu)} "
            f"per GPU, {fmt_bytes(pl.host_bytes_per_node)} per node{tail}"]
     out += [f"  {'':<20}{r.direction} {fmt_bytes(r.bytes, 9)}/step  overlap {r.overlap:<3}  "
             f"{r.what}" for r in pl.host_transfers]

@@ -57,6 +57,7 @@ from ledger.frameworks import of as framework_of
 from ledger.pipeline import SPLIT_BACKWARD, first_backward_s, overlap_pairs, pipeline_s, visits
 from ledger.placement import Capacity, Layout, Placement, pace, place
 from ledger.step.exposed import exposures
+from ledger.placement import optim_offload
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split
 from ledger.step.gemm import gemm_s
@@ -287,14 +288,16 @@ def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placeme
     dp_rows = [c for c in pl.comms if c.axis == "dp"]
     layer, grads, params, gather = dp_split(dp_rows, cfg, system, model.layers / cfg.pp, lay)
     waits, hides = link_s(pl.host_transfers, system.host_bandwidth())  # CPU offload
+    cpu = cpu_step_s(pl.host_step_params, system.cpu_optimizer_params_per_s)
+    if optim_offload.fraction(cfg):  # Megatron's hybrid-device optimizer
+        waits, cpu = optim_offload.step_s(pl.host_transfers, system.host_bandwidth(), cpu, cfg)
     return Structure(
         links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")} | {"layout": lay},
         max_layers=busiest, head_layers=head, head_share=share,
         dp_layer_s=layer, dp_grad_s=grads, dp_param_s=params, dp_gather_s=gather,
         state_bytes=(hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)
-        * (cfg.offload == "none"),  # offloaded, the host steps it
-        offload_s=waits, offload_hidden_s=hides,
-        cpu_step_s=cpu_step_s(pl.host_step_params, system.cpu_optimizer_params_per_s),
+        * (cfg.offload == "none") * (1 - optim_offload.fraction(cfg)),  # the host steps it
+        offload_s=waits, offload_hidden_s=hides, cpu_step_s=cpu,
         muon_s=muon_s(model, cfg, system, cal, optimizer,
                       {"tp": lay.link("tp"), "dp": lay.link("dp")}))
 

@@ -188,6 +188,11 @@ def _step(ns: dict) -> dict:
     out = {"dropout": ns["hidden_dropout"]}
     if ns.get("cpu_offloading_num_layers"):  # arguments.py L1950-1951: turns offloading on
         out["cpu_offloading_num_layers"] = ns["cpu_offloading_num_layers"]
+    if ns.get("optimizer_cpu_offload"):  # the hybrid-device optimizer (optimizer/__init__.py
+        # L504-545): --optimizer-offload-fraction of it on the host (default 1.0)
+        out["optimizer_offload_fraction"] = ns["optimizer_offload_fraction"]
+        if ns.get("overlap_cpu_optimizer_d2h_h2d"):
+            out["overlap_cpu_optimizer"] = True
     if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local"):
         out["no_flash"] = True
     return out

@@ -61,6 +61,9 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         out.append("no --tokenizer-type (build_tokenizer.py:28-32 raises)")
     if ns.get("micro_batch_size") is None:
         out.append("no --micro-batch-size (arguments.py:693-694)")
+    if ns.get("optimizer_cpu_offload") and not ns.get("use_precision_aware_optimizer"):
+        out.append("--optimizer-cpu-offload without --use-precision-aware-optimizer "
+                   "(arguments.py:1884-1888)")
     if ns.get("step_batch_size_schedule") and ns.get("global_batch_size"):
         out.append("--step-batch-size-schedule with --global-batch-size (arguments.py:698-701)")
     h, heads = ns.get("hidden_size"), ns.get("num_attention_heads")

@@ -65,10 +65,13 @@ no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg delay-wgrad-compute
 moe-enable-deepep
 attention-dropout main-grads-dtype muon-momentum muon-nesterov muon-scale-mode
 muon-extra-scale-factor muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
+use-torch-optimizer-for-cpu-offload no-pin-cpu-grads no-pin-cpu-params
 """.split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step);
 # moe-enable-deepep: flex with the deepep backend, the flex default (transformer_config.py
 # L1743-1752); --moe-deepep-num-sms / --moe-flex-dispatcher-num-sms size DeepEP's buffers
 # (ledger.placement.ep_buffers prices Megatron's default 20 SMs), so they are named;
+# use-torch-optimizer-for-cpu-offload: overridden for adam (optimizer/__init__.py L515-521),
+# torch's SGD for sgd, priced alike; no-pin-cpu-grads / -params: the host copies' pinning;
 # main-grads-dtype: the precision-aware optimizer's copy of a shard's grads during the step,
 # a transient the megatron convention does not price at either dtype
 # flags the reader applies (their values reach the model or the placement)
@@ -95,7 +98,8 @@ fp8-param-gather optimizer hidden-dropout fp4-format fp4-recipe fp4-param-gather
 first-last-layers-bf16 num-layers-at-start-in-bf16 num-layers-at-end-in-bf16
 reuse-grad-buf-for-mxfp8-param-ag muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
 use-precision-aware-optimizer main-params-dtype exp-avg-dtype exp-avg-sq-dtype attention-backend
-cpu-offloading-num-layers
+cpu-offloading-num-layers optimizer-cpu-offload optimizer-offload-fraction
+overlap-cpu-optimizer-d2h-h2d
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
