@@ -152,6 +152,12 @@ CASES = {
     "--moe-flex-dispatcher-backend": (MOE + " --moe-token-dispatcher-type flex "
                                       "--expert-tensor-parallel-size 1 --sequence-parallel",
                                       "--moe-flex-dispatcher-backend hybridep"),
+    "--fine-grained-activation-offloading": ("--offload-modules core_attn",
+                                            "--fine-grained-activation-offloading"),
+    "--offload-modules": ("--fine-grained-activation-offloading --offload-modules core_attn",
+                          "--offload-modules qkv_linear core_attn attn_proj"),
+    "--activation-offload-fraction": ("--fine-grained-activation-offloading --offload-modules "
+                                      "core_attn", "--activation-offload-fraction 0.5"),
     "--optimizer-cpu-offload": (PRECISION_AWARE, "--optimizer-cpu-offload"),
     "--optimizer-offload-fraction": (PRECISION_AWARE + " --optimizer-cpu-offload",
                                      "--optimizer-offload-fraction 0.5"),

@@ -176,3 +176,45 @@ def test_optimizer_offload_time_and_overlap():
                           "--optimizer-offload-fraction", "0.5"])
     assert code == 0, err
     assert "cpu offload         50% of the optimizer (Megatron --optimizer-cpu-offload)" in out
+
+
+# -- fine-grained activation offloading ------------------------------------------------
+def test_offloaded_module_inputs_by_hand():
+    from ledger.arch import table
+    from ledger.model import deepseek_v3
+    from ledger.placement.act_offload import module_inputs
+
+    m = deepseek_v3()
+    cfg = ParallelConfig(pp=8, dp=32, ep=32, etp=1, num_microbatches=16)
+    moe_kind = next(k for k in m.kind_counts if k.moe)
+    got = module_inputs(m, cfg, moe_kind, table("megatron"))
+    s, e = 4096, 2
+    # core attention reads Q and K at 128 heads x 192 (MLA's nope + rope) and V at 128 x 128
+    assert got["core_attn"] == s * (128 * 192 * 2 + 128 * 128) * e
+    assert got["attn_proj"] == s * 128 * 128 * e
+    assert got["attn_norm"] == s * 7168 * e  # MLA's input norm is a module of its own
+    assert got["mlp_norm"] == s * 7168 * e
+    # 8 routed copies of each token reach the experts, on average, at EP 32
+    assert got["expert_fc1"] == s * 8 * 7168 * e
+    assert got["moe_act"] == s * 8 * 2 * 2048 * e
+
+
+def test_fine_grained_offload_moves_activations_to_the_host():
+    from ledger.model import deepseek_v3
+
+    m = deepseek_v3()
+    base = dict(pp=8, dp=32, ep=32, etp=1, num_microbatches=16)
+    plain = place(m, ParallelConfig(**base))
+    off = place(m, ParallelConfig(**base, offload_modules=("core_attn", "attn_proj")))
+    r0 = plain.memory_by_rank[0], off.memory_by_rank[0]
+    layer = 4096 * (128 * 192 * 2 + 128 * 128 + 128 * 128) * 2  # Q, K, V and the output
+    chunk = 61 / 8  # layers per chunk; all but one a chunk leave (the margin)
+    # rank 0 holds 7 layers (rank_layers: 7, 7, 8, 8, 8, 8, 8, 7), 8 micro-batches in
+    # flight at its backward (1F1B)
+    gone = r0[0].activations_bytes - r0[1].activations_bytes
+    assert gone == pytest.approx(8 * 7 * layer * (chunk - 1) / chunk, rel=1e-6)
+    assert off.host_bytes_per_gpu == pytest.approx(gone, rel=1e-6)
+    rows = {r.direction: (r.bytes, r.overlap) for r in off.host_transfers}
+    assert rows["d2h"][1] == rows["h2d"][1] == "yes"
+    with pytest.raises(Exception, match="attn_proj with core_attn"):
+        ParallelConfig(**base, offload_modules=("attn_proj",))

@@ -361,6 +361,8 @@ def step_flags(a: argparse.Namespace) -> dict:
                 nccl_nvls=getattr(a, "nccl_nvls", None),
                 optimizer_offload_fraction=getattr(a, "optimizer_offload_fraction", 0.0) or 0.0,
                 overlap_cpu_optimizer=bool(getattr(a, "overlap_cpu_optimizer", False)),
+                offload_modules=tuple(getattr(a, "offload_modules", None) or ()),
+                activation_offload_fraction=getattr(a, "activation_offload_fraction", 1.0),
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from ledger.config import EP_BACKENDS, GRAPH_SCOPES, RECOMPUTE_MODULES
+from ledger.config import EP_BACKENDS, GRAPH_SCOPES, OFFLOAD_MODULES, RECOMPUTE_MODULES
 from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.frameworks import LOSSES
 from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
@@ -67,6 +67,14 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "comma-separated; default none: every kernel launched eagerly)")
     g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
                    help="the flex dispatcher's kernels (default deepep)")
+    g.add_argument("--offload-modules", type=_offload_modules, metavar="MODULE[,MODULE]",
+                   help="modules whose saved inputs go to the host in the forward and come "
+                        "back for their backward (Megatron --fine-grained-activation-offloading"
+                        f" --offload-modules; {', '.join(OFFLOAD_MODULES)}; all: every saved "
+                        "tensor but the last layer's, torchtitan graph_trainer's cpu_offload_all)")
+    g.add_argument("--activation-offload-fraction", type=real(1.0, 0.0, closed_low=True),
+                   default=1.0, help="with --offload-modules: the share of each chunk's "
+                   "offload groups offloaded, first in forward order (Megatron; default 1)")
     g.add_argument("--optimizer-offload-fraction", type=real(1.0, 0.0, closed_low=True),
                    default=0.0, help="Megatron's optimizer CPU offload (--optimizer-cpu-offload): "
                    "this share of the optimizer's elements, their main params and moments on "
@@ -82,6 +90,15 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator "
                         "unmaps empty pages before failing, so the fit verdict counts no "
                         "fragmentation")
+
+
+def _offload_modules(text: str) -> tuple[str, ...]:
+    """--offload-modules: comma-separated names of OFFLOAD_MODULES."""
+    mods = tuple(m for m in text.split(",") if m)
+    odd = [m for m in mods if m not in OFFLOAD_MODULES]
+    if odd or not mods:
+        raise argparse.ArgumentTypeError(f"{text!r}: not among {', '.join(OFFLOAD_MODULES)}")
+    return mods
 
 
 def _scopes(text: str) -> tuple[str, ...]:

@@ -54,9 +54,24 @@ _OPTIM_OFFLOAD = ("Megatron-LM d98e8a64 megatron/core/optimizer/cpu_offloading/"
                   "arguments.py L1884-1888 (needs --use-precision-aware-optimizer): "
                   "ledger.placement.optim_offload")
 
+_FINE_GRAINED = ("Megatron-LM d98e8a64 docs/user-guide/features/"
+                 "fine_grained_activation_offloading.md (each module offloads its input; the "
+                 "modules, --activation-offload-fraction over groups in forward order, "
+                 "--min-offloaded-tensor-size 1 Mi elements), megatron/core/pipeline_parallel/"
+                 "fine_grained_activation_offload.py L150-260 (pinned host pool), L511-520 "
+                 "(d2h / h2d side streams), L609-666 (the last group of each name kept, the "
+                 "fraction's later groups kept), transformer_config.py L2127-2175 (the "
+                 "checks): ledger.placement.act_offload")
+_TITAN_OFFLOAD = ("pytorch/torchtitan b5bcd76c torchtitan/experiments/graph_trainer/"
+                  "cpu_offload.py L303-350 (--compile.memory_policy cpu_offload_all: every "
+                  "saved activation of every layer but the last; README.md L128-129); "
+                  "experimental only, not read from job files: --offload-modules all")
+
 LIBRARY_SOURCES = {
     "megatron": {"cuda_graph_buffers": _GRAPHS, "deepep_buffers": _DEEPEP,
                  "hybridep_buffers": _HYBRIDEP, "optimizer_cpu_offload": _OPTIM_OFFLOAD},
 }
 for _name in ("megatron", "torchtitan", "deepspeed", "hf"):
     LIBRARY_SOURCES.setdefault(_name, {})["nccl_nvls_buffers"] = _NCCL
+LIBRARY_SOURCES["megatron"]["activation_offload"] = _FINE_GRAINED
+LIBRARY_SOURCES["torchtitan"]["activation_offload"] = _TITAN_OFFLOAD

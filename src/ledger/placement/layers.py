@@ -15,6 +15,7 @@ from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
+from ledger.placement.act_offload import offloaded_bytes
 from ledger.placement.stages import (BIDIRECTIONAL, each_layer_kind, rank_stages, split_layers,
                                      stage_starts)
 
@@ -52,6 +53,7 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
     adapters = _adapters(model, cfg, kw)
     kept = layer_activations(model, **kw).total_bytes
+    kept = kept - offloaded_bytes(model, cfg, kind, kw["table"], kept)  # act_offload
     if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
         layers = min(getattr(cfg, "offload_activation_layers", 0), model.layers) if offload else 0
         return (adapters + kept) * (1 - layers / model.layers)
@@ -61,6 +63,14 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
         return kept
     whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes
     return kept * share + whole * (1 - share)
+
+
+def layer_offloaded_bytes(model: ModelSpec, cfg, kind=None) -> float:
+    """What fine-grained activation offloading moves to the host of one layer's saved
+    bytes per micro-batch (``ledger.placement.act_offload``)."""
+    kw = _layer_kw(model, cfg, kind, None, None, None)
+    return offloaded_bytes(model, cfg, kind, kw["table"],
+                           layer_activations(model, **kw).total_bytes)
 
 
 def recomputed_share(model: ModelSpec, cfg) -> float:
@@ -93,7 +103,9 @@ def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
     if kw["recompute"] == "full" and group > 1:  # other layers rebuilt before its backward
         again = again + (group - 1) * layer_activations(
             model, **(kw | {"recompute": "none"})).total_bytes
-    return recompute_working_bytes(model, **kw) + again
+    reloaded = offloaded_bytes(model, cfg, kind, kw["table"],  # its inputs back (act_offload)
+                               layer_activations(model, **kw).total_bytes)
+    return recompute_working_bytes(model, **kw) + again + reloaded
 
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,

@@ -50,6 +50,7 @@ from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes
                                         expert_divisors)
 from ledger.placement.layers import (activation_bytes_per_layer, inflight_kinds,
                                      largest_layer_params, layer_activation_bytes, layer_kinds,
+                                     layer_offloaded_bytes,
                                      layer_working_bytes)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
 from ledger.placement.splits import split_problem
@@ -340,6 +341,15 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
                                 sum(getattr(fw.fp8, "bf16_layers", (0, 0))) / cfg.pp, gpu,
                                 _param_divs(cfg, fw))
     host, rows, stepped = _offload(model, cfg, stages, heaviest)
+    if cfg.offload_modules:  # fine-grained activation offload (act_offload)
+        per_mb = [float(sum(n * layer_offloaded_bytes(model, cfg, k)
+                            for k, n in zip(kinds, c))) for c in counts]
+        host += max(b * inflight[min(r, len(inflight) - 1)]  # the micro-batches in flight
+                    for r, b in enumerate(per_mb))
+        moved = per_mb[heaviest] * cfg.num_microbatches
+        rows = list(rows) + [
+            offloading.HostTransfer("d2h", moved, "yes", "activations offloaded in the forward"),
+            offloading.HostTransfer("h2d", moved, "yes", "reloaded before their backward")]
     ledger = tuned.ledger(model, cfg, top.rank) if cfg.finetune else None
     node = min(gpus_per_node, cfg.world)
     return Placement(even, comms, bubble, tokens,

@@ -45,10 +45,13 @@ def offload_lines(cfg, pl, capacity=None) -> list[str]:
     traffic."""
     kind = getattr(cfg, "offload", "none")
     f = getattr(cfg, "optimizer_offload_fraction", 0.0)
-    if kind == "none" and not f:
+    mods = getattr(cfg, "offload_modules", ())
+    if kind == "none" and not f and not mods:
         return []
-    if kind == "none":  # Megatron's hybrid-device optimizer (ledger.placement.optim_offload)
-        kind = f"{f:.0%} of the optimizer (Megatron --optimizer-cpu-offload)"
+    if kind == "none":  # Megatron's own offloads (ledger.placement.optim_offload, act_offload)
+        kind = " + ".join(([f"{f:.0%} of the optimizer (Megatron --optimizer-cpu-offload)"]
+                           if f else []) + ([f"activations of {', '.join(mods)}"] if mods
+                                            else []))
     tail = ""
     if capacity is not None and capacity.host_bytes:
         verdict = "fits" if capacity.host_fits(pl.host_bytes_per_node) else "does NOT fit"

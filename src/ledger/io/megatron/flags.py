@@ -10,6 +10,7 @@ slots / pp / that) or --num-virtual-stages-per-pipeline-rank.
 """
 from __future__ import annotations
 
+from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
 from ledger.io.megatron import model as mm
 
@@ -188,6 +189,11 @@ def _step(ns: dict) -> dict:
     out = {"dropout": ns["hidden_dropout"]}
     if ns.get("cpu_offloading_num_layers"):  # arguments.py L1950-1951: turns offloading on
         out["cpu_offloading_num_layers"] = ns["cpu_offloading_num_layers"]
+    if ns.get("fine_grained_activation_offloading"):  # transformer_config.py L2127-2175
+        known = [m for m in ns.get("offload_modules") or [] if m in OFFLOAD_MODULES[:-1]]
+        if known:
+            out["offload_modules"] = tuple(known)
+            out["activation_offload_fraction"] = ns.get("activation_offload_fraction", 1.0)
     if ns.get("optimizer_cpu_offload"):  # the hybrid-device optimizer (optimizer/__init__.py
         # L504-545): --optimizer-offload-fraction of it on the host (default 1.0)
         out["optimizer_offload_fraction"] = ns["optimizer_offload_fraction"]

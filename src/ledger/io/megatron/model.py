@@ -61,6 +61,17 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         out.append("no --tokenizer-type (build_tokenizer.py:28-32 raises)")
     if ns.get("micro_batch_size") is None:
         out.append("no --micro-batch-size (arguments.py:693-694)")
+    if ns.get("fine_grained_activation_offloading"):
+        mods = ns.get("offload_modules") or []
+        if not mods:
+            out.append("--fine-grained-activation-offloading without --offload-modules "
+                       "(transformer_config.py:2131)")
+        if "attn_proj" in mods and "core_attn" not in mods:
+            out.append("--offload-modules attn_proj without core_attn "
+                       "(transformer_config.py:2148-2153)")
+        if ns.get("cpu_offloading_num_layers"):
+            out.append("--fine-grained-activation-offloading with --cpu-offloading-num-layers "
+                       "(transformer_config.py:2128-2130)")
     if ns.get("optimizer_cpu_offload") and not ns.get("use_precision_aware_optimizer"):
         out.append("--optimizer-cpu-offload without --use-precision-aware-optimizer "
                    "(arguments.py:1884-1888)")

@@ -99,7 +99,8 @@ first-last-layers-bf16 num-layers-at-start-in-bf16 num-layers-at-end-in-bf16
 reuse-grad-buf-for-mxfp8-param-ag muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
 use-precision-aware-optimizer main-params-dtype exp-avg-dtype exp-avg-sq-dtype attention-backend
 cpu-offloading-num-layers optimizer-cpu-offload optimizer-offload-fraction
-overlap-cpu-optimizer-d2h-h2d
+overlap-cpu-optimizer-d2h-h2d fine-grained-activation-offloading offload-modules
+activation-offload-fraction
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
