@@ -396,5 +396,13 @@ def plan_facts(a: argparse.Namespace) -> dict:
     if getattr(a, "cpu_offloading_num_layers", 0):
         raise LedgerError("cpu_offloading_num_layers", "plan searches no activation offload; "
                           f"drop --cpu-offloading-num-layers {a.cpu_offloading_num_layers}")
+    for flag, dest in (("--offload-modules", "offload_modules"),
+                       ("--optimizer-offload-fraction", "optimizer_offload_fraction")):
+        v = getattr(a, dest, None)
+        if v:
+            shown = ",".join(v) if isinstance(v, tuple) else f"{v:g}"
+            raise LedgerError(dest, f"plan searches no Megatron offload; drop {flag} {shown}")
     return {k: v for k, v in step_flags(a).items()
-            if k not in ("recompute_every", "offload_activation_layers")}
+            if k not in ("recompute_every", "offload_activation_layers", "offload_modules",
+                         "activation_offload_fraction", "optimizer_offload_fraction",
+                         "overlap_cpu_optimizer", "nccl_nvls")}
