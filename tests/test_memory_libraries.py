@@ -218,3 +218,18 @@ def test_fine_grained_offload_moves_activations_to_the_host():
     assert rows["d2h"][1] == rows["h2d"][1] == "yes"
     with pytest.raises(Exception, match="attn_proj with core_attn"):
         ParallelConfig(**base, offload_modules=("attn_proj",))
+
+
+def test_planner_prices_nvls_as_report_does():
+    args = ["--gpus", "8", "--json"]
+    code, out, err = run(["plan", "llama3-8b", "--global-batch", "64", "--top", "1", *args])
+    assert code == 0, err
+    top = json.loads(out)["plans"][0]
+    code, out, err = run(["report", "llama3-8b", "--zero", str(top["zero_stage"]),
+                          "--tp", str(top["tp"]), "--cp", str(top["cp"]),
+                          "--micro-batch", str(top["micro_batch"]),
+                          "--microbatches", str(top["num_microbatches"]), *args])
+    assert code == 0, err
+    mem = json.loads(out)["memory"]
+    assert "NCCL NVLS buffers" in mem["context_named"]
+    assert top["memory_bytes"] == pytest.approx(mem["required"], rel=1e-9)

@@ -405,4 +405,4 @@ def plan_facts(a: argparse.Namespace) -> dict:
     return {k: v for k, v in step_flags(a).items()
             if k not in ("recompute_every", "offload_activation_layers", "offload_modules",
                          "activation_offload_fraction", "optimizer_offload_fraction",
-                         "overlap_cpu_optimizer", "nccl_nvls")}
+                         "overlap_cpu_optimizer")}

@@ -23,6 +23,8 @@ so its rows hold none. The driver rounds each allocation to its multicast granul
 """
 from __future__ import annotations
 
+import numpy as np
+
 NVLS_CHUNK = 128 * 1024  # NCCL_NVLS_CHUNKSIZE default (nvls.cc L160)
 NCCL_STEPS = 8  # src/include/device.h
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 24}  # nvls.cc L155-157, single domain
@@ -34,15 +36,34 @@ def nvls_bytes(heads: int, generation: str) -> int:
     return NVLS_CHANNELS.get(generation, 0) * 2 * NVLS_CHUNK * NCCL_STEPS * heads
 
 
+def nvls_total(layout, ep, generation: str):
+    """NVLS bytes on one GPU of ``layout`` (numbers or the planner's arrays): each TP,
+    data-parallel and (ep > 1) expert-data-parallel group of more than one rank whose
+    ranks all sit in one NVLink domain."""
+    total = 0.0 * np.asarray(layout.tp)
+    for group in ("tp", "dp_cp", "edp"):
+        span = layout.span(group)
+        if span is None:
+            continue
+        size = np.asarray(span[1])
+        whole = (size > 1) & (np.asarray(layout.per_node(group)) == size)
+        if group == "edp":
+            whole = whole & (np.asarray(ep) > 1)
+        total = total + np.where(whole, nvls_bytes(size, generation), 0.0)
+    return total if total.shape else float(total)
+
+
+def nvls_on(cfg_or_flag, nvls: bool, generation: str) -> bool:
+    """NCCL runs NVLS: the switches multicast (``nvls``), NCCL_NVLS_ENABLE is not 0 and
+    the GPU's generation has NVLS channels."""
+    flag = getattr(cfg_or_flag, "nccl_nvls", cfg_or_flag)
+    return bool(nvls) and flag is not False and generation in NVLS_CHANNELS
+
+
 def nccl_buffers(cfg, layout, generation: str, nvls: bool) -> dict[str, float]:
     """Named bytes of NCCL's NVLS buffers on one GPU of ``cfg`` laid out as ``layout`` on a
     system whose switches do (``nvls``) or do not multicast (module docstring)."""
-    if not nvls or getattr(cfg, "nccl_nvls", None) is False or generation not in NVLS_CHANNELS:
+    if not nvls_on(cfg, nvls, generation):
         return {}
-    groups = ["tp", "dp_cp"] + (["edp"] if cfg.ep > 1 else [])
-    total = 0
-    for g in groups:
-        size = layout.group_size(g)
-        if size > 1 and layout.per_node(g) == size:  # the whole group in one domain
-            total += nvls_bytes(size, generation)
-    return {NAME: float(total)} if total else {}
+    total = nvls_total(layout, cfg.ep, generation)
+    return {NAME: total} if total else {}

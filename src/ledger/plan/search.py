@@ -30,6 +30,7 @@ from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state
+from ledger.placement.nccl_buffers import nvls_on, nvls_total
 from ledger.plan.grid import enumerate_grid
 from ledger.plan.grid_memory import codes, grid_memory, groups, shape_of, twins
 from ledger.plan.offloads import step_s as offload_step_s
@@ -77,6 +78,16 @@ class PlanResult:
     baseline: "Baseline | None" = None
 
 
+def _nvls_grid(g, system, facts):
+    """NCCL's NVLS buffers of each placement of the grid (``placement.nccl_buffers``)."""
+    gen = system.gpu.generation
+    if not len(g["tp"]) or not nvls_on((facts or {}).get("nccl_nvls"), system.nvls, gen):
+        return 0.0
+    lay = Layout(tp=g["tp"], cp=g["cp"], dp=g["dp"], pp=g["pp"], ep=g["ep"], etp=None,
+                 gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain)
+    return nvls_total(lay, g["ep"], gen)
+
+
 def _price(model, system, cal, g, precision, optimizer, framework, progress=None,
            flash=True, finetune=None, facts=None, pins: Pins = Pins(), timed=None):
     """Step time (s) and peak memory (bytes) of every candidate, and its breakdown;
@@ -93,6 +104,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         if count else 1
     mem, state_g, off = grid_memory(model, g, fw, st_total.scaled(1 / model.params), flash,
                                     precision, finetune, optimizer, facts, node)
+    mem = mem + _nvls_grid(g, system, facts)  # NCCL's NVLS buffers, as report prices them
     vr, sr = (int(g["vp"].max()) + 1 if count else 1), len(SCHEDULES)
     lay_key = (g["pp"] * vr + g["vp"]) * sr + g["sched"]
     keys, lay_inv = np.unique(lay_key, return_inverse=True)
