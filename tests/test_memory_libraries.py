@@ -233,3 +233,20 @@ def test_planner_prices_nvls_as_report_does():
     mem = json.loads(out)["memory"]
     assert "NCCL NVLS buffers" in mem["context_named"]
     assert top["memory_bytes"] == pytest.approx(mem["required"], rel=1e-9)
+
+
+def test_hybridep_sizes_for_the_ep_ranks_of_one_nvlink_domain():
+    from ledger.model import deepseek_v3
+
+    m = deepseek_v3()
+    cfg = ParallelConfig(pp=4, dp=64, ep=64, etp=1, num_microbatches=16,
+                         moe_dispatcher="flex", ep_backend="hybridep")
+    # GB200 NVL72: 64 hosts of 4 GPUs, a 256-GPU job in 64-GPU domain segments - all 64
+    # EP ranks in one domain, as Megatron-Bridge's launcher sets NUM_OF_HYBRID_EP_RANKS_
+    # PER_NVLINK_DOMAIN = EP there; on 8-GPU hosts, 8
+    nvl72 = dict(place(m, cfg, gpus_per_node=4, gpus_per_domain=72).memory.context_named)
+    dgx = dict(place(m, cfg, gpus_per_node=8).memory.context_named)
+    worst = 4096 * 64  # intranode.cu L126-130: every token of the domain's ranks
+    assert nvl72["HybridEP buffer"] == worst * 7168 * 2 + worst * 4 * 64 * 4 + worst * 56 * 4
+    worst = 4096 * 8
+    assert dgx["HybridEP buffer"] == worst * 7168 * 2 + worst * 4 * 8 * 4 + worst * 56 * 4

@@ -30,8 +30,9 @@ the worst case, every token of the domain's ranks routed here (csrc/hybrid_ep/bu
 intranode.cu L126-130): the combine buffer's BF16 tokens and fp32 probabilities over the
 domain's experts, shared with the dispatch buffer (``use_shared_buffer`` defaults to
 True, hybrid_ep_buffer.py L51; intranode.cu L193-213, L253-261), and the dispatch's fp32
-scales per 128 channels. Across NVLink domains HybridEP adds RDMA staging buffers
-(buffer/internode*.cu) that are not priced here.
+scales per 128 channels - on a GB200 NVL72 with EP 64 in one domain, 64 ranks' tokens.
+Across NVLink domains HybridEP adds RDMA staging buffers (buffer/internode*.cu) that are
+not priced here.
 """
 from __future__ import annotations
 
@@ -106,7 +107,11 @@ def hybridep_bytes(tokens: float, hidden: int, local_experts: int, domain_ranks:
 
 def ep_buffers(model, cfg, domain: int = NVL_PEERS) -> dict[str, float]:
     """Named bytes the flex dispatcher's library allocates on one GPU outside PyTorch's
-    allocator; nothing for another dispatcher or without expert parallelism."""
+    allocator; nothing for another dispatcher or without expert parallelism. ``domain``:
+    the EP ranks in one NVLink domain (HybridEP's ranks per node: the accessible ranks it
+    detects, hybrid_ep_buffer.py L60-72; Megatron-Bridge's launchers set the same, min(EP,
+    8) on 8-GPU hosts and EP on GB200 / GB300 NVL72, perf_plugins.py L375-386 @v0.5.1,
+    utils/utils.py L313-328 @v0.6.0)."""
     from ledger.config import dispatcher
 
     if not getattr(model, "is_moe", False) or dispatcher(cfg) != "flex":

@@ -256,7 +256,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(alive[r],
                                                                                 per_kind)),
                            work, held[r], per_param, named,
-                           context_buffers(model, cfg) | (context or {}))
+                           context_buffers(model, cfg) if context is None else context)
         chunks = inflight[min(r, len(inflight) - 1)]
         point = (chunks, 0, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,
@@ -329,8 +329,11 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     if cfg.pp > 1:
         bubble, inflight = placement_pipeline(cfg.schedule, cfg.pp, cfg.num_microbatches,
                                               cfg.vp)
-    nccl = nccl_buffers(cfg, lay, getattr(gpu, "generation", ""), nvls)
-    ranks = memory_by_rank(model, cfg, st, inflight, optimizer, gpu, nccl)
+    span = lay.span("ep") if cfg.ep > 1 else None  # EP ranks sharing an NVLink domain
+    ep_local = int(lay.per_node("ep")) if span is not None else min(cfg.ep, 8)
+    context = context_buffers(model, cfg, ep_local) | nccl_buffers(
+        cfg, lay, getattr(gpu, "generation", ""), nvls)
+    ranks = memory_by_rank(model, cfg, st, inflight, optimizer, gpu, context)
     top = max(ranks, key=lambda m: m.total_bytes)
     if cfg.finetune is not None:
         even = StateBytes(*(sum(getattr(s, f) for s in stages) / cfg.pp
