@@ -250,3 +250,19 @@ def test_hybridep_sizes_for_the_ep_ranks_of_one_nvlink_domain():
     assert nvl72["HybridEP buffer"] == worst * 7168 * 2 + worst * 4 * 64 * 4 + worst * 56 * 4
     worst = 4096 * 8
     assert dgx["HybridEP buffer"] == worst * 7168 * 2 + worst * 4 * 8 * 4 + worst * 56 * 4
+
+
+def test_planner_prices_cuda_graph_buffers_as_report_does():
+    args = ["--gpus", "8", "--json", "--no-nccl-nvls", "--cuda-graph-scope", "attn,mlp"]
+    code, out, err = run(["plan", "llama3-8b", "--global-batch", "64", "--top", "1",
+                          "--tp", "2", *args])
+    assert code == 0, err
+    top = json.loads(out)["plans"][0]
+    code, out, err = run(["report", "llama3-8b", "--zero", str(top["zero_stage"]),
+                          "--tp", "2", "--cp", str(top["cp"]), "--pp", str(top["pp"]),
+                          "--micro-batch", str(top["micro_batch"]),
+                          "--microbatches", str(top["num_microbatches"]), *args])
+    assert code == 0, err
+    mem = json.loads(out)["memory"]
+    assert "CUDA-graph static grad outputs" in mem["kept"]
+    assert top["memory_bytes"] == pytest.approx(mem["required"], rel=1e-9)

@@ -33,14 +33,17 @@ pool: nothing beyond the eager step is priced for it.
 """
 from __future__ import annotations
 
+import numpy as np
+
 LAYER_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
 NAME = "CUDA-graph static grad outputs"
 
 
 def hidden_bytes(model, cfg) -> float:
     """One micro-batch's hidden states on one GPU: s b / cp x h, / tp under SP."""
-    sp = cfg.tp if cfg.sequence_parallel else 1
-    return model.seq_len * cfg.micro_batch / cfg.cp / sp * model.hidden * cfg.act_bytes
+    sp = np.where(cfg.sequence_parallel, cfg.tp, 1)  # numbers, or the planner's arrays
+    out = model.seq_len * cfg.micro_batch / cfg.cp / sp * model.hidden * cfg.act_bytes
+    return out if np.ndim(out) else float(out)
 
 
 def graph_buffers(model, cfg) -> dict[str, float]:

@@ -23,6 +23,7 @@ from ledger.placement import (inflight_kinds, layer_activation_bytes, layer_kind
                               tuned_trainable)
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
+from ledger.placement.graphs import graph_buffers
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 
@@ -231,6 +232,9 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         kept = {"framework buffers": np.array([sum(framework_buffers(
             model, SimpleNamespace(tp=tp, etp=None), [k for k, n in zip(kinds, held[r]) if n],
             fw).values()) for r in range(pp)])[None, :]}
+        graphs = graph_buffers(model, cfg)  # CUDA graphs' static grad outputs (rows x 1)
+        if graphs:
+            kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held).sum(axis=1) > 0)
         alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
         parts = rank_parts(model, cfg, fw, ranks, resident, act[sel] @ alive.T,
                            work[sel][:, None], layers[None, :], per_param, kept,
