@@ -68,7 +68,8 @@ def module_inputs(model, cfg, kind, table) -> dict[str, float]:
         routed = moe_tokens(cfg, tokens) * model.top_k * cfg.moe.load_factor
         etp = cfg.tp if cfg.etp is None else cfg.etp
         g = 2 if model.gated_mlp else 1
-        out["expert_fc1"] = routed * h * gi
+        xh = getattr(model, "expert_hidden", h)  # the latent width under LatentMoE
+        out["expert_fc1"] = routed * xh * gi
         out["moe_act"] = routed * g * model.moe_ffn_hidden / etp * e
         out["fused_group_mlp"] = out["expert_fc1"] + out["moe_act"] \
             + routed * model.moe_ffn_hidden / etp * gi
@@ -85,9 +86,14 @@ def _kind(model, kind) -> tuple[bool, bool]:
     return bool(kind.moe), kind.mixer == "attention"
 
 
-def offloaded_bytes(model, cfg, kind, table, kept: float) -> float:
-    """Of one layer's ``kept`` saved bytes per micro-batch, what the config's offload
-    moves to the host (at most all of them)."""
+EXPERT_MODULES = ("expert_fc1", "moe_act", "fused_group_mlp")
+
+
+def offloaded_bytes(model, cfg, kind, table, acts) -> float:
+    """Of one layer's saved bytes per micro-batch (``acts``, its ``LayerActivations``),
+    what the config's offload moves to the host: the routed experts' modules at most
+    what the experts keep, the others at most the rest of the layer."""
+    kept = acts.total_bytes
     mods = tuple(getattr(cfg, "offload_modules", ()) or ())
     if not mods:
         return 0.0 * kept
@@ -95,7 +101,11 @@ def offloaded_bytes(model, cfg, kind, table, kept: float) -> float:
     if "all" in mods:
         return kept * share
     inputs = module_inputs(model, cfg, kind, table)
-    return min(kept, share * sum(inputs.get(m, 0.0) for m in mods))
+    experts = min(acts.experts_bytes, sum(inputs.get(m, 0.0) for m in mods
+                                          if m in EXPERT_MODULES))
+    rest = min(kept - acts.experts_bytes, sum(inputs.get(m, 0.0) for m in mods
+                                              if m not in EXPERT_MODULES))
+    return share * (experts + rest)
 
 
 def margin(model, cfg) -> float:

@@ -52,8 +52,9 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     elementwise traffic: an offloaded layer writes them all the same)."""
     kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
     adapters = _adapters(model, cfg, kw)
-    kept = layer_activations(model, **kw).total_bytes
-    kept = kept - offloaded_bytes(model, cfg, kind, kw["table"], kept)  # act_offload
+    acts = layer_activations(model, **kw)
+    kept = acts.total_bytes - offload * offloaded_bytes(model, cfg, kind, kw["table"],
+                                                        acts)  # act_offload; False: written
     if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
         layers = min(getattr(cfg, "offload_activation_layers", 0), model.layers) if offload else 0
         return (adapters + kept) * (1 - layers / model.layers)
@@ -69,8 +70,7 @@ def layer_offloaded_bytes(model: ModelSpec, cfg, kind=None) -> float:
     """What fine-grained activation offloading moves to the host of one layer's saved
     bytes per micro-batch (``ledger.placement.act_offload``)."""
     kw = _layer_kw(model, cfg, kind, None, None, None)
-    return offloaded_bytes(model, cfg, kind, kw["table"],
-                           layer_activations(model, **kw).total_bytes)
+    return offloaded_bytes(model, cfg, kind, kw["table"], layer_activations(model, **kw))
 
 
 def recomputed_share(model: ModelSpec, cfg) -> float:
@@ -104,7 +104,7 @@ def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
         again = again + (group - 1) * layer_activations(
             model, **(kw | {"recompute": "none"})).total_bytes
     reloaded = offloaded_bytes(model, cfg, kind, kw["table"],  # its inputs back (act_offload)
-                               layer_activations(model, **kw).total_bytes)
+                               layer_activations(model, **kw))
     return recompute_working_bytes(model, **kw) + again + reloaded
 
 
@@ -113,7 +113,8 @@ def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
                                dropout: float | None = None, offload: bool = True) -> float:
     """Bytes one layer saves for backward for this placement, averaged over the model's
     layers (dense and MoE, local and global ones differ); the config's attention kernel,
-    recompute mode and dropout unless given (``offload``: ``layer_activation_bytes``)."""
+    recompute mode and dropout unless given (``offload``: ``layer_activation_bytes``; False also
+    before fine-grained activation offload moves any)."""
     kinds, counts = layer_kinds(model, 1)
     return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout, offload)
                for k, n in zip(kinds, counts[0])) / model.layers

@@ -45,7 +45,7 @@ import json
 from dataclasses import fields, replace
 from functools import lru_cache
 
-from ledger.config import MoESpec, ParallelConfig
+from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
@@ -243,8 +243,13 @@ def config_of(row: BridgeRow, precision: str | None,
     if isinstance(offload, int) and offload > 0 and row.pp == 1 and "recompute" not in kw:
         kw["offload_activation_layers"] = offload  # Megatron's CPU activation offload
     if row.setting("fine_grained_activation_offloading") is True:
-        approx.append(f"fine-grained activation offload of "
-                      f"{','.join(row.setting('offload_modules') or [])} not priced")
+        mods = tuple(row.setting("offload_modules") or ())
+        if mods and set(mods) <= set(OFFLOAD_MODULES) - {"all"}:  # ledger.placement.act_offload
+            kw["offload_modules"] = mods
+            kw["activation_offload_fraction"] = float(
+                row.setting("activation_offload_fraction", 1.0))
+        else:
+            approx.append(f"fine-grained activation offload of {','.join(mods)} not priced")
     if row.megatron_fsdp and row.setting("num_distributed_optimizer_instances") not in (None, 1):
         approx.append("HSDP (params and grads sharded per optimizer instance, the optimizer "
                       "across them) priced as FSDP over all DP")
