@@ -67,7 +67,9 @@ def test_megatron_fsdp_from_the_recipe_where_the_table_has_no_column():
 def test_ultra_runs_what_it_does_not_price_named():
     (o,) = [outcome(r) for r in _rows(("nemotron-3-ultra",)) if r.gpu == "gb200"]
     assert o.status == "ran" and o.fits
-    assert any("fine-grained activation offload" in a for a in o.approx)
+    # its fine-grained activation offload (fused_group_mlp) is priced since issue 31's
+    # ledger.placement.act_offload; HSDP is not
+    assert not any("fine-grained activation offload" in a for a in o.approx)
     assert any("HSDP" in a for a in o.approx)
 
 
@@ -127,3 +129,12 @@ def test_the_benchmark_prints_the_out_of_memory_verdict():
 
     (line,) = oom_lines()[1:]
     assert "26.04.01/b200/nemotron-3-super/nvfp4" in line and "does NOT fit (right)" in line
+
+
+def test_ultra_offloads_its_fused_grouped_mlp():
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    (r,) = [r for r in _rows(("nemotron-3-ultra",)) if r.gpu == "gb200"]
+    model = model_of(r)
+    cfg, _ = config_of(r, precision_of(r)[0], model)
+    assert cfg.offload_modules == ("fused_group_mlp",)
