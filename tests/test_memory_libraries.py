@@ -266,3 +266,14 @@ def test_planner_prices_cuda_graph_buffers_as_report_does():
     mem = json.loads(out)["memory"]
     assert "CUDA-graph static grad outputs" in mem["kept"]
     assert top["memory_bytes"] == pytest.approx(mem["required"], rel=1e-9)
+
+
+def test_html_names_the_buffer_and_context_terms(tmp_path):
+    page = tmp_path / "r.html"
+    code, out, err = run(["report", "deepseek-v3", "--gpus", "256", "--pp", "8", "--ep", "32",
+                          "--etp", "1", "--microbatches", "16", "--moe-token-dispatcher-type",
+                          "flex", "--cuda-graph-scope", "attn", "--html", str(page)])
+    assert code == 0, err
+    html = page.read_text()
+    assert "of it DeepEP NVLink buffer 360.18 MiB, DeepEP RDMA buffer 512.00 MiB" in html
+    assert "CUDA-graph static grad outputs 56.00 MiB" in html  # 4096 x 7168 x 2 B
