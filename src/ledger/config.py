@@ -19,6 +19,7 @@ from ledger.finetune import FineTune
 from ledger.frameworks import of as framework_of
 from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.frameworks.losses import loss as loss_of
+from ledger.frameworks.offload_checks import OFFLOAD_MODULES, check_offloads  # noqa: F401
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
 
@@ -37,10 +38,6 @@ CP_KINDS = ("ring", "ulysses")
 # full_iteration) captures the whole step
 GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
                 "full_iteration")
-# Megatron's --offload-modules (fine_grained_activation_offloading.md @d98e8a64) and "all"
-# (torchtitan graph_trainer's cpu_offload_all): ledger.placement.act_offload
-OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm",
-                   "expert_fc1", "moe_act", "fused_group_mlp", "all")
 EP_BACKENDS = ("deepep", "hybridep")  # the flex dispatcher's kernels (--moe-flex-dispatcher-backend)
 GRAD_ACCUMULATION = ("sharded", "unsharded")
 OFFLOADS = ("none", "optimizer", "params")
@@ -160,10 +157,8 @@ class ParallelConfig:
     # the host; TE synchronises so the GPU holds (layers - n) layers' (cpu_offload.py
     # L748-751 @TE d0067d0d)
     offload_activation_layers: int = 0
-    # Megatron's fine-grained activation offloading (--fine-grained-activation-offloading
-    # --offload-modules, --activation-offload-fraction): these modules' saved inputs on the
-    # host (ledger.placement.act_offload.OFFLOAD_MODULES; "all": torchtitan's experimental
-    # cpu_offload_all); () none
+    # fine-grained activation offload: these modules' saved inputs on the host; () none
+    # (ledger.placement.act_offload; checked in ledger.frameworks.offload_checks)
     offload_modules: tuple[str, ...] = ()
     activation_offload_fraction: float = 1.0
     dropout: float | None = None  # hidden and attention dropout; None: the framework's
@@ -204,9 +199,8 @@ class ParallelConfig:
     # NCCL_NVLS_ENABLE: None NCCL's default (NVLS where the switches multicast), False off
     # (Megatron-Bridge's launcher); sizes NCCL's NVLS buffers (ledger.placement.nccl_buffers)
     nccl_nvls: bool | None = None
-    # Megatron's optimizer CPU offload (--optimizer-cpu-offload --optimizer-offload-fraction
-    # f): this share of the optimizer's elements and state on the host; its copies overlapped
-    # with the CPU step under --overlap-cpu-optimizer-d2h-h2d (ledger.placement.optim_offload)
+    # Megatron's optimizer CPU offload: this share on the host, its copies overlapped with
+    # the CPU step or not (ledger.placement.optim_offload)
     optimizer_offload_fraction: float = 0.0
     overlap_cpu_optimizer: bool = False
 
@@ -312,30 +306,7 @@ def check_host(cfg, fw) -> None:
                                         f"{cfg.ep_backend!r}")
     if cfg.overlap_p2p is None:
         object.__setattr__(cfg, "overlap_p2p", cfg.schedule in fw.overlap_p2p_schedules)
-    _check_offload_modules(cfg)
-    f = cfg.optimizer_offload_fraction
-    if not 0.0 <= f <= 1.0 or (f and cfg.offload != "none"):
-        raise LedgerError("optimizer_offload_fraction", f"a share in [0, 1] of the optimizer "
-                          f"Megatron offloads, without --offload, got {f} with offload "
-                          f"{cfg.offload!r}")
-
-
-def _check_offload_modules(cfg) -> None:
-    """--offload-modules as Megatron checks them (docs/user-guide/features/
-    fine_grained_activation_offloading.md @d98e8a64: attn_proj with core_attn,
-    fused_group_mlp without expert_fc1 / moe_act)."""
-    mods = tuple(cfg.offload_modules or ())
-    object.__setattr__(cfg, "offload_modules", mods)
-    odd = [m for m in mods if m not in OFFLOAD_MODULES]
-    bad = odd or ("attn_proj" in mods and "core_attn" not in mods) or (
-        "fused_group_mlp" in mods and {"expert_fc1", "moe_act"} & set(mods))
-    f = cfg.activation_offload_fraction
-    bad = bad or (mods and cfg.offload_activation_layers)  # transformer_config.py L2128-2130
-    if bad or not 0.0 <= f <= 1.0:
-        raise LedgerError("offload_modules", f"{', '.join(mods)} with fraction {f}: modules "
-                          f"among {', '.join(OFFLOAD_MODULES)}, attn_proj with core_attn, "
-                          f"fused_group_mlp without expert_fc1 / moe_act, not with "
-                          f"--cpu-offloading-num-layers, a fraction in [0, 1]")
+    check_offloads(cfg)  # ledger.frameworks.offload_checks
 
 
 def _check_dtypes(cfg) -> None:

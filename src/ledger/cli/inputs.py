@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ledger.cli.args import build_parser
+from ledger.cli.step_flags import library_flags, no_plan_offload
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
@@ -358,13 +359,8 @@ def step_flags(a: argparse.Namespace) -> dict:
                 compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
                 ep_backend=a.ep_backend,
                 expandable_segments=bool(getattr(a, "expandable_segments", False)),
-                nccl_nvls=getattr(a, "nccl_nvls", None),
-                optimizer_offload_fraction=getattr(a, "optimizer_offload_fraction", 0.0) or 0.0,
-                overlap_cpu_optimizer=bool(getattr(a, "overlap_cpu_optimizer", False)),
-                offload_modules=tuple(getattr(a, "offload_modules", None) or ()),
-                activation_offload_fraction=getattr(a, "activation_offload_fraction", 1.0),
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
-        | recompute_flags(a) | dtypes
+        | recompute_flags(a) | dtypes | library_flags(a)
 
 
 def recompute_flags(a: argparse.Namespace) -> dict:
@@ -396,13 +392,5 @@ def plan_facts(a: argparse.Namespace) -> dict:
     if getattr(a, "cpu_offloading_num_layers", 0):
         raise LedgerError("cpu_offloading_num_layers", "plan searches no activation offload; "
                           f"drop --cpu-offloading-num-layers {a.cpu_offloading_num_layers}")
-    for flag, dest in (("--offload-modules", "offload_modules"),
-                       ("--optimizer-offload-fraction", "optimizer_offload_fraction")):
-        v = getattr(a, dest, None)
-        if v:
-            shown = ",".join(v) if isinstance(v, tuple) else f"{v:g}"
-            raise LedgerError(dest, f"plan searches no Megatron offload; drop {flag} {shown}")
     return {k: v for k, v in step_flags(a).items()
-            if k not in ("recompute_every", "offload_activation_layers", "offload_modules",
-                         "activation_offload_fraction", "optimizer_offload_fraction",
-                         "overlap_cpu_optimizer")}
+            if k not in ("recompute_every", "offload_activation_layers", *no_plan_offload(a))}

@@ -8,6 +8,7 @@ import argparse
 
 from ledger.config import EP_BACKENDS, GRAPH_SCOPES, OFFLOAD_MODULES, RECOMPUTE_MODULES
 from ledger.frameworks.dtypes import STATE_DTYPES
+from ledger.errors import LedgerError
 from ledger.frameworks import LOSSES
 from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
 
@@ -127,3 +128,24 @@ def _add_overlap_flags(g) -> None:
                    help="hide EP all-to-alls under another micro-batch's compute (Megatron's "
                         "combined 1F1B, interleaved or no pipeline; DualPipe's pairs under "
                         "--framework deepseek, its default there)")
+
+
+def library_flags(a: argparse.Namespace) -> dict:
+    """NCCL's NVLS setting and Megatron's own offloads as ParallelConfig fields (issue 31)."""
+    return dict(nccl_nvls=getattr(a, "nccl_nvls", None),
+                optimizer_offload_fraction=getattr(a, "optimizer_offload_fraction", 0.0) or 0.0,
+                overlap_cpu_optimizer=bool(getattr(a, "overlap_cpu_optimizer", False)),
+                offload_modules=tuple(getattr(a, "offload_modules", None) or ()),
+                activation_offload_fraction=getattr(a, "activation_offload_fraction", 1.0))
+
+
+def no_plan_offload(a: argparse.Namespace) -> tuple[str, ...]:
+    """The offload fields the planner leaves out; refused when given (it searches none)."""
+    for flag, dest in (("--offload-modules", "offload_modules"),
+                       ("--optimizer-offload-fraction", "optimizer_offload_fraction")):
+        v = getattr(a, dest, None)
+        if v:
+            shown = ",".join(v) if isinstance(v, tuple) else f"{v:g}"
+            raise LedgerError(dest, f"plan searches no Megatron offload; drop {flag} {shown}")
+    return ("offload_modules", "activation_offload_fraction", "optimizer_offload_fraction",
+            "overlap_cpu_optimizer")
