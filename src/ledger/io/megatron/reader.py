@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from ledger.config import RECOMPUTE_MODULES
+from ledger.config import OFFLOAD_MODULES, RECOMPUTE_MODULES
 from ledger.errors import LedgerError
 from ledger.io.megatron import model as mm
 from ledger.io.files import read_text
@@ -114,6 +114,8 @@ moe-latent-size mtp-use-repeated-layer
 _EXACT = {
     "--recompute-modules": (lambda v: not set(v) - set(RECOMPUTE_MODULES),
                             "the others priced as not recomputed"),
+    "--offload-modules": (lambda v: not set(v) - set(OFFLOAD_MODULES),
+                          "the others priced as kept on the GPU"),
     "--cp-comm-type": (lambda v: all(x in mm.CP_KINDS for x in v), "priced as ring"),
     "--position-embedding-type": (lambda v: v != "relative", "no relative-bias table"),
     "--fp8-recipe": (lambda v: v in ("delayed", "tensorwise", "blockwise", "mxfp8"),
