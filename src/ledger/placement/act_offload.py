@@ -5,14 +5,17 @@ during the forward and come back before their backward.
 Megatron-LM d98e8a64, megatron/core/pipeline_parallel/fine_grained_activation_offload.py
 and docs/user-guide/features/fine_grained_activation_offloading.md). Each module offloads
 the input it saves for backward (the docs' table of offloadable modules), as an offload
-group per module per layer:
+group per module per layer. A group is a region under saved-tensor hooks (``with
+manager`` around the module, attention.py L1552-1607): every tensor the module saves
+for backward above the size floor goes, which for most modules is its input:
 
 - ``attn_norm``  the input norm's input, h wide (/ tp under SP); skipped where the norm is
                  an ``IdentityOp`` fused into TE's LayerNormLinear (every attention but
                  MLA's, gpt_layer_specs.py L244-336)
 - ``qkv_linear`` the QKV projection's input, h wide, as the GEMM keeps it (FP8 under an
                  FP8 recipe)
-- ``core_attn``  Q, K and V of the attention kernel, over the TP shard of the heads
+- ``core_attn``  Q, K and V of the attention kernel, over the TP shard of the heads, and
+                 what the kernel saves beside them (an unfused kernel's scores)
 - ``attn_proj``  the attention output the projection keeps, heads x v_head_dim / tp
 - ``mlp_norm``   the pre-MLP norm's input, h wide; MoE layers only (the dense MLP's norm
                  is fused)
@@ -21,10 +24,10 @@ group per module per layer:
 - ``fused_group_mlp`` the whole fused grouped MLP: both of the above and fc2's input
 
 What stays: the last group of each name on the chunk that backs up first
-(``post_warmup_callback``, L609-639, so the first reload does not stall the backward),
-priced as each chunk in flight keeping its last layer (``margin``: never less than the
-code keeps), and, during a layer's backward, its reloaded inputs: one layer's offloaded
-bytes, priced in that layer's backward working set. ``--activation-offload-fraction`` keeps
+(``post_warmup_callback``, L609-639, so the first reload does not stall the backward) -
+one layer's offloaded bytes, priced beside the output head through the loss
+(``per_gpu.head_activation_bytes``) - and, during a layer's backward, its reloaded
+inputs: one layer's offloaded bytes, priced in that layer's backward working set. ``--activation-offload-fraction`` keeps
 the first share of each chunk's groups in forward order offloaded (L648-666): priced as
 that share of each layer's offloaded bytes. Tensors under ``--min-offloaded-tensor-size``
 (1 Mi elements) stay: every input above is larger at a training micro-batch, so none is
@@ -86,32 +89,28 @@ def _kind(model, kind) -> tuple[bool, bool]:
     return bool(kind.moe), kind.mixer == "attention"
 
 
-EXPERT_MODULES = ("expert_fc1", "moe_act", "fused_group_mlp")
+# each group of modules offloads at most what the ledger prices where those tensors sit
+# (ledger.arch.activations.LayerActivations): the norms' inputs and outputs (the QKV
+# GEMM's input among them), the attention's linear-in-s tensors and scores, the experts'
+# tensors
+GROUPS = {("attn_norm", "mlp_norm", "qkv_linear"): ("norms_bytes",),
+          ("core_attn", "attn_proj"): ("attention_bytes", "scores_bytes"),
+          ("expert_fc1", "moe_act", "fused_group_mlp"): ("experts_bytes",)}
 
 
 def offloaded_bytes(model, cfg, kind, table, acts) -> float:
     """Of one layer's saved bytes per micro-batch (``acts``, its ``LayerActivations``),
-    what the config's offload moves to the host: the routed experts' modules at most
-    what the experts keep, the others at most the rest of the layer."""
-    kept = acts.total_bytes
+    what the config's offload moves to the host: each group of modules (``GROUPS``) at
+    most what the layer keeps where their tensors are priced."""
     mods = tuple(getattr(cfg, "offload_modules", ()) or ())
     if not mods:
-        return 0.0 * kept
-    share = getattr(cfg, "activation_offload_fraction", 1.0) * margin(model, cfg)
+        return 0.0 * acts.total_bytes
+    share = getattr(cfg, "activation_offload_fraction", 1.0)
     if "all" in mods:
-        return kept * share
+        return acts.total_bytes * share
     inputs = module_inputs(model, cfg, kind, table)
-    experts = min(acts.experts_bytes, sum(inputs.get(m, 0.0) for m in mods
-                                          if m in EXPERT_MODULES))
-    rest = min(kept - acts.experts_bytes, sum(inputs.get(m, 0.0) for m in mods
-                                              if m not in EXPERT_MODULES))
-    return share * (experts + rest)
-
-
-def margin(model, cfg) -> float:
-    """The share of a chunk's layers whose groups leave: all but the last. Megatron keeps
-    the last group of each name of the chunk that backs up first, torchtitan the last
-    layer; priced per chunk in flight (c - 1 of its c layers), which holds a layer more
-    for each chunk in flight beyond the first than the code does - never less."""
-    chunk = max(model.layers / (cfg.pp * cfg.vp), 1.0)
-    return (chunk - 1) / chunk
+    if "core_attn" in inputs:  # the group's hooks take all the kernel saves: unfused, the scores
+        inputs["core_attn"] += acts.scores_bytes
+    return share * sum(min(sum(getattr(acts, f) for f in fields),
+                           sum(inputs.get(m, 0.0) for m in names if m in mods))
+                       for names, fields in GROUPS.items())

@@ -195,10 +195,13 @@ def recv_buffers(cfg, fw, rank: int) -> int:
 
 
 def head_activation_bytes(model: ModelSpec, cfg) -> float:
-    """One micro-batch of what the output head saves (``ledger.arch.head_bytes``)."""
+    """One micro-batch of what the output head saves (``ledger.arch.head_bytes``), and
+    beside it, through the loss, the last layer's inputs fine-grained activation offload
+    keeps on the GPU (``act_offload``'s margin)."""
+    margin = layer_offloaded_bytes(model, cfg) if getattr(cfg, "offload_modules", ()) else 0.0
     return head_bytes(model, micro_batch=cfg.micro_batch, tp=cfg.tp, cp=cfg.cp,
                       sequence_parallel=cfg.sequence_parallel, act_bytes=cfg.act_bytes,
-                      table=saved_table(framework_of(cfg).activations))
+                      table=saved_table(framework_of(cfg).activations)) + margin
 
 
 def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, work,
