@@ -61,7 +61,9 @@ _FINE_GRAINED = ("Megatron-LM d98e8a64 docs/user-guide/features/"
                  "fine_grained_activation_offload.py L150-260 (pinned host pool), L511-520 "
                  "(d2h / h2d side streams), L609-666 (the last group of each name kept, the "
                  "fraction's later groups kept), transformer_config.py L2127-2175 (the "
-                 "checks): ledger.placement.act_offload")
+                 "checks), transformer/attention.py L1386-1395, L1552-1607, L1626-1629 (each "
+                 "group's saved-tensor hooks wrap its whole module): "
+                 "ledger.placement.act_offload")
 _TITAN_OFFLOAD = ("pytorch/torchtitan b5bcd76c torchtitan/experiments/graph_trainer/"
                   "cpu_offload.py L303-350 (--compile.memory_policy cpu_offload_all: every "
                   "saved activation of every layer but the last; README.md L128-129); "
