@@ -42,3 +42,22 @@ def test_a_group_across_nodes_moves_at_each_ranks_own_nic():
     (the NICs NCCL could spread a ring over are every axis's at once)."""
     assert group_bandwidth(240e9, 20e9, 4) == pytest.approx(20e9)
     assert group_bandwidth(240e9, 20e9, 1) == pytest.approx(240e9)
+
+
+def test_a_launch_without_nvls_is_timed_without_it():
+    """NCCL_NVLS_ENABLE=0 (``nccl_nvls=False``; Megatron-Bridge's launchers set it) takes
+    NVLS out of the step's collectives as it takes NVLS's buffers out of memory: 8 H100s'
+    DP all-reduce times as on a switch that does not reduce (before, only the buffers went)."""
+    from dataclasses import replace
+
+    from ledger.config import ParallelConfig
+    from ledger.model import llama3_8b
+    from ledger.step import estimate
+    from ledger.system import system
+
+    m, h100 = llama3_8b(), system("h100-sxm")
+    assert h100.nvls
+    on = estimate(m, ParallelConfig(dp=8), h100)
+    off = estimate(m, ParallelConfig(dp=8, nccl_nvls=False), h100)
+    plain = estimate(m, ParallelConfig(dp=8), replace(h100, nvls=False))
+    assert off.step_time_s == plain.step_time_s > on.step_time_s

@@ -37,6 +37,7 @@ from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
 from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
+from ledger.step.dp import nccl_system
 from ledger.system import System
 
 DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
@@ -93,6 +94,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     """Step time (s) and peak memory (bytes) of every candidate, and its breakdown;
     ``timed(mem, host)``: which candidates' time to price (the rest keep an infinite step
     and no breakdown), by default all."""
+    system = nccl_system(system, (facts or {}).get("nccl_nvls"))  # timing as memory prices it
     count = len(g["tp"])
     step = np.full(count, np.inf)
     parts: dict[str, np.ndarray] = {}

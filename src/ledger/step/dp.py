@@ -20,6 +20,17 @@ def group_shape(lay, group: str, ranks):
     return per_node, np.maximum(ranks / np.maximum(per_node, 1), 1)
 
 
+def nccl_system(system: System, nccl_nvls) -> System:
+    """``system`` as NCCL runs on it: without NVLS where the launch sets NCCL_NVLS_ENABLE=0
+    (``nccl_nvls`` False; Megatron-Bridge's launchers do, executors.py L42-43), as the memory
+    side prices it (``placement.nccl_buffers.nvls_on``)."""
+    if nccl_nvls is False and system.nvls:
+        from dataclasses import replace
+
+        return replace(system, nvls=False)
+    return system
+
+
 def nccl_s(system: System, kind: str, wire_bytes, ranks, nodes):
     """Seconds of one ``kind`` call whose ranks each send ``wire_bytes``, over ``ranks``
     ranks on ``nodes`` nodes of ``system``: NCCL's cost model at the group's bandwidth."""

@@ -59,7 +59,7 @@ from ledger.placement import Capacity, Layout, Placement, pace, place
 from ledger.step.exposed import exposures
 from ledger.placement import optim_offload
 from ledger.placement.offload import cpu_step_s, link_s
-from ledger.step.dp import dp_split
+from ledger.step.dp import dp_split, nccl_system
 from ledger.step.gemm import gemm_s
 from ledger.step.host import host_excess_s, launched_s
 from ledger.step.optimizer import muon_s
@@ -308,6 +308,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     """Step time, throughput, MFU/HFU, memory and where the time goes."""
     if precision is not None and cfg.precision is None:  # the GEMMs' rate reads it there
         cfg = replace(cfg, precision=precision)
+    system = nccl_system(system, getattr(cfg, "nccl_nvls", None))
     pl = place(model, cfg, precision=precision, optimizer=optimizer,
                gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain,
                gpu=system.gpu, nvls=system.nvls)
