@@ -17,13 +17,15 @@ from ledger.frameworks import get as get_framework
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.pipeline import held_closed
-from ledger.placement import (inflight_kinds, layer_activation_bytes, layer_kinds,
-                              layer_working_bytes, peak_total, rank_layers, rank_parts,
-                              shard_state, split_layers, stage_params, tuned_stage_state,
-                              tuned_trainable)
+from ledger.pipeline.held import loss_stage_ranks
+from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes,
+                              layer_kinds, layer_working_bytes, peak_total, rank_layers,
+                              rank_parts, rank_stages, shard_state, split_layers,
+                              stage_params, tuned_stage_state, tuned_trainable)
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
 from ledger.placement.graphs import graph_buffers
+from ledger.placement.per_gpu import recv_buffers
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 
@@ -117,27 +119,34 @@ def _per_kind_rows(model, g, fw, flash, precision, finetune, facts):
     return act, work.max(axis=1) * fw.working_set
 
 
-def _state(model, cfg, fw, per_param, optimizer, shape, finetune):
-    """The grid group's sharded state per rank: the whole model's per parameter over
-    each stage's parameters, or a fine-tune's classes (``ledger.placement.tuned``)."""
+def _state(model, cfg, fw, per_param, optimizer, shape, finetune, ranks=slice(None)):
+    """The grid group's sharded state per rank (of the PP ranks ``ranks``): the whole
+    model's per parameter over each stage's parameters, or a fine-tune's classes
+    (``ledger.placement.tuned``)."""
     tp, ep, pp, vp = cfg.tp, cfg.ep, cfg.pp, cfg.vp
     if finetune is None:
         dense, expert, _ = _stage_state(model, tp, ep, pp, vp, shape, fw.name)
-        split = [StateBytes(*(b * part[None, :] for b in (
+        split = [StateBytes(*(b * part[None, ranks] for b in (
             per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
             for part in (dense, expert)]
     else:  # the classes' bytes per parameter read the ZeRO stage: one stage at a time
         zeros = np.unique(cfg.zero_stage)
-        per_zero = [tuned_stage_state(model, SimpleNamespace(finetune=finetune,
-                                                             zero_stage=int(z)),
-                                      fw, optimizer, tp, tp * ep, pp, vp, shape)
-                    for z in zeros]
+        per_zero = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape)
         row = np.searchsorted(zeros, np.asarray(cfg.zero_stage).reshape(-1))  # each row's
-        split = [StateBytes(*(np.array([[getattr(r[i], f) for r in tuned]
-                                        for tuned in per_zero])[row]
-                              for f in ("params_bytes", "grads_bytes", "optim_bytes")))
+        split = [StateBytes(*(per_zero[:, :, i, f][:, ranks][row] for f in range(3)))
                  for i in (0, 1)]
     return shard_state(*split, cfg, fw)
+
+
+def _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape) -> np.ndarray:
+    """A fine-tune's unsharded state per ZeRO stage of ``zeros``, PP rank, (dense, expert)
+    and (params, grads, optimizer) bytes (``ledger.placement.tuned_stage_state``)."""
+    fields = ("params_bytes", "grads_bytes", "optim_bytes")
+    return np.array([[[[getattr(part, f) for f in fields] for part in rank]
+                      for rank in tuned_stage_state(
+                          model, SimpleNamespace(finetune=finetune, zero_stage=int(z)), fw,
+                          optimizer, tp, tp * ep, pp, vp, shape)]
+                     for z in zeros]).reshape(len(zeros), pp, 2, 3)
 
 
 # columns of the grid that set a step's time only: memory is priced once for candidates
@@ -167,6 +176,64 @@ def twins(g, cols=None):
     where = np.zeros(len(h), dtype=np.int64)
     where[reps] = np.arange(len(reps))
     return reps, where[same]
+
+
+def _points(g, sel, fw, pp, vp, counts, count_of) -> list:
+    """For each schedule among the rows ``sel`` of one stage layout (pp > 1): (its rows,
+    each row's index among ``counts``, the grid's distinct micro-batch counts (``count_of``:
+    every grid row's), and ``ledger.pipeline.held_closed`` at those counts for every PP
+    rank: 5 x counts x ranks) - a closed form of (schedule, rank, count) alone, priced
+    once per distinct count."""
+    out = []
+    if pp == 1:
+        return out
+    scheds, inv = g["sched"][sel], count_of[sel]
+    for code in np.unique(scheds):
+        rows = scheds == code
+        table = np.broadcast_to(held_closed(SCHEDULES[code], np.arange(pp)[None, :], pp,
+                                            counts[:, None], vp, fw.pipeline_outputs),
+                                (5, len(counts), pp))
+        out.append((rows, inv[rows], table))
+    return out
+
+
+def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, held,
+               points, stage_act) -> np.ndarray:
+    """The PP ranks whose peaks stand for all of one stage layout's: the first rank of
+    each class of ranks equal in every per-rank input of the memory model (stage
+    parameters and layers, layers of each kind, the embedding, the output head, a loss
+    stage, receive buffers, a fine-tune's state and trainable share; and, to the bit,
+    ``stage_act``, one micro-batch's activations of every row) - which then differ
+    only in the micro-batches in flight - provided it holds at least as many in flight
+    as every rank of its class at every row's count (1F1B and interleaved hold fewer
+    down the pipeline, the rest as many). A peak only grows with the micro-batches in
+    flight (each of its sums adds activations, ``ledger.placement.footprint``), and
+    rounding keeps that order, so the class's largest peak (and heaviest state) is its
+    first rank's, to the bit; without that proof, every rank."""
+    everyone = np.arange(pp)
+    if pp == 1:
+        return everyone
+    dense, expert, layers = _stage_state(model, tp, ep, pp, vp, shape, fw.name)
+    cfg = SimpleNamespace(pp=pp, vp=vp, schedule=shape)
+    heads = set(head_ranks(pp, vp, shape))
+    columns = [dense, expert, layers, *np.asarray(held, dtype=float).T,
+               [0 in h for h in rank_stages(pp, vp, shape)], [r in heads for r in range(pp)],
+               [recv_buffers(cfg, fw, r) for r in range(pp)]]
+    columns += [[r in loss_stage_ranks(SCHEDULES[code], pp) for r in range(pp)]
+                for code in np.unique(g["sched"][sel])]
+    if finetune is not None:
+        zeros = np.unique(g["zero"][sel])
+        rows = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape)
+        columns += [*rows.transpose(1, 0, 2, 3).reshape(pp, -1).T, tuned_trainable(
+            model, finetune, tp, tp * ep, pp, vp, shape,
+            split_layers(model.layers, pp, vp, shape, fw.split))]
+    firsts = {}  # each class of ranks (their inputs, as a tuple) -> its first rank
+    rep = np.array([firsts.setdefault(tuple(f), r)
+                    for r, f in enumerate(np.array(columns, dtype=float).T.tolist())])
+    if np.array_equal(stage_act[:, rep], stage_act) \
+            and all(np.all(table[0][:, rep] >= table[0]) for _, _, table in points):
+        return np.unique(rep)
+    return everyone
 
 
 def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
@@ -202,6 +269,8 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
     # one group per stage layout; the ZeRO stage an array within it
     key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"])
            * (len(SHAPED) + 1) + shape)
+    counts, count_of = np.unique(g["m"], return_inverse=True)
+    count_of = count_of.reshape(-1)
     for sel in groups(key)[1]:
         i = sel[0]
         tp, ep, pp, vp = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp"))
@@ -217,39 +286,37 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         for name in ("hsdp_shard", "grad_replicas", "cp", "micro_batch", "dp"):
             setattr(cfg, name, getattr(cfg, name)[:, None])
         cfg.tp, cfg.ep = tp, ep
-        st = resident = _state(model, cfg, fw, per_param, optimizer, sched, finetune)
+        points = _points(g, sel, fw, pp, vp, counts, count_of)  # (5, counts, ranks) each
+        alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
+        stage_act = act[sel] @ alive.T  # the product whole: its last bits vary with its shape
+        reps = _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, sched,
+                          held, points, stage_act)
+        st = resident = _state(model, cfg, fw, per_param, optimizer, sched, finetune, reps)
         if finetune is not None:  # CPU offload (ledger.plan.offloads)
             trained = np.array(tuned_trainable(
                 model, finetune, tp, tp * ep, pp, vp, sched,
-                split_layers(model.layers, pp, vp, sched, fw.split)))[None, :] \
+                split_layers(model.layers, pp, vp, sched, fw.split)))[None, reps] \
                 / np.where(zero >= 1, cfg.hsdp_shard, 1)
             resident, host, heavy, heavy_trained = grid_offload(g["offload"][sel], st, trained)
             off.host[sel], off.trained[sel] = host * node, heavy_trained
             off.params[sel], off.grads[sel], off.optim[sel] = (
                 heavy.params_bytes, heavy.grads_bytes, heavy.optim_bytes)
-        ranks = np.arange(pp)[None, :]
         kinds = layer_kinds(model, pp, vp, sched, None, fw.split)[0]
         kept = {"framework buffers": np.array([sum(framework_buffers(
             model, SimpleNamespace(tp=tp, etp=None), [k for k, n in zip(kinds, held[r]) if n],
-            fw).values()) for r in range(pp)])[None, :]}
+            fw).values()) for r in reps])[None, :]}
         graphs = graph_buffers(model, cfg)  # CUDA graphs' static grad outputs (rows x 1)
         if graphs:
-            kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held).sum(axis=1) > 0)
-        alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
-        parts = rank_parts(model, cfg, fw, ranks, resident, act[sel] @ alive.T,
-                           work[sel][:, None], layers[None, :], per_param, kept,
+            kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held)[reps].sum(axis=1) > 0)
+        parts = rank_parts(model, cfg, fw, reps[None, :], resident, stage_act[:, reps],
+                           work[sel][:, None], layers[None, reps], per_param, kept,
                            context_buffers(model, cfg))
         parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
-        point = np.zeros((5, len(sel), pp))
+        point = np.zeros((5, len(sel), len(reps)))
         point[0] = 1.0  # without a pipeline one micro-batch is alive at a time
-        if pp > 1:
-            scheds = g["sched"][sel]
-            for code in np.unique(scheds):
-                rows = scheds == code
-                point[:, rows] = np.broadcast_to(held_closed(
-                    SCHEDULES[code], ranks, pp, cfg.num_microbatches[rows], vp,
-                    fw.pipeline_outputs), (5, int(rows.sum()), pp))
+        for rows, inv, table in points:
+            point[:, rows] = table[:, :, reps][:, inv]
         grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
         mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss).max(axis=1)
         state = st.params_bytes + st.grads_bytes + st.optim_bytes

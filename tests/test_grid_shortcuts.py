@@ -1,0 +1,68 @@
+"""The planner's shortcuts change no bit of what it prices (issue 34: the 405B x 16,384
+plan in under 0.5 s, its output unchanged). Each shortcut is switched off here and the
+whole grid - every candidate's step time, peak memory, breakdown and host bytes - is
+compared bit for bit with what the planner prices with it on."""
+import numpy as np
+import pytest
+
+import ledger.plan.grid_memory as grid_memory
+import ledger.plan.search as search
+from ledger.finetune import FineTune
+from ledger.model import deepseek_v3, llama3_8b, llama3_70b
+from ledger.plan import Pins, plan
+from ledger.system import system
+
+SYS = system("h100-sxm")
+CASES = {
+    "70B on 64, every pipeline depth": (llama3_70b(), 64, 128, {}),
+    "DeepSeek-V3 under DualPipe, FP8": (deepseek_v3(), 64, 512, dict(
+        framework="deepseek", precision="fp8", pins=Pins(max_tp=2, no_cp=True))),
+    "8B QLoRA under DeepSpeed": (llama3_8b(), 8, 64, dict(
+        finetune=FineTune(method="qlora"), framework="deepspeed")),
+    "8B full fine-tune, first 10 layers frozen": (llama3_8b(), 16, 64, dict(
+        finetune=FineTune(method="full", freeze_layers=(0, 10)))),
+}
+
+
+def priced(monkeypatch, model, gpus, batch, kw):
+    """Every array ``ledger.plan.search._price`` returns, and the result's text."""
+    seen = []
+    price = search._price
+
+    def keep(*a, **k):
+        seen.append(price(*a, **k))
+        return seen[-1]
+    monkeypatch.setattr(search, "_price", keep)
+    result = plan(model, gpus, SYS, batch, top=20, **kw)
+    monkeypatch.setattr(search, "_price", price)
+    step, mem, parts, host = seen[0]
+    return [step, mem, host, *(parts[k] for k in sorted(parts))], \
+        repr(result.plans), result.fitting
+
+
+def same_bits(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_pipeline_ranks_that_stand_for_their_class_price_every_rank(monkeypatch, name):
+    """A rank equal to an earlier one in every input but the micro-batches in flight
+    (ledger.plan.grid_memory._stand_ins) is left out of the peak: the same bits as
+    pricing every rank; and the shortcut is taken (a deep pipeline is not all priced)."""
+    model, gpus, batch, kw = CASES[name]
+    taken = []
+    stand_ins = grid_memory._stand_ins
+
+    def count(*a, **k):
+        reps = stand_ins(*a, **k)
+        taken.append((len(reps), a[8]))  # (ranks priced, pp)
+        return reps
+    monkeypatch.setattr(grid_memory, "_stand_ins", count)
+    fast = priced(monkeypatch, model, gpus, batch, kw)
+    assert any(n < pp for n, pp in taken)
+    monkeypatch.setattr(grid_memory, "_stand_ins", lambda *a, **k: np.arange(a[8]))
+    slow = priced(monkeypatch, model, gpus, batch, kw)
+    same_bits(fast[0], slow[0])
+    assert fast[1:] == slow[1:]
