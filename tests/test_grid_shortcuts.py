@@ -66,3 +66,17 @@ def test_pipeline_ranks_that_stand_for_their_class_price_every_rank(monkeypatch,
     slow = priced(monkeypatch, model, gpus, batch, kw)
     same_bits(fast[0], slow[0])
     assert fast[1:] == slow[1:]
+
+
+def test_the_fastest_rows_are_those_a_full_sort_ranks_first():
+    """ledger.plan.search._first sorts only the rows up to the n-th fastest: the same rows,
+    in the same order, as sorting them all - ties in time (to more memory spare, then the
+    earlier row) and rows that do not fit included."""
+    rng = np.random.default_rng(34)
+    for n in (1, 3, 10, 50, 200):
+        step = rng.integers(1, 20, 300).astype(float)  # many equal times
+        mem = rng.integers(1, 5, 300).astype(float)
+        fits = rng.random(300) < 0.6
+        want = np.lexsort((-(10.0 - mem), np.where(fits, step, np.inf)))[: min(n, fits.sum())]
+        got = search._first(step, mem, fits, 10.0, min(n, int(fits.sum())))
+        assert got.tolist() == want.tolist()

@@ -286,6 +286,31 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
         offload=OFFLOADS[g["offload"][i]], **facts, **switches)
 
 
+def _sorted(g: dict) -> dict:
+    """The grid's rows in a stable order of their categorical codes (each group a slice),
+    each column whole in memory."""
+    code = codes(g)
+    if len(code) and code.max() < 2**15:  # a stable sort of 16-bit keys is a radix sort
+        code = code.astype(np.int16)
+    keep = np.argsort(code, kind="stable")
+    names = list(g)
+    columns = np.take(np.stack([g[k] for k in names]), keep, axis=1)
+    return {k: columns[i] for i, k in enumerate(names)}
+
+
+def _first(step, mem, fits, limit, n: int) -> np.ndarray:
+    """The ``n`` fastest fitting rows, ties to more memory to spare, then to the earlier
+    row: ``np.lexsort((-(limit - mem), np.where(fits, step, inf)))[:n]``, sorting only
+    the rows no slower than the n-th fastest."""
+    key = np.where(fits, step, np.inf)
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    nth = np.partition(key, n - 1)[n - 1] if n < len(key) else np.nan
+    near = np.flatnonzero(key <= nth) if not np.isnan(nth) else np.arange(len(key))  # ties
+    # kept whole
+    return near[np.lexsort((-(limit - mem[near]), key[near]))][:n]
+
+
 def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf, host=None) -> Plan:
     """Row ``i`` as a Plan; ``conf``: (framework, flash, precision, finetune, pins, model,
     facts) for its config."""
@@ -314,9 +339,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
     fw = get_framework(framework)
-    g = enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune)
-    keep = np.argsort(codes(g), kind="stable")  # groups become slices
-    g = {k: v[keep] for k, v in g.items()}
+    g = _sorted(enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune))
     evaluated = len(g["tp"])
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
@@ -346,7 +369,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
                           host_shortfall_bytes=float(host[in_hbm].min()
                                                      - system.host_memory_bytes)
                           if in_hbm.any() else 0.0)
-    order = np.lexsort((-(limit - mem), np.where(fits, step, np.inf)))[: min(top, fits.sum())]
+    order = _first(step, mem, fits, limit, min(top, int(fits.sum())))
     flops = finetune_flops_per_token(model, finetune) * model.seq_len * global_batch
     conf = (framework, flash, precision, finetune, pins, model, facts)
     plans = [_plan(g, i, step, mem, parts, limit, flops, gpus, system, conf, host)
