@@ -119,21 +119,22 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None,
     """Every candidate as columns (sizes as ints, categorical fields as small codes); with a
     framework ``fw``, only what it runs."""
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
-    blocks, seen, memo = [], {}, {}
+    blocks, seen, memo = [], {}, {}  # (shape, its variants x recompute modes: 9 rows)
     for shape in _shapes(model, gpus, batch, system, pins):
         tp, cp, pp, dp, _, _, m = shape  # the variants read neither ep nor mb but through m
         key = (tp, cp, pp, dp, m)
         if key not in seen:
             variants = _variants(model, shape, system, pins, fw, finetune, memo)
-            seen[key] = np.column_stack([np.repeat(variants, len(rcs), axis=0),
-                                         np.tile(rcs, len(variants))])
-        tail = seen[key]
-        if not len(tail):
-            continue
-        block = np.empty((len(tail), len(NAMES)), dtype=np.int64)
-        block[:, :7] = shape
-        block[:, 7:] = tail
-        blocks.append(block)
-    grid = np.concatenate(blocks) if blocks else np.zeros((0, len(NAMES)), dtype=np.int64)
-    columns = np.ascontiguousarray(grid.T)  # each column whole in memory: numpy reads it faster
-    return {n: columns[i] for i, n in enumerate(NAMES)}
+            seen[key] = tail = np.empty((9, len(variants) * len(rcs)), dtype=np.int64)
+            tail[:8] = np.repeat(variants.T, len(rcs), axis=1)
+            tail[8] = np.tile(rcs, len(variants))
+        if seen[key].shape[1]:
+            blocks.append((shape, seen[key]))
+    # one column of all rows at a time, each whole in memory: numpy reads them faster
+    grid = np.empty((len(NAMES), sum(t.shape[1] for _, t in blocks)), dtype=np.int64)
+    at = 0
+    for shape, tail in blocks:
+        grid[:7, at:at + tail.shape[1]] = np.array(shape, dtype=np.int64)[:, None]
+        grid[7:, at:at + tail.shape[1]] = tail
+        at += tail.shape[1]
+    return {n: grid[i] for i, n in enumerate(NAMES)}

@@ -178,22 +178,26 @@ def twins(g, cols=None):
     return reps, where[same]
 
 
-def _points(g, sel, fw, pp, vp, counts, count_of) -> list:
-    """For each schedule among the rows ``sel`` of one stage layout (pp > 1): (its rows,
-    each row's index among ``counts``, the grid's distinct micro-batch counts (``count_of``:
-    every grid row's), and ``ledger.pipeline.held_closed`` at those counts for every PP
-    rank: 5 x counts x ranks) - a closed form of (schedule, rank, count) alone, priced
-    once per distinct count."""
+def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
+    """For each schedule among the rows ``sel`` of one stage layout (pp > 1): (its code,
+    its rows, each row's index among ``counts``, the grid's distinct micro-batch counts
+    (``count_of``: every grid row's), and ``ledger.pipeline.held_closed`` at those counts
+    for every PP rank: 5 x counts x ranks) - a closed form of (schedule, rank, count)
+    alone, priced once per distinct count and kept in ``memo`` for the grid's other
+    layouts of the same depth."""
     out = []
     if pp == 1:
         return out
     scheds, inv = g["sched"][sel], count_of[sel]
-    for code in np.unique(scheds):
+    first = scheds[0]
+    for code in [first] if (scheds == first).all() else np.unique(scheds):
         rows = scheds == code
-        table = np.broadcast_to(held_closed(SCHEDULES[code], np.arange(pp)[None, :], pp,
-                                            counts[:, None], vp, fw.pipeline_outputs),
-                                (5, len(counts), pp))
-        out.append((rows, inv[rows], table))
+        key = (int(code), pp, vp)
+        if key not in memo:
+            memo[key] = np.broadcast_to(held_closed(
+                SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
+                fw.pipeline_outputs), (5, len(counts), pp))
+        out.append((code, rows, inv[rows], memo[key]))
     return out
 
 
@@ -220,7 +224,7 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
                [0 in h for h in rank_stages(pp, vp, shape)], [r in heads for r in range(pp)],
                [recv_buffers(cfg, fw, r) for r in range(pp)]]
     columns += [[r in loss_stage_ranks(SCHEDULES[code], pp) for r in range(pp)]
-                for code in np.unique(g["sched"][sel])]
+                for code, *_ in points]
     if finetune is not None:
         zeros = np.unique(g["zero"][sel])
         rows = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape)
@@ -231,7 +235,7 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
     rep = np.array([firsts.setdefault(tuple(f), r)
                     for r, f in enumerate(np.array(columns, dtype=float).T.tolist())])
     if np.array_equal(stage_act[:, rep], stage_act) \
-            and all(np.all(table[0][:, rep] >= table[0]) for _, _, table in points):
+            and all(np.all(table[0][:, rep] >= table[0]) for *_, table in points):
         return np.unique(rep)
     return everyone
 
@@ -270,7 +274,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
     key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"])
            * (len(SHAPED) + 1) + shape)
     counts, count_of = np.unique(g["m"], return_inverse=True)
-    count_of = count_of.reshape(-1)
+    count_of, memo = count_of.reshape(-1), {}
     for sel in groups(key)[1]:
         i = sel[0]
         tp, ep, pp, vp = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp"))
@@ -286,7 +290,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         for name in ("hsdp_shard", "grad_replicas", "cp", "micro_batch", "dp"):
             setattr(cfg, name, getattr(cfg, name)[:, None])
         cfg.tp, cfg.ep = tp, ep
-        points = _points(g, sel, fw, pp, vp, counts, count_of)  # (5, counts, ranks) each
+        points = _points(g, sel, fw, pp, vp, counts, count_of, memo)
         alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
         stage_act = act[sel] @ alive.T  # the product whole: its last bits vary with its shape
         reps = _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, sched,
@@ -315,7 +319,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
         point = np.zeros((5, len(sel), len(reps)))
         point[0] = 1.0  # without a pipeline one micro-batch is alive at a time
-        for rows, inv, table in points:
+        for _, rows, inv, table in points:
             point[:, rows] = table[:, :, reps][:, inv]
         grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
         mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss).max(axis=1)
