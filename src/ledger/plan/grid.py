@@ -114,10 +114,11 @@ NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard"
          "ulysses", "tpov", "offload", "rc")
 
 
-def enumerate_grid(model, gpus, batch, system, pins, fw=None,
-                   finetune=None) -> dict[str, np.ndarray]:
+def enumerate_grid(model, gpus, batch, system, pins, fw=None, finetune=None,
+                   order=None) -> dict[str, np.ndarray]:
     """Every candidate as columns (sizes as ints, categorical fields as small codes); with a
-    framework ``fw``, only what it runs."""
+    framework ``fw``, only what it runs; with ``order`` (the grid -> an integer per row),
+    its rows in a stable order of that key."""
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
     blocks, seen, memo = [], {}, {}  # (shape, its variants x recompute modes: 9 rows)
     for shape in _shapes(model, gpus, batch, system, pins):
@@ -137,4 +138,9 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None,
         grid[:7, at:at + tail.shape[1]] = np.array(shape, dtype=np.int64)[:, None]
         grid[7:, at:at + tail.shape[1]] = tail
         at += tail.shape[1]
+    if order is not None:
+        key = order({n: grid[i] for i, n in enumerate(NAMES)})
+        if len(key) and 0 <= key.min() and key.max() < 2**15:  # a stable sort of 16-bit
+            key = key.astype(np.int16)  # keys is a radix sort
+        grid = np.take(grid, np.argsort(key, kind="stable"), axis=1)
     return {n: grid[i] for i, n in enumerate(NAMES)}

@@ -205,7 +205,7 @@ def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, 
         reps, of = twins(sub, DP_COLUMNS)
         u = {k: v[reps] for k, v in sub.items()}
         each = np.zeros((7, len(reps)))
-        for zero in np.unique(u["zero"]):
+        for zero in np.flatnonzero(np.bincount(u["zero"])):  # the stages present
             r = np.flatnonzero(u["zero"] == zero)
             tp, cp, pp, dp, ep, m, shard = (u[k][r] for k in DP_COLUMNS[:-1])
             grad, param = _dp_overlaps(fw, int(zero), pins)
@@ -286,18 +286,6 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
         offload=OFFLOADS[g["offload"][i]], **facts, **switches)
 
 
-def _sorted(g: dict) -> dict:
-    """The grid's rows in a stable order of their categorical codes (each group a slice),
-    each column whole in memory."""
-    code = codes(g)
-    if len(code) and code.max() < 2**15:  # a stable sort of 16-bit keys is a radix sort
-        code = code.astype(np.int16)
-    keep = np.argsort(code, kind="stable")
-    names = list(g)
-    columns = np.take(np.stack([g[k] for k in names]), keep, axis=1)
-    return {k: columns[i] for i, k in enumerate(names)}
-
-
 def _first(step, mem, fits, limit, n: int) -> np.ndarray:
     """The ``n`` fastest fitting rows, ties to more memory to spare, then to the earlier
     row: ``np.lexsort((-(limit - mem), np.where(fits, step, inf)))[:n]``, sorting only
@@ -339,7 +327,8 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
     fw = get_framework(framework)
-    g = _sorted(enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune))
+    g = enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune,
+                       order=codes)  # each group a slice
     evaluated = len(g["tp"])
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
