@@ -80,3 +80,21 @@ def test_the_fastest_rows_are_those_a_full_sort_ranks_first():
         want = np.lexsort((-(10.0 - mem), np.where(fits, step, np.inf)))[: min(n, fits.sum())]
         got = search._first(step, mem, fits, 10.0, min(n, int(fits.sum())))
         assert got.tolist() == want.tolist()
+
+
+def test_twins_are_the_first_of_each_class_of_equal_rows():
+    """ledger.plan.grid_memory.twins, held to numpy's own unique rows: the first row of
+    each class, in order, and each row's index among them."""
+    rng = np.random.default_rng(7)
+    g = {k: rng.choice(values, 5000) for k, values in (
+        ("tp", [1, 2, 8]), ("cp", [1, 4]), ("dp", [1, 16, 16384]), ("shard", [8, 2**20]),
+        ("rc", [0, 1, 2]), ("tpov", [0, 1]))}
+    cols = ("tp", "cp", "dp", "shard", "rc")
+    reps, of = grid_memory.twins(g, cols)
+    rows = np.stack([g[k] for k in cols], axis=1)
+    _, first, inv = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    assert reps.tolist() == sorted(first.tolist())
+    assert (rows[reps][of] == rows).all() and len(reps) == len(first)
+    assert np.array_equal(reps[of], first[inv.reshape(-1)])
+    every = grid_memory.twins(g)  # all but the TP-overlap column
+    assert np.array_equal(every[0], reps) and np.array_equal(every[1], of)

@@ -152,30 +152,38 @@ def _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape) ->
 # columns of the grid that set a step's time only: memory is priced once for candidates
 # that differ in nothing else (the grid handed to the memory model lacks them)
 TIME_ONLY = ("tpov",)
-_MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd 64-bit multiplier (Fibonacci hashing)
 
 
 def twins(g, cols=None):
-    """(the rows that stand for the others, and for every row the index among them of the
-    one it equals) - rows equal in every column of ``cols`` (default: all but
-    ``TIME_ONLY``, None when no column of those varies)."""
+    """(the rows that stand for the others - the first of each class of equal rows, in
+    order - and for every row the index among them of the one it equals) - rows equal in
+    every column of ``cols`` (default: all but ``TIME_ONLY``, None when no column of those
+    varies)."""
     if cols is None:
         cols = [k for k in g if k not in TIME_ONLY]
         if all(k not in g or not g[k].any() for k in TIME_ONLY):
             return None
-    h = np.zeros(len(g["tp"]), dtype=np.uint64)
-    for k in cols:  # a polynomial hash of the row, checked column by column below
-        h = h * _MIX + g[k].astype(np.uint64)
-    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-    same = first[inv.reshape(-1)]
-    differ = np.zeros(len(h), dtype=bool)
-    for k in cols:
-        differ |= g[k] != g[k][same]
-    same[differ] = np.flatnonzero(differ)  # a collision of the hash: its own row
-    reps = np.flatnonzero(same == np.arange(len(h)))
-    where = np.zeros(len(h), dtype=np.int64)
-    where[reps] = np.arange(len(reps))
-    return reps, where[same]
+    n = len(g["tp"])
+    key, size = np.zeros(n, dtype=np.int64), 1  # each row's class so far, of ``size``
+    for k in cols:  # the columns' values numbered densely, a mixed radix of them
+        value, values = _dense(g[k], int(g[k].max()) + 1 if n else 0)
+        key, size = key * values + value, size * values
+        if size > n:
+            key, size = _dense(key, size)
+    first = np.full(size, n)
+    np.minimum.at(first, key, np.arange(n))  # each class's first row
+    reps = np.flatnonzero(np.bincount(first[first < n], minlength=n + 1)[:n])
+    where = np.zeros(size, dtype=np.int64)
+    where[key[reps]] = np.arange(len(reps))
+    return reps, where[key]
+
+
+def _dense(key, size):
+    """The integer ``key`` (each below ``size``) renumbered 0, 1, ... in its values' order."""
+    seen = np.zeros(size, dtype=bool)
+    seen[key] = True
+    number = np.cumsum(seen) - 1
+    return number[key], int(number[-1]) + 1 if size else 0
 
 
 def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
