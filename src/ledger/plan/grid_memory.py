@@ -166,10 +166,10 @@ def twins(g, cols=None):
     n = len(g["tp"])
     key, size = np.zeros(n, dtype=np.int64), 1  # each row's class so far, of ``size``
     for k in cols:  # the columns' values numbered densely, a mixed radix of them
-        value, values = _dense(g[k], int(g[k].max()) + 1 if n else 0)
+        value, values = dense_codes(g[k], int(g[k].max()) + 1 if n else 0)
         key, size = key * values + value, size * values
         if size > n:
-            key, size = _dense(key, size)
+            key, size = dense_codes(key, size)
     first = np.full(size, n)
     np.minimum.at(first, key, np.arange(n))  # each class's first row
     reps = np.flatnonzero(np.bincount(first[first < n], minlength=n + 1)[:n])
@@ -178,7 +178,7 @@ def twins(g, cols=None):
     return reps, where[key]
 
 
-def _dense(key, size):
+def dense_codes(key, size):
     """The integer ``key`` (each below ``size``) renumbered 0, 1, ... in its values' order."""
     seen = np.zeros(size, dtype=bool)
     seen[key] = True

@@ -32,7 +32,8 @@ from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state
 from ledger.placement.nccl_buffers import nvls_on, nvls_total
 from ledger.plan.grid import enumerate_grid
-from ledger.plan.grid_memory import codes, grid_memory, groups, shape_of, twins
+from ledger.plan.grid_memory import (codes, dense_codes, grid_memory, groups, shape_of,
+                                     twins)
 from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
@@ -109,11 +110,12 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     mem = mem + _nvls_grid(g, system, facts)  # NCCL's NVLS buffers, as report prices them
     vr, sr = (int(g["vp"].max()) + 1 if count else 1), len(SCHEDULES)
     lay_key = (g["pp"] * vr + g["vp"]) * sr + g["sched"]
-    keys, lay_inv = np.unique(lay_key, return_inverse=True)
+    keys = np.flatnonzero(np.bincount(lay_key)) if count else lay_key  # each layout
+    lay_inv = dense_codes(lay_key, int(lay_key.max()) + 1 if count else 0)[0]  # each row's
     mtp = model.mtp_layers * len(model.mtp_kinds)  # the MTP depths' layers
     paces = np.array([pace(model.layers, mtp, int(k // sr // vr),
                            int(k // sr % vr), shape_of(int(k % sr)), fw.split)
-                      for k in keys]).reshape(-1, 3)[lay_inv.reshape(-1)]
+                      for k in keys]).reshape(-1, 3)
     code = codes(g)
     if count and np.all(code[1:] >= code[:-1]):  # plan() sorts: each group is a slice
         starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
@@ -139,7 +141,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         cfg, links = _group(g, idx, fw, framework, precision, flash, finetune, pins, model,
                             system, facts)
         layer_s, grad_s, param_s, gather_s = dp_of(idx)
-        busiest, head, share = paces[idx].T
+        busiest, head, share = paces[lay_inv[idx]].T
         heavy = StateBytes(off.params[idx], off.grads[idx], off.optim[idx])
         wait, hidden, cpu = offload_step_s(cfg, int(g["offload"][i0]), heavy, off.trained[idx],
                                            node, system)
