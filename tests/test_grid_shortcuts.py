@@ -15,8 +15,8 @@ from ledger.system import system
 SYS = system("h100-sxm")
 CASES = {
     "70B on 64, every pipeline depth": (llama3_70b(), 64, 128, {}),
-    "DeepSeek-V3 under DualPipe, FP8": (deepseek_v3(), 64, 512, dict(
-        framework="deepseek", precision="fp8", pins=Pins(max_tp=2, no_cp=True))),
+    "DeepSeek-V3 under DualPipe, FP8": (deepseek_v3(), 256, 1024, dict(
+        framework="deepseek", precision="fp8", pins=Pins(max_tp=2, no_cp=True, max_pp=16))),
     "8B QLoRA under DeepSpeed": (llama3_8b(), 8, 64, dict(
         finetune=FineTune(method="qlora"), framework="deepspeed")),
     "8B full fine-tune, first 10 layers frozen": (llama3_8b(), 16, 64, dict(
@@ -98,3 +98,25 @@ def test_twins_are_the_first_of_each_class_of_equal_rows():
     assert np.array_equal(reps[of], first[inv.reshape(-1)])
     every = grid_memory.twins(g)  # all but the TP-overlap column
     assert np.array_equal(every[0], reps) and np.array_equal(every[1], of)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_groups_that_differ_in_zero_stage_alone_price_as_apart(monkeypatch, name):
+    """Time is priced once for groups that differ only in their ZeRO stage
+    (ledger.plan.search._across_zero): the same bits as pricing each group apart; and the
+    merge is taken."""
+    model, gpus, batch, kw = CASES[name]
+    merged = []
+    across = search._across_zero
+
+    def count(g, parts):
+        out = across(g, parts)
+        merged.append(len(out) < len(parts))
+        return out
+    monkeypatch.setattr(search, "_across_zero", count)
+    fast = priced(monkeypatch, model, gpus, batch, kw)
+    assert any(merged)
+    monkeypatch.setattr(search, "_across_zero", lambda g, parts: parts)
+    slow = priced(monkeypatch, model, gpus, batch, kw)
+    same_bits(fast[0], slow[0])
+    assert fast[1:] == slow[1:]

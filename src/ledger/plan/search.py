@@ -132,6 +132,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         need = np.zeros(count, dtype=bool)
         for idx in parts_of:
             need[idx] = True
+    parts_of = _across_zero(g, parts_of)
     dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune,
                         pins, need)
     for done, idx in enumerate(parts_of, 1):
@@ -171,7 +172,8 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
     cfg = SimpleNamespace(
         tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
         micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],
-        schedule=SCHEDULES[g["sched"][i0]], zero_stage=int(g["zero"][i0]),
+        schedule=SCHEDULES[g["sched"][i0]],
+        zero_stage=int(g["zero"][i0]) if (sub["zero"] == g["zero"][i0]).all() else sub["zero"],
         sequence_parallel=bool(g["sp"][i0]),
         cp_kind="ulysses" if g["ulysses"][i0] else "ring", recompute=RECOMPUTES[g["rc"][i0]],
         flash_attention=flash, act_bytes=2, framework=framework, precision=precision,
@@ -231,11 +233,34 @@ def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, 
         full[:, rows] = each[:, of]
 
     def of_group(idx):
-        i0 = idx.start if isinstance(idx, slice) else idx[0]
-        flat = scalar[int(g["zero"][i0])]
+        zeros = g["zero"][idx]
+        flat = scalar[int(zeros[0])] if (zeros == zeros[0]).all() else [None] * 7
         v = [full[j, idx] if flat[j] is None else flat[j] for j in range(7)]
         return tuple(v[:4]), v[4], v[5], v[6]
     return of_group
+
+
+def _across_zero(g, parts: list) -> list:
+    """The groups of rows to price together: those that differ only in their ZeRO stage
+    made one (its rows in order, where the first of them stood) - the stage reaches a
+    step's time only through the DP seconds and overlap switches, arrays over the rows
+    - but under CPU offload (its seconds read the stage) and in the schedules whose
+    makespan is a matrix product (its last bits read the group's shape)."""
+    out, at = [], {}
+    for idx in parts:
+        i0 = idx.start if isinstance(idx, slice) else idx[0]
+        if SCHEDULES[g["sched"][i0]] in MATRIX_FORMS or g["offload"][i0]:
+            out.append([idx])
+            continue
+        key = tuple(int(g[k][i0]) for k in ("sched", "sp", "ulysses", "tpov", "rc"))
+        if key in at:
+            out[at[key]].append(idx)
+        else:
+            at[key] = len(out)
+            out.append([idx])
+    rows = np.arange(len(g["tp"]))
+    return [np.sort(np.concatenate([rows[i] for i in p])) if len(p) > 1 else p[0]
+            for p in out]
 
 
 def _dp_overlaps(fw, zero: int, pins: Pins) -> tuple:
@@ -254,8 +279,14 @@ def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
     shared): each on where the framework lets a launch turn it on (Framework.overlaps,
     Framework.ep_overlap_problem), unless pinned; EP overlap an array over the rows."""
     i = rows.start if isinstance(rows, slice) else np.asarray(rows).reshape(-1)[0]
-    zero, sched = int(g["zero"][i]), SCHEDULES[g["sched"][i]]
-    grad, param = _dp_overlaps(fw, zero, pins)
+    zeros, sched = g["zero"][rows], SCHEDULES[g["sched"][i]]
+    if (zeros == zeros[0]).all():
+        grad, param = _dp_overlaps(fw, int(zeros[0]), pins)
+    else:  # rows of several ZeRO stages (_across_zero): the switches per row
+        each = {int(z): _dp_overlaps(fw, int(z), pins) for z in np.flatnonzero(
+            np.bincount(zeros))}
+        grad, param = (np.array([each.get(z, (False, False))[j] for z in range(4)])[zeros]
+                       for j in (0, 1))
     where = fw.ep_overlap_schedules
     ep_ok = (model.is_moe and bool(where) and RECOMPUTES[g["rc"][i]] != "full"
              and fw.moe_dispatcher != "allgather") \
