@@ -101,22 +101,22 @@ def test_twins_are_the_first_of_each_class_of_equal_rows():
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_groups_that_differ_in_zero_stage_alone_price_as_apart(monkeypatch, name):
-    """Time is priced once for groups that differ only in their ZeRO stage
-    (ledger.plan.search._across_zero): the same bits as pricing each group apart; and the
+def test_groups_that_differ_in_zero_stage_and_tp_overlap_alone_price_as_apart(monkeypatch, name):
+    """Time is priced once for groups that differ only in their ZeRO stage and TP overlap
+    (ledger.plan.search._merge_groups): the same bits as pricing each group apart; and the
     merge is taken."""
     model, gpus, batch, kw = CASES[name]
     merged = []
-    across = search._across_zero
+    across = search._merge_groups
 
     def count(g, parts):
         out = across(g, parts)
         merged.append(len(out) < len(parts))
         return out
-    monkeypatch.setattr(search, "_across_zero", count)
+    monkeypatch.setattr(search, "_merge_groups", count)
     fast = priced(monkeypatch, model, gpus, batch, kw)
     assert any(merged)
-    monkeypatch.setattr(search, "_across_zero", lambda g, parts: parts)
+    monkeypatch.setattr(search, "_merge_groups", lambda g, parts: parts)
     slow = priced(monkeypatch, model, gpus, batch, kw)
     same_bits(fast[0], slow[0])
     assert fast[1:] == slow[1:]

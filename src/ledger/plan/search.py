@@ -132,7 +132,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         need = np.zeros(count, dtype=bool)
         for idx in parts_of:
             need[idx] = True
-    parts_of = _across_zero(g, parts_of)
+    parts_of = _merge_groups(g, parts_of)
     dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune,
                         pins, need)
     for done, idx in enumerate(parts_of, 1):
@@ -153,7 +153,9 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
                        dp_gather_s=gather_s,
                        state_bytes=state_g[idx], offload_s=wait, offload_hidden_s=hidden,
                        cpu_step_s=cpu)
-        t = step_times(model, cfg, system, st, cal, tp_overlap=bool(g["tpov"][i0]))
+        tpov = g["tpov"][idx]
+        t = step_times(model, cfg, system, st, cal, tp_overlap=bool(tpov[0])
+                       if (tpov == tpov[0]).all() else tpov.astype(bool))
         step[idx] = t.pop("step_time_s")
         t.pop("exposed")
         for name, val in t.items():
@@ -240,19 +242,20 @@ def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, 
     return of_group
 
 
-def _across_zero(g, parts: list) -> list:
+def _merge_groups(g, parts: list) -> list:
     """The groups of rows to price together: those that differ only in their ZeRO stage
-    made one (its rows in order, where the first of them stood) - the stage reaches a
-    step's time only through the DP seconds and overlap switches, arrays over the rows
-    - but under CPU offload (its seconds read the stage) and in the schedules whose
-    makespan is a matrix product (its last bits read the group's shape)."""
+    and TP comm-GEMM overlap made one (its rows in order, where the first of them stood)
+    - the stage reaches a step's time only through the DP seconds and overlap switches,
+    the TP overlap through the TP seconds, arrays over the rows - but under CPU offload
+    (its seconds read the stage) and in the schedules whose makespan is a matrix product
+    (its last bits read the group's shape)."""
     out, at = [], {}
     for idx in parts:
         i0 = idx.start if isinstance(idx, slice) else idx[0]
         if SCHEDULES[g["sched"][i0]] in MATRIX_FORMS or g["offload"][i0]:
             out.append([idx])
             continue
-        key = tuple(int(g[k][i0]) for k in ("sched", "sp", "ulysses", "tpov", "rc"))
+        key = tuple(int(g[k][i0]) for k in ("sched", "sp", "ulysses", "rc"))
         if key in at:
             out[at[key]].append(idx)
         else:
@@ -282,7 +285,7 @@ def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
     zeros, sched = g["zero"][rows], SCHEDULES[g["sched"][i]]
     if (zeros == zeros[0]).all():
         grad, param = _dp_overlaps(fw, int(zeros[0]), pins)
-    else:  # rows of several ZeRO stages (_across_zero): the switches per row
+    else:  # rows of several ZeRO stages (_merge_groups): the switches per row
         each = {int(z): _dp_overlaps(fw, int(z), pins) for z in np.flatnonzero(
             np.bincount(zeros))}
         grad, param = (np.array([each.get(z, (False, False))[j] for z in range(4)])[zeros]

@@ -14,7 +14,7 @@ from ledger.step.dp import group_shape, nccl_s
 from ledger.system import System
 
 
-def tp_times(cfg, s_act, gemm, links, system: System, tp_overlap: bool):
+def tp_times(cfg, s_act, gemm, links, system: System, tp_overlap):
     """TP seconds per layer and micro-batch, forward and backward, exposed and as issued:
     (t_f, t_b, raw_f, raw_b), from ledger.placement.comms' rows. One forward pass moves
     2 RS + 2 AG under SP (2 all-reduces without): the reduce-scatters' bytes split over the
@@ -23,7 +23,8 @@ def tp_times(cfg, s_act, gemm, links, system: System, tp_overlap: bool):
     re-gather) less the recomputed forward, which the caller adds itself. Each call of a
     forward's size is priced by NCCL's cost model over the TP group's ranks and nodes.
     With ``tp_overlap`` (TE's comm-GEMM overlap, needs SP) each collective hides under
-    the GEMM it feeds except its first chunk of 1/tp."""
+    the GEMM it feeds except its first chunk of 1/tp (``tp_overlap``: a bool, or one per
+    row of the planner's grid)."""
     rows = tp_comms(cfg, s_act, 1.0, links["tp"])
     m, passes = cfg.num_microbatches, forward_passes(cfg) + 1
     total = sum(r.bytes for r in rows) / m
@@ -40,7 +41,10 @@ def tp_times(cfg, s_act, gemm, links, system: System, tp_overlap: bool):
     raw_f = calls * one
     raw_b = raw_f * (total - fwd) / np.maximum(fwd, 1e-300)
     t_f, t_b = raw_f, raw_b
-    if tp_overlap and cfg.sequence_parallel:  # TE userbuffers: ring-exchanged in tp chunks
+    if np.ndim(tp_overlap) and cfg.sequence_parallel:  # the planner's rows, on or off
+        t_f = np.where(tp_overlap, np.maximum(t_f / cfg.tp, t_f - gemm), t_f)
+        t_b = np.where(tp_overlap, np.maximum(t_b / cfg.tp, t_b - 2 * gemm), t_b)
+    elif tp_overlap and cfg.sequence_parallel:  # TE userbuffers: ring-exchanged in tp chunks
         t_f = np.maximum(t_f / cfg.tp, t_f - gemm)  # AG under QKV/FC1, RS under proj/FC2
         t_b = np.maximum(t_b / cfg.tp, t_b - 2 * gemm)  # under dgrad and wgrad GEMMs
     return t_f, t_b, raw_f, raw_b
