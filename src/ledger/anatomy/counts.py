@@ -8,6 +8,8 @@ pipeline stage) and the final norm and output layer (on the last).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ledger.anatomy.mixers import LayerKind
 
 
@@ -127,7 +129,16 @@ def kind_params(m, kind: LayerKind) -> tuple[int, int, int]:
     Megatron shards the attention and MLP matrices (and the column-parallel biases)
     across the TP group and replicates the norms, the row-parallel biases and the
     router; routed experts are split across tp x ep. Mixers as ``ledger.anatomy.mixers`` says.
+    Kept per (model, kind): the planner asks it once per stage layout.
     """
+    try:
+        return _kind_params(m, kind)
+    except TypeError:  # a model with a field that does not hash
+        return _kind_params.__wrapped__(m, kind)
+
+
+@lru_cache(maxsize=1024)
+def _kind_params(m, kind: LayerKind) -> tuple[int, int, int]:
     parts = kind_parts(m, kind).values()
     return tuple(sum(p[i] for p in parts) for i in range(3))
 
