@@ -63,13 +63,15 @@ def _schedules(model: ModelSpec, pp: int, m: int, pins: Pins, fw=None) -> list[t
 
 
 def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, finetune=None,
-              memo=None):
+              memo=None, rcs=(0,)) -> np.ndarray:
     """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind,
     TP overlap and, for a fine-tune, CPU offload; with a framework ``fw``, only the
-    pipelines (Framework.pipeline_problem), ZeRO stages and offloads it runs. Rows of
-    (vp, schedule code, zero, shard, sp, ulysses, TP overlap, offload code), schedules
-    outermost, then ZeRO, CP kind, shard, SP, offload and TP overlap. ``memo``: a dict
-    kept over one grid's shapes (schedules read pp and m; the rest tp, cp and dp x cp)."""
+    pipelines (Framework.pipeline_problem), ZeRO stages and offloads it runs; each under
+    every recompute mode of ``rcs``. Columns (one a row of the result) of (vp, schedule
+    code, zero, shard, sp, ulysses, TP overlap, offload code, recompute code), schedules
+    outermost, then ZeRO, CP kind, shard, SP, offload, TP overlap and recompute. ``memo``:
+    a dict kept over one grid's shapes (schedules read pp and m; the rest tp, cp and
+    dp x cp)."""
     tp, cp, pp, dp, ep, mb, m = shape
     memo = {} if memo is None else memo
     key = (tp, cp, dp * cp)
@@ -81,11 +83,11 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, fine
             [(v, SCHEDULES.index(name)) for name, v in _schedules(model, pp, m, pins, fw)],
             dtype=np.int64).reshape(-1, 2)
     scheds = memo["schedules", pp, m]
-    out = np.empty((len(scheds) * len(inner), 8), dtype=np.int64)
-    if len(out):
-        out[:, :2] = np.repeat(scheds, len(inner), axis=0)
-        out[:, 2:] = np.tile(inner, (len(scheds), 1))
-    return out
+    out = np.empty((9, len(scheds), len(inner), len(rcs)), dtype=np.int64)
+    out[:2] = scheds.T[:, :, None, None]
+    out[2:8] = inner.T[:, None, :, None]
+    out[8] = np.asarray(rcs, dtype=np.int64)
+    return out.reshape(9, -1)
 
 
 def _inner(model, tp, cp, replicas, system, pins, fw, finetune) -> np.ndarray:
@@ -125,10 +127,7 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None, finetune=None,
         tp, cp, pp, dp, _, _, m = shape  # the variants read neither ep nor mb but through m
         key = (tp, cp, pp, dp, m)
         if key not in seen:
-            variants = _variants(model, shape, system, pins, fw, finetune, memo)
-            seen[key] = tail = np.empty((9, len(variants) * len(rcs)), dtype=np.int64)
-            tail[:8] = np.repeat(variants.T, len(rcs), axis=1)
-            tail[8] = np.tile(rcs, len(variants))
+            seen[key] = _variants(model, shape, system, pins, fw, finetune, memo, rcs)
         if seen[key].shape[1]:
             blocks.append((shape, seen[key]))
     # one column of all rows at a time, each whole in memory: numpy reads them faster
