@@ -130,16 +130,17 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None, finetune=None,
             seen[key] = _variants(model, shape, system, pins, fw, finetune, memo, rcs)
         if seen[key].shape[1]:
             blocks.append((shape, seen[key]))
-    # one column of all rows at a time, each whole in memory: numpy reads them faster
-    grid = np.empty((len(NAMES), sum(t.shape[1] for _, t in blocks)), dtype=np.int64)
-    at = 0
-    for shape, tail in blocks:
-        grid[:7, at:at + tail.shape[1]] = np.array(shape, dtype=np.int64)[:, None]
-        grid[7:, at:at + tail.shape[1]] = tail
-        at += tail.shape[1]
+    # each column an array of its own (whole in memory, and under numpy's 4 MiB threshold
+    # for huge pages, whose first touch can stall the kernel on compaction)
+    sizes = np.array([t.shape[1] for _, t in blocks], dtype=np.int64)
+    shapes = np.array([b[0] for b in blocks], dtype=np.int64).reshape(-1, 7)
+    grid = {n: np.repeat(shapes[:, i], sizes) for i, n in enumerate(NAMES[:7])}
+    grid |= {n: np.concatenate([t[i] for _, t in blocks]) if blocks
+             else np.zeros(0, dtype=np.int64) for i, n in enumerate(NAMES[7:])}
     if order is not None:
-        key = order({n: grid[i] for i, n in enumerate(NAMES)})
+        key = order(grid)
         if len(key) and 0 <= key.min() and key.max() < 2**15:  # a stable sort of 16-bit
             key = key.astype(np.int16)  # keys is a radix sort
-        grid = np.take(grid, np.argsort(key, kind="stable"), axis=1)
-    return {n: grid[i] for i, n in enumerate(NAMES)}
+        keep = np.argsort(key, kind="stable")
+        grid = {n: col[keep] for n, col in grid.items()}
+    return grid
