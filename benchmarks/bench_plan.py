@@ -46,6 +46,19 @@ GLM45 = {"model_type": "glm4_moe", "hidden_size": 5120, "num_hidden_layers": 92,
          "num_nextn_predict_layers": 1}  # zai-org/GLM-4.5's shape: 355 B published
 
 
+COLD_RUNS = 5
+COLD_405B = """
+import time
+from ledger.model import llama3_405b
+from ledger.plan import plan
+from ledger.system import system
+model, sysm = llama3_405b(), system("h100-sxm")
+wall, cpu = time.perf_counter(), time.process_time()
+r = plan(model, 16384, sysm, 2048, facts={"dropout": 0.0})
+print(r.evaluated, time.perf_counter() - wall, time.process_time() - cpu)
+"""
+
+
 def timed(fn):
     wall, cpu = time.perf_counter(), time.process_time()
     out = fn()
@@ -63,9 +76,14 @@ def issue34() -> None:
     from ledger.plan.fewest import min_gpus
 
     m405, sysm = llama3_405b(), system("h100-sxm")
-    r, wall, cpu = timed(lambda: plan(m405, 16384, sysm, 2048, facts={"dropout": 0.0}))
-    print(f"405B x 16,384 plan: {r.evaluated:,} placements, {wall:.2f} s wall, "
-          f"{cpu:.2f} s CPU ({r.evaluated / cpu:,.0f}/s of CPU)")
+    # a user's plan runs once in a fresh process: each run here is one, and the shared
+    # machine's other work only ever adds time, so the least of them is the figure
+    cold = [subprocess.run([sys.executable, "-c", COLD_405B], capture_output=True, text=True,
+                           check=True).stdout.split() for _ in range(COLD_RUNS)]
+    n, walls, cpus = int(cold[0][0]), [float(c[1]) for c in cold], [float(c[2]) for c in cold]
+    print(f"405B x 16,384 plan: {n:,} placements, {min(walls):.2f} s wall, {min(cpus):.2f} s "
+          f"CPU ({n / min(cpus):,.0f}/s of CPU); least of {COLD_RUNS} fresh processes "
+          f"(median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU)")
     glm = read_config(GLM45, "glm-4.5")[0]
     pt, _, pt_cpu = timed(lambda: plan(glm, 64, sysm, 16))
     ft, _, ft_cpu = timed(lambda: plan(glm, 64, sysm, 16, finetune=FineTune(method="full")))
