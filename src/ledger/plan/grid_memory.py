@@ -30,6 +30,13 @@ from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 
 
+def present(codes) -> np.ndarray:
+    """The distinct values of small non-negative integer ``codes``, in order:
+    ``np.unique``'s answer without its sort (and without numpy 2.4's import of numpy.ma
+    there, 20-30 ms of a cold plan)."""
+    return np.flatnonzero(np.bincount(np.asarray(codes).reshape(-1)))
+
+
 def groups(key: np.ndarray):
     """Rows grouped by an integer key: (unique keys, row indices per group)."""
     order = np.argsort(key, kind="stable")
@@ -130,7 +137,7 @@ def _state(model, cfg, fw, per_param, optimizer, shape, finetune, ranks=slice(No
             per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
             for part in (dense, expert)]
     else:  # the classes' bytes per parameter read the ZeRO stage: one stage at a time
-        zeros = np.unique(cfg.zero_stage)
+        zeros = present(cfg.zero_stage)
         per_zero = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape)
         row = np.searchsorted(zeros, np.asarray(cfg.zero_stage).reshape(-1))  # each row's
         split = [StateBytes(*(per_zero[:, :, i, f][:, ranks][row] for f in range(3)))
@@ -140,7 +147,18 @@ def _state(model, cfg, fw, per_param, optimizer, shape, finetune, ranks=slice(No
 
 def _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape) -> np.ndarray:
     """A fine-tune's unsharded state per ZeRO stage of ``zeros``, PP rank, (dense, expert)
-    and (params, grads, optimizer) bytes (``ledger.placement.tuned_stage_state``)."""
+    and (params, grads, optimizer) bytes (``ledger.placement.tuned_stage_state``); kept
+    per layout (read-only: the rank classes and the state both ask)."""
+    key = (model, finetune, tuple(int(z) for z in zeros), fw, optimizer, tp, ep, pp, vp,
+           shape)
+    try:
+        return _tuned_kept(*key)
+    except TypeError:  # a model or framework with a field that does not hash
+        return _tuned_kept.__wrapped__(*key)
+
+
+@lru_cache(maxsize=256)
+def _tuned_kept(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape) -> np.ndarray:
     fields = ("params_bytes", "grads_bytes", "optim_bytes")
     return np.array([[[[getattr(part, f) for f in fields] for part in rank]
                       for rank in tuned_stage_state(
@@ -198,7 +216,7 @@ def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
         return out
     scheds, inv = g["sched"][sel], count_of[sel]
     first = scheds[0]
-    for code in [first] if (scheds == first).all() else np.unique(scheds):
+    for code in [first] if (scheds == first).all() else present(scheds):
         rows = scheds == code
         key = (int(code), pp, vp)
         if key not in memo:
@@ -234,7 +252,7 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
     columns += [[r in loss_stage_ranks(SCHEDULES[code], pp) for r in range(pp)]
                 for code, *_ in points]
     if finetune is not None:
-        zeros = np.unique(g["zero"][sel])
+        zeros = present(g["zero"][sel])
         rows = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape)
         columns += [*rows.transpose(1, 0, 2, 3).reshape(pp, -1).T, tuned_trainable(
             model, finetune, tp, tp * ep, pp, vp, shape,
@@ -244,7 +262,7 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
                     for r, f in enumerate(np.array(columns, dtype=float).T.tolist())])
     if np.array_equal(stage_act[:, rep], stage_act) \
             and all(np.all(table[0][:, rep] >= table[0]) for *_, table in points):
-        return np.flatnonzero(np.bincount(rep))  # np.unique would import numpy.ma
+        return present(rep)
     return everyone
 
 

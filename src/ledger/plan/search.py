@@ -32,8 +32,8 @@ from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state
 from ledger.placement.nccl_buffers import nvls_on, nvls_total
 from ledger.plan.grid import enumerate_grid
-from ledger.plan.grid_memory import (codes, dense_codes, grid_memory, groups, shape_of,
-                                     twins)
+from ledger.plan.grid_memory import (codes, dense_codes, grid_memory, groups, present,
+                                     shape_of, twins)
 from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
@@ -211,7 +211,7 @@ def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, 
         reps, of = twins(sub, DP_COLUMNS)
         u = {k: v[reps] for k, v in sub.items()}
         each = np.zeros((7, len(reps)))
-        for zero in np.flatnonzero(np.bincount(u["zero"])):  # the stages present
+        for zero in present(u["zero"]):  # the stages present
             r = np.flatnonzero(u["zero"] == zero)
             tp, cp, pp, dp, ep, m, shard = (u[k][r] for k in DP_COLUMNS[:-1])
             grad, param = _dp_overlaps(fw, int(zero), pins)
@@ -286,8 +286,7 @@ def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
     if (zeros == zeros[0]).all():
         grad, param = _dp_overlaps(fw, int(zeros[0]), pins)
     else:  # rows of several ZeRO stages (_merge_groups): the switches per row
-        each = {int(z): _dp_overlaps(fw, int(z), pins) for z in np.flatnonzero(
-            np.bincount(zeros))}
+        each = {int(z): _dp_overlaps(fw, int(z), pins) for z in present(zeros)}
         grad, param = (np.array([each.get(z, (False, False))[j] for z in range(4)])[zeros]
                        for j in (0, 1))
     where = fw.ep_overlap_schedules
