@@ -251,6 +251,47 @@ def test_a_layout_inside_an_unread_sub_dict_is_refused_naming_it():
         read_config({**cfg, "model_type": "deepseek_v3"})
 
 
+# MiniMax-M3's text model in the shape its config class defaults to (transformers 5.23.0
+# MiniMaxM3VLTextConfig, whose docstring names the checkpoint MiniMaxAI/MiniMax-M3) and
+# the released keys' form that public serving tests quote (moe_layer_freq, three dense
+# layers first; sparse_attention_config); no released config.json itself was found
+M3_TEXT = {"hidden_size": 6144, "num_hidden_layers": 60, "num_attention_heads": 64,
+           "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 200064,
+           "intermediate_size": 3072, "dense_intermediate_size": 12288,
+           "shared_intermediate_size": 3072, "num_local_experts": 128,
+           "num_experts_per_tok": 4, "moe_layer_freq": [0, 0, 0] + [1] * 57}
+
+
+def test_minimax_m3_is_read_as_transformers_builds_it():
+    """On main the composite (model_type minimax_m3_vl, its text_config without a
+    model_type) was refused ("'text_config' ... has no model_type"), and its text model's
+    moe_layer_freq refused as a key "transformers' class ignores", which
+    MiniMaxM3VLTextConfig.__post_init__ reads (configuration_minimax_m3_vl.py L149-152):
+    now 425,950,417,920, as transformers builds it (3 dense layers, 57 MoE)."""
+    cfg = {"model_type": "minimax_m3_vl", "text_config": M3_TEXT}
+    spec, notes = read_config(cfg)
+    assert spec.params == 425_950_417_920 and spec.moe_layers == 57
+    assert "composite" in notes[0]
+    assert (spec.params, spec.active_params) == pytest.approx(transformers_count(cfg))
+
+
+def test_minimax_m3_sparse_layers_are_refused_not_undercounted():
+    """Each sparse attention layer builds a lightning indexer (modeling_minimax_m3_vl.py
+    L417, L535-538), 3,932,416 parameters at these sizes: on main sparse_attention_config
+    was ignored and 57 of them (224,147,712) silently left out. The ledger does not model
+    that indexer: one line naming it; without sparse layers the file is read."""
+    sparse = {"use_sparse_attention": True, "sparse_attention_freq": [0, 0, 0] + [1] * 57}
+    for text in ({**M3_TEXT, "sparse_attention_config": sparse},
+                 {**M3_TEXT, "layer_types": ["full_attention"] * 3
+                  + ["minimax_m3_sparse"] * 57}):
+        with pytest.raises(LedgerError, match="57 sparse attention layers .* lightning "
+                                              "indexer, which the ledger does not count"):
+            read_config({"model_type": "minimax_m3_vl", "text_config": text})
+    off = {**M3_TEXT, "sparse_attention_config": {"use_sparse_attention": False}}
+    assert read_config({"model_type": "minimax_m3_vl", "text_config": off})[0].params \
+        == 425_950_417_920
+
+
 def test_kimi_linear_counts_its_checkpoint():
     """The checkpoint's 20 safetensors files hold 49,122,681,728 elements (a public model
     report of moonshotai/Kimi-Linear-48B-A3B-Instruct, index id 62691149540): the ledger's

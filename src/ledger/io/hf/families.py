@@ -193,4 +193,5 @@ REMOTE = {"minimax_m1": (hybrids.minimax_m1, "minimax")}
 # composites whose text model the ledger reads (from their text_config)
 COMPOSITES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "got_ocr2": "qwen2",
               "emu3": "emu3_text_model", "fuyu": "persimmon", "qwen3_5": "qwen3_5_text",
-              "qwen3_5_moe": "qwen3_5_moe_text", "gemma4_unified": "gemma4_unified_text"}
+              "qwen3_5_moe": "qwen3_5_moe_text", "gemma4_unified": "gemma4_unified_text",
+              "minimax_m3_vl": "minimax_m3_vl_text"}

@@ -83,9 +83,28 @@ def minimax_m2(r):  # configuration_minimax_m2.py; full-width qk-norm, experts o
 
 
 def minimax_m3_vl_text(r):  # configuration_minimax_m3_vl.py; + a shared expert, dense layers
+    """MiniMax-M3's text model. Its released keys are read as the config class's
+    __post_init__ reads them (transformers 5.23.0, configuration_minimax_m3_vl.py L120-152):
+    ``moe_layer_freq`` (1 a MoE layer, 0 dense) where ``mlp_layer_types`` is absent, and
+    ``sparse_attention_config.sparse_attention_freq`` where ``layer_types`` is - whose
+    sparse layers each build a lightning indexer (modeling_minimax_m3_vl.py L417, L535-538:
+    q/k projections and two norms), which the ledger does not count: refused, naming it."""
     f, cap = decoder(r, kv=4, head_dim=128, tied=False, maxpos=524288,
                      ffn_key="dense_intermediate_size")
-    ids = sparse_ids(mlp_types(r, f["layers"], ["sparse"] * f["layers"]))
+    freq = r.get("moe_layer_freq", None, list_of=int)
+    default = ["sparse" if x else "dense" for x in freq] if freq is not None \
+        else ["sparse"] * f["layers"]
+    ids = sparse_ids(mlp_types(r, f["layers"], default))
+    sparse = r.sub("sparse_attention_config")
+    kinds = r.get("layer_types", None, list_of=str) or [
+        "minimax_m3_sparse" if x else "full_attention"
+        for x in sparse.get("sparse_attention_freq") or []]
+    if "minimax_m3_sparse" in kinds:
+        raise LedgerError("config.json", f"{kinds.count('minimax_m3_sparse')} sparse "
+                                         f"attention layers (sparse_attention_config / "
+                                         f"layer_types 'minimax_m3_sparse') each build "
+                                         f"MiniMax-M3's lightning indexer, which the ledger "
+                                         f"does not count")
     return {**f, "qk_norm": "head", "moe_layer_ids": ids,
             **_moe(r, "num_local_experts", 128, "intermediate_size", 3072, k=4),
             **_shared(r.get("shared_intermediate_size", 3072))}, cap
