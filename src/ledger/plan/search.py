@@ -37,6 +37,7 @@ from ledger.plan.grid_memory import (codes, dense_codes, grid_memory, groups, pr
 from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
+from ledger.plan.switches import dp_overlaps as _dp_overlaps, overlaps as _overlaps
 from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
 from ledger.step.dp import nccl_system
 from ledger.system import System
@@ -264,39 +265,6 @@ def _merge_groups(g, parts: list) -> list:
     rows = np.arange(len(g["tp"]))
     return [np.sort(np.concatenate([rows[i] for i in p])) if len(p) > 1 else p[0]
             for p in out]
-
-
-def _dp_overlaps(fw, zero: int, pins: Pins) -> tuple:
-    """The DP overlap switches at ZeRO stage ``zero``: on where the framework lets a
-    launch turn them on, unless pinned (``_overlaps``)."""
-    fixed = zero in fw.overlap_fixed  # the framework's own, whatever a launch says
-    grad = None if fixed else (True if pins.overlap_grad_reduce is None
-                               else pins.overlap_grad_reduce)
-    param = None if fixed else (zero > 0 and grad if pins.overlap_param_gather is None
-                                else pins.overlap_param_gather)
-    return fw.overlaps(zero, grad, param)
-
-
-def _overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
-    """The overlap switches of the grid's ``rows`` (one group: its categorical fields
-    shared): each on where the framework lets a launch turn it on (Framework.overlaps,
-    Framework.ep_overlap_problem), unless pinned; EP overlap an array over the rows."""
-    i = rows.start if isinstance(rows, slice) else np.asarray(rows).reshape(-1)[0]
-    zeros, sched = g["zero"][rows], SCHEDULES[g["sched"][i]]
-    if (zeros == zeros[0]).all():
-        grad, param = _dp_overlaps(fw, int(zeros[0]), pins)
-    else:  # rows of several ZeRO stages (_merge_groups): the switches per row
-        each = {int(z): _dp_overlaps(fw, int(z), pins) for z in present(zeros)}
-        grad, param = (np.array([each.get(z, (False, False))[j] for z in range(4)])[zeros]
-                       for j in (0, 1))
-    where = fw.ep_overlap_schedules
-    ep_ok = (model.is_moe and bool(where) and RECOMPUTES[g["rc"][i]] != "full"
-             and fw.moe_dispatcher != "allgather") \
-        & (g["ep"][rows] > 1) & ((g["pp"][rows] == 1) | (sched in where))
-    if pins.ep_overlap is not None:
-        ep_ok = ep_ok & pins.ep_overlap
-    return dict(overlap_grad_reduce=grad, overlap_param_gather=param, ep_overlap=ep_ok,
-                overlap_p2p=sched in fw.overlap_p2p_schedules)
 
 
 def _config(g, i, framework: str, flash: bool = True, precision: str | None = None,

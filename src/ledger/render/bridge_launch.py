@@ -1,0 +1,63 @@
+"""What a Megatron-Bridge release's perf launch sets beyond its recipe's model config, per
+table row (``ledger.validation.bridge.BridgeRow``): the state dtypes the perf scripts keep,
+the caching allocator's expandable segments, and TE's TP comm-GEMM overlap - each with the
+file and line at the release's tag it is read from."""
+from __future__ import annotations
+
+from ledger.validation.bridge import BridgeRow
+
+
+# what the perf recipes keep of the state beyond Megatron's defaults: every release's perf
+# scripts reduce gradients in BF16 (grad_reduce_in_fp32 False: the v0.1.0rc3 YAMLs'
+# mixed_precision block, e.g. configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml L42-43;
+# configs/llama3/llama3_llm_pretrain.py L46-47 @v0.2.0, configs/deepseek/
+# deepseek_llm_pretrain.py L42-43 @v0.4.1; perf_recipes/_common.py L71-72 @v0.6.0, which
+# Kimi K2 alone overrides); DeepSeek-V3 keeps BF16 Adam moments under the precision-aware
+# optimizer (recipes/deepseek/deepseek_v3.py L161-165 @v0.4.1, L272-276 @v0.2.0;
+# perf_recipes/deepseek/common.py L43-46 @067f987d)
+PERF_STATE = dict(grad_dtype="bf16")
+RECIPE_STATE = {"deepseek-v3": dict(PERF_STATE, exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"),
+                "kimi-k2": {}}
+
+
+# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as each release's perf launcher sets it
+# (Megatron-Bridge scripts/performance at the row's recipe ref): 0.5.x for every Slurm run
+# (utils/executors.py L39-50 PERF_ENV_VARS, copied at L105), popped under nccl_ub or Llama on
+# Megatron-FSDP (perf_plugins.py L314-319); before that only named runs - Llama 3.1 405B FP8
+# on GB200 (0.1.0rc3 setup_experiment.py L116-118, current scaling only; 0.2.0 perf_plugins.py
+# L250-252; 0.3.x L262-269) and GB300 (0.4.x L262-269), DeepSeek-V3 on H100 (0.3.x
+# L270-276) and GB200 (0.4.x L271-277); 0.6.0 moves it into each perf recipe's
+# cfg.env_vars, applied before torch is imported (scripts/performance/bootstrap.py L45), and
+# every recipe function the tables name sets it (perf_recipes/deepseek/gb300/deepseek_v3.py
+# L165, gpt_oss/gb300/gpt_oss.py L239, qwen/gb300/qwen3_moe.py L495, nemotronh/gb300/
+# nemotronh.py L149, L197, L288, ... : 18 of 18 functions, each env_vars block read @v0.6.0)
+_EXPANDABLE = {("llama3.1-405b", "v0.1"): ("gb200",), ("llama3.1-405b", "v0.2"): ("gb200",),
+               ("llama3.1-405b", "v0.3"): ("gb200",), ("llama3.1-405b", "v0.4"): ("gb200", "gb300"),
+               ("deepseek-v3", "v0.3"): ("h100",), ("deepseek-v3", "v0.4"): ("h100", "gb200")}
+
+
+def expandable_segments(row: BridgeRow) -> bool:
+    """Whether the row's launch ran the caching allocator with expandable segments."""
+    ref = str(row.recipe.get("ref") or "")
+    if ref.startswith("v0.6"):
+        return True
+    if ref.startswith("v0.5"):
+        return not (row.setting("nccl_ub") is True
+                    or (row.model.startswith("llama") and row.fsdp))
+    if row.model == "llama3.1-405b" and (row.precision not in ("fp8_cs", "fp8_mx")
+                                         or (ref.startswith("v0.1") and row.precision != "fp8_cs")):
+        return False
+    return row.gpu in _EXPANDABLE.get((row.model, ref[:4]), ())
+
+
+# the families whose Megatron-Bridge recipe turns TP comm overlap on (CommOverlapConfig(
+# tp_comm_overlap=True): src/megatron/bridge/recipes/llama/llama3.py:738,828,917,1094,1189
+# and recipes/nemotronh/nemotron_3_nano.py:123-125 @ v0.3.1); the others leave it off
+TP_OVERLAP_MODELS = ("llama3-8b", "llama3-70b", "llama3.1-405b", "nemotron-3-nano")
+
+
+def tp_overlap(row: BridgeRow) -> bool:
+    """TE's comm-GEMM overlap as the row's recipe sets it: on where its family's recipe
+    turns it on and TP > 1 with SP (comm_overlap.py:439-448), off under NVFP4
+    (scripts/performance/configs/llama/llama3_llm_pretrain.py:80 @ v0.3.1)."""
+    return row.model in TP_OVERLAP_MODELS and row.tp > 1 and row.precision != "nvfp4"
