@@ -117,6 +117,7 @@ CASES = {
                                            "--overlap-moe-expert-parallel-comm"),
     "--persistent-save-interval": ("--save-interval 1000", "--persistent-save-interval 500"),
     "--softmax-type": ("", "--softmax-type learnable"),
+    "--activation-func-clamp-value": (MOE + " --quick-geglu", "--activation-func-clamp-value 7.0"),
     "--window-attn-skip-freq": ("--window-size (256,0)", "--window-attn-skip-freq 2"),
     "--fp4-format": ("", "--fp4-format e2m1"),
     "--fp4-param-gather": ("--fp4-format e2m1 --use-distributed-optimizer",

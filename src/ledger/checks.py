@@ -107,7 +107,7 @@ def check_local(m) -> None:
     elif m.local_layers is not None:
         raise LedgerError("local_layers", "local layers need a sliding_window")
     _indices(m, "local_layers")
-    for f in ("attn_logit_softcap", "final_logit_softcap"):
+    for f in ("attn_logit_softcap", "final_logit_softcap", "glu_clamp"):
         v = getattr(m, f)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
             raise LedgerError(f, f"must be a number >= 0 (0 = off), got {v!r}")

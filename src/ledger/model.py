@@ -43,6 +43,9 @@ class ModelSpec:
     qkv_bias: bool = False  # q/k/v biases (Qwen2, GPT-2); under MLA the down projections'
     out_bias: bool = False  # attention output projection bias (GPT-2, NeoX, gpt-oss)
     mlp_bias: bool = False  # biases on every MLP matrix, experts' too (GPT-2, gpt-oss)
+    glu_clamp: float = 0.0  # gpt-oss: the GLU's two halves clamped at this value before the
+    #                         activation (config swiglu_limit, Megatron's
+    #                         --activation-func-clamp-value; 0 = off)
     norm: str = "rmsnorm"  # "layernorm" carries a bias as well as a weight
     learned_positions: int = 0  # rows of a learned position table; 0 for rotary
     # ---- attention ---------------------------------------------------------------

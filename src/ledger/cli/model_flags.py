@@ -58,6 +58,8 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
     "local_layers": (("--local-layers",), LAYERS, "local layers: '0-4,6', 'except-every:6'"),
     "local_attention": (("--local-attention",), LOCAL_KINDS, "sliding or chunked (Llama 4)"),
     "attention_sinks": (("--attention-sinks",), bool, "one learned logit per head (gpt-oss)"),
+    "glu_clamp": (("--glu-clamp",), float,
+                  "GLU inputs clamped at this value (gpt-oss: 7; 0 = off)"),
     "attn_logit_softcap": (("--attn-softcap",), float, "tanh cap on scores (Gemma 2)"),
     "final_logit_softcap": (("--final-softcap",), float, "tanh cap on logits (Gemma 2)"),
     "num_experts": (("--num-experts",), int, "routed experts per MoE layer"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ledger.arch import keys_factor, op_share
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer, block_layers, forward_passes
+from ledger.step.eager import expert_pass_bytes
 from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, rht_s, routed_gemms_s
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
 from ledger.step.tuned import tuned_gemms
@@ -104,7 +105,11 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
                                           dropout=0.0, offload=False)
     traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
     saved = act(cfg.flash_attention)
-    elementwise = traffic * saved
+    # the routed experts' eager passes (clamped GLU, fc2 bias: ledger.step.eager), their own
+    # bytes at the HBM rate; LayerTime runs the backward as twice the forward's elementwise
+    # time, so a third of both directions' bytes stands for the forward (their sum is exact)
+    eager = sum(expert_pass_bytes(model, cfg, tokens)) / 3.0 / gpu.hbm_bytes_per_s
+    elementwise = traffic * saved + eager
     core = traffic * (saved - act(True)) if not cfg.flash_attention else 0.0 * saved
     s_act = tokens * model.hidden * cfg.act_bytes
     tp_f, tp_b, tp_raw_f, tp_raw_b = tp_times(cfg, s_act, gemm, links, system, tp_overlap)

@@ -114,6 +114,7 @@ def gpt_oss(r):  # configuration_gpt_oss.py:50-85: every layer MoE, biases, sink
     f, cap = decoder(r, kv=8, head_dim=64, tied=False, maxpos=131072)
     return {**f, **bias(r, default=True), "num_experts": expert_count(r, "num_local_experts", 128),
             "top_k": r.get("num_experts_per_tok", 4), "mlp_bias": True, "router_bias": True,
+            "glu_clamp": r.get("swiglu_limit", 7.0, float),  # the experts' clamp
             "attention_sinks": True, **alternating(r, f["layers"], 128, 2)}, cap
 
 

@@ -226,6 +226,7 @@ def model_spec(ns: dict, name: str, vocab_rows: int) -> ModelSpec:
             qkv_bias=bias or bool(ns["add_qkv_bias"]), out_bias=bias, mlp_bias=bias,
             norm=norm, learned_positions=learned,
             attention_sinks=ns.get("softmax_type") == "learnable",
+            glu_clamp=float(ns.get("activation_func_clamp_value") or 0.0),
             mtp_layers=ns.get("mtp_num_layers") or 0,
             mtp_shared=bool(ns.get("mtp_use_repeated_layer")), **attention_fields(ns),
             **moe_fields(ns, layers, ffn), **window_fields(ns, layers))

@@ -41,7 +41,7 @@ NO_EFFECT_GROUPS = {f"_add_{g}_args" for g in (
 # and kernels (time the ledger's GEMM model does not split), rotary and router numerics,
 # run control
 NO_EFFECT = {f"--{n}" for n in """
-activation-func-clamp-value adam-beta1 adam-beta2 adam-eps apply-layernorm-1p
+adam-beta1 adam-beta2 adam-eps apply-layernorm-1p
 attention-softmax-in-fp32 calculate-per-token-loss clip-grad
 cross-entropy-loss-fusion disable-bf16-reduced-precision-matmul distributed-backend
 distributed-timeout-minutes empty-unused-memory-level enable-experimental
@@ -76,7 +76,7 @@ use-torch-optimizer-for-cpu-offload no-pin-cpu-grads no-pin-cpu-params
 # a transient the megatron convention does not price at either dtype
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
-num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
+activation-func-clamp-value num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
 num-query-groups kv-channels seq-length max-position-embeddings position-embedding-type
 use-rotary-position-embeddings no-position-embedding swiglu quick-geglu squared-relu
 untie-embeddings-and-output-weights normalization disable-bias-linear add-qkv-bias
