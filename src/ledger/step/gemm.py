@@ -209,12 +209,7 @@ def recurrent_core_s(model: ModelSpec, cfg, tokens, gpu, cal):
     total = 0.0
     for kind, n in model.kind_counts.items():
         if "mamba" in kind.mixer and model.mamba.version == 2:
-            mb = model.mamba
-            q, chunks = mb.chunk, tokens / mb.chunk
-            heads, groups = mb.heads / cfg.tp, np.maximum(mb.groups / cfg.tp, 1)
-            t = gemm_s(q, q, mb.state, gpu, cal, count=chunks * groups) + heads * chunks * (
-                gemm_s(q, mb.head_dim, q, gpu, cal) + gemm_s(mb.head_dim, mb.state, q, gpu, cal)
-                + gemm_s(q, mb.head_dim, mb.state, gpu, cal))
+            t = _ssd_s(model.mamba, cfg, tokens, gpu, cal)
         elif kind.mixer == "linear":
             la = model.linear
             c, dk, dv = la.chunk, la.key_dim, la.value_dim
@@ -230,3 +225,36 @@ def recurrent_core_s(model: ModelSpec, cfg, tokens, gpu, cal):
         total = total + n * t
     return total / model.layers
 
+
+
+def _ssd_s(mb, cfg, tokens, gpu, cal, backward: bool = False):
+    """Seconds of one Mamba-2 layer's SSD products on this rank's tokens, per chunk of Q:
+    C B^T per group (Q x Q x N), and per head the chunk state (P x N over Q), its read-out
+    (Q x P x N) and the intra-chunk product with X (Q x P x Q). The backward as mamba_ssm
+    runs it (``_mamba_chunk_scan_combined_bwd``, ops/triton/ssd_combined.py L441-509 at
+    state-spaces/mamba@e9594ce1): C B^T and the chunk states recomputed; dstates = dout^T C
+    (ssd_chunk_scan.py L449), dx = (CB)^T dout + B dstates (ssd_combined.py L93-262),
+    dB = x dstates^T (ssd_chunk_state.py L398), dC = dout states^T (ssd_chunk_scan.py
+    L530), dCB = dout x^T (L774) and again for the decay's gradient (L1098,
+    ``_chunk_scan_bwd_ddAcs_stable``), and dCB's two products into dB and dC per group
+    (``_bmm_chunk_bwd``): 3 group and 8 head products against the forward's 1 and 3."""
+    q, chunks, p, n = mb.chunk, tokens / mb.chunk, mb.head_dim, mb.state
+    heads, groups = mb.heads / cfg.tp, np.maximum(mb.groups / cfg.tp, 1)
+    cb, xq, st, ro = (gemm_s(q, q, n, gpu, cal), gemm_s(q, p, q, gpu, cal),
+                      gemm_s(p, n, q, gpu, cal), gemm_s(q, p, n, gpu, cal))
+    if not backward:
+        return chunks * (groups * cb + heads * (xq + st + ro))
+    return chunks * (3 * groups * cb + heads * (2 * st + xq + 3 * ro + 2 * xq))
+
+
+def recurrent_core_bwd_s(model: ModelSpec, cfg, tokens, gpu, cal):
+    """Backward seconds of the Mamba-2 layers' SSD products beyond twice their forward
+    (the step prices every attention core's backward at twice its forward), averaged over
+    the stack; 0 without Mamba-2 layers."""
+    total = 0.0
+    for kind, n in model.kind_counts.items():
+        if "mamba" in kind.mixer and model.mamba.version == 2:
+            mb = model.mamba
+            total = total + n * (_ssd_s(mb, cfg, tokens, gpu, cal, backward=True)
+                                 - 2 * _ssd_s(mb, cfg, tokens, gpu, cal))
+    return total / model.layers

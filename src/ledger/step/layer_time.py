@@ -11,7 +11,8 @@ from ledger.arch import keys_factor, op_share
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer, block_layers, forward_passes
 from ledger.step.eager import expert_pass_bytes
-from ledger.step.gemm import gemm_s, layer_gemms_s, recurrent_core_s, rht_s, routed_gemms_s
+from ledger.step.gemm import (gemm_s, layer_gemms_s, recurrent_core_bwd_s, recurrent_core_s, rht_s,
+                              routed_gemms_s)
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
 from ledger.step.tuned import tuned_gemms
 from ledger.system import System
@@ -37,6 +38,7 @@ class LayerTime:
     dgrad: object = None  # the backward's input- and weight-gradient GEMMs: each the
     wgrad: object = None  # forward's, or a fine-tune's (ledger.step.tuned)
     routed: object = 0.0  # the forward's routed-expert GEMMs (after the dispatcher's sync)
+    core_bwd: object = 0.0  # the recurrent cores' backward beyond twice their forward (SSD)
 
     def __post_init__(self) -> None:
         for f in ("dgrad", "wgrad"):
@@ -50,7 +52,7 @@ class LayerTime:
     def backward(self, recompute: str) -> dict:
         """The input- and weight-gradient GEMMs, twice the attention core and elementwise
         work; TP's conjugate collectives; plus recompute."""
-        out = {"compute": self.dgrad + self.wgrad + 2 * self.attention,
+        out = {"compute": self.dgrad + self.wgrad + 2 * self.attention + self.core_bwd,
                "elementwise": 2 * self.elementwise,
                "tp_comm": self.tp_b, "cp_comm": self.cp_b, "ep_comm": self.ep}
         if recompute == "full":  # the forward again, its TP collectives included
@@ -123,4 +125,5 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     routed = routed_gemms_s(model, cfg, tokens, gpu, cal) if model.is_moe else 0.0
     return LayerTime(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, op_share(model, cfg),
-                  getattr(cfg, "recompute_every", 1), *grads, routed)
+                  getattr(cfg, "recompute_every", 1), *grads, routed,
+                  recurrent_core_bwd_s(model, cfg, tokens, gpu, cal))

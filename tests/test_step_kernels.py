@@ -1,5 +1,5 @@
-"""The routed experts' eager passes (ledger.step.eager): gpt-oss's clamped GLU and its fc2
-bias, counted by hand from Megatron-Core's TEGroupedMLP (NVIDIA/Megatron-LM@55ac7082,
+"""Kernels the step prices apart from its GEMMs and fitted elementwise term (ledger.step.eager,
+ledger.step.gemm._ssd_s): gpt-oss's clamped GLU and fc2 bias, counted by hand from Megatron-Core's TEGroupedMLP (NVIDIA/Megatron-LM@55ac7082,
 fusions/fused_bias_geglu.py L424-431, moe/experts.py L609-625)."""
 from dataclasses import replace
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 
 from ledger.io.hf.reader import read_hf_config
 from ledger.parallel import ParallelConfig
-from ledger.step import estimate
+from ledger.step import DEFAULT, estimate
 from ledger.step.eager import expert_pass_bytes
 from ledger.system import system
 
@@ -55,3 +55,26 @@ def test_the_passes_are_the_step_s_elementwise_time_at_hbm_bandwidth():
     # bulk of the difference, 36 layers x 5 micro-batches x (fwd + bwd) / HBM
     passes = 36 * 5 * (5_284_823_040 + 6_039_797_760) / gb200.gpu.hbm_bytes_per_s
     assert a - b == pytest.approx(passes, rel=0.05)
+
+
+def test_mamba2_ssd_backward_as_mamba_ssm_runs_it():
+    """Nemotron-3-Nano's 23 Mamba-2 layers (64 heads of 64, d_state 128, 8 groups, chunks of
+    128) on 8,192 tokens at TP 1: the backward (ssd_combined.py L441-509 @e9594ce1) runs 3
+    C B^T-shaped products per group and 8 per head against the forward's 1 and 3 (chunk
+    state, read-out, intra-chunk); the step already prices twice the forward, so the extra
+    is one group product and two head products (one Q x P x Q, one Q x P x N) a chunk."""
+    from ledger.step.gemm import gemm_s, recurrent_core_bwd_s, recurrent_core_s
+
+    model, _ = read_hf_config(ROOT / "src/ledger/validation/data/hf/nemotron-3-nano.json")
+    gpu, cal, cfg, tokens = system("b200").gpu, DEFAULT, _cfg(ep=8, dp=8), 8192
+    chunks, mamba = tokens / 128, 23 / 52
+    cb, xq, ro = gemm_s(128, 128, 128, gpu, cal), gemm_s(128, 64, 128, gpu, cal), \
+        gemm_s(128, 64, 128, gpu, cal)
+    fwd = mamba * chunks * (8 * cb + 64 * (xq + 2 * ro))
+    assert recurrent_core_s(model, cfg, tokens, gpu, cal) == pytest.approx(fwd)
+    extra = mamba * chunks * (8 * cb + 64 * (xq + ro))
+    assert recurrent_core_bwd_s(model, cfg, tokens, gpu, cal) == pytest.approx(extra)
+    # in FLOPs a chunk: forward 8 x 2 x 128^3 + 64 x 3 x 2 x 128^2 x 64 = 436.2 M, the extra
+    # 8 x 2 x 128^3 + 64 x 2 x 2 x 128^2 x 64 = 301.99 M: the backward is 2.69x the forward
+    ratio = 2 + extra / fwd
+    assert 2.6 < ratio < 2.75, ratio
