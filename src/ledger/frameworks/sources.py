@@ -119,6 +119,28 @@ SOURCES: dict[str, dict[str, str]] = {
         "working_set": _WORKING,
         "fragmentation": _FRAGMENTATION,
         "compiled_fragmentation": _FRAGMENTATION,
+        # step time's kernels beside the GEMMs (ledger.step.eager, ledger.step.gemm._ssd_s)
+        "expert_eager_passes": "NVIDIA/Megatron-LM@55ac7082 (Megatron-Bridge v0.3.1's "
+                               "pin): fusions/fused_bias_geglu.py L424-431 (the clamp: "
+                               "chunk, two clamps, cat in eager PyTorch before the fused "
+                               "weighted quick-GEGLU), moe/experts.py L609-625 (_apply_bias: "
+                               "t + b * p per local expert, then cat); fc2 skip_bias_add=True, "
+                               "fc1's bias in the grouped GEMM (experts.py L217-248 @d98e8a64); "
+                               "fc1's bias gradient in the wgrad GEMM (TransformerEngine "
+                               "grouped_linear.py L300-330, L419-437 @v2.9)",
+        "attention_sinks": "gpt-oss's learnable softmax runs in cuDNN's fused attention, not "
+                           "an unfused path: TransformerEngine v2.9 (70f53666) "
+                           "attention/dot_product_attention/utils.py L685-697 (sinks disable "
+                           "FlashAttention only), common/fused_attn/fused_attn.cpp L370-375 "
+                           "(cuDNN >= 9.13.1 for off-by-one / learnable; PR #2148, TE 2.8); "
+                           "Megatron-Bridge models/gpt_oss/gpt_oss_bridge.py L86-88 @v0.6.0 "
+                           "(softmax_type learnable, window (127, 0), every second layer); "
+                           "priced as the flash-style kernel it is",
+        "ssd_backward": "state-spaces/mamba ops/triton/ssd_combined.py "
+                        "_mamba_chunk_scan_combined_bwd: L379-441 @v2.2.4 (95d8aba8), "
+                        "L441-503 @e9594ce1 - the same kernels: C B^T and chunk states "
+                        "recomputed, dstates, dx, dB, dC, dCB, ddA (ssd_chunk_scan.py L449, "
+                        "L530, L774, L1098; ssd_chunk_state.py L398 @e9594ce1)",
     },
     "torchtitan": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",

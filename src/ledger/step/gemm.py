@@ -232,7 +232,8 @@ def _ssd_s(mb, cfg, tokens, gpu, cal, backward: bool = False):
     C B^T per group (Q x Q x N), and per head the chunk state (P x N over Q), its read-out
     (Q x P x N) and the intra-chunk product with X (Q x P x Q). The backward as mamba_ssm
     runs it (``_mamba_chunk_scan_combined_bwd``, ops/triton/ssd_combined.py L441-509 at
-    state-spaces/mamba@e9594ce1): C B^T and the chunk states recomputed; dstates = dout^T C
+    state-spaces/mamba@e9594ce1, the same kernels at v2.2.4 L379-441; SOURCES["megatron"]
+    ["ssd_backward"]): C B^T and the chunk states recomputed; dstates = dout^T C
     (ssd_chunk_scan.py L449), dx = (CB)^T dout + B dstates (ssd_combined.py L93-262),
     dB = x dstates^T (ssd_chunk_state.py L398), dC = dout states^T (ssd_chunk_scan.py
     L530), dCB = dout x^T (L774) and again for the decay's gradient (L1098,
