@@ -26,6 +26,7 @@ GPU's HBM bandwidth (they are memory-bound, one FLOP or so per element).
 from __future__ import annotations
 
 from ledger.config import expert_tp
+from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
 from ledger.placement import moe_tokens
 
@@ -37,8 +38,10 @@ def expert_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
     """(forward, backward) HBM bytes of one layer's eager expert passes, averaged over the
     stack: the routed rows this GPU's experts hold (the dispatcher's tokens x top_k,
     gathered over ETP, as ``ledger.step.gemm`` shapes the grouped GEMMs) times the passes
-    above; 0 for a layer without them."""
-    if not model.is_moe or not (model.glu_clamp or model.mlp_bias):
+    above; 0 for a layer without them, and under a framework other than Megatron-Core
+    (whose MoE code these counts are not read from)."""
+    if framework_of(cfg).family != "megatron" or not model.is_moe \
+            or not (model.glu_clamp or model.mlp_bias):
         return 0.0, 0.0
     etp = expert_tp(cfg)
     rows = moe_tokens(cfg, tokens) * model.top_k * etp
