@@ -209,3 +209,30 @@ def test_an_applied_megatron_flag_moves_the_estimate(tmp_path, flag):
     assert code == 0, err
     assert flag in next(x for x in err.splitlines() if x.startswith("note: applied:"))
     assert json.loads(after) != json.loads(before)
+
+
+@pytest.mark.parametrize("context,change", [
+    ("", "--recompute-modules mlp"),  # the dense MLP's GEMMs, not the attention core
+    # MLA's up projections; the MoE layer, its all-to-alls included (micro-batches of 4:
+    # the GPU, not the host's launches, paces the layer)
+    (f"{MLA} --micro-batch-size 4 --global-batch-size 256", "--recompute-modules mla_up_proj"),
+    (f"{MOE} --micro-batch-size 4 --global-batch-size 256", "--recompute-modules moe"),
+])
+def test_recompute_modules_move_the_step_time(tmp_path, context, change):
+    """--recompute-modules moves the step's time (the modules' forward again in the
+    backward, ledger.step.recompute), not only its memory: against Megatron's default
+    (core_attn), and the recomputed FLOPs with it (HFU); the dense MLP's forward is longer
+    than the attention core's at s = 2048."""
+    # wide enough that the GPU, not the host's launches, sets the pace
+    base = f"{BASE} {context} --recompute-granularity selective --hidden-size 4096 " \
+        "--ffn-hidden-size 16384 --num-attention-heads 32"
+    code, before, err = priced(tmp_path, base, "base")
+    assert code == 0, err
+    code, after, err = priced(tmp_path, f"{base} {change}", "changed")
+    assert code == 0, err
+    before, after = json.loads(before), json.loads(after)
+    assert after["step_time_s"] != pytest.approx(before["step_time_s"], rel=1e-6)
+    assert after["hardware_tflops_per_gpu"] * after["step_time_s"] != pytest.approx(
+        before["hardware_tflops_per_gpu"] * before["step_time_s"], rel=1e-6)
+    if "mlp" in change:
+        assert after["step_time_s"] > before["step_time_s"]

@@ -38,6 +38,7 @@ from ledger.arch.flops import (
 from ledger.arch.layer_formulas import (activation_bytes_per_layer,
                                         llama_activation_bytes_per_layer)
 from ledger.arch.saved_tensors import HF, KORTHIKANTI, MEGATRON, PLAIN, TORCH, SavedTensors, table
+from ledger.arch.selective import selected
 
 __all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedTensors", "TORCH",
            "activation_bytes_per_layer", "adapter_activation_bytes", "adapter_flops_per_token",
@@ -47,4 +48,4 @@ __all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedT
            "layer_activations", "layers_activation_bytes", "llama_activation_bytes_per_layer",
            "matmul_params_per_token", "model_flops_per_token", "op_share",
            "recompute_working_bytes",
-           "recurrent_flops_per_token", "table"]
+           "recurrent_flops_per_token", "selected", "table"]

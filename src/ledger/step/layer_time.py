@@ -14,6 +14,8 @@ from ledger.step.eager import expert_pass_bytes
 from ledger.step.gemm import (gemm_s, layer_gemms_s, recurrent_core_bwd_s, recurrent_core_s, rht_s,
                               routed_gemms_s)
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
+from ledger.step.recompute import layer_share, rerun_bytes, rerun_gemms_s
+from ledger.step.recompute import modules as recompute_modules
 from ledger.step.tuned import tuned_gemms
 from ledger.system import System
 
@@ -39,6 +41,7 @@ class LayerTime:
     wgrad: object = None  # forward's, or a fine-tune's (ledger.step.tuned)
     routed: object = 0.0  # the forward's routed-expert GEMMs (after the dispatcher's sync)
     core_bwd: object = 0.0  # the recurrent cores' backward beyond twice their forward (SSD)
+    rerun: dict | None = None  # selective by module: the modules' forward again, by cause
 
     def __post_init__(self) -> None:
         for f in ("dgrad", "wgrad"):
@@ -62,6 +65,9 @@ class LayerTime:
             # policy: the GEMMs it does not keep and every elementwise op, not attention
             out["compute"] = out["compute"] + self.gemm * self.op_share
             out["elementwise"] = out["elementwise"] + self.elementwise
+        elif recompute == "selective" and self.rerun is not None:  # Megatron's modules
+            for k, v in self.rerun.items():  # (ledger.step.recompute)
+                out[k] = out[k] + v
         elif recompute == "selective":  # the attention core only
             out["compute"] = out["compute"] + self.attention
             out["elementwise"] = out["elementwise"] + self.core_elementwise
@@ -123,7 +129,19 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         gemm, gemm + rht_s(model, cfg, tokens, gpu, cal))  # NVFP4's Hadamard on wgrad
     again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
     routed = routed_gemms_s(model, cfg, tokens, gpu, cal) if model.is_moe else 0.0
+    share, rerun = op_share(model, cfg), None
+    if cfg.recompute == "selective" and share is None:  # the modules' forward again
+        mods = recompute_modules(cfg)
+        # a dense MLP block issues half of a two-block layer's TP collectives (tp_times'
+        # figure, which tp_f carries times ``blocks``)
+        mlp_tp = ("mlp" in mods) * layer_share(model, "dense") / 2 / blocks
+        rerun = {"compute": rerun_gemms_s(model, cfg, tokens, gpu, cal, mods)
+                 + ("core_attn" in mods) * attention,
+                 "elementwise": traffic * rerun_bytes(model, cfg, mods)
+                 + ("core_attn" in mods) * core + ("moe" in mods) * eager,
+                 "tp_comm": mlp_tp * tp_f, "ep_comm": ("moe" in mods) * ep}
+        again = again + mlp_tp
     return LayerTime(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
-                  (1 + again) * tp_raw_f + tp_raw_b, cp_raw, op_share(model, cfg),
+                  (1 + again) * tp_raw_f + tp_raw_b, cp_raw, share,
                   getattr(cfg, "recompute_every", 1), *grads, routed,
-                  recurrent_core_bwd_s(model, cfg, tokens, gpu, cal))
+                  recurrent_core_bwd_s(model, cfg, tokens, gpu, cal), rerun)

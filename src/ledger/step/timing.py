@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ledger.arch import (finetune_flops_per_token, matmul_params_per_token, op_share,
-                         recurrent_flops_per_token)
+                         recurrent_flops_per_token, selected)
 from ledger.config import ParallelConfig
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
@@ -63,6 +63,7 @@ from ledger.step.dp import dp_split, nccl_system
 from ledger.step.gemm import gemm_s
 from ledger.step.host import host_excess_s, launched_s
 from ledger.step.optimizer import muon_s
+from ledger.step.recompute import rerun_flops_per_token
 from ledger.step.layer_time import layer_times
 from ledger.step.tuned import head_wgrad_share
 from ledger.system import System
@@ -120,11 +121,13 @@ class StepEstimate:
 
 
 def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = True,
-                              share: float | None = None, every: int = 1) -> float:
+                              share: float | None = None, every: int = 1,
+                              modules: tuple[str, ...] | None = None) -> float:
     """What recompute adds: one more forward of every layer (full; of every ``every``-th
-    layer), of the attention core only (selective, Korthikanti et al. 2022 sec. 5), or,
-    under a per-op policy, of the ``share`` of the layers' GEMMs it does not keep
-    (``ledger.arch.op_share``)."""
+    layer), of the selected modules (selective: ``modules``, Megatron's
+    ``--recompute-modules``, by default the attention core only, Korthikanti et al. 2022
+    sec. 5; ``ledger.step.recompute``), or, under a per-op policy, of the ``share`` of the
+    layers' GEMMs it does not keep (``ledger.arch.op_share``)."""
     q_dim = model.heads * model.head_dim
     attn_fwd = (2 if causal else 4) * model.attention_layers * model.seq_len * q_dim
     layer_params = matmul_params_per_token(model) - model.vocab * model.hidden
@@ -132,7 +135,7 @@ def recompute_flops_per_token(model: ModelSpec, recompute: str, causal: bool = T
         return (2 * layer_params + attn_fwd + recurrent_flops_per_token(model) / 3) / every
     if recompute == "selective" and share is not None:
         return 2 * layer_params * share
-    return attn_fwd if recompute == "selective" else 0.0
+    return rerun_flops_per_token(model, selected(recompute, modules), causal)
 
 
 @dataclass(frozen=True)
@@ -321,7 +324,8 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     world, peak = cfg.world, system.gpu.bf16_flops
     model_flops = finetune_flops_per_token(model, cfg.finetune) * global_tokens
     hw_flops = model_flops + recompute_flops_per_token(
-        model, cfg.recompute, share=op_share(model, cfg), every=cfg.recompute_every) \
+        model, cfg.recompute, share=op_share(model, cfg), every=cfg.recompute_every,
+        modules=cfg.recompute_modules) \
         * global_tokens
     hbm = system.gpu.hbm_bytes
     room = Capacity(system.gpu.name, hbm, hbm * cal.memory_reserve, system.host_memory_bytes)

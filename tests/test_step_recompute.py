@@ -1,0 +1,94 @@
+"""Selective recompute by module (Megatron's --recompute-modules) in the step: each module's
+forward runs again, hand-counted on DeepSeek-V3 (config.json: 61 layers, the first 3
+dense; hidden 7168, 128 heads, q_lora_rank 1536, kv_lora_rank 512, qk_nope 128, qk_rope 64,
+v 128; 256 experts, top 8, moe_intermediate 2048, 1 shared expert, intermediate 18432;
+SwiGLU), and the seconds each module adds to the backward."""
+import pytest
+
+from ledger.config import ParallelConfig
+from ledger.model import deepseek_v3, llama3_8b
+from ledger.step import DEFAULT, estimate
+from ledger.step.gemm import kind_gemms_s
+from ledger.step.layer_time import layer_times
+from ledger.step.recompute import rerun_flops_per_token
+from ledger.system import system as get_system
+
+H, L, DENSE, MOE = 7168, 61, 3, 58
+Q_UP = 1536 * 128 * (128 + 64)  # q latent -> heads x (nope + rope)
+KV_UP = 512 * 128 * (128 + 128)  # kv latent -> heads x (k nope + v)
+EXPERT = 3 * H * 2048  # gate, up, down of one expert (and of the shared one)
+
+
+@pytest.mark.parametrize("mods,flops", [
+    (("core_attn",), 2 * L * 4096 * 128 * 192),  # causal QK^T and PV at s = 4096
+    (("mla_up_proj",), 2 * L * (Q_UP + KV_UP)),
+    (("mlp",), 2 * DENSE * 3 * H * 18432),  # the 3 dense layers' MLP
+    (("moe",), 2 * MOE * (H * 256 + EXPERT + 8 * EXPERT)),  # router, shared, 8 routed
+    (("shared_experts",), 2 * MOE * EXPERT),
+    (("layernorm",), 0), (("moe_act",), 0),  # no GEMMs
+    (("moe", "shared_experts"), 2 * MOE * (H * 256 + 9 * EXPERT)),  # shared counted once
+])
+def test_recomputed_modules_flops_by_hand(mods, flops):
+    assert rerun_flops_per_token(deepseek_v3(), mods) == flops
+
+
+def _cfg(model, modules, **kw):
+    return ParallelConfig(tp=kw.pop("tp", 2), pp=1, dp=kw.pop("dp", 1), ep=kw.pop("ep", 1),
+                          micro_batch=1, num_microbatches=4, recompute="selective", framework="megatron",
+                          sequence_parallel=True, recompute_modules=modules, **kw)
+
+
+def _bwd(model, cfg):
+    system = get_system("h100-sxm")
+    links = {"tp": "nvlink", "cp": "nvlink", "ep": "nvlink", "pp": "nvlink"}
+    lt = layer_times(model, cfg, system, links, DEFAULT)
+    return lt, lt.backward("selective"), lt.backward("none")
+
+
+def test_mlp_reruns_the_dense_mlp_gemms_and_its_tp_collectives():
+    m = llama3_8b()
+    cfg = _cfg(m, ("mlp",))
+    lt, sel, none = _bwd(m, cfg)
+    kind = next(iter(m.kind_counts))
+    mlp = kind_gemms_s(m, kind, cfg, m.seq_len, get_system("h100-sxm").gpu, DEFAULT)["mlp"]
+    assert sel["compute"] - none["compute"] == pytest.approx(mlp)  # not the attention core
+    assert sel["tp_comm"] - none["tp_comm"] == pytest.approx(lt.tp_f / 2)  # its block's half
+    assert sel["elementwise"] > none["elementwise"]
+
+
+def test_core_attn_is_the_default_and_reruns_the_attention_core_only():
+    m = llama3_8b()
+    lt, default, none = _bwd(m, _cfg(m, None))
+    assert default["compute"] - none["compute"] == pytest.approx(lt.attention)
+    assert default["tp_comm"] == none["tp_comm"]
+    _, named, _ = _bwd(m, _cfg(m, ("core_attn",)))
+    assert named == default
+
+
+def test_moe_act_and_layernorm_rerun_elementwise_passes_only():
+    m = deepseek_v3()
+    for mods in (("moe_act",), ("layernorm",)):
+        _, sel, none = _bwd(m, _cfg(m, mods, ep=8, dp=8))
+        assert sel["compute"] == none["compute"]
+        assert sel["elementwise"] > none["elementwise"], mods
+
+
+def test_moe_reruns_the_dispatchers_all_to_alls():
+    m = deepseek_v3()
+    lt, sel, none = _bwd(m, _cfg(m, ("moe",), ep=8, dp=8))
+    assert lt.ep > 0
+    assert sel["ep_comm"] == pytest.approx(2 * none["ep_comm"])
+    shared = _bwd(m, _cfg(m, ("shared_experts",), ep=8, dp=8))[1]
+    assert none["compute"] < shared["compute"] < sel["compute"]
+
+
+def test_hardware_flops_follow_the_modules():
+    m = llama3_8b()
+    system = get_system("h100-sxm")
+    base = estimate(m, _cfg(m, None, tp=8), system)
+    mlp = estimate(m, _cfg(m, ("mlp",), tp=8), system)
+    assert mlp.step_time_s > base.step_time_s
+    # hardware less model FLOPs, per token of the step (8192 x 4 micro-batches, 8 GPUs)
+    extra = (mlp.hardware_tflops_per_gpu - mlp.tflops_per_gpu) * 1e12 * 8 * mlp.step_time_s
+    assert extra / (8192 * 4) == pytest.approx(rerun_flops_per_token(m, ("mlp",)))
+    assert rerun_flops_per_token(m, ("mlp",)) == 2 * 32 * 3 * 4096 * 14336
