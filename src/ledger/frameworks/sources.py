@@ -141,6 +141,13 @@ SOURCES: dict[str, dict[str, str]] = {
                         "L441-503 @e9594ce1 - the same kernels: C B^T and chunk states "
                         "recomputed, dstates, dx, dB, dC, dCB, ddA (ssd_chunk_scan.py L449, "
                         "L530, L774, L1098; ssd_chunk_state.py L398 @e9594ce1)",
+        "selective_rerun": "what each --recompute-modules module re-runs in backward "
+                           "(ledger.step.recompute), megatron/core/transformer/ @d98e8a64: "
+                           "core_attn attention.py L393-394, L495; mla_up_proj "
+                           "multi_latent_attention.py L862-875, L983-988; layernorm "
+                           "transformer_layer.py L475-530; mlp L537-539, L992-1010; moe_act "
+                           "moe/experts.py L1019-1030; moe moe/moe_layer.py L655-720 (route, "
+                           "dispatch, experts, combine); shared_experts L517-530",
     },
     "torchtitan": {
         "fp8": "ledger.frameworks.fp8 (each recipe's facts and sources: ledger.frameworks.fp8.SOURCES)",
