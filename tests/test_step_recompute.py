@@ -33,9 +33,9 @@ def test_recomputed_modules_flops_by_hand(mods, flops):
 
 
 def _cfg(model, modules, **kw):
-    return ParallelConfig(tp=kw.pop("tp", 2), pp=1, dp=kw.pop("dp", 1), ep=kw.pop("ep", 1),
-                          micro_batch=1, num_microbatches=4, recompute="selective", framework="megatron",
-                          sequence_parallel=True, recompute_modules=modules, **kw)
+    kw = {"tp": 2, "dp": 1, "ep": 1, "sequence_parallel": True} | kw
+    return ParallelConfig(pp=1, micro_batch=1, num_microbatches=4, recompute="selective",
+                          framework="megatron", recompute_modules=modules, **kw)
 
 
 def _bwd(model, cfg):
@@ -92,3 +92,21 @@ def test_hardware_flops_follow_the_modules():
     extra = (mlp.hardware_tflops_per_gpu - mlp.tflops_per_gpu) * 1e12 * 8 * mlp.step_time_s
     assert extra / (8192 * 4) == pytest.approx(rerun_flops_per_token(m, ("mlp",)))
     assert rerun_flops_per_token(m, ("mlp",)) == 2 * 32 * 3 * 4096 * 14336
+
+
+def test_moe_act_reruns_the_glu_clamps_eager_passes():
+    """gpt-oss's clamped GLU (swiglu_limit) runs its clamps inside the checkpointed
+    activation: under moe_act its 4 forward passes over the fc1 output run again (tokens
+    4096 x top 8 rows on this GPU, 2 x 2048 wide, bf16, on the 58 MoE layers of 61)."""
+    from dataclasses import replace as _replace
+
+    plain = deepseek_v3()
+    clamped = _replace(plain, glu_clamp=7.0)
+    cfg = _cfg(plain, ("moe_act",), tp=1, ep=8, dp=8, sequence_parallel=False)
+    hbm = get_system("h100-sxm").gpu.hbm_bytes_per_s
+    clamp_fwd = 58 / 61 * 4096 * 8 * 4 * (2 * 2048) * 2
+    # the re-run adds exactly the clamp's forward passes to what the plain model re-runs
+    _, sel_c, none_c = _bwd(clamped, cfg)
+    _, sel_p, none_p = _bwd(plain, cfg)
+    assert (sel_c["elementwise"] - none_c["elementwise"]) \
+        - (sel_p["elementwise"] - none_p["elementwise"]) == pytest.approx(clamp_fwd / hbm)

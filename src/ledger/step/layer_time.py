@@ -14,7 +14,7 @@ from ledger.step.eager import expert_pass_bytes
 from ledger.step.gemm import (gemm_s, layer_gemms_s, recurrent_core_bwd_s, recurrent_core_s, rht_s,
                               routed_gemms_s)
 from ledger.step.layer_comms import cp_times, ep_time, tp_times
-from ledger.step.recompute import layer_share, rerun_bytes, rerun_gemms_s
+from ledger.step.recompute import eager_rerun_s, layer_share, rerun_bytes, rerun_gemms_s
 from ledger.step.recompute import modules as recompute_modules
 from ledger.step.tuned import tuned_gemms
 from ledger.system import System
@@ -138,7 +138,7 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         rerun = {"compute": rerun_gemms_s(model, cfg, tokens, gpu, cal, mods)
                  + ("core_attn" in mods) * attention,
                  "elementwise": traffic * rerun_bytes(model, cfg, mods)
-                 + ("core_attn" in mods) * core + ("moe" in mods) * eager,
+                 + ("core_attn" in mods) * core + eager_rerun_s(model, cfg, tokens, gpu, mods),
                  "tp_comm": mlp_tp * tp_f, "ep_comm": ("moe" in mods) * ep}
         again = again + mlp_tp
     return LayerTime(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,

@@ -23,7 +23,10 @@ from a layer's saved bytes. Each module re-runs what its checkpoint wraps (Megat
 GEMMs run at the precision ``ledger.step.gemm`` gives them in the forward; the modules'
 elementwise passes are priced as the step prices a layer's (``Calibration.elementwise_traffic``
 x the bytes it saves): the bytes the memory model no longer keeps once those modules are
-recomputed. The routed experts' eager passes (``ledger.step.eager``) run again under ``moe``.
+recomputed. The routed experts' eager passes (``ledger.step.eager``) run again, their forward
+passes at the HBM rate: all of them under ``moe``, the clamped GLU's under ``moe_act`` (the clamp
+is inside the checkpointed bias_act_func, moe/experts.py L680-743 @55ac7082; the fc2 bias's
+_apply_bias runs after it).
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from ledger.frameworks import of as framework_of
 from ledger.frameworks import peak_flops
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer
+from ledger.step.eager import expert_pass_bytes
 from ledger.step.gemm import bf16_share, gemm_s, kind_gemms_s
 
 MOE_PARTS = ("experts", "shared_experts", "router", "latent_proj")  # what ``moe`` re-runs
@@ -105,6 +109,16 @@ def rerun_bytes(model: ModelSpec, cfg, mods) -> float:
                                           offload=False)
     c = _with_modules(cfg, others)
     return saved(c, "none") - saved(c, "selective")
+
+
+def eager_rerun_s(model: ModelSpec, cfg, tokens, gpu, mods) -> float:
+    """Forward seconds of the experts' eager passes the recomputed modules run again: all
+    of them under ``moe``, the GLU clamp's alone under ``moe_act`` (the fc2 bias left out)."""
+    if "moe" in mods:
+        return expert_pass_bytes(model, cfg, tokens)[0] / gpu.hbm_bytes_per_s
+    if "moe_act" in mods and model.mlp_bias:
+        model = replace(model, mlp_bias=False)
+    return ("moe_act" in mods) * expert_pass_bytes(model, cfg, tokens)[0] / gpu.hbm_bytes_per_s
 
 
 def layer_share(model: ModelSpec, mlp: str) -> float:
