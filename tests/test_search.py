@@ -260,3 +260,19 @@ def test_offload_where_nothing_else_fits():
     none = plan(llama2_7b(), 1, small, 16, framework="deepspeed", finetune=FineTune())
     # the leanest host: everything offloaded (ZeRO-3 offload_param), 2 + 2 + 4 + 8 B
     assert not none.plans and none.host_shortfall_bytes == 6_738_415_616 * 16 - 100 * 2**30
+
+
+def test_grid_prices_the_runs_recompute_modules_like_estimate():
+    """A run's --recompute-modules (held fixed, RUN_FACTS) is what the grid's selective
+    rows re-run, in time as in memory: each equals estimate() of the config it reports."""
+    model, sysm, framework = mixtral_8x7b(), system("h100-sxm"), "megatron"
+    facts = {"recompute_modules": ("mlp", "moe")}
+    g = enumerate_grid(model, 64, 256, sysm, Pins(recompute="selective"),
+                       get_framework(framework))
+    step, mem, *_ = _price(model, sysm, DEFAULT, g, None, "adam", framework, facts=facts)
+    for i in np.random.default_rng(0).choice(len(step), 20, replace=False):
+        cfg = _config(g, i, framework, True, None, None, Pins(), model, facts)
+        assert cfg.recompute_modules == ("mlp", "moe")
+        est = estimate(model, cfg, sysm, tp_overlap=bool(g["tpov"][i]))
+        assert est.step_time_s == pytest.approx(step[i], rel=1e-12)
+        assert est.memory_per_gpu_bytes == pytest.approx(mem[i], rel=1e-12)

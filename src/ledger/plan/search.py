@@ -185,6 +185,9 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
                                    "sharded"),
         hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec(),
         finetune=finetune, stage_layers=None, **_overlaps(fw, g, idx, pins, model),
+        # the run's modules under selective, as the grid's memory prices them (_config)
+        recompute_modules=(facts or {}).get("recompute_modules")
+        if RECOMPUTES[g["rc"][i0]] == "selective" else None,
         **{k: v for k, v in (facts or {}).items() if k in HOST_FACTS and v is not None})
     links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
                    hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node,
