@@ -4,7 +4,7 @@
 fine-tune, the weight gradients a frozen base skips, the adapters', QLoRA's
 dequantising); ``nccl`` prices one collective call as NCCL's cost model does;
 ``layer_comms`` a layer's TP, CP and EP seconds; ``layer_time`` one layer's seconds by
-cause and direction; ``dp`` splits data-parallel traffic by
+cause and direction (``recompute``: what a selective recompute's modules run again); ``dp`` splits data-parallel traffic by
 when it can overlap; ``timing`` adds compute, exposed communication and the pipeline
 into a ``StepEstimate`` with ``estimate(model, cfg, system)``; ``exposed`` says where its
 exposed communication comes from. Its constants are the declared ``Calibration``

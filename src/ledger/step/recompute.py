@@ -55,12 +55,12 @@ def rerun_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal, mods) -> float:
     (each kind of layer by its count; a recipe's BF16 layers at the BF16 peak, as
     ``ledger.step.gemm.layer_gemms_s`` averages them)."""
     fw = framework_of(cfg)
+    if not {"mla_up_proj", "mlp", "moe", "shared_experts"} & set(mods):
+        return 0.0  # core_attn, layernorm, moe_act: no GEMMs
 
     def stack(bf16: bool):
         total = 0.0
         for kind, n in model.kind_counts.items():
-            if not {"mla_up_proj", "mlp", "moe", "shared_experts"} & set(mods):
-                break
             pk = None if not bf16 else {g: gpu.bf16_flops for g in (
                 "qkv", "attn_out", "mla_down", "mla_up", "mlp_up", "mlp_down", "experts_up",
                 "experts_down", "shared_up", "shared_down")}
