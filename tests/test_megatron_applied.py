@@ -164,6 +164,15 @@ CASES = {
                                      "--optimizer-offload-fraction 0.5"),
     "--overlap-cpu-optimizer-d2h-h2d": (PRECISION_AWARE + " --optimizer-cpu-offload",
                                         "--overlap-cpu-optimizer-d2h-h2d"),
+    # the shared experts beside the dispatcher's all-to-alls (step/layer_comms.py)
+    "--moe-shared-expert-overlap": (MOE + " --moe-token-dispatcher-type alltoall "
+                                    "--moe-shared-expert-intermediate-size 2048",
+                                    "--moe-shared-expert-overlap"),
+    # the combined 1F1B's expert wgrad apart, under the backward's dispatch
+    "--delay-wgrad-compute": (MOE + " --num-layers-per-virtual-pipeline-stage 2 "
+                              "--moe-token-dispatcher-type alltoall "
+                              "--overlap-moe-expert-parallel-comm",
+                              "--delay-wgrad-compute"),
     "--no-overlap-p2p-communication": ("--num-layers-per-virtual-pipeline-stage 2",
                                        "--no-overlap-p2p-communication"),
 }

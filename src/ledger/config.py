@@ -203,6 +203,14 @@ class ParallelConfig:
     # the CPU step or not (ledger.placement.optim_offload)
     optimizer_offload_fraction: float = 0.0
     overlap_cpu_optimizer: bool = False
+    # the shared experts on their own stream beside the dispatcher's all-to-alls (Megatron
+    # --moe-shared-expert-overlap, off by default: transformer_config.py L717 @d98e8a64;
+    # alltoall / flex only, not with the combined 1F1B, L1820-1825, L3040-3041)
+    shared_expert_overlap: bool = False
+    # the combined 1F1B's expert weight gradients run apart, under the backward's dispatch
+    # (Megatron --delay-wgrad-compute, off by default: distributed_data_parallel_config.py
+    # L185; needs --overlap-moe-expert-parallel-comm, transformer_config.py L3074-3077)
+    delay_wgrad: bool = False
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",

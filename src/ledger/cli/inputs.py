@@ -358,6 +358,8 @@ def step_flags(a: argparse.Namespace) -> dict:
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
                 compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
                 ep_backend=a.ep_backend,
+                shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
+                delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
                 expandable_segments=bool(getattr(a, "expandable_segments", False)),
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes | library_flags(a)

@@ -87,6 +87,14 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    help="NCCL_NVLS_ENABLE: NVLS buffers for the TP and data-parallel groups "
                         "inside one NVLink domain (default: NCCL's, on where the system's "
                         "switches multicast; --no-nccl-nvls as Megatron-Bridge launches)")
+    g.add_argument("--moe-shared-expert-overlap", dest="shared_expert_overlap",
+                   action="store_true",
+                   help="run the shared experts beside the dispatcher's all-to-alls "
+                        "(Megatron; alltoall / flex, not with the combined 1F1B; default off)")
+    g.add_argument("--delay-wgrad-compute", dest="delay_wgrad", action="store_true",
+                   help="with --overlap-moe-expert-parallel-comm: the experts' weight "
+                        "gradients run apart, under the backward's dispatch (Megatron; "
+                        "default off)")
     g.add_argument("--expandable-segments", action="store_true",
                    help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator "
                         "unmaps empty pages before failing, so the fit verdict counts no "

@@ -188,6 +188,11 @@ def config_of(row: BridgeRow, precision: str | None,
             kw["ep_backend"] = row.setting("moe_flex_dispatcher_backend")
         if row.setting("moe_a2a_overlap") is True:
             kw["ep_overlap"] = True
+            kw["delay_wgrad"] = True  # set with it by the performance scripts
+        # (scripts/performance/run_script.py L80-83 @ v0.1.0rc3, utils/helpers.py L183-186
+        # @ v0.2.0, utils/overrides.py L150-153 @ v0.3.0)
+        elif shared_expert_overlap(row, model, kw.get("moe_dispatcher")):
+            kw["shared_expert_overlap"] = True
         if row.model_variant == "tokendrop":  # capacity 1.0, inputs padded to it
             # (Megatron-Bridge src/megatron/bridge/training/utils/moe_token_drop.py:18-21
             # @ v0.1.0rc3)
@@ -220,6 +225,22 @@ def config_of(row: BridgeRow, precision: str | None,
         if v not in (None, "none", 0, False) and not str(v).startswith("expr:"):
             approx.append(what.format(v) + " not priced")
     return ParallelConfig(**kw), tuple(approx)
+
+
+def shared_expert_overlap(row: BridgeRow, model, dispatcher) -> bool:
+    """--moe-shared-expert-overlap as the row's recipe runs it: the model providers of the
+    shared-expert families turn it on (DeepSeek: models/deepseek/deepseek_provider.py L76
+    @ v0.1.0rc3, L78 @ v0.2.0 / v0.3.0; Kimi: models/kimi/kimi_provider.py L91 @ v0.3.0;
+    Nemotron-H: models/nemotronh/nemotron_h_provider.py L56 @ v0.3.0, nemotron_h_bridge.py
+    L298 @ v0.4.0); the performance scripts turn it off with the combined 1F1B (above) and
+    the recipes with the flex dispatcher (recipes/deepseek/deepseek_v3.py L145-149 @
+    v0.1.0rc3, recipes/nemotronh/nemotron_3_nano.py L224-226 @ v0.3.0,
+    scripts/performance/utils/utils.py L417-419 at 067f987d). Release 25.09's script runs
+    DeepSeek-V3 on H100 with the combined 1F1B (A2A_1F1B, run_script.py L55-63 @
+    v0.1.0rc3), which its row's settings do not carry: off there too."""
+    a2a_1f1b = row.release == "25.09" and row.gpu == "h100"
+    return bool(model is not None and model.is_moe and model.shared_experts
+                and dispatcher != "flex" and not a2a_1f1b)
 
 
 def graph_scopes(row: BridgeRow) -> tuple[str, ...]:

@@ -49,10 +49,15 @@ def _why(model, cfg, key: str, exposed: float, issued: float) -> str:
     if key == "ep":
         if not cfg.ep_overlap:
             problem = fw.ep_overlap_problem(cfg.schedule, cfg.pp)
+            shared = ("; the shared experts hide what they outlast (--moe-shared-expert-"
+                      "overlap)" if exposed < issued * (1 - 1e-9) else "")
             return (f"dispatch and combine between the layer's GEMMs: "
-                    f"{problem or 'EP overlap off (--overlap-moe-expert-parallel-comm)'}")
+                    f"{problem or 'EP overlap off (--overlap-moe-expert-parallel-comm)'}"
+                    + shared)
+        late = ("; without --delay-wgrad-compute the backward's dispatch waits for the "
+                "experts' weight gradients" if not getattr(cfg, "delay_wgrad", False) else "")
         return ("only paired passes overlap: warm-up and drain chunks run alone, and a "
-                "pair's all-to-alls take SMs from its compute")
+                "pair's all-to-alls take SMs from its compute" + late)
     if getattr(cfg, "overlap_p2p", False):
         return ("overlapped with the chunk beside it (Megatron's overlap_p2p_comm): what "
                 "outlasts that chunk's compute")

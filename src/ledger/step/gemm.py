@@ -194,6 +194,19 @@ def routed_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
                for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
 
 
+def shared_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
+    """Forward seconds of one layer's shared-expert GEMMs, averaged over the stack, as
+    (fc1: up and gate, fc2: down): what Megatron's --moe-shared-expert-overlap runs beside
+    the dispatch and the combine (``ledger.step.layer_comms.shared_hidden_s``)."""
+    if not (model.is_moe and model.shared_experts):
+        return 0.0, 0.0
+    pk, w, h = _peaks(cfg, gpu), model.shared_ffn, model.hidden
+    share = sum(n for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
+    up = (2 if model.gated_mlp else 1) * w / cfg.tp
+    return (share * gemm_s(tokens, up, h, gpu, cal, peak=pk["shared_up"]),
+            share * gemm_s(tokens, h, w / cfg.tp, gpu, cal, peak=pk["shared_down"]))
+
+
 def recurrent_core_s(model: ModelSpec, cfg, tokens, gpu, cal):
     """Forward seconds of the recurrent mixers' chunked cores, averaged over the stack, as
     the batched GEMMs they are (``ledger.arch.recurrent.core_flops_per_token`` counts the

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ledger.config import expert_tp
+from ledger.config import dispatcher, expert_tp
 from ledger.model import ModelSpec
 from ledger.placement import (cp_comms, ep_pass_comms, forward_passes, kv_width,
                               ring_kv_block_bytes, tp_comms)
@@ -88,3 +88,45 @@ def ep_time(model: ModelSpec, cfg, tokens, links, system: System):
             for r in rows)
     moe_layers = model.moe_layers if model.is_moe else model.layers
     return t * moe_layers / model.layers
+
+
+def shared_hidden_s(cfg, ep, fc1, fc2):
+    """EP seconds per layer and micro-batch (forward, backward) that the shared experts
+    hide under Megatron's --moe-shared-expert-overlap: the shared expert runs on its own
+    stream, fc1 launched beside the dispatch all-to-all and fc2 beside the combine
+    (megatron/core/transformer/moe/token_dispatcher.py L697-717, L859-873 for alltoall,
+    L1972-1979, L2031-2050 for flex; shared_experts.py L163-198, L230-250 at d98e8a64dd); in
+    the backward, autograd runs each one's input- and weight-gradient GEMMs beside the
+    reverse all-to-all ("Backward launch order: probs A2A -> tokens A2A -> shared experts
+    fc1", L713-714). ``ep``: one direction's dispatch + combine, half each; ``fc1`` /
+    ``fc2``: the shared expert's forward GEMMs (``ledger.step.gemm.shared_gemms_s``). Off
+    by default, with the allgather dispatcher, and under the combined 1F1B, which Megatron
+    refuses beside it (transformer_config.py L1820-1825, L3040-3041)."""
+    on = bool(getattr(cfg, "shared_expert_overlap", False)) \
+        and dispatcher(cfg) in ("alltoall", "flex")
+    on = on & ~np.asarray(getattr(cfg, "ep_overlap", False) or False, dtype=bool)
+    half = ep / 2
+    fwd = np.minimum(half, fc1) + np.minimum(half, fc2)
+    bwd = np.minimum(half, 2 * fc2) + np.minimum(half, 2 * fc1)
+    return np.where(on, fwd, 0.0), np.where(on, bwd, 0.0)
+
+
+def undelayed_wgrad_s(cfg, ep, routed):
+    """Seconds one layer's combined-1F1B pair (``--overlap-moe-expert-parallel-comm``)
+    loses without Megatron's --delay-wgrad-compute (off by default; the pair's model,
+    ``ledger.step.timing.pair_s``, assumes it on). The pair's middle slot runs
+    ``dispatch_fwd -> dispatch_bwd`` on the communication stream beside ``mlp_bwd ->
+    mlp_bwd_dw -> mlp_fwd`` on the compute stream
+    (megatron/core/models/common/model_chunk_schedule_plan.py L244-247, L271-281 at
+    d98e8a64dd). Delayed, the experts' weight gradients (TE's ``backward_dw``,
+    extensions/transformer_engine.py L1373-1374) run after the backward's dispatch is
+    launched and hide it; not delayed, ``mlp_bwd`` holds them and the backward's dispatch
+    waits for them: the slot takes max(D, 2R) + max(D, R) instead of max(2D, 3R), D one
+    dispatch (half of ``ep``, one direction's all-to-alls), R the routed experts' forward
+    GEMMs (``routed``; their backward twice that)."""
+    half = ep / 2
+    lost = np.maximum(half, 2 * routed) + np.maximum(half, routed) \
+        - np.maximum(2 * half, 3 * routed)
+    on = np.asarray(getattr(cfg, "ep_overlap", False) or False, dtype=bool) \
+        & ~np.asarray(getattr(cfg, "delay_wgrad", False), dtype=bool)
+    return np.where(on, lost, 0.0)

@@ -12,8 +12,8 @@ from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer, block_layers, forward_passes
 from ledger.step.eager import expert_pass_bytes
 from ledger.step.gemm import (gemm_s, layer_gemms_s, recurrent_core_bwd_s, recurrent_core_s, rht_s,
-                              routed_gemms_s)
-from ledger.step.layer_comms import cp_times, ep_time, tp_times
+                              routed_gemms_s, shared_gemms_s)
+from ledger.step.layer_comms import cp_times, ep_time, shared_hidden_s, tp_times
 from ledger.step.recompute import eager_rerun_s, layer_share, rerun_bytes, rerun_gemms_s
 from ledger.step.recompute import modules as recompute_modules
 from ledger.step.tuned import tuned_gemms
@@ -42,6 +42,8 @@ class LayerTime:
     routed: object = 0.0  # the forward's routed-expert GEMMs (after the dispatcher's sync)
     core_bwd: object = 0.0  # the recurrent cores' backward beyond twice their forward (SSD)
     rerun: dict | None = None  # selective by module: the modules' forward again, by cause
+    ep_hidden_f: object = 0.0  # EP seconds the shared experts hide, forward and backward
+    ep_hidden_b: object = 0.0  # (--moe-shared-expert-overlap: layer_comms.shared_hidden_s)
 
     def __post_init__(self) -> None:
         for f in ("dgrad", "wgrad"):
@@ -50,14 +52,14 @@ class LayerTime:
 
     def forward(self) -> dict:
         return {"compute": self.gemm + self.attention, "elementwise": self.elementwise,
-                "tp_comm": self.tp_f, "cp_comm": self.cp_f, "ep_comm": self.ep}
+                "tp_comm": self.tp_f, "cp_comm": self.cp_f, "ep_comm": self.ep - self.ep_hidden_f}
 
     def backward(self, recompute: str) -> dict:
         """The input- and weight-gradient GEMMs, twice the attention core and elementwise
         work; TP's conjugate collectives; plus recompute."""
         out = {"compute": self.dgrad + self.wgrad + 2 * self.attention + self.core_bwd,
                "elementwise": 2 * self.elementwise,
-               "tp_comm": self.tp_b, "cp_comm": self.cp_b, "ep_comm": self.ep}
+               "tp_comm": self.tp_b, "cp_comm": self.cp_b, "ep_comm": self.ep - self.ep_hidden_b}
         if recompute == "full":  # the forward again, its TP collectives included
             for k, v in self.forward().items():
                 out[k] = out[k] + v / self.every  # not +=: with arrays it writes into self
@@ -141,7 +143,8 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
                  + ("core_attn" in mods) * core + eager_rerun_s(model, cfg, tokens, gpu, mods),
                  "tp_comm": mlp_tp * tp_f, "ep_comm": ("moe" in mods) * ep}
         again = again + mlp_tp
+    hidden = shared_hidden_s(cfg, ep, *shared_gemms_s(model, cfg, tokens, gpu, cal))
     return LayerTime(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, share,
                   getattr(cfg, "recompute_every", 1), *grads, routed,
-                  recurrent_core_bwd_s(model, cfg, tokens, gpu, cal), rerun)
+                  recurrent_core_bwd_s(model, cfg, tokens, gpu, cal), rerun, *hidden)

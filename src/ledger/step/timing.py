@@ -64,6 +64,7 @@ from ledger.step.gemm import gemm_s
 from ledger.step.host import host_excess_s, launched_s
 from ledger.step.optimizer import muon_s
 from ledger.step.recompute import rerun_flops_per_token
+from ledger.step.layer_comms import undelayed_wgrad_s
 from ledger.step.layer_time import layer_times
 from ledger.step.tuned import head_wgrad_share
 from ledger.system import System
@@ -206,8 +207,11 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     # (ledger.step.host), its all-to-alls hidden under the GPU's work, not the host's
     host_pair = layers * sum(launched_s(model, cfg, cal))
     gpu_pair = t_f + t_b - layers * (fwd["host"] + bwd["host"])
-    t_fb = np.where(overlap_ep, np.maximum(pair_s(gpu_pair, ep_pair, ep_sm_share(cfg, system)),
-                                           host_pair), t_f + t_b)
+    # without --delay-wgrad-compute the backward's dispatch waits for the experts' wgrad
+    late = layers * undelayed_wgrad_s(cfg, lt.ep, lt.routed)
+    t_fb = np.where(overlap_ep, np.maximum(np.minimum(
+        pair_s(gpu_pair, ep_pair, ep_sm_share(cfg, system)) + late, gpu_pair), host_pair),
+        t_f + t_b)
     # Megatron's scatter/gather p2p (Narayanan et al. 2021 sec. 4.1): each TP rank sends
     # 1/tp of the boundary tensor across the pipeline link (already so under SP)
     s_pp = tokens * model.hidden * cfg.act_bytes / cfg.tp
@@ -229,7 +233,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
                           np.minimum(outlast, blocking), blocking)
     out = {k: (fwd[k] + bwd[k]) * layers * m for k in fwd}
     out["compute"] = out["compute"] + last_critical * out_layer * m
-    ep_issued = out["ep_comm"]
+    ep_issued = out["ep_comm"] + (lt.ep_hidden_f + lt.ep_hidden_b) * layers * m  # before
+    # the shared experts hid any of it
     out["ep_comm"] = out["ep_comm"] - hidden_ep
     dp, step_dp = _dp_exposed(cfg, st, cal, pipeline, m, t_f, t_b, t_w)
     optim = st.state_bytes / system.gpu.hbm_bytes_per_s + st.muon_s  # read all of it, write

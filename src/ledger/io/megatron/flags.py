@@ -147,6 +147,12 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         out["capacity_factor"] = float(ns["moe_expert_capacity_factor"])
         if ns.get("moe_pad_expert_input_to_capacity"):
             out["pad_to_capacity"] = True
+    # the shared experts beside the all-to-alls, the combined 1F1B's delayed wgrad
+    # (ledger.step.layer_comms.shared_hidden_s / undelayed_wgrad_s)
+    if ns.get("num_experts") and ns.get("moe_shared_expert_overlap"):
+        out["shared_expert_overlap"] = True
+    if ns.get("num_experts") and ns.get("delay_wgrad_compute"):
+        out["delay_wgrad"] = True
     backend = ns.get("moe_flex_dispatcher_backend")
     if ns.get("num_experts") and ns.get("moe_token_dispatcher_type") == "flex":
         if backend in ("deepep", "hybridep"):

@@ -51,7 +51,7 @@ init-method-std init-model-with-meta-device manual-gc manual-gc-interval moe-aux
 moe-grouped-gemm moe-per-layer-logging moe-permute-fusion moe-router-bias-update-rate
 moe-router-dtype moe-router-enable-expert-bias moe-router-force-load-balancing
 moe-router-load-balancing-type moe-router-pre-softmax moe-router-score-function
-moe-router-topk-scaling-factor moe-shared-expert-overlap moe-token-drop-policy
+moe-router-topk-scaling-factor moe-token-drop-policy
 moe-z-loss-coeff moe-input-jitter-eps mscale mscale-all-dim mtp-loss-scaling-factor
 no-bias-dropout-fusion no-bias-gelu-fusion no-bias-swiglu-fusion
 no-check-for-nan-in-loss-and-grad no-masked-softmax-fusion
@@ -61,7 +61,7 @@ rope-scaling-factor rope-type rotary-base rotary-interleaved rotary-percent
 rotary-scaling-factor rotary-seq-len-interpolation-factor seed train-iters train-samples
 transformer-impl use-flash-attn use-mcore-models use-nccl-ub use-rope-scaling weight-decay
 timing-log-level timing-log-option
-no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg delay-wgrad-compute
+no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg
 moe-enable-deepep
 attention-dropout main-grads-dtype muon-momentum muon-nesterov muon-scale-mode
 muon-extra-scale-factor muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
@@ -108,7 +108,7 @@ pipeline-model-parallel-layout
 cuda-graph-impl enable-cuda-graph cuda-graph-modules cuda-graph-scope
 no-overlap-p2p-communication moe-flex-dispatcher-backend
 moe-expert-capacity-factor moe-pad-expert-input-to-capacity
-moe-latent-size mtp-use-repeated-layer
+moe-latent-size mtp-use-repeated-layer moe-shared-expert-overlap delay-wgrad-compute
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
