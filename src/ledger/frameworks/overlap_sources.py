@@ -75,6 +75,18 @@ OVERLAP_SOURCES: dict[str, dict[str, str]] = {
                                 "is hidden by the attention/mlp computation in the backward "
                                 "step, and vice versa'), schedules.py L966-970 (one more "
                                 "warm-up micro-batch)",
+        "shared_expert_overlap": "core/transformer/transformer_config.py L717 "
+                                 "(moe_shared_expert_overlap False), L1820-1825, L3040-3041; "
+                                 "moe/token_dispatcher.py L697-717, L859-873 (alltoall: fc1 "
+                                 "beside the dispatch, fc2 beside the combine), L1972-2050 "
+                                 "(flex); moe/shared_experts.py L163-198 (its own stream) "
+                                 "(ledger.step.layer_comms.shared_hidden_s)",
+        "delay_wgrad": "core/distributed/distributed_data_parallel_config.py L185 "
+                       "(delay_wgrad_compute False); transformer_config.py L3074-3077; "
+                       "models/common/model_chunk_schedule_plan.py L244-281 (the combined "
+                       "1F1B's middle slot; mlp.backward_dw before the backward's dispatch); "
+                       "extensions/transformer_engine.py L1373-1374 "
+                       "(ledger.step.layer_comms.undelayed_wgrad_s)",
         "overlap_p2p_schedules": "megatron/training/arguments.py L3118-3120 "
                                  "(--no-overlap-p2p-communication, store_false: "
                                  "overlap_p2p_comm on by default), L1000-1017 (turned off "
