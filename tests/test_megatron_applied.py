@@ -173,6 +173,9 @@ CASES = {
                               "--moe-token-dispatcher-type alltoall "
                               "--overlap-moe-expert-parallel-comm",
                               "--delay-wgrad-compute"),
+    # the DP gradient bucket: the number of step-end calls (step/dp.py buckets)
+    "--ddp-bucket-size": ("--use-distributed-optimizer --overlap-grad-reduce",
+                          "--ddp-bucket-size 1000000"),
     "--no-overlap-p2p-communication": ("--num-layers-per-virtual-pipeline-stage 2",
                                        "--no-overlap-p2p-communication"),
 }

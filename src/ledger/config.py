@@ -211,6 +211,9 @@ class ParallelConfig:
     # (Megatron --delay-wgrad-compute, off by default: distributed_data_parallel_config.py
     # L185; needs --overlap-moe-expert-parallel-comm, transformer_config.py L3074-3077)
     delay_wgrad: bool = False
+    # parameters per DP gradient bucket (Megatron --ddp-bucket-size; None: the framework's,
+    # Megatron max(40M, 1M x dp): training.py L2179-2194 @d98e8a64)
+    dp_bucket_params: int | None = None
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",

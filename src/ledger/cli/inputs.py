@@ -360,6 +360,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                 ep_backend=a.ep_backend,
                 shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
                 delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
+                dp_bucket_params=getattr(a, "dp_bucket_params", None),
                 expandable_segments=bool(getattr(a, "expandable_segments", False)),
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes | library_flags(a)

@@ -91,6 +91,10 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    action="store_true",
                    help="run the shared experts beside the dispatcher's all-to-alls "
                         "(Megatron; alltoall / flex, not with the combined 1F1B; default off)")
+    g.add_argument("--ddp-bucket-size", dest="dp_bucket_params", type=count(1 << 40),
+                   help="parameters per DP gradient bucket when the reduction overlaps the "
+                        "backward (Megatron; default: the framework's, megatron max(40M, "
+                        "1M x dp))")
     g.add_argument("--delay-wgrad-compute", dest="delay_wgrad", action="store_true",
                    help="with --overlap-moe-expert-parallel-comm: the experts' weight "
                         "gradients run apart, under the backward's dispatch (Megatron; "

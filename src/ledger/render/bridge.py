@@ -204,6 +204,10 @@ def config_of(row: BridgeRow, precision: str | None,
     if row.dp > 1:  # Megatron-Bridge's CommOverlapConfig with DP > 1: both overlapped
         # (src/megatron/bridge/training/comm_overlap.py:527-545 @ v0.3.1)
         kw["overlap_grad_reduce"] = kw["overlap_param_gather"] = True
+        # and its DP bucket: 128 Mi parameters (comm_overlap.py:539-540 @ v0.3.1, the same
+        # at every release v0.1.0rc3 to v0.6.0), unless the recipe sets its own
+        own = row.setting("bucket_size")
+        kw["dp_bucket_params"] = own if isinstance(own, int) and own > 0 else 128 * 1024 * 1024
     offload = row.setting("cpu_offloading_num_layers")
     if isinstance(offload, int) and offload > 0 and row.pp == 1 and "recompute" not in kw:
         kw["offload_activation_layers"] = offload  # Megatron's CPU activation offload

@@ -47,12 +47,13 @@ def call_s(system: System, lay, row, calls):
 
 
 def buckets(cfg, row, replicas):
-    """Gradient calls at the step's end: the framework's bucket (Megatron: max(40M, 1M x
-    dp) parameters, fp32) when the reduction overlaps the backward, one call per buffer
+    """Gradient calls at the step's end: the launch's bucket (``dp_bucket_params``) or the
+    framework's (Megatron: max(40M, 1M x dp) parameters, fp32) when the reduction overlaps the backward, one call per buffer
     when it does not and the framework then drops its buckets; 0 for an empty row."""
     fw = framework_of(cfg)
     fixed, per_rank = fw.dp_bucket_params
-    bucket = np.maximum(fixed, per_rank * replicas)
+    given = getattr(cfg, "dp_bucket_params", None)  # the launch's own (--ddp-bucket-size)
+    bucket = np.maximum(fixed, per_rank * replicas) if given is None else float(given)
     payload = ring_payload(row.kind, row.ranks, row.bytes)  # the buffer
     split = np.ceil(payload / (4.0 * bucket))
     one = (~np.asarray(cfg.overlap_grad_reduce, dtype=bool)) & fw.one_bucket_exposed

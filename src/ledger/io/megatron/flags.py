@@ -153,6 +153,8 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         out["shared_expert_overlap"] = True
     if ns.get("num_experts") and ns.get("delay_wgrad_compute"):
         out["delay_wgrad"] = True
+    if ns.get("ddp_bucket_size"):  # training.py L2179-2194 @d98e8a64
+        out["dp_bucket_params"] = ns["ddp_bucket_size"]
     backend = ns.get("moe_flex_dispatcher_backend")
     if ns.get("num_experts") and ns.get("moe_token_dispatcher_type") == "flex":
         if backend in ("deepep", "hybridep"):

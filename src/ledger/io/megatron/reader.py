@@ -109,6 +109,7 @@ cuda-graph-impl enable-cuda-graph cuda-graph-modules cuda-graph-scope
 no-overlap-p2p-communication moe-flex-dispatcher-backend
 moe-expert-capacity-factor moe-pad-expert-input-to-capacity
 moe-latent-size mtp-use-repeated-layer moe-shared-expert-overlap delay-wgrad-compute
+ddp-bucket-size
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
