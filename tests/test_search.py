@@ -276,3 +276,23 @@ def test_grid_prices_the_runs_recompute_modules_like_estimate():
         est = estimate(model, cfg, sysm, tp_overlap=bool(g["tpov"][i]))
         assert est.step_time_s == pytest.approx(step[i], rel=1e-12)
         assert est.memory_per_gpu_bytes == pytest.approx(mem[i], rel=1e-12)
+
+
+@pytest.mark.parametrize("facts", [
+    {"shared_expert_overlap": True, "dp_bucket_params": 1_000_000},
+    {"delay_wgrad": True, "dp_bucket_params": 200_000_000}])
+def test_grid_prices_the_overlap_facts_like_estimate(facts):
+    """The shared experts beside the all-to-alls, the combined 1F1B's delayed wgrad and
+    the DP bucket reach the planner's arrays as they reach estimate()."""
+    model = ModelSpec(name="shared", layers=8, hidden=1024, heads=8, kv_heads=4, vocab=32000,
+                      seq_len=4096, ffn_hidden=4096, num_experts=8, top_k=2,
+                      moe_ffn_hidden=1024, shared_experts=1)
+    sysm, fw = system("h100-sxm"), get_framework("megatron")
+    g = enumerate_grid(model, 32, 64, sysm, Pins(), fw)
+    step, *_ = _price(model, sysm, DEFAULT, g, None, "adam", "megatron", facts=facts)
+    plain, *_ = _price(model, sysm, DEFAULT, g, None, "adam", "megatron")
+    assert (step != plain).any()
+    for i in np.random.default_rng(0).choice(len(step), 40, replace=False):
+        est = estimate(model, _config(g, i, "megatron", True, None, None, Pins(), model,
+                                      facts), sysm, tp_overlap=bool(g["tpov"][i]))
+        assert est.step_time_s == pytest.approx(step[i], rel=1e-12)

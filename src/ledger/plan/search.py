@@ -46,7 +46,8 @@ DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"
 RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules") + DTYPE_FACTS  # held fixed
 # schedules whose makespan ledger.pipeline.makespan evaluates as a matrix product
 MATRIX_FORMS = ("zb-h1", "zb-v", "interleaved-zb")
-HOST_FACTS = ("cuda_graph", "ep_backend")  # and what the host launches (ledger.step.host)
+HOST_FACTS = ("cuda_graph", "ep_backend",  # and what the host launches (ledger.step.host),
+              "shared_expert_overlap", "delay_wgrad")  # what hides EP (step.layer_comms)
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30
@@ -135,7 +136,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             need[idx] = True
     parts_of = _merge_groups(g, parts_of)
     dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune,
-                        pins, need)
+                        pins, need, (facts or {}).get("dp_bucket_params"))
     for done, idx in enumerate(parts_of, 1):
         if progress:
             progress(done, len(parts_of))
@@ -201,7 +202,7 @@ DP_COLUMNS = ("tp", "cp", "pp", "dp", "ep", "m", "shard", "zero")
 
 
 def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, pins,
-                need=None):
+                need=None, bucket=None):
     """``ledger.step.dp_split`` of the DP rows (``ledger.placement.dp_traffic``) of the
     candidates ``need`` marks (default all), priced once per distinct ``DP_COLUMNS`` and
     in one call per ZeRO stage: a function from a group's rows (one ZeRO stage) to its
@@ -226,7 +227,7 @@ def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, 
                 grad_accumulation=np.where((pp > 1) & fw.unsharded_with_pp, "unsharded",
                                            "sharded"),
                 hsdp_shard=shard, grad_replicas=dp * cp, overlap_grad_reduce=grad,
-                overlap_param_gather=param)
+                overlap_param_gather=param, dp_bucket_params=bucket)
             links = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, hsdp_shard=shard,
                            gpus_per_node=system.gpus_per_node,
                            gpus_per_domain=system.gpus_per_domain)

@@ -104,7 +104,7 @@ def shared_hidden_s(cfg, ep, fc1, fc2):
     refuses beside it (transformer_config.py L1820-1825, L3040-3041)."""
     on = bool(getattr(cfg, "shared_expert_overlap", False)) \
         and dispatcher(cfg) in ("alltoall", "flex")
-    on = on & ~np.asarray(getattr(cfg, "ep_overlap", False) or False, dtype=bool)
+    on = on & ~np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool)  # arrays: planner
     half = ep / 2
     fwd = np.minimum(half, fc1) + np.minimum(half, fc2)
     bwd = np.minimum(half, 2 * fc2) + np.minimum(half, 2 * fc1)
@@ -127,6 +127,6 @@ def undelayed_wgrad_s(cfg, ep, routed):
     half = ep / 2
     lost = np.maximum(half, 2 * routed) + np.maximum(half, routed) \
         - np.maximum(2 * half, 3 * routed)
-    on = np.asarray(getattr(cfg, "ep_overlap", False) or False, dtype=bool) \
+    on = np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool) \
         & ~np.asarray(getattr(cfg, "delay_wgrad", False), dtype=bool)
     return np.where(on, lost, 0.0)
