@@ -179,3 +179,30 @@ def test_dualpipe_hides_the_all_to_alls():
     ep_on, ep_off = ([r for r in e.exposed if r.axis == "ep"][0] for e in (on, off))
     assert ep_off.exposed_s == pytest.approx(ep_off.issued_s)
     assert ep_on.exposed_s < 0.5 * ep_on.issued_s and on.step_time_s < off.step_time_s
+
+
+def test_delayed_wgrad_by_hand_and_in_the_step():
+    """Without --delay-wgrad-compute the combined 1F1B's middle slot takes
+    max(D, 2R) + max(D, R) instead of max(2D, 3R) (ledger.step.layer_comms): lost only
+    where one dispatch D lies between the experts' forward GEMMs R and twice them."""
+    from types import SimpleNamespace
+
+    from ledger.model import ModelSpec
+    from ledger.step.layer_comms import undelayed_wgrad_s
+    from ledger.system import system
+
+    off = SimpleNamespace(ep_overlap=True, delay_wgrad=False)
+    on = SimpleNamespace(ep_overlap=True, delay_wgrad=True)
+    # D = 0.3, R = 0.2: 0.4 + 0.3 - 0.6
+    assert float(undelayed_wgrad_s(off, 0.6, 0.2)) == pytest.approx(0.1, rel=1e-12)
+    assert float(undelayed_wgrad_s(on, 0.6, 0.2)) == 0.0
+    assert float(undelayed_wgrad_s(off, 0.2, 0.2)) == 0.0  # D <= R: hidden under mlp_fwd
+    assert float(undelayed_wgrad_s(off, 1.0, 0.2)) == 0.0  # D >= 2R: the comm sets the pace
+    model = ModelSpec(name="band", layers=8, hidden=4096, heads=32, kv_heads=32, vocab=32000,
+                      seq_len=4096, ffn_hidden=14336, num_experts=8, top_k=2, moe_ffn_hidden=256)
+    steps = [estimate(model, ParallelConfig(tp=1, pp=2, dp=8, ep=8, vp=2, micro_batch=2,
+                                            num_microbatches=8, ep_overlap=True,
+                                            moe_dispatcher="alltoall", schedule="interleaved",
+                                            delay_wgrad=d), system("h100-sxm")).step_time_s
+             for d in (False, True)]
+    assert steps[0] > steps[1]
