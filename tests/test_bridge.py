@@ -297,3 +297,26 @@ def test_allocator_setting_per_release_launcher():
     assert len(v06) == 18 and all(expandable_segments(r) for r in v06)
     r = _one(release="26.02", gpu="h100", model="llama3-70b")
     assert not expandable_segments(r)
+
+
+def _block_after(page: str, marker: str) -> list[str]:
+    import pathlib
+
+    text = (pathlib.Path(__file__).parent.parent / "docs" / page).read_text(encoding="utf-8")
+    at = text.index(marker)
+    start = text.index("```", at)
+    body = text[text.index("\n", start) + 1:text.index("```", start + 3)]
+    return [line for line in body.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("page,marker", [
+    ("step-time.md", "What the table says, `python benchmarks/bridge.py`"),
+    ("systems.md", "`python benchmarks/bridge.py` prints every pair after the rows"),
+])
+def test_docs_quote_what_bridge_prints(page, marker):
+    """Every line the docs quote from benchmarks/bridge.py is a line it prints now."""
+    from ledger.render.bridge import bridge_table
+
+    printed = set(bridge_table().splitlines())
+    quoted = _block_after(page, marker)
+    assert quoted and [line for line in quoted if line not in printed] == []

@@ -359,6 +359,9 @@ def bridge_table(out: list[Outcome] | None = None) -> str:
     for o in out:
         groups.setdefault(f"family {FAMILY[o.row.model]}", []).append(o)
     lines += [_summary(k, v) for k, v in groups.items()]
+    errs = [abs(o.error) for o in groups.get("prediction", []) if o.error is not None]
+    lines.append(f"  prediction rows beyond 15%: {sum(e > 0.15 for e in errs)} of {len(errs)}, "
+                 f"beyond 25%: {sum(e > 0.25 for e in errs)} of {len(errs)}")
     lines += [""] + ratio_lines(out) + [""] + mbs_lines(out) + [""] + oom_lines()
     return "\n".join(lines)
 
