@@ -212,7 +212,9 @@ def test_every_modelled_flag_has_a_case():
 @pytest.mark.parametrize("flag", sorted(CASES))
 def test_an_applied_megatron_flag_moves_the_estimate(tmp_path, flag):
     context, change = CASES[flag]
-    base, gpu = f"{BASE} {context}", "b200" if flag in BLACKWELL else "h100-sxm"
+    # --fp16 replaces the base's --bf16 (Megatron refuses both: arguments.py L1196)
+    bare = BASE.replace(" --bf16", "") if "--fp16" in f"{context} {change}" else BASE
+    base, gpu = f"{bare} {context}", "b200" if flag in BLACKWELL else "h100-sxm"
     code, before, err = priced(tmp_path, base, "base", gpu)
     assert code == 0, err
     code, after, err = priced(tmp_path, f"{base} {change}", "changed", gpu)
@@ -246,3 +248,12 @@ def test_recompute_modules_move_the_step_time(tmp_path, context, change):
         before["hardware_tflops_per_gpu"] * before["step_time_s"], rel=1e-6)
     if "mlp" in change:
         assert after["step_time_s"] > before["step_time_s"]
+
+
+@pytest.mark.parametrize("flags,reason", [
+    ("--swiglu --squared-relu", "--squared-relu with --swiglu (argument_utils.py:321)"),
+    ("--fp16", "--fp16 with --bf16 (arguments.py:1196)"),
+])
+def test_launches_megatron_asserts_against_are_refused(tmp_path, flags, reason):
+    code, _, err = priced(tmp_path, f"{BASE} {flags}", "launch")
+    assert code == 2 and reason in err

@@ -94,6 +94,11 @@ def refusals(ns: dict, world: int | None) -> list[str]:
     if ep > 1 and (not experts or experts % ep):
         out.append(f"--expert-model-parallel-size {ep} needs --num-experts divisible by it, "
                    f"got {experts} (arguments.py:1654-1658)")
+    if ns["fp16"] and ns["bf16"]:
+        out.append("--fp16 with --bf16 (arguments.py:1196)")
+    for other, line in (("squared_relu", 321), ("quick_geglu", 324)):  # asserts
+        if ns.get(other) and ns["swiglu"]:
+            out.append(f"--{other.replace('_', '-')} with --swiglu (argument_utils.py:{line})")
     if ns["multi_latent_attention"] and ns["group_query_attention"]:
         out.append("--multi-latent-attention with --group-query-attention (arguments.py:1973)")
     if ns.get("mtp_num_layers") and position_type(ns) not in ("rope", "none"):
