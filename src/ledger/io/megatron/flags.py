@@ -165,12 +165,19 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
 
 
 def state_dtypes(ns: dict) -> dict:
-    """The state dtypes a launch sets, under the CLI's names: --grad-reduce-in-bf16 keeps
+    """The state dtypes a launch sets, under the CLI's names: --accumulate-allreduce-grads-in-fp32
+    under --fp16 an fp32 gradient buffer, --grad-reduce-in-bf16 keeps
     the gradient buffer in bf16 (arguments.py L1209-1213 @d98e8a64; Megatron-FSDP:
     --megatron-fsdp-main-grads-dtype bf16), --use-precision-aware-optimizer its
     --main-params-dtype, --exp-avg-dtype and --exp-avg-sq-dtype (L3667-3684; without it
     they must stay fp32, optimizer_config.py L466-480)."""
     out = {}
+    # --accumulate-allreduce-grads-in-fp32 is the DDP's grad_reduce_in_fp32 (training.py
+    # L2635): an fp32 gradient buffer, else the param's dtype (param_and_grad_buffer.py
+    # L924); --bf16 forces it already (arguments.py L1209-1217, the ledger's bf16-fp32grad),
+    # so it moves the buffer only under --fp16 (fp16 grads without it)
+    if ns["fp16"] and ns.get("accumulate_allreduce_grads_in_fp32"):
+        out["grad_dtype"] = "fp32"
     if ns["grad_reduce_in_bf16"] or (ns["use_megatron_fsdp"]
                                      and ns.get("megatron_fsdp_main_grads_dtype") == "bf16"):
         out["grad_dtype"] = "bf16"

@@ -66,6 +66,7 @@ moe-enable-deepep
 attention-dropout main-grads-dtype muon-momentum muon-nesterov muon-scale-mode
 muon-extra-scale-factor muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
 use-torch-optimizer-for-cpu-offload no-pin-cpu-grads no-pin-cpu-params
+squared-relu
 """.split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step);
 # moe-enable-deepep: flex with the deepep backend, the flex default (transformer_config.py
 # L1743-1752); --moe-deepep-num-sms / --moe-flex-dispatcher-num-sms size DeepEP's buffers
@@ -73,12 +74,22 @@ use-torch-optimizer-for-cpu-offload no-pin-cpu-grads no-pin-cpu-params
 # use-torch-optimizer-for-cpu-offload: overridden for adam (optimizer/__init__.py L515-521),
 # torch's SGD for sgd, priced alike; no-pin-cpu-grads / -params: the host copies' pinning;
 # main-grads-dtype: the precision-aware optimizer's copy of a shard's grads during the step,
-# a transient the megatron convention does not price at either dtype
+# a transient the megatron convention does not price at either dtype; squared-relu: a
+# non-gated MLP like the default gelu (argument_utils.py L320-322 @d98e8a64 sets only the
+# activation), the same two matrices, one elementwise pass and one fc1-wide tensor kept for
+# backward (torch.pow(F.relu(x), 2), activations.py L9-11: relu's output, pow's input);
+# with --swiglu it is refused (model.refusals).
+# Named as not priced (neither here nor in MODELLED): --megatron-fsdp-grad-comm-dtype, the
+# FSDP gradient reduce-scatter's wire dtype and its own buffer when it differs from the
+# main grads' (distributed_data_parallel_config.py L201-212; the ledger reduces in the main
+# grads' dtype); --reuse-grad-buf-for-mxfp8-param-ag, the MXFP8 param all-gather written
+# into the grad buffer instead of a persistent param buffer (param_and_grad_buffer.py
+# L1240-1265), a buffer the ledger's mxfp8 param gather does not split
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
 activation-func-clamp-value num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
 num-query-groups kv-channels seq-length max-position-embeddings position-embedding-type
-use-rotary-position-embeddings no-position-embedding swiglu quick-geglu squared-relu
+use-rotary-position-embeddings no-position-embedding swiglu quick-geglu
 untie-embeddings-and-output-weights normalization disable-bias-linear add-qkv-bias
 qk-layernorm vocab-size padded-vocab-size make-vocab-size-divisible-by no-pad-vocab-size
 tokenizer-type tokenizer-model num-experts moe-router-topk moe-ffn-hidden-size
@@ -93,10 +104,10 @@ sequence-parallel use-distributed-optimizer use-megatron-fsdp
 data-parallel-sharding-strategy micro-batch-size global-batch-size recompute-activations
 recompute-granularity recompute-method recompute-num-layers recompute-modules cp-comm-type
 tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
-megatron-fsdp-main-grads-dtype megatron-fsdp-grad-comm-dtype fp8-format fp8-recipe
+megatron-fsdp-main-grads-dtype fp8-format fp8-recipe
 fp8-param-gather optimizer hidden-dropout fp4-format fp4-recipe fp4-param-gather
 first-last-layers-bf16 num-layers-at-start-in-bf16 num-layers-at-end-in-bf16
-reuse-grad-buf-for-mxfp8-param-ag muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
+muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
 use-precision-aware-optimizer main-params-dtype exp-avg-dtype exp-avg-sq-dtype attention-backend
 cpu-offloading-num-layers optimizer-cpu-offload optimizer-offload-fraction
 overlap-cpu-optimizer-d2h-h2d fine-grained-activation-offloading offload-modules
