@@ -274,6 +274,9 @@ def test_recompute_modules_move_the_step_time(tmp_path, context, change):
     # the FSDP reduce-scatter's wire dtype and the MXFP8 all-gather's buffer: priced numbers
     # the ledger does not model, so named
     ("--use-megatron-fsdp", "--megatron-fsdp-grad-comm-dtype bf16", True),
+    # at the main grads' dtype: no buffer of its own, the wire the ledger prices
+    ("--use-megatron-fsdp --megatron-fsdp-main-grads-dtype bf16",
+     "--megatron-fsdp-grad-comm-dtype bf16", False),
     ("--fp8-format e4m3 --fp8-recipe mxfp8 --fp8-param-gather --use-distributed-optimizer",
      "--reuse-grad-buf-for-mxfp8-param-ag", True),
 ])
@@ -286,6 +289,8 @@ def test_flags_out_of_modelled_are_accepted_or_named(tmp_path, context, flag, na
     line = next(x for x in err.splitlines() if x.startswith("warning: not modelled")) \
         if named else next(x for x in err.splitlines() if x.startswith("note: accepted"))
     assert name in line
+    assert not any(name in x for x in err.splitlines() if x.startswith("note: accepted")) \
+        if named else True
 
 
 @pytest.mark.parametrize("flags,reason", [

@@ -155,6 +155,11 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         out["delay_wgrad"] = True
     if ns.get("ddp_bucket_size"):  # training.py L2179-2194 @d98e8a64
         out["dp_bucket_params"] = ns["ddp_bucket_size"]
+    comm = ns.get("megatron_fsdp_grad_comm_dtype")
+    if ns["use_megatron_fsdp"] and comm not in (None, "auto") and comm != grads_dtype(ns):
+        # distributed_data_parallel_config.py L201-212 @d98e8a64: its own wire dtype and
+        # buffer beside the main grads'; the ledger reduces in the main grads' dtype
+        odd.append(f"--megatron-fsdp-grad-comm-dtype {comm} (priced as {grads_dtype(ns)})")
     backend = ns.get("moe_flex_dispatcher_backend")
     if ns.get("num_experts") and ns.get("moe_token_dispatcher_type") == "flex":
         if backend in ("deepep", "hybridep"):
@@ -162,6 +167,11 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         else:
             odd.append(f"--moe-flex-dispatcher-backend {backend} (priced as deepep)")
     return out, odd
+
+
+def grads_dtype(ns: dict) -> str:
+    """The gradient buffer's dtype the ledger prices for a launch (``state_dtypes``)."""
+    return state_dtypes(ns).get("grad_dtype") or ("fp16" if ns["fp16"] else "fp32")
 
 
 def state_dtypes(ns: dict) -> dict:

@@ -66,7 +66,7 @@ moe-enable-deepep
 attention-dropout main-grads-dtype muon-momentum muon-nesterov muon-scale-mode
 muon-extra-scale-factor muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
 use-torch-optimizer-for-cpu-offload no-pin-cpu-grads no-pin-cpu-params
-squared-relu
+squared-relu megatron-fsdp-grad-comm-dtype
 """.split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step);
 # moe-enable-deepep: flex with the deepep backend, the flex default (transformer_config.py
 # L1743-1752); --moe-deepep-num-sms / --moe-flex-dispatcher-num-sms size DeepEP's buffers
@@ -78,11 +78,12 @@ squared-relu
 # non-gated MLP like the default gelu (argument_utils.py L320-322 @d98e8a64 sets only the
 # activation), the same two matrices, one elementwise pass and one fc1-wide tensor kept for
 # backward (torch.pow(F.relu(x), 2), activations.py L9-11: relu's output, pow's input);
-# with --swiglu it is refused (model.refusals).
-# Named as not priced (neither here nor in MODELLED): --megatron-fsdp-grad-comm-dtype, the
-# FSDP gradient reduce-scatter's wire dtype and its own buffer when it differs from the
-# main grads' (distributed_data_parallel_config.py L201-212; the ledger reduces in the main
-# grads' dtype); --reuse-grad-buf-for-mxfp8-param-ag, the MXFP8 param all-gather written
+# with --swiglu it is refused (model.refusals); megatron-fsdp-grad-comm-dtype: the FSDP
+# gradient reduce-scatter's wire dtype, at the main grads' dtype no extra buffer
+# (distributed_data_parallel_config.py L201-212) - another dtype is named
+# (ledger.io.megatron.flags._host).
+# Named as not priced (neither here nor in MODELLED): --reuse-grad-buf-for-mxfp8-param-ag,
+# the MXFP8 param all-gather written
 # into the grad buffer instead of a persistent param buffer (param_and_grad_buffer.py
 # L1240-1265), a buffer the ledger's mxfp8 param gather does not split
 # flags the reader applies (their values reach the model or the placement)
@@ -250,6 +251,8 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
     silent += [f"{f} (no value: an unset variable?)" for f in parsed.no_value]
     precision, odd = mm.precision(ns)
     unpriced += odd + more
+    named = {u.split()[0] for u in unpriced}  # a silent flag's value named (flags._host)
+    silent = [s for s in silent if s.split()[0] not in named]
     notes += semantic_notes(ns, parsed)
     if world is not None:
         flags["gpus"] = world
