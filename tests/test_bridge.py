@@ -261,6 +261,20 @@ def test_a_table_mbs_both_the_table_and_the_recipe_contradict_yields_to_the_reci
     assert (q.disagree["mbs"], q.micro_batch) == ({"table": 2, "recipe": 1}, 2)
 
 
+def test_a_recipe_for_another_layout_does_not_set_the_tables_mbs():
+    """25.11 GB300 Qwen3-235B BF16: TP 1 PP 4 VP 12 EP 16 on 256 GPUs, MBS 2, GA 32 published
+    (8192 / (2 x 64) = 64, not 32); its v0.2.0 recipe is another placement (TP 2 PP 1 EP 64
+    on 64 GPUs, MBS 4), so the table's MBS 2 stands (the V2 config of v0.3.0 that runs the
+    table's layout says MBS 2: qwen3_workload_base_configs.py L187-194 over V1 L54-64).
+    25.09 GB200 Llama 3 70B MXFP8, whose recipe disagrees on the MBS alone, still yields."""
+    by = {r.id: r for r in rows()}
+    r = by["25.11/gb300/qwen3-235b-a22b/bf16/256g/gbs8192/mbs2"]
+    assert r.disagree["mbs"] == {"table": 2, "recipe": 4} and "tp" in r.disagree
+    assert (r.micro_batch, r.num_microbatches) == (2, 64)
+    ll = by["25.09/gb200/llama3-70b/fp8_mx/64g/gbs128/mbs2"]
+    assert (ll.mbs, ll.micro_batch) == (2, 1)
+
+
 def test_a_cell_copied_from_a_sibling_line_yields_to_the_recipe():
     """26.02.01 GB300 Llama 3 70B NVFP4 reads TP 1 PP 1 MBS 2 and MXFP8 PP 4 MBS 2 with no VP
     (archive L399 / L401 @ 067f987d), the FP8 Megatron-FSDP line's MBS 2 and 'n/a' (L403);

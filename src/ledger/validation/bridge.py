@@ -76,6 +76,9 @@ QUANT_FILES = {("nemotron-3-super", "nvfp4"): "te_quant.cfg's BF16 attention, la
 # releases whose tables have no FSDP column (docs/performance-summary.md @ DOCS commit, the
 # 26.08 table L39-104, and the archive's 26.06.01 / 26.06 ones; 26.04.01's and older have
 # one, archive L199): there the recipe says whether Megatron-FSDP ran (BridgeRow.megatron_fsdp)
+# the cells that say which run a recipe configures: a recipe that disagrees with the table on
+# any of them is another placement's (BridgeRow.micro_batch)
+LAYOUT_CELLS = ("gpus", "tp", "pp", "cp", "vp", "ep", "etp")
 NO_FSDP_COLUMN = ("26.06", "26.06.01", "26.08")
 # what a recipe function sets through a shared helper the generator does not expand, read
 # at the row's ref: Nemotron 3 Ultra on GB300 (perf_recipes/nemotronh/gb300/nemotronh.py
@@ -192,12 +195,19 @@ class BridgeRow:
     def micro_batch(self) -> int:
         """The MBS the row is priced at: the table's, except a table MBS that both the
         table's own GA (``table_inconsistent``) and the recipe contradict, which yields to
-        the recipe's (one rule for every row; it moves 25.09 GB200 Llama 3 70B and 25.11
-        GB300 Qwen3-235B, whose GA the recipe's MBS reproduces, and 25.11 H100 GPT-OSS
-        120B, whose GA 2 neither reproduces). ``mbs`` stays the table's cell."""
+        the recipe's - where the recipe is the table's run: it agrees with the table on
+        the GPU count and the layout (``LAYOUT_CELLS``); a recipe for another layout says
+        nothing about this one's MBS (one rule for every row; it moves 25.09 GB200 Llama 3
+        70B, whose GA the recipe's MBS reproduces, and 25.11 H100 GPT-OSS 120B, whose GA 2
+        neither reproduces; 25.11 GB300 Qwen3-235B keeps the table's MBS 2: its v0.2.0
+        recipe is TP 2 PP 1 EP 64 on 64 GPUs at MBS 4, the table's TP 1 PP 4 VP 12 EP 16
+        on 256 is the V2 config of v0.3.0, scripts/performance/configs/qwen/
+        qwen3_workload_base_configs.py L187-194 over V1 L54-64, MBS 2). ``mbs`` stays the
+        table's cell."""
         said = self.disagree.get("mbs") or {}
         ga_off = any(t.startswith("GA ") for t in self.table_inconsistent)
-        if ga_off and isinstance(said.get("recipe"), int):
+        same_run = not any(c in self.disagree for c in LAYOUT_CELLS)
+        if ga_off and same_run and isinstance(said.get("recipe"), int):
             return said["recipe"]
         return self.mbs
 
