@@ -61,3 +61,21 @@ def test_a_launch_without_nvls_is_timed_without_it():
     off = estimate(m, ParallelConfig(dp=8, nccl_nvls=False), h100)
     plain = estimate(m, ParallelConfig(dp=8), replace(h100, nvls=False))
     assert off.step_time_s == plain.step_time_s > on.step_time_s
+
+
+@pytest.mark.parametrize("grad_dtype,element", [("fp32", 4), ("bf16", 2)])
+def test_dp_buckets_count_parameters_whatever_the_dtype(grad_dtype, element):
+    """Megatron's --ddp-bucket-size counts parameters (training.py L2179-2194 @d98e8a64):
+    8,030,261,248 parameters' gradients in 10M-parameter buckets are 804 reduce-scatters
+    at the step's end, in fp32 or bf16 (bf16 had been counted as half the calls)."""
+    from types import SimpleNamespace
+
+    from ledger.config import ParallelConfig
+    from ledger.step.dp import buckets
+
+    params, ranks = 8_030_261_248, 8
+    cfg = ParallelConfig(dp=ranks, zero_stage=1, framework="megatron", grad_dtype=grad_dtype,
+                         overlap_grad_reduce=True, dp_bucket_params=10_000_000)
+    row = SimpleNamespace(kind="reduce_scatter", ranks=ranks,
+                          bytes=params * element * (ranks - 1) / ranks)
+    assert buckets(cfg, row, ranks) == 804

@@ -48,14 +48,17 @@ def call_s(system: System, lay, row, calls):
 
 def buckets(cfg, row, replicas):
     """Gradient calls at the step's end: the launch's bucket (``dp_bucket_params``) or the
-    framework's (Megatron: max(40M, 1M x dp) parameters, fp32) when the reduction overlaps the backward, one call per buffer
+    framework's (Megatron: max(40M, 1M x dp) parameters) when the reduction overlaps the backward, one call per buffer
     when it does not and the framework then drops its buckets; 0 for an empty row."""
     fw = framework_of(cfg)
     fixed, per_rank = fw.dp_bucket_params
     given = getattr(cfg, "dp_bucket_params", None)  # the launch's own (--ddp-bucket-size)
     bucket = np.maximum(fixed, per_rank * replicas) if given is None else float(given)
     payload = ring_payload(row.kind, row.ranks, row.bytes)  # the buffer
-    split = np.ceil(payload / (4.0 * bucket))
+    # the bucket counts parameters, whatever their dtype (Megatron's bucket_size): the
+    # buffer's elements, at the gradients' bytes (or the gathered params')
+    element = fw.param_bytes if row.kind == "all_gather" else fw.grad_bytes
+    split = np.ceil(payload / (element * bucket))
     one = (~np.asarray(cfg.overlap_grad_reduce, dtype=bool)) & fw.one_bucket_exposed
     return np.where(one, 1.0, split) * (row.bytes > 0)
 
