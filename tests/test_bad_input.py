@@ -450,3 +450,19 @@ def test_the_torch_commands_usage_errors_are_one_line(argv, line):
     code, out, err = run(argv)
     assert_refused(argv, code, out, err)
     assert err == line + "\n"
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["report", "llama3-8b", "--gpus", "8", "--framework", "torchtitan", "--zero", "3",
+      "--offload-modules", "core_attn"], "offload_modules"),
+    (["report", "llama3-8b", "--gpus", "8", "--zero", "0", "--optimizer-offload-fraction",
+      "1.0"], "optimizer_offload_fraction"),
+    (["report", "llama3-8b", "--gpus", "8", "--framework", "torchtitan", "--zero", "3",
+      "--optimizer-offload-fraction", "0.5"], "optimizer_offload_fraction"),
+])
+def test_megatron_only_offloads_are_refused_elsewhere(argv, field):
+    """Megatron's fine-grained activation offload and its optimizer CPU offload (the
+    distributed optimizer's shard) are refused under another framework or ZeRO 0, in one
+    line, instead of being priced there."""
+    code, _, err = run(argv)
+    assert code == 2 and err.startswith(f"error: {field}:") and len(err.strip().splitlines()) == 1, err

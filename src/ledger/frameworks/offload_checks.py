@@ -4,6 +4,8 @@ offload's share (``ParallelConfig.offload_modules``, ``optimizer_offload_fractio
 bytes are ``ledger.placement.act_offload`` and ``optim_offload``'s)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ledger.errors import LedgerError
 
 # Megatron's --offload-modules (docs/user-guide/features/fine_grained_activation_offloading.md
@@ -30,7 +32,18 @@ def check_offloads(cfg) -> None:
                           f"among {', '.join(OFFLOAD_MODULES)}, attn_proj with core_attn, "
                           f"fused_group_mlp without expert_fc1 / moe_act, not with "
                           f"--cpu-offloading-num-layers, a fraction in [0, 1]")
+    family = str(getattr(cfg, "framework", "megatron")).split("@")[0]
+    runs = "torchtitan" if mods == ("all",) else "megatron"  # whose offload it is
+    if mods and family != runs:
+        raise LedgerError("offload_modules", f"{', '.join(mods)} is {runs}'s activation "
+                          f"offload ({'graph_trainer cpu_offload_all' if runs == 'torchtitan' else '--fine-grained-activation-offloading'}), "
+                          f"not {family}'s")
     f = cfg.optimizer_offload_fraction
+    if f and (family != "megatron" or not np.all(np.asarray(cfg.zero_stage) >= 1)):
+        raise LedgerError("optimizer_offload_fraction", f"{f}: Megatron's optimizer CPU "
+                          f"offload works on the distributed optimizer's shard (--zero 1 or "
+                          f"more under --framework megatron), got framework {family}, zero "
+                          f"{cfg.zero_stage}")
     if not 0.0 <= f <= 1.0 or (f and cfg.offload != "none"):
         raise LedgerError("optimizer_offload_fraction", f"a share in [0, 1] of the optimizer "
                           f"Megatron offloads, without --offload, got {f} with offload "
