@@ -466,3 +466,16 @@ def test_megatron_only_offloads_are_refused_elsewhere(argv, field):
     line, instead of being priced there."""
     code, _, err = run(argv)
     assert code == 2 and err.startswith(f"error: {field}:") and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["serve", "llama3-8b", "--enforce-eager", "--cudagraph-gib", "3"], "cudagraph_gib"),
+    (["report", "llama3-8b", "--gpus", "8", "--zero", "1", "--optimizer", "sgd",
+      "--optimizer-offload-fraction", "0.5"], "optimizer_offload_fraction"),
+])
+def test_flags_that_would_be_dropped_are_refused(argv, field):
+    """A CUDA-graph figure beside --enforce-eager (which prices none), and the optimizer
+    offload with a non-Adam optimizer (its host bytes are CPU Adam's), are refused in one
+    line instead of one of them being silently dropped or mispriced."""
+    code, _, err = run(argv)
+    assert code == 2 and err.startswith(f"error: {field}:") and len(err.strip().splitlines()) == 1, err

@@ -253,11 +253,12 @@ def _serve_parser(sub) -> None:
     gib = real(MAX_HEADROOM_GIB, 0.0, closed_low=True)
     g.add_argument("--non-torch-gib", type=gib, default=0.0,
                    help="non-torch memory vLLM measures at start-up, GiB (default 0)")
-    g.add_argument("--cudagraph-gib", type=gib,
+    eager = g.add_mutually_exclusive_group()
+    eager.add_argument("--cudagraph-gib", type=gib,
                    help="CUDA-graph memory vLLM estimates at start-up, GiB (default: the "
                         "ledger's model of vLLM's estimate; 0 for vLLM before 0.21 or "
                         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)")
-    g.add_argument("--enforce-eager", action="store_true",
+    eager.add_argument("--enforce-eager", action="store_true",
                    help="vLLM's --enforce-eager: no CUDA graphs, no estimate subtracted")
     _add_system_flags(s)
     s.add_argument("--gpus-per-node", type=count(MAX_GPUS_PER_NODE),

@@ -143,7 +143,12 @@ def _add_overlap_flags(g) -> None:
 
 
 def library_flags(a: argparse.Namespace) -> dict:
-    """NCCL's NVLS setting and Megatron's own offloads as ParallelConfig fields (issue 31)."""
+    """NCCL's NVLS setting and Megatron's own offloads as ParallelConfig fields (issue 31);
+    the optimizer offload's host bytes are CPU Adam's (placement.optim_offload)."""
+    f, opt = getattr(a, "optimizer_offload_fraction", 0.0) or 0.0, getattr(a, "optimizer", "adam")
+    if f and opt != "adam":
+        raise LedgerError("optimizer_offload_fraction", f"{f:g} is priced for Adam's state on the "
+                          f"host (fp32 param, grad and two moments); got --optimizer {opt}")
     return dict(nccl_nvls=getattr(a, "nccl_nvls", None),
                 optimizer_offload_fraction=getattr(a, "optimizer_offload_fraction", 0.0) or 0.0,
                 overlap_cpu_optimizer=bool(getattr(a, "overlap_cpu_optimizer", False)),
