@@ -20,7 +20,8 @@ EXPERT = 3 * H * 2048  # gate, up, down of one expert (and of the shared one)
 
 
 @pytest.mark.parametrize("mods,flops", [
-    (("core_attn",), 2 * L * 4096 * 128 * 192),  # causal QK^T and PV at s = 4096
+    # causal QK^T (q/k 192 wide) and PV (v 128 wide) over 2,048 keys on average, at s = 4096
+    (("core_attn",), L * 2 * 128 * (192 + 128) * 2048),
     (("mla_up_proj",), 2 * L * (Q_UP + KV_UP)),
     (("mlp",), 2 * DENSE * 3 * H * 18432),  # the 3 dense layers' MLP
     (("moe",), 2 * MOE * (H * 256 + EXPERT + 8 * EXPERT)),  # router, shared, 8 routed
@@ -110,3 +111,21 @@ def test_moe_act_reruns_the_glu_clamps_eager_passes():
     _, sel_p, none_p = _bwd(plain, cfg)
     assert (sel_c["elementwise"] - none_c["elementwise"]) \
         - (sel_p["elementwise"] - none_p["elementwise"]) == pytest.approx(clamp_fwd / hbm)
+
+
+def test_core_attn_rerun_sees_only_a_windows_keys():
+    """gpt-oss's sliding-window layers re-run QK^T and PV over their 128-key window, not
+    the whole causal prefix: its 18 global and 18 windowed layers at s = 4096 (review
+    finding: every layer had been priced at the full sequence)."""
+    from pathlib import Path
+
+    from ledger.io import from_hf_config
+
+    m = from_hf_config(Path(__file__).parent.parent / "examples" / "gpt-oss-120b.json")
+    m = m.with_seq(4096)
+    assert (m.layers, m.sliding_window) == (36, 128)
+    per_layer = 2 * m.heads * (m.head_dim + m.v_head_dim)
+    windowed = sum(min(i + 1, 128) for i in range(4096)) / 4096  # keys a query sees
+    full = (4096 + 1) / 2
+    expected = per_layer * (18 * full + 18 * windowed)
+    assert rerun_flops_per_token(m, ("core_attn",)) == pytest.approx(expected, rel=0.02)

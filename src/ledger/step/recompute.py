@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 from dataclasses import is_dataclass, replace
 
-from ledger.arch import selected
+from ledger.arch import attention_flops_per_token, selected
 from ledger.frameworks import of as framework_of
 from ledger.frameworks import peak_flops
 from ledger.model import ModelSpec
@@ -129,15 +129,14 @@ def layer_share(model: ModelSpec, mlp: str) -> float:
 def rerun_flops_per_token(model: ModelSpec, mods, causal: bool = True) -> float:
     """Model FLOPs per token a selective recompute of ``mods`` adds (the forward of the
     modules' GEMMs over the stack; norms and activations have none): ``core_attn`` the
-    attention core (QK^T and PV: 2 (causal) or 4 x attention layers x s x heads x
-    head_dim, Korthikanti et al. 2022 sec. 5), ``mla_up_proj`` 2 x the q and kv up
+    attention core's forward (QK^T at the q/k width and PV at the v width over the keys
+    each layer sees - a window's, the causal half - ``arch.attention_flops_per_token`` / 3), ``mla_up_proj`` 2 x the q and kv up
     projections' weights per MLA layer, ``mlp`` 2 x the dense MLP's, ``moe`` 2 x the
     router's, top_k routed experts', the shared experts' and LatentMoE's projections per
     MoE layer, ``shared_experts`` 2 x the shared experts'."""
     total = 0.0
-    if "core_attn" in mods:
-        total += (2 if causal else 4) * model.attention_layers * model.seq_len \
-            * model.heads * model.head_dim
+    if "core_attn" in mods:  # the forward third of the core's FLOPs over the keys each
+        total += attention_flops_per_token(model, causal) / 3  # layer sees (PV at v width)
     ups = 3 if model.gated_mlp else 2  # up (and gate) and down
     for kind, n in model.kind_counts.items():
         view = model.attention_of(kind)
