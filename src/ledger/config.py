@@ -19,6 +19,7 @@ from ledger.finetune import FineTune
 from ledger.frameworks import of as framework_of
 from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.frameworks.losses import loss as loss_of
+from ledger.frameworks.host_checks import EP_BACKENDS, GRAPH_SCOPES, check_host  # noqa: F401
 from ledger.frameworks.offload_checks import OFFLOAD_MODULES, check_offloads  # noqa: F401
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
@@ -32,13 +33,6 @@ RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", 
 TWO_STAGES = ("zb-v", "dualpipe", "dualpipev")  # schedules holding 2 stages per rank
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
-# what a CUDA graph captures (Megatron --cuda-graph-modules / --cuda-graph-scope,
-# megatron/core/transformer/enums.py L61-73 CudaGraphModule at d98e8a64): a block's kernels
-# replay without the host launching them; "full_iteration" (--cuda-graph-impl
-# full_iteration) captures the whole step
-GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
-                "full_iteration")
-EP_BACKENDS = ("deepep", "hybridep")  # the flex dispatcher's kernels (--moe-flex-dispatcher-backend)
 GRAD_ACCUMULATION = ("sharded", "unsharded")
 OFFLOADS = ("none", "optimizer", "params")
 
@@ -302,24 +296,6 @@ def check_step(cfg, fw) -> None:
     if cfg.loss is None:
         object.__setattr__(cfg, "loss", fw.loss_for(cfg.tp, cfg.compile))
     loss_of(cfg.loss)
-def check_host(cfg, fw) -> None:
-    """CUDA-graph scopes, the flex backend and the p2p overlap: checked, defaults filled in."""
-    scopes = tuple(cfg.cuda_graph)
-    odd = [s for s in scopes if s not in GRAPH_SCOPES]
-    if odd:
-        raise LedgerError("cuda_graph", f"unknown scope {', '.join(map(repr, odd))}; known: "
-                                        f"{', '.join(GRAPH_SCOPES)}")
-    object.__setattr__(cfg, "cuda_graph", scopes)
-    if cfg.ep_backend is None:
-        object.__setattr__(cfg, "ep_backend", "deepep")
-    if cfg.ep_backend not in EP_BACKENDS:
-        raise LedgerError("ep_backend", f"must be one of {', '.join(EP_BACKENDS)}, got "
-                                        f"{cfg.ep_backend!r}")
-    if cfg.overlap_p2p is None:
-        object.__setattr__(cfg, "overlap_p2p", cfg.schedule in fw.overlap_p2p_schedules)
-    check_offloads(cfg)  # ledger.frameworks.offload_checks
-
-
 def _check_dtypes(cfg) -> None:
     for f in ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
         v = getattr(cfg, f)
