@@ -258,8 +258,8 @@ def test_gpt_oss_120b_at_the_pinned_defaults_starts_inside_the_estimates_error()
     GiB: gpt-oss captures up to 1,024 tokens, 83 piecewise and 83 full graphs
     (0.656 GiB + 164 x 2.02 MiB). That leaves 4.96 GiB for a request of 4.79 GiB: it starts
     by 0.17 GiB (0.04 GiB with the non-torch increase llm-d measured on one H100, 0.13 GiB),
-    inside the estimate's spread between logs (docs/serve.md: 0.8 to 2.6 GiB for these 166
-    graphs by the logged rows' extremes; it fails above 1.15 GiB), so the defaults are not
+    inside the estimate's spread between logs (docs/serve.md: its left-out predictions miss
+    by -57% to +189%; it fails above 1.15 GiB), so the defaults are not
     decided. With llm-d's 1.03 GiB given instead it fails by 8 MiB."""
     model, q = load("gpt-oss-120b.json")
     h100 = system("h100-sxm")
@@ -285,7 +285,7 @@ def test_gpt_oss_120b_at_the_pinned_defaults_starts_inside_the_estimates_error()
                    "(ledger.serve.graphs: 83 + 83 graphs, 0.98 GiB) the ledger leaves 4.96 "
                    "GiB for a request of 4.79 GiB (0.17 GiB over; 0.04 with the 0.13 GiB "
                    "non-torch increase measured on an H100), inside the estimate's spread "
-                   "between logs (0.8-2.6 GiB for these graphs; it fails above 1.15). No "
+                   "between logs (left-out misses -57%..+189%; it fails above 1.15 GiB). No "
                    "start-up log at this commit shows gpt-oss-120b's estimate")
 def test_gpt_oss_120b_fails_to_find_kv_memory_at_the_defaults_with_long_contexts():
     model, q = load("gpt-oss-120b.json")
