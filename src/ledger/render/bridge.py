@@ -217,6 +217,10 @@ def config_of(row: BridgeRow, precision: str | None,
             kw["offload_modules"] = mods
             kw["activation_offload_fraction"] = float(
                 row.setting("activation_offload_fraction", 1.0))
+            floor = row.setting("min_offloaded_tensor_size")  # Megatron keeps smaller tensors
+            if isinstance(floor, int) and floor > 0:  # on the GPU; priced as offloaded
+                approx.append(f"min_offloaded_tensor_size {floor:,} not priced (smaller "
+                              f"tensors stay on the GPU)")
         else:
             approx.append(f"fine-grained activation offload of {','.join(mods)} not priced")
     if row.megatron_fsdp and row.setting("num_distributed_optimizer_instances") not in (None, 1):

@@ -93,7 +93,8 @@ HELPER_SETTINGS = {"nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config": {
     "model.moe_flex_dispatcher_backend": "hybridep", "model.cuda_graph_impl": "none",
     "ddp.use_megatron_fsdp": True,
     "ddp.data_parallel_sharding_strategy": "optim_grads_params",
-    "ddp.num_distributed_optimizer_instances": 4},
+    "ddp.num_distributed_optimizer_instances": 4,
+    "model.min_offloaded_tensor_size": 500_000_000},  # perf_recipes/nemotronh/gb300 L241
     # its GB200 twin's one expression, evaluated: max(1, 256 // 64) (common.py L168-169)
     "nemotron_3_ultra_pretrain_256gpu_gb200_fp8mx_config": {
         "ddp.num_distributed_optimizer_instances": 4}}
