@@ -31,4 +31,4 @@ def check_host(cfg, fw) -> None:
                                         f"{cfg.ep_backend!r}")
     if cfg.overlap_p2p is None:
         object.__setattr__(cfg, "overlap_p2p", cfg.schedule in fw.overlap_p2p_schedules)
-    check_offloads(cfg)  # ledger.frameworks.offload_checks
+    check_offloads(cfg, fw)  # ledger.frameworks.offload_checks

@@ -15,7 +15,12 @@ OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_nor
                    "expert_fc1", "moe_act", "fused_group_mlp", "all")
 
 
-def check_offloads(cfg) -> None:
+# whose activation offload --offload-modules names
+WHOSE = {"megatron": "--fine-grained-activation-offloading",
+         "torchtitan": "graph_trainer cpu_offload_all"}
+
+
+def check_offloads(cfg, fw) -> None:
     """--offload-modules as Megatron checks them (transformer_config.py L2127-2175: attn_proj
     with core_attn, not with --cpu-offloading-num-layers; fused_group_mlp without
     expert_fc1 / moe_act, the docs) and the optimizer offload's share (in [0, 1], not with
@@ -32,12 +37,11 @@ def check_offloads(cfg) -> None:
                           f"among {', '.join(OFFLOAD_MODULES)}, attn_proj with core_attn, "
                           f"fused_group_mlp without expert_fc1 / moe_act, not with "
                           f"--cpu-offloading-num-layers, a fraction in [0, 1]")
-    family = str(getattr(cfg, "framework", "megatron")).split("@")[0]
+    family = fw.family
     runs = "torchtitan" if mods == ("all",) else "megatron"  # whose offload it is
     if mods and family != runs:
         raise LedgerError("offload_modules", f"{', '.join(mods)} is {runs}'s activation "
-                          f"offload ({'graph_trainer cpu_offload_all' if runs == 'torchtitan' else '--fine-grained-activation-offloading'}), "
-                          f"not {family}'s")
+                          f"offload ({WHOSE[runs]}), not {family}'s")
     f = cfg.optimizer_offload_fraction
     if f and (family != "megatron" or not np.all(np.asarray(cfg.zero_stage) >= 1)):
         raise LedgerError("optimizer_offload_fraction", f"{f}: Megatron's optimizer CPU "

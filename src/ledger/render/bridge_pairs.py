@@ -34,16 +34,21 @@ class Outcome:
 PAIRS = (("gb300", "b300"), ("gb200", "b200"))
 
 
+def _ran_by(out: list[Outcome], key) -> dict[tuple, list[Outcome]]:
+    """The outcomes that ran and have a published figure, grouped by ``key(row)``."""
+    groups: dict[tuple, list[Outcome]] = {}
+    for o in out:
+        if o.status == "ran" and o.error is not None:
+            groups.setdefault(key(o.row), []).append(o)
+    return groups
+
+
 def ratios(out: list[Outcome]) -> list[tuple[str, str, float, float]]:
     """(label, pair, published ratio, predicted ratio) of tokens/s/GPU for the same release,
     model, precision and GPU count on a rack GPU and its HGX twin (each at its own
     published placement), where both rows ran; a side with two such rows takes the one at
     the other side's GBS (26.06's DeepSeek-V3 on GB300 publishes GBS 4096 and 15360)."""
-    ran: dict[tuple, list[Outcome]] = {}
-    for o in out:
-        if o.status == "ran" and o.error is not None:
-            r = o.row
-            ran.setdefault((r.release, r.model, r.precision, r.gpus, r.gpu), []).append(o)
+    ran = _ran_by(out, lambda r: (r.release, r.model, r.precision, r.gpus, r.gpu))
     got = []
     for (rel, model, prec, gpus, gpu), sides in sorted(ran.items()):
         for rack, hgx in PAIRS:
@@ -87,12 +92,8 @@ def mbs_pairs(out: list[Outcome]) -> list[tuple[str, int, int, float, float]]:
     alike but for the micro-batch (model, GPU, precision, GPU count, TP, PP, CP, VP, EP,
     FSDP): within the latest release publishing both where there is one, else each
     micro-batch at its latest release; consecutive micro-batches paired."""
-    by: dict[tuple, list[Outcome]] = {}
-    for o in out:
-        if o.status == "ran" and o.error is not None:
-            r = o.row
-            key = (r.model, r.gpu, r.precision, r.gpus, r.tp, r.pp, r.cp, r.vp, r.ep, r.fsdp)
-            by.setdefault(key, []).append(o)
+    by = _ran_by(out, lambda r: (r.model, r.gpu, r.precision, r.gpus, r.tp, r.pp, r.cp, r.vp,
+                                 r.ep, r.fsdp))
     got = []
     for key, outs in sorted(by.items(), key=str):
         latest = sorted(outs, key=lambda o: RELEASES.index(o.row.release))

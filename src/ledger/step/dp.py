@@ -5,6 +5,8 @@ under the compute it can overlap; the bytes are ledger.placement.comms' DP rows,
 priced by NCCL's cost model over its group's ranks and nodes (``ledger.step.nccl``)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ledger.frameworks import of as framework_of
@@ -25,8 +27,6 @@ def nccl_system(system: System, nccl_nvls) -> System:
     (``nccl_nvls`` False; Megatron-Bridge's launchers do, executors.py L42-43), as the memory
     side prices it (``placement.nccl_buffers.nvls_on``)."""
     if nccl_nvls is False and system.nvls:
-        from dataclasses import replace
-
         return replace(system, nvls=False)
     return system
 
@@ -48,8 +48,9 @@ def call_s(system: System, lay, row, calls):
 
 def buckets(cfg, row, replicas):
     """Gradient calls at the step's end: the launch's bucket (``dp_bucket_params``) or the
-    framework's (Megatron: max(40M, 1M x dp) parameters) when the reduction overlaps the backward, one call per buffer
-    when it does not and the framework then drops its buckets; 0 for an empty row."""
+    framework's (Megatron: max(40M, 1M x dp) parameters) when the reduction overlaps the
+    backward, one call per buffer when it does not and the framework then drops its
+    buckets; 0 for an empty row."""
     fw = framework_of(cfg)
     fixed, per_rank = fw.dp_bucket_params
     given = getattr(cfg, "dp_bucket_params", None)  # the launch's own (--ddp-bucket-size)

@@ -171,18 +171,23 @@ def bf16_share(model: ModelSpec, rec) -> float:
     return min(sum(rec.bf16_layers), model.layers) / model.layers if rec is not None else 0.0
 
 
+def bf16_averaged(model: ModelSpec, cfg, gpu, stack) -> float:
+    """``stack(pk)`` - seconds over the stack at the GEMM peaks ``pk`` - at the config's
+    peaks, with the recipe's BF16 layers' share at the BF16 peak averaged in (not placed
+    on the first and last pipeline stages that hold them)."""
+    pk, share = _peaks(cfg, gpu), bf16_share(model, framework_of(cfg).fp8)
+    if not share:
+        return stack(pk)
+    return (1 - share) * stack(pk) + share * stack({g: gpu.bf16_flops for g in pk})
+
+
 def layer_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
     """Forward GEMM seconds of one layer, averaged over the stack: each kind of layer
     (``ledger.anatomy.mixers.LayerKind``) weighted by how many layers are of it."""
     def stack(pk):
         return sum(n * sum(kind_gemms_s(model, k, cfg, tokens, gpu, cal, pk).values())
                    for k, n in model.kind_counts.items()) / model.layers
-    pk, share = _peaks(cfg, gpu), bf16_share(model, framework_of(cfg).fp8)
-    if not share:
-        return stack(pk)
-    # the recipe's BF16 layers at the BF16 peak, averaged into the stack (not placed on
-    # the first and last pipeline stages that hold them)
-    return (1 - share) * stack(pk) + share * stack({g: gpu.bf16_flops for g in pk})
+    return bf16_averaged(model, cfg, gpu, stack)
 
 
 def routed_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):

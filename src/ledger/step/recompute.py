@@ -34,12 +34,10 @@ import copy
 from dataclasses import is_dataclass, replace
 
 from ledger.arch import attention_flops_per_token, selected
-from ledger.frameworks import of as framework_of
-from ledger.frameworks import peak_flops
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer
 from ledger.step.eager import expert_pass_bytes
-from ledger.step.gemm import bf16_share, gemm_s, kind_gemms_s
+from ledger.step.gemm import bf16_averaged, gemm_s, kind_gemms_s
 
 MOE_PARTS = ("experts", "shared_experts", "router", "latent_proj")  # what ``moe`` re-runs
 
@@ -54,16 +52,12 @@ def rerun_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal, mods) -> float:
     """Forward GEMM seconds of the recomputed modules of one layer, averaged over the stack
     (each kind of layer by its count; a recipe's BF16 layers at the BF16 peak, as
     ``ledger.step.gemm.layer_gemms_s`` averages them)."""
-    fw = framework_of(cfg)
     if not {"mla_up_proj", "mlp", "moe", "shared_experts"} & set(mods):
         return 0.0  # core_attn, layernorm, moe_act: no GEMMs
 
-    def stack(bf16: bool):
+    def stack(pk):
         total = 0.0
         for kind, n in model.kind_counts.items():
-            pk = None if not bf16 else {g: gpu.bf16_flops for g in (
-                "qkv", "attn_out", "mla_down", "mla_up", "mlp_up", "mlp_down", "experts_up",
-                "experts_down", "shared_up", "shared_down")}
             parts = kind_gemms_s(model, kind, cfg, tokens, gpu, cal, pk)
             t = 0.0
             if "mlp" in mods and kind.mlp == "dense":
@@ -74,17 +68,15 @@ def rerun_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal, mods) -> float:
                 t = t + parts.get("shared_experts", 0.0)
             view = model.attention_of(kind)
             if "mla_up_proj" in mods and "attention" in kind.mixer and view.attention == "mla":
-                peak = gpu.bf16_flops if bf16 else peak_flops(gpu, fw, "mla_up")
-                q_peak = peak if view.q_lora_rank else (
-                    gpu.bf16_flops if bf16 else peak_flops(gpu, fw, "qkv"))
+                q_peak = pk["mla_up"] if view.q_lora_rank else pk["qkv"]
                 q_in = view.q_lora_rank or view.hidden
                 kv = view.heads * (view.qk_nope_head_dim + view.v_head_dim)
+                up = pk["mla_up"]
                 t = t + gemm_s(tokens, view.q_dim / cfg.tp, q_in, gpu, cal, peak=q_peak) \
-                    + gemm_s(tokens, kv / cfg.tp, view.kv_lora_rank, gpu, cal, peak=peak)
+                    + gemm_s(tokens, kv / cfg.tp, view.kv_lora_rank, gpu, cal, peak=up)
             total = total + n * t
         return total / model.layers
-    share = bf16_share(model, fw.fp8)
-    return stack(False) if not share else (1 - share) * stack(False) + share * stack(True)
+    return bf16_averaged(model, cfg, gpu, stack)
 
 
 def _with_modules(cfg, mods):
@@ -130,10 +122,11 @@ def rerun_flops_per_token(model: ModelSpec, mods, causal: bool = True) -> float:
     """Model FLOPs per token a selective recompute of ``mods`` adds (the forward of the
     modules' GEMMs over the stack; norms and activations have none): ``core_attn`` the
     attention core's forward (QK^T at the q/k width and PV at the v width over the keys
-    each layer sees - a window's, the causal half - ``arch.attention_flops_per_token`` / 3), ``mla_up_proj`` 2 x the q and kv up
-    projections' weights per MLA layer, ``mlp`` 2 x the dense MLP's, ``moe`` 2 x the
-    router's, top_k routed experts', the shared experts' and LatentMoE's projections per
-    MoE layer, ``shared_experts`` 2 x the shared experts'."""
+    each layer sees - a window's, the causal half - ``arch.attention_flops_per_token`` /
+    3), ``mla_up_proj`` 2 x the q and kv up projections' weights per MLA layer, ``mlp``
+    2 x the dense MLP's, ``moe`` 2 x the router's, top_k routed experts', the shared
+    experts' and LatentMoE's projections per MoE layer, ``shared_experts`` 2 x the shared
+    experts'."""
     total = 0.0
     if "core_attn" in mods:  # the forward third of the core's FLOPs over the keys each
         total += attention_flops_per_token(model, causal) / 3  # layer sees (PV at v width)
