@@ -300,6 +300,23 @@ def test_a_cell_copied_from_a_sibling_line_yields_to_the_recipe():
     assert q.as_run() is q
 
 
+def test_a_table_placement_that_cannot_run_yields_to_its_recipe():
+    """25.09 GB200 DeepSeek-V3 MXFP8 (archive L610 @ 067f987d) states PP 8 VP 2 on 256 GPUs
+    with EP 64: DP 32 cannot hold an EP-64 group, so Megatron would refuse it, yet the run
+    ran. Its recipe (v0.1.0rc3 deepseek_v3_llm_pretrain.yaml L98) runs PP 4 VP 8, and the
+    row is priced there; every other row keeps the table's cells."""
+    from ledger.render.bridge import outcomes
+    from ledger.validation.bridge import unrunnable_cells
+
+    moved = {r.id: unrunnable_cells(r) for r in ROWS if unrunnable_cells(r)}
+    assert moved == {"25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1": {"pp": 4, "vp": 8}}
+    r = BY_ID["25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"]
+    run = r.as_run()
+    assert (r.pp, r.vp, r.dp) == (8, 2, 32) and (run.pp, run.vp, run.dp) == (4, 8, 64)
+    out = {o.row.id: o for o in outcomes()}[r.id]
+    assert out.status == "ran" and out.fits
+
+
 def test_allocator_setting_per_release_launcher():
     """Expandable segments as each release's perf launch sets PYTORCH_CUDA_ALLOC_CONF: at
     v0.6.0 (26.08) every recipe function's own env_vars turn them on (e.g. perf_recipes/

@@ -214,9 +214,9 @@ class BridgeRow:
 
     def as_run(self) -> "BridgeRow":
         """The row as it is priced: its table cells, except those ``copied_cells`` reads as
-        copied from a sibling row, which take the recipe's values (the table's stay in
-        ``disagree`` and in ``id``)."""
-        cells = copied_cells(self)
+        copied from a sibling row or ``unrunnable_cells`` finds impossible, which take the
+        recipe's values (the table's stay in ``disagree`` and in ``id``)."""
+        cells = copied_cells(self) or unrunnable_cells(self)
         return replace(self, **cells) if cells else self
 
     @property
@@ -316,6 +316,25 @@ def copied_cells(row: BridgeRow) -> dict:
     witness = any(o.release != row.release and o.precision == row.precision
                   and all(getattr(o, k) == v for k, v in said.items()) for o in same)
     return dict(said) if sibling and witness else {}
+
+
+def unrunnable_cells(row: BridgeRow) -> dict:
+    """{cell: the recipe's value} for every placement cell of a row whose table sizes cannot
+    run at all (``table_inconsistent`` says so: Megatron would refuse the placement, so the
+    table misprints at least one cell of a run that ran), where the recipe's cells make a
+    placement Megatron accepts - one rule for every row. It moves 25.09 GB200 DeepSeek-V3
+    MXFP8 (table PP 8 VP 2 leaves DP 32 for EP 64; its recipe, v0.1.0rc3
+    deepseek_v3_llm_pretrain.yaml L98, runs PP 4 VP 8, DP 64)."""
+    if not any(t.endswith("cannot run as published") for t in row.table_inconsistent):
+        return {}
+    said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
+    if not said or not all(isinstance(v, (int, bool)) for v in said.values()):
+        return {}
+    run = replace(row, **said)
+    ranks = run.tp * run.pp * run.cp
+    if run.gpus % ranks or (run.gpus // ranks * run.cp * run.tp) % (run.ep * (run.etp or 1)):
+        return {}
+    return said
 
 
 def _stages(layout: str) -> int:
