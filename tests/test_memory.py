@@ -17,7 +17,8 @@ from ledger.model import llama3_8b, llama3_405b
 from ledger.parallel import ParallelConfig, place
 from ledger.pipeline import KINDS, build, held_closed, walk
 from ledger.render import fit_table, memory_table
-from ledger.validation.memory import error, fit_fragmentation, megatron_gpt, peaks
+from ledger.validation.memory import (BASES, _placed, error, fit_fragmentation, megatron_gpt,
+                                     peaks)
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = peaks()
@@ -69,8 +70,29 @@ def test_measured_rows_meet_the_issue_31_bar():
 
 
 def test_shipped_fragmentation_is_the_fits_argmin():
-    _, _, eager, compiled = fit_fragmentation()[0]
+    """The shipped pair is the first line of the basis that fits the calibration rows
+    better: a share of every allocated byte (1.52% mean |error|) over a share of the
+    churned bytes alone (1.67%)."""
+    fits = {basis: fit_fragmentation(basis=basis) for basis in BASES}
+    best = min(BASES, key=lambda b: fits[b][0][0])
+    assert best == "allocated"
+    _, _, eager, compiled = fits[best][0]
     assert (eager, compiled) == FRAGMENTATION
+
+
+def test_persistent_bytes_by_hand():
+    """Allocated once for the run: torchtitan's (FSDP2) fp32 parameter shard and two fp32
+    moments, 12 B a parameter over 8 ranks, its gradients freed every step by zero_grad;
+    Megatron's whole state (its gradient buffer persists) and the buffers it keeps."""
+    t1 = next(r for r in ROWS if r.label.startswith("T1-1"))
+    m = _placed(t1).memory_by_rank[0]
+    assert m.moment == "loss backward"
+    assert m.persistent_bytes == llama3_8b().params * 12 / 8 == 12_045_391_872
+    gpt = next(r for r in ROWS if r.label.startswith("gpt3_7b_tp4"))
+    for m in _placed(gpt).memory_by_rank:
+        assert m.persistent_bytes == m.state_bytes + m.kept_bytes
+        assert m.churned_bytes == (m.activations_bytes + m.logits_bytes + m.buffers_bytes
+                                   - m.kept_bytes)
 
 
 def test_docs_show_the_benchmarks_output():
@@ -78,7 +100,7 @@ def test_docs_show_the_benchmarks_output():
     page = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```text\n(.*?)```", page, re.S)
     assert memory_table() + "\n" in blocks
-    assert fit_table(fit_fragmentation()) + "\n" in blocks
+    assert fit_table({b: fit_fragmentation(basis=b) for b in BASES}) + "\n" in blocks
 
 
 def test_op_policy_keeps_by_hand():

@@ -86,6 +86,13 @@ class MemoryBreakdown:
     # (name, bytes) of the context beyond the framework's flat CUDA context: buffers
     # allocated outside PyTorch's allocator (ledger.placement.context)
     context_named: tuple = ()
+    # of allocated: what is allocated once for the run and never freed (``persistent_bytes``)
+    persistent_bytes: float = 0.0
+
+    @property
+    def churned_bytes(self) -> float:
+        """Of allocated: what is freed and requested again every step."""
+        return self.allocated_bytes - self.persistent_bytes
 
     @property
     def required_bytes(self) -> float:
@@ -329,6 +336,18 @@ def _point_sums(parts: RankParts, held, cfg, fw, grads_at_loss):
     return points, sums, [share * a + c for a, c in zip(sums, cached)], cached
 
 
+def persistent_bytes(parts: RankParts, state, fw):
+    """Of a point's allocated bytes (``state`` its state term), those allocated once for
+    the run and never freed: the parameters and optimizer state, the gradients where the
+    framework keeps them in a buffer of its own (``Framework.grads_persist``) and the
+    buffers it keeps (``kept``). The rest - activations, logits, gathered parameters,
+    per-step gradients, workspaces - is freed and requested again every step: the only
+    blocks the caching allocator reuses and splits (SOURCES["fragmentation"]).
+    benchmarks/fit_memory.py fits the fragmentation on either basis."""
+    own = parts.params + parts.optim
+    return own + parts.kept + (state - own) * fw.grads_persist
+
+
 def peak_total(parts: RankParts, held, cfg, fw, grads_at_loss):
     """What the device must hold at its worst point: ``peak_memory(...).required_bytes``
     without the breakdown (the planner's grid, judged as ``report`` judges)."""
@@ -353,4 +372,5 @@ def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
     return MemoryBreakdown(rank, state, acts, logits, buffers, float(frag[best]),
                            context, MOMENTS[best], float(cached[best]),
                            float(parts.kept), parts.named, need + context,
-                           context_named=parts.outside_named)
+                           context_named=parts.outside_named,
+                           persistent_bytes=float(persistent_bytes(parts, state, fw)))

@@ -76,8 +76,9 @@ def memory_table(rows=None) -> str:
     return "\n".join(lines)
 
 
-def fit_table(scores, top: int = 5) -> str:
-    """The fragmentation fit's best grid points, then what ships."""
+def fit_table(fits: dict, top: int = 3) -> str:
+    """The fragmentation fit's best grid points on each basis (``fits``: basis -> the
+    scores ``fit_fragmentation`` returns), then what ships."""
     from ledger.frameworks.conventions import FRAGMENTATION
     from ledger.validation.memory import calibration_rows
 
@@ -85,8 +86,11 @@ def fit_table(scores, top: int = 5) -> str:
     lines = [f"fragmentation (reserved / allocated - 1) on {len(rows)} calibration rows "
              f"({sum(not r.cfg.compile for r in rows)} eager, "
              f"{sum(bool(r.cfg.compile) for r in rows)} compiled)"]
-    for mean, worst, eager, compiled in scores[:top]:
-        lines.append(f"eager {eager:4.2f}  compiled {compiled:4.2f}  mean |error| {mean:.2%}"
-                     f"  max {worst:.2%}")
-    lines.append(f"shipped: eager {FRAGMENTATION[0]:4.2f}  compiled {FRAGMENTATION[1]:4.2f}")
+    for basis, scores in fits.items():
+        lines.append(f"a share of {basis} bytes:")
+        for mean, worst, eager, compiled in scores[:top]:
+            lines.append(f"  eager {eager:4.2f}  compiled {compiled:4.2f}  mean |error| "
+                         f"{mean:.2%}  max {worst:.2%}")
+    lines.append(f"shipped: a share of allocated bytes, eager {FRAGMENTATION[0]:4.2f}  "
+                 f"compiled {FRAGMENTATION[1]:4.2f}")
     return "\n".join(lines)

@@ -249,10 +249,12 @@ def _placed(row: Peak):
     return place(row.model, row.cfg)
 
 
-def predicted(row: Peak, fragmentation: tuple[float, float] | None = None) -> float:
+def predicted(row: Peak, fragmentation: tuple[float, float] | None = None,
+              basis: str = "allocated") -> float:
     """The row's metric from the ledger, in the row's own definition (bytes, or 1 / 0
     for fits / does not fit); ``fragmentation`` (eager, compiled) in place of the
-    framework's fitted pair (at the points of the step the shipped pair picks)."""
+    framework's fitted pair (at the points of the step the shipped pair picks), a share
+    of the ``basis`` (BASES) bytes."""
     ranks = _placed(row).memory_by_rank
     if row.metric == "resident":  # Megatron's grads persist: the state of every point,
         return ranks[-1].state_bytes + ranks[-1].kept_bytes  # and the buffers kept for the run
@@ -262,7 +264,8 @@ def predicted(row: Peak, fragmentation: tuple[float, float] | None = None) -> fl
         reserved = max(m.reserved_bytes for m in ranks)
     else:
         share = fragmentation[bool(row.cfg.compile)]
-        reserved = max(m.allocated_bytes * (1 + share) + m.cached_bytes for m in ranks)
+        reserved = max(m.allocated_bytes + share * getattr(m, f"{basis}_bytes")
+                       + m.cached_bytes for m in ranks)
     if row.metric == "reserved":
         return reserved
     from ledger.system import system
@@ -272,29 +275,36 @@ def predicted(row: Peak, fragmentation: tuple[float, float] | None = None) -> fl
     return float(need <= system(row.gpu).gpu.hbm_bytes)
 
 
-def error(row: Peak, fragmentation: tuple[float, float] | None = None) -> float:
+def error(row: Peak, fragmentation: tuple[float, float] | None = None,
+          basis: str = "allocated") -> float:
     """(predicted - measured) / measured; for an outcome row 0 when the verdict is right,
     else 1."""
-    p = predicted(row, fragmentation)
+    p = predicted(row, fragmentation, basis)
     if row.metric == "outcome":
         return float(p != row.measured)
     return (p - row.measured) / row.measured
 
 
 FRAGMENTATION_GRID = tuple(round(0.01 * i, 2) for i in range(31))  # 0.00 ... 0.30
+# what the fragmentation is a share of: every allocated byte (what ships), or only the
+# bytes freed and requested again every step (``MemoryBreakdown.churned_bytes``: the state
+# allocated once leaves the allocator no freed block to split)
+BASES = ("allocated", "churned")
 
 
-def fit_fragmentation(grid=FRAGMENTATION_GRID) -> list[tuple[float, float, float, float]]:
+def fit_fragmentation(grid=FRAGMENTATION_GRID,
+                      basis: str = "allocated") -> list[tuple[float, float, float, float]]:
     """Every (mean |error|, max |error|, eager, compiled) fragmentation on the calibration
-    rows, best first: the memory model's fitted constants. Each is fitted on its own
-    rows (eager runs, compiled runs), so the grid is searched one axis at a time."""
+    rows, best first, as a share of the ``basis`` bytes: the memory model's fitted
+    constants. Each is fitted on its own rows (eager runs, compiled runs), so the grid is
+    searched one axis at a time."""
     rows = calibration_rows()
     best = {}
     for compiled in (False, True):
         mine = [r for r in rows if r.cfg.compile == compiled]
         scores = []
         for f in grid:
-            errs = [abs(error(r, (f, f))) for r in mine]
+            errs = [abs(error(r, (f, f), basis)) for r in mine]
             scores.append((sum(errs) / len(errs), max(errs), f))
         best[compiled] = sorted(scores)
     out = []
@@ -319,5 +329,5 @@ def summary(rows=None) -> dict:
     return out
 
 
-__all__ = ["FRAGMENTATION_GRID", "METRICS", "Peak", "calibration_rows", "error",
+__all__ = ["BASES", "FRAGMENTATION_GRID", "METRICS", "Peak", "calibration_rows", "error",
            "fit_fragmentation", "megatron_gpt", "peaks", "predicted", "summary"]
