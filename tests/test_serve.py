@@ -18,7 +18,12 @@ from ledger.io import spec_from_dict
 from ledger.model import (PRESETS, ModelSpec, deepseek_v3, llama3_8b, llama3_70b, llama3_405b,
                           qwen3_30b_a3b)
 from ledger.serve import Engine, ServeConfig, engine, layer_caches, pipeline_split, serve
-from ledger.serve.budget import cuda_total_bytes, profile_activation_bytes, requested_bytes
+from ledger.serve.budget import (
+    cuda_total_bytes,
+    profile_activation_bytes,
+    requested_bytes,
+    topk_topp_buffer_bytes,
+)
 from ledger.serve.paging import pool
 from ledger.serve.timing import allreduce_hops, prefill_flops
 from ledger.serve.weights import weight_bytes_by_rank
@@ -202,18 +207,34 @@ def test_experts_span_tp_times_dp_with_or_without_ep():
 def test_budget_by_hand_llama3_8b():
     """ceil(81,559 MiB x 0.92); the profile run at 8,192 tokens: the forward's hidden and
     residual (2 x 8,192 x 4,096) plus its widest MLP (3 x 14,336 x 8,192) in bf16 =
-    838,860,800 B; the sampler's hidden states and 1,024 rows of 128,256 logits with
-    FlashInfer's top-k / top-p: bf16, their fp32 copy, the masked logits and their softmax
-    (2 + 4 + 4 + 4 B): 67,108,864 + 1,024 x 128,256 x 14 = 1,905,786,880 B, the larger.
-    vLLM asks ceil(total x utilization) of the total CUDA reports: 79.18 GiB on an H100."""
+    838,860,800 B; the sampler pass: the forward's output (8,192 x 4,096 x 2 B), the
+    1,024 gathered last tokens and their random copy (2 x 1,024 x 4,096 x 2 B), 1,024 rows
+    of 128,256 logits with FlashInfer's top-k / top-p then the Triton pass vLLM warms
+    after it: bf16, their fp32 copy and two fp32 rows more (2 + 4 + 4 + 4 B), and the
+    Triton kernel's buffer of 132 rows (one per H100 SM) of the vocabulary in fp32:
+    67,108,864 + 16,777,216 + 1,024 x 128,256 x 14 + 132 x 128,256 x 4 = 1,990,283,264 B,
+    the larger. vLLM asks ceil(total x utilization) of the total CUDA reports: 79.18 GiB on
+    an H100."""
     assert requested_bytes(81559 * 2**20, 0.92) == math.ceil(81559 * 2**20 * 0.92)
     assert cuda_total_bytes(GPUS["h100-sxm"]) == 79.18 * 2**30
     assert cuda_total_bytes(GPUS["h200"]) == GPUS["h200"].hbm_bytes
     m, cfg = llama3_8b(), ServeConfig(context=8192)
     eng = engine(m, cfg, GPUS["h100-sxm"])
     assert (eng.max_num_batched_tokens, eng.max_num_seqs) == (8192, 1024)
-    assert profile_activation_bytes(m, cfg, eng, range(32), last=True) == 1_905_786_880
+    sampler = 67_108_864 + 16_777_216 + 1024 * 128256 * 14 + 132 * 128256 * 4
+    assert sampler == 1_990_283_264
+    assert profile_activation_bytes(m, cfg, eng, range(32), last=True) == sampler
     assert profile_activation_bytes(m, cfg, eng, range(32), last=False) == 838_860_800
+
+
+def test_triton_top_k_buffer_one_row_per_program():
+    """The Triton top-k / top-p buffer: min(next power of two of min(SMs, rows), SMs) rows
+    of the vocabulary in fp32 - 132 on an H100 at 1,024 rows, 64 at 40 rows, none below 8
+    rows (the PyTorch sort runs there) nor with the older sort."""
+    assert topk_topp_buffer_bytes(1024, 1000, 132, "flashinfer") == 132 * 1000 * 4
+    assert topk_topp_buffer_bytes(40, 1000, 132, "native") == 64 * 1000 * 4
+    assert topk_topp_buffer_bytes(4, 1000, 132, "native") == 0
+    assert topk_topp_buffer_bytes(1024, 1000, 132, "sort") == 0
 
 
 def test_engine_defaults_follow_the_gpu_and_the_context():

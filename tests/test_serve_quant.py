@@ -156,18 +156,22 @@ def test_deepseek_r1_fp8_starts_on_8_h200():
 
 def test_gpt_oss_120b_starts_at_high_utilization_with_moderate_context():
     """vLLM 0.11.2 ran it on one H100 at --gpu-memory-utilization 0.97 with 85K tokens
-    (issue #33155's description)."""
+    (issue #33155's description): it starts with that vLLM's sort sampler and no CUDA-graph
+    estimate, and at the pinned commit's defaults otherwise (8.68 GiB of KV memory for
+    3.27 GiB a request)."""
     model, q = load("gpt-oss-120b.json")
-    est = serve(model, ServeConfig(context=85 * 1024, quant=q, gpu_memory_utilization=0.97),
-                system("h100-sxm"))
-    assert est.pool.short is None and est.max_sequences >= 1
+    h100 = system("h100-sxm")
+    for extra in ({}, {"sampler": "sort", "cudagraph_bytes": 0.0}):
+        est = serve(model, ServeConfig(context=85 * 1024, quant=q, gpu_memory_utilization=0.97,
+                                       **extra), h100)
+        assert est.pool.short is None and est.max_sequences >= 1
 
 
 def test_gpt_oss_120b_fails_at_vllm_0_10_defaults_with_131072_tokens():
     """Issue #23278's start-up: vLLM 0.10's defaults (--gpu-memory-utilization 0.9, the
     model's 131,072 tokens) with the Marlin MXFP4 path: "Available KV cache memory:
-    -2.14 GiB". The ledger also finds too little, even with FlashInfer's sampler: 2.64 GiB
-    for a request of 4.79 GiB (-2.10 GiB with the PyTorch sort that run had, below)."""
+    -2.14 GiB". The ledger also finds too little, even with the pinned commit's samplers
+    (-2.10 GiB with the sort that run had, below)."""
     model, q = load("gpt-oss-120b.json")
     est = serve(model, ServeConfig(context=131072, quant=q, gpu_memory_utilization=0.9,
                                    mxfp4_backend="marlin"), system("h100-sxm"))
@@ -176,17 +180,24 @@ def test_gpt_oss_120b_fails_at_vllm_0_10_defaults_with_131072_tokens():
 
 def test_gpt_oss_120b_sampler_pass_counted_by_hand():
     """The profile's sampler pass over min(8,192, 1,024) = 1,024 dummy rows of gpt-oss's
-    201,088-token vocabulary, beside the 8,192 dummy tokens' bf16 hidden states, counted by
-    hand. The PyTorch top-k / top-p path peaks inside its sort: the bf16 logits (2 B), their
-    fp32 copy (4), the sort's fp32 values and int64 indices (4 + 8), PyTorch's int64 index
-    per element for the segmented sort (8) and CUB's third key and value buffers (4 + 8).
-    FlashInfer's: the logits, their copy, the masked logits and their softmax (2+4+4+4)."""
+    201,088-token vocabulary, beside the 8,192 dummy tokens' bf16 hidden states and the
+    1,024 gathered last tokens with their random copy, counted by hand. The sort of vLLM
+    before PR #33538 peaks inside its sort: the bf16 logits (2 B), their fp32 copy (4),
+    the sort's fp32 values and int64 indices (4 + 8), PyTorch's int64 index per element for
+    the segmented sort (8) and CUB's third key and value buffers (4 + 8). At the pinned
+    commit FlashInfer's pass holds the logits, their copy, the masked logits and their
+    softmax (2+4+4+4), and the native pass vLLM warms after it the logits, their copy, the
+    softmax and the exponential draws (2+4+4+4) beside the Triton kernel's buffer of 132
+    rows, one per H100 SM, of the vocabulary in fp32."""
     model, q = load("gpt-oss-120b.json")
     h100 = system("h100-sxm")
-    hidden = 8192 * 2880 * 2
-    for sampler, per_logit in (("native", 38), ("flashinfer", 14)):
+    hidden = (8192 + 2 * 1024) * 2880 * 2
+    buffer = 132 * 201088 * 4
+    for sampler, per_logit, extra in (("sort", 38, 0), ("native", 14, buffer),
+                                      ("flashinfer", 14, buffer)):
         est = serve(model, ServeConfig(context=131072, quant=q, sampler=sampler), h100)
-        assert est.stages[0].budget.activation_bytes == hidden + 1024 * 201088 * per_logit
+        assert est.stages[0].budget.activation_bytes == \
+            hidden + 1024 * 201088 * per_logit + extra
 
 
 # The torch peak increase of vLLM's profile run ("torch peak memory increase"), measured at
@@ -205,92 +216,82 @@ TORCH_PEAKS = [
 @pytest.mark.parametrize("name,tp,logged", TORCH_PEAKS, ids=[t[0] for t in TORCH_PEAKS])
 def test_profile_peak_is_the_sort_of_the_sampler_pass(name, tp, logged):
     """Four text models' profile peaks are the PyTorch sampler's sort of 1,024 rows of their
-    vocabulary (38 B a logit) plus the hidden states, within 2% (the ledger is 0.7-1.4% under
-    each); FlashInfer's path (14 B) would be 62% under. These start-ups ran the PyTorch
-    top-k / top-p path, as vLLM did without FlashInfer's sampler; the pinned commit's default
-    is FlashInfer's."""
+    vocabulary (38 B a logit) plus the hidden states, within 2% (the ledger is 0.5-0.7%
+    under each); the pinned commit's 14 B a logit and Triton buffer would be 60-62% under.
+    These start-ups ran vLLM before the Triton top-k / top-p kernel (PR #33538)."""
     model, _ = read_hf_config(HERE.parent / name)
     h100 = system("h100-sxm")
     cfg = dict(tp=tp, context=16000, gpu_memory_utilization=0.9)
-    native = serve(model, ServeConfig(sampler="native", **cfg), h100)
-    assert native.stages[0].budget.activation_bytes / GiB == pytest.approx(logged, rel=0.02)
-    flashinfer = serve(model, ServeConfig(**cfg), h100)
-    assert flashinfer.stages[0].budget.activation_bytes / GiB < 0.5 * logged
+    old = serve(model, ServeConfig(sampler="sort", **cfg), h100)
+    assert old.stages[0].budget.activation_bytes / GiB == pytest.approx(logged, rel=0.02)
+    pinned = serve(model, ServeConfig(**cfg), h100)
+    assert pinned.stages[0].budget.activation_bytes / GiB < 0.5 * logged
 
 
 def test_gpt_oss_120b_kv_memory_as_the_failing_logs_found_it():
-    """The two logged failures, with the PyTorch sampler those start-ups ran and llm-d's
-    measured non-torch increase on one H100 (0.13 GiB, given as --non-torch-gib), Marlin
-    MXFP4 kernels: #23278 (vLLM 0.10.1: 0.9, 131,072 tokens) logged "Available KV cache
-    memory: -2.14 GiB", the ledger -2.10; #27508 (0.95, --max-num-batched-tokens 1024)
-    logged 1.71 GiB, the ledger 1.90 (with Triton's kernels 3.62: the log does not say which
-    ran; Marlin is the one that fits it, so that row chose the backend). Those vLLM
-    subtracted no CUDA-graph estimate (default from v0.21): --cudagraph-gib 0."""
+    """The two logged failures, with the PyTorch sort those start-ups ran, llm-d's measured
+    non-torch increase on one H100 (0.13 GiB) and Marlin MXFP4 kernels: #23278 (vLLM 0.10.1:
+    0.9, 131,072 tokens) logged "Available KV cache memory: -2.14 GiB", the ledger -2.11;
+    #27508 (0.95, --max-num-batched-tokens 1024) logged 1.71 GiB, the ledger 1.89 (with
+    Triton's kernels 3.61: the log does not say which ran; Marlin is the one that fits it,
+    so that row chose the backend). Those vLLM subtracted no CUDA-graph estimate (default
+    from v0.21): --cudagraph-gib 0."""
     model, q = load("gpt-oss-120b.json")
     h100 = system("h100-sxm")
-    base = dict(context=131072, quant=q, mxfp4_backend="marlin", sampler="native",
-                non_torch_bytes=0.13 * GiB, cudagraph_bytes=0.0)
+    base = dict(context=131072, quant=q, mxfp4_backend="marlin", sampler="sort",
+                cudagraph_bytes=0.0)
     for extra, logged in (({"gpu_memory_utilization": 0.9}, -2.14),
                           ({"gpu_memory_utilization": 0.95, "max_num_batched_tokens": 1024},
                            1.71)):
         est = serve(model, ServeConfig(**base, **extra), h100)
-        assert est.stages[0].budget.available_bytes / GiB == pytest.approx(logged, abs=0.25)
+        b = est.stages[0].budget
+        assert (b.non_torch_bytes / GiB, b.non_torch_logged) == (pytest.approx(0.13), True)
+        assert b.available_bytes / GiB == pytest.approx(logged, abs=0.25)
         assert not est.starts
 
 
-def test_gpt_oss_120b_with_the_native_sampler_starts_high_and_fails_long():
-    """Both outcomes of the users' logs at once, with the PyTorch top-k / top-p sampler
-    (vLLM without FlashInfer's, as before PR #40376): at the defaults (0.92, Triton) a
-    request of 131,072 tokens finds too little (1.34 GiB for 4.79 GiB), and at
-    --gpu-memory-utilization 0.97 85K tokens start (issue #33155's description: 5.29 GiB)."""
+def test_gpt_oss_120b_with_the_sort_sampler_starts_high_and_fails_long():
+    """Both outcomes of the users' logs at once with the sort of their vLLM (before PR
+    #33538): at 0.92 a request of 131,072 tokens finds too little (0.21 GiB for 4.79 GiB),
+    and at --gpu-memory-utilization 0.97 85K tokens start (issue #33155's description)."""
     model, q = load("gpt-oss-120b.json")
     h100 = system("h100-sxm")
-    assert not serve(model, ServeConfig(context=131072, quant=q, sampler="native"),
+    assert not serve(model, ServeConfig(context=131072, quant=q, sampler="sort"),
                      h100).starts
     high = serve(model, ServeConfig(context=85 * 1024, quant=q, gpu_memory_utilization=0.97,
-                                    sampler="native"), h100)
+                                    sampler="sort"), h100)
     assert high.starts and high.max_sequences >= 1
 
 
-def test_gpt_oss_120b_at_the_pinned_defaults_starts_inside_the_estimates_error():
-    """At the pinned commit's defaults (FlashInfer's sampler, 0.92, Triton) the profile
-    peak is 2.73 GiB and vLLM's CUDA-graph estimate, as ledger.serve.graphs models it, 0.98
-    GiB: gpt-oss captures up to 1,024 tokens, 83 piecewise and 83 full graphs
-    (0.656 GiB + 164 x 2.02 MiB). That leaves 4.96 GiB for a request of 4.79 GiB: it starts
-    by 0.17 GiB (0.04 GiB with the non-torch increase llm-d measured on one H100, 0.13 GiB),
-    inside the estimate's spread between logs (docs/serve.md: its left-out predictions miss
-    by -57% to +189%; it fails above 1.15 GiB), so the defaults are not
-    decided. With llm-d's 1.03 GiB given instead it fails by 8 MiB."""
+def test_gpt_oss_120b_fails_to_find_kv_memory_at_the_defaults_with_long_contexts():
+    """At the pinned commit's defaults (0.92, FlashInfer's sampler then the native warm-up,
+    Triton MXFP4 kernels, one H100) a request of 131,072 tokens needs 4.79 GiB of KV cache
+    (18 full layers' 8,192 blocks and 18 sliding layers' 521 of 32 KiB a layer:
+    _max_memory_usage_bytes_from_groups, vllm/v1/core/kv_cache_utils.py:1741-1800 at
+    v0.22.0) and finds 4.72 GiB: 72.85 GiB asked, less the weights (64.18), the profile
+    peak (2.84: 8,192 tokens' hidden states, 1,024 rows of 201,088 logits at 14 B and the
+    Triton top-k buffer), the non-torch increase logged on an H100 at TP 1 (0.13) and the
+    CUDA-graph estimate (0.98, ledger.serve.graphs: 83 + 83 graphs). The sourced terms
+    alone leave 5.70 GiB; it fails for any graph estimate above 0.91 GiB, so the verdict
+    rests on that estimate, a two-constant fit whose left-out rows miss by -57% to +189%.
+    Without the graph estimate (--enforce-eager) it starts by 0.91 GiB; with vLLM's
+    estimate at llm-d's captured 1.03 GiB it fails by 0.12."""
     model, q = load("gpt-oss-120b.json")
     h100 = system("h100-sxm")
     est = serve(model, ServeConfig(context=131072, quant=q), h100)
     b = est.stages[0].budget
     assert (b.graphs.piecewise, b.graphs.full, b.graphs.largest) == (83, 83, 1024)
     assert b.cudagraph_bytes / GiB == pytest.approx(0.980, abs=0.001)
-    assert est.starts and (b.available_bytes - est.pool.request_bytes) / GiB == \
-        pytest.approx(0.17, abs=0.01)
-    measured = serve(model, ServeConfig(context=131072, quant=q, non_torch_bytes=0.13 * GiB),
-                     h100)
-    assert measured.starts
-    given = serve(model, ServeConfig(context=131072, quant=q, non_torch_bytes=0.13 * GiB,
-                                     cudagraph_bytes=1.03 * GiB), h100)
+    assert est.pool.request_bytes / GiB == pytest.approx(4.79, abs=0.005)
+    assert not est.starts
+    assert (b.available_bytes - est.pool.request_bytes) / GiB == pytest.approx(-0.07, abs=0.01)
+    sourced = b.available_bytes + b.cudagraph_bytes
+    assert (sourced - est.pool.request_bytes) / GiB == pytest.approx(0.91, abs=0.01)
+    eager = serve(model, ServeConfig(context=131072, quant=q, enforce_eager=True), h100)
+    assert eager.starts
+    given = serve(model, ServeConfig(context=131072, quant=q, cudagraph_bytes=1.03 * GiB),
+                  h100)
     assert not given.starts
-
-
-@pytest.mark.xfail(strict=True, reason="at the pinned commit vLLM samples with FlashInfer's "
-                   "top-k/top-p kernel (PR #40376): the profile's sampler holds 14 B a logit "
-                   "(2.73 GiB with the hidden states), not the PyTorch sort's 38 B (7.33 GiB) "
-                   "that made vLLM 0.10-0.11 fail (#23278, #27508, reproduced within 0.2 GiB "
-                   "with --sampler native). With vLLM's CUDA-graph estimate modelled "
-                   "(ledger.serve.graphs: 83 + 83 graphs, 0.98 GiB) the ledger leaves 4.96 "
-                   "GiB for a request of 4.79 GiB (0.17 GiB over; 0.04 with the 0.13 GiB "
-                   "non-torch increase measured on an H100), inside the estimate's spread "
-                   "between logs (left-out misses -57%..+189%; it fails above 1.15 GiB). No "
-                   "start-up log at this commit shows gpt-oss-120b's estimate")
-def test_gpt_oss_120b_fails_to_find_kv_memory_at_the_defaults_with_long_contexts():
-    model, q = load("gpt-oss-120b.json")
-    h100 = system("h100-sxm")
-    assert not serve(model, ServeConfig(context=131072, quant=q), h100).starts
 
 
 def test_quantization_flag_overrides_the_file():

@@ -226,10 +226,11 @@ def _serve_parser(sub) -> None:
     g.add_argument("--mxfp4-backend", choices=("triton", "marlin", "flashinfer"),
                    help="vLLM's MXFP4 MoE kernels (default: vLLM's for the GPU; marlin is "
                         "VLLM_MXFP4_USE_MARLIN=1)")
-    g.add_argument("--sampler", choices=("flashinfer", "native"), default="flashinfer",
+    g.add_argument("--sampler", choices=("flashinfer", "native", "sort"), default="flashinfer",
                    help="top-k/top-p kernels of vLLM's profile sampler pass (default "
-                        "flashinfer, vLLM's since PR #40376; native is the PyTorch sort, "
-                        "VLLM_USE_FLASHINFER_SAMPLER=0 or no FlashInfer)")
+                        "flashinfer, vLLM's since PR #40376; native is its Triton kernel, "
+                        "VLLM_USE_FLASHINFER_SAMPLER=0; sort is the PyTorch sort of vLLM "
+                        "before PR #33538, as in its 0.10-0.11 start-ups)")
     g.add_argument("--kv-dtype", "--kv-cache-dtype", choices=tuple(KV_DTYPES), default="bf16",
                    help="KV cache dtype (default bf16, the model's)")
     g.add_argument("--gpu-memory-utilization", type=real(1.0), default=GPU_MEMORY_UTILIZATION,
@@ -251,8 +252,9 @@ def _serve_parser(sub) -> None:
                        help=f"dtype of {what} (default auto: vLLM's, the model's bf16; "
                             f"Nemotron-H's ssm state float32)")
     gib = real(MAX_HEADROOM_GIB, 0.0, closed_low=True)
-    g.add_argument("--non-torch-gib", type=gib, default=0.0,
-                   help="non-torch memory vLLM measures at start-up, GiB (default 0)")
+    g.add_argument("--non-torch-gib", type=gib,
+                   help="non-torch memory vLLM measures at start-up, GiB (default: one "
+                        "logged on the same GPU and tensor-parallel size, else 0)")
     eager = g.add_mutually_exclusive_group()
     eager.add_argument("--cudagraph-gib", type=gib,
                    help="CUDA-graph memory vLLM estimates at start-up, GiB (default: the "

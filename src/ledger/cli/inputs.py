@@ -198,7 +198,8 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        max_num_seqs=a.max_num_seqs, hybrid_manager=hybrid,
                        mamba_cache_dtype=a.mamba_cache_dtype or "auto",
                        mamba_ssm_cache_dtype=a.mamba_ssm_cache_dtype or "auto",
-                       non_torch_bytes=a.non_torch_gib * 2**30,
+                       non_torch_bytes=None if a.non_torch_gib is None
+                       else a.non_torch_gib * 2**30,
                        cudagraph_bytes=None if a.cudagraph_gib is None
                        else a.cudagraph_gib * 2**30, enforce_eager=a.enforce_eager)
 

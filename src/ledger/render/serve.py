@@ -112,7 +112,8 @@ def _budget_lines(est) -> list[str]:
         lines += [f"  {'memory (one GPU)':<22}{fmt_bytes(b.hbm_bytes, 9)} x {u:g} = "
                   f"{fmt_bytes(b.requested_bytes)} for vLLM: weights {fmt_bytes(b.weights_bytes)}"
                   f", profile run {fmt_bytes(b.activation_bytes)} (estimate)",
-                  f"  {'':<22}non-torch {fmt_bytes(b.non_torch_bytes)} (vLLM measures it: "
+                  f"  {'':<22}non-torch {fmt_bytes(b.non_torch_bytes)} ("
+                  f"{'logged on this GPU' if b.non_torch_logged else 'vLLM measures it'}: "
                   f"--non-torch-gib), CUDA graphs {fmt_bytes(b.cudagraph_bytes)} "
                   f"({_graphs_note(est.cfg, b)}) -> KV cache {fmt_bytes(b.available_bytes)}"]
     return lines

@@ -48,7 +48,9 @@ class ServeConfig:
     hybrid_manager: bool | None = None  # None: on, unless the model has chunked layers
     mamba_cache_dtype: str = "auto"  # --mamba-cache-dtype: recurrent states (auto: bf16)
     mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: their ssm part
-    non_torch_bytes: float = 0.0  # vLLM's measured non-torch increase (NCCL, cuBLAS)
+    non_torch_bytes: float | None = None  # vLLM's measured non-torch increase (NCCL,
+    #                                       cuBLAS); None: one logged on this GPU and tp
+    #                                       (ledger.serve.budget.NON_TORCH_BYTES), else 0
     cudagraph_bytes: float | None = None  # vLLM's CUDA-graph estimate as its log gives it;
     #                                       None: ledger.serve.graphs' model of it; 0: vLLM
     #                                       before v0.21 or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0
@@ -56,8 +58,9 @@ class ServeConfig:
     quant: object = None  # ledger.serve.quant.Quant: how the weights are stored (None: bf16)
     mxfp4_backend: str | None = None  # MXFP4 MoE kernels (None: vLLM's for the GPU)
     sampler: str = "flashinfer"  # top-k / top-p kernels the profile's sampler pass runs:
-    #                              "flashinfer" (this commit's default) or "native" (the
-    #                              PyTorch sort; ledger.serve.budget.SAMPLER_BYTES)
+    #                              "flashinfer" (this commit's default), "native" (the
+    #                              Triton kernel) or "sort" (the PyTorch sort of vLLM
+    #                              before PR #33538; ledger.serve.budget.SAMPLER_BYTES)
     engine: str = "vllm"  # "vllm", or "sglang": its memory plan (ledger.serve.sglang)
     mem_fraction_static: float | None = None  # SGLang's --mem-fraction-static (None: its
     #                                           default for the GPU)
@@ -81,7 +84,7 @@ class ServeConfig:
             raise LedgerError("gpu_memory_utilization", f"must lie in (0, 1], got {u!r}")
         for f in ("non_torch_bytes", "cudagraph_bytes"):
             v = getattr(self, f)
-            if v is None and f == "cudagraph_bytes":
+            if v is None:
                 continue
             if not (math.isfinite(v) and v >= 0):
                 raise LedgerError(f, f"must be a finite number >= 0, got {getattr(self, f)!r}")
@@ -97,8 +100,9 @@ class ServeConfig:
         if self.mxfp4_backend not in (None, "triton", "marlin", "flashinfer"):
             raise LedgerError("mxfp4_backend", f"must be triton, marlin or flashinfer, got "
                                                f"{self.mxfp4_backend!r}")
-        if self.sampler not in ("flashinfer", "native"):
-            raise LedgerError("sampler", f"must be flashinfer or native, got {self.sampler!r}")
+        if self.sampler not in ("flashinfer", "native", "sort"):
+            raise LedgerError("sampler", f"must be flashinfer, native or sort, got "
+                                         f"{self.sampler!r}")
         if self.ep not in (1, self.tp * self.dp):
             raise LedgerError("ep", f"vLLM's expert parallelism spans every GPU of tp x dp: "
                                     f"ep must be 1 or tp({self.tp}) * dp({self.dp}) = "
