@@ -146,6 +146,10 @@ def mxfp4_backend(gpu_name: str) -> str:
     return "marlin"
 
 
+def round_up(n: int, to: int) -> int:
+    return cdiv(n, to) * to
+
+
 def mxfp4_expert_bytes(model, cfg, backend: str) -> float:
     """One MoE layer's MXFP4 experts on one GPU as vLLM keeps them: E / ep experts of
     w13 (2 I x H) and w2 (H x I), I the intermediate per partition, both padded for the
@@ -153,14 +157,29 @@ def mxfp4_expert_bytes(model, cfg, backend: str) -> float:
     bf16 biases (Mxfp4MoEMethod.create_weights). The Triton backend keeps a second,
     swizzled copy of the scales beside the loaded ones (``_swizzle_mxfp4`` returns new
     tensors; only w13_weight / w2_weight are deleted) and casts the biases to fp32
-    (process_weights_after_loading, TRITON branch) - vllm mxfp4.py at 007d50058a."""
+    (process_weights_after_loading, TRITON branch) - vllm mxfp4.py at 007d50058a; at vLLM
+    0.22.0 the same (convert_gpt_oss_weight_to_mxfp4_moe_kernel_format,
+    vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:1144-1178, and
+    Mxfp4MoEMethod.process_weights_after_loading, quantization/mxfp4.py:338-350, which
+    keeps w13_weight_scale / w2_weight_scale and stores the copy in the precision config).
+    The copy is in triton_kernels' Hopper layouts, which pad (the triton_kernels vLLM
+    0.14.1 and 0.22.0 bundle, vllm/third_party/triton_kernels/tensor_details/
+    layout_details): HopperMXScaleLayout.swizzle_data pads each matrix's output rows to a
+    multiple of 2 x num_warps x 2 x 8 = 256 (num_warps 8, _swizzle_mxfp4's default) -
+    gpt-oss's 5,760 and 2,880 to 5,888 and 3,072; HopperMXValueLayout.swizzle_data pads
+    the rows to 16 and the packed input bytes to 32 (gpt-oss's need none)."""
     pad_i, pad_h = MXFP4_PAD[backend]
     experts = model.num_experts // cfg.ep
     i = cdiv(model.moe_ffn_hidden // cfg.etp, pad_i) * pad_i
     h = cdiv(model.expert_hidden, pad_h) * pad_h  # the experts' width (LatentMoE: latent)
-    copies, bias = (2, 4) if backend == "triton" else (1, 2)  # checkpoint: one of each
-    w13 = 2 * i * h // 2 + copies * 2 * i * h // 32 + bias * 2 * i
-    w2 = h * i // 2 + copies * h * i // 32 + bias * h
+    if backend == "triton":
+        def one(rows: int, cols: int) -> int:  # codes, loaded scales, swizzled scales
+            return round_up(rows, 16) * round_up(cols // 2, 32) + rows * cols // 32 \
+                + round_up(rows, 256) * cols // 32
+        return experts * (one(2 * i, h) + 4 * 2 * i + one(h, i) + 4 * h)
+    bias = 2  # the checkpoint's and the other kernels': bf16
+    w13 = 2 * i * h // 2 + 2 * i * h // 32 + bias * 2 * i
+    w2 = h * i // 2 + h * i // 32 + bias * h
     return experts * (w13 + w2)
 
 
