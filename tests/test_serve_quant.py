@@ -31,6 +31,12 @@ PUBLISHED = [
     ("quant/genz-70b-gptq-3bit-128g.json", 28_029_117_672, "model.safetensors LFS size"),
     ("quant/genz-70b-gptq-3bit-1g.json", 26_774_982_616, "model.safetensors LFS size"),
     ("quant/orpheus-3b-bnb-nf4.json", 2_456_339_440, "model.safetensors LFS size"),
+    # the hub's file listings (decimal GB or MB, three figures: within 0.1%)
+    ("quant/tinyllama-1.1b-chat-w4a16-actorder-group.json", 764e6, "model.safetensors 764 MB"),
+    ("quant/meta-llama-3-8b-fp8-dynamic.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
+    ("quant/llama-3.1-8b-instruct-modelopt-fp8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
+    ("quant/phi-4-reasoning-plus-modelopt-nvfp4.json", 4.99e9 + 4.73e9,
+     "shards 4.99 GB + 4.73 GB"),
 ]
 
 
@@ -48,8 +54,33 @@ def checkpoint_bytes(name: str) -> float:
 @pytest.mark.parametrize("name,size,what", PUBLISHED, ids=[p[0] for p in PUBLISHED])
 def test_checkpoint_bytes_match_the_published_size(name, size, what):
     """Within 2% of the size on disk. What is left: the safetensors header and, for
-    AutoGPTQ, the zero biases its QuantLinear saves (vLLM's Llama skips them)."""
+    AutoGPTQ, the zero biases its QuantLinear saves (vLLM's Llama skips them). Each file is
+    read as the method it names: the ledger's count is not fitted to the sizes."""
     assert checkpoint_bytes(name) == pytest.approx(size, rel=0.02)
+
+
+def test_the_published_sizes_read_each_method():
+    """The four checkpoints held to the hub's listings: compressed-tensors W4A16 (group 128,
+    act-order groups, so an int32 g_idx per input column), fp8 per tensor (dynamic
+    activations), ModelOpt FP8 and ModelOpt NVFP4 (fp8 scales per 16, fp32 per-tensor
+    scales), each leaving lm_head in bf16; within 0.1% of the listed sizes, the listings'
+    own rounding."""
+    rows = {name: size for name, size, _ in PUBLISHED}
+    w4 = load("quant/tinyllama-1.1b-chat-w4a16-actorder-group.json")[1]
+    assert (w4.method, w4.weight, w4.group, w4.g_idx, w4.ignore) == \
+        ("compressed-tensors", "int4", 128, True, ("lm_head",))
+    fp8 = load("quant/meta-llama-3-8b-fp8-dynamic.json")[1]
+    assert (fp8.method, fp8.weight, fp8.scale, fp8.activations) == \
+        ("fp8", "fp8", "tensor", "fp8")
+    mo8 = load("quant/llama-3.1-8b-instruct-modelopt-fp8.json")[1]
+    nv4 = load("quant/phi-4-reasoning-plus-modelopt-nvfp4.json")[1]
+    assert (mo8.method, mo8.weight, nv4.method, nv4.weight, nv4.group) == \
+        ("modelopt", "fp8", "modelopt", "fp4", 16)
+    for name in ("quant/tinyllama-1.1b-chat-w4a16-actorder-group.json",
+                 "quant/meta-llama-3-8b-fp8-dynamic.json",
+                 "quant/llama-3.1-8b-instruct-modelopt-fp8.json",
+                 "quant/phi-4-reasoning-plus-modelopt-nvfp4.json"):
+        assert checkpoint_bytes(name) == pytest.approx(rows[name], rel=0.001)
 
 
 def test_methods_read_from_the_configs():

@@ -199,9 +199,12 @@ def _ct(qc: dict) -> Quant:
         raise LedgerError("quantization_config", "a group strategy needs 'group_size'")
     # nvfp4 in compressed-tensors: fp8 scales per 16 and an fp32 global scale
     scale_bytes = 1 if weight == "fp4" else 2  # llm-compressor stores scales in bf16
+    # actorder "group" saves an int32 weight_g_idx per input column (compressed-tensors
+    # ac8e2ba82f, compressors/pack_quantized/base.py:45-56 and naive_quantized/base.py)
     return Quant("compressed-tensors", weight, strategy, scale_bytes, group=group,
                  block=tuple(block) if strategy == "block" else None,
                  zero_points=w.get("symmetric") is False,
+                 g_idx=w.get("actorder") == "group",
                  tensor_scales=int(isinstance(a, dict) and not a.get("dynamic", True)),
                  activations=acts, ignore=_str_list(qc, "ignore"))
 
