@@ -37,6 +37,7 @@ PUBLISHED = [
     ("quant/llama-3.1-8b-instruct-modelopt-fp8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
     ("quant/phi-4-reasoning-plus-modelopt-nvfp4.json", 4.99e9 + 4.73e9,
      "shards 4.99 GB + 4.73 GB"),
+    ("quant/llama-3.1-8b-instruct-w8a8-int8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
 ]
 
 
@@ -60,11 +61,11 @@ def test_checkpoint_bytes_match_the_published_size(name, size, what):
 
 
 def test_the_published_sizes_read_each_method():
-    """The four checkpoints held to the hub's listings: compressed-tensors W4A16 (group 128,
-    act-order groups, so an int32 g_idx per input column), fp8 per tensor (dynamic
-    activations), ModelOpt FP8 and ModelOpt NVFP4 (fp8 scales per 16, fp32 per-tensor
-    scales), each leaving lm_head in bf16; within 0.1% of the listed sizes, the listings'
-    own rounding."""
+    """The five checkpoints held to the hub's listings: compressed-tensors W4A16 (group 128,
+    act-order groups, so an int32 g_idx per input column) and INT8 W8A8 (a bf16 scale per
+    output channel), fp8 per tensor (dynamic activations), ModelOpt FP8 and ModelOpt NVFP4
+    (fp8 scales per 16, fp32 per-tensor scales), each leaving lm_head in bf16; within 0.1%
+    of the listed sizes, the listings' own rounding."""
     rows = {name: size for name, size, _ in PUBLISHED}
     w4 = load("quant/tinyllama-1.1b-chat-w4a16-actorder-group.json")[1]
     assert (w4.method, w4.weight, w4.group, w4.g_idx, w4.ignore) == \
@@ -76,7 +77,11 @@ def test_the_published_sizes_read_each_method():
     nv4 = load("quant/phi-4-reasoning-plus-modelopt-nvfp4.json")[1]
     assert (mo8.method, mo8.weight, nv4.method, nv4.weight, nv4.group) == \
         ("modelopt", "fp8", "modelopt", "fp4", 16)
-    for name in ("quant/tinyllama-1.1b-chat-w4a16-actorder-group.json",
+    int8 = load("quant/llama-3.1-8b-instruct-w8a8-int8.json")[1]
+    assert (int8.method, int8.weight, int8.scale, int8.activations) == \
+        ("compressed-tensors", "int8", "channel", "int8")
+    for name in ("quant/llama-3.1-8b-instruct-w8a8-int8.json",
+                 "quant/tinyllama-1.1b-chat-w4a16-actorder-group.json",
                  "quant/meta-llama-3-8b-fp8-dynamic.json",
                  "quant/llama-3.1-8b-instruct-modelopt-fp8.json",
                  "quant/phi-4-reasoning-plus-modelopt-nvfp4.json"):
