@@ -135,7 +135,7 @@ def _widest(model, cfg, tokens: int, layers: range) -> float:
 # top-k / top-p path always runs; it holds the gathered logits in the model's dtype (2) and
 # Sampler.forward their fp32 copy (4) (vllm/v1/sample/sampler.py:91). vLLM's release
 # sources v0.21.0 (9da56fd18) and v0.22.0 (0b3ba88f1), which bracket the pinned commit, are
-# the same in every line cited here (file:line at v0.22.0).
+# the same in every line cited here but for line numbers (file:line at v0.22.0).
 # - "flashinfer" (vLLM's default since PR #40376, 2026-04-20): flashinfer_sample calls
 #   top_k_top_p_sampling_from_logits, whose "top_k_first" order allocates the masked logits
 #   (4) and their softmax (4) (flashinfer-ai/flashinfer v0.6.8.post1-v0.6.11.post2,
@@ -144,7 +144,7 @@ def _widest(model, cfg, tokens: int, layers: range) -> float:
 #   forward_native" (gpu_model_runner.py:5954-5973), which takes the native path below.
 # - "native" (VLLM_USE_FLASHINFER_SAMPLER=0): forward_native masks in place with the Triton
 #   top-k / top-p kernel for >= 8 rows (apply_top_k_top_p, topk_topp_sampler.py:321; PR
-#   #33538, 2026-02-02), then holds the softmax (4, :129) and random_sample's exponential
+#   #33538, opened 2026-02-02), then holds the softmax (4, :129) and random_sample's exponential
 #   draws (4, :404): 14 B a logit, beside the kernel's buffer (``topk_topp_buffer_bytes``).
 # - "sort" (vLLM before PR #33538: the 0.10-0.11 start-ups users logged, and llm-d's):
 #   apply_top_k_top_p_pytorch sorts the whole vocabulary, and its peak is inside the sort:
