@@ -131,6 +131,13 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
                                     f"{name.replace('_', '-')}")
     if a.ep_overlap and not model_.is_moe:
         raise LedgerError("ep_overlap", f"{model_.name} has no experts to overlap")
+    if a.ep_overlap is not None:  # pinned: what Megatron refuses beside it (unpinned, the
+        from ledger.frameworks.host_checks import moe_overlap_problems  # planner drops
+
+        for field, problem in moe_overlap_problems(  # per row what does not run with it)
+                bool(getattr(a, "shared_expert_overlap", False)), None, None, a.ep_overlap,
+                bool(getattr(a, "delay_wgrad", False))):
+            raise LedgerError(field, problem)
     if a.vp is not None and a.pp is not None:  # the pins must be a pipeline it runs
         sched = a.schedule or ("interleaved" if a.vp > 1 else "1f1b")
         fw.check_pipeline(model_.layers, a.pp, a.vp, sched)

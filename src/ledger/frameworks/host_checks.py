@@ -1,7 +1,9 @@
 """What the host launches and how (``ParallelConfig.cuda_graph``, ``ep_backend``,
 ``overlap_p2p``): the CUDA-graph scopes Megatron captures, the flex dispatcher's kernels,
-the pipeline sends' overlap - checked, and each framework's default filled in; then the
-Megatron offloads' checks (``ledger.frameworks.offload_checks``)."""
+the pipeline sends' overlap - checked, and each framework's default filled in; what hides the
+MoE all-to-alls (``moe_overlap_problems``, the one check of the CLI's config and of the
+Megatron launch reader); then the Megatron offloads' checks
+(``ledger.frameworks.offload_checks``)."""
 from __future__ import annotations
 
 from ledger.errors import LedgerError
@@ -31,4 +33,40 @@ def check_host(cfg, fw) -> None:
                                         f"{cfg.ep_backend!r}")
     if cfg.overlap_p2p is None:
         object.__setattr__(cfg, "overlap_p2p", cfg.schedule in fw.overlap_p2p_schedules)
+    for field, problem in moe_overlap_problems(cfg.shared_expert_overlap, None, None,
+                                               cfg.ep_overlap, cfg.delay_wgrad):
+        raise LedgerError(field, problem)
     check_offloads(cfg, fw)  # ledger.frameworks.offload_checks
+
+
+def moe_overlap_problems(shared_overlap: bool, shared_experts: bool | None,
+                         dispatcher: str | None, ep_overlap: bool, delay_wgrad: bool
+                         ) -> list[tuple[str, str]]:
+    """(field, reason) for each MoE overlap Megatron-Core refuses, in its flags' spelling
+    (TransformerConfig.__post_init__, megatron/core/transformer/transformer_config.py at
+    d98e8a64): --moe-shared-expert-overlap under --overlap-moe-expert-parallel-comm
+    (L3039-3041 assert), or for a model with shared experts with a dispatcher other than
+    alltoall / flex (L1813, L1820-1826 raise; without shared experts the flag does nothing);
+    --delay-wgrad-compute without --overlap-moe-expert-parallel-comm (L3072-3076 assert).
+    ``shared_experts`` / ``dispatcher`` None: not known here (a ParallelConfig has no
+    model: ``ledger.placement.experts.check_model`` asks again with it).
+
+    >>> [f for f, _ in moe_overlap_problems(True, True, "allgather", False, True)]
+    ['shared_expert_overlap', 'delay_wgrad']
+    >>> moe_overlap_problems(True, False, "allgather", False, False)  # no shared experts
+    []
+    """
+    out = []
+    if shared_overlap and ep_overlap:
+        out.append(("shared_expert_overlap", "--moe-shared-expert-overlap with "
+                    "--overlap-moe-expert-parallel-comm (ep_overlap on): Megatron refuses "
+                    "both (transformer_config.py L3039-3041 @d98e8a64)"))
+    if shared_overlap and shared_experts and dispatcher not in (None, "alltoall", "flex"):
+        out.append(("shared_expert_overlap", f"--moe-shared-expert-overlap needs the "
+                    f"alltoall or flex dispatcher, got {dispatcher} "
+                    f"(transformer_config.py L1820-1826 @d98e8a64)"))
+    if delay_wgrad and not ep_overlap:
+        out.append(("delay_wgrad", "--delay-wgrad-compute needs "
+                    "--overlap-moe-expert-parallel-comm, got ep_overlap off "
+                    "(transformer_config.py L3072-3076 @d98e8a64)"))
+    return out

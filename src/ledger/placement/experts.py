@@ -39,6 +39,7 @@ from ledger.config import dispatcher, expert_tp, sp_shard_dispatch
 from ledger.errors import LedgerError, require_divides
 from ledger.frameworks import ep_wire_ratio
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.host_checks import moe_overlap_problems
 from ledger.placement.collectives import ring_bytes as coll_bytes
 
 
@@ -50,7 +51,8 @@ def moe_tokens(cfg, tokens):
 
 
 def check_model(model, cfg) -> None:
-    """What the expert grid needs of the model: experts split by ep, their width by etp."""
+    """What the expert grid needs of the model: experts split by ep, their width by etp;
+    the shared experts' overlap a dispatcher that runs it (``moe_overlap_problems``)."""
     experts = model.num_experts if model.is_moe else cfg.moe.num_experts
     if cfg.ep > 1:
         if experts <= 1:
@@ -58,6 +60,11 @@ def check_model(model, cfg) -> None:
         require_divides("num_experts", experts, "ep", cfg.ep)
     if model.is_moe:
         require_divides("moe_ffn_hidden", model.moe_ffn_hidden, "etp", expert_tp(cfg))
+    shared = bool(model.is_moe and model.shared_experts)
+    for field, problem in moe_overlap_problems(cfg.shared_expert_overlap, shared,
+                                               dispatcher(cfg), cfg.ep_overlap,
+                                               cfg.delay_wgrad):
+        raise LedgerError(field, problem)
 
 
 def remote_nodes(model, nodes: int) -> float:

@@ -280,6 +280,12 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
     if switches:
         switches["ep_overlap"] = bool(switches["ep_overlap"][0])
     facts = dict(facts or {})
+    # Megatron runs the shared experts' overlap without the combined 1F1B and delays the
+    # wgrad only within it (frameworks.host_checks.moe_overlap_problems); the rows were
+    # priced so (step.layer_comms), and each row's config carries the one that ran
+    drop = "shared_expert_overlap" if switches.get("ep_overlap") else "delay_wgrad"
+    if facts.get(drop):
+        facts[drop] = False
     if RECOMPUTES[g["rc"][i]] != "selective":  # the modules of a selective recompute
         facts.pop("recompute_modules", None)
     return ParallelConfig(

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 
 from ledger.errors import LedgerError
+from ledger.frameworks.host_checks import moe_overlap_problems
 from ledger.model import ModelSpec
 
 # tokenizers that read --vocab-size (build_tokenizer.py:64-65, 101-102)
@@ -122,17 +123,11 @@ def refusals(ns: dict, world: int | None) -> list[str]:
     if ns["overlap_param_gather"] and not (sharded and ns["overlap_grad_reduce"]):
         out.append("--overlap-param-gather needs the distributed optimizer and "
                    "--overlap-grad-reduce (arguments.py:1024-1029)")
-    a2a_overlap = ns.get("overlap_moe_expert_parallel_comm")
-    if ns.get("moe_shared_expert_overlap") and a2a_overlap:
-        out.append("--moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm "
-                   "(transformer_config.py L3040-3041)")
-    if ns.get("moe_shared_expert_overlap") and ns.get("moe_shared_expert_intermediate_size") \
-            and ns.get("moe_token_dispatcher_type") not in ("alltoall", "flex"):
-        out.append("--moe-shared-expert-overlap needs the alltoall or flex dispatcher "
-                   "(transformer_config.py L1820-1825)")
-    if ns.get("delay_wgrad_compute") and not a2a_overlap:
-        out.append("--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm "
-                   "(transformer_config.py L3074-3077)")
+    out += [problem for _, problem in moe_overlap_problems(
+        bool(ns.get("moe_shared_expert_overlap")),
+        ns.get("moe_shared_expert_intermediate_size") is not None,
+        ns.get("moe_token_dispatcher_type"), bool(ns.get("overlap_moe_expert_parallel_comm")),
+        bool(ns.get("delay_wgrad_compute")))]  # the CLI's check (frameworks.host_checks)
     sources = [bool(ns.get("mock_data")), bool(ns.get("data_path")),
                bool(ns.get("train_data_path") or ns.get("per_split_data_args_path"))]
     if sum(sources) > 1:

@@ -1,0 +1,92 @@
+"""The MoE overlaps Megatron-Core refuses (TransformerConfig.__post_init__,
+megatron/core/transformer/transformer_config.py at d98e8a64): --moe-shared-expert-overlap
+with --overlap-moe-expert-parallel-comm (L3039-3041), with a model's shared experts and
+the allgather dispatcher (L1813, L1820-1826); --delay-wgrad-compute without
+--overlap-moe-expert-parallel-comm (L3072-3076). The CLI refuses them in one line (exit 2)
+and the Megatron launch reader with the same reason: one check
+(``ledger.frameworks.host_checks.moe_overlap_problems``)."""
+import json
+
+import pytest
+
+from test_bad_input import run
+
+# a small MoE with one shared expert, EP 16 without a pipeline (where Megatron's combined
+# 1F1B runs: transformer_config.py L3007-3011)
+MODEL = ["custom", "--layers", "4", "--hidden", "1024", "--heads", "8", "--ffn", "4096",
+         "--vocab", "32000", "--mlp", "swiglu", "--num-experts", "16", "--top-k", "2",
+         "--moe-ffn", "512", "--gpus", "16", "--global-batch", "64", "--framework", "megatron"]
+SHARED = ["--shared-experts", "1"]
+CLI = ["estimate", *MODEL, *SHARED, "--ep", "16", "--zero", "1"]
+LAUNCH = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --ffn-hidden-size 4096 "
+          "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+          "--global-batch-size 64 --vocab-size 32000 --bf16 --tokenizer-type NullTokenizer "
+          "--swiglu --num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 512 "
+          "--moe-shared-expert-intermediate-size 512 --expert-model-parallel-size 16 "
+          "--use-distributed-optimizer")
+REFUSED = [  # (flags, field, what the line must show)
+    ("--moe-shared-expert-overlap --overlap-moe-expert-parallel-comm "
+     "--moe-token-dispatcher-type alltoall", "shared_expert_overlap",
+     "--moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm"),
+    ("--moe-shared-expert-overlap --moe-token-dispatcher-type allgather",
+     "shared_expert_overlap", "needs the alltoall or flex dispatcher, got allgather"),
+    ("--delay-wgrad-compute --moe-token-dispatcher-type alltoall", "delay_wgrad",
+     "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm"),
+]
+
+
+@pytest.mark.parametrize("flags,field,shown", REFUSED)
+def test_the_cli_refuses_what_megatron_refuses(flags, field, shown):
+    code, out, err = run(CLI + flags.split())
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"error: {field}: ") and shown in err and "Traceback" not in err
+    assert "transformer_config.py L" in err  # the line Megatron refuses it at
+
+
+@pytest.mark.parametrize("flags,field,shown", REFUSED)
+def test_the_reader_refuses_it_with_the_same_reason(tmp_path, flags, field, shown):
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{LAUNCH} {flags}\n")
+    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "16"])
+    assert code == 2 and "Megatron would refuse this launch" in err and shown in err
+    cli = run(CLI + flags.split())[2].split(": ", 2)[2].strip()
+    assert cli in err  # the same sentence: one check
+
+
+@pytest.mark.parametrize("flags", [
+    "--moe-shared-expert-overlap --moe-token-dispatcher-type alltoall",
+    "--delay-wgrad-compute --overlap-moe-expert-parallel-comm --moe-token-dispatcher-type "
+    "alltoall",
+])
+def test_what_megatron_runs_is_accepted(flags, tmp_path):
+    assert run(CLI + flags.split())[0] == 0
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{LAUNCH} {flags}\n")
+    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "16"])
+    assert code == 0, err
+
+
+def test_without_shared_experts_the_dispatcher_does_not_matter():
+    """Megatron checks the dispatcher only under moe_shared_expert_intermediate_size
+    (L1813): a model without shared experts runs the flag as a no-op."""
+    code, _, err = run(["estimate", *MODEL, "--ep", "16", "--zero", "1"] + ["--moe-shared-expert-overlap", "--moe-token-dispatcher-type",
+                               "allgather"])
+    assert code == 0, err
+
+
+def test_the_planner_keeps_each_row_to_one_of_them():
+    """Unpinned, the planner turns the EP overlap on where it may and drops the shared
+    experts' overlap there (as it priced them: ledger.step.layer_comms); pinned, the pair
+    Megatron refuses is refused."""
+    plan = ["plan", *MODEL, *SHARED]
+    code, out, err = run(plan + ["--moe-shared-expert-overlap", "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["plans"]
+    assert any(r["ep_overlap"] for r in rows)
+    assert not any(r["ep_overlap"] and r["shared_expert_overlap"] for r in rows)
+    code, out, err = run(plan + ["--moe-shared-expert-overlap", "--no-ep-overlap", "--json"])
+    assert code == 0 and all(r["shared_expert_overlap"] for r in json.loads(out)["plans"])
+    code, _, err = run(plan + ["--moe-shared-expert-overlap", "--ep-overlap"])
+    assert code == 2 and err.startswith("error: shared_expert_overlap: ")
+    code, _, err = run(plan + ["--delay-wgrad-compute", "--no-ep-overlap"])
+    assert code == 2 and err.startswith("error: delay_wgrad: ")
