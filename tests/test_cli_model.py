@@ -170,3 +170,36 @@ def test_a_composite_is_read_as_its_text_model_and_says_so(capsys, tmp_path):
     assert code == 0 and json.loads(out)["params"] == 463_909_888
     assert err == ("note: model_type 'got_ocr2' is a composite: its text model ('qwen2', "
                    "text_config) is what is counted; vision_config is not counted\n")
+
+
+@pytest.mark.parametrize("latent,refused", [(8192, True), (7168, True), (7167, False),
+                                            (1024, False)])
+def test_moe_latent_must_lie_below_hidden(capsys, latent, refused):
+    """--moe-latent is the experts' narrower width (hidden -> latent -> hidden): at or
+    above --hidden it is refused in one line with both numbers, exit 2; a launch file is
+    read as Megatron reads it (only > 0: arguments.py L1980-1982 @d98e8a64)."""
+    code, out, err = run(capsys, "report", "custom", *DEEPSEEK_V3, "--moe-latent", str(latent))
+    if refused:
+        assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+        assert err == f"error: --moe-latent: {latent:,} must be below --hidden 7,168 (the " \
+                      f"experts' narrower width between the two latent projections)\n"
+    else:
+        assert code == 0, err
+
+
+def test_moe_latent_in_a_launch_is_read_as_megatron_reads_it(capsys, tmp_path):
+    """A launch file's --moe-latent-size 2048 on a 1024-wide model runs under Megatron
+    (arguments.py L1980-1982 asserts only > 0): read; typed beside the file: refused."""
+    base = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --ffn-hidden-size 4096 "
+            "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+            "--global-batch-size 64 --vocab-size 32000 --bf16 --tokenizer-type NullTokenizer "
+            "--num-experts 8 --moe-router-topk 2")
+    (tmp_path / "file.sh").write_text(base + " --moe-latent-size 2048\n")
+    code, _, err = run(capsys, "report", "--from-megatron", str(tmp_path / "file.sh"),
+                       "--gpus", "8")
+    assert code == 0, err
+    (tmp_path / "typed.sh").write_text(base + "\n")
+    code, out, err = run(capsys, "report", "--from-megatron", str(tmp_path / "typed.sh"),
+                         "--gpus", "8", "--moe-latent-size", "2048")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: --moe-latent: 2,048 must be below --hidden 1,024")

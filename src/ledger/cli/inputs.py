@@ -33,6 +33,10 @@ def source(a: argparse.Namespace):
     else:
         from ledger.io.torchtitan.reader import read_launch
     launch = read_launch(given[0][1], gpus=getattr(a, "gpus", None), model_flags=model_flags)
+    if "moe_latent" in model_flags:  # typed: held to the file's width as on its own
+        from ledger.cli.model_flags import check_latent
+
+        check_latent(model_flags["moe_latent"], launch.model.hidden)
     if a.cmd == "serve":  # the file gives the model; its training layout is not the serving one
         return launch
     defaults = vars(build_parser().parse_args([a.cmd]))

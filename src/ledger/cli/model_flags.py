@@ -251,6 +251,7 @@ def custom_model(a: argparse.Namespace) -> ModelSpec:
             given[f] = parse_layers(text, given["layers"], FLAGS[f][0][0])
     if "mixers" in given:
         given["mixers"] = parse_mixers(given["mixers"], given["layers"])
+    check_latent(given.get("moe_latent"), given["hidden"])
     for f, (names, typ, _) in FLAGS.items():
         if typ in RECORDS and f in given:
             given[f] = parse_record(typ, given[f], names[0])
@@ -263,6 +264,21 @@ def custom_model(a: argparse.Namespace) -> ModelSpec:
             raise
         message = str(e).split(": ", 1)[1]
         raise LedgerError(FLAGS[e.field][0][0], message) from None
+
+
+def check_latent(latent: int | None, hidden: int) -> None:
+    """--moe-latent: a positive integer below --hidden. Megatron asserts only that it is
+    positive and beside --num-experts (arguments.py L1980-1982 @d98e8a64; a launch file is
+    read so), but the latent is the narrower width the experts are dispatched and run at
+    between a hidden -> latent and a latent -> hidden projection (moe_layer.py L265-304
+    @d98e8a64; Nemotron 3 Super 4096 -> 1024, Ultra 8192 -> 2048: tests/fixtures/nemotron3):
+    typed at or above the width it compresses, it is a slip that adds two projections and
+    prices a wider all-to-all. Typed beside a launch file, it is held to the file's
+    --hidden-size alike."""
+    if latent is not None and latent >= hidden:
+        raise LedgerError("--moe-latent", f"{latent:,} must be below --hidden {hidden:,} (the "
+                                          f"experts' narrower width between the two latent "
+                                          f"projections)")
 
 
 def load_model(a: argparse.Namespace) -> ModelSpec:
