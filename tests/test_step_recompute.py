@@ -33,6 +33,25 @@ def test_recomputed_modules_flops_by_hand(mods, flops):
     assert rerun_flops_per_token(deepseek_v3(), mods) == flops
 
 
+def test_the_shared_experts_rerun_their_gate():
+    """Qwen3-Next's shared expert carries a sigmoid gate (config.json: hidden 2048, 48
+    layers all MoE, shared_expert_intermediate_size 512, 512 experts, top 10, moe 512,
+    SwiGLU); Megatron's SharedExpertMLP.forward runs it (shared_experts.py L203-206
+    @d98e8a64), inside the shared experts' checkpoint (moe_layer.py L517-530): 2 x (3 x
+    2048 x 512 + 2048 x 1) per layer. The hand count beside the matrix list left the gate
+    out (48 x 2 x 2048 fewer); both counts now read ledger.finetune.modules.layer."""
+    from pathlib import Path
+
+    from ledger.io import read_hf_config
+
+    m, _ = read_hf_config(Path(__file__).parent / "fixtures" / "hf" / "released"
+                          / "qwen3-next-80b-a3b-instruct.json")
+    shared = 3 * 2048 * 512 + 2048
+    assert rerun_flops_per_token(m, ("shared_experts",)) == 48 * 2 * shared
+    routed = 10 * 3 * 2048 * 512
+    assert rerun_flops_per_token(m, ("moe",)) == 48 * 2 * (2048 * 512 + routed + shared)
+
+
 def _cfg(model, modules, **kw):
     kw = {"tp": 2, "dp": 1, "ep": 1, "sequence_parallel": True} | kw
     return ParallelConfig(pp=1, micro_batch=1, num_microbatches=4, recompute="selective",

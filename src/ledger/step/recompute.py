@@ -34,12 +34,16 @@ import copy
 from dataclasses import is_dataclass, replace
 
 from ledger.arch import attention_flops_per_token, selected
+from ledger.finetune import modules as matrices
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer
 from ledger.step.eager import expert_pass_bytes
 from ledger.step.gemm import bf16_averaged, gemm_s, kind_gemms_s
 
 MOE_PARTS = ("experts", "shared_experts", "router", "latent_proj")  # what ``moe`` re-runs
+# MLA's up projections (finetune.modules' names): Megatron's linear_q_up_proj (linear_q_proj
+# where q_lora_rank is None) and linear_kv_up_proj (multi_latent_attention.py L862-875)
+MLA_UP = ("q_b_proj", "q_proj", "kv_b_proj")
 
 
 def modules(cfg) -> tuple[str, ...]:
@@ -66,14 +70,11 @@ def rerun_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal, mods) -> float:
                 t = t + sum(parts.get(p, 0.0) for p in MOE_PARTS)
             elif "shared_experts" in mods and kind.mlp == "moe":
                 t = t + parts.get("shared_experts", 0.0)
-            view = model.attention_of(kind)
-            if "mla_up_proj" in mods and "attention" in kind.mixer and view.attention == "mla":
-                q_peak = pk["mla_up"] if view.q_lora_rank else pk["qkv"]
-                q_in = view.q_lora_rank or view.hidden
-                kv = view.heads * (view.qk_nope_head_dim + view.v_head_dim)
-                up = pk["mla_up"]
-                t = t + gemm_s(tokens, view.q_dim / cfg.tp, q_in, gpu, cal, peak=q_peak) \
-                    + gemm_s(tokens, kv / cfg.tp, view.kv_lora_rank, gpu, cal, peak=up)
+            for lin in rerun_linears(model, kind, mods):  # MLA's up projections
+                if lin.kind == "attention":  # (q_proj where q_lora_rank is None: qkv's peak)
+                    peak = pk["qkv"] if lin.name == "q_proj" else pk["mla_up"]
+                    t = t + gemm_s(tokens, lin.out_features / cfg.tp, lin.in_features, gpu,
+                                   cal, peak=peak)
             total = total + n * t
         return total / model.layers
     return bf16_averaged(model, cfg, gpu, stack)
@@ -118,34 +119,33 @@ def layer_share(model: ModelSpec, mlp: str) -> float:
     return sum(n for k, n in model.kind_counts.items() if k.mlp == mlp) / model.layers
 
 
+def rerun_linears(model: ModelSpec, kind, mods) -> list:
+    """The weight matrices of one layer of ``kind`` whose forward the recomputed ``mods``
+    run again, from the one list of a layer's matrices (``ledger.finetune.modules.layer``):
+    ``mla_up_proj`` the q and kv up projections of MLA (``MLA_UP``), ``mlp`` a dense MLP's,
+    ``moe`` every matrix of the MoE block (``MOE_PARTS``: router, routed and shared experts
+    with their gate, LatentMoE's projections), ``shared_experts`` the shared experts'."""
+    parts = set()
+    if "mlp" in mods and kind.mlp == "dense":
+        parts.add("mlp")
+    if kind.mlp == "moe":
+        parts |= set(MOE_PARTS) if "moe" in mods else \
+            {"shared_experts"} if "shared_experts" in mods else set()
+    mla = "mla_up_proj" in mods and kind.attention and model.attention_of(kind).attention == "mla"
+    return [lin for lin in matrices.layer(model, kind)
+            if lin.kind in parts or (mla and lin.kind == "attention" and lin.name in MLA_UP)]
+
+
 def rerun_flops_per_token(model: ModelSpec, mods, causal: bool = True) -> float:
     """Model FLOPs per token a selective recompute of ``mods`` adds (the forward of the
     modules' GEMMs over the stack; norms and activations have none): ``core_attn`` the
     attention core's forward (QK^T at the q/k width and PV at the v width over the keys
     each layer sees - a window's, the causal half - ``arch.attention_flops_per_token`` /
-    3), ``mla_up_proj`` 2 x the q and kv up projections' weights per MLA layer, ``mlp``
-    2 x the dense MLP's, ``moe`` 2 x the router's, top_k routed experts', the shared
-    experts' and LatentMoE's projections per MoE layer, ``shared_experts`` 2 x the shared
-    experts'."""
-    total = 0.0
-    if "core_attn" in mods:  # the forward third of the core's FLOPs over the keys each
-        total += attention_flops_per_token(model, causal) / 3  # layer sees (PV at v width)
-    ups = 3 if model.gated_mlp else 2  # up (and gate) and down
+    3), the others 2 x the weights a token multiplies in ``rerun_linears`` (a routed
+    expert's top_k times)."""
+    total = attention_flops_per_token(model, causal) / 3 if "core_attn" in mods else 0.0
     for kind, n in model.kind_counts.items():
-        view = model.attention_of(kind)
-        if "mla_up_proj" in mods and "attention" in kind.mixer and view.attention == "mla":
-            q_in = view.q_lora_rank or view.hidden
-            total += n * 2 * (q_in * view.q_dim + view.kv_lora_rank * view.heads
-                              * (view.qk_nope_head_dim + view.v_head_dim))
-        if "mlp" in mods and kind.mlp == "dense":
-            total += n * 2 * ups * model.hidden * model.ffn_hidden
-        if kind.mlp != "moe":
-            continue
-        shared = ups * model.hidden * (model.shared_ffn if model.shared_experts else 0)
-        if "moe" in mods:
-            lat = 2 * model.hidden * model.moe_latent if model.moe_latent else 0
-            total += n * 2 * (model.hidden * model.num_experts + shared + lat + model.top_k
-                              * ups * model.expert_hidden * model.moe_ffn_hidden)
-        elif "shared_experts" in mods:
-            total += n * 2 * shared
+        total += n * 2 * sum(lin.in_features * lin.out_features
+                             * (model.top_k if lin.experts > 1 else 1)
+                             for lin in rerun_linears(model, kind, mods))
     return float(total)
