@@ -28,17 +28,36 @@ def test_default_fraction_by_hand():
     assert est.sglang[0].mem_fraction_static == round((81559 - 13904) / 81559, 3)
 
 
+CUDA_TOTAL_H100 = 79.18 * 2**30  # torch.cuda.mem_get_info's total on an H100 80 GB
+# (vLLM's start-up logs in llm-d-benchmark; PyTorch's "total capacity of 79.18 GiB")
+
+
 def test_token_pool_by_hand():
     """rest = total x fraction - weights; tokens = rest // cell, a cell Llama-3-8B's 32
-    layers x 8 KV heads x (128 + 128) x 2 B = 131,072 B."""
-    h100 = system("h100-sxm")
+    layers x 8 KV heads x (128 + 128) x 2 B = 131,072 B. The total is what CUDA reports
+    free before the weights (model_runner's min_per_gpu_memory, read by
+    torch.cuda.mem_get_info), at most CUDA's total of 79.18 GiB - not nvidia-smi's
+    81,559 MiB, which sets only the default fraction's tiers."""
     est = serve(llama3_8b(), ServeConfig(context=8192, engine="sglang",
-                                        mem_fraction_static=0.8), h100)
+                                        mem_fraction_static=0.8), system("h100-sxm"))
     p = est.sglang[0]
     weights = est.weight_bytes_per_gpu
     assert p.cell_bytes == 32 * 8 * 256 * 2
-    assert p.max_total_num_tokens == int((h100.gpu.hbm_bytes * 0.8 - weights) // 131072)
+    assert p.max_total_num_tokens == int((CUDA_TOTAL_H100 * 0.8 - weights) // 131072)
+    assert p.gpu_mem_mb == 81559
     assert est.max_sequences == p.max_total_num_tokens // 8192
+
+
+def test_both_engines_start_from_cuda_s_total():
+    """vLLM's requested memory and SGLang's token pool read the same CUDA figure on the
+    H100 (review finding: SGLang's pool took nvidia-smi's 79.65 GiB, vLLM 79.18)."""
+    h100 = system("h100-sxm")
+    vllm = serve(llama3_8b(), ServeConfig(context=8192), h100)
+    sgl = serve(llama3_8b(), ServeConfig(context=8192, engine="sglang",
+                                         mem_fraction_static=1.0), h100)
+    assert vllm.stages[0].budget.hbm_bytes == CUDA_TOTAL_H100
+    assert sgl.sglang[0].pool_bytes == pytest.approx(CUDA_TOTAL_H100
+                                                     - sgl.weight_bytes_per_gpu)
 
 
 def test_deepseek_r1_pool_against_an_observation():
@@ -60,3 +79,11 @@ def test_refusals():
     model, _ = read_hf_config(HERE / "gpt-oss-120b.json")
     with pytest.raises(LedgerError, match="SWAKVPool"):
         serve(model, ServeConfig(context=8192, engine="sglang"), system("h100-sxm"))
+
+
+def test_each_cuda_total_has_its_source():
+    from ledger.system.chips import CUDA_TOTAL_BYTES, GPUS
+    from ledger.system.sources import CUDA_TOTAL_SOURCES
+
+    assert set(CUDA_TOTAL_BYTES) == set(CUDA_TOTAL_SOURCES) and set(CUDA_TOTAL_BYTES) <= set(GPUS)
+    assert all(CUDA_TOTAL_BYTES[n] < GPUS[n].hbm_bytes for n in CUDA_TOTAL_BYTES)

@@ -145,7 +145,7 @@ def _sglang_lines(est) -> list[str]:
         f"SGLang's default: {p.gpu_mem_mb:,.0f} MB less {p.reserved_mb:,.0f} MB reserved "
         f"for activations and CUDA graphs (chunked prefill {p.chunked_prefill_size:,}, "
         f"CUDA graphs to batch {p.cuda_graph_max_bs})")
-    lines = [f"  {'memory (one GPU)':<22}{fmt_bytes(p.gpu_mem_mb * 2**20, 9)} x "
+    lines = [f"  {'memory (one GPU)':<22}{fmt_bytes(p.total_bytes, 9)} x "
              f"{p.mem_fraction_static:g} for weights and tokens ({given})",
              f"  {'':<22}weights {fmt_bytes(p.weights_bytes)} -> token pool "
              f"{fmt_bytes(p.pool_bytes)}, {fmt_bytes(p.cell_bytes)} a token of every layer"]
@@ -264,7 +264,8 @@ def serve_json(model, system, est) -> dict:
                     "chunked_prefill_size": x.chunked_prefill_size,
                     "cuda_graph_max_bs": x.cuda_graph_max_bs, "cell_bytes": x.cell_bytes,
                     "pool_bytes": x.pool_bytes, "max_total_num_tokens": x.max_total_num_tokens,
-                    "max_running_requests": x.max_running_requests}
+                    "max_running_requests": x.max_running_requests,
+                    "gpu_mem_mb": x.gpu_mem_mb, "total_bytes": x.total_bytes}
                    for x in est.sglang] if est.sglang else None,
         "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
         "decode_tokens_per_s": est.decode_tokens_per_s,

@@ -27,6 +27,9 @@ from ledger.serve.cache import kv_heads_per_gpu
 from ledger.serve.engine import GiB, WEIGHT_BYTES
 from ledger.serve.graphs import Graphs, graphs
 from ledger.serve.state import RECURRENT
+# vLLM's total is CUDA's (torch.cuda.mem_get_info, which request_memory reads): the
+# system's figure, 79.18 GiB on an H100 80 GB, not nvidia-smi's 79.65
+from ledger.system.chips import CUDA_TOTAL_BYTES, cuda_total_bytes  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -49,19 +52,6 @@ class Budget:
             return self.given_bytes
         return (self.requested_bytes - self.weights_bytes - self.activation_bytes
                 - self.non_torch_bytes - self.cudagraph_bytes)
-
-
-# The total that CUDA reports (torch.cuda.mem_get_info, which vLLM's request_memory reads),
-# where a vLLM start-up log shows it: below nvidia-smi's figure (the preset's hbm_bytes,
-# 81,559 MiB on an H100 80 GB) by what the driver keeps. H100 80 GB: vLLM's "Free memory on
-# device (78.57/79.18 GiB) on startup" in 7 start-ups on H100 (llm-d/llm-d-benchmark
-# 4f4d44943c, config_explorer/empirical-vllm-memory-results.md). Other GPUs: hbm_bytes.
-CUDA_TOTAL_BYTES = {"h100-sxm": 79.18 * 2**30}
-
-
-def cuda_total_bytes(gpu) -> float:
-    """The GPU's total as vLLM reads it: CUDA's figure where known, else the preset's."""
-    return CUDA_TOTAL_BYTES.get(gpu.name, gpu.hbm_bytes)
 
 
 def requested_bytes(hbm_bytes: float, utilization: float) -> int:

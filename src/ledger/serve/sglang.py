@@ -26,6 +26,14 @@ GPUs (H100, H200), 16,384 and 512 above (B200, MI300), 4,096 and 32 / 160 on 35-
     rest = free after the weights - total x (1 - mem_fraction_static)
     max_total_num_tokens = rest // cell_size
 
+gpu_mem is nvidia-smi's memory.total (get_nvgpu_memory_capacity: 81,559 MiB on an H100
+80 GB, the preset's hbm_bytes), but both terms of rest are CUDA's: get_available_gpu_memory
+reads torch.cuda.mem_get_info's free memory, the total being what was free before the
+weights (model_runner's min_per_gpu_memory, init_memory(total_gpu_memory)). The ledger
+takes CUDA's total for it, as vLLM's budget does (``ledger.system.chips.cuda_total_bytes``,
+79.18 GiB on the H100), so rest = CUDA total x mem_fraction_static - weights, high by the
+CUDA context and NCCL's buffers, which are not free at start-up either.
+
 a cell being one token of every layer's cache on this GPU: MLA's kv_lora_rank +
 qk_rope_head_dim, else kv_heads / attention-tp x (head_dim + v_head_dim), in the cache's
 dtype. Requests share the pool token by token (page size 1; no per-layer blocks), so one
@@ -45,6 +53,7 @@ from dataclasses import dataclass
 
 from ledger.errors import LedgerError
 from ledger.serve.cache import kv_heads_per_gpu
+from ledger.system.chips import cuda_total_bytes
 
 SGLANG_COMMIT = "0a6356ae56187a7977bdbe6df3a9016b23ae32a1"  # server_args.py
 SGLANG_POOL_COMMIT = "001ccef0072a4537d4ec6bdd50a73e6feb2c907d"  # kv-cache mixin
@@ -66,6 +75,7 @@ class SGLangPlan:
     max_total_num_tokens: int
     max_running_requests: int
     context: int
+    total_bytes: float = 0.0  # what the pool's fraction is of: CUDA's total (cuda_total_bytes)
 
     @property
     def max_concurrency(self) -> float:
@@ -137,8 +147,9 @@ def plan(model, tp: int, pp: int, gpu, weights_bytes: float, layers: int, contex
     fraction = mem_fraction_static if mem_fraction_static is not None \
         else round((gpu_mem - reserve) / gpu_mem, 3)
     cell = cell_bytes(model, tp, layers, kv_bytes)
-    rest = gpu.hbm_bytes * fraction - weights_bytes
+    total = cuda_total_bytes(gpu)  # CUDA's free at start-up, not nvidia-smi's figure
+    rest = total * fraction - weights_bytes
     tokens = math.floor(rest / cell) if rest > 0 else 0
     running = min(max(int(tokens / context * 512), 2048), 4096)
     return SGLangPlan(gpu_mem, chunk, graph_bs, reserve, fraction, weights_bytes, cell,
-                      max(rest, 0.0), tokens, running, context)
+                      max(rest, 0.0), tokens, running, context, total)

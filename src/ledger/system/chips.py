@@ -98,3 +98,16 @@ GPUS = {g.name: g for g in (
         hbm_bytes=96 * GiB, hbm_bytes_per_s=1.597e12, gemm_efficiency=BLACKWELL_SHARE,
         board_power_w=600, sms=188, generation="blackwell"),
 )}
+
+
+# The total CUDA reports (cudaMemGetInfo: torch.cuda.mem_get_info's total, PyTorch's "total
+# capacity"), where logs show it: below the preset's hbm_bytes (nvidia-smi's memory.total)
+# by what the driver keeps (ledger.system.sources.CUDA_TOTAL_SOURCES). The serving engines'
+# budgets start from it (vLLM's requested memory, SGLang's token pool: ledger.serve);
+# other GPUs: hbm_bytes.
+CUDA_TOTAL_BYTES = {"h100-sxm": 79.18 * GiB}
+
+
+def cuda_total_bytes(gpu: GPU) -> float:
+    """The GPU's total as CUDA reports it where known, else the preset's ``hbm_bytes``."""
+    return CUDA_TOTAL_BYTES.get(gpu.name, gpu.hbm_bytes)

@@ -13,7 +13,9 @@ GPU_SOURCES = {
     "a100-80gb": "NVIDIA A100 datasheet: BF16 312 TFLOP/s, no FP8; 80 GB HBM2e 2,039 GB/s",
     "h100-sxm": "NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 1,979 / FP8 3,958 "
                 "TFLOP/s with sparsity, i.e. 989 / 1,979 dense; 80 GB HBM3 3.35 TB/s; "
-                "NVLink 900 GB/s (both directions)",
+                "NVLink 900 GB/s (both directions). Capacity as nvidia-smi reads it "
+                "(memory.total), 81,559 MiB = 79.65 GiB ('NVIDIA H100 80GB HBM3 ... 0MiB / "
+                "81559MiB': NVIDIA/nccl issue #1264; modal-labs/modal-client PR #2797)",
     "h800": "NVIDIA H800 (SXM): the H100 SXM's compute and HBM (BF16 989, FP8 1,979 "
             "TFLOP/s dense; 80 GB, 3.35 TB/s) with export-limited NVLink, 400 GB/s on the "
             "datasheet in the convention of the H100's 900 GB/s (both directions): 200 GB/s "
@@ -83,6 +85,18 @@ GPU_SOURCES = {
 
 # Board power: the rated TDP / TGP a GPU-hour is counted at, as Meta's and BigScience's
 # energy figures count it (a whole run's energy, ledger.run).
+# The total CUDA reports (``ledger.system.chips.CUDA_TOTAL_BYTES``): cudaMemGetInfo's,
+# which torch.cuda.mem_get_info returns, vLLM's budget reads and PyTorch's out-of-memory
+# message calls the "total capacity".
+CUDA_TOTAL_SOURCES = {
+    "h100-sxm": "79.18 GiB: vLLM's 'Free memory on device (78.57/79.18 GiB) on startup' in 7 "
+                "start-ups on H100 (llm-d/llm-d-benchmark 4f4d44943c, config_explorer/"
+                "empirical-vllm-memory-results.md); PyTorch's 'GPU 0 has a total capacity of "
+                "79.18 GiB' on one H100 80GB HBM3 (a public SFT log; 79.21 GiB on another "
+                "node's driver). nvidia-smi's 79.65 GiB less what the driver keeps",
+}
+
+
 POWER_SOURCES = {
     "a100-40gb": "400 W (A100 SXM4): Llama 2 model card, meta-llama/llama-models @ a9c89c47 "
                  "models/llama2/MODEL_CARD.md L43-50 (A100-80GB rows at 400 W)",
