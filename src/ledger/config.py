@@ -21,15 +21,15 @@ from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.frameworks.losses import loss as loss_of
 from ledger.frameworks.host_checks import EP_BACKENDS, GRAPH_SCOPES, check_host  # noqa: F401
 from ledger.frameworks.offload_checks import OFFLOAD_MODULES, check_offloads  # noqa: F401
+# Megatron-Core's selective recompute modules: those the ledger prices, the others it
+# accepts as not priced, and Megatron's refusals
+from ledger.frameworks.recompute_modules import (  # noqa: F401
+    MEGATRON_RECOMPUTE_MODULES, RECOMPUTE_MODULES, UNPRICED_RECOMPUTE_MODULES,
+    recompute_module_problems)
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
 
 RECOMPUTE = ("none", "selective", "full")
-# Megatron-Core's selective recompute modules the ledger prices (transformer_config.py
-# L560-583 @d98e8a64: the choices and what each runs again; L1940-1941: the default
-# ["core_attn"]); ledger.arch.activations says what each drops
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
-                     "shared_experts")
 TWO_STAGES = ("zb-v", "dualpipe", "dualpipev")  # schedules holding 2 stages per rank
 DISPATCHERS = ("alltoall", "allgather", "flex")
 CP_KINDS = ("ring", "ulysses")
@@ -305,15 +305,13 @@ def _check_dtypes(cfg) -> None:
 
 def _check_recompute_modules(cfg) -> None:
     """--recompute-modules and the partial full recompute, as Megatron checks them
-    (transformer_config.py L1943-1962, L2024-2031 @d98e8a64; arguments.py: the method
+    (transformer_config.py L1943-1962, L2024-2035 @d98e8a64; arguments.py: the method
     and layer count go with full recompute only)."""
     mods = cfg.recompute_modules
     if mods is not None:
         object.__setattr__(cfg, "recompute_modules", tuple(mods))
-        odd = [m for m in cfg.recompute_modules if m not in RECOMPUTE_MODULES]
-        if odd:
-            raise LedgerError("recompute_modules", f"{', '.join(odd)} not among "
-                                                   f"{', '.join(RECOMPUTE_MODULES)}")
+        for field, problem in recompute_module_problems(cfg.recompute_modules, None, None):
+            raise LedgerError(field, problem)  # the model's half: placement.experts
         if cfg.recompute != "selective":
             raise LedgerError("recompute_modules", f"modules are recomputed under "
                                                    f"recompute selective, got recompute "

@@ -25,7 +25,7 @@ import numpy as np
 from ledger.arch.checkpointing import gradient_bytes, op_policy
 from ledger.arch.selective import recomputed_modules as _recomputed_modules
 from ledger.arch.selective import selected as _modules
-from ledger.arch.recurrent import saved_elements
+from ledger.arch.recurrent import norm_out_elements, saved_elements
 from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, SavedTensors
 from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
@@ -316,6 +316,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                                             s / cp, mixer, dropout, "mla_up_proj" in mods)
     if "core_attn" in mods:
         scores = 0.0 * tokens
+    if "gdn_norm_out" in mods:  # the gated norm's output, out_proj's input (recurrent)
+        recurrent = recurrent - norm_out_elements(model, mixer) * e * tokens / tp
     norm_m, mlp, router, experts, shared = _mlp_block(
         model, t, e, tokens, tp, sp_div, moe, cf,
         etp if sequence_parallel else 1,  # without SP every TP rank holds all tokens

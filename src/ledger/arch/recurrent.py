@@ -66,6 +66,24 @@ def _linear(la) -> tuple[float, float]:
     return proj + kernel + 2 * la.value_width, 4.0 * 6 * hv  # + norm and out_proj inputs
 
 
+def norm_out_elements(model, mixer: str) -> float:
+    """Elements per token (before TP) Megatron's ``--recompute-modules gdn_norm_out`` drops
+    from a Gated DeltaNet layer: the gated output norm's output, out_proj's input (the
+    value width). Megatron runs the norm and the HP-to-CP all-to-all under a
+    CheckpointWithoutOutput, discards their output once out_proj has read it and rebuilds it
+    in backward from the norm's inputs, the core's output and the z gate, which stay
+    (megatron/core/ssm/gated_delta_net/gdn.py L266-287, common.py L347-380 @d98e8a64).
+    0 for any other mixer."""
+    if mixer == "linear" and model.linear.kind == "gdn":
+        return float(model.linear.value_width)
+    return 0.0
+
+
+def has_gdn(model) -> bool:
+    """Whether any layer's mixer is a Gated DeltaNet (what gdn_norm_out acts on)."""
+    return any(norm_out_elements(model, k.mixer) for k in model.kind_counts)
+
+
 def core_flops_per_token(model, mixer: str) -> float:
     """Forward FLOPs per token of a recurrent mixer's core - what is not a projection
     (those are weights, ``ledger.arch.flops.matmul_params_per_token``).

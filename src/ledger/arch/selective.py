@@ -1,9 +1,9 @@
 """Megatron-Core's selective recompute by module (``--recompute-modules``): which modules a
 selective recompute runs again, and what each drops from one layer's saved bytes
 (``ledger.arch.activations`` prices the rest: ``moe_act`` where the experts' tensors are
-priced, ``mla_up_proj`` where MLA's are). The choices are ``ledger.config.RECOMPUTE_MODULES``
-(megatron/core/transformer/transformer_config.py L560-583 @d98e8a64; L1940-1941: the
-default ["core_attn"])."""
+priced, ``mla_up_proj`` where MLA's are, ``gdn_norm_out`` where Gated DeltaNet's are). The
+choices are ``ledger.frameworks.recompute_modules`` (megatron/core/transformer/
+transformer_config.py L560-583 @d98e8a64; L1940-1941: the default ["core_attn"])."""
 from __future__ import annotations
 
 from ledger.frameworks import gemm_input_bytes as _gi

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ledger.cli.args import build_parser
-from ledger.cli.step_flags import library_flags, no_plan_offload
+from ledger.cli.step_flags import library_flags, no_plan_offload, unpriced_modules
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
@@ -71,19 +71,29 @@ def messages(a: argparse.Namespace) -> list[str]:
     return out
 
 
+def typed_messages(a: argparse.Namespace) -> list[str]:
+    """What the command line itself sets that the ledger does not price, in one line for
+    stderr once the figures are made (a refused input says only its error)."""
+    typed = unpriced_modules(a) if a.launch is None else []
+    return [f"warning: not modelled, so the figures are approximate: "
+            f"{'; '.join(typed)}"] if typed else []
+
+
 def mark_approximate(a: argparse.Namespace, text: str) -> str:
     """The output marked approximate when the launch sets what the ledger does not model:
     a last line of text, or an "approximate" list in JSON."""
     launch = a.launch
-    if launch is None or not launch.approximate:
+    unpriced, who = (list(launch.unpriced), launch.path) if launch is not None and \
+        launch.approximate else (unpriced_modules(a), "the command line")
+    if not unpriced:
         return text
     if getattr(a, "json", False):
         import json
 
         d = json.loads(text)
-        d["approximate"] = list(launch.unpriced)
+        d["approximate"] = unpriced
         return json.dumps(d, indent=1 if a.cmd == "plan" else 2, allow_nan=False)
-    return (text + f"\napproximate: {launch.path} sets {len(launch.unpriced)} thing(s) the "
+    return (text + f"\napproximate: {who} sets {len(unpriced)} thing(s) the "
                    f"ledger does not model (named on stderr)")
 
 
@@ -135,6 +145,12 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
                                     f"{name.replace('_', '-')}")
     if a.ep_overlap and not model_.is_moe:
         raise LedgerError("ep_overlap", f"{model_.name} has no experts to overlap")
+    from ledger.arch.recurrent import has_gdn  # the model's half of Megatron's module
+    from ledger.frameworks.recompute_modules import recompute_module_problems  # checks
+
+    for field, problem in recompute_module_problems(getattr(a, "recompute_modules", None),
+                                                    has_gdn(model_), None):
+        raise LedgerError(field, problem)
     if a.ep_overlap is not None:  # pinned: what Megatron refuses beside it (unpinned, the
         from ledger.frameworks.host_checks import moe_overlap_problems  # planner drops
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from ledger.config import EP_BACKENDS, GRAPH_SCOPES, OFFLOAD_MODULES, RECOMPUTE_MODULES
+from ledger.config import (EP_BACKENDS, GRAPH_SCOPES, MEGATRON_RECOMPUTE_MODULES,
+                           OFFLOAD_MODULES, RECOMPUTE_MODULES, UNPRICED_RECOMPUTE_MODULES)
 from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.errors import LedgerError
 from ledger.frameworks import LOSSES
@@ -14,13 +15,24 @@ from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
 
 
 def _modules(text: str) -> tuple[str, ...]:
-    """--recompute-modules: comma-separated names of RECOMPUTE_MODULES."""
+    """--recompute-modules: comma-separated names Megatron accepts
+    (MEGATRON_RECOMPUTE_MODULES; those not priced are named by ``unpriced_modules``)."""
     mods = tuple(m for m in text.split(",") if m)
-    odd = [m for m in mods if m not in RECOMPUTE_MODULES]
+    odd = [m for m in mods if m not in MEGATRON_RECOMPUTE_MODULES]
     if odd or not mods:
         raise argparse.ArgumentTypeError(f"{text!r}: not among "
-                                         f"{', '.join(RECOMPUTE_MODULES)}")
+                                         f"{', '.join(MEGATRON_RECOMPUTE_MODULES)}")
     return mods
+
+
+def unpriced_modules(a: argparse.Namespace) -> list[str]:
+    """What the typed --recompute-modules names that the ledger does not price, for stderr
+    (one line) and the approximate mark: GatedDeltaProduct's and the HyperConnections'
+    modules, whose mixers the ledger does not model (ledger.frameworks.recompute_modules)."""
+    mods = [m for m in getattr(a, "recompute_modules", None) or ()
+            if m in UNPRICED_RECOMPUTE_MODULES]
+    return [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections, "
+            f"not modelled: priced as not recomputed)"] if mods else []
 
 
 def _add_step_flags(p: argparse.ArgumentParser) -> None:
@@ -33,7 +45,8 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--recompute-modules", type=_modules,
                    help="with --recompute selective: the modules run again, comma-separated "
                         f"({', '.join(RECOMPUTE_MODULES)}; Megatron --recompute-modules; "
-                        "default core_attn)")
+                        "default core_attn; Megatron's "
+                        f"{', '.join(UNPRICED_RECOMPUTE_MODULES)} are named as not priced)")
     g.add_argument("--recompute-method", choices=("block", "uniform"),
                    help="with --recompute full: block recomputes the first "
                         "--recompute-num-layers layers of each model chunk, uniform "

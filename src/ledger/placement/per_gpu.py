@@ -27,7 +27,9 @@ from ledger.arch import head_bytes
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError, require_divides
+from ledger.arch.recurrent import has_gdn
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.recompute_modules import recompute_module_problems
 from ledger.frameworks.fp8 import bf16_layers_on
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
@@ -70,6 +72,10 @@ def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
         chunks = 2 * cfg.cp if cfg.cp_kind == "ring" else cfg.cp
         require_divides("seq_len", model.seq_len, "2*cp" if chunks > cfg.cp else "cp", chunks)
     check_model(model, cfg)
+    if cfg.recompute == "selective":  # the model's half of Megatron's module checks
+        for field, problem in recompute_module_problems(cfg.recompute_modules,
+                                                        has_gdn(model), None):
+            raise LedgerError(field, problem)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ from a layer's saved bytes. Each module re-runs what its checkpoint wraps (Megat
 - ``moe``: the MoE layer whole - shared experts, router, permutation, the dispatcher's
   all-to-alls, the routed experts, the combine (moe/moe_layer.py L655-720).
 - ``shared_experts``: the shared experts (moe/moe_layer.py L517-530).
+- ``gdn_norm_out``: Gated DeltaNet's gated output norm and its HP-to-CP all-to-all
+  (ssm/gated_delta_net/gdn.py L266-287): elementwise, no GEMMs (the all-to-all under CP is
+  not priced again).
 
 GEMMs run at the precision ``ledger.step.gemm`` gives them in the forward; the modules'
 elementwise passes are priced as the step prices a layer's (``Calibration.elementwise_traffic``

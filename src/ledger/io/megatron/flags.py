@@ -310,9 +310,10 @@ def _recompute(ns: dict) -> dict:
     names: transformer_config.py L532-583, transformer_block.py _checkpointed_forward
     @d98e8a64."""
     if ns["recompute_granularity"] == "selective":
-        mods = ns.get("recompute_modules")
-        return {"recompute": "selective"} | ({"recompute_modules": tuple(mods)}
-                                             if mods is not None else {})
+        mods = ns.get("recompute_modules")  # those the reader prices (the rest named)
+        return {"recompute": "selective"} | (
+            {"recompute_modules": tuple(m for m in mods if m in mm.READ_MODULES)}
+            if mods is not None else {})
     out = {"recompute": "full"}
     if ns.get("recompute_method") in ("block", "uniform"):
         out |= {"recompute_method": ns["recompute_method"],

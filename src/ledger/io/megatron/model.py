@@ -40,11 +40,18 @@ import math
 
 from ledger.errors import LedgerError
 from ledger.frameworks.host_checks import moe_overlap_problems
+from ledger.frameworks.recompute_modules import RECOMPUTE_MODULES, recompute_module_problems
 from ledger.model import ModelSpec
 
 # tokenizers that read --vocab-size (build_tokenizer.py:64-65, 101-102)
 SIZED_TOKENIZERS = ("NullTokenizer", "TikTokenizer")
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+# the recompute modules the reader applies: the ledger's priced ones but gdn_norm_out,
+# whose Gated DeltaNet layers the reader does not build (--experimental-attention-variant
+# is named, not read); the others are named as not priced (reader._EXACT)
+READ_MODULES = tuple(m for m in RECOMPUTE_MODULES if m != "gdn_norm_out")
+GDN_VARIANTS = ("gdn", "gdn2", "gated_delta_net")  # is_gated_delta_net_variant
+# (megatron/core/models/gpt/experimental_attention_variant_module_specs.py L378-388)
 CP_KINDS = {"p2p": "ring", "a2a": "ulysses"}
 
 
@@ -108,6 +115,10 @@ def refusals(ns: dict, world: int | None) -> list[str]:
     if experts and isinstance(freq, list) and layers and len(freq) != layers:
         out.append(f"--moe-layer-freq has {len(freq)} entries for {layers} layers "
                    f"(gpt_layer_specs.py:651-657)")
+    if ns.get("recompute_granularity") == "selective" and ns.get("recompute_modules"):
+        out += [problem for _, problem in recompute_module_problems(  # the CLI's check
+            ns["recompute_modules"], ns.get("experimental_attention_variant") in GDN_VARIANTS,
+            bool(ns.get("enable_mhc_connections")))]
     if ns["moe_layer_recompute"] and ns.get("recompute_granularity") == "full":
         out.append("--moe-layer-recompute with full recompute (transformer_config.py:2019)")
     if ns.get("ckpt_format") == "fsdp_dtensor" and not ns["use_megatron_fsdp"]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from ledger.config import OFFLOAD_MODULES, RECOMPUTE_MODULES
+from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
 from ledger.io.megatron import model as mm
 from ledger.io.files import read_text
@@ -125,8 +125,10 @@ ddp-bucket-size
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
-    "--recompute-modules": (lambda v: not set(v) - set(RECOMPUTE_MODULES),
-                            "the others priced as not recomputed"),
+    "--recompute-modules": (lambda v: not set(v) - set(mm.READ_MODULES),
+                            "gdn_norm_out, gdp_in_proj, gdp_qkv and mhc act on Gated "
+                            "DeltaNet, GatedDeltaProduct and HyperConnection layers the "
+                            "reader does not build: priced as not recomputed"),
     "--offload-modules": (lambda v: not set(v) - set(OFFLOAD_MODULES),
                           "the others priced as kept on the GPU"),
     "--cp-comm-type": (lambda v: all(x in mm.CP_KINDS for x in v), "priced as ring"),

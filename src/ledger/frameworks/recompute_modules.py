@@ -1,0 +1,53 @@
+"""Megatron-Core's selective recompute modules (``--recompute-modules``): the names it
+accepts, those the ledger prices, and what Megatron refuses of them - one check for the
+CLI's config and for the Megatron launch reader.
+
+Megatron-LM at d98e8a64, megatron/core/transformer/transformer_config.py: the choices
+(L560-583, asserted at L1944-1962), their default ["core_attn"] (L1940-1941); gdn_norm_out
+only with a Gated DeltaNet variant (L1975-1981); mhc only with HyperConnections, and not
+beside mlp (L2027-2035). What each drops is ``ledger.arch.selective`` and
+``ledger.arch.activations``; what each runs again ``ledger.step.recompute``.
+"""
+from __future__ import annotations
+
+# the modules the ledger prices (gdn_norm_out: Gated DeltaNet's gated output norm and its
+# HP-to-CP all-to-all, ledger.arch.recurrent.norm_out_elements)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                     "shared_experts", "gdn_norm_out")
+# Megatron's other choices act on mixers the ledger does not model - GatedDeltaProduct's
+# input projection and its causal conv (megatron/core/ssm/gated_delta_product.py L270-282)
+# and the HyperConnections (transformer_block.py L331): accepted, priced as not
+# recomputed, and named as not priced
+UNPRICED_RECOMPUTE_MODULES = ("gdp_in_proj", "gdp_qkv", "mhc")
+MEGATRON_RECOMPUTE_MODULES = RECOMPUTE_MODULES + UNPRICED_RECOMPUTE_MODULES
+
+
+def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None
+                              ) -> list[tuple[str, str]]:
+    """(field, reason) for each choice of modules Megatron refuses under selective
+    recompute: a name it does not know, gdn_norm_out without Gated DeltaNet layers
+    (``gdn``), mhc without HyperConnections (``mhc``) or beside mlp. ``gdn`` / ``mhc``
+    None: not known here (the CLI has no HyperConnections to say).
+
+    >>> recompute_module_problems(("core_attn", "mhc", "mlp"), False, None)[0][1][:30]
+    "mhc with mlp: Megatron's two c"
+    >>> recompute_module_problems(("gdp_qkv", "mhc"), False, True)
+    []
+    """
+    mods, out = tuple(mods or ()), []
+    odd = [m for m in mods if m not in MEGATRON_RECOMPUTE_MODULES]
+    if odd:
+        out.append(("recompute_modules", f"{', '.join(odd)} not among "
+                    f"{', '.join(MEGATRON_RECOMPUTE_MODULES)} (transformer_config.py "
+                    f"L1944-1962 @d98e8a64)"))
+    if "gdn_norm_out" in mods and gdn is False:
+        out.append(("recompute_modules", "gdn_norm_out needs Gated DeltaNet layers "
+                    "(--experimental-attention-variant gdn or gdn2; transformer_config.py "
+                    "L1975-1981 @d98e8a64), the model has none"))
+    if "mhc" in mods and "mlp" in mods:
+        out.append(("recompute_modules", "mhc with mlp: Megatron's two checkpoints conflict "
+                    "(transformer_config.py L2031-2035 @d98e8a64)"))
+    if "mhc" in mods and mhc is False:
+        out.append(("recompute_modules", "mhc needs --enable-mhc-connections "
+                    "(transformer_config.py L2028-2030 @d98e8a64)"))
+    return out

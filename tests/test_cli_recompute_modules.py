@@ -1,0 +1,117 @@
+"""Megatron's recompute modules at d98e8a64 (transformer_config.py L560-583, asserted at
+L1944-1962): core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts,
+gdn_norm_out, gdp_in_proj, gdp_qkv, mhc. The CLI and the Megatron launch reader accept each
+Megatron accepts; gdn_norm_out is priced (Gated DeltaNet's gated norm output dropped,
+megatron/core/ssm/gated_delta_net/gdn.py L266-287), GatedDeltaProduct's and the
+HyperConnections' are named on stderr as not priced and the figures marked approximate;
+what Megatron refuses of them (gdn_norm_out without Gated DeltaNet layers, L1975-1981;
+mhc without --enable-mhc-connections or beside mlp, L2027-2035; an unknown name) is
+refused by both, in one line from the CLI."""
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.arch.activations import layer_activations
+from ledger.io import read_hf_config
+from test_bad_input import run
+
+QWEN3_NEXT = str(Path(__file__).parent / "fixtures" / "hf" / "released"
+                 / "qwen3-next-80b-a3b-instruct.json")
+# config.json: 48 layers, every 4th full attention (36 Gated DeltaNet), value heads 32 of
+# 128 (value width 4,096); s = 4,096 at micro-batch 1
+REPORT = ["report", QWEN3_NEXT, "--tp", "2", "--ep", "4", "--gpus", "8", "--recompute",
+          "selective", "--json", "--recompute-modules"]
+LAUNCH = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --ffn-hidden-size 4096 "
+          "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+          "--global-batch-size 64 --vocab-size 32000 --bf16 --tokenizer-type NullTokenizer "
+          "--recompute-granularity selective")
+
+
+def test_gdn_norm_out_drops_the_gated_norm_output_by_hand():
+    """Per Gated DeltaNet layer and GPU: 4,096 values a token x 2 B x 4,096 tokens / tp 2."""
+    m, _ = read_hf_config(QWEN3_NEXT)
+    gdn = next(k for k in m.kind_counts if k.mixer == "linear")
+    acts = [layer_activations(m, micro_batch=1, tp=2, kind=gdn, recompute="selective",
+                              modules=mods).total_bytes for mods in ((), ("gdn_norm_out",))]
+    assert acts[0] - acts[1] == 4096 * 2 * 4096 / 2
+    attn = next(k for k in m.kind_counts if k.mixer == "attention")  # no GDN: nothing
+    assert layer_activations(m, micro_batch=1, tp=2, kind=attn, recompute="selective",
+                             modules=("gdn_norm_out",)).total_bytes == \
+        layer_activations(m, micro_batch=1, tp=2, kind=attn, recompute="selective",
+                          modules=()).total_bytes
+
+
+def test_the_cli_prices_gdn_norm_out():
+    code, before, err = run(REPORT + ["core_attn"])
+    assert code == 0, err
+    code, after, err = run(REPORT + ["core_attn,gdn_norm_out"])
+    assert code == 0 and err == "", err
+    drop = json.loads(before)["activation_bytes_per_layer"] \
+        - json.loads(after)["activation_bytes_per_layer"]
+    assert drop == 36 / 48 * 4096 * 2 * 4096 / 2  # the mean over the stack's 48 layers
+    assert "approximate" not in json.loads(after)
+
+
+@pytest.mark.parametrize("mods", ["gdp_in_proj", "gdp_qkv", "mhc", "core_attn,gdp_qkv"])
+def test_the_cli_names_what_it_does_not_price(mods):
+    argv = ["estimate", "llama3-8b", "--tp", "8", "--gpus", "8", "--recompute", "selective",
+            "--json", "--recompute-modules"]
+    code, out, err = run(argv + [mods])
+    assert code == 0, err
+    unpriced = ",".join(m for m in mods.split(",") if m != "core_attn")
+    assert err.count("\n") == 1 and err.startswith("warning: not modelled")
+    assert f"--recompute-modules {unpriced} " in err
+    d = json.loads(out)
+    assert len(d["approximate"]) == 1 and unpriced in d["approximate"][0]
+
+
+def test_what_is_not_priced_is_priced_as_not_recomputed():
+    argv = ["estimate", "llama3-8b", "--tp", "8", "--gpus", "8", "--recompute", "selective",
+            "--json", "--recompute-modules"]
+    with_them = json.loads(run(argv + ["core_attn,gdp_in_proj,gdp_qkv,mhc"])[1])
+    without = json.loads(run(argv + ["core_attn"])[1])
+    assert {k: v for k, v in with_them.items() if k not in ("approximate", "config")} == \
+        {k: v for k, v in without.items() if k != "config"}
+
+
+@pytest.mark.parametrize("argv,shown", [
+    (["report", "llama3-8b", "--recompute", "selective", "--recompute-modules",
+      "gdn_norm_out"], "gdn_norm_out needs Gated DeltaNet layers"),
+    (["report", "llama3-8b", "--recompute", "selective", "--recompute-modules", "mhc,mlp"],
+     "mhc with mlp"),
+    (["report", "llama3-8b", "--recompute", "selective", "--recompute-modules", "bogus"],
+     "not among core_attn"),
+])
+def test_the_cli_refuses_what_megatron_refuses(argv, shown):
+    code, out, err = run(argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and shown in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("flags,refused", [
+    ("--recompute-modules mhc", "mhc needs --enable-mhc-connections"),
+    ("--recompute-modules mhc mlp --enable-mhc-connections", "mhc with mlp"),
+    ("--recompute-modules core_attn gdn_norm_out", "gdn_norm_out needs Gated DeltaNet"),
+    ("--recompute-modules bogus", "bogus not among"),
+    ("--recompute-modules mhc --enable-mhc-connections", None),
+    ("--recompute-modules core_attn gdp_in_proj gdp_qkv", None),
+    ("--experimental-attention-variant gdn --recompute-modules gdn_norm_out", None),
+])
+def test_the_reader_reads_them_as_megatron_does(tmp_path, flags, refused):
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{LAUNCH} {flags}\n")
+    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "8"])
+    if refused:
+        assert code == 2 and "Megatron would refuse this launch" in err and refused in err
+    else:  # accepted; what the reader does not build is named, the figures approximate
+        assert code == 0, err
+        line = next(x for x in err.splitlines() if x.startswith("warning: not modelled"))
+        assert "--recompute-modules" in line and "priced as not recomputed" in line
+
+
+def test_the_planner_refuses_gdn_norm_out_without_gated_deltanet():
+    code, out, err = run(["plan", "llama3-8b", "--gpus", "8", "--global-batch", "64",
+                          "--recompute-modules", "gdn_norm_out"])
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: recompute_modules: gdn_norm_out needs Gated DeltaNet")
