@@ -53,6 +53,29 @@ def test_the_reader_refuses_it_with_the_same_reason(tmp_path, flags, field, show
     assert cli in err  # the same sentence: one check
 
 
+def test_the_shared_experts_overlap_is_not_recomputed(tmp_path):
+    """--recompute-modules shared_experts beside the shared experts' overlap
+    (transformer_config.py L1991-1997): refused by the CLI and by the reader alike."""
+    both = "--moe-shared-expert-overlap --moe-token-dispatcher-type alltoall".split()
+    code, _, err = run(CLI + both + ["--recompute", "selective", "--recompute-modules",
+                                     "shared_experts"])
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: shared_expert_overlap: --moe-shared-expert-overlap with "
+                          "--recompute-modules shared_experts (transformer_config.py L1991")
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{LAUNCH} {' '.join(both)} --recompute-granularity selective "
+                    f"--recompute-modules shared_experts\n")
+    code, _, err2 = run(["estimate", "--from-megatron", str(path), "--gpus", "16"])
+    assert code == 2 and err.split(": ", 2)[2].strip() in err2
+    code, _, err = run(CLI + both + ["--recompute", "selective", "--recompute-modules", "moe"])
+    assert code == 0, err  # the MoE layer whole is another checkpoint
+    code, _, err3 = run(["plan", *MODEL, *SHARED, "--moe-shared-expert-overlap",
+                         "--recompute-modules", "shared_experts"])  # its selective rows
+    assert code == 2 and err3.count("\n") == 1
+    assert err3.startswith("error: shared_expert_overlap: --moe-shared-expert-overlap with "
+                           "--recompute-modules shared_experts")
+
+
 @pytest.mark.parametrize("flags", [
     "--moe-shared-expert-overlap --moe-token-dispatcher-type alltoall",
     "--delay-wgrad-compute --overlap-moe-expert-parallel-comm --moe-token-dispatcher-type "

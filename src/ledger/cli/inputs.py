@@ -145,23 +145,32 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
                                     f"{name.replace('_', '-')}")
     if a.ep_overlap and not model_.is_moe:
         raise LedgerError("ep_overlap", f"{model_.name} has no experts to overlap")
-    from ledger.arch.recurrent import has_gdn  # the model's half of Megatron's module
-    from ledger.frameworks.recompute_modules import recompute_module_problems  # checks
-
-    for field, problem in recompute_module_problems(getattr(a, "recompute_modules", None),
-                                                    has_gdn(model_), None):
+    for field, problem in _megatron_problems(a, model_):
         raise LedgerError(field, problem)
-    if a.ep_overlap is not None:  # pinned: what Megatron refuses beside it (unpinned, the
-        from ledger.frameworks.host_checks import moe_overlap_problems  # planner drops
-
-        for field, problem in moe_overlap_problems(  # per row what does not run with it)
-                bool(getattr(a, "shared_expert_overlap", False)), None, None, a.ep_overlap,
-                bool(getattr(a, "delay_wgrad", False))):
-            raise LedgerError(field, problem)
     if a.vp is not None and a.pp is not None:  # the pins must be a pipeline it runs
         sched = a.schedule or ("interleaved" if a.vp > 1 else "1f1b")
         fw.check_pipeline(model_.layers, a.pp, a.vp, sched)
     return model_
+
+
+def _megatron_problems(a: argparse.Namespace, model_: ModelSpec) -> list:
+    """What Megatron refuses of the planner's fixed flags on this model (the checks the
+    CLI's config and the launch reader share): recompute modules its layers lack, the
+    shared experts' overlap beside their recompute; with --ep-overlap pinned, the shared
+    experts' overlap beside it or --delay-wgrad-compute without it (unpinned, the planner
+    drops per row what does not run with its EP overlap: ledger.plan.search._config)."""
+    from ledger.arch.recurrent import has_gdn
+    from ledger.frameworks.host_checks import moe_overlap_problems
+    from ledger.frameworks.recompute_modules import recompute_module_problems
+
+    mods, shared = getattr(a, "recompute_modules", None), \
+        bool(getattr(a, "shared_expert_overlap", False))
+    out = recompute_module_problems(mods, has_gdn(model_), None) + moe_overlap_problems(
+        shared, bool(model_.is_moe and model_.shared_experts), None, False, False, mods)
+    if a.ep_overlap is not None:
+        out += moe_overlap_problems(shared, None, None, a.ep_overlap,
+                                    bool(getattr(a, "delay_wgrad", False)))
+    return out
 
 
 def stored_format(a: argparse.Namespace, model: ModelSpec):

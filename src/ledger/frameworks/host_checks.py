@@ -40,13 +40,14 @@ def check_host(cfg, fw) -> None:
 
 
 def moe_overlap_problems(shared_overlap: bool, shared_experts: bool | None,
-                         dispatcher: str | None, ep_overlap: bool, delay_wgrad: bool
-                         ) -> list[tuple[str, str]]:
+                         dispatcher: str | None, ep_overlap: bool, delay_wgrad: bool,
+                         recomputed=()) -> list[tuple[str, str]]:
     """(field, reason) for each MoE overlap Megatron-Core refuses, in its flags' spelling
     (TransformerConfig.__post_init__, megatron/core/transformer/transformer_config.py at
     d98e8a64): --moe-shared-expert-overlap under --overlap-moe-expert-parallel-comm
     (L3039-3041 assert), or for a model with shared experts with a dispatcher other than
-    alltoall / flex (L1813, L1820-1826 raise; without shared experts the flag does nothing);
+    alltoall / flex (L1813, L1820-1826 raise; without shared experts the flag does nothing)
+    or beside a selective recompute of the shared experts (``recomputed``, L1991-1997);
     --delay-wgrad-compute without --overlap-moe-expert-parallel-comm (L3072-3076 assert).
     ``shared_experts`` / ``dispatcher`` None: not known here (a ParallelConfig has no
     model: ``ledger.placement.experts.check_model`` asks again with it).
@@ -65,6 +66,10 @@ def moe_overlap_problems(shared_overlap: bool, shared_experts: bool | None,
         out.append(("shared_expert_overlap", f"--moe-shared-expert-overlap needs the "
                     f"alltoall or flex dispatcher, got {dispatcher} "
                     f"(transformer_config.py L1820-1826 @d98e8a64)"))
+    if shared_overlap and shared_experts and "shared_experts" in tuple(recomputed or ()):
+        out.append(("shared_expert_overlap", "--moe-shared-expert-overlap with "
+                    "--recompute-modules shared_experts (transformer_config.py L1991-1997 "
+                    "@d98e8a64)"))
     if delay_wgrad and not ep_overlap:
         out.append(("delay_wgrad", "--delay-wgrad-compute needs "
                     "--overlap-moe-expert-parallel-comm, got ep_overlap off "

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import comb
 
+from ledger.arch.selective import selected
 from ledger.config import dispatcher, expert_tp, sp_shard_dispatch
 from ledger.errors import LedgerError, require_divides
 from ledger.frameworks import ep_wire_ratio
@@ -63,7 +64,8 @@ def check_model(model, cfg) -> None:
     shared = bool(model.is_moe and model.shared_experts)
     for field, problem in moe_overlap_problems(cfg.shared_expert_overlap, shared,
                                                dispatcher(cfg), cfg.ep_overlap,
-                                               cfg.delay_wgrad):
+                                               cfg.delay_wgrad,
+                                               selected(cfg.recompute, cfg.recompute_modules)):
         raise LedgerError(field, problem)
 
 

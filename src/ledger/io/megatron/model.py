@@ -138,7 +138,8 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         bool(ns.get("moe_shared_expert_overlap")),
         ns.get("moe_shared_expert_intermediate_size") is not None,
         ns.get("moe_token_dispatcher_type"), bool(ns.get("overlap_moe_expert_parallel_comm")),
-        bool(ns.get("delay_wgrad_compute")))]  # the CLI's check (frameworks.host_checks)
+        bool(ns.get("delay_wgrad_compute")),  # the CLI's check (frameworks.host_checks)
+        ns.get("recompute_modules") if ns.get("recompute_granularity") == "selective" else ())]
     sources = [bool(ns.get("mock_data")), bool(ns.get("data_path")),
                bool(ns.get("train_data_path") or ns.get("per_split_data_args_path"))]
     if sum(sources) > 1:
