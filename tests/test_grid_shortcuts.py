@@ -120,3 +120,19 @@ def test_groups_that_differ_in_zero_stage_and_tp_overlap_alone_price_as_apart(mo
     slow = priced(monkeypatch, model, gpus, batch, kw)
     same_bits(fast[0], slow[0])
     assert fast[1:] == slow[1:]
+
+
+def test_dense_codes_number_values_as_numpy_unique_does_at_any_spread():
+    """Both ways of numbering (a flag table for values near the row count, a sort for a
+    column of huge values: a global batch of 2^36 sequences once made the table the work
+    and Ctrl-C waited on it) give numpy's unique inverse."""
+    import numpy as np
+
+    from ledger.plan.grid_memory import dense_codes
+
+    rng = np.random.default_rng(0)
+    for n, high in ((0, 5), (1, 5), (50, 7), (3000, 300), (3000, 10**12), (20, 2**40)):
+        key = rng.integers(0, high, n)
+        codes, size = dense_codes(key, high)
+        values, inverse = np.unique(key, return_inverse=True)
+        assert size == len(values) and (codes == inverse.ravel()).all(), (n, high)

@@ -197,7 +197,20 @@ def twins(g, cols=None):
 
 
 def dense_codes(key, size):
-    """The integer ``key`` (each below ``size``) renumbered 0, 1, ... in its values' order."""
+    """The integer ``key`` (each below ``size``) renumbered 0, 1, ... in its values' order:
+    by a table of ``size`` flags where that is a few times the rows, else by a sort (a
+    column of huge values - a global batch of 2^36 sequences - would make the table
+    itself the work)."""
+    if size > 4 * len(key) + 4096:
+        order = np.argsort(key, kind="stable")
+        step = np.empty(len(key), dtype=np.int64)
+        if len(key):
+            step[0] = 0
+            np.not_equal(key[order[1:]], key[order[:-1]], out=step[1:])
+        number = np.cumsum(step)
+        codes = np.empty(len(key), dtype=np.int64)
+        codes[order] = number
+        return codes, int(number[-1]) + 1 if len(key) else 0
     seen = np.zeros(size, dtype=bool)
     seen[key] = True
     number = np.cumsum(seen) - 1
