@@ -131,6 +131,35 @@ def test_recipe_settings_read_at_the_release():
     assert r.disagree["gbs"] == {"table": 4096, "recipe": 2048} and r.gbs == 4096
 
 
+def test_a_recipes_constructed_config_is_read_by_its_literal_arguments():
+    # perf_recipes/qwen/common.py L36-61 @ 51885cf1 (26.08): comm_overlap =
+    # CommOverlapConfig(tp_comm_overlap=True, overlap_moe_expert_parallel_comm=True, ...)
+    r = _one(release="26.08", gpu="gb200", model="qwen3-30b-a3b")
+    assert r.recipe["settings"]["comm_overlap"].startswith("expr:CommOverlapConfig(")
+    assert r.setting("moe_a2a_overlap") is True
+    # one without that argument leaves it unset; an argument that is not a literal is passed over
+    r = _one(release="26.08", gpu="gb200", model="gpt-oss-120b")
+    assert r.setting("comm_overlap.tp_comm_overlap") is False
+    from ledger.validation.bridge import _constructed
+
+    assert _constructed({"c": "expr:C(a=1, b=x, c=[2])", "d": "expr:f"}) == {"c.a": 1, "c.c": [2]}
+
+
+def test_the_first_yamls_cuda_graphs_capture_the_whole_layer():
+    from ledger.render.bridge import graph_scopes
+
+    # v0.1.0rc3 perf_matrix cuda_graphs: true -> enable_cuda_graph (helpers.py L114-120),
+    # Megatron-Core 0.14's whole-layer capture; the token-drop rows' padded MoE with it
+    r = _one(release="25.09", gpu="gb200", model="qwen3-235b-a22b", precision="fp8_cs")
+    assert r.setting("cuda_graphs") is True and r.model_variant == "tokendrop"
+    assert set(graph_scopes(r)) == {"attn", "mlp", "mamba", "moe_router", "moe_preprocess",
+                                    "moe"}
+    r = _one(release="25.09", gpu="b200", model="llama3-8b", precision="fp8_cs")
+    assert "attn" in graph_scopes(r) and "moe" not in graph_scopes(r)
+    r = _one(release="25.09", gpu="h100", model="qwen3-30b-a3b")  # cuda_graphs: false
+    assert graph_scopes(r) == ()
+
+
 def test_moe_flag():
     assert {r.model for r in ROWS if r.moe} <= MOE
     assert not _one(release="26.06", gpu="h100", model="llama3.1-405b").moe

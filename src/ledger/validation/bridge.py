@@ -263,6 +263,7 @@ class BridgeRow:
                   ((self.recipe.get("ConfigContainer") or {}).get("model") or {}),
                   HELPER_SETTINGS.get(self.recipe.get("config"), {})]
         for s in places:
+            s = s | _constructed(s)
             for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
                 if key in s and s[key] is not None and not str(s[key]).startswith("expr:"):
                     return s[key]
@@ -335,6 +336,33 @@ def unrunnable_cells(row: BridgeRow) -> dict:
     if run.gpus % ranks or (run.gpus // ranks * run.cp * run.tp) % (run.ep * (run.etp or 1)):
         return {}
     return said
+
+
+def _constructed(settings: dict) -> dict:
+    """The literal keyword arguments of a config object a recipe builds in one expression,
+    as its dotted settings: ``comm_overlap = CommOverlapConfig(tp_comm_overlap=True,
+    overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True)`` (the 0.6 flat
+    recipes' helper, e.g. perf_recipes/qwen/common.py L36-61 @ 51885cf1) ->
+    ``comm_overlap.overlap_moe_expert_parallel_comm`` True and so on; an argument that is
+    not a literal is passed over (unevaluated, as ``setting`` passes over "expr:" values)."""
+    import ast
+
+    out = {}
+    for key, value in settings.items():
+        if not (isinstance(value, str) and value.startswith("expr:")):
+            continue
+        try:
+            call = ast.parse(value[len("expr:"):], mode="eval").body
+        except SyntaxError:
+            continue
+        if not isinstance(call, ast.Call):
+            continue
+        for kw in call.keywords:
+            try:
+                out.setdefault(f"{key}.{kw.arg}", ast.literal_eval(kw.value))
+            except ValueError:
+                continue
+    return {k: v for k, v in out.items() if k not in settings}
 
 
 def _stages(layout: str) -> int:
