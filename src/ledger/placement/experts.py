@@ -169,30 +169,15 @@ def _alltoall(z: _Sizes, cfg, lay) -> list:
             _row("all_to_all", near, payload * (per_node - 1) / ep, "routed tokens, same node")]
 
 
-def gpus_hit(model, ep: int) -> float:
-    """Distinct GPUs of the EP group one token's experts sit on, on average (uniform
-    routing, E / ep experts a GPU): ep x (1 - C(E - E/ep, k) / C(E, k)), at most k."""
-    e, k = model.num_experts, model.top_k
-    if ep <= 1 or e < ep:
-        return float(min(k, max(ep, 1)))
-    return ep * (1 - comb(e - e // ep, k) / comb(e, k))
-
-
 def _flex(z: _Sizes, model, cfg, lay) -> list:
-    """DeepEP and HybridEP: per token one IB copy per other destination node
-    (``remote_nodes``), then one NVLink copy per other GPU of its node that holds any of
-    its experts - a token goes to a rank once, whatever number of its experts the rank
-    holds (DeepEP's layout, ``is_token_in_rank [num_tokens, num_ranks]``: deep_ep/
-    buffers/legacy.py L313 at deepseek-ai/DeepEP dd758caf; HybridEP dispatches to ranks and
-    permutes to experts on the rank after, hybrid_ep_buffer.py L183-186 at hybrid-ep
-    94a9f8f6): ``gpus_hit`` x (L - 1)/L copies of each token (L: EP ranks per node).
+    """DeepEP: per token one IB copy per other destination node (``remote_nodes``), then
+    each (token, expert) row that lands on another GPU of its node - (L - 1)/L of them -
+    forwarded over NVLink (per row: an upper bound, DeepEP sends a token once per GPU).
     Numbers only (the planner does not search this dispatcher)."""
     link, near, per_node = _links(lay, "ep")
     nodes = cfg.ep // per_node
     sides = z.passes * (1 + z.rho) * z.steps
     cap = z.rows / max(z.local, 1e-300)  # top_k x capacity
-    if model.is_moe:  # GPUs a token reaches, padded like its rows
-        cap = min(cap, gpus_hit(model, cfg.ep) * cfg.moe.capacity_factor)
     ib = z.local * cfg.moe.capacity_factor * remote_nodes(model, nodes) * z.h_bytes * sides
     nvl = z.local * cap * (per_node - 1) / per_node * z.h_bytes * sides
     g, m = model.router_groups, model.router_group_topk

@@ -75,40 +75,15 @@ def cp_times(model: ModelSpec, cfg, tokens, attention, links, system: System):
     return t + rec_t, t + rec_t, 2 * (t + rec_t)
 
 
-# HybridEP's own benchmark on GB200 (deepseek-ai/DeepEP hybrid-ep 94a9f8f6 docs/
-# README_Hybrid-EP.md L107-135: 4096 tokens, hidden 7168, top-8, 8 local experts, 16 SMs,
-# "Torch API" algorithm bandwidth in GB/s): EP ranks -> (BF16 dispatch, combine). Its
-# bytes are the tokens a rank receives, its own included (tests/test_hybrid_ep.py
-# L343-346: dispatched_hidden.numel() x 2), so the NVLink wire carries (n - 1)/n of them.
-HYBRIDEP_GB200 = {8: (550.10, 538.44), 16: (472.84, 474.48), 24: (441.89, 444.40),
-                  32: (485.50, 423.19), 36: (469.96, 418.27)}
-NVLINK5_BYTES_PER_S = 900e9  # one GB200 GPU's NVLink 5, one direction (ledger.system)
-# the share of a GPU's one-way NVLink bandwidth HybridEP's transfers reach: the mean over
-# its table of the wire rate, (dispatch + combine) / 2 x (n - 1) / n, over NVLink 5's
-HYBRIDEP_NVLINK_SHARE = sum((d + c) / 2 * (n - 1) / n * 1e9 for n, (d, c) in
-                            HYBRIDEP_GB200.items()) / len(HYBRIDEP_GB200) / NVLINK5_BYTES_PER_S
-
-
-def ep_bandwidth(cfg, link, system: System):
-    """Bytes/s one EP row moves at: the link's achieved rate (``System.bandwidth``), or
-    over NVLink under the flex dispatcher's HybridEP kernels the share of the raw NVLink
-    bandwidth their own benchmark reaches (``HYBRIDEP_NVLINK_SHARE``, about 0.49: 16 of
-    the GPU's SMs move the tokens by TMA, not the copy engines NCCL's figure stands for)."""
-    if dispatcher(cfg) == "flex" and getattr(cfg, "ep_backend", None) == "hybridep":
-        nvl = system.intra_bytes_per_s * HYBRIDEP_NVLINK_SHARE
-        return np.where(np.asarray(link) == "nvlink", nvl, system.bandwidth(link))
-    return system.bandwidth(link)
-
-
 def ep_time(model: ModelSpec, cfg, tokens, links, system: System):
     """One direction's EP seconds per layer, averaged over the stack: the rows of
     ledger.placement.comms.ep_pass_comms (one MoE layer, one micro-batch, one direction;
-    over the rank layout's links when ``links`` carries it) at alpha-beta (``ep_bandwidth``),
-    one call of ep - 1 point-to-point hops each (NCCL runs an all-to-all as grouped sends and
+    over the rank layout's links when ``links`` carries it) at alpha-beta, one call of
+    ep - 1 point-to-point hops each (NCCL runs an all-to-all as grouped sends and
     receives, outside its collective cost model); times the MoE layers' share."""
     lay = links.get("layout") or links["ep"]
     rows = ep_pass_comms(model, cfg, tokens, lay)
-    t = sum(r.bytes / ep_bandwidth(cfg, r.link, system)
+    t = sum(r.bytes / system.bandwidth(r.link)
             + (np.maximum(cfg.ep, expert_tp(cfg)) - 1) * system.latency(r.link) * (r.bytes > 0)
             for r in rows)
     moe_layers = model.moe_layers if model.is_moe else model.layers
