@@ -160,6 +160,20 @@ def test_the_first_yamls_cuda_graphs_capture_the_whole_layer():
     assert graph_scopes(r) == ()
 
 
+def test_fp8_attention_is_read_from_the_workload_config_and_the_recipe():
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    # v0.5.1 qwen3_workload_base_configs.py (fp8_dot_product_attention=True, applied as
+    # mixed_precision.fp8_dot_product_attention by utils/overrides.py L244-245); the 0.6
+    # recipes' own mixed_precision field; the 26.04 rows set neither
+    for release, on in (("26.06", True), ("26.08", True), ("26.04", False)):
+        r = _one(release=release, gpu="gb300", model="qwen3-30b-a3b")
+        prec, _ = precision_of(r)
+        cfg, approx = config_of(r, prec, model_of(r))
+        assert cfg.fp8_attention is on
+        assert any("FP8 attention" in a for a in approx) is on
+
+
 def test_moe_flag():
     assert {r.model for r in ROWS if r.moe} <= MOE
     assert not _one(release="26.06", gpu="h100", model="llama3.1-405b").moe

@@ -80,3 +80,32 @@ def test_mamba2_ssd_backward_as_mamba_ssm_runs_it():
     # 8 x 2 x 128^3 + 64 x 2 x 2 x 128^2 x 64 = 301.99 M: the backward is 2.69x the forward
     ratio = 2 + extra / fwd
     assert 2.6 < ratio < 2.75, ratio
+
+
+def test_fp8_attention_runs_the_attention_core_at_the_fp8_peak():
+    """fp8_dot_product_attention (TE fp8_dpa under Megatron's delayed / tensorwise / mxfp8
+    recipes, fp8_utils.py L777-788 @d98e8a64): QK^T and PV at the FP8 peak - the forward
+    attention core exactly halves on a GPU whose FP8 peak is twice its BF16 one, the GEMMs
+    around it do not move; under BF16 or the blockwise recipe (no fp8_dpa) nothing moves."""
+    from ledger.model import llama3_8b
+    from ledger.step.layer_time import layer_times
+    from ledger.step.timing import structure
+    from ledger.placement import place
+
+    model, gpu = replace(llama3_8b(), seq_len=8192), system("gb200")
+    assert gpu.gpu.fp8_flops == 2 * gpu.gpu.bf16_flops
+
+    def lt(**kw):
+        cfg = ParallelConfig(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=4, **kw)
+        pl = place(model, cfg, precision=cfg.precision, gpus_per_node=gpu.gpus_per_node,
+                   gpus_per_domain=gpu.gpus_per_domain, gpu=gpu.gpu)
+        return layer_times(model, cfg, gpu, structure(model, cfg, gpu, pl).links, DEFAULT)
+
+    base, fast = lt(precision="fp8-mxfp8"), lt(precision="fp8-mxfp8", fp8_attention=True)
+    assert fast.attention == pytest.approx(base.attention / 2)
+    assert fast.gemm == base.gemm and fast.elementwise == base.elementwise
+    for prec in (None, "fp8-blockwise"):
+        assert lt(precision=prec, fp8_attention=True).attention == lt(precision=prec).attention
+    cfg = dict(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=4, precision="fp8-mxfp8")
+    slow = estimate(model, ParallelConfig(**cfg), gpu).step_time_s
+    assert estimate(model, ParallelConfig(**cfg, fp8_attention=True), gpu).step_time_s < slow

@@ -205,6 +205,14 @@ class ParallelConfig:
     # (Megatron --delay-wgrad-compute, off by default: distributed_data_parallel_config.py
     # L185; needs --overlap-moe-expert-parallel-comm, transformer_config.py L3074-3077)
     delay_wgrad: bool = False
+    # the attention core's QK^T and PV in FP8 (Megatron-Core's TransformerConfig
+    # fp8_dot_product_attention, transformer_config.py L640 @d98e8a64, no CLI flag there,
+    # set by Megatron-Bridge's recipes; TE's recipe fp8_dpa under the delayed, tensorwise
+    # and mxfp8 recipes, fp8_utils.py L777-788; TE "performs attention in FP8",
+    # recipe/__init__.py L222-227 @d0067d0d): timed at the FP8 peak
+    # (ledger.step.layer_time.attention_peak); under BF16 or another recipe it changes
+    # nothing. Its FP8 saved Q/K/V/O are not priced (memory stays BF16's)
+    fp8_attention: bool = False
     # parameters per DP gradient bucket (Megatron --ddp-bucket-size; None: the framework's,
     # Megatron max(40M, 1M x dp): training.py L2179-2194 @d98e8a64)
     dp_bucket_params: int | None = None

@@ -198,6 +198,13 @@ def config_of(row: BridgeRow, precision: str | None,
             # @ v0.1.0rc3)
             kw["moe"] = MoESpec(pad_to_capacity=True)
     kw["cuda_graph"] = graph_scopes(row)
+    # FP8 attention: the 0.5 workload configs' fp8_dot_product_attention (scripts/
+    # performance/utils/overrides.py L244-245 @ v0.5.1: mixed_precision.fp8_dot_product_
+    # attention), the 0.6 recipes' mixed_precision field (ledger.config.fp8_attention)
+    if True in (row.setting("fp8_dot_product_attention"),
+                row.precision_setting("fp8_dot_product_attention")):
+        kw["fp8_attention"] = True
+        approx.append("FP8 attention's saved Q/K/V/O priced at BF16")
     # every release's perf launcher runs NCCL_NVLS_ENABLE=0 ("Disable NVLink SHARP to save
     # memory": scripts/performance/utils/executors.py L42 @v0.1.0rc3 ... L43 @v0.5.1)
     kw["nccl_nvls"] = False

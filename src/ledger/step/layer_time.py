@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ledger.arch import keys_factor, op_share
+from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer, block_layers, forward_passes
 from ledger.step.eager import expert_pass_bytes
@@ -76,6 +77,27 @@ class LayerTime:
         return out
 
 
+# the FP8 recipes under which Megatron hands --fp8-dot-product-attention to TE as fp8_dpa
+# (megatron/core/fp8_utils.py L777-788 @d98e8a64: Float8CurrentScaling, MXFP8BlockScaling;
+# extensions/transformer_engine.py L3349-3351: TEDelayedScaling; Float8BlockScaling takes
+# no fp8_dpa)
+FP8_ATTENTION_RECIPES = ("delayed", "tensorwise", "mxfp8")
+
+
+def attention_peak(cfg, gpu):
+    """The peak the attention core's QK^T and PV run at: the GPU's FP8 peak under
+    ``cfg.fp8_attention`` with an FP8 recipe that passes it on (``FP8_ATTENTION_RECIPES``),
+    else None (BF16, ``gemm_s``'s default)."""
+    if not getattr(cfg, "fp8_attention", False):
+        return None
+    fw = framework_of(cfg)
+    rec = getattr(fw, "fp8", None)
+    if fw.name != "megatron" or rec is None or rec.gemm_format != "fp8" or rec.name not in FP8_ATTENTION_RECIPES \
+            or not getattr(gpu, "fp8_flops", 0.0) > 0:
+        return None
+    return gpu.fp8_flops
+
+
 def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
                  tp_overlap: bool = False) -> LayerTime:
     """One layer, one micro-batch, one GPU. ``cfg`` may hold numpy arrays for its sizes
@@ -95,12 +117,14 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     # causal flash kernels skip the masked half, and local layers' blocks beyond their
     # window or chunk (flops.keys_factor); a materialised s x s score matrix does neither
     skip = 0.5 * keys_factor(model) if cfg.flash_attention else 1.0
-    per_chunk = gemm_s(q_tokens, keys, d, gpu, cal) + gemm_s(q_tokens, dv, keys, gpu, cal)
+    pk = attention_peak(cfg, gpu)
+    per_chunk = gemm_s(q_tokens, keys, d, gpu, cal, peak=pk) \
+        + gemm_s(q_tokens, dv, keys, gpu, cal, peak=pk)
     if model.global_attention is not None:  # global layers' own head widths (Gemma 4)
         views = [(n, model.attention_of(k)) for k, n in model.kind_counts.items()
                  if k.attention]
-        per_chunk = sum(n * (gemm_s(q_tokens, keys, m.head_dim, gpu, cal)
-                             + gemm_s(q_tokens, m.v_head_dim, keys, gpu, cal))
+        per_chunk = sum(n * (gemm_s(q_tokens, keys, m.head_dim, gpu, cal, peak=pk)
+                             + gemm_s(q_tokens, m.v_head_dim, keys, gpu, cal, peak=pk))
                         for n, m in views) / model.attention_layers
     chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
     # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
