@@ -143,11 +143,14 @@ def fp8_lines(cfg) -> list[str]:
     kept += f", {low} params all-gathered in {wire}" if rec.param_gather else (
         f", {low} weight copies cached" if rec.weight_cache_bytes else ", weights cast per use")
     passes = "fprop, dgrad, wgrad" + (" with a Hadamard transform" if rec.wgrad_rht else "")
+    from ledger.step.layer_time import fp8_attention
+
+    core = "attention core in FP8 (fp8_dpa); " if fp8_attention(cfg) else "attention core, "
     if any(rec.bf16_layers):
         kept += f"; the first {rec.bf16_layers[0]} and last {rec.bf16_layers[1]} layers in BF16"
     return [f"  {rec.gemm_format + ' recipe':<20}{rec.name}: {rec.summary}",
             f"  {'':<20}linear-layer GEMMs in {low} ({passes}) at the {rec.gemm_format.upper()}"
-            f" peak; attention core, router, output head in BF16; {kept}"]
+            f" peak; {core}router, output head in BF16; {kept}"]
 
 
 def placement_text(model, cfg, pl, capacity=None) -> str:

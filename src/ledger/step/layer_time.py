@@ -84,16 +84,21 @@ class LayerTime:
 FP8_ATTENTION_RECIPES = ("delayed", "tensorwise", "mxfp8")
 
 
-def attention_peak(cfg, gpu):
-    """The peak the attention core's QK^T and PV run at: the GPU's FP8 peak under
-    ``cfg.fp8_attention`` with an FP8 recipe that passes it on (``FP8_ATTENTION_RECIPES``),
-    else None (BF16, ``gemm_s``'s default)."""
+def fp8_attention(cfg) -> bool:
+    """Whether the attention core runs in FP8: ``cfg.fp8_attention`` under Megatron with an
+    FP8 recipe that passes it on to TE (``FP8_ATTENTION_RECIPES``)."""
     if not getattr(cfg, "fp8_attention", False):
-        return None
+        return False
     fw = framework_of(cfg)
     rec = getattr(fw, "fp8", None)
-    if fw.name != "megatron" or rec is None or rec.gemm_format != "fp8" or rec.name not in FP8_ATTENTION_RECIPES \
-            or not getattr(gpu, "fp8_flops", 0.0) > 0:
+    return bool(fw.name == "megatron" and rec is not None and rec.gemm_format == "fp8"
+                and rec.name in FP8_ATTENTION_RECIPES)
+
+
+def attention_peak(cfg, gpu):
+    """The peak the attention core's QK^T and PV run at: the GPU's FP8 peak under
+    ``fp8_attention``, else None (BF16, ``gemm_s``'s default)."""
+    if not fp8_attention(cfg) or not getattr(gpu, "fp8_flops", 0.0) > 0:
         return None
     return gpu.fp8_flops
 
