@@ -296,3 +296,27 @@ def test_grid_prices_the_overlap_facts_like_estimate(facts):
         est = estimate(model, _config(g, i, "megatron", True, None, None, Pins(), model,
                                       facts), sysm, tp_overlap=bool(g["tpov"][i]))
         assert est.step_time_s == pytest.approx(step[i], rel=1e-12)
+
+
+def test_grid_prices_fp8_attention_like_estimate():
+    """fp8_dot_product_attention (held fixed with the run's other facts) reaches the
+    planner's arrays as it reaches estimate(): no row slower, the GPU-bound ones faster (a
+    small model's micro-batch of one stays launch-bound: ledger.step.host), and each row
+    moves by what estimate() moves it (the two already differ by ~1e-5 under an FP8
+    recipe with or without it, so the moves are compared)."""
+    model = ModelSpec(name="dense", layers=8, hidden=1024, heads=8, kv_heads=4, vocab=32000,
+                      seq_len=8192, ffn_hidden=4096)
+    sysm, fw, prec = system("gb200"), get_framework("megatron"), "fp8-mxfp8"
+    on = {"fp8_attention": True}
+    g = enumerate_grid(model, 8, 32, sysm, Pins(), fw)
+    step, *_ = _price(model, sysm, DEFAULT, g, prec, "adam", "megatron", facts=on)
+    plain, *_ = _price(model, sysm, DEFAULT, g, prec, "adam", "megatron")
+    assert (step <= plain * (1 + 1e-12)).all() and (step < plain * (1 - 1e-3)).any()
+
+    def est(i, facts):
+        return estimate(model, _config(g, i, "megatron", True, prec, None, Pins(), model,
+                                       facts), sysm, tp_overlap=bool(g["tpov"][i]),
+                        precision=prec).step_time_s
+    for i in np.random.default_rng(0).choice(np.flatnonzero(step < plain * (1 - 1e-3)), 20,
+                                             replace=False):
+        assert est(i, on) - est(i, {}) == pytest.approx(step[i] - plain[i], rel=1e-6)
