@@ -205,6 +205,18 @@ def config_of(row: BridgeRow, precision: str | None,
                 row.precision_setting("fp8_dot_product_attention")):
         kw["fp8_attention"] = True
         approx.append("FP8 attention's saved Q/K/V/O priced at BF16")
+    # what a recipe runs that moves a priced number and is not modelled, named: the 0.5
+    # workload configs' cutedsl_fused_grouped_mlp turns on TE's op fuser for the experts'
+    # fused grouped MLP (scripts/performance/utils/overrides.py L238-243 @ v0.5.1; the 0.6
+    # recipes set use_transformer_engine_op_fuser themselves), and the full-iteration MoE
+    # recipes' paged stash of the experts' activations (moe_paged_stash,
+    # transformer_config.py L1364 @ d98e8a64)
+    if row.moe and True in (row.setting("cutedsl_fused_grouped_mlp"),
+                            row.setting("use_transformer_engine_op_fuser")):
+        approx.append("TE op fuser's fused grouped MLP not priced (its GEMMs and "
+                      "activation priced apart)")
+    if row.moe and row.setting("moe_paged_stash") is True:
+        approx.append("MoE paged stash of the expert activations not priced")
     # every release's perf launcher runs NCCL_NVLS_ENABLE=0 ("Disable NVLink SHARP to save
     # memory": scripts/performance/utils/executors.py L42 @v0.1.0rc3 ... L43 @v0.5.1)
     kw["nccl_nvls"] = False
