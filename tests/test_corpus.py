@@ -68,7 +68,6 @@ REFUSED: dict[str, str] = {
     "axk2": "a norm that holds its own MLP",
     "blt": "byte latent transformer",
     "cpmant": "relative position bias",
-    "deepseek_v4": "hyper-connections",
     "doge": "dynamic-mask attention",
     "dots3_note": "latent-attention ranks differ",
     "dots3_note_text": "latent-attention ranks differ",

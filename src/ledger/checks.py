@@ -9,14 +9,14 @@ from ledger.errors import LedgerError, require_positive
 from ledger.anatomy.mixers import MIXERS, GlobalAttention, LinearAttention, Mamba, ShortConv
 
 NORMS = ("rmsnorm", "layernorm")
-ATTENTIONS = ("mha", "mla")  # mha covers GQA and MQA through kv_heads
+ATTENTIONS = ("mha", "mla", "csa")  # mha covers GQA and MQA through kv_heads
 QK_NORMS = ("none", "head", "full")
 LOCAL_KINDS = ("sliding", "chunked")
 
 _SIZES = ("layers", "hidden", "heads", "vocab", "seq_len", "ffn_hidden")
 _COUNTS = ("learned_positions", "num_experts", "shared_experts", "first_dense_layers",
            "layer_norms", "mtp_layers", "act_params", "index_heads", "index_head_dim",
-           "index_topk")
+           "index_topk", "hc_mult")
 _FLAGS = ("gated_mlp", "tied_embeddings", "qkv_bias", "out_bias", "mlp_bias",
           "attention_sinks", "shared_expert_gate", "router_bias", "seq_default",
           "attn_gate_bias", "diff_attention", "norm_weights", "embedding_norm", "final_norm",
@@ -95,7 +95,10 @@ def check_attention(m) -> None:
         if m.qk_norm != "none":
             raise LedgerError("qk_norm", "MLA normalises its latents, not q/k: use 'none'")
         return
-    for f in (*mla, "q_lora_rank"):
+    latent = () if m.attention == "csa" else ("q_lora_rank",)  # DeepSeek-V4's query latent
+    if m.attention == "csa":
+        require_positive("q_lora_rank", m.q_lora_rank)
+    for f in (*mla, *latent):
         if getattr(m, f):
             raise LedgerError(f, f"is an MLA field; set attention='mla' (got {getattr(m, f)})")
 
@@ -200,6 +203,6 @@ def check_stack(m) -> None:
     if m.index_heads or m.index_head_dim or m.index_topk:
         for f in ("index_heads", "index_head_dim", "index_topk"):
             require_positive(f, getattr(m, f))
-        if m.attention != "mla" or m.q_lora_rank is None:
+        if m.attention not in ("mla", "csa") or m.q_lora_rank is None:
             raise LedgerError("index_heads", "the lightning indexer reads MLA's query latent:"
                                              " needs attention='mla' with a q_lora_rank")

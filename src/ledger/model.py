@@ -16,6 +16,8 @@ from functools import cached_property
 from ledger import checks
 from ledger.anatomy import counts
 from ledger.errors import LedgerError
+from ledger.anatomy.compressed import CompressedAttention
+from ledger.anatomy.compressed import check as check_compressed
 from ledger.anatomy.mixers import GlobalAttention, LayerKind, LinearAttention, Mamba, ShortConv
 
 
@@ -49,7 +51,8 @@ class ModelSpec:
     norm: str = "rmsnorm"  # "layernorm" carries a bias as well as a weight
     learned_positions: int = 0  # rows of a learned position table; 0 for rotary
     # ---- attention ---------------------------------------------------------------
-    attention: str = "mha"  # "mla": DeepSeek-V2's multi-head latent attention (sec. 2.1)
+    attention: str = "mha"  # "mla": DeepSeek-V2's multi-head latent attention (sec. 2.1);
+    #                         "csa": DeepSeek-V4's compressed attention (``compressed``)
     q_lora_rank: int | None = None  # MLA query down-projection rank; None: plain q_proj
     kv_lora_rank: int = 0  # MLA compressed K/V latent width (what is cached / saved)
     qk_rope_head_dim: int = 0  # MLA decoupled rotary part of q/k (k's is shared by heads)
@@ -72,6 +75,9 @@ class ModelSpec:
     index_head_dim: int = 0  # their width,
     index_topk: int = 0  # and the keys each query then attends (0: no indexer)
     global_attention: GlobalAttention | None = None  # global layers' own attention shape
+    compressed: CompressedAttention | None = None  # DeepSeek-V4: per-layer compression and
+    #                                                the grouped output projection
+    hc_mult: int = 0  # mHC residual streams (DeepSeek-V4: 4); 0: one plain residual
     # ---- small terms around the stack -----------------------------------------------
     norm_weights: bool = True  # False: norms without parameters (OLMo, nanochat)
     embedding_norm: bool = False  # a norm on the embedding output (BLOOM)
@@ -130,6 +136,7 @@ class ModelSpec:
         checks.check_local(self)
         checks.check_moe(self)
         checks.check_stack(self)
+        check_compressed(self)
 
     # ---- structure ---------------------------------------------------------------
     @property
@@ -172,7 +179,8 @@ class ModelSpec:
         mlp = "none" if self.no_mlp_layers is not None and i in self.no_mlp_layers else \
             "moe" if self.is_moe_layer(i) else "dense"
         window = self.window(i) if mixer in ("attention", "attention+mamba") else None
-        return LayerKind(mixer, mlp, window)
+        compress = self.compressed.ratios[i] if self.compressed is not None else 0
+        return LayerKind(mixer, mlp, window, compress)
 
     @cached_property
     def kind_counts(self) -> dict[LayerKind, int]:

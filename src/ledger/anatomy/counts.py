@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ledger.anatomy import compressed
 from ledger.anatomy.mixers import LayerKind
 
 
@@ -148,10 +149,14 @@ def kind_parts(m, kind: LayerKind) -> dict[str, tuple[int, int, int]]:
     recurrent mixer (ssm, linear_attention, conv), the norms, the dense MLP or the MoE
     block's shared experts (with Qwen2-MoE's gate), router and routed experts."""
     out: dict[str, tuple[int, int, int]] = {}
-    if kind.attention:  # as the layer attends (a global layer's own shape); BitNet's norm
+    if kind.attention and m.attention == "csa":  # DeepSeek-V4: by the layer's compression
+        out["attention"] = (*compressed.attention_params(m, kind.compress), 0)
+    elif kind.attention:  # as the layer attends (a global layer's own shape); BitNet's norm
         split, repl = attention_parts(m.attention_of(kind))  # before o_proj with it
         out["attention"] = (split, repl + m.hidden * m.sub_norms * (kind.mixer == "attention"),
                             0)
+    if m.hc_mult:  # mHC: its two sites, whole on every TP rank (hyper_connection.py L205-215)
+        out["hyper_connections"] = (0, compressed.hc_layer(m), 0)
     if kind.mixer in _RECURRENT:
         out[_RECURRENT[kind.mixer]] = (*_record(m, kind.mixer).parts(m.hidden), 0)
     out["norms"] = (0, layer_norms(m, kind) * norm_size(m) + m.hidden * m.moe_norm * kind.moe,
@@ -179,7 +184,7 @@ def last_stage_params(m) -> int:
     """Outside the layers, on the last stage: the final norm and the output layer (none of
     its own when tied) with its bias."""
     out = 0 if m.tied_embeddings else m.vocab * m.hidden
-    return m.final_norm * norm_size(m) + out + m.vocab * m.lm_head_bias
+    return m.final_norm * norm_size(m) + out + m.vocab * m.lm_head_bias + compressed.hc_head(m)
 
 
 def breakdown(m) -> dict[str, int]:
@@ -195,17 +200,19 @@ def breakdown(m) -> dict[str, int]:
     h, nsize = m.hidden, norm_size(m)
     out = dict.fromkeys(("embedding", "positions", "attention", "mlp", "experts",
                          "shared_experts", "router", "norms", "output"), 0)
-    extra = dict.fromkeys(("ssm", "linear_attention", "conv", "latent_proj"), 0)
+    extra = dict.fromkeys(("ssm", "linear_attention", "conv", "latent_proj",
+                           "hyper_connections"), 0)
     out["embedding"] = m.embedding_rows * h
     out["positions"] = m.learned_positions * h
     out["norms"] = (m.embedding_norm + m.final_norm) * nsize
     out["output"] = (0 if m.tied_embeddings else m.vocab * h) + m.vocab * m.lm_head_bias
+    extra["hyper_connections"] = compressed.hc_head(m)  # with the layers' sites below
     for kind, n in m.kind_counts.items():
         for key, part in kind_parts(m, kind).items():
             (extra if key in extra else out)[key] += n * sum(part)
     ordered = {}
-    for key, value in out.items():  # the recurrent mixers beside attention, LatentMoE's
-        ordered[key] = value  # projections beside the routed experts
+    for key, value in out.items():  # the recurrent mixers and mHC beside attention,
+        ordered[key] = value  # LatentMoE's projections beside the routed experts
         if key in ("attention", "experts"):
             ordered |= {k: v for k, v in extra.items() if v and (k == "latent_proj") ==
                         (key == "experts")}

@@ -42,6 +42,8 @@ class LayerKind(NamedTuple):
     mixer: str = "attention"  # one of MIXERS
     mlp: str = "dense"  # one of MLPS
     window: int | None = None  # keys an attention query sees; None: all (global)
+    compress: int = 0  # DeepSeek-V4: tokens pooled per compressed entry (0: none;
+    #                    ``ledger.anatomy.compressed``)
 
     @property
     def moe(self) -> bool:
@@ -53,7 +55,8 @@ class LayerKind(NamedTuple):
 
     def order(self) -> tuple:
         """A stable sort key (mixers, then MLPs in the order listed, then window)."""
-        return MIXERS.index(self.mixer), MLPS.index(self.mlp), self.window or 0
+        return MIXERS.index(self.mixer), MLPS.index(self.mlp), self.window or 0, \
+            self.compress
 
 
 def _count(name: str, v) -> None:

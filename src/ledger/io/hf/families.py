@@ -8,7 +8,7 @@ This module holds the families first supported; ``FAMILIES`` gathers every reade
 """
 from __future__ import annotations
 
-from ledger.io.hf import dense, hybrids, kda, layouts, moe, unmodelled
+from ledger.io.hf import deepseek_v4, dense, hybrids, kda, layouts, moe, unmodelled
 from ledger.io.hf.keys import (alternating, bias, decoder, every_layer_window, expert_count,
                             mla, qwen_window, softcaps, sparse_layers, top_k)
 
@@ -188,7 +188,8 @@ FIRST = {fn.__name__: fn for fn in (
     deepseek_v2, deepseek_v3, llama4_text, gemma2, gemma3_text, gpt_oss, phi3, olmo2,
     granite, starcoder2)}
 FAMILIES = {**FIRST, **dense.FAMILIES, **layouts.FAMILIES, **moe.FAMILIES,
-            **hybrids.FAMILIES, **kda.FAMILIES, **unmodelled.FAMILIES}  # every model_type the ledger reads
+            **hybrids.FAMILIES, **kda.FAMILIES, **deepseek_v4.FAMILIES,
+            **unmodelled.FAMILIES}  # every model_type the ledger reads
 # remote-code model_types (no transformers class): their reader, the family counted as
 REMOTE = {"minimax_m1": (hybrids.minimax_m1, "minimax")}
 # composites whose text model the ledger reads (from their text_config)

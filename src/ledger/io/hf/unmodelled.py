@@ -13,7 +13,6 @@ FEATURES = {
     "blt": "the byte latent transformer's local encoder and decoder over byte patches with "
            "hash n-gram embeddings",
     "cpmant": "segment embeddings and a learned relative position bias",
-    "deepseek_v4": "hyper-connections (several residual streams mixed per layer)",
     "doge": "dynamic-mask attention (a learned A and dt projection per head)",
     "dots3_note_text": "layers whose latent-attention ranks differ (three layer shapes) with "
                        "an indexer on some of them",
