@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ledger.arch import compressed as _v4
 from ledger.arch.checkpointing import gradient_bytes, op_policy
 from ledger.arch.selective import recomputed_modules as _recomputed_modules
 from ledger.arch.selective import selected as _modules
@@ -51,6 +52,7 @@ class LayerActivations:
     dropout_bytes: float  # residual-stream dropout masks
     input_bytes: float = 0.0  # full recompute: the checkpointed layer input, nothing else
     mixer_bytes: float = 0.0  # a recurrent mixer's tensors (ledger.arch.recurrent)
+    streams_bytes: float = 0.0  # mHC: the residual streams its sites keep (arch.compressed)
     recompute: str = "none"
 
     @property
@@ -112,7 +114,7 @@ def _block_norm(model, t, e, tokens, sp_div):
 
 
 def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=0.0,
-           drop_up=False):
+           drop_up=False, ratio=0):
     """(norm, attention, scores, recurrent mixer) bytes of a layer's sequence mixer:
     attention, a recurrent mixer (``ledger.arch.recurrent``; Megatron-Core's kernels
     under its table, transformers' otherwise), both side by side (Falcon-H1: one norm
@@ -121,6 +123,11 @@ def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=
     zero = 0.0 * tokens
     if mixer == "none":
         return zero, zero, zero, zero
+    if mixer == "attention" and getattr(model, "attention", "mha") == "csa":
+        norm = _block_norm(model, t, e, tokens, sp_div)  # DeepSeek-V4 (ledger.arch.compressed)
+        split, repl = _v4.attention_elements(model, t, e, _gi(t, e), flash, ratio,
+                                             lambda w, st: _norm(w, t, e, st))
+        return norm, split * tokens / tp + repl * tokens / sp_div, zero, zero
     if mixer in ("attention", "attention+mamba"):
         norm, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows,
                                         dropout, drop_up)
@@ -279,12 +286,13 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     """
     _check(recompute)
     t = MEGATRON if table is None else table
-    mixer, mlp_kind = "attention", None
+    mixer, mlp_kind, ratio = "attention", None, 0
     if kind is not None:
         moe, window, mixer, mlp_kind = kind.moe, kind.window, kind.mixer, kind.mlp
+        ratio = kind.compress
         model = model.attention_of(kind) if hasattr(model, "attention_of") else model
     elif layer is not None and hasattr(model, "layer_kind"):
-        mixer, mlp_kind = model.layer_kind(layer)[:2]
+        mixer, mlp_kind, _, ratio = model.layer_kind(layer)
     if t.gpt_shape:  # every layer is Korthikanti's dense GPT layer, whatever its kind
         model, layer, moe, window, mixer, mlp_kind = _gpt(model), None, False, None, \
             "attention", "dense"
@@ -292,12 +300,13 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     e, tokens = act_bytes, s * micro_batch / cp
     sp_div = tp if sequence_parallel else 1
     moe, window = _kind(model, layer, moe, window)
+    streams = getattr(model, "hc_mult", 0) or 1  # mHC: the layer's input is n streams
     if recompute == "full":
         zero = 0.0 * tokens
         return LayerActivations(norms_bytes=zero, attention_bytes=zero, scores_bytes=zero,
                                 mlp_bytes=zero, router_bytes=zero, experts_bytes=zero,
                                 shared_experts_bytes=zero, dropout_bytes=zero,
-                                input_bytes=model.hidden * e * tokens / sp_div,
+                                input_bytes=streams * model.hidden * e * tokens / sp_div,
                                 recompute=recompute)
     cf = 1.0 if capacity_factor is None else capacity_factor
     if recompute == "selective" and t.selective == "op" and mixer == "attention" \
@@ -313,7 +322,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     keys = min(s, window) if window and t.scores_over_window else s
     mods = set(_modules(recompute, modules))
     norm_a, attn, scores, recurrent = _mixer(model, t, e, tokens, tp, sp_div, flash, keys,
-                                            s / cp, mixer, dropout, "mla_up_proj" in mods)
+                                            s / cp, mixer, dropout, "mla_up_proj" in mods,
+                                            ratio)
     if "core_attn" in mods:
         scores = 0.0 * tokens
     if "gdn_norm_out" in mods:  # the gated norm's output, out_proj's input (recurrent)
@@ -331,7 +341,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
         scores_bytes=scores, mlp_bytes=mlp, router_bytes=router, experts_bytes=experts,
         shared_experts_bytes=shared,
         dropout_bytes=t.residual_dropout_masks * model.hidden * tokens / sp_div * (
-            dropout > 0), recompute=recompute, mixer_bytes=recurrent)
+            dropout > 0), recompute=recompute, mixer_bytes=recurrent,
+        streams_bytes=_v4.hc_elements(model, e) * tokens / sp_div)
 
 
 def recompute_working_bytes(model: ModelSpec, **kw) -> float:

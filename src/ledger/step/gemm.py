@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ledger.anatomy import compressed
 from ledger.arch.recurrent import projection_weights
 from ledger.config import expert_tp
 from ledger.finetune import modules
@@ -39,11 +40,58 @@ def _peaks(cfg, gpu) -> dict:
                                                "experts_down", "shared_up", "shared_down")}
 
 
-def _attention_gemms(model: ModelSpec, tokens, tp, gpu, cal, pk):
+def _csa_gemms(model: ModelSpec, tokens, tp, gpu, cal, pk, ratio: int):
+    """Forward seconds of one DeepSeek-V4 attention block's projections
+    (``ledger.anatomy.compressed``), split as its parameters are: q_a and kv_proj whole at
+    the MLA down projections' precision, q_b split at the up projections', the grouped o_a
+    (o_groups GEMMs of heads x d / g -> o_lora) and o_b at the output projection's; the
+    compressor's and indexer's projections stay BF16, as the release ships them
+    (modeling_deepseek_v4.py L1255-1265)."""
+    h, r_q, d, c = model.hidden, model.q_lora_rank, model.head_dim, model.compressed
+    down, up, out = pk["mla_down"], pk["mla_up"], pk["attn_out"]
+    group_in = model.heads * d / c.o_groups
+    t = gemm_s(tokens, r_q, h, gpu, cal, peak=down) + gemm_s(tokens, d, h, gpu, cal, peak=down) \
+        + gemm_s(tokens, model.heads * d / tp, r_q, gpu, cal, peak=up) \
+        + gemm_s(tokens, c.o_lora_rank, group_in, gpu, cal, c.o_groups / tp, peak=out) \
+        + gemm_s(tokens, h, c.o_groups * c.o_lora_rank / tp, gpu, cal, peak=out)
+    if ratio:
+        t = t + gemm_s(tokens, (2 if ratio == compressed.INDEXED_RATIO else 1) * 2 * d, h,
+                       gpu, cal)
+    if ratio == compressed.INDEXED_RATIO:
+        ih, ihd = model.index_heads, model.index_head_dim
+        t = t + gemm_s(tokens, 4 * ihd + ih, h, gpu, cal) + gemm_s(tokens, ih * ihd, r_q,
+                                                                   gpu, cal)
+    return t
+
+
+def hc_gemms_s(model: ModelSpec, tokens, gpu, cal):
+    """Forward seconds of one layer's two mHC projections, n h -> (2 + n) n, whole on
+    every rank in BF16 (hyper_connection.py L182-193 @ d98e8a64: a plain nn.Linear)."""
+    n = model.hc_mult
+    return 2 * gemm_s(tokens, (2 + n) * n, n * model.hidden, gpu, cal) if n else 0.0
+
+
+def indexer_core_s(model: ModelSpec, cfg, tokens, gpu, cal):
+    """Forward seconds of DeepSeek-V4's indexer scores, averaged over the stack: per CSA
+    layer and indexer head, the queries against the causal half of the compressed keys
+    (s / 4 entries at d_I), its heads split by TP as the attention's are."""
+    if model.attention != "csa" or not model.index_heads:
+        return 0.0
+    ratio = compressed.INDEXED_RATIO
+    share = model.compressed.ratios.count(ratio) / model.layers
+    entries = model.seq_len / ratio
+    return share * model.index_heads / cfg.tp * 0.5 * gemm_s(tokens, entries,
+                                                             model.index_head_dim, gpu, cal)
+
+
+def _attention_gemms(model: ModelSpec, tokens, tp, gpu, cal, pk, ratio: int = 0):
     """Forward seconds of one layer's attention projections (flops.attention_matmul_params'
     weights). MLA: the down projections whole on every TP rank, the up projections and o
     split (Megatron-Core, megatron/core/models/gpt/gpt_layer_specs.py:105-128 at
-    d98e8a64dd); otherwise QKV column- and o row-parallel."""
+    d98e8a64dd); DeepSeek-V4's by its compress ``ratio`` (``_csa_gemms``); otherwise QKV
+    column- and o row-parallel."""
+    if model.attention == "csa":
+        return _csa_gemms(model, tokens, tp, gpu, cal, pk, ratio)
     h, v_width = model.hidden, model.heads * model.v_head_dim
     o = gemm_s(tokens, h, v_width / tp, gpu, cal, peak=pk["attn_out"])
     if model.attention != "mla":
@@ -71,7 +119,7 @@ def _mlp_gemms(width, tokens, model: ModelSpec, tp, gpu, cal, pk, kind="mlp", h=
         + gemm_s(tokens, h, width / tp, gpu, cal, peak=pk[kind + "_down"])
 
 
-def _mixer_gemms(model: ModelSpec, mixer: str, tokens, tp, gpu, cal, pk) -> dict:
+def _mixer_gemms(model: ModelSpec, mixer: str, tokens, tp, gpu, cal, pk, ratio=0) -> dict:
     """Forward seconds of one layer's sequence-mixer projections, by component (attention,
     and ssm / linear_attention / conv): attention's, or a recurrent mixer's in_proj
     (column-parallel) and out_proj (row-parallel) as Megatron-Core lays them
@@ -80,7 +128,9 @@ def _mixer_gemms(model: ModelSpec, mixer: str, tokens, tp, gpu, cal, pk) -> dict
     and dt_proj, KDA's low-rank gates beside them."""
     h, out = model.hidden, {}
     if mixer in ("attention", "attention+mamba"):
-        out["attention"] = _attention_gemms(model, tokens, tp, gpu, cal, pk)
+        out["attention"] = _attention_gemms(model, tokens, tp, gpu, cal, pk, ratio)
+    if model.hc_mult:
+        out["hyper_connections"] = hc_gemms_s(model, tokens, gpu, cal)
     if "mamba" in mixer:
         mb = model.mamba
         t = gemm_s(tokens, mb.in_width / tp, h, gpu, cal, peak=pk["qkv"]) \
@@ -107,7 +157,8 @@ def kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk=None) -> dict
     a GPU holds and the shared expert."""
     pk = _peaks(cfg, gpu) if pk is None else pk
     tp, h = cfg.tp, model.hidden
-    out = _mixer_gemms(model.attention_of(kind), kind.mixer, tokens, tp, gpu, cal, pk)
+    out = _mixer_gemms(model.attention_of(kind), kind.mixer, tokens, tp, gpu, cal, pk,
+                       kind.compress)
     if kind.mlp == "dense":
         return out | {"mlp": _mlp_gemms(model.ffn_hidden, tokens, model, tp, gpu, cal, pk)}
     if kind.mlp == "none":

@@ -12,7 +12,8 @@ from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer, block_layers, forward_passes
 from ledger.step.eager import expert_pass_bytes
-from ledger.step.gemm import (gemm_s, layer_gemms_s, recurrent_core_bwd_s, recurrent_core_s, rht_s,
+from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_core_bwd_s,
+                              recurrent_core_s, rht_s,
                               routed_gemms_s, shared_gemms_s)
 from ledger.step.layer_comms import cp_times, ep_time, shared_hidden_s, tp_times
 from ledger.step.recompute import eager_rerun_s, layer_share, rerun_bytes, rerun_gemms_s
@@ -134,7 +135,8 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
     # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
     attention = heads * chunks * per_chunk * skip * model.attention_layers / model.layers \
-        + recurrent_core_s(model, cfg, tokens, gpu, cal)
+        + recurrent_core_s(model, cfg, tokens, gpu, cal) \
+        + indexer_core_s(model, cfg, tokens, gpu, cal)  # DeepSeek-V4's indexer scores
 
     def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations),
         # without dropout masks, as benchmarks/fit.py calibrated elementwise_traffic on them;

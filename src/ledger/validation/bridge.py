@@ -33,6 +33,10 @@ PRESET = {"llama3-8b": "llama3-8b", "llama3-70b": "llama3-70b", "llama3.1-405b":
 CONFIG = {"gpt-oss-120b": "gpt-oss-120b.json", "qwen3-235b-a22b": "qwen3-235b-a22b.json",
           "kimi-k2": "kimi-k2.json", "nemotron-3-nano": "nemotron-3-nano.json",
           "nemotron-3-super": "nemotron-3-super.json",
+          # the released file (data/hf/SOURCES.md): compressed attention, mHC and the
+          # hash-routed first layers as ledger.anatomy.compressed counts them; the recipes
+          # build the model from it (recipes/deepseek/h100/deepseek_v4.py L35, L68 @ v0.6.0)
+          "deepseek-v4-flash": "deepseek-v4-flash.json",
           # "the same architecture as Nemotron 3 Nano, but ... trained natively with
           # multi-token prediction" (examples/models/nemotron/nemotron_3/lightning/
           # README.md L3-4 @ 067f987df03b): Nano's file with one "*E" MTP block (WITH), which
@@ -99,16 +103,7 @@ HELPER_SETTINGS = {"nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config": {
     "nemotron_3_ultra_pretrain_256gpu_gb200_fp8mx_config": {
         "ddp.num_distributed_optimizer_instances": 4}}
 # table model -> what the ledger lacks to express it (the row is listed, not run)
-LACKS = {
-    # mHC is defined at its source (transformers 5.23.0 modeling_deepseek_v4.py L887-1017;
-    # Megatron-LM megatron/core/transformer/hyper_connection.py @ d98e8a64), but modelling it
-    # alone would not run these rows: the attention the file sets up is not MLA either
-    "deepseek-v4-flash": "DeepSeek-V4's compressed sparse attention (compress_ratios 4 with "
-                         "an indexer, 128 without, a 128-token window; modeling_deepseek_v4"
-                         ".py L373-765), grouped low-rank output projection (o_groups, "
-                         "o_lora_rank), hash-routed first layers and hyper-connections "
-                         "(hc_mult 4): not modelled",
-}
+LACKS: dict[str, str] = {}  # none at present: DeepSeek-V4 Flash reads its released file
 # Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
 # Kimi-K2), applied when a recipe gives none, by the number of model stages PP x VP
 # ({m}: the MTP layers, none for Kimi-K2). Its maps key by (pp, vp) but give one layout per
