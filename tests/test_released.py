@@ -39,9 +39,7 @@ REUSED = {
 PATHS = {**{p.stem: p for p in RELEASED.glob("*.json")},
          **{name: ROOT / path for name, path in REUSED.items()}}
 # released files the ledger refuses, each in one line naming the feature it lacks
-REFUSED = {
-    "deepseek-v4-flash": "needs hyper-connections (several residual streams mixed per layer)",
-}
+REFUSED: dict[str, str] = {}  # none: DeepSeek-V4-Flash (hyper-connections) is counted now
 FILES = sorted(set(PATHS) - set(REFUSED))
 B = 10 ** 9
 
@@ -63,6 +61,9 @@ PUBLISHED = {
     "qwen3-14b": (14.8 * B, 0.1 * B, None, None),  # "14.8B"
     "qwen3-32b": (32.8 * B, 0.1 * B, None, None),  # "32.8B"
     "qwen3-30b-a3b": (30.5 * B, 0.1 * B, 3.3 * B, 0.1 * B),  # "30.5B, 3.3B activated"
+    # the model card's "284B total / 13B activated" (the ledger: 284.33 B, 13.80 B - 13.27 B
+    # without the input embedding)
+    "deepseek-v4-flash": (284 * B, B, 13 * B, B),
     # the size each publisher names its model by, to the unit of its last digit, where
     # its card gives no finer figure
     # Gemma 2 report (arXiv:2408.00118) Table 2: 590,118,912 embedding + 2,024,517,888

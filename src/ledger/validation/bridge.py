@@ -101,7 +101,17 @@ HELPER_SETTINGS = {"nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config": {
     "model.min_offloaded_tensor_size": 500_000_000},  # perf_recipes/nemotronh/gb300 L241
     # its GB200 twin's one expression, evaluated: max(1, 256 // 64) (common.py L168-169)
     "nemotron_3_ultra_pretrain_256gpu_gb200_fp8mx_config": {
-        "ddp.num_distributed_optimizer_instances": 4}}
+        "ddp.num_distributed_optimizer_instances": 4},
+    # DeepSeek-V4 Flash on GB200 calls set_full_iteration_cuda_graph (perf_recipes/deepseek/
+    # gb200/deepseek_v4.py L65 @ v0.6.0): a full-iteration graph under either Megatron-Core
+    # API (utils/cuda_graph.py L95-105: impl full_iteration, or local with that scope)
+    "deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config": {
+        "model.cuda_graph_impl": "full_iteration"}}
+# a recipe function that runs another whole and sets only environment variables: its
+# settings are that one's. DeepSeek-V4 Flash on GB300 is the GB200 function with GB300's
+# env_vars (perf_recipes/deepseek/gb300/deepseek_v4.py L29-51 @ v0.6.0)
+SAME_RECIPE = {"deepseek_v4_flash_pretrain_128gpu_gb300_fp8mx_config":
+               "deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config"}
 # table model -> what the ledger lacks to express it (the row is listed, not run)
 LACKS: dict[str, str] = {}  # none at present: DeepSeek-V4 Flash reads its released file
 # Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
@@ -253,10 +263,14 @@ class BridgeRow:
         when none names it. None (a preset's "not set") and unevaluated expressions
         ("expr:...") are passed over. The library recipes those functions start from
         (megatron.bridge.recipes.*) are not read; what a recipe sets through a helper the
-        tables' generator does not expand is read from ``HELPER_SETTINGS``."""
-        places = [self.recipe.get("settings") or {}, self.pretrain.get("settings") or {},
+        tables' generator does not expand is read from ``HELPER_SETTINGS``, a function that
+        is another's whole from ``SAME_RECIPE``."""
+        config = SAME_RECIPE.get(self.recipe.get("config"), self.recipe.get("config"))
+        own = self.recipe.get("settings") or {} if config == self.recipe.get("config") \
+            else _recipe_settings(config)
+        places = [own, self.pretrain.get("settings") or {},
                   ((self.recipe.get("ConfigContainer") or {}).get("model") or {}),
-                  HELPER_SETTINGS.get(self.recipe.get("config"), {})]
+                  HELPER_SETTINGS.get(config, {})]
         for s in places:
             s = s | _constructed(s)
             for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
@@ -374,6 +388,13 @@ def _stages(layout: str) -> int:
 def _document() -> dict:
     text = resources.files("ledger.validation").joinpath("data", DATA).read_text()
     return json.loads(text)
+
+
+@lru_cache(maxsize=8)
+def _recipe_settings(config: str) -> dict:
+    """The settings the tables' generator read off recipe function ``config`` (any row's)."""
+    return next((r["recipe"].get("settings") or {} for r in _document()["rows"]
+                 if r["recipe"].get("config") == config), {})
 
 
 def source() -> dict:

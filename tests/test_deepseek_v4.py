@@ -1,0 +1,136 @@
+"""DeepSeek-V4: compressed attention, mHC residual streams, hash-routed first layers.
+
+The count is held to transformers' own build in tests/test_released.py (the verbatim
+released file) and tests/test_corpus.py (the class default); here: the Megatron-Bridge
+rows' file is that release, the FLOPs per token are held to the figure NVIDIA publishes for
+the same runs, and the small terms to hand arithmetic.
+"""
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from ledger.anatomy import compressed
+from ledger.arch import flops, layer_activations
+from ledger.errors import LedgerError
+from ledger.io.hf import read_config
+from ledger.validation.bridge import CONFIG, rows
+
+RELEASED = Path(__file__).parent / "fixtures/hf/released/deepseek-v4-flash.json"
+
+
+def _bridge_file() -> dict:
+    text = resources.files("ledger.validation").joinpath(
+        "data/hf", CONFIG["deepseek-v4-flash"]).read_text()
+    return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def flash():
+    return read_config(_bridge_file())[0]
+
+
+def test_the_rows_file_is_the_released_one():
+    """Two public quotes of deepseek-ai/DeepSeek-V4-Flash's config.json agree key for key;
+    the one the rows read adds only ``expert_dtype`` (the FP4 experts of the serving
+    checkpoint, which training does not read)."""
+    ours, released = _bridge_file(), json.loads(RELEASED.read_text())
+    assert set(ours) - set(released) == {"expert_dtype"}
+    assert {k: ours[k] for k in released} == released
+
+
+def test_layers_as_the_file_lays_them_out(flash):
+    """43 layers: 2 window-only, then CSA and HCA alternating, the last CSA (the 44th
+    ratio, 0, is the MTP block's); every layer an MoE, the first three hash-routed."""
+    ratios = flash.compressed.ratios
+    assert (len(ratios), ratios[:4], ratios[-1]) == (43, (0, 0, 4, 128), 4)
+    assert (ratios.count(0), ratios.count(4), ratios.count(128)) == (2, 21, 20)
+    assert flash.moe_layers == 43 and flash.mtp_layers == 1 and flash.hc_mult == 4
+
+
+def test_mhc_sites_by_hand(flash):
+    """One site: fn (2 + 4) x 4 rows of 4 x 4096, base 24, scale 3; the head 4 x 16384 + 4
+    + 1 (modeling_deepseek_v4.py L946-952, L1009-1011)."""
+    assert compressed.hc_site(flash) == 24 * 16384 + 24 + 3
+    assert compressed.hc_head(flash) == 4 * 16384 + 5
+    assert flash.breakdown["hyper_connections"] == 43 * 2 * (24 * 16384 + 27) + 65541
+
+
+def test_hash_layers_keep_the_router_weight(flash):
+    """The hash router still scores with its h x E weight (L1114, L1123): 43 routers."""
+    assert flash.breakdown["router"] == 43 * 4096 * 256
+
+
+def test_compressed_keys_by_hand():
+    """Query t reads floor((t + 1) / ratio) entries, at most the cap: s = 12, ratio 4 gives
+    0,0,0,1,1,1,1,2,2,2,2,3 (mean 15 / 12); capped at 2: 14 / 12."""
+    assert flops.compressed_keys(12, 4) == 15 / 12
+    assert flops.compressed_keys(12, 4, cap=2) == 14 / 12
+
+
+def _mtp_flops(m) -> float:
+    """One MTP depth as Megatron-Bridge counts it beside the stack (flop_utils.py L840-847,
+    L1164-1176 @ v0.6.0): one more layer (window-only attention: its ratio is 0), its
+    2h x h projection and one more output head."""
+    kind = m.mtp_kinds[0]
+    w, s = m.sliding_window, m.seq_len
+    core = 3 * 2 * m.heads * 2 * m.head_dim * (w - w * w / (2 * s))
+    return 6 * (flops.layer_matmul_params(m, kind) + 2 * m.hidden ** 2
+                + m.vocab * m.hidden) + core
+
+
+@pytest.mark.parametrize("gpu", ["gb200", "gb300"])
+def test_flops_per_token_as_nvidia_publishes_them(flash, gpu):
+    """The table's model TFLOP/s per GPU over its tokens/s per GPU is the FLOPs per token
+    Megatron-Bridge counts for the run (706 / 7,776 and 748 / 8,224: 90.8 and 91.0 GFLOP).
+    The ledger's, with the MTP depth the run trains, within 1%: it also counts the router
+    and mHC projections, and the window's and the indexer's causal keys (Megatron-Bridge
+    the whole window and every entry)."""
+    row = next(r for r in rows() if r.model == "deepseek-v4-flash" and r.gpu == gpu)
+    published = row.model_tflops_per_gpu * 1e12 / row.tokens_per_s_per_gpu
+    ours = flops.model_flops_per_token(flash) + _mtp_flops(flash)
+    assert ours == pytest.approx(published, rel=0.01)
+
+
+def test_full_recompute_keeps_the_four_streams(flash):
+    """A checkpointed layer keeps its input, which mHC makes n = 4 streams of h."""
+    r = layer_activations(flash, micro_batch=1, recompute="full", layer=5)
+    assert r.input_bytes == 4 * 4096 * 2 * 4096
+
+
+def test_mhc_streams_saved_per_layer(flash):
+    """Each layer's two sites keep their 4-stream input and the block output (5 h), and
+    40 fp32 mapping values (2n + 2n^2 at n = 4 ... 8 + 32): 2 x (5 x 4096 x 2 + 40 x 4)
+    bytes per token."""
+    r = layer_activations(flash, micro_batch=1, layer=5)
+    assert r.streams_bytes == 2 * (5 * 4096 * 2 + 40 * 4) * 4096
+
+
+def _file(**over) -> dict:
+    return {**_bridge_file(), **over}
+
+
+@pytest.mark.parametrize("over, named", [
+    ({"compress_rates": {"compressed_sparse_attention": 8,
+                         "heavily_compressed_attention": 128}}, "compress_rates"),
+    ({"n_shared_experts": 2}, "n_shared_experts"),
+    ({"compress_ratios": [0, 2] * 22}, "compress_ratios"),
+    ({"mlp_layer_types": ["dense"] * 43}, "mlp_layer_types"),
+])
+def test_what_is_not_modelled_is_refused_naming_it(over, named):
+    with pytest.raises(LedgerError) as err:
+        read_config(_file(**over))
+    assert named in str(err.value) and "\n" not in str(err.value)
+
+
+def test_layer_types_read_as_transformers_names_them():
+    """transformers 5's own keys (layer_types) give the same stack as the legacy list."""
+    names = {0: "sliding_attention", 4: "compressed_sparse_attention",
+             128: "heavily_compressed_attention"}
+    cfg = _file()
+    ratios = cfg.pop("compress_ratios")[:43]
+    spec = read_config({**cfg, "layer_types": [names[r] for r in ratios]})[0]
+    assert spec.compressed.ratios == tuple(ratios)
