@@ -45,7 +45,8 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
     "mlp_bias": (("--mlp-bias",), bool, "biases on every MLP and expert matrix"),
     "norm": (("--norm",), NORMS, "norm kind (layernorm has a bias)"),
     "learned_positions": (("--learned-positions",), int, "rows of a learned position table"),
-    "attention": (("--attention",), ATTENTIONS, "mla: multi-head latent attention"),
+    # DeepSeek-V4's "csa" needs its per-layer ratios: read from its config.json only
+    "attention": (("--attention",), ATTENTIONS[:2], "mla: multi-head latent attention"),
     "q_lora_rank": (("--q-lora-rank",), int, "MLA query rank (omit: plain q_proj)"),
     "kv_lora_rank": (("--kv-lora-rank",), int, "MLA K/V latent width"),
     "qk_rope_head_dim": (("--qk-rope-head-dim", "--qk-pos-emb-head-dim"), int,
