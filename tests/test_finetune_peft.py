@@ -324,13 +324,13 @@ def test_named_modules_match_peft(mt, targets):
 
 
 def test_the_families_are_the_ledger_s():
-    """Every family the ledger reads is here: 115 model types of its registry (DeepSeek-V2
+    """Every family the ledger reads is here: 116 model types of its registry (DeepSeek-V2
     and Hunyuan-MoE among them, whose defaults the ledger refuses but whose released
     configs it reads: ``READ_REPAIRS``; and Emu3's text model, no causal-LM key of its
-    own) and the corpus' 8 composites by their own text_config - so each of the 121 model
+    own) and the corpus' 8 composites by their own text_config - so each of the 122 model
     types the corpus counts exactly, GPT-SW3 being GPT-2's config under another key."""
-    assert len(FAMILY_CASES) == 115, sorted(set(FAMILIES) - set(FAMILY_CASES))
-    assert len(COMPOSITE_CASES) == 8 and len(COUNTED) == 121
+    assert len(FAMILY_CASES) == 116, sorted(set(FAMILIES) - set(FAMILY_CASES))
+    assert len(COMPOSITE_CASES) == 8 and len(COUNTED) == 122
     alias = {mt: next(f for f in FAMILY_CASES if _default(f) == tc.ledger_dict(mt))
              for mt in COUNTED if mt not in FAMILY_CASES and mt not in COMPOSITE_CASES}
     assert alias == {"gpt-sw3": "gpt2"}

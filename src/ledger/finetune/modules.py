@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger.anatomy import compressed
 from ledger.anatomy.mixers import LayerKind
 from ledger.finetune.names import Names, names
 from ledger.model import ModelSpec
@@ -68,8 +69,11 @@ def _lin(n: Names, name: str, kind: str, i: int, o: int, split: str = "col",
     return Linear(name, kind, i, o, split, quantised=quantised, **kw)
 
 
-def attention(m: ModelSpec, n: Names) -> list[Linear]:
-    """One layer's attention projections, as ``m`` attends (``ModelSpec.attention_of``)."""
+def attention(m: ModelSpec, n: Names, ratio: int = 0) -> list[Linear]:
+    """One layer's attention projections, as ``m`` attends (``ModelSpec.attention_of``);
+    DeepSeek-V4's by the layer's compress ``ratio`` (``_compressed``)."""
+    if m.attention == "csa":
+        return _compressed(m, n, ratio)
     h, o_in = m.hidden, m.heads * m.v_head_dim
     gate = {"none": 0, "elementwise": m.heads * m.head_dim, "head": m.heads}[m.attn_gate]
     extra = [_lin(n, n.attn_gate, "attention", h, gate)] if gate and n.attn_gate else []
@@ -107,6 +111,31 @@ def _indexer(m: ModelSpec, n: Names) -> list[Linear]:
     return [_lin(n, "wq_b", "attention", m.q_lora_rank or 0, ih * d, "none"),
             _lin(n, "wk", "attention", m.hidden, d, "none"),
             _lin(n, "weights_proj", "attention", m.hidden, ih, "none", quantised=False)]
+
+
+def _compressed(m: ModelSpec, n: Names, ratio: int) -> list[Linear]:
+    """DeepSeek-V4's (modeling_deepseek_v4.py L797-806): q_a, q_b, kv_proj, the grouped o_a
+    (one weight of g o_lora x heads d / g, an nn.Linear subclass bitsandbytes leaves) and
+    o_b, split as ``ledger.anatomy.compressed`` counts them; a compressor's kv / gate projections (L399-400, L627-628) and CSA's
+    indexer's (L464, L510-514), which the release keeps in BF16 (L1259-1265)."""
+    h, r_q, d, c = m.hidden, m.q_lora_rank, m.head_dim, m.compressed
+    out = [_lin(n, "q_a_proj", "attention", h, r_q, "none"),
+           _lin(n, "q_b_proj", "attention", r_q, m.heads * d),
+           _lin(n, "kv_proj", "attention", h, d, "none"),
+           _lin(n, "o_a_proj", "attention", m.heads * d // c.o_groups,
+                c.o_groups * c.o_lora_rank, quantised=False),  # a Linear subclass (L314)
+           _lin(n, "o_b_proj", "attention", c.o_groups * c.o_lora_rank, h, "row")]
+    if ratio:
+        w = (2 if ratio == compressed.INDEXED_RATIO else 1) * d
+        out += [_lin(n, p, "attention", h, w, "none", quantised=False)
+                for p in ("kv_proj", "gate_proj")]
+    if ratio == compressed.INDEXED_RATIO:
+        ih, ihd = m.index_heads, m.index_head_dim
+        out += [_lin(n, p, "attention", h, 2 * ihd, "none", quantised=False)
+                for p in ("kv_proj", "gate_proj")] + [
+            _lin(n, "q_b_proj", "attention", r_q, ih * ihd, "none"),
+            _lin(n, "weights_proj", "attention", h, ih, "none", quantised=False)]
+    return out
 
 
 def mamba(m: ModelSpec, n: Names) -> list[Linear]:
@@ -200,7 +229,7 @@ def moe(m: ModelSpec, n: Names) -> list[Linear]:
 def layer(model: ModelSpec, kind: LayerKind) -> list[Linear]:
     """Every weight matrix of a layer of ``kind``."""
     n = names(model.family)
-    out = attention(model.attention_of(kind), n) if kind.attention else []
+    out = attention(model.attention_of(kind), n, kind.compress) if kind.attention else []
     if "mamba" in kind.mixer:
         out += mamba(model, n)
     elif kind.mixer == "linear":
