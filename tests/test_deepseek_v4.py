@@ -134,3 +134,12 @@ def test_layer_types_read_as_transformers_names_them():
     ratios = cfg.pop("compress_ratios")[:43]
     spec = read_config({**cfg, "layer_types": [names[r] for r in ratios]})[0]
     assert spec.compressed.ratios == tuple(ratios)
+
+
+def test_serving_cache_is_refused_naming_what_it_lacks(flash):
+    """The compressed entries a decode step keeps are not modelled: serve says so."""
+    from ledger.serve.cache import layer_caches
+
+    with pytest.raises(LedgerError) as err:
+        layer_caches(flash, range(flash.layers), tp=1, kv_bytes=2)
+    assert "compressed entries" in str(err.value) and "\n" not in str(err.value)

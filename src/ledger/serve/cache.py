@@ -141,7 +141,12 @@ def layer_caches(model, layers, tp: int, kv_bytes: int,
     """The caches of ``layers`` (indices) on one GPU of a TP group of ``tp``: each attention
     layer as it attends (``ModelSpec.attention_of``: a global layer's own K/V shape), each
     recurrent mixer's state in the (conv, ssm) dtypes ``state_dtypes``
-    (``ledger.serve.state.state_dtypes``)."""
+    (``ledger.serve.state.state_dtypes``). DeepSeek-V4's compressed entries (and its
+    indexer's keys) beside its window are not modelled: refused naming them."""
+    if getattr(model, "attention", "mha") == "csa":
+        raise LedgerError("model", "DeepSeek-V4's serving cache (the window's K=V, its CSA / "
+                                   "HCA compressed entries, the indexer's keys and the "
+                                   "compressors' buffers) is not modelled")
     return [_layer(model, i, tp, kv_bytes, state_dtypes) for i in layers]
 
 
