@@ -2,8 +2,9 @@
 
 ``mixers`` names a layer's kind (``LayerKind``: its sequence mixer, its MLP, its window)
 and holds the recurrent mixers' records (Mamba, linear attention, short convolutions) and
-a global layer's own attention shape; ``counts`` counts a ModelSpec's parameters term by
-term, split as Megatron-Core splits them. ``ledger.model.ModelSpec`` is built on both.
+a global layer's own attention shape; ``compressed`` DeepSeek-V4's compressed attention
+(per-layer CSA / HCA, the grouped output projection) and mHC residual streams; ``counts``
+counts a ModelSpec's parameters term by term, split as Megatron-Core splits them. ``ledger.model.ModelSpec`` is built on both.
 
 May import: ``ledger.errors``.
 """

@@ -7,7 +7,8 @@ block), what one layer keeps; ``activations`` prices those tables for a layer un
 SP, CP, recompute and expert routing (``selective``: Megatron's recompute modules;
 ``layer_formulas``: a GPT or Llama layer from its shape's numbers alone);
 ``recurrent`` what a hybrid's recurrent mixers
-(Mamba, linear attention, short convolutions) keep and compute.
+(Mamba, linear attention, short convolutions) keep and compute; ``compressed`` what
+DeepSeek-V4's attention and mHC residual streams keep.
 
 ``adapters`` adds what LoRA adapters save and compute. May import: the specs
 (``ledger.model``, ``ledger.config``, ``ledger.memory``), ``ledger.frameworks`` (FP8
