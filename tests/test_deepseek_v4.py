@@ -73,7 +73,7 @@ def test_compressed_keys_by_hand():
 
 def _mtp_flops(m) -> float:
     """One MTP depth as Megatron-Bridge counts it beside the stack (flop_utils.py L840-847,
-    L1164-1176 @ v0.6.0): one more layer (window-only attention: its ratio is 0), its
+    L1156-1185 @ v0.6.0): one more layer (window-only attention: its ratio is 0), its
     2h x h projection and one more output head."""
     kind = m.mtp_kinds[0]
     w, s = m.sliding_window, m.seq_len

@@ -1,11 +1,13 @@
 """Where each framework fact in ``ledger.frameworks`` comes from: the file and line at a
 named snapshot, or the paper and section. One place for all of them;
 tests/test_frameworks.py checks that every fact of every real framework has a source. How
-layers split and what overlaps compute: ``overlap_sources``, merged in here; the PyTorch
-facts several tables share: ``torch_sources``."""
+layers split and what overlaps compute: ``overlap_sources``, merged in here, as are the
+libraries' buffers (``library_sources``) and one model family's facts (``model_sources``);
+the PyTorch facts several tables share: ``torch_sources``."""
 from __future__ import annotations
 
 from ledger.frameworks.library_sources import LIBRARY_SOURCES
+from ledger.frameworks.model_sources import MODEL_SOURCES
 from ledger.frameworks.overlap_sources import OVERLAP_SOURCES
 from ledger.frameworks.torch_sources import (_CONTEXT, _FRAGMENTATION, _FROZEN, _FSDP2, _TORCH_STEP,
                                              _WORKING)
@@ -350,7 +352,7 @@ for _name in SOURCES:
         SOURCES[_name].setdefault("allocator_reclaim", _RECLAIM)
 for _name, _facts in OVERLAP_SOURCES.items():  # ledger.frameworks.overlap_sources
     SOURCES[_name] = SOURCES[_name] | _facts
-for _name, _facts in LIBRARY_SOURCES.items():  # ledger.frameworks.library_sources
+for _name, _facts in (*LIBRARY_SOURCES.items(), *MODEL_SOURCES.items()):  # ..._sources
     SOURCES[_name] = SOURCES[_name] | _facts
 SOURCES["deepseek"] = {**{k: "as megatron (ledger.frameworks.SOURCES['megatron'])"
                           for k in SOURCES["megatron"]}, **SOURCES["deepseek"]}

@@ -35,7 +35,7 @@ CONFIG = {"gpt-oss-120b": "gpt-oss-120b.json", "qwen3-235b-a22b": "qwen3-235b-a2
           "nemotron-3-super": "nemotron-3-super.json",
           # the released file (data/hf/SOURCES.md): compressed attention, mHC and the
           # hash-routed first layers as ledger.anatomy.compressed counts them; the recipes
-          # build the model from it (recipes/deepseek/h100/deepseek_v4.py L35, L68 @ v0.6.0)
+          # build the model from it (recipes/deepseek/gb200/deepseek_v4.py L28, L52 @ v0.6.0)
           "deepseek-v4-flash": "deepseek-v4-flash.json",
           # "the same architecture as Nemotron 3 Nano, but ... trained natively with
           # multi-token prediction" (examples/models/nemotron/nemotron_3/lightning/
@@ -109,7 +109,7 @@ HELPER_SETTINGS = {"nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config": {
         "model.cuda_graph_impl": "full_iteration"}}
 # a recipe function that runs another whole and sets only environment variables: its
 # settings are that one's. DeepSeek-V4 Flash on GB300 is the GB200 function with GB300's
-# env_vars (perf_recipes/deepseek/gb300/deepseek_v4.py L29-51 @ v0.6.0)
+# env_vars (perf_recipes/deepseek/gb300/deepseek_v4.py L29-50 @ v0.6.0)
 SAME_RECIPE = {"deepseek_v4_flash_pretrain_128gpu_gb300_fp8mx_config":
                "deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config"}
 # table model -> what the ledger lacks to express it (the row is listed, not run)

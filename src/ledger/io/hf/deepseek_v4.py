@@ -73,7 +73,7 @@ def deepseek_v4(r):  # cfg:L128-162; modeling_deepseek_v4.py L766-810, L1131-119
     r.refuse("mlp_bias", False, "biases on the shared expert but not the routed ones")
     # transformers builds one shared MLP of moe_intermediate_size whatever the count
     # (L1137, L1026-1028); Megatron-Bridge n_shared x that width (deepseek_v4_bridge.py
-    # L507 @ v0.6.0): the two agree at 1 only
+    # L508 @ v0.6.0): the two agree at 1 only
     r.refuse("n_shared_experts", 1, "transformers and Megatron-Bridge size the shared "
                                     "expert differently")
     layers = f["layers"]
@@ -92,7 +92,7 @@ def deepseek_v4(r):  # cfg:L128-162; modeling_deepseek_v4.py L766-810, L1131-119
             "top_k": top_k(r, default=6), "moe_ffn_hidden": width, "shared_experts": 1,
             "shared_expert_ffn": width,
             # the routed and shared experts' gate/up clamp (L1033-1034, L1074-1075), which
-            # Megatron-Bridge applies as activation_func_clamp_value (bridge L503)
+            # Megatron-Bridge applies as activation_func_clamp_value (bridge L504)
             "glu_clamp": r.get("swiglu_limit", 10.0, float),
             "mtp_layers": r.get("num_nextn_predict_layers", 1)}, cap
 
