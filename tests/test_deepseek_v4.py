@@ -143,3 +143,14 @@ def test_serving_cache_is_refused_naming_what_it_lacks(flash):
     with pytest.raises(LedgerError) as err:
         layer_caches(flash, range(flash.layers), tp=1, kv_bytes=2)
     assert "compressed entries" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("axis", ["tp", "cp"])
+def test_tensor_and_context_parallel_attention_refused_naming_it(flash, axis):
+    """Neither framework the ledger reads has a TP or CP form of this attention."""
+    from ledger.config import ParallelConfig
+    from ledger.placement import place
+
+    with pytest.raises(LedgerError) as err:
+        place(flash, ParallelConfig(**{axis: 2}, dp=1))
+    assert "DeepSeek-V4's compressed attention" in str(err.value)

@@ -13,6 +13,9 @@ Ulysses); an MLP splits its width over tp. The recurrent mixers split as Megatro
 - Mamba-1, Kimi Delta Attention, lightning attention and LFM2's short convolution have no
   tensor- or context-parallel form in Megatron-Core at that commit (no module of theirs
   under megatron/core), and transformers' tp_plans leave them whole: tp = cp = 1.
+- DeepSeek-V4's compressed attention (``ledger.anatomy.compressed``): no form in
+  Megatron-Core at that commit, whole in transformers (configuration_deepseek_v4.py
+  L114-121): tp = cp = 1 (the published runs' placement).
 """
 from __future__ import annotations
 
@@ -38,6 +41,12 @@ def _recurrent(model) -> str | None:
 def split_problem(model, tp: int, cp: int = 1, cp_kind: str = "ring"):
     """(field, message) of the first width ``tp`` / ``cp`` cannot split, or None."""
     kinds = model.kind_counts
+    if getattr(model, "attention", "mha") == "csa" and (tp > 1 or cp > 1):
+        axis, size = ("tp", tp) if tp > 1 else ("cp", cp)
+        return axis, (f"{axis}({size}) > 1 but DeepSeek-V4's compressed attention under "
+                      f"{'tensor' if axis == 'tp' else 'context'} parallelism is not modelled "
+                      f"(no form of it in Megatron-Core d98e8a64; transformers keeps it whole)"
+                      f"; use {axis} = 1")
     checks = []
     if any(k.attention for k in kinds):
         checks += [("heads", model.heads, "tp", tp), ("kv_heads", model.kv_heads, "tp", tp)]
