@@ -22,6 +22,14 @@ DEEPSEEK_V3 = ["--attention", "mla", "--q-lora-rank", "1536", "--kv-lora-rank", 
                "--moe-ffn-hidden-size", "2048", "--num-experts", "256", "--moe-router-topk",
                "8", "--shared-experts", "1", "--first-dense-layers", "3", "--vocab", "129280",
                "--mtp-num-layers", "1"]
+# DeepSeek-V4-Flash's shape (its config.json; 284,332,230,231 as transformers builds it)
+DEEPSEEK_V4_FLASH = ["--layers", "43", "--hidden", "4096", "--heads", "64", "--kv-heads", "1",
+                     "--head-dim", "512", "--ffn", "2048", "--vocab", "129280",
+                     "--attention", "csa", "--q-lora-rank", "1024", "--compressed",
+                     "ratios=WW+CH*20+C,o_groups=8,o_lora_rank=1024", "--hc-mult", "4",
+                     "--attention-sinks", "--sliding-window", "128", "--index-heads", "64",
+                     "--index-head-dim", "128", "--index-topk", "512", "--num-experts", "256",
+                     "--top-k", "6", "--moe-ffn-hidden-size", "2048", "--shared-experts", "1"]
 GEMMA2_9B = ["--layers", "42", "--hidden", "3584", "--heads", "16", "--kv-heads", "8",
              "--head-dim", "256", "--ffn", "14336", "--vocab", "256000", "--tied",
              "--layer-norms", "4", "--sliding-window", "4096", "--local-layers",
@@ -40,7 +48,8 @@ def test_every_modelspec_field_has_a_flag():
 
 @pytest.mark.parametrize("flags,params", [(QWEN3_30B, 30_532_122_624),
                                           (DEEPSEEK_V3, 671_026_404_352),
-                                          (GEMMA2_9B, 9_241_705_984)])
+                                          (GEMMA2_9B, 9_241_705_984),
+                                          (DEEPSEEK_V4_FLASH, 284_332_230_231)])
 def test_custom_counts_the_published_models(capsys, flags, params):
     code, out, _ = run(capsys, "report", "custom", *flags, "--json")
     d = json.loads(out)

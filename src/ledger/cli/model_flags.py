@@ -16,6 +16,7 @@ from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
 from ledger.errors import LedgerError, clip
 from ledger.io import MAX_LAYERS, model_flag, read_hf_config
 from ledger.io.hf.hub import hub_config, is_hub_id
+from ledger.anatomy.compressed import CompressedAttention
 from ledger.anatomy.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
 from ledger.model import PRESETS, ModelSpec, preset
 
@@ -24,7 +25,8 @@ from ledger.io.hf.families import FAMILIES  # noqa: E402
 LAYERS = "layers"  # marker type: a layer-index list such as '1,3,5-9' or 'every:2'
 NOT = "not"  # marker type: a flag that turns a default-on field off
 MIXER_PATTERN = "mixers"  # marker type: one letter per layer
-RECORDS = (Mamba, LinearAttention, ShortConv, GlobalAttention)  # given as key=value,...
+RECORDS = (Mamba, LinearAttention, ShortConv, GlobalAttention,
+           CompressedAttention)  # given as key=value,...
 MIXER_LETTERS = {"A": "attention", "M": "mamba", "L": "linear", "C": "conv",
                  "P": "attention+mamba", "N": "none"}
 
@@ -45,8 +47,8 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
     "mlp_bias": (("--mlp-bias",), bool, "biases on every MLP and expert matrix"),
     "norm": (("--norm",), NORMS, "norm kind (layernorm has a bias)"),
     "learned_positions": (("--learned-positions",), int, "rows of a learned position table"),
-    # DeepSeek-V4's "csa" needs its per-layer ratios: read from its config.json only
-    "attention": (("--attention",), ATTENTIONS[:2], "mla: multi-head latent attention"),
+    "attention": (("--attention",), ATTENTIONS, "mla: multi-head latent attention; csa: "
+                                                "DeepSeek-V4's (with --compressed)"),
     "q_lora_rank": (("--q-lora-rank",), int, "MLA query rank (omit: plain q_proj)"),
     "kv_lora_rank": (("--kv-lora-rank",), int, "MLA K/V latent width"),
     "qk_rope_head_dim": (("--qk-rope-head-dim", "--qk-pos-emb-head-dim"), int,
@@ -112,7 +114,12 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
     "global_attention": (("--global-attention",), GlobalAttention,
                          "global layers' own attention: head_dim=512,kv_heads=4,sinks=false"),
     "no_mlp_layers": (("--no-mlp-layers",), LAYERS, "layers without an MLP: '0-3', 'all'"),
+    "compressed": (("--compressed",), CompressedAttention,
+                   "DeepSeek-V4's attention: ratios=WW+CH*20+C,o_groups=8,o_lora_rank=1024 "
+                   "(per layer W: the window alone, C: CSA every 4 tokens, H: HCA every 128)"),
+    "hc_mult": (("--hc-mult",), int, "mHC residual streams (DeepSeek-V4: 4; 0: one residual)"),
 }
+RATIO_LETTERS = {"W": 0, "C": 4, "H": 128}  # ledger.anatomy.compressed.RATIOS
 # routing, not shape: these may override a preset's or a config.json's own values
 ROUTING = ("router_groups", "router_group_topk")
 CUSTOM_REQUIRED = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
@@ -198,6 +205,23 @@ def parse_mixers(text: str, layers: int) -> tuple[str, ...]:
     return tuple(out)
 
 
+def parse_ratios(text: str, flag: str) -> tuple[int, ...]:
+    """DeepSeek-V4's per-layer compress ratios as letters (``RATIO_LETTERS``), groups joined
+    by '+', 'CH*20' repeating one 20 times."""
+    out: list[int] = []
+    for group in text.upper().split("+"):
+        letters, _, times = group.partition("*")
+        try:
+            n = int(times) if times else 1
+            if len(out) + n * len(letters) > MAX_LAYERS:
+                raise LedgerError(flag, f"ratios name more than {MAX_LAYERS:,} layers")
+            out += [RATIO_LETTERS[c] for c in letters] * n
+        except (KeyError, ValueError):
+            raise LedgerError(flag, f"ratios: expected letters of {''.join(RATIO_LETTERS)} "
+                                    f"like 'WW+CH*20+C', got {clip(repr(text))}") from None
+    return tuple(out)
+
+
 def parse_record(cls, text: str, flag: str):
     """``key=value,key=value`` into a ``ledger.anatomy.mixers`` record (integers and true/false)."""
     names = {f.name: f.type for f in fields(cls)}
@@ -207,7 +231,9 @@ def parse_record(cls, text: str, flag: str):
         if not eq or key not in names:
             raise LedgerError(flag, f"expected key=value with keys {', '.join(names)}, got "
                                     f"{item!r}")
-        if value in ("true", "false"):
+        if key == "ratios":  # CompressedAttention's per-layer ratios, as letters
+            kw[key] = parse_ratios(value, flag)
+        elif value in ("true", "false"):
             kw[key] = value == "true"
         elif names[key] == "str":
             kw[key] = value
