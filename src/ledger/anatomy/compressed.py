@@ -76,6 +76,9 @@ def check(m) -> None:
     if m.q_lora_rank is None:
         raise LedgerError("q_lora_rank", "DeepSeek-V4's queries run through a latent: needs "
                                          "a q_lora_rank")
+    if m.sliding_window is None or m.local_layers is not None:
+        raise LedgerError("sliding_window", "every DeepSeek-V4 layer attends its window: needs "
+                                            "a sliding_window on every layer")
     if INDEXED_RATIO in c.ratios and not m.index_heads:
         raise LedgerError("index_heads", f"layers of compress ratio {INDEXED_RATIO} run the "
                                          f"lightning indexer: needs index_heads, "
