@@ -27,12 +27,13 @@ def _modules(text: str) -> tuple[str, ...]:
 
 def unpriced_modules(a: argparse.Namespace) -> list[str]:
     """What the typed --recompute-modules names that the ledger does not price, for stderr
-    (one line) and the approximate mark: GatedDeltaProduct's and the HyperConnections'
-    modules, whose mixers the ledger does not model (ledger.frameworks.recompute_modules)."""
+    (one line) and the approximate mark: GatedDeltaProduct's modules, whose mixer the
+    ledger does not model, and the HyperConnections', whose recompute it does not
+    (ledger.frameworks.recompute_modules)."""
     mods = [m for m in getattr(a, "recompute_modules", None) or ()
             if m in UNPRICED_RECOMPUTE_MODULES]
-    return [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections, "
-            f"not modelled: priced as not recomputed)"] if mods else []
+    return [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections' "
+            f"recompute, not modelled: priced as not recomputed)"] if mods else []
 
 
 def _add_step_flags(p: argparse.ArgumentParser) -> None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 # HP-to-CP all-to-all, ledger.arch.recurrent.norm_out_elements)
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
                      "shared_experts", "gdn_norm_out")
-# Megatron's other choices act on mixers the ledger does not model - GatedDeltaProduct's
+# Megatron's other choices act on a mixer the ledger does not model - GatedDeltaProduct's
 # input projection and its causal conv (megatron/core/ssm/gated_delta_product.py L270-282)
-# and the HyperConnections (transformer_block.py L331): accepted, priced as not
+# - and on the HyperConnections (transformer_block.py L331; DeepSeek-V4's mHC, counted and
+# priced in ledger.anatomy.compressed, but not its recompute): accepted, priced as not
 # recomputed, and named as not priced
 UNPRICED_RECOMPUTE_MODULES = ("gdp_in_proj", "gdp_qkv", "mhc")
 MEGATRON_RECOMPUTE_MODULES = RECOMPUTE_MODULES + UNPRICED_RECOMPUTE_MODULES
