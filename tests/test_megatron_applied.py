@@ -38,6 +38,9 @@ CASES = {
     "--position-embedding-type": ("", "--position-embedding-type rope"),
     "--use-rotary-position-embeddings": ("", "--use-rotary-position-embeddings"),
     "--swiglu": ("", "--swiglu"),
+    # mHC: n residual streams, two HyperConnectionModules a layer (hyper_connection.py)
+    "--enable-mhc-connections": ("", "--enable-mhc-connections"),
+    "--mhc-num-residual-streams": ("--enable-mhc-connections", "--mhc-num-residual-streams 2"),
     "--moe-latent-size": (MOE, "--moe-latent-size 256"),
     "--mtp-use-repeated-layer": ("--position-embedding-type rope --mtp-num-layers 2",
                                  "--mtp-use-repeated-layer"),

@@ -20,7 +20,7 @@ _COUNTS = ("learned_positions", "num_experts", "shared_experts", "first_dense_la
 _FLAGS = ("gated_mlp", "tied_embeddings", "qkv_bias", "out_bias", "mlp_bias",
           "attention_sinks", "shared_expert_gate", "router_bias", "seq_default",
           "attn_gate_bias", "diff_attention", "norm_weights", "embedding_norm", "final_norm",
-          "sub_norms", "lm_head_bias", "moe_norm", "mtp_shared")
+          "sub_norms", "lm_head_bias", "moe_norm", "mtp_shared", "hc_head")
 ATTN_GATES = ("none", "elementwise", "head")
 
 

@@ -78,6 +78,8 @@ class ModelSpec:
     compressed: CompressedAttention | None = None  # DeepSeek-V4: per-layer compression and
     #                                                the grouped output projection
     hc_mult: int = 0  # mHC residual streams (DeepSeek-V4: 4); 0: one plain residual
+    hc_head: bool = True  # mHC: a learned head collapses the streams (DeepSeek-V4); False:
+    #                       their mean (Megatron-Core d98e8a64's output_contract)
     # ---- small terms around the stack -----------------------------------------------
     norm_weights: bool = True  # False: norms without parameters (OLMo, nanochat)
     embedding_norm: bool = False  # a norm on the embedding output (BLOOM)

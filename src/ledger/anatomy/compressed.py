@@ -19,7 +19,9 @@ line below as ``v4:L``) changes three things a ModelSpec otherwise describes:
   them into the block's input, expand its output and mix the streams (v4:L887-998); a head
   collapses them before the final norm (n h -> n, v4:L1001-1017). Megatron-Core's
   HyperConnectionModule is the same (megatron/core/transformer/hyper_connection.py
-  L169-193 @ d98e8a64: mapping_proj n h -> n^2 + 2n, a bias, alpha_pre/post/res).
+  L169-193 @ d98e8a64: mapping_proj n h -> n^2 + 2n, a bias, alpha_pre/post/res), two per
+  layer (transformer_layer.py L1684-1692), its streams averaged at the end instead
+  (``ModelSpec.hc_head`` False; ``--enable-mhc-connections`` in a launch).
 - **Hash-routed first layers** (``mlp_layer_types`` "hash_moe", v4:L1100-1128): the
   experts a token visits come from a frozen token-id table (a buffer, not a parameter), but
   the router's learned weight still scores them - the same h x E GEMM and parameters as a
@@ -147,9 +149,10 @@ def hc_layer(m) -> int:
 
 def hc_head(m) -> int:
     """The head collapsing the streams before the final norm: hc_fn (n x n h), hc_base (n),
-    hc_scale (1) (v4:L1009-1011)."""
+    hc_scale (1) (v4:L1009-1011); none where the streams are averaged (``hc_head`` False:
+    Megatron-Core's output_contract, hyper_connection.py L517-534 @ d98e8a64)."""
     n = m.hc_mult
-    return n * n * m.hidden + n + 1 if n else 0
+    return n * n * m.hidden + n + 1 if n and m.hc_head else 0
 
 
 def hc_weights(m) -> int:

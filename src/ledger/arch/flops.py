@@ -81,7 +81,7 @@ def matmul_params_per_token(model: ModelSpec) -> float:
     """Weights one token multiplies: every layer's (``layer_matmul_params``) and the output
     layer's. Not the embedding lookup, the norms or the biases (elementwise work)."""
     return sum(n * layer_matmul_params(model, k) for k, n in model.kind_counts.items()) \
-        + model.vocab * model.hidden + model.hc_mult ** 2 * model.hidden  # mHC's head
+        + model.vocab * model.hidden + model.hc_mult ** 2 * model.hidden * model.hc_head
 
 
 def compressed_keys(s: int, ratio: int, cap: int | None = None) -> float:

@@ -118,6 +118,8 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
                    "DeepSeek-V4's attention: ratios=WW+CH*20+C,o_groups=8,o_lora_rank=1024 "
                    "(per layer W: the window alone, C: CSA every 4 tokens, H: HCA every 128)"),
     "hc_mult": (("--hc-mult",), int, "mHC residual streams (DeepSeek-V4: 4; 0: one residual)"),
+    "hc_head": (("--no-hc-head",), NOT, "mHC's streams averaged at the end (Megatron-Core), "
+                                        "not collapsed by a learned head (DeepSeek-V4)"),
 }
 RATIO_LETTERS = {"W": 0, "C": 4, "H": 128}  # ledger.anatomy.compressed.RATIOS
 # routing, not shape: these may override a preset's or a config.json's own values

@@ -252,6 +252,10 @@ def model_spec(ns: dict, name: str, vocab_rows: int) -> ModelSpec:
             glu_clamp=float(ns.get("activation_func_clamp_value") or 0.0),
             mtp_layers=ns.get("mtp_num_layers") or 0,
             mtp_shared=bool(ns.get("mtp_use_repeated_layer")), **attention_fields(ns),
+            # mHC: two HyperConnectionModules a layer, the streams averaged at the block's
+            # end (transformer_layer.py L1684-1692, transformer_block.py L750 @ d98e8a64)
+            hc_mult=ns["mhc_num_residual_streams"] if ns.get("enable_mhc_connections") else 0,
+            hc_head=False,
             **moe_fields(ns, layers, ffn), **window_fields(ns, layers))
     except LedgerError as e:
         raise LedgerError("from_megatron", f"{name}: {e}") from None
