@@ -34,14 +34,13 @@ def test_every_super_and_lightning_row_runs():
     assert all(o.fits for o in outs), [o.row.id for o in outs if not o.fits]
 
 
-def test_what_still_does_not_run_is_named():
+def test_every_deepseek_row_runs():
+    """DeepSeek-V4 Flash's compressed attention and hyper-connections are modelled
+    (tests/test_deepseek_v4.py) and 25.09 GB200 DeepSeek-V3 MXFP8 runs at its recipe's
+    placement (``unrunnable_cells``): no DeepSeek row is left unrun."""
     left = {r.id: outcome(r) for r in _rows(("deepseek-v4-flash", "deepseek-v3"))}
-    out = {i: (o.status, o.reason) for i, o in left.items() if o.status != "ran"}
-    assert sorted(out) == ["26.08/gb200/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1",
-                           "26.08/gb300/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"]
-    assert "hyper-connections" in out["26.08/gb200/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"][1]
-    assert "compressed sparse attention" in out[
-        "26.08/gb300/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"][1]
+    assert len(left) > 30 and sum("v4" in i for i in left) == 2
+    assert {i: (o.status, o.reason) for i, o in left.items() if o.status != "ran"} == {}
 
 
 def test_megatron_fsdp_from_the_recipe_where_the_table_has_no_column():
