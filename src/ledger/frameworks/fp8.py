@@ -53,6 +53,7 @@ MX8 = bytes_per_element("mxfp8")  # E4M3 + an E8M0 scale per 32: 1.03125 B per e
 NV4 = bytes_per_element("nvfp4")  # packed E2M1 + an E4M3 scale per 16: 0.5625 B
 PARAM_GATHER = "+param-gather"
 BF16_ENDS = re.compile(r"\+bf16-ends-(\d+)-(\d+)$")  # "+bf16-ends-1-14": bf16_layers (1, 14)
+BF16_MTP = "+bf16-mtp"  # the MTP block in BF16 (Fp8Recipe.bf16_mtp)
 WIDTHS = ("fp8", "fp4")  # the precision strings' prefixes: the GEMMs' peak
 # The GEMMs of a decoder layer and the model around it, and the three passes of each.
 GEMMS = ("qkv", "attn_out", "mla_down", "mla_up", "mlp_up", "mlp_down", "experts_up",
@@ -95,6 +96,7 @@ class Fp8Recipe:
     wgrad_rht: bool = False  # a 16 x 16 random Hadamard transform on both wgrad operands
     bf16_layers: tuple[int, int] = (0, 0)  # transformer layers at the start and the end kept
     #   in BF16 (Megatron --first-last-layers-bf16, --num-layers-at-start/end-in-bf16)
+    bf16_mtp: bool = False  # the MTP block kept in BF16 (keep_mtp_spec_in_bf16)
 
 
 # Delayed scaling: per GEMM module TE keeps, for 3 forward (input, weight, output) and 2
@@ -184,12 +186,12 @@ def is_low_precision(precision: str | None) -> bool:
 
 
 def spell(recipe_name: str | None, param_gather: bool = False, prefix: str = "fp8",
-          bf16_layers: tuple[int, int] = (0, 0)) -> str:
+          bf16_layers: tuple[int, int] = (0, 0), bf16_mtp: bool = False) -> str:
     """The precision string of a recipe choice: "fp8", "fp8-blockwise+param-gather",
-    "fp4-nvfp4+bf16-ends-1-14"."""
+    "fp4-nvfp4+bf16-mtp+bf16-ends-1-14"."""
     ends = f"+bf16-ends-{bf16_layers[0]}-{bf16_layers[1]}" if any(bf16_layers) else ""
     return prefix + (f"-{recipe_name}" if recipe_name else "") + (PARAM_GATHER * param_gather) \
-        + ends
+        + BF16_MTP * bf16_mtp + ends
 
 
 def recipe(framework: str, precision: str) -> Fp8Recipe:
@@ -204,6 +206,8 @@ def recipe(framework: str, precision: str) -> Fp8Recipe:
                                        f"not {framework}")
     ends = BF16_ENDS.search(precision)
     precision = precision[:ends.start()] if ends else precision
+    mtp = precision.endswith(BF16_MTP)
+    precision = precision[:-len(BF16_MTP)] if mtp else precision
     gather = precision.endswith(PARAM_GATHER)
     name = precision[:-len(PARAM_GATHER)] if gather else precision
     name = name[len(w) + 1:] if name.startswith(f"{w}-") else DEFAULT_RECIPE[framework, w]
@@ -215,7 +219,7 @@ def recipe(framework: str, precision: str) -> Fp8Recipe:
                                                f"{', '.join(PARAM_GATHER_RECIPES[framework])}"
                                                f", not {name}")
     bf16 = (int(ends.group(1)), int(ends.group(2))) if ends else (0, 0)
-    return replace(offered[name], param_gather=gather, bf16_layers=bf16)
+    return replace(offered[name], param_gather=gather, bf16_layers=bf16, bf16_mtp=mtp)
 
 
 def gemm_precision(fw, gemm: str, pass_: str = "fprop") -> str:

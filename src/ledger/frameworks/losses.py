@@ -45,7 +45,7 @@ class Loss:
     summary: str
     source: str
     kind: str  # "eager" | "eager-held" | "loss-parallel" | "compiled" | "vocab-parallel"
-    #            | "none"
+    #            | "in-place" | "none"
 
     def forward_bytes(self, e: float) -> float:
         if self.kind in ("eager", "eager-held"):  # logits, the fp32 copy, the log-softmax
@@ -56,10 +56,12 @@ class Loss:
             return float(e)
         if self.kind == "vocab-parallel":  # logits and one fp32 copy, worked on in place
             return e + _copy(e)
+        if self.kind == "in-place":  # the logits, overwritten by their own gradient
+            return float(e)
         return 0.0
 
     def saved_bytes(self, e: float) -> float:
-        if self.kind == "compiled":  # the graph keeps its input, the logits
+        if self.kind in ("compiled", "in-place"):  # the logits (in place: their gradient)
             return float(e)
         if self.kind == "eager-held":  # the loop's fp32 logits and the log-softmax
             return 4.0 + 4.0
@@ -74,6 +76,8 @@ class Loss:
             return 16.0
         if self.kind == "compiled":  # the saved logits and the gradient, in their dtype
             return 2.0 * e
+        if self.kind == "in-place":  # the saved gradient, scaled in place
+            return float(e)
         if self.kind == "vocab-parallel":  # the softmax turned into the gradient in place,
             return 4.0 + (e if e != 4 else 0.0)  # and its copy in the logits' dtype
         return 0.0
@@ -134,6 +138,21 @@ LOSSES = {loss.name: loss for loss in (
                 "exp_logits), L186-210 (gradient in place, cast to the logits' dtype); the "
                 "default: cross_entropy_loss_fusion False, cross_entropy_fusion_impl "
                 "'native' (model_parallel_config.py L320, L325)"),
+    Loss(name="te-parallel", kind="in-place",
+         summary="Transformer Engine's parallel cross-entropy (Megatron "
+                 "cross_entropy_loss_fusion with cross_entropy_fusion_impl 'te'): Triton "
+                 "kernels write each logit's gradient over the logit itself, in its dtype, "
+                 "and keep that tensor for the backward",
+         source="Megatron-LM d98e8a64 megatron/core/models/common/language_module/"
+                "language_module.py L173-194 (te_parallel_cross_entropy under "
+                "cross_entropy_loss_fusion and cross_entropy_fusion_impl 'te'); "
+                "TransformerEngine 71bbefbf (the TE Megatron-Bridge v0.4.1 pins, uv.lock "
+                "L4880-4882) transformer_engine/pytorch/triton/cross_entropy.py L111 "
+                "(cross_entropy_forward returns the input, its gradient written in place), "
+                "L130-140 (the backward scales it in place) and pytorch/cross_entropy.py L62 "
+                "(save_for_backward(inp.detach())). The same at every TE Megatron-Bridge v0.2.0-v0.6.0 pins (70f53666, "
+                "5671fd36, 71bbefbf, 4220403e, b9d690e0, 4329ff84); TE 01bbe3ee (2026-07-09, "
+                "#3193) moved the gradient to a separate fp32 tensor, not priced here"),
     Loss(name="none", kind="none", summary="no loss priced (the seed's accounting)",
          source="the seed's ledger counts state and layer activations only"),
 )}

@@ -38,6 +38,7 @@ from ledger.optim import muon
 from ledger.pipeline import held_closed, placement_pipeline
 from ledger.placement import offload as offloading
 from ledger.placement import tuned
+from ledger.placement.bf16_layers import bf16_activation_bytes, bf16_mtp_layers
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
 from ledger.placement import optim_offload
@@ -158,7 +159,8 @@ def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer
     per_param = st.scaled(1 / model.params)
     return [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
                              model, cfg, fw, counts[r], kinds,
-                             bf16_layers_on(fw, r, cfg.pp, sum(counts[r])), gpu,
+                             bf16_layers_on(fw, r, cfg.pp, sum(counts[r]))
+                             + bf16_mtp_layers(model, fw) * (r == cfg.pp - 1), gpu,
                              _param_divs(cfg, fw))
             for r, (d, e) in enumerate(stage_params(model, cfg))]
 
@@ -262,8 +264,9 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     for r, state in enumerate(states):
         state = optim_offload.on_gpu(offloading.on_gpu(state, cfg.offload), cfg)
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
-        parts = rank_parts(model, cfg, fw, r, state, sum(n * a for n, a in zip(alive[r],
-                                                                                per_kind)),
+        acts = sum(n * a for n, a in zip(alive[r], per_kind)) + bf16_activation_bytes(
+            model, cfg, fw, r, kinds, counts[r], alive[r])  # the recipe's BF16 layers
+        parts = rank_parts(model, cfg, fw, r, state, acts,
                            work, held[r], per_param, named,
                            context_buffers(model, cfg) if context is None else context)
         chunks = inflight[min(r, len(inflight) - 1)]

@@ -119,8 +119,6 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
         return None, ()
     approx: list[str] = [QUANT_FILES[key] for key in [(row.model, row.precision)]
                          if key in QUANT_FILES]
-    if row.model in MTP_BF16 and row.precision != "bf16":
-        approx.append("MTP block kept in BF16 (keep_mtp_spec_in_bf16) not priced")
     width, name = {"fp8_cs": ("fp8", "tensorwise"), "fp8_sc": ("fp8", "blockwise"),
                    "fp8_mx": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}[row.precision]
     if name not in offered:
@@ -135,6 +133,8 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
         ends = (f"+bf16-ends-{row.precision_setting('num_layers_at_start_in_bf16', 1)}-"
                 f"{row.precision_setting('num_layers_at_end_in_bf16', 1)}")
     pg = "+param-gather" if gather else ""
+    if row.model in MTP_BF16:  # keep_mtp_spec_in_bf16 (ledger.placement.bf16_layers)
+        ends = "+bf16-mtp" + ends
     lost_ends = ["BF16 first / last layers not priced"] if ends else []
     lost_pg = ["param gather in the low format not priced"] if gather else []
     for extra, lost in ((pg + ends, []), (pg, lost_ends), ("", lost_ends + lost_pg)):
@@ -144,6 +144,20 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
             continue
         return base + extra, tuple(approx + lost)
     return base, tuple(approx + lost_ends + lost_pg)
+
+
+def loss_of(row: BridgeRow) -> str:
+    """The loss a row ran: Transformer Engine's parallel cross-entropy where the perf
+    scripts set cross_entropy_fusion_impl 'te' for every run (scripts/performance/utils/
+    helpers.py L108 @ v0.2.0; utils/overrides.py L64 @ v0.3.0, L65 @ v0.3.1, L66 @ v0.4.0
+    and v0.4.1, L70 @ v0.5.0 and v0.5.1, L83-84 @ v0.6.0) on the providers' default
+    cross_entropy_loss_fusion True (gpt_provider.py L180 @ v0.2.0, L196 @ v0.4.1, L204
+    @ v0.6.0; mamba/mamba_provider.py L87 @ v0.2.0, L166 @ v0.4.1), unless the recipe
+    turns the fusion off; else (v0.1.0rc3, which sets no impl) Megatron-Core's own."""
+    ref = (row.recipe or {}).get("ref") or ""
+    fused = row.setting("cross_entropy_loss_fusion", True) is not False
+    impl = row.setting("cross_entropy_fusion_impl", None if ref.startswith("v0.1.") else "te")
+    return "te-parallel" if fused and impl == "te" else "vocab-parallel"
 
 
 def _recipe_check(precision: str) -> None:
@@ -217,6 +231,7 @@ def config_of(row: BridgeRow, precision: str | None,
                       "activation priced apart)")
     if row.moe and row.setting("moe_paged_stash") is True:
         approx.append("MoE paged stash of the expert activations not priced")
+    kw["loss"] = loss_of(row)
     # every release's perf launcher runs NCCL_NVLS_ENABLE=0 ("Disable NVLink SHARP to save
     # memory": scripts/performance/utils/executors.py L42 @v0.1.0rc3 ... L43 @v0.5.1)
     kw["nccl_nvls"] = False
