@@ -1,0 +1,40 @@
+"""A recipe's BF16 layers priced as they save (ledger.placement.bf16_layers) and
+Transformer Engine's parallel cross-entropy (ledger.frameworks.losses "te-parallel")."""
+from dataclasses import replace
+
+import pytest
+
+from ledger.config import ParallelConfig
+from ledger.frameworks.fp8 import recipe, spell
+from ledger.frameworks.losses import LOSSES
+from ledger.model import preset
+from ledger.placement import place
+from ledger.placement.layers import layer_activation_bytes
+
+
+def test_te_cross_entropy_keeps_two_bytes_a_bf16_logit():
+    # TE 71bbefbf triton/cross_entropy.py L111: the gradient written over the bf16 logits
+    te = LOSSES["te-parallel"]
+    assert (te.forward_bytes(2), te.saved_bytes(2), te.backward_bytes(2), te.grad_bytes(2),
+            te.cached_bytes(2)) == (2.0, 2.0, 2.0, 2.0, 0.0)
+    assert LOSSES["vocab-parallel"].backward_bytes(2) == 6.0
+
+
+def test_bf16_mtp_suffix_round_trips():
+    p = spell("nvfp4", prefix="fp4", bf16_layers=(0, 14), bf16_mtp=True)
+    assert p == "fp4-nvfp4+bf16-mtp+bf16-ends-0-14"
+    r = recipe("megatron", p)
+    assert (r.name, r.bf16_layers, r.bf16_mtp) == ("nvfp4", (0, 14), True)
+    assert not recipe("megatron", "fp4-nvfp4+bf16-ends-0-14").bf16_mtp
+
+
+def test_bf16_end_layers_save_bf16_inputs():
+    model = preset("llama3-8b").with_seq(4096)
+    cfg = ParallelConfig(dp=8, zero_stage=1, framework="megatron", precision="fp8-tensorwise")
+    ends = replace(cfg, precision="fp8-tensorwise+bf16-ends-1-2")
+    low, bf = (place(model, c).memory_by_rank[0] for c in (cfg, ends))
+    per_layer = layer_activation_bytes(model, replace(cfg, precision=None)) \
+        - layer_activation_bytes(model, cfg)
+    assert per_layer > 0  # FP8 saves its GEMM inputs in 1 B, BF16 in 2
+    assert bf.activations_bytes - low.activations_bytes == pytest.approx(
+        3 * per_layer, rel=1e-9)
