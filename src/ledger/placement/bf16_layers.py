@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from ledger.model import ModelSpec
 from ledger.placement.layers import layer_activation_bytes, mtp_held
 from ledger.placement.stages import each_layer_kind
@@ -50,23 +52,31 @@ def bf16_kinds(model: ModelSpec, fw, rank: int, pp: int) -> dict:
     return out
 
 
-def bf16_activation_bytes(model: ModelSpec, cfg, fw, rank: int, kinds, counts, alive) -> float:
+def bf16_weights(model: ModelSpec, fw, pp: int, kinds, counts, alive) -> np.ndarray | None:
+    """(PP ranks x ``kinds``) the recipe's BF16 layers each rank holds, weighted as its
+    layers of the kind are in flight (``alive`` / ``counts``: ``inflight_kinds`` over
+    ``layer_kinds``); None when the recipe keeps none in BF16."""
+    out = np.zeros((pp, len(kinds)))
+    for r in range(pp):
+        for kind, n in bf16_kinds(model, fw, r, pp).items():
+            if kind in kinds:
+                i = list(kinds).index(kind)
+                out[r, i] += n * (alive[r][i] / counts[r][i] if counts[r][i] else 1.0)
+    return out if out.any() else None
+
+
+def bf16_activation_bytes(model: ModelSpec, cfg, fw, rank: int, kinds, counts,
+                          alive) -> float:
     """What one micro-batch of rank ``rank``'s stage activations adds when its BF16
     layers save BF16 inputs; ``kinds`` / ``counts`` / ``alive``: ``layer_kinds`` and
-    ``inflight_kinds`` rows of that rank."""
-    held = bf16_kinds(model, fw, rank, cfg.pp)
-    if not held:
+    ``inflight_kinds`` of the placement."""
+    w = bf16_weights(model, fw, cfg.pp, kinds, counts, alive)
+    if w is None:
         return 0.0
     plain = replace(cfg, precision=None)
-    extra = 0.0
-    for kind, n in held.items():
-        if kind not in kinds:
-            continue
-        i = list(kinds).index(kind)
-        weight = alive[i] / counts[i] if counts[i] else 1.0
-        extra += n * weight * (layer_activation_bytes(model, plain, kind)
-                               - layer_activation_bytes(model, cfg, kind))
-    return float(extra)
+    return float(sum(w[rank, i] * (layer_activation_bytes(model, plain, kind)
+                                   - layer_activation_bytes(model, cfg, kind))
+                     for i, kind in enumerate(kinds) if w[rank, i]))
 
 
-__all__ = ["bf16_activation_bytes", "bf16_kinds", "bf16_mtp_layers"]
+__all__ = ["bf16_activation_bytes", "bf16_kinds", "bf16_mtp_layers", "bf16_weights"]

@@ -265,7 +265,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         state = optim_offload.on_gpu(offloading.on_gpu(state, cfg.offload), cfg)
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
         acts = sum(n * a for n, a in zip(alive[r], per_kind)) + bf16_activation_bytes(
-            model, cfg, fw, r, kinds, counts[r], alive[r])  # the recipe's BF16 layers
+            model, cfg, fw, r, kinds, counts, alive)  # the recipe's BF16 layers
         parts = rank_parts(model, cfg, fw, r, state, acts,
                            work, held[r], per_param, named,
                            context_buffers(model, cfg) if context is None else context)

@@ -22,6 +22,7 @@ from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes
                               layer_kinds, layer_working_bytes, peak_total, rank_layers,
                               rank_parts, rank_stages, shard_state, split_layers,
                               stage_params, tuned_stage_state, tuned_trainable)
+from ledger.placement.bf16_layers import bf16_weights
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
 from ledger.placement.graphs import graph_buffers
@@ -308,6 +309,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
     shape = np.select([g["sched"] == c for c in SHAPED], [1 + i for i in range(len(SHAPED))],
                       0).astype(np.int64)
     act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
+    act16 = None  # the same under BF16, for a recipe's BF16 layers (bf16_layers)
     radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
     # one group per stage layout; the ZeRO stage an array within it
     key = ((((g["tp"] * radix[1] + g["ep"]) * radix[2] + g["pp"]) * radix[3] + g["vp"])
@@ -332,6 +334,12 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         points = _points(g, sel, fw, pp, vp, counts, count_of, memo)
         alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
         stage_act = act[sel] @ alive.T  # the product whole: its last bits vary with its shape
+        w16 = bf16_weights(model, fw, pp, *layer_kinds(model, pp, vp, sched, None, fw.split),
+                           alive)  # the recipe's BF16 layers save BF16 inputs
+        if w16 is not None:
+            if act16 is None:
+                act16 = _per_kind(model, g, fw, flash, None, finetune, facts)[0]
+            stage_act = stage_act + (act16[sel] - act[sel]) @ w16.T
         reps = _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, sched,
                           held, points, stage_act)
         st = resident = _state(model, cfg, fw, per_param, optimizer, sched, finetune, reps)
