@@ -38,3 +38,19 @@ def test_bf16_end_layers_save_bf16_inputs():
     assert per_layer > 0  # FP8 saves its GEMM inputs in 1 B, BF16 in 2
     assert bf.activations_bytes - low.activations_bytes == pytest.approx(
         3 * per_layer, rel=1e-9)
+
+
+def test_megatron_mamba_under_fp8_keeps_megatron_tensors_its_gemm_inputs_in_fp8():
+    """Megatron-Core's Mamba-2 (ledger.arch.recurrent: zxBCdt, out_x, the norm's input,
+    out_proj's input) under an FP8 recipe: only the two GEMM inputs - in_proj's (the
+    pre-norm's output, h wide) and out_proj's (inner wide) - drop to 1 B (tensorwise);
+    before, the recipe's table name hid Megatron's kernels and transformers' were priced."""
+    from ledger.anatomy.mixers import LayerKind
+    from ledger.render.bridge import _config_spec
+
+    model = _config_spec("nemotron-3-super").with_seq(4096)
+    mamba = LayerKind("mamba", "none", None)
+    bf16 = ParallelConfig(dp=8, zero_stage=1, framework="megatron")
+    fp8 = replace(bf16, precision="fp8-tensorwise")
+    gap = layer_activation_bytes(model, bf16, mamba) - layer_activation_bytes(model, fp8, mamba)
+    assert gap == pytest.approx(4096 * (model.hidden + model.mamba.inner) * (2 - 1.0))

@@ -26,7 +26,7 @@ from ledger.arch import compressed as _v4
 from ledger.arch.checkpointing import gradient_bytes, op_policy
 from ledger.arch.selective import recomputed_modules as _recomputed_modules
 from ledger.arch.selective import selected as _modules
-from ledger.arch.recurrent import norm_out_elements, saved_elements
+from ledger.arch.recurrent import gemm_input_elements, norm_out_elements, saved_elements
 from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, SavedTensors
 from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
@@ -138,8 +138,10 @@ def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=
         attn = attn + (gate + index) * e * tokens / tp
     else:
         norm, attn, scores = _block_norm(model, t, e, tokens, sp_div), zero, zero
-    act, fp32 = saved_elements(model, mixer, t.name == "megatron")
-    return norm, attn, scores, (act * e + fp32) * tokens / tp
+    megatron = t.name.partition("+")[0] == "megatron"  # its table, or that + an FP8 recipe's
+    act, fp32 = saved_elements(model, mixer, megatron)
+    gemm = gemm_input_elements(model, mixer, megatron)  # out_proj's input, as TE saves it
+    return norm, attn, scores, ((act - gemm) * e + gemm * _gi(t, e) + fp32) * tokens / tp
 
 
 def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0,

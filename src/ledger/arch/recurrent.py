@@ -10,7 +10,10 @@ Mamba-2, Megatron-Core (``MambaMixer._ssm_training``, megatron/core/ssm/mamba_mi
 :679-733 at d98e8a64): ``mamba_split_conv1d_scan_combined`` without the norm keeps the
 in_proj output zxBCdt and the scan output out_x (mamba_ssm ops/triton/ssd_combined.py
 :888-889 at e9594ce1; the conv output and chunk states are recomputed); the RMSNorm after
-it keeps its input and one fp32 rstd per group, out_proj its input.
+it keeps its input and one fp32 rstd per group, out_proj its input (under a low-precision
+recipe in the recipe's format, as Transformer Engine's Linear saves it: ``gemm_input_elements``;
+the norm's input is the kernel's gated output, a tensor apart from out_x: ssd_combined.py
+:855-856).
 Mamba-2, transformers (``Mamba2Mixer.cuda_kernels_forward`` in training): the same kernel
 with the gated norm and out_proj inside keeps zxBCdt, out_x and the rstd only.
 Mamba-1 (``mamba_inner_fn``, ops/selective_scan_interface.py:196-292, checkpoint_lvl 1):
@@ -44,6 +47,15 @@ def saved_elements(model, mixer: str, megatron: bool) -> tuple[float, float]:
     if mixer == "conv":
         return 6.0 * model.hidden, 0.0  # in_proj's B, C, x; B*x; the conv's output; C*conv
     return 0.0, 0.0
+
+
+def gemm_input_elements(model, mixer: str, megatron: bool) -> float:
+    """Of ``saved_elements``, those a linear layer saves as its GEMM input - kept in a
+    low-precision recipe's format where the recipe quantizes the layer (Transformer
+    Engine's Linear saves its quantized input): Megatron-Core's Mamba-2 out_proj input."""
+    if mixer in ("mamba", "attention+mamba") and megatron and model.mamba.version == 2:
+        return float(model.mamba.inner)
+    return 0.0
 
 
 def _mamba(mb, megatron: bool) -> tuple[float, float]:
