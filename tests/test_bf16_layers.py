@@ -54,3 +54,30 @@ def test_megatron_mamba_under_fp8_keeps_megatron_tensors_its_gemm_inputs_in_fp8(
     fp8 = replace(bf16, precision="fp8-tensorwise")
     gap = layer_activation_bytes(model, bf16, mamba) - layer_activation_bytes(model, fp8, mamba)
     assert gap == pytest.approx(4096 * (model.hidden + model.mamba.inner) * (2 - 1.0))
+
+
+def test_a_quantization_files_modules_keep_their_own_format():
+    """Nemotron 3 Super's NVFP4 te_quant.cfg (Megatron-Bridge v0.4.1): BF16 linear_qkv and
+    linear_proj save BF16 / no copy of their inputs, MXFP8 out_proj keeps MXFP8 weights."""
+    from ledger.anatomy.mixers import LayerKind
+    from ledger.errors import LedgerError
+    from ledger.formats import bytes_per_element
+    from ledger.frameworks.fp8 import weight_bytes
+    from ledger.frameworks import of as framework_of
+    from ledger.render.bridge import _config_spec
+
+    nv4, mx8 = bytes_per_element("nvfp4"), bytes_per_element("mxfp8")
+    assert dict(recipe("megatron", "fp4-nvfp4+quant-nemotronh").module_formats) == {
+        "qkv": "bf16", "attn_out": "bf16", "latent": "bf16", "mamba_out": "mxfp8"}
+    with pytest.raises(LedgerError):
+        recipe("megatron", "fp4-nvfp4+quant-nosuch")
+    model = _config_spec("nemotron-3-super").with_seq(4096)
+    low = ParallelConfig(dp=8, zero_stage=1, framework="megatron", precision="fp4-nvfp4")
+    quant = replace(low, precision="fp4-nvfp4+quant-nemotronh")
+    attn, mamba = LayerKind("attention", "none", None), LayerKind("mamba", "none", None)
+    h, tokens = model.hidden, 4096
+    gap = layer_activation_bytes(model, quant, attn) - layer_activation_bytes(model, low, attn)
+    # qkv's input kept in BF16 instead of NVFP4; the projection reads flash's own output
+    assert gap == pytest.approx(tokens * (h * (2 - nv4) - model.heads * model.v_head_dim * nv4))
+    w = [weight_bytes(model, c, framework_of(c), [1], [mamba]) for c in (low, quant)]
+    assert w[1] - w[0] == pytest.approx(model.mamba.inner * h * 2 * (mx8 - nv4))

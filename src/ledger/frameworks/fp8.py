@@ -46,6 +46,7 @@ from ledger.errors import LedgerError
 from ledger.formats import bytes_per_element
 from ledger.frameworks.gemm_weights import gemm_params, gemm_weights
 from ledger.frameworks.fp8_sources import SOURCES
+from ledger.frameworks.module_formats import QUANT_FILES, weight_delta
 
 TILE = bytes_per_element("fp8-block1x128") - 1  # fp32 scale per 1 x 128 tile: 4/128 B
 BLOCK = bytes_per_element("fp8-block128x128") - 1  # fp32 per 128 x 128 block: 4/16384 B
@@ -54,6 +55,7 @@ NV4 = bytes_per_element("nvfp4")  # packed E2M1 + an E4M3 scale per 16: 0.5625 B
 PARAM_GATHER = "+param-gather"
 BF16_ENDS = re.compile(r"\+bf16-ends-(\d+)-(\d+)$")  # "+bf16-ends-1-14": bf16_layers (1, 14)
 BF16_MTP = "+bf16-mtp"  # the MTP block in BF16 (Fp8Recipe.bf16_mtp)
+QUANT = re.compile(r"\+quant-([a-z0-9_]+)$")  # "+quant-nemotronh": module_formats' file
 WIDTHS = ("fp8", "fp4")  # the precision strings' prefixes: the GEMMs' peak
 # The GEMMs of a decoder layer and the model around it, and the three passes of each.
 GEMMS = ("qkv", "attn_out", "mla_down", "mla_up", "mlp_up", "mlp_down", "experts_up",
@@ -97,6 +99,8 @@ class Fp8Recipe:
     bf16_layers: tuple[int, int] = (0, 0)  # transformer layers at the start and the end kept
     #   in BF16 (Megatron --first-last-layers-bf16, --num-layers-at-start/end-in-bf16)
     bf16_mtp: bool = False  # the MTP block kept in BF16 (keep_mtp_spec_in_bf16)
+    module_formats: tuple = ()  # (module, format) a quantization file sets apart
+    #   (``ledger.frameworks.module_formats``, "+quant-<name>")
 
 
 # Delayed scaling: per GEMM module TE keeps, for 3 forward (input, weight, output) and 2
@@ -208,6 +212,12 @@ def recipe(framework: str, precision: str) -> Fp8Recipe:
     precision = precision[:ends.start()] if ends else precision
     mtp = precision.endswith(BF16_MTP)
     precision = precision[:-len(BF16_MTP)] if mtp else precision
+    quant = QUANT.search(precision)
+    precision = precision[:quant.start()] if quant else precision
+    if quant and quant.group(1) not in QUANT_FILES:
+        raise LedgerError("quant_recipe", f"known quantization files: "
+                                          f"{', '.join(QUANT_FILES)}, got {quant.group(1)!r}")
+    formats = QUANT_FILES[quant.group(1)] if quant else ()
     gather = precision.endswith(PARAM_GATHER)
     name = precision[:-len(PARAM_GATHER)] if gather else precision
     name = name[len(w) + 1:] if name.startswith(f"{w}-") else DEFAULT_RECIPE[framework, w]
@@ -219,7 +229,8 @@ def recipe(framework: str, precision: str) -> Fp8Recipe:
                                                f"{', '.join(PARAM_GATHER_RECIPES[framework])}"
                                                f", not {name}")
     bf16 = (int(ends.group(1)), int(ends.group(2))) if ends else (0, 0)
-    return replace(offered[name], param_gather=gather, bf16_layers=bf16, bf16_mtp=mtp)
+    return replace(offered[name], param_gather=gather, bf16_layers=bf16, bf16_mtp=mtp,
+                   module_formats=formats)
 
 
 def gemm_precision(fw, gemm: str, pass_: str = "fprop") -> str:
@@ -292,6 +303,8 @@ def weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0,
         elems = (split / cfg.tp + repl) / dense_div + routed / (etp * cfg.ep) / expert_div
         tensors = tensors + 2 * model.num_experts / cfg.ep * bool(routed)  # local experts
         total += n * (elems * per + tensors * rec.meta_bytes_per_weight)
+        if rec.module_formats and not rec.param_gather:  # a quantization file's modules
+            total += n * weight_delta(rec, model, kind, cfg.tp, copies)
     layers = sum(layer_counts)
     return total * max(0.0, 1 - bf16_here / layers) if layers else total
 

@@ -14,6 +14,7 @@ from ledger.arch import adapter_activation_bytes, layer_activations, recompute_w
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.module_formats import saved_delta
 from ledger.model import ModelSpec
 from ledger.placement.act_offload import offloaded_bytes
 from ledger.placement.stages import (BIDIRECTIONAL, each_layer_kind, rank_stages, split_layers,
@@ -55,6 +56,7 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     acts = layer_activations(model, **kw)
     kept = acts.total_bytes - offload * offloaded_bytes(model, cfg, kind, kw["table"],
                                                         acts)  # act_offload; False: written
+    kept = kept + _module_formats(model, cfg, kw)
     if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
         layers = min(getattr(cfg, "offload_activation_layers", 0), model.layers) if offload else 0
         return (adapters + kept) * (1 - layers / model.layers)
@@ -64,6 +66,19 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
         return kept
     whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes
     return kept * share + whole * (1 - share)
+
+
+def _module_formats(model: ModelSpec, cfg, kw) -> float:
+    """What a quantization file's modules save beyond the recipe's table
+    (``ledger.frameworks.module_formats.saved_delta``); nothing under full recompute."""
+    rec = getattr(framework_of(cfg), "fp8", None)
+    kind = kw["kind"]
+    if rec is None or not rec.module_formats or kind is None or kw["recompute"] == "full":
+        return 0.0
+    sp_div = np.where(kw["sequence_parallel"], kw["tp"], 1)
+    return saved_delta(rec, model, kind, tokens=model.seq_len * kw["micro_batch"] / kw["cp"],
+                       tp=kw["tp"], sp_div=sp_div, e=kw["act_bytes"], flash=kw["flash"],
+                       shard_input=kw["table"].sp_gemm_input_shard)
 
 
 def layer_offloaded_bytes(model: ModelSpec, cfg, kind=None) -> float:

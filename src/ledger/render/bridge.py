@@ -117,8 +117,11 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
     offered = RECIPES["megatron"]
     if row.precision == "bf16":
         return None, ()
-    approx: list[str] = [QUANT_FILES[key] for key in [(row.model, row.precision)]
-                         if key in QUANT_FILES]
+    quant = "".join(f"+quant-{QUANT_FILES[key]}" for key in [(row.model, row.precision)]
+                    if key in QUANT_FILES)
+    # its modules' memory is priced; the time model runs every linear GEMM at the recipe's
+    approx: list[str] = ["te_quant.cfg's BF16 / MXFP8 GEMMs timed at the recipe's rate"] \
+        if quant else []
     width, name = {"fp8_cs": ("fp8", "tensorwise"), "fp8_sc": ("fp8", "blockwise"),
                    "fp8_mx": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}[row.precision]
     if name not in offered:
@@ -135,6 +138,7 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
     pg = "+param-gather" if gather else ""
     if row.model in MTP_BF16:  # keep_mtp_spec_in_bf16 (ledger.placement.bf16_layers)
         ends = "+bf16-mtp" + ends
+    ends = quant + ends  # the family's quantization file (ledger.frameworks.module_formats)
     lost_ends = ["BF16 first / last layers not priced"] if ends else []
     lost_pg = ["param gather in the low format not priced"] if gather else []
     for extra, lost in ((pg + ends, []), (pg, lost_ends), ("", lost_ends + lost_pg)):

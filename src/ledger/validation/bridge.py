@@ -71,12 +71,11 @@ FAMILY_PRECISION = {("nemotron-3-super", "nvfp4"): {
     "mixed_precision.num_layers_at_start_in_bf16": 0,
     "mixed_precision.num_layers_at_end_in_bf16": 14,
     "mixed_precision.fp4_param_gather": False}}
-# a per-module precision file the family's perf scripts load beside the recipe, not priced
-# (named in the row's approx): Nemotron 3 Super's NVFP4 te_quant.cfg (scripts/performance/
-# configs/nemotronh/te_quant.cfg @ v0.4.1, perf_recipes/nemotronh/te_quant.cfg @ v0.6.0)
-QUANT_FILES = {("nemotron-3-super", "nvfp4"): "te_quant.cfg's BF16 attention, latent "
-                                              "projections and MTP, MXFP8 Mamba out_proj "
-                                              "not priced"}
+# a per-module precision file the family's perf scripts load beside the recipe, by its
+# name in ledger.frameworks.module_formats.QUANT_FILES: Nemotron 3 Super's NVFP4 te_quant.cfg
+# (scripts/performance/configs/nemotronh/te_quant.cfg, the same file at v0.4.0 to v0.5.1;
+# src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg @ v0.6.0, common.py L33)
+QUANT_FILES = {("nemotron-3-super", "nvfp4"): "nemotronh"}
 # releases whose tables have no FSDP column (docs/performance-summary.md @ DOCS commit, the
 # 26.08 table L39-104, and the archive's 26.06.01 / 26.06 ones; 26.04.01's and older have
 # one, archive L199): there the recipe says whether Megatron-FSDP ran (BridgeRow.megatron_fsdp)
