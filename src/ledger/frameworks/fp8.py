@@ -46,7 +46,7 @@ from ledger.errors import LedgerError
 from ledger.formats import bytes_per_element
 from ledger.frameworks.gemm_weights import gemm_params, gemm_weights
 from ledger.frameworks.fp8_sources import SOURCES
-from ledger.frameworks.module_formats import QUANT_FILES, weight_delta
+from ledger.frameworks.module_formats import split_quant, weight_delta
 
 TILE = bytes_per_element("fp8-block1x128") - 1  # fp32 scale per 1 x 128 tile: 4/128 B
 BLOCK = bytes_per_element("fp8-block128x128") - 1  # fp32 per 128 x 128 block: 4/16384 B
@@ -55,7 +55,6 @@ NV4 = bytes_per_element("nvfp4")  # packed E2M1 + an E4M3 scale per 16: 0.5625 B
 PARAM_GATHER = "+param-gather"
 BF16_ENDS = re.compile(r"\+bf16-ends-(\d+)-(\d+)$")  # "+bf16-ends-1-14": bf16_layers (1, 14)
 BF16_MTP = "+bf16-mtp"  # the MTP block in BF16 (Fp8Recipe.bf16_mtp)
-QUANT = re.compile(r"\+quant-([a-z0-9_]+)$")  # "+quant-nemotronh": module_formats' file
 WIDTHS = ("fp8", "fp4")  # the precision strings' prefixes: the GEMMs' peak
 # The GEMMs of a decoder layer and the model around it, and the three passes of each.
 GEMMS = ("qkv", "attn_out", "mla_down", "mla_up", "mlp_up", "mlp_down", "experts_up",
@@ -212,12 +211,7 @@ def recipe(framework: str, precision: str) -> Fp8Recipe:
     precision = precision[:ends.start()] if ends else precision
     mtp = precision.endswith(BF16_MTP)
     precision = precision[:-len(BF16_MTP)] if mtp else precision
-    quant = QUANT.search(precision)
-    precision = precision[:quant.start()] if quant else precision
-    if quant and quant.group(1) not in QUANT_FILES:
-        raise LedgerError("quant_recipe", f"known quantization files: "
-                                          f"{', '.join(QUANT_FILES)}, got {quant.group(1)!r}")
-    formats = QUANT_FILES[quant.group(1)] if quant else ()
+    precision, formats = split_quant(precision)
     gather = precision.endswith(PARAM_GATHER)
     name = precision[:-len(PARAM_GATHER)] if gather else precision
     name = name[len(w) + 1:] if name.startswith(f"{w}-") else DEFAULT_RECIPE[framework, w]

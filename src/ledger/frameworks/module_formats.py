@@ -17,6 +17,9 @@ Modules, per layer (``ledger.frameworks.gemm_weights``' GEMMs):
 """
 from __future__ import annotations
 
+import re
+
+from ledger.errors import LedgerError
 from ledger.formats import bytes_per_element
 
 MX8 = bytes_per_element("mxfp8")
@@ -29,6 +32,18 @@ MX8 = bytes_per_element("mxfp8")
 QUANT_FILES = {"nemotronh": (("qkv", "bf16"), ("attn_out", "bf16"), ("latent", "bf16"),
                              ("mamba_out", "mxfp8"))}
 FORMATS = {"bf16": dict(weight=0.0, saved=2.0), "mxfp8": dict(weight=2 * MX8, saved=MX8)}
+QUANT = re.compile(r"\+quant-([a-z0-9_]+)$")  # "+quant-nemotronh": a QUANT_FILES name
+
+
+def split_quant(precision: str) -> tuple[str, tuple]:
+    """(the precision string without its "+quant-<name>" suffix, that file's formats)."""
+    found = QUANT.search(precision)
+    if not found:
+        return precision, ()
+    if found.group(1) not in QUANT_FILES:
+        raise LedgerError("quant_recipe", f"known quantization files: "
+                                          f"{', '.join(QUANT_FILES)}, got {found.group(1)!r}")
+    return precision[:found.start()], QUANT_FILES[found.group(1)]
 
 
 def module_weights(model, kind, tp: int) -> dict[str, float]:
@@ -90,4 +105,5 @@ def saved_delta(rec, model, kind, *, tokens, tp: int, sp_div, e: float, flash: b
     return out
 
 
-__all__ = ["FORMATS", "QUANT_FILES", "module_weights", "saved_delta", "weight_delta"]
+__all__ = ["FORMATS", "QUANT_FILES", "module_weights", "saved_delta", "split_quant",
+           "weight_delta"]

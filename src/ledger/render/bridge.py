@@ -136,9 +136,8 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
         ends = (f"+bf16-ends-{row.precision_setting('num_layers_at_start_in_bf16', 1)}-"
                 f"{row.precision_setting('num_layers_at_end_in_bf16', 1)}")
     pg = "+param-gather" if gather else ""
-    if row.model in MTP_BF16:  # keep_mtp_spec_in_bf16 (ledger.placement.bf16_layers)
-        ends = "+bf16-mtp" + ends
-    ends = quant + ends  # the family's quantization file (ledger.frameworks.module_formats)
+    # the family's quantization file (module_formats), keep_mtp_spec_in_bf16 (bf16_layers)
+    ends = quant + "+bf16-mtp" * (row.model in MTP_BF16) + ends
     lost_ends = ["BF16 first / last layers not priced"] if ends else []
     lost_pg = ["param gather in the low format not priced"] if gather else []
     for extra, lost in ((pg + ends, []), (pg, lost_ends), ("", lost_ends + lost_pg)):
@@ -151,13 +150,11 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
 
 
 def loss_of(row: BridgeRow) -> str:
-    """The loss a row ran: Transformer Engine's parallel cross-entropy where the perf
-    scripts set cross_entropy_fusion_impl 'te' for every run (scripts/performance/utils/
-    helpers.py L108 @ v0.2.0; utils/overrides.py L64 @ v0.3.0, L65 @ v0.3.1, L66 @ v0.4.0
-    and v0.4.1, L70 @ v0.5.0 and v0.5.1, L83-84 @ v0.6.0) on the providers' default
-    cross_entropy_loss_fusion True (gpt_provider.py L180 @ v0.2.0, L196 @ v0.4.1, L204
-    @ v0.6.0; mamba/mamba_provider.py L87 @ v0.2.0, L166 @ v0.4.1), unless the recipe
-    turns the fusion off; else (v0.1.0rc3, which sets no impl) Megatron-Core's own."""
+    """TE's parallel cross-entropy where the perf scripts set cross_entropy_fusion_impl
+    'te' for every run (scripts/performance/utils/helpers.py L108 @ v0.2.0, overrides.py
+    L64-L84 @ v0.3.0-v0.6.0) on the providers' cross_entropy_loss_fusion True (gpt_provider
+    .py L196, mamba_provider.py L166 @ v0.4.1), unless the row says otherwise; v0.1.0rc3's
+    scripts set no impl: its YAML's, else Megatron-Core's own."""
     ref = (row.recipe or {}).get("ref") or ""
     fused = row.setting("cross_entropy_loss_fusion", True) is not False
     impl = row.setting("cross_entropy_fusion_impl", None if ref.startswith("v0.1.") else "te")
