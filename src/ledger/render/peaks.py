@@ -87,7 +87,9 @@ def fit_table(fits: dict, top: int = 3) -> str:
              f"({sum(not r.cfg.compile for r in rows)} eager, "
              f"{sum(bool(r.cfg.compile) for r in rows)} compiled)"]
     for basis, scores in fits.items():
-        lines.append(f"a share of {basis} bytes:")
+        label = {"allocated+pool": "allocated bytes, FSDP2's all-gather stream pool "
+                                   "cached"}.get(basis, f"{basis} bytes")
+        lines.append(f"a share of {label}:")
         for mean, worst, eager, compiled in scores[:top]:
             lines.append(f"  eager {eager:4.2f}  compiled {compiled:4.2f}  mean |error| "
                          f"{mean:.2%}  max {worst:.2%}")

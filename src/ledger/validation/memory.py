@@ -264,8 +264,10 @@ def predicted(row: Peak, fragmentation: tuple[float, float] | None = None,
         reserved = max(m.reserved_bytes for m in ranks)
     else:
         share = fragmentation[bool(row.cfg.compile)]
-        reserved = max(m.allocated_bytes + share * getattr(m, f"{basis}_bytes")
-                       + m.cached_bytes for m in ranks)
+        of = "allocated" if basis == "allocated+pool" else basis
+        reserved = max(m.allocated_bytes + share * getattr(m, f"{of}_bytes") + m.cached_bytes
+                       + (basis == "allocated+pool") * copy_in_pool_bytes(row, m.rank)
+                       for m in ranks)
     if row.metric == "reserved":
         return reserved
     from ledger.system import system
@@ -288,8 +290,34 @@ def error(row: Peak, fragmentation: tuple[float, float] | None = None,
 FRAGMENTATION_GRID = tuple(round(0.01 * i, 2) for i in range(31))  # 0.00 ... 0.30
 # what the fragmentation is a share of: every allocated byte (what ships), or only the
 # bytes freed and requested again every step (``MemoryBreakdown.churned_bytes``: the state
-# allocated once leaves the allocator no freed block to split)
-BASES = ("allocated", "churned")
+# allocated once leaves the allocator no freed block to split), or every allocated byte
+# with FSDP2's all-gather outputs cached in their own stream's pool (``copy_in_pool_bytes``)
+BASES = ("allocated", "churned", "allocated+pool")
+
+
+def copy_in_pool_bytes(row: Peak, rank: int) -> float:
+    """What FSDP2's all-gather copy-in stream keeps cached at any point after the first
+    forward: its all-gather outputs are allocated on that stream (torch 2.13.0
+    fsdp/_fully_shard/_fsdp_collectives.py L336-354, ``foreach_all_gather``), so their freed
+    blocks serve that stream only (CUDACachingAllocator.cpp @001074d2 ``get_free_block``:
+    a block is reused by the stream that allocated it); in the forward each output is
+    kept until the next unit's copy-out (``AllGatherState``, _fsdp_param_group.py
+    L426-489; the root's until the first layer's), so the pool holds the root's and one
+    layer's, or two layers' - in the gathered dtype, a layer's GEMM weights in FP8 under
+    FP8 all-gather. torchtitan's (FSDP2) rows with a shard group only."""
+    from ledger.frameworks import of as framework_of
+    from ledger.frameworks.fp8 import gather_wire_bytes
+    from ledger.placement.layers import largest_layer_params
+    from ledger.placement.per_gpu import root_params
+
+    fw = framework_of(row.cfg)
+    if fw.family not in ("torchtitan", "hf") or row.cfg.zero_stage != 3 \
+            or row.cfg.dp * row.cfg.cp == 1:
+        return 0.0
+    g, rec = fw.gathered_param_bytes, fw.fp8
+    wire = gather_wire_bytes(rec, zero3=True) if rec is not None and rec.param_gather else g
+    layer = largest_layer_params(row.model, row.cfg) * wire
+    return float(max(root_params(row.model, row.cfg, rank) * g + layer, 2 * layer))
 
 
 def fit_fragmentation(grid=FRAGMENTATION_GRID,
@@ -329,5 +357,6 @@ def summary(rows=None) -> dict:
     return out
 
 
-__all__ = ["BASES", "FRAGMENTATION_GRID", "METRICS", "Peak", "calibration_rows", "error",
+__all__ = ["BASES", "FRAGMENTATION_GRID", "METRICS", "Peak", "calibration_rows",
+           "copy_in_pool_bytes", "error",
            "fit_fragmentation", "megatron_gpt", "peaks", "predicted", "summary"]
