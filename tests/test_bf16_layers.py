@@ -81,3 +81,25 @@ def test_a_quantization_files_modules_keep_their_own_format():
     assert gap == pytest.approx(tokens * (h * (2 - nv4) - model.heads * model.v_head_dim * nv4))
     w = [weight_bytes(model, c, framework_of(c), [1], [mamba]) for c in (low, quant)]
     assert w[1] - w[0] == pytest.approx(model.mamba.inner * h * 2 * (mx8 - nv4))
+
+
+def test_a_megatron_launch_with_te_cross_entropy_prices_it(tmp_path):
+    """--cross-entropy-loss-fusion --cross-entropy-fusion-impl te: TE's parallel
+    cross-entropy (2 B a bf16 logit at its backward); native: Megatron-Core's (6 B)."""
+    from ledger.io.megatron.reader import read_launch
+
+    launch = ("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+              "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 "
+              "--micro-batch-size 1 --global-batch-size 64 --use-distributed-optimizer --bf16 "
+              "--vocab-size 128000 --tokenizer-type NullTokenizer --swiglu "
+              "--ffn-hidden-size 14336 --normalization RMSNorm --cross-entropy-loss-fusion "
+              "--cross-entropy-fusion-impl {impl}\n")
+    got = {}
+    for impl in ("te", "native"):
+        path = tmp_path / f"{impl}.sh"
+        path.write_text(launch.format(impl=impl))
+        read = read_launch(str(path))
+        got[impl] = read.flags.get("loss")
+        assert not read.unpriced and "--cross-entropy-fusion-impl " + impl in " ".join(
+            read.applied)
+    assert got == {"te": "te-parallel", "native": None}

@@ -226,6 +226,8 @@ def _step(ns: dict) -> dict:
             out["overlap_cpu_optimizer"] = True
     if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local"):
         out["no_flash"] = True
+    if ns.get("cross_entropy_loss_fusion") and ns.get("cross_entropy_fusion_impl") == "te":
+        out["loss"] = "te-parallel"  # TE's parallel CE (language_module.py L173-194)
     return out
 
 

@@ -43,7 +43,7 @@ NO_EFFECT_GROUPS = {f"_add_{g}_args" for g in (
 NO_EFFECT = {f"--{n}" for n in """
 adam-beta1 adam-beta2 adam-eps apply-layernorm-1p
 attention-softmax-in-fp32 calculate-per-token-loss clip-grad
-cross-entropy-loss-fusion disable-bf16-reduced-precision-matmul distributed-backend
+disable-bf16-reduced-precision-matmul distributed-backend
 distributed-timeout-minutes empty-unused-memory-level enable-experimental
 exit-duration-in-mins exit-interval exit-signal-handler fp8-amax-compute-algo
 fp8-amax-history-len fp8-margin fp8-interval fsdp-manual-registration glu-linear-offset
@@ -113,7 +113,7 @@ muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
 use-precision-aware-optimizer main-params-dtype exp-avg-dtype exp-avg-sq-dtype attention-backend
 cpu-offloading-num-layers optimizer-cpu-offload optimizer-offload-fraction
 overlap-cpu-optimizer-d2h-h2d fine-grained-activation-offloading offload-modules
-activation-offload-fraction
+activation-offload-fraction cross-entropy-loss-fusion cross-entropy-fusion-impl
 save-interval persistent-save-interval async-save
 overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
