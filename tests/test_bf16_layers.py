@@ -103,3 +103,17 @@ def test_a_megatron_launch_with_te_cross_entropy_prices_it(tmp_path):
         assert not read.unpriced and "--cross-entropy-fusion-impl " + impl in " ".join(
             read.applied)
     assert got == {"te": "te-parallel", "native": None}
+
+
+def test_bf16_layers_sit_where_the_split_puts_them():
+    """Llama 3 8B's 32 layers over PP 2 (16 + 16): the first layer on rank 0, the last
+    20 on rank 1 (16) and rank 0 (4)."""
+    from ledger.frameworks import of as framework_of
+    from ledger.placement.bf16_layers import bf16_kinds
+
+    model = preset("llama3-8b")
+    cfg = ParallelConfig(dp=4, pp=2, zero_stage=1, framework="megatron",
+                         precision="fp8-tensorwise+bf16-ends-1-20")
+    fw = framework_of(cfg)
+    held = [sum(bf16_kinds(model, fw, r, 2, 1, "1f1b", [16, 16]).values()) for r in (0, 1)]
+    assert held == [5, 16]

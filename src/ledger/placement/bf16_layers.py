@@ -10,10 +10,9 @@ matcher mtp_bf16: "mtp.*" -> bf16, scripts/performance/configs/nemotronh/te_quan
 no low-precision weight copies (``ledger.frameworks.fp8.weight_bytes``' ``bf16_here``) and
 its linear layers save their inputs in BF16, not in the recipe's format: per layer the
 difference between its saved bytes under the framework's BF16 table and under the
-recipe's (``ledger.placement.layers.layer_activation_bytes``), on the ranks that hold
-it - the first layers on rank 0, the last ones and the MTP block on rank pp - 1, as
-``bf16_layers_on`` places them - weighted as that rank's layers of the kind are in
-flight at its peak (``inflight_kinds`` over ``layer_kinds``).
+recipe's (``ledger.placement.layers.layer_activation_bytes``), on the ranks whose stages
+hold it (the MTP block with the last stage), weighted as that rank's layers of the kind
+are in flight at its peak (``inflight_kinds`` over ``layer_kinds``).
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from ledger.model import ModelSpec
 from ledger.placement.layers import layer_activation_bytes, mtp_held
-from ledger.placement.stages import each_layer_kind
+from ledger.placement.stages import each_layer_kind, rank_stages, split_layers, stage_starts
 
 
 def bf16_mtp_layers(model: ModelSpec, fw) -> int:
@@ -34,43 +33,53 @@ def bf16_mtp_layers(model: ModelSpec, fw) -> int:
     return model.mtp_layers * len(model.mtp_kinds)
 
 
-def bf16_kinds(model: ModelSpec, fw, rank: int, pp: int) -> dict:
-    """The recipe's BF16 layers on PP rank ``rank``, by kind."""
+def bf16_kinds(model: ModelSpec, fw, rank: int, pp: int, vp: int = 1,
+               schedule: str | None = None, split=None, rule: str = "ends") -> dict:
+    """The recipe's BF16 layers on PP rank ``rank``, by kind: the first and last layers
+    where the stage split (``split_layers``: ``split`` as given, else ``rule``) puts them,
+    the MTP block with the last stage."""
     rec = getattr(fw, "fp8", None)
     if rec is None:
         return {}
     first, last = rec.bf16_layers
     each = each_layer_kind(model)
-    held = list(each[:first]) * (rank == 0) + list(each[len(each) - last:] if last else []) \
-        * (rank == pp - 1)
+    counts = split_layers(model.layers, pp, vp, schedule, rule, split)
+    starts = stage_starts(counts)
+    stages = rank_stages(pp, vp, schedule)[rank]
     out: dict = {}
-    for kind in held:
-        out[kind] = out.get(kind, 0) + 1
-    if rank == pp - 1 and bf16_mtp_layers(model, fw):
+    for st in stages:
+        for i in range(starts[st], starts[st] + counts[st]):
+            if i < first or i >= model.layers - last:
+                out[each[i]] = out.get(each[i], 0) + 1
+    if len(counts) - 1 in stages and bf16_mtp_layers(model, fw):
         for kind, n in mtp_held(model).items():
             out[kind] = out.get(kind, 0) + n
     return out
 
 
-def bf16_weights(model: ModelSpec, fw, pp: int, kinds, counts, alive) -> np.ndarray | None:
+def bf16_weights(model: ModelSpec, fw, layout, kinds, counts, alive) -> np.ndarray | None:
     """(PP ranks x ``kinds``) the recipe's BF16 layers each rank holds, weighted as its
     layers of the kind are in flight (``alive`` / ``counts``: ``inflight_kinds`` over
-    ``layer_kinds``); None when the recipe keeps none in BF16."""
-    out = np.zeros((pp, len(kinds)))
-    for r in range(pp):
-        for kind, n in bf16_kinds(model, fw, r, pp).items():
+    ``layer_kinds``); ``layout``: (pp, vp, schedule, split, rule) as ``bf16_kinds`` takes
+    them. None when the recipe keeps none in BF16."""
+    rec = getattr(fw, "fp8", None)
+    if rec is None or not (any(rec.bf16_layers) or bf16_mtp_layers(model, fw)):
+        return None
+    out = np.zeros((layout[0], len(kinds)))
+    for r in range(layout[0]):
+        for kind, n in bf16_kinds(model, fw, r, *layout).items():
             if kind in kinds:
                 i = list(kinds).index(kind)
                 out[r, i] += n * (alive[r][i] / counts[r][i] if counts[r][i] else 1.0)
     return out if out.any() else None
 
 
-def bf16_activation_bytes(model: ModelSpec, cfg, fw, rank: int, kinds, counts,
+def bf16_activation_bytes(model: ModelSpec, cfg, fw, rank: int, layout, kinds, counts,
                           alive) -> float:
     """What one micro-batch of rank ``rank``'s stage activations adds when its BF16
-    layers save BF16 inputs; ``kinds`` / ``counts`` / ``alive``: ``layer_kinds`` and
-    ``inflight_kinds`` of the placement."""
-    w = bf16_weights(model, fw, cfg.pp, kinds, counts, alive)
+    layers save BF16 inputs; ``layout``, ``kinds`` / ``counts`` / ``alive``: as
+    ``bf16_weights`` takes them."""
+    w = bf16_weights(model, fw, layout, kinds, counts, alive)
     if w is None:
         return 0.0
     plain = replace(cfg, precision=None)

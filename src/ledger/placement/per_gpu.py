@@ -256,6 +256,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     split = config_split(model, cfg)
     held = rank_layers(model.layers, cfg.pp, cfg.vp, cfg.schedule, split)
     kinds, counts = layer_kinds(model, cfg.pp, cfg.vp, cfg.schedule, split)
+    layout = (cfg.pp, cfg.vp, cfg.schedule, split, "ends")  # the split as given
     alive = inflight_kinds(model, cfg.pp, cfg.vp, cfg.schedule, split)[1]  # as in flight
     per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
     work = max(layer_working_bytes(model, cfg, k) for k in kinds) * fw.working_set
@@ -265,7 +266,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         state = optim_offload.on_gpu(offloading.on_gpu(state, cfg.offload), cfg)
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
         acts = sum(n * a for n, a in zip(alive[r], per_kind)) + bf16_activation_bytes(
-            model, cfg, fw, r, kinds, counts, alive)  # the recipe's BF16 layers
+            model, cfg, fw, r, layout, kinds, counts, alive)  # the recipe's BF16 layers
         parts = rank_parts(model, cfg, fw, r, state, acts,
                            work, held[r], per_param, named,
                            context_buffers(model, cfg) if context is None else context)

@@ -334,8 +334,8 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         points = _points(g, sel, fw, pp, vp, counts, count_of, memo)
         alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
         stage_act = act[sel] @ alive.T  # the product whole: its last bits vary with its shape
-        w16 = bf16_weights(model, fw, pp, *layer_kinds(model, pp, vp, sched, None, fw.split),
-                           alive)  # the recipe's BF16 layers save BF16 inputs
+        w16 = bf16_weights(model, fw, (pp, vp, sched, None, fw.split),  # the recipe's BF16
+                           *layer_kinds(model, pp, vp, sched, None, fw.split), alive)  # layers
         if w16 is not None:
             if act16 is None:
                 act16 = _per_kind(model, g, fw, flash, None, finetune, facts)[0]
