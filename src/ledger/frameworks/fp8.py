@@ -303,16 +303,6 @@ def weight_bytes(model, cfg, fw, layer_counts, kinds, bf16_here: float = 0.0,
     return total * max(0.0, 1 - bf16_here / layers) if layers else total
 
 
-def bf16_layers_on(fw, rank: int, pp: int, layers_here: float) -> float:
-    """How many of a PP rank's layers the recipe keeps in BF16: the first ones sit on
-    rank 0 and the last ones on rank pp - 1 (Megatron's layout, interleaved or not)."""
-    rec = getattr(fw, "fp8", None)
-    if rec is None:
-        return 0.0
-    first, last = rec.bf16_layers
-    return min(layers_here, first * (rank == 0) + last * (rank == pp - 1))
-
-
 def gathered_param_ratio(model, fw, zero3: bool = False) -> float:
     """Bytes on the wire of a ZeRO/FSDP param all-gather per param-state byte: GEMM
     weights in FP8 under param gather, everything else in the gathered dtype; ``zero3``:

@@ -30,7 +30,6 @@ from ledger.errors import LedgerError, require_divides
 from ledger.arch.recurrent import has_gdn
 from ledger.frameworks import of as framework_of
 from ledger.frameworks.recompute_modules import recompute_module_problems
-from ledger.frameworks.fp8 import bf16_layers_on
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
@@ -38,7 +37,7 @@ from ledger.optim import muon
 from ledger.pipeline import held_closed, placement_pipeline
 from ledger.placement import offload as offloading
 from ledger.placement import tuned
-from ledger.placement.bf16_layers import bf16_activation_bytes, bf16_mtp_layers
+from ledger.placement.bf16_layers import bf16_activation_bytes, bf16_kinds
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
 from ledger.placement import optim_offload
@@ -157,11 +156,11 @@ def rank_states(model: ModelSpec, cfg: ParallelConfig, st: StateBytes, optimizer
     if cfg.finetune is not None:
         return [shard_state(d, e, cfg, fw) for d, e in tuned.stage_state(model, cfg, fw, optimizer)]
     per_param = st.scaled(1 / model.params)
+    layout = (cfg.pp, cfg.vp, cfg.schedule, config_split(model, cfg), "ends")
     return [with_fp8_weights(shard_state(per_param.scaled(d), per_param.scaled(e), cfg, fw),
                              model, cfg, fw, counts[r], kinds,
-                             bf16_layers_on(fw, r, cfg.pp, sum(counts[r]))
-                             + bf16_mtp_layers(model, fw) * (r == cfg.pp - 1), gpu,
-                             _param_divs(cfg, fw))
+                             sum(bf16_kinds(model, fw, r, *layout).values()), gpu,
+                             _param_divs(cfg, fw))  # the recipe's BF16 layers: no low copies
             for r, (d, e) in enumerate(stage_params(model, cfg))]
 
 
