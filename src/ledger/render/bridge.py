@@ -48,7 +48,7 @@ from functools import lru_cache
 from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
-                                        TP_OVERLAP_MODELS, expandable_segments,
+                                        TP_OVERLAP_MODELS, expandable_segments, loss_of,
                                         tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
@@ -147,18 +147,6 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
             continue
         return base + extra, tuple(approx + lost)
     return base, tuple(approx + lost_ends + lost_pg)
-
-
-def loss_of(row: BridgeRow) -> str:
-    """TE's parallel cross-entropy where the perf scripts set cross_entropy_fusion_impl
-    'te' for every run (scripts/performance/utils/helpers.py L108 @ v0.2.0, overrides.py
-    L64-L84 @ v0.3.0-v0.6.0) on the providers' cross_entropy_loss_fusion True (gpt_provider
-    .py L196, mamba_provider.py L166 @ v0.4.1), unless the row says otherwise; v0.1.0rc3's
-    scripts set no impl: its YAML's, else Megatron-Core's own."""
-    ref = (row.recipe or {}).get("ref") or ""
-    fused = row.setting("cross_entropy_loss_fusion", True) is not False
-    impl = row.setting("cross_entropy_fusion_impl", None if ref.startswith("v0.1.") else "te")
-    return "te-parallel" if fused and impl == "te" else "vocab-parallel"
 
 
 def _recipe_check(precision: str) -> None:

@@ -1,6 +1,7 @@
 """What a Megatron-Bridge release's perf launch sets beyond its recipe's model config, per
 table row (``ledger.validation.bridge.BridgeRow``): the state dtypes the perf scripts keep,
-the caching allocator's expandable segments, and TE's TP comm-GEMM overlap - each with the
+the caching allocator's expandable segments, TE's TP comm-GEMM overlap and the loss
+kernel (``loss_of``) - each with the
 file and line at the release's tag it is read from."""
 from __future__ import annotations
 
@@ -61,3 +62,15 @@ def tp_overlap(row: BridgeRow) -> bool:
     turns it on and TP > 1 with SP (comm_overlap.py:439-448), off under NVFP4
     (scripts/performance/configs/llama/llama3_llm_pretrain.py:80 @ v0.3.1)."""
     return row.model in TP_OVERLAP_MODELS and row.tp > 1 and row.precision != "nvfp4"
+
+
+def loss_of(row: BridgeRow) -> str:
+    """TE's parallel cross-entropy where the perf scripts set cross_entropy_fusion_impl
+    'te' for every run (scripts/performance/utils/helpers.py L108 @ v0.2.0, overrides.py
+    L64-L84 @ v0.3.0-v0.6.0) on the providers' cross_entropy_loss_fusion True (gpt_provider
+    .py L196, mamba_provider.py L166 @ v0.4.1), unless the row says otherwise; v0.1.0rc3's
+    scripts set no impl: its YAML's, else Megatron-Core's own."""
+    ref = (row.recipe or {}).get("ref") or ""
+    fused = row.setting("cross_entropy_loss_fusion", True) is not False
+    impl = row.setting("cross_entropy_fusion_impl", None if ref.startswith("v0.1.") else "te")
+    return "te-parallel" if fused and impl == "te" else "vocab-parallel"
