@@ -117,3 +117,19 @@ def test_bf16_layers_sit_where_the_split_puts_them():
     fw = framework_of(cfg)
     held = [sum(bf16_kinds(model, fw, r, 2, 1, "1f1b", [16, 16]).values()) for r in (0, 1)]
     assert held == [5, 16]
+
+
+@pytest.mark.parametrize("precision", ["fp8-tensorwise", "fp8-tensorwise+bf16-ends-1-2"])
+def test_the_planner_prices_low_precision_weights_as_report(precision):
+    """Issue 31's 'the planner and report agree': the planner's memory of a placement
+    under an FP8 recipe is report's (the recipe's weight copies and its BF16 layers);
+    before, the grid left the FP8 copies out (76.9 vs 91.1 GiB here)."""
+    from ledger.plan.search import Pins, plan
+    from ledger.system import system
+
+    model, sysm = preset("llama3-8b").with_seq(4096), system("h100-sxm")
+    best = plan(model, 16, sysm, 256, top=2, precision=precision,
+                pins=Pins(zero=1, tp=1, pp=1, micro_batch=1)).plans
+    for p in best:
+        report = place(model, p.config, gpu=sysm.gpu).memory_by_rank
+        assert p.memory_bytes == pytest.approx(max(m.required_bytes for m in report))

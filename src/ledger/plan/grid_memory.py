@@ -22,7 +22,9 @@ from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes
                               layer_kinds, layer_working_bytes, peak_total, rank_layers,
                               rank_parts, rank_stages, shard_state, split_layers,
                               stage_params, tuned_stage_state, tuned_trainable)
-from ledger.placement.bf16_layers import bf16_weights
+from ledger.frameworks.fp8 import weight_bytes
+from ledger.placement.bf16_layers import bf16_kinds, bf16_weights
+from ledger.placement.footprint import divisors, expert_divisors
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
 from ledger.placement.graphs import graph_buffers
@@ -280,8 +282,23 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
     return everyone
 
 
+def _low_weights(model, cfg, fw, held, layout, reps, gpu, st: StateBytes) -> StateBytes:
+    """``st`` with a low-precision recipe's weight copies in its params, rank by rank as
+    report's ``rank_states`` adds them (``ledger.frameworks.fp8.weight_bytes``: the cached
+    copies, or the low params under param gather, sharded as ZeRO shards the params; none
+    for the recipe's BF16 layers, ``bf16_kinds``)."""
+    if getattr(fw, "fp8", None) is None or cfg.finetune is not None:
+        return st
+    kinds = layer_kinds(model, *layout[:3], None, layout[4])[0]
+    divs = divisors(cfg, fw)[0], expert_divisors(cfg, fw)[0]
+    extra = np.stack([np.broadcast_to(np.reshape(weight_bytes(
+        model, cfg, fw, held[r], kinds, sum(bf16_kinds(model, fw, r, *layout).values()), gpu,
+        divs), -1), (len(cfg.dp),)) for r in reps], axis=1)  # rows x ranks
+    return replace(st, params_bytes=st.params_bytes + extra)
+
+
 def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
-                optimizer="adam", facts=None, node=8):
+                optimizer="adam", facts=None, node=8, gpu=None):
     """Peak memory over the pipeline ranks (``ledger.placement.footprint``: the largest
     point of each rank's step, what the device holds there), and the heaviest stage's
     optimizer-step state, for every candidate: the framework's stage layout, ZeRO in its
@@ -293,15 +310,16 @@ def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=No
     pairs = twins(g)
     if pairs is None:
         return _grid_memory(model, {k: v for k, v in g.items() if k not in TIME_ONLY}, fw,
-                            per_param, flash, precision, finetune, optimizer, facts, node)
+                            per_param, flash, precision, finetune, optimizer, facts, node, gpu)
     reps, of = pairs
     mem, state_max, off = _grid_memory(
         model, {k: v[reps] for k, v in g.items() if k not in TIME_ONLY}, fw, per_param,
-        flash, precision, finetune, optimizer, facts, node)
+        flash, precision, finetune, optimizer, facts, node, gpu)
     return mem[of], state_max[of], SimpleNamespace(**{k: v[of] for k, v in vars(off).items()})
 
 
-def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer, facts, node):
+def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer, facts, node,
+                 gpu=None):
     count = len(g["tp"])
     mem, state_max = np.empty(count), np.empty(count)
     off = SimpleNamespace(**{k: np.zeros(count) for k in ("host", "params", "grads", "optim",
@@ -342,7 +360,9 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             stage_act = stage_act + (act16[sel] - act[sel]) @ w16.T
         reps = _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, sched,
                           held, points, stage_act)
-        st = resident = _state(model, cfg, fw, per_param, optimizer, sched, finetune, reps)
+        st = resident = _low_weights(model, cfg, fw, held, (pp, vp, sched, None, fw.split),
+                                     reps, gpu, _state(model, cfg, fw, per_param, optimizer,
+                                                       sched, finetune, reps))
         if finetune is not None:  # CPU offload (ledger.plan.offloads)
             trained = np.array(tuned_trainable(
                 model, finetune, tp, tp * ep, pp, vp, sched,

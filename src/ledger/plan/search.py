@@ -109,7 +109,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     node = min(system.gpus_per_node, int(g["tp"][0] * g["cp"][0] * g["pp"][0] * g["dp"][0])) \
         if count else 1
     mem, state_g, off = grid_memory(model, g, fw, st_total.scaled(1 / model.params), flash,
-                                    precision, finetune, optimizer, facts, node)
+                                    precision, finetune, optimizer, facts, node, system.gpu)
     mem = mem + _nvls_grid(g, system, facts)  # NCCL's NVLS buffers, as report prices them
     vr, sr = (int(g["vp"].max()) + 1 if count else 1), len(SCHEDULES)
     lay_key = (g["pp"] * vr + g["vp"]) * sr + g["sched"]
