@@ -154,3 +154,36 @@ def test_tensor_and_context_parallel_attention_refused_naming_it(flash, axis):
     with pytest.raises(LedgerError) as err:
         place(flash, ParallelConfig(**{axis: 2}, dp=1))
     assert "DeepSeek-V4's compressed attention" in str(err.value)
+
+
+@pytest.mark.parametrize("over, named", [
+    ({"kv_heads": 4}, "kv_heads"), ({"v_head_dim": 256}, "v_head_dim"),
+    ({"qkv_bias": True}, "qkv_bias"), ({"out_bias": True}, "out_bias"),
+    ({"qk_norm": "head"}, "qk_norm"), ({"attn_gate": "elementwise"}, "attn_gate"),
+    ({"diff_attention": True}, "diff_attention"), ({"attn_logit_softcap": 50.0},
+                                                   "attn_logit_softcap"),
+    ({"attention_sinks": False}, "attention_sinks"),
+    ({"local_attention": "chunked"}, "local_attention"),
+])
+def test_csa_refuses_what_its_counts_do_not_read(flash, over, named):
+    """csa counts one K=V head, no biases, gates or caps, a sink per head: a field set
+    otherwise would be dropped without a word (it moved no count), so it is refused."""
+    import dataclasses
+
+    with pytest.raises(LedgerError) as err:
+        dataclasses.replace(flash, **over)
+    assert str(err.value).startswith(f"{named}:") and "\n" not in str(err.value)
+
+
+def test_indexer_without_csa_layers_refused(flash):
+    """An indexer on a stack with no ratio-4 layer would run nowhere."""
+    import dataclasses
+
+    hca = compressed.CompressedAttention(ratios=(0, 0) + (128,) * 41, o_groups=8,
+                                         o_lora_rank=1024)
+    with pytest.raises(LedgerError) as err:
+        dataclasses.replace(flash, compressed=hca)
+    assert str(err.value).startswith("index_heads:")
+    bare = dataclasses.replace(flash, compressed=hca, index_heads=0, index_head_dim=0,
+                               index_topk=0)
+    assert bare.params < flash.params

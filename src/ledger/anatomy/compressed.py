@@ -67,8 +67,9 @@ def check(m) -> None:
             raise LedgerError("compressed", "is set but attention is not 'csa'")
         return
     if not isinstance(c, CompressedAttention):
-        raise LedgerError("compressed", f"attention 'csa' needs a CompressedAttention, got "
-                                        f"{c!r}")
+        raise LedgerError("compressed", f"attention 'csa' needs its per-layer compress "
+                                        f"ratios and grouped output projection (ratios=, "
+                                        f"o_groups=, o_lora_rank=), got {c!r}")
     if len(c.ratios) != m.layers:
         raise LedgerError("compress_ratios", f"must give one ratio per layer ({m.layers}), "
                                              f"got {len(c.ratios)}")
@@ -85,6 +86,35 @@ def check(m) -> None:
         raise LedgerError("index_heads", f"layers of compress ratio {INDEXED_RATIO} run the "
                                          f"lightning indexer: needs index_heads, "
                                          f"index_head_dim and index_topk")
+    if INDEXED_RATIO not in c.ratios and (m.index_heads or m.index_head_dim or m.index_topk):
+        raise LedgerError("index_heads", f"only layers of compress ratio {INDEXED_RATIO} run "
+                                         f"the lightning indexer and the ratios name none: "
+                                         f"drop index_heads, index_head_dim and index_topk")
+    _check_fixed(m)
+
+
+# what DeepSeek-V4's attention fixes, which its counts and FLOPs therefore do not read: one
+# K=V head (v4:L790), projections without biases (q_a/q_b/kv_proj/o_a/o_b, v4:L797-806),
+# its own q_a/kv norms and no q/k norm, gate, second softmax map or score cap (v4:L766-883),
+# one sink logit per head (v4:L807), a window on every layer (not chunks)
+_FIXED = (("kv_heads", 1, "one K=V head"), ("v_head_dim", None, "V = K, head_dim wide"),
+          ("qkv_bias", False, "no projection biases"), ("out_bias", False, "no output bias"),
+          ("qk_norm", "none", "its own q_a / kv norms, no q/k norm"),
+          ("attn_gate", "none", "no output gate"), ("diff_attention", False, "one softmax"),
+          ("attn_logit_softcap", 0.0, "no score cap"),
+          ("attention_sinks", True, "one sink logit per head"),
+          ("local_attention", "sliding", "a sliding window"))
+
+
+def _check_fixed(m) -> None:
+    """A field csa's counts and FLOPs do not read, set to what DeepSeek-V4 is not, is refused
+    naming it rather than dropped."""
+    for field, want, why in _FIXED:
+        got = getattr(m, field)
+        want = m.head_dim if field == "v_head_dim" else want  # ModelSpec fills None in
+        if got != want:
+            raise LedgerError(field, f"DeepSeek-V4's attention ('csa') has {why}: needs "
+                                     f"{field} {want!r}, got {got!r}")
 
 
 def _nf(m) -> int:
