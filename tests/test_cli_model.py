@@ -212,3 +212,23 @@ def test_moe_latent_in_a_launch_is_read_as_megatron_reads_it(capsys, tmp_path):
                          "--gpus", "8", "--moe-latent-size", "2048")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: --moe-latent: 2,048 must be below --hidden 1,024")
+
+
+@pytest.mark.parametrize("mult,refused", [(None, True), ("0", True), ("4", False)])
+def test_no_hc_head_needs_streams(capsys, mult, refused):
+    """--no-hc-head averages mHC's streams instead of collapsing them by a learned head: on
+    a model without streams it would change nothing, so it is refused in one line."""
+    base = ["report", "custom", "--layers", "2", "--hidden", "64", "--heads", "4", "--ffn",
+            "128", "--vocab", "100", "--no-hc-head"]
+    code, out, err = run(capsys, *base, *(["--hc-mult", mult] if mult else []))
+    if refused:
+        assert code == 2 and out == "" and "Traceback" not in err
+        assert err == "error: --no-hc-head: averages mHC's streams: needs --hc-mult above " \
+                      "0, got 0\n"
+    else:
+        assert code == 0, err
+        _, with_head, _ = run(capsys, *base[:-1], "--hc-mult", mult, "--json")
+        _, without, _ = run(capsys, *base, "--hc-mult", mult, "--json")
+        # the head is hc_mult x hc_mult x hidden + hc_mult + 1 (anatomy.compressed.hc_head)
+        assert json.loads(with_head)["params"] - json.loads(without)["params"] \
+            == 4 * 4 * 64 + 4 + 1

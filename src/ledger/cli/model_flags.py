@@ -281,6 +281,9 @@ def custom_model(a: argparse.Namespace) -> ModelSpec:
     if "mixers" in given:
         given["mixers"] = parse_mixers(given["mixers"], given["layers"])
     check_latent(given.get("moe_latent"), given["hidden"])
+    if given.get("hc_head") is False and not given.get("hc_mult"):  # no streams to average
+        raise LedgerError("--no-hc-head", f"averages mHC's streams: needs --hc-mult above 0, "
+                                          f"got {given.get('hc_mult', 0)}")
     for f, (names, typ, _) in FLAGS.items():
         if typ in RECORDS and f in given:
             given[f] = parse_record(typ, given[f], names[0])
