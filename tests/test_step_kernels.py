@@ -109,3 +109,26 @@ def test_fp8_attention_runs_the_attention_core_at_the_fp8_peak():
     cfg = dict(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=4, precision="fp8-mxfp8")
     slow = estimate(model, ParallelConfig(**cfg), gpu).step_time_s
     assert estimate(model, ParallelConfig(**cfg, fp8_attention=True), gpu).step_time_s < slow
+
+
+@pytest.mark.parametrize("flags,refused", [
+    ([], True),  # BF16
+    (["--precision", "fp8", "--fp8-recipe", "blockwise"], True),  # TE takes no fp8_dpa
+    (["--precision", "fp8", "--fp8-recipe", "mxfp8", "--framework", "torchtitan"], True),
+    (["--precision", "fp8", "--fp8-recipe", "mxfp8"], False),
+])
+def test_fp8_attention_flag_refused_where_it_changes_nothing(capsys, flags, refused):
+    """--fp8-dot-product-attention typed where TE would not run the core in FP8 is refused
+    in one line (as --fp8-recipe without --precision fp8), not accepted unpriced."""
+    from ledger.cli import main
+
+    argv = ["estimate", "llama3-8b", "--gpus", "8", "--gpu", "b200", *flags]
+    code = main([*argv, "--fp8-dot-product-attention"])
+    out, err = capsys.readouterr()
+    if refused:
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert err.startswith("error: fp8_attention: --fp8-dot-product-attention runs the "
+                              "attention core in FP8 under --framework megatron")
+    else:
+        assert code == 0, err
+        assert main(argv) == 0 and capsys.readouterr().out != out  # it moves the step

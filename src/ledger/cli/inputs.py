@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 
 from ledger.cli.args import build_parser
-from ledger.cli.step_flags import library_flags, no_plan_offload, unpriced_modules
+from ledger.cli.step_flags import (check_fp8_attention, library_flags, no_plan_offload,
+                                   unpriced_modules)
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
@@ -384,6 +385,7 @@ def step_flags(a: argparse.Namespace) -> dict:
     from ledger.arch import table
     from ledger.frameworks import get
 
+    check_fp8_attention(a)
     if a.dropout:
         t = table(get(a.framework).activations)
         if not (t.residual_dropout_masks or t.eager_dropout):

@@ -36,6 +36,23 @@ def unpriced_modules(a: argparse.Namespace) -> list[str]:
             f"recompute, not modelled: priced as not recomputed)"] if mods else []
 
 
+def check_fp8_attention(a: argparse.Namespace) -> None:
+    """--fp8-dot-product-attention typed where it changes nothing is refused, as
+    --fp8-recipe without --precision fp8 is: Megatron hands it to TE only under the
+    delayed, tensorwise and mxfp8 recipes (ledger.step.layer_time.fp8_attention)."""
+    if not getattr(a, "fp8_attention", False):
+        return
+    from ledger.step.layer_time import FP8_ATTENTION_RECIPES, fp8_attention
+
+    if not fp8_attention(a):
+        raise LedgerError("fp8_attention", f"--fp8-dot-product-attention runs the attention "
+                                           f"core in FP8 under --framework megatron, "
+                                           f"--precision fp8, --fp8-recipe "
+                                           f"{'/'.join(FP8_ATTENTION_RECIPES)}; got --framework"
+                                           f" {a.framework}, --precision "
+                                           f"{a.precision or 'default'}")
+
+
 def _add_step_flags(p: argparse.ArgumentParser) -> None:
     """What a step keeps beyond its layers (docs/memory.md): each at the framework's
     default unless given."""
