@@ -87,3 +87,20 @@ def test_each_cuda_total_has_its_source():
 
     assert set(CUDA_TOTAL_BYTES) == set(CUDA_TOTAL_SOURCES) and set(CUDA_TOTAL_BYTES) <= set(GPUS)
     assert all(CUDA_TOTAL_BYTES[n] < GPUS[n].hbm_bytes for n in CUDA_TOTAL_BYTES)
+
+
+def test_json_headline_is_sglang_s_pool(capsys):
+    """serve --engine sglang --json: max_concurrency and gpu_kv_cache_tokens are SGLang's
+    token pool, the figures its text prints (review: they were the vLLM pool's, 450,976
+    tokens / 55.05 where SGLang holds 415,841 / 50.76, and moved with vLLM-only flags)."""
+    import json
+
+    from ledger.cli import main
+
+    assert main(["serve", "llama3-8b", "--context", "8192", "--engine", "sglang",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    tokens = d["sglang"][0]["max_total_num_tokens"]
+    assert d["gpu_kv_cache_tokens"] == tokens
+    assert d["max_concurrency"] == tokens / 8192
+    assert d["max_sequences"] == tokens // 8192

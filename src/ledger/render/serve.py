@@ -248,6 +248,11 @@ def _quant_json(est) -> dict:
 def serve_json(model, system, est) -> dict:
     """One JSON object; bytes per GPU, seconds, the engine's settings and every stage."""
     c, p, e = est.cfg, est.pool, est.engine
+    # the headline pool figures are the engine's own: SGLang's token pool, not the vLLM
+    # pool the estimate also holds (the fewest tokens of any stage)
+    tokens, concurrency = (min(x.max_total_num_tokens for x in est.sglang),
+                           min(x.max_concurrency for x in est.sglang)) if est.sglang \
+        else (p.kv_tokens, p.max_concurrency)
     return {
         "model": model.name, "gpu": system.gpu.name, "vllm_commit": VLLM_COMMIT,
         "tp": c.tp, "pp": c.pp, "dp": c.dp, "ep": c.ep, "world": c.world,
@@ -258,7 +263,7 @@ def serve_json(model, system, est) -> dict:
         "kv_bytes_per_sequence": est.kv_bytes_per_sequence,
         "kv_bytes_per_sequence_paged": p.request_bytes,
         "max_sequences": est.max_sequences if est.starts else 0,
-        "max_concurrency": p.max_concurrency, "gpu_kv_cache_tokens": p.kv_tokens,
+        "max_concurrency": concurrency, "gpu_kv_cache_tokens": tokens,
         "starts": est.starts, "engine_name": c.engine,
         "sglang": [{"mem_fraction_static": x.mem_fraction_static, "reserved_mb": x.reserved_mb,
                     "chunked_prefill_size": x.chunked_prefill_size,
