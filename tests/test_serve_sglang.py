@@ -104,3 +104,21 @@ def test_json_headline_is_sglang_s_pool(capsys):
     assert d["gpu_kv_cache_tokens"] == tokens
     assert d["max_concurrency"] == tokens / 8192
     assert d["max_sequences"] == tokens // 8192
+
+
+@pytest.mark.parametrize("flag", [["--sampler", "sort"], ["--non-torch-gib", "1"],
+                                  ["--cudagraph-gib", "1"], ["--enforce-eager"],
+                                  ["--gpu-memory-utilization", "0.5"],
+                                  ["--kv-cache-memory-bytes", "4000000000"],
+                                  ["--block-size", "32"], ["--max-num-seqs", "8"]])
+def test_vllm_flags_refused_beside_sglang(capsys, flag):
+    """vLLM's memory-plan flags change nothing SGLang's plan reads: beside --engine sglang
+    they are refused in one line naming the flag (as --mem-fraction-static is without
+    it), not accepted and dropped; without it they still run."""
+    from ledger.cli import main
+
+    argv = ["serve", "llama3-8b", "--context", "8192", *flag]
+    assert main([*argv, "--engine", "sglang"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and f"drop {flag[0]}" in err
+    assert main(argv) == 0, capsys.readouterr().err

@@ -226,14 +226,14 @@ def _serve_parser(sub) -> None:
     g.add_argument("--mxfp4-backend", choices=("triton", "marlin", "flashinfer"),
                    help="vLLM's MXFP4 MoE kernels (default: vLLM's for the GPU; marlin is "
                         "VLLM_MXFP4_USE_MARLIN=1)")
-    g.add_argument("--sampler", choices=("flashinfer", "native", "sort"), default="flashinfer",
+    g.add_argument("--sampler", choices=("flashinfer", "native", "sort"),
                    help="top-k/top-p kernels of vLLM's profile sampler pass (default "
                         "flashinfer, vLLM's since PR #40376; native is its Triton kernel, "
                         "VLLM_USE_FLASHINFER_SAMPLER=0; sort is the PyTorch sort of vLLM "
                         "before PR #33538, as in its 0.10-0.11 start-ups)")
     g.add_argument("--kv-dtype", "--kv-cache-dtype", choices=tuple(KV_DTYPES), default="bf16",
                    help="KV cache dtype (default bf16, the model's)")
-    g.add_argument("--gpu-memory-utilization", type=real(1.0), default=GPU_MEMORY_UTILIZATION,
+    g.add_argument("--gpu-memory-utilization", type=real(1.0),
                    help=f"share of the GPU vLLM takes (default {GPU_MEMORY_UTILIZATION:g}, "
                         f"vLLM's)")
     g.add_argument("--kv-cache-memory-bytes", type=count(MAX_KV_BYTES),

@@ -194,6 +194,7 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     """The serving layout and engine flags as a ServeConfig; flags the model ignores, and a
     training length, are refused."""
     from ledger.serve import ServeConfig
+    from ledger.serve.engine import GPU_MEMORY_UTILIZATION
     from ledger.serve.state import has_state
 
     if a.seq_len is not None:
@@ -226,10 +227,16 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     if a.mem_fraction_static is not None and a.engine != "sglang":
         raise LedgerError("mem_fraction_static", "is SGLang's; give --engine sglang (vLLM's "
                                                  "share is --gpu-memory-utilization)")
+    vllm = [f for f in VLLM_ONLY if getattr(a, f) not in (None, False)]
+    if vllm and a.engine == "sglang":  # SGLang's plan (serve.sglang.plan) reads none of them
+        raise LedgerError(vllm[0], f"sets vLLM's memory plan, which --engine sglang does not "
+                                   f"run (SGLang's share is --mem-fraction-static); drop "
+                                   f"--{vllm[0].replace('_', '-')}")
     return ServeConfig(quant=quant, mxfp4_backend=a.mxfp4_backend, engine=a.engine,
-                       sampler=a.sampler,
+                       sampler=a.sampler or "flashinfer",
                        mem_fraction_static=a.mem_fraction_static, tp=a.tp, pp=a.pp, dp=a.dp, ep=ep, context=a.context, batch=a.batch,
-                       kv_dtype=a.kv_dtype, gpu_memory_utilization=a.gpu_memory_utilization,
+                       kv_dtype=a.kv_dtype, gpu_memory_utilization=GPU_MEMORY_UTILIZATION
+                       if a.gpu_memory_utilization is None else a.gpu_memory_utilization,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes, block_size=a.block_size,
                        max_num_batched_tokens=a.max_num_batched_tokens,
                        max_num_seqs=a.max_num_seqs, hybrid_manager=hybrid,
@@ -239,6 +246,11 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        else a.non_torch_gib * 2**30,
                        cudagraph_bytes=None if a.cudagraph_gib is None
                        else a.cudagraph_gib * 2**30, enforce_eager=a.enforce_eager)
+
+
+# serve flags only vLLM's memory plan reads (the pool, its profile run, its CUDA graphs)
+VLLM_ONLY = ("gpu_memory_utilization", "kv_cache_memory_bytes", "block_size", "max_num_seqs",
+             "sampler", "non_torch_gib", "cudagraph_gib", "enforce_eager")
 
 
 def vp(a: argparse.Namespace) -> int:
