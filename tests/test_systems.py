@@ -213,22 +213,22 @@ def test_gb300_over_b300_has_the_published_direction_in_every_pair():
         [p for p in pairs if p not in right]
 
 
-@pytest.mark.xfail(strict=True, reason="measured (benchmarks/bridge.py): GB300/B300 29 "
-                   "pairs, 29 in the right direction, 24 within 15% (mean |error| 10.2%); "
-                   "misses Nemotron 3 Super +19..+36% (4 pairs), DeepSeek-V3 26.06 -18.6% "
-                   "(issue 32's MoE step time)")
+@pytest.mark.xfail(strict=True, reason="measured (benchmarks/bridge.py, docs/systems.md): "
+                   "GB300/B300 29 pairs, 29 in the right direction, 25 within 15% (mean "
+                   "|error| 9.5%); misses Nemotron 3 Super +19.6..+36.5% (4 pairs; issue "
+                   "32's MoE step time)")
 def test_gb300_over_b300_within_15_percent_in_every_pair():
     pairs, right, within = _bar("gb300/b300")
     assert len(right) == len(within) == len(pairs)
 
 
-@pytest.mark.xfail(strict=True, reason="measured (benchmarks/bridge.py): GB200/B200 33 "
-                   "pairs, 28 in the right direction, 16 within 15% (mean |error| 25.2%): "
-                   "each miss is one side's own row error (issue 32) - B200's Qwen3-30B at "
-                   "MBS 1 priced host-bound (-30..-69%), GB200's 25.09 Qwen3-235B (-60%), "
-                   "gpt-oss (+27..+37% on GB200, +64% on 25.11 B200), Nemotron 3 Super on GB200 "
-                   "(+22..+38%), DeepSeek-V3 on B200 (-38..+32%), the 25.09 GB200 405B "
-                   "Megatron-FSDP row (-68%)")
+@pytest.mark.xfail(strict=True, reason="measured (benchmarks/bridge.py, docs/systems.md): "
+                   "GB200/B200 33 pairs, 30 in the right direction, 16 within 15% (mean "
+                   "|error| 21.7%): each miss is one side's own row error (issue 32) - B200's "
+                   "Qwen3-30B at MBS 1 priced host-bound, GB200's 25.09 Qwen3-235B under "
+                   "whole-layer graphs (pairs +72%, +81%), gpt-oss's EP 64 rack rows, "
+                   "Nemotron 3 Super on GB200 (+25.6..+32.9%), DeepSeek-V3 (-20.9..+51.2%), "
+                   "the 25.09 GB200 405B Megatron-FSDP row (-66.0%)")
 def test_gb200_over_b200_right_direction_and_within_15_percent_in_every_pair():
     pairs, right, within = _bar("gb200/b200")
     assert len(right) == len(within) == len(pairs)
