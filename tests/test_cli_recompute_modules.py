@@ -53,9 +53,15 @@ def test_the_cli_prices_gdn_norm_out():
     assert "approximate" not in json.loads(after)
 
 
+# a small model with mHC's streams (custom --hc-mult; DeepSeek-V4's are 4)
+MHC = ["custom", "--layers", "4", "--hidden", "1024", "--heads", "8", "--ffn", "4096",
+       "--vocab", "32000", "--hc-mult", "4"]
+
+
 @pytest.mark.parametrize("mods", ["gdp_in_proj", "gdp_qkv", "mhc", "core_attn,gdp_qkv"])
 def test_the_cli_names_what_it_does_not_price(mods):
-    argv = ["estimate", "llama3-8b", "--tp", "8", "--gpus", "8", "--recompute", "selective",
+    model = MHC if "mhc" in mods else ["llama3-8b"]
+    argv = ["estimate", *model, "--tp", "8", "--gpus", "8", "--recompute", "selective",
             "--json", "--recompute-modules"]
     code, out, err = run(argv + [mods])
     assert code == 0, err
@@ -69,7 +75,12 @@ def test_the_cli_names_what_it_does_not_price(mods):
 def test_what_is_not_priced_is_priced_as_not_recomputed():
     argv = ["estimate", "llama3-8b", "--tp", "8", "--gpus", "8", "--recompute", "selective",
             "--json", "--recompute-modules"]
-    with_them = json.loads(run(argv + ["core_attn,gdp_in_proj,gdp_qkv,mhc"])[1])
+    with_them = json.loads(run(argv + ["core_attn,gdp_in_proj,gdp_qkv"])[1])
+    without = json.loads(run(argv + ["core_attn"])[1])
+    assert {k: v for k, v in with_them.items() if k not in ("approximate", "config")} == \
+        {k: v for k, v in without.items() if k != "config"}
+    argv[1:2] = MHC
+    with_them = json.loads(run(argv + ["core_attn,mhc"])[1])
     without = json.loads(run(argv + ["core_attn"])[1])
     assert {k: v for k, v in with_them.items() if k not in ("approximate", "config")} == \
         {k: v for k, v in without.items() if k != "config"}
@@ -82,6 +93,11 @@ def test_what_is_not_priced_is_priced_as_not_recomputed():
      "mhc with mlp"),
     (["report", "llama3-8b", "--recompute", "selective", "--recompute-modules", "bogus"],
      "not among core_attn"),
+    # mHC is modelled (--hc-mult): a model without its streams has no HyperConnections
+    (["report", "llama3-8b", "--recompute", "selective", "--recompute-modules", "mhc"],
+     "mhc needs HyperConnections"),
+    (["plan", "llama3-8b", "--gpus", "8", "--global-batch", "64", "--recompute-modules",
+      "mhc"], "mhc needs HyperConnections"),
 ])
 def test_the_cli_refuses_what_megatron_refuses(argv, shown):
     code, out, err = run(argv)
@@ -90,7 +106,7 @@ def test_the_cli_refuses_what_megatron_refuses(argv, shown):
 
 
 @pytest.mark.parametrize("flags,refused", [
-    ("--recompute-modules mhc", "mhc needs --enable-mhc-connections"),
+    ("--recompute-modules mhc", "mhc needs HyperConnections"),
     ("--recompute-modules mhc mlp --enable-mhc-connections", "mhc with mlp"),
     ("--recompute-modules core_attn gdn_norm_out", "gdn_norm_out needs Gated DeltaNet"),
     ("--recompute-modules bogus", "bogus not among"),

@@ -166,8 +166,9 @@ def _megatron_problems(a: argparse.Namespace, model_: ModelSpec) -> list:
 
     mods, shared = getattr(a, "recompute_modules", None), \
         bool(getattr(a, "shared_expert_overlap", False))
-    out = recompute_module_problems(mods, has_gdn(model_), None) + moe_overlap_problems(
-        shared, bool(model_.is_moe and model_.shared_experts), None, False, False, mods)
+    out = recompute_module_problems(mods, has_gdn(model_), model_.hc_mult > 0)
+    out += moe_overlap_problems(shared, bool(model_.is_moe and model_.shared_experts), None,
+                                False, False, mods)
     if a.ep_overlap is not None:
         out += moe_overlap_problems(shared, None, None, a.ep_overlap,
                                     bool(getattr(a, "delay_wgrad", False)))

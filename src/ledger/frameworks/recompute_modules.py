@@ -28,7 +28,7 @@ def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None
     """(field, reason) for each choice of modules Megatron refuses under selective
     recompute: a name it does not know, gdn_norm_out without Gated DeltaNet layers
     (``gdn``), mhc without HyperConnections (``mhc``) or beside mlp. ``gdn`` / ``mhc``
-    None: not known here (the CLI has no HyperConnections to say).
+    None: not known here (the config alone, before a model).
 
     >>> recompute_module_problems(("core_attn", "mhc", "mlp"), False, None)[0][1][:30]
     "mhc with mlp: Megatron's two c"
@@ -49,6 +49,7 @@ def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None
         out.append(("recompute_modules", "mhc with mlp: Megatron's two checkpoints conflict "
                     "(transformer_config.py L2031-2035 @d98e8a64)"))
     if "mhc" in mods and mhc is False:
-        out.append(("recompute_modules", "mhc needs --enable-mhc-connections "
-                    "(transformer_config.py L2028-2030 @d98e8a64)"))
+        out.append(("recompute_modules", "mhc needs HyperConnections (--enable-mhc-connections"
+                    ", the ledger's --hc-mult; transformer_config.py L2028-2030 @d98e8a64), "
+                    "the model has none"))
     return out

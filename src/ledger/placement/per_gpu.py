@@ -74,7 +74,7 @@ def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
     check_model(model, cfg)
     if cfg.recompute == "selective":  # the model's half of Megatron's module checks
         for field, problem in recompute_module_problems(cfg.recompute_modules,
-                                                        has_gdn(model), None):
+                                                        has_gdn(model), model.hc_mult > 0):
             raise LedgerError(field, problem)
 
 
