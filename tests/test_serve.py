@@ -223,8 +223,10 @@ def test_budget_by_hand_llama3_8b():
     assert (eng.max_num_batched_tokens, eng.max_num_seqs) == (8192, 1024)
     sampler = 67_108_864 + 16_777_216 + 1024 * 128256 * 14 + 132 * 128256 * 4
     assert sampler == 1_990_283_264
-    assert profile_activation_bytes(m, cfg, eng, range(32), last=True) == sampler
-    assert profile_activation_bytes(m, cfg, eng, range(32), last=False) == 838_860_800
+    sms = GPUS["h100-sxm"].sms
+    assert sms == 132
+    assert profile_activation_bytes(m, cfg, eng, range(32), True, sms) == sampler
+    assert profile_activation_bytes(m, cfg, eng, range(32), False, sms) == 838_860_800
 
 
 def test_triton_top_k_buffer_one_row_per_program():

@@ -167,7 +167,7 @@ def topk_topp_buffer_bytes(rows: int, vocab: int, sms: int, sampler: str) -> int
 
 
 def profile_activation_bytes(model, cfg, eng, layers: range, last: bool,
-                             sms: int = 132) -> float:
+                             sms: int) -> float:
     """The torch peak increase of vLLM's profile run on one GPU (an estimate). The run is
     ``_dummy_run(max_num_batched_tokens)`` then, on the last pipeline rank,
     ``_dummy_sampler_run`` over the last token of min(tokens, max_num_seqs) dummy requests
