@@ -89,11 +89,22 @@ def test_what_megatron_runs_is_accepted(flags, tmp_path):
     assert code == 0, err
 
 
-def test_without_shared_experts_the_dispatcher_does_not_matter():
+def test_without_shared_experts_the_flag_does_nothing(tmp_path):
     """Megatron checks the dispatcher only under moe_shared_expert_intermediate_size
-    (L1813): a model without shared experts runs the flag as a no-op."""
-    code, _, err = run(["estimate", *MODEL, "--ep", "16", "--zero", "1"] + ["--moe-shared-expert-overlap", "--moe-token-dispatcher-type",
-                               "allgather"])
+    (L1813): a model without shared experts runs the flag as a no-op. A launch file's is
+    read so (it changes no priced number); typed, it is refused in one line, as
+    --ep-overlap on a dense model is."""
+    flags = ["--moe-shared-expert-overlap", "--moe-token-dispatcher-type", "allgather"]
+    for cmd in (["estimate", *MODEL, "--ep", "16", "--zero", "1", *flags],
+                ["plan", *MODEL, flags[0]], ["report", "llama3-8b", "--gpus", "8", *flags]):
+        code, out, err = run(cmd)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert err.startswith("error: shared_expert_overlap: --moe-shared-expert-overlap: ")
+        assert "has no shared experts" in err
+    path = tmp_path / "launch.sh"
+    path.write_text(LAUNCH.replace("--moe-shared-expert-intermediate-size 512 ", "")
+                    + " " + " ".join(flags) + "\n")
+    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "16"])
     assert code == 0, err
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from ledger.cli.args import build_parser
-from ledger.cli.step_flags import (check_fp8_attention, library_flags, no_plan_offload,
-                                   unpriced_modules)
+from ledger.cli.step_flags import (check_fp8_attention, check_shared_overlap, library_flags,
+                                   no_plan_offload, unpriced_modules)
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
@@ -105,6 +105,7 @@ def model(a: argparse.Namespace) -> ModelSpec:
 
     spec = _model(a)
     check_model_size(spec)
+    check_shared_overlap(a, spec)
     return spec
 
 

@@ -53,6 +53,21 @@ def check_fp8_attention(a: argparse.Namespace) -> None:
                                            f"{a.precision or 'default'}")
 
 
+def check_shared_overlap(a: argparse.Namespace, model) -> None:
+    """--moe-shared-expert-overlap typed for a model without shared experts runs nothing
+    beside the dispatch (Megatron accepts it so: transformer_config.py L1813-1826
+    @d98e8a64): refused, as --ep-overlap on a dense model is. A launch file's is accepted
+    silently (it changes no priced number)."""
+    launch = getattr(a, "launch", None)
+    if not getattr(a, "shared_expert_overlap", False) or (
+            launch is not None and "shared_expert_overlap" in launch.flags):
+        return
+    if not (model.is_moe and model.shared_experts):
+        raise LedgerError("shared_expert_overlap", f"--moe-shared-expert-overlap: "
+                                                   f"{model.name} has no shared experts to "
+                                                   f"run beside the dispatch")
+
+
 def _add_step_flags(p: argparse.ArgumentParser) -> None:
     """What a step keeps beyond its layers (docs/memory.md): each at the framework's
     default unless given."""
