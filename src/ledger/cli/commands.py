@@ -222,7 +222,8 @@ def _plan_html(model, a, sysm, result, run=None) -> str:
 
 
 def _cmd_serve(a: argparse.Namespace):
-    from ledger.cli.inputs import model, serve_config
+    from ledger.cli.inputs import model
+    from ledger.cli.serve_inputs import serve_config
     from ledger.render import serve_json, serve_text
     from ledger.serve import serve
 
