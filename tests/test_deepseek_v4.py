@@ -187,3 +187,22 @@ def test_indexer_without_csa_layers_refused(flash):
     bare = dataclasses.replace(flash, compressed=hca, index_heads=0, index_head_dim=0,
                                index_topk=0)
     assert bare.params < flash.params
+
+
+def test_typed_mla_up_proj_recompute_is_named_not_priced(capsys):
+    """--recompute-modules mla_up_proj on DeepSeek-V4: its attention's up-projections'
+    recompute is not modelled, so the CLI names it on stderr and marks the figures
+    approximate, as the Bridge rows do (render.bridge), not silently unpriced."""
+    import json as json_
+
+    from ledger.cli import main
+
+    argv = ["estimate", str(RELEASED), "--gpus", "128", "--ep", "64", "--recompute",
+            "selective", "--json", "--recompute-modules"]
+    assert main(argv + ["mla_up_proj"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "mla_up_proj (DeepSeek-V4's attention" in err
+    assert any("mla_up_proj" in x for x in json_.loads(out)["approximate"])
+    assert main(argv + ["core_attn"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "approximate" not in json_.loads(out)

@@ -106,6 +106,7 @@ def model(a: argparse.Namespace) -> ModelSpec:
     spec = _model(a)
     check_model_size(spec)
     check_shared_overlap(a, spec)
+    a.model_attention = spec.attention  # what the typed recompute modules act on
     return spec
 
 

@@ -29,11 +29,17 @@ def unpriced_modules(a: argparse.Namespace) -> list[str]:
     """What the typed --recompute-modules names that the ledger does not price, for stderr
     (one line) and the approximate mark: GatedDeltaProduct's modules, whose mixer the
     ledger does not model, and the HyperConnections', whose recompute it does not
-    (ledger.frameworks.recompute_modules)."""
-    mods = [m for m in getattr(a, "recompute_modules", None) or ()
-            if m in UNPRICED_RECOMPUTE_MODULES]
-    return [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections' "
-            f"recompute, not modelled: priced as not recomputed)"] if mods else []
+    (ledger.frameworks.recompute_modules); mla_up_proj on DeepSeek-V4's attention, whose
+    up-projections' recompute the ledger does not model (``model_attention``, set where
+    the model is loaded; the Bridge rows name it alike: render.bridge)."""
+    given = getattr(a, "recompute_modules", None) or ()
+    mods = [m for m in given if m in UNPRICED_RECOMPUTE_MODULES]
+    out = [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections' "
+           f"recompute, not modelled: priced as not recomputed)"] if mods else []
+    if "mla_up_proj" in given and getattr(a, "model_attention", None) == "csa":
+        out.append("--recompute-modules mla_up_proj (DeepSeek-V4's attention up-projections' "
+                   "recompute, not modelled: priced as not recomputed)")
+    return out
 
 
 def check_fp8_attention(a: argparse.Namespace) -> None:
