@@ -132,3 +132,23 @@ def test_fp8_attention_flag_refused_where_it_changes_nothing(capsys, flags, refu
     else:
         assert code == 0, err
         assert main(argv) == 0 and capsys.readouterr().out != out  # it moves the step
+
+
+def test_fp8_attention_flag_marks_its_saved_tensors_approximate(capsys):
+    """Where it runs, --fp8-dot-product-attention's FP8 saved Q/K/V/O are priced at BF16:
+    named on stderr in one line and the JSON marked approximate, as the Bridge rows that
+    set it are (render.bridge)."""
+    import json
+
+    from ledger.cli import main
+
+    argv = ["estimate", "llama3-8b", "--gpus", "8", "--gpu", "b200", "--precision", "fp8",
+            "--fp8-recipe", "mxfp8", "--json"]
+    assert main([*argv, "--fp8-dot-product-attention"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "saved Q/K/V/O priced at BF16" in err
+    assert json.loads(out)["approximate"] == [
+        "--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "approximate" not in json.loads(out)

@@ -7,7 +7,7 @@ import argparse
 
 from ledger.cli.args import build_parser
 from ledger.cli.step_flags import (check_fp8_attention, check_shared_overlap, library_flags,
-                                   no_plan_offload, unpriced_modules)
+                                   no_plan_offload, unpriced_flags)
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
@@ -75,7 +75,7 @@ def messages(a: argparse.Namespace) -> list[str]:
 def typed_messages(a: argparse.Namespace) -> list[str]:
     """What the command line itself sets that the ledger does not price, in one line for
     stderr once the figures are made (a refused input says only its error)."""
-    typed = unpriced_modules(a) if a.launch is None else []
+    typed = unpriced_flags(a) if a.launch is None else []
     return [f"warning: not modelled, so the figures are approximate: "
             f"{'; '.join(typed)}"] if typed else []
 
@@ -85,7 +85,7 @@ def mark_approximate(a: argparse.Namespace, text: str) -> str:
     a last line of text, or an "approximate" list in JSON."""
     launch = a.launch
     unpriced, who = (list(launch.unpriced), launch.path) if launch is not None and \
-        launch.approximate else (unpriced_modules(a), "the command line")
+        launch.approximate else (unpriced_flags(a), "the command line")
     if not unpriced:
         return text
     if getattr(a, "json", False):

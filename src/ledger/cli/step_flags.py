@@ -16,7 +16,7 @@ from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
 
 def _modules(text: str) -> tuple[str, ...]:
     """--recompute-modules: comma-separated names Megatron accepts
-    (MEGATRON_RECOMPUTE_MODULES; those not priced are named by ``unpriced_modules``)."""
+    (MEGATRON_RECOMPUTE_MODULES; those not priced are named by ``unpriced_flags``)."""
     mods = tuple(m for m in text.split(",") if m)
     odd = [m for m in mods if m not in MEGATRON_RECOMPUTE_MODULES]
     if odd or not mods:
@@ -25,13 +25,14 @@ def _modules(text: str) -> tuple[str, ...]:
     return mods
 
 
-def unpriced_modules(a: argparse.Namespace) -> list[str]:
-    """What the typed --recompute-modules names that the ledger does not price, for stderr
-    (one line) and the approximate mark: GatedDeltaProduct's modules, whose mixer the
-    ledger does not model, and the HyperConnections', whose recompute it does not
-    (ledger.frameworks.recompute_modules); mla_up_proj on DeepSeek-V4's attention, whose
-    up-projections' recompute the ledger does not model (``model_attention``, set where
-    the model is loaded; the Bridge rows name it alike: render.bridge)."""
+def unpriced_flags(a: argparse.Namespace) -> list[str]:
+    """What the typed flags set that the ledger does not price, for stderr (one line) and
+    the approximate mark: FP8 attention's saved tensors (priced at BF16); of
+    --recompute-modules, GatedDeltaProduct's modules, whose mixer the ledger does not
+    model, and the HyperConnections', whose recompute it does not
+    (ledger.frameworks.recompute_modules), and mla_up_proj on DeepSeek-V4's attention,
+    whose up-projections' recompute it does not (``model_attention``, set where the model
+    is loaded). The Bridge rows name the first and the last alike (render.bridge)."""
     given = getattr(a, "recompute_modules", None) or ()
     mods = [m for m in given if m in UNPRICED_RECOMPUTE_MODULES]
     out = [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections' "
@@ -39,6 +40,8 @@ def unpriced_modules(a: argparse.Namespace) -> list[str]:
     if "mla_up_proj" in given and getattr(a, "model_attention", None) == "csa":
         out.append("--recompute-modules mla_up_proj (DeepSeek-V4's attention up-projections' "
                    "recompute, not modelled: priced as not recomputed)")
+    if getattr(a, "fp8_attention", False):  # where it runs: check_fp8_attention refuses else
+        out.append("--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)")
     return out
 
 
