@@ -146,7 +146,7 @@ def test_a_recipes_constructed_config_is_read_by_its_literal_arguments():
 
 
 def test_the_first_yamls_cuda_graphs_capture_the_whole_layer():
-    from ledger.render.bridge import graph_scopes
+    from ledger.render.bridge_launch import graph_scopes
 
     # v0.1.0rc3 perf_matrix cuda_graphs: true -> enable_cuda_graph (helpers.py L114-120),
     # Megatron-Core 0.14's whole-layer capture; the token-drop rows' padded MoE with it

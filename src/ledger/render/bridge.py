@@ -48,8 +48,8 @@ from functools import lru_cache
 from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
-                                        TP_OVERLAP_MODELS, expandable_segments, loss_of,
-                                        tp_overlap)
+                                        TP_OVERLAP_MODELS, expandable_segments,
+                                        graph_scopes, loss_of, tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
@@ -278,34 +278,6 @@ def shared_expert_overlap(row: BridgeRow, model, dispatcher) -> bool:
     a2a_1f1b = row.release == "25.09" and row.gpu == "h100"
     return bool(model is not None and model.is_moe and model.shared_experts
                 and dispatcher != "flex" and not a2a_1f1b)
-
-
-def graph_scopes(row: BridgeRow) -> tuple[str, ...]:
-    """The recipe's CUDA graphs as ``ParallelConfig.cuda_graph``: its cuda_graph_scope under
-    cuda_graph_impl local / transformer_engine (none named: the whole layer, as Megatron's
-    reader takes it, ``ledger.io.megatron.flags.WHOLE_LAYER``), or full_iteration."""
-    from ledger.io.megatron.flags import WHOLE_LAYER
-
-    # a whole-layer capture takes the MoE's expert part too where its shapes are static:
-    # the token-drop rows pad every expert to capacity, so the dispatcher needs no token
-    # counts on the host (token_dispatcher.py L444-465 at Megatron-LM core_v0.14.0; the
-    # "moe" module is drop-and-pad only, enums.py L68-73 at d98e8a64)
-    whole = WHOLE_LAYER + (("moe",) if row.model_variant == "tokendrop" else ())
-    impl, scope = row.setting("cuda_graph_impl"), row.setting("cuda_graph_scope")
-    if impl in (None, "none") and row.setting("cuda_graphs") is True:
-        # the 0.1 YAML perf_matrix's cuda_graphs: model.enable_cuda_graph (Megatron-Bridge
-        # scripts/performance/utils/helpers.py L114-120 @ v0.1.0rc3), on Megatron-Core 0.14
-        # (pyproject.toml L88 there) the local CudaGraphManager at its default scope "full"
-        # (transformer_config.py L568, L591 @ core_v0.14.0): attention and MLP of every
-        # layer, forward and backward (transformer_layer.py L275-287, L764-766)
-        return whole
-    if impl in (None, "none") or str(impl).startswith("expr:"):
-        return ()
-    if impl == "full_iteration":
-        return ("full_iteration",)
-    named = [scope] if isinstance(scope, str) else list(scope or [])
-    named = [s for s in named if s != "full"]
-    return ("full_iteration",) if "full_iteration" in named else tuple(named) or whole
 
 
 def system_of(row: BridgeRow):

@@ -1,8 +1,8 @@
 """What a Megatron-Bridge release's perf launch sets beyond its recipe's model config, per
 table row (``ledger.validation.bridge.BridgeRow``): the state dtypes the perf scripts keep,
-the caching allocator's expandable segments, TE's TP comm-GEMM overlap and the loss
-kernel (``loss_of``) - each with the
-file and line at the release's tag it is read from."""
+the caching allocator's expandable segments, TE's TP comm-GEMM overlap, the loss kernel
+(``loss_of``) and the CUDA graphs it captures (``graph_scopes``) - each with the file and
+line at the release's tag it is read from."""
 from __future__ import annotations
 
 from ledger.validation.bridge import BridgeRow
@@ -74,3 +74,31 @@ def loss_of(row: BridgeRow) -> str:
     fused = row.setting("cross_entropy_loss_fusion", True) is not False
     impl = row.setting("cross_entropy_fusion_impl", None if ref.startswith("v0.1.") else "te")
     return "te-parallel" if fused and impl == "te" else "vocab-parallel"
+
+
+def graph_scopes(row: BridgeRow) -> tuple[str, ...]:
+    """The recipe's CUDA graphs as ``ParallelConfig.cuda_graph``: its cuda_graph_scope under
+    cuda_graph_impl local / transformer_engine (none named: the whole layer, as Megatron's
+    reader takes it, ``ledger.io.megatron.flags.WHOLE_LAYER``), or full_iteration."""
+    from ledger.io.megatron.flags import WHOLE_LAYER
+
+    # a whole-layer capture takes the MoE's expert part too where its shapes are static:
+    # the token-drop rows pad every expert to capacity, so the dispatcher needs no token
+    # counts on the host (token_dispatcher.py L444-465 at Megatron-LM core_v0.14.0; the
+    # "moe" module is drop-and-pad only, enums.py L68-73 at d98e8a64)
+    whole = WHOLE_LAYER + (("moe",) if row.model_variant == "tokendrop" else ())
+    impl, scope = row.setting("cuda_graph_impl"), row.setting("cuda_graph_scope")
+    if impl in (None, "none") and row.setting("cuda_graphs") is True:
+        # the 0.1 YAML perf_matrix's cuda_graphs: model.enable_cuda_graph (Megatron-Bridge
+        # scripts/performance/utils/helpers.py L114-120 @ v0.1.0rc3), on Megatron-Core 0.14
+        # (pyproject.toml L88 there) the local CudaGraphManager at its default scope "full"
+        # (transformer_config.py L568, L591 @ core_v0.14.0): attention and MLP of every
+        # layer, forward and backward (transformer_layer.py L275-287, L764-766)
+        return whole
+    if impl in (None, "none") or str(impl).startswith("expr:"):
+        return ()
+    if impl == "full_iteration":
+        return ("full_iteration",)
+    named = [scope] if isinstance(scope, str) else list(scope or [])
+    named = [s for s in named if s != "full"]
+    return ("full_iteration",) if "full_iteration" in named else tuple(named) or whole
