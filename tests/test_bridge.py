@@ -332,7 +332,7 @@ def test_a_cell_copied_from_a_sibling_line_yields_to_the_recipe():
     TP 2 PP 1)."""
     from ledger.validation.bridge import copied_cells
 
-    moved = {r.id: copied_cells(r) for r in ROWS if copied_cells(r)}
+    moved = {r.id: copied_cells(r, ROWS) for r in ROWS if copied_cells(r, ROWS)}
     assert moved == {
         "26.02.01/gb300/llama3-70b/nvfp4/64g/gbs256/mbs2": {"mbs": 1, "pp": 4, "vp": 5},
         "26.02.01/gb300/llama3-70b/fp8_mx/64g/gbs256/mbs2": {"mbs": 1, "vp": 5},

@@ -7,8 +7,9 @@ NVIDIA-NeMo/Megatron-Bridge at the commit the file names (its docstring states h
 read and the one rule where table and recipe disagree: the table's stated figures win, the
 recipe supplies what the table leaves out, and each disagreement is kept in the row; a
 table MBS that both the table's own GA and the recipe contradict yields to the recipe's,
-``BridgeRow.micro_batch``; a placement cell copied from a sibling row yields to the recipe's,
-``copied_cells`` and ``BridgeRow.as_run``). Nothing
+``BridgeRow.micro_batch``; a placement cell copied from a sibling row, or one of a placement
+Megatron would refuse, yields to the recipe's, ``bridge_cells`` and ``BridgeRow.as_run``).
+Nothing
 here is fitted: these rows are predictions unless a fitting script declares some of them
 calibration.
 
@@ -23,6 +24,9 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
+
+# the rules under which a table's placement cell yields to the recipe's (BridgeRow.as_run)
+from ledger.validation.bridge_cells import PLACEMENT, copied_cells, unrunnable_cells  # noqa: F401
 
 DATA = "megatron_bridge.json"
 
@@ -220,7 +224,7 @@ class BridgeRow:
         """The row as it is priced: its table cells, except those ``copied_cells`` reads as
         copied from a sibling row or ``unrunnable_cells`` finds impossible, which take the
         recipe's values (the table's stay in ``disagree`` and in ``id``)."""
-        cells = copied_cells(self) or unrunnable_cells(self)
+        cells = copied_cells(self, rows()) or unrunnable_cells(self)
         return replace(self, **cells) if cells else self
 
     @property
@@ -296,54 +300,6 @@ class BridgeRow:
         unconditional settings and the conditional ones); {} when none."""
         key = self.recipe.get("pretrain")
         return dict(_document()["recipe_functions"][key]) if key else {}
-
-
-# the placement cells a table row states (BridgeRow fields)
-PLACEMENT = ("mbs", "tp", "pp", "cp", "vp", "ep", "fsdp")
-
-
-def copied_cells(row: BridgeRow) -> dict:
-    """{cell: the recipe's value} for each placement cell the row's table most likely copied
-    from a sibling line - one rule for every row: a cell is read as copied when it
-    disagrees with the row's own recipe at the release's tag, every disagreeing cell
-    repeats a sibling row of the same table (same release, GPU, model and GPU count,
-    another precision) that agrees with its own recipe on them, and another release's
-    table states the recipe's values for the same GPU, model, precision and GPU count (so
-    two witnesses, the recipe and another table, say what ran). Written after seeing the
-    two 26.02.01 GB300 Llama 3 70B rows (NVFP4 at TP 1 PP 1 MBS 2 and MXFP8 at PP 4 MBS 2
-    without VP, the FP8 Megatron-FSDP line's MBS 2 and 'n/a'; 26.02, 26.04 and 26.04.01
-    state PP 4 VP 5 MBS 1, as the v0.3.1 recipe does); it also moves 26.02.01 GB200 Llama
-    3.1 405B NVFP4 (VP 4 -> 8) and 26.02.01 GB300 Llama 3.1 405B FP8 (TP 2 CP 2 -> TP 4
-    CP 1); 25.09 GB200 Llama 3 70B MXFP8 (MBS 2 -> 1) already yields to ``micro_batch``."""
-    said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
-    if not said or any(isinstance(v, str) for v in said.values()):
-        return {}
-    same = [o for o in rows() if (o.gpu, o.model, o.gpus, o.seq_len) ==
-            (row.gpu, row.model, row.gpus, row.seq_len) and o.id != row.id]
-    sibling = any(o.release == row.release and not set(o.disagree) & set(said)
-                  and all(getattr(o, k) == getattr(row, k) for k in said) for o in same)
-    witness = any(o.release != row.release and o.precision == row.precision
-                  and all(getattr(o, k) == v for k, v in said.items()) for o in same)
-    return dict(said) if sibling and witness else {}
-
-
-def unrunnable_cells(row: BridgeRow) -> dict:
-    """{cell: the recipe's value} for every placement cell of a row whose table sizes cannot
-    run at all (``table_inconsistent`` says so: Megatron would refuse the placement, so the
-    table misprints at least one cell of a run that ran), where the recipe's cells make a
-    placement Megatron accepts - one rule for every row. It moves 25.09 GB200 DeepSeek-V3
-    MXFP8 (table PP 8 VP 2 leaves DP 32 for EP 64; its recipe, v0.1.0rc3
-    deepseek_v3_llm_pretrain.yaml L98, runs PP 4 VP 8, DP 64)."""
-    if not any(t.endswith("cannot run as published") for t in row.table_inconsistent):
-        return {}
-    said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
-    if not said or not all(isinstance(v, (int, bool)) for v in said.values()):
-        return {}
-    run = replace(row, **said)
-    ranks = run.tp * run.pp * run.cp
-    if run.gpus % ranks or (run.gpus // ranks * run.cp * run.tp) % (run.ep * (run.etp or 1)):
-        return {}
-    return said
 
 
 def _constructed(settings: dict) -> dict:

@@ -1,0 +1,57 @@
+"""When a Megatron-Bridge table's placement cell yields to its recipe's (``BridgeRow.as_run``,
+``ledger.validation.bridge``): one rule each for every row - a cell copied from a sibling
+line of the table (``copied_cells``), a placement Megatron would refuse
+(``unrunnable_cells``). ``row``: a ``BridgeRow`` (not imported: it imports these).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+
+# the placement cells a table row states (BridgeRow fields)
+PLACEMENT = ("mbs", "tp", "pp", "cp", "vp", "ep", "fsdp")
+
+
+def copied_cells(row, table) -> dict:
+    """{cell: the recipe's value} for each placement cell the row's table most likely copied
+    from a sibling line - one rule for every row: a cell is read as copied when it
+    disagrees with the row's own recipe at the release's tag, every disagreeing cell
+    repeats a sibling row of the same table (same release, GPU, model and GPU count,
+    another precision) that agrees with its own recipe on them, and another release's
+    table states the recipe's values for the same GPU, model, precision and GPU count (so
+    two witnesses, the recipe and another table, say what ran). Written after seeing the
+    two 26.02.01 GB300 Llama 3 70B rows (NVFP4 at TP 1 PP 1 MBS 2 and MXFP8 at PP 4 MBS 2
+    without VP, the FP8 Megatron-FSDP line's MBS 2 and 'n/a'; 26.02, 26.04 and 26.04.01
+    state PP 4 VP 5 MBS 1, as the v0.3.1 recipe does); it also moves 26.02.01 GB200 Llama
+    3.1 405B NVFP4 (VP 4 -> 8) and 26.02.01 GB300 Llama 3.1 405B FP8 (TP 2 CP 2 -> TP 4
+    CP 1); 25.09 GB200 Llama 3 70B MXFP8 (MBS 2 -> 1) already yields to ``micro_batch``.
+    ``table``: every row (``ledger.validation.bridge.rows``)."""
+    said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
+    if not said or any(isinstance(v, str) for v in said.values()):
+        return {}
+    same = [o for o in table if (o.gpu, o.model, o.gpus, o.seq_len) ==
+            (row.gpu, row.model, row.gpus, row.seq_len) and o.id != row.id]
+    sibling = any(o.release == row.release and not set(o.disagree) & set(said)
+                  and all(getattr(o, k) == getattr(row, k) for k in said) for o in same)
+    witness = any(o.release != row.release and o.precision == row.precision
+                  and all(getattr(o, k) == v for k, v in said.items()) for o in same)
+    return dict(said) if sibling and witness else {}
+
+
+def unrunnable_cells(row) -> dict:
+    """{cell: the recipe's value} for every placement cell of a row whose table sizes cannot
+    run at all (``table_inconsistent`` says so: Megatron would refuse the placement, so the
+    table misprints at least one cell of a run that ran), where the recipe's cells make a
+    placement Megatron accepts - one rule for every row. It moves 25.09 GB200 DeepSeek-V3
+    MXFP8 (table PP 8 VP 2 leaves DP 32 for EP 64; its recipe, v0.1.0rc3
+    deepseek_v3_llm_pretrain.yaml L98, runs PP 4 VP 8, DP 64)."""
+    if not any(t.endswith("cannot run as published") for t in row.table_inconsistent):
+        return {}
+    said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
+    if not said or not all(isinstance(v, (int, bool)) for v in said.values()):
+        return {}
+    run = replace(row, **said)
+    ranks = run.tp * run.pp * run.cp
+    if run.gpus % ranks or (run.gpus // ranks * run.cp * run.tp) % (run.ep * (run.etp or 1)):
+        return {}
+    return said
