@@ -232,3 +232,24 @@ def test_no_hc_head_needs_streams(capsys, mult, refused):
         # the head is hc_mult x hc_mult x hidden + hc_mult + 1 (anatomy.compressed.hc_head)
         assert json.loads(with_head)["params"] - json.loads(without)["params"] \
             == 4 * 4 * 64 + 4 + 1
+
+
+_V4_NO_COMPRESSED = [f for i, f in enumerate(DEEPSEEK_V4_FLASH)
+                     if "--compressed" not in DEEPSEEK_V4_FLASH[max(i - 1, 0):i + 1]]
+
+
+@pytest.mark.parametrize("compressed,line", [
+    ("ratios=WW+CH*20,o_groups=8,o_lora_rank=1024",
+     "error: --compressed: compress_ratios: must give one ratio per layer (43), got 42"),
+    ("ratios=WW+CH*20+C,o_groups=7,o_lora_rank=1024",
+     "error: --compressed: o_groups: heads(64) must split into o_groups(7)"),
+    ("ratios=WW+CH*20+C,o_groups=0,o_lora_rank=1024",
+     "error: --compressed: o_groups: must be a positive integer, got 0"),
+    ("ratios=WW+CH*20+C,o_groups=8,o_lora_rank=0",
+     "error: --compressed: o_lora_rank: must be a positive integer, got 0"),
+])
+def test_compressed_keys_refused_naming_the_flag(capsys, compressed, line):
+    """A --compressed key the model refuses names the flag it was typed in and the key."""
+    code, out, err = run(capsys, "report", "custom", *_V4_NO_COMPRESSED, "--compressed",
+                         compressed)
+    assert code == 2 and out == "" and err == line + "\n"

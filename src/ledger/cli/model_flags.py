@@ -122,6 +122,9 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
                                         "not collapsed by a learned head (DeepSeek-V4)"),
 }
 RATIO_LETTERS = {"W": 0, "C": 4, "H": 128}  # ledger.anatomy.compressed.RATIOS
+# the record flags' keys a ModelSpec check names (ledger.anatomy.compressed.check)
+RECORD_FIELDS = {"compress_ratios": "compressed", "o_groups": "compressed",
+                 "o_lora_rank": "compressed"}
 # routing, not shape: these may override a preset's or a config.json's own values
 ROUTING = ("router_groups", "router_group_topk")
 CUSTOM_REQUIRED = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
@@ -248,6 +251,8 @@ def parse_record(cls, text: str, flag: str):
         return cls(**kw)
     except TypeError as e:  # a required key missing
         raise LedgerError(flag, str(e).split(".__init__() ")[-1]) from None
+    except LedgerError as e:  # a key's value: name the flag it was typed in too
+        raise LedgerError(flag, str(e)) from None
 
 
 def _given(a: argparse.Namespace) -> dict[str, object]:
@@ -292,10 +297,13 @@ def custom_model(a: argparse.Namespace) -> ModelSpec:
     try:
         return ModelSpec(name="custom", seq_default=seq_default, **given)
     except LedgerError as e:  # name the flag the user typed, not the field
-        if e.field not in FLAGS:
+        field = RECORD_FIELDS.get(e.field, e.field)
+        if field not in FLAGS:
             raise
         message = str(e).split(": ", 1)[1]
-        raise LedgerError(FLAGS[e.field][0][0], message) from None
+        if field != e.field:  # a key of a record flag: say which
+            message = f"{e.field}: {message}"
+        raise LedgerError(FLAGS[field][0][0], message) from None
 
 
 def check_latent(latent: int | None, hidden: int) -> None:
