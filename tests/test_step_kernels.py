@@ -152,3 +152,21 @@ def test_fp8_attention_flag_marks_its_saved_tensors_approximate(capsys):
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert err == "" and "approximate" not in json.loads(out)
+
+
+def test_fp8_attention_typed_beside_a_launch_is_named(capsys, tmp_path):
+    """Typed beside a launch file that sets nothing unpriced, the flag's unpriced part is
+    named on stderr as the mark says ('named on stderr'), not left unnamed."""
+    from ledger.cli import main
+
+    path = tmp_path / "launch.sh"
+    path.write_text("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 "
+                    "--ffn-hidden-size 4096 --seq-length 4096 --max-position-embeddings 4096 "
+                    "--micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16 "
+                    "--tokenizer-type NullTokenizer --fp8-format e4m3 --fp8-recipe mxfp8\n")
+    assert main(["estimate", "--from-megatron", str(path), "--gpus", "8", "--gpu", "b200",
+                 "--fp8-dot-product-attention"]) == 0
+    out, err = capsys.readouterr()
+    assert "approximate: the command line sets 1 thing(s)" in out
+    assert err == "warning: not modelled, so the figures are approximate: " \
+                  "--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)\n"

@@ -74,8 +74,10 @@ def messages(a: argparse.Namespace) -> list[str]:
 
 def typed_messages(a: argparse.Namespace) -> list[str]:
     """What the command line itself sets that the ledger does not price, in one line for
-    stderr once the figures are made (a refused input says only its error)."""
-    typed = unpriced_flags(a) if a.launch is None else []
+    stderr once the figures are made (a refused input says only its error); beside a
+    launch file that sets nothing unpriced too, as ``mark_approximate`` counts them."""
+    launch = a.launch
+    typed = unpriced_flags(a) if launch is None or not launch.approximate else []
     return [f"warning: not modelled, so the figures are approximate: "
             f"{'; '.join(typed)}"] if typed else []
 
