@@ -206,3 +206,21 @@ def test_typed_mla_up_proj_recompute_is_named_not_priced(capsys):
     assert main(argv + ["core_attn"]) == 0
     out, err = capsys.readouterr()
     assert err == "" and "approximate" not in json_.loads(out)
+
+
+@pytest.mark.parametrize("argv,line", [
+    ([str(RELEASED), "--gpus", "128", "--global-batch", "2048", "--tp", "2"],
+     "error: tp: tp(2) > 1 but DeepSeek-V4's compressed attention under tensor parallelism"),
+    ([str(RELEASED), "--gpus", "128", "--global-batch", "2048", "--cp", "2"],
+     "error: cp: cp(2) > 1 but DeepSeek-V4's compressed attention under context"),
+    (["llama3-8b", "--gpus", "16", "--global-batch", "64", "--tp", "16"],
+     "error: kv_heads: kv_heads(8) is not divisible by tp(16)"),
+])
+def test_plan_names_a_pinned_width_the_model_cannot_split(capsys, argv, line):
+    """plan with a pinned TP / CP the model cannot split says why, as estimate does, not
+    'no placement divides gpus and global_batch under the pins given'."""
+    from ledger.cli import main
+
+    assert main(["plan", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith(line), err

@@ -150,6 +150,12 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
                                     f"{name.replace('_', '-')}")
     if a.ep_overlap and not model_.is_moe:
         raise LedgerError("ep_overlap", f"{model_.name} has no experts to overlap")
+    if (a.tp or 1) > 1 or (a.cp or 1) > 1:  # a pinned width the model cannot split, by name
+        from ledger.placement import split_problem
+
+        problem = split_problem(model_, a.tp or 1, a.cp or 1)
+        if problem is not None:
+            raise LedgerError(*problem)
     for field, problem in _megatron_problems(a, model_):
         raise LedgerError(field, problem)
     if a.vp is not None and a.pp is not None:  # the pins must be a pipeline it runs
