@@ -247,6 +247,12 @@ _V4_NO_COMPRESSED = [f for i, f in enumerate(DEEPSEEK_V4_FLASH)
      "error: --compressed: o_groups: must be a positive integer, got 0"),
     ("ratios=WW+CH*20+C,o_groups=8,o_lora_rank=0",
      "error: --compressed: o_lora_rank: must be a positive integer, got 0"),
+    # a repeat past the layer limit says so, a negative one is not read as none
+    ("ratios=W*70000,o_groups=8,o_lora_rank=1024",
+     "error: --compressed: ratios: name more than 65,536 layers"),
+    ("ratios=WW+CH*-1+CH*21+C,o_groups=8,o_lora_rank=1024",
+     "error: --compressed: ratios: expected letters of WCH like 'WW+CH*20+C', got "
+     "'WW+CH*-1+CH*21+C'"),
 ])
 def test_compressed_keys_refused_naming_the_flag(capsys, compressed, line):
     """A --compressed key the model refuses names the flag it was typed in and the key."""

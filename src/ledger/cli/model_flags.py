@@ -218,12 +218,15 @@ def parse_ratios(text: str, flag: str) -> tuple[int, ...]:
         letters, _, times = group.partition("*")
         try:
             n = int(times) if times else 1
-            if len(out) + n * len(letters) > MAX_LAYERS:
-                raise LedgerError(flag, f"ratios name more than {MAX_LAYERS:,} layers")
-            out += [RATIO_LETTERS[c] for c in letters] * n
+            layer = [RATIO_LETTERS[c] for c in letters]
         except (KeyError, ValueError):
+            n = -1
+        if n < 0:
             raise LedgerError(flag, f"ratios: expected letters of {''.join(RATIO_LETTERS)} "
-                                    f"like 'WW+CH*20+C', got {clip(repr(text))}") from None
+                                    f"like 'WW+CH*20+C', got {clip(repr(text))}")
+        if len(out) + n * len(letters) > MAX_LAYERS:  # before the list is built
+            raise LedgerError(flag, f"ratios: name more than {MAX_LAYERS:,} layers")
+        out += layer * n
     return tuple(out)
 
 
