@@ -82,6 +82,18 @@ class Loss:
             return 4.0 + (e if e != 4 else 0.0)  # and its copy in the logits' dtype
         return 0.0
 
+    def traffic_bytes(self, e: float) -> tuple[float, float]:
+        """HBM bytes the loss reads and writes per logit element, (forward, backward) - what
+        its passes over the logits cost in time (``ledger.step.timing``). Counted for
+        Megatron-Core's vocab-parallel loss from its source (``VOCAB_PARALLEL_PASSES``);
+        the other implementations' passes are not counted yet (0: their time is not
+        priced)."""
+        if self.kind != "vocab-parallel":
+            return 0.0, 0.0
+        fwd = e + sum(VOCAB_PARALLEL_PASSES["forward"].values())
+        bwd = sum(VOCAB_PARALLEL_PASSES["backward"].values()) + (4.0 + e if e != 4 else 0.0)
+        return fwd, bwd
+
     def grad_bytes(self, e: float) -> float:
         """The gradient it hands the output layer, in the logits' dtype."""
         return 0.0 if self.kind == "none" else float(e)
@@ -95,6 +107,19 @@ class Loss:
         compiled loss keeps the logits, so nothing is freed."""
         return float(e) if self.kind in ("eager", "eager-held", "loss-parallel",
                                          "vocab-parallel") and e < 4 else 0.0
+
+
+# Megatron-Core's vocab-parallel cross-entropy, pass by pass over the logits (Megatron-LM
+# d98e8a64 megatron/core/tensor_parallel/cross_entropy.py; the same passes at f2e5db402c),
+# fp32 bytes read + written per logit: the .float() copy written (L27; its read of the
+# logits, e bytes, is added apart), max read (L29), x -= max in place (L42), exp in place
+# (L63), its sum read (L64), softmax = exp / sum in place (L77); backward: grad *=
+# grad_output in place (L113), then autograd's cast of the fp32 gradient back to the
+# logits' dtype (4 read + e written, none when the logits are fp32). The predicted-logit
+# gather and the target update touch one element a row (not counted).
+VOCAB_PARALLEL_PASSES = {"forward": {"float copy": 4.0, "max": 4.0, "subtract max": 8.0,
+                                     "exp": 8.0, "sum": 4.0, "divide": 8.0},
+                         "backward": {"times grad_output": 8.0}}
 
 
 LOSSES = {loss.name: loss for loss in (

@@ -20,6 +20,7 @@ from ledger.step.recompute import eager_rerun_s, layer_share, rerun_bytes, rerun
 from ledger.step.recompute import modules as recompute_modules
 from ledger.step.tuned import tuned_gemms
 from ledger.system import System
+from ledger.system.attention import shares as attention_shares
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class LayerTime:
     """Seconds one layer takes for one micro-batch on one GPU, by cause and direction."""
 
     gemm: object  # forward GEMMs
-    attention: object  # forward attention core; backward twice
+    attention: object  # forward attention core (its backward: attention_bwd)
     elementwise: object
     core_elementwise: object  # the attention core's share: selective recompute redoes it
     tp_f: object  # TP comm exposed in forward, and in backward
@@ -46,20 +47,24 @@ class LayerTime:
     rerun: dict | None = None  # selective by module: the modules' forward again, by cause
     ep_hidden_f: object = 0.0  # EP seconds the shared experts hide, forward and backward
     ep_hidden_b: object = 0.0  # (--moe-shared-expert-overlap: layer_comms.shared_hidden_s)
+    attention_bwd: object = None  # the attention core's backward (default twice its forward;
+    # a fused kernel's at its own measured rate, ledger.system.attention)
 
     def __post_init__(self) -> None:
         for f in ("dgrad", "wgrad"):
             if getattr(self, f) is None:
                 object.__setattr__(self, f, self.gemm)
+        if self.attention_bwd is None:
+            object.__setattr__(self, "attention_bwd", 2 * self.attention)
 
     def forward(self) -> dict:
         return {"compute": self.gemm + self.attention, "elementwise": self.elementwise,
                 "tp_comm": self.tp_f, "cp_comm": self.cp_f, "ep_comm": self.ep - self.ep_hidden_f}
 
     def backward(self, recompute: str) -> dict:
-        """The input- and weight-gradient GEMMs, twice the attention core and elementwise
-        work; TP's conjugate collectives; plus recompute."""
-        out = {"compute": self.dgrad + self.wgrad + 2 * self.attention + self.core_bwd,
+        """The input- and weight-gradient GEMMs, the attention core's backward, twice the
+        elementwise work; TP's conjugate collectives; plus recompute."""
+        out = {"compute": self.dgrad + self.wgrad + self.attention_bwd + self.core_bwd,
                "elementwise": 2 * self.elementwise,
                "tp_comm": self.tp_b, "cp_comm": self.cp_b, "ep_comm": self.ep - self.ep_hidden_b}
         if recompute == "full":  # the forward again, its TP collectives included
@@ -124,19 +129,32 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     # window or chunk (flops.keys_factor); a materialised s x s score matrix does neither
     skip = 0.5 * keys_factor(model) if cfg.flash_attention else 1.0
     pk = attention_peak(cfg, gpu)
-    per_chunk = gemm_s(q_tokens, keys, d, gpu, cal, peak=pk) \
-        + gemm_s(q_tokens, dv, keys, gpu, cal, peak=pk)
-    if model.global_attention is not None:  # global layers' own head widths (Gemma 4)
-        views = [(n, model.attention_of(k)) for k, n in model.kind_counts.items()
-                 if k.attention]
-        per_chunk = sum(n * (gemm_s(q_tokens, keys, m.head_dim, gpu, cal, peak=pk)
-                             + gemm_s(q_tokens, m.v_head_dim, keys, gpu, cal, peak=pk))
-                        for n, m in views) / model.attention_layers
+    widths = [(1, d, dv)] if model.global_attention is None else [  # global layers' own
+        (n, m.head_dim, m.v_head_dim) for n, m in  # head widths (Gemma 4)
+        ((n, model.attention_of(k)) for k, n in model.kind_counts.items() if k.attention)]
     chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
+    weight = heads * chunks * skip * model.attention_layers / model.layers
+    rates = attention_shares(gpu.name, keys, fp8=pk is not None) if cfg.flash_attention \
+        else None
+    if rates is None:  # QK^T and PV as the batched GEMMs they are (scores materialised,
+        # or a GPU with no measured fused kernel), at the FP8 peak under FP8 attention
+        per_chunk = sum(n * (gemm_s(q_tokens, keys, dq, gpu, cal, peak=pk)
+                             + gemm_s(q_tokens, v, keys, gpu, cal, peak=pk))
+                        for n, dq, v in widths) / sum(n for n, _, _ in widths)
+        core_f = weight * per_chunk
+        core_b = 2 * core_f
+    else:  # the fused kernel at its measured rate (ledger.system.attention; its FP8 kernel's
+        # under FP8 attention): the forward's 2 q k (d + dv) FLOPs a head, the backward's 2.5x
+        flops = weight * sum(n * 2 * q_tokens * keys * (dq + v) for n, dq, v in widths) \
+            / sum(n for n, _, _ in widths)
+        core_f = flops / (gpu.bf16_flops * rates[0])
+        core_b = 2.5 * flops / (gpu.bf16_flops * rates[1])
     # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
-    attention = heads * chunks * per_chunk * skip * model.attention_layers / model.layers \
-        + recurrent_core_s(model, cfg, tokens, gpu, cal) \
-        + indexer_core_s(model, cfg, tokens, gpu, cal)  # DeepSeek-V4's indexer scores
+    # and DeepSeek-V4's indexer scores (ledger.step.gemm.indexer_core_s), their backward
+    # twice their forward as before
+    recurrent = recurrent_core_s(model, cfg, tokens, gpu, cal) \
+        + indexer_core_s(model, cfg, tokens, gpu, cal)
+    attention = core_f + recurrent
 
     def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations),
         # without dropout masks, as benchmarks/fit.py calibrated elementwise_traffic on them;
@@ -178,4 +196,5 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     return LayerTime(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, share,
                   getattr(cfg, "recompute_every", 1), *grads, routed,
-                  recurrent_core_bwd_s(model, cfg, tokens, gpu, cal), rerun, *hidden)
+                  recurrent_core_bwd_s(model, cfg, tokens, gpu, cal), rerun, *hidden,
+                  attention_bwd=core_b + 2 * recurrent)

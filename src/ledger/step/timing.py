@@ -21,10 +21,16 @@ The time of one micro-batch on one pipeline stage is the sum, per layer, of
   GEMMs      each GEMM of the layer at its own efficiency: the GPU's sustained GEMM share
              x prod over its three dimensions d/(d + d_half) (M = this GPU's
              tokens: micro-batch x seq / cp; N and K: the weight's shard under TP/EP)
-  attention  QK^T and PV as the batched GEMMs they are (M = query tokens, N = key tokens
-             of the chunk, K = head_dim for QK^T, v_head_dim for PV: MLA's widths);
-             causal flash kernels skip the masked half and, in local layers, the blocks
-             beyond the window or chunk (flops.keys_factor)
+  attention  a fused (flash) core at the rate cuDNN's kernel is measured at on the GPU's
+             die (ledger.system.attention: a share of the BF16 peak by key length, the
+             forward's 2 q k (d + dv) FLOPs a head, the backward's 2.5x them); else (scores
+             materialised, or no measurement) QK^T and PV as the batched GEMMs they are
+             (M = query tokens, N = key tokens of the chunk, K = head_dim for QK^T,
+             v_head_dim for PV: MLA's widths), the backward twice the forward; causal flash
+             kernels skip the masked half and, in local layers, the blocks beyond the
+             window or chunk (flops.keys_factor)
+  loss       the loss's passes over the logits on the output layer's stage, at HBM
+             bandwidth (ledger.frameworks.losses: Loss.traffic_bytes)
   elementwise  memory traffic: ``elementwise_traffic`` x the bytes the framework's own
              layer saves (ledger.parallel.activation_bytes_per_layer, no recompute) / HBM
   TP         bytes from ledger.placement.comms at alpha-beta per call; with --tp-overlap (TE's
@@ -54,8 +60,10 @@ from ledger.config import ParallelConfig
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.losses import loss as loss_of
 from ledger.pipeline import SPLIT_BACKWARD, first_backward_s, overlap_pairs, pipeline_s, visits
 from ledger.placement import Capacity, Layout, Placement, pace, place
+from ledger.placement.footprint import loss_name
 from ledger.step.exposed import exposures
 from ledger.placement import optim_offload
 from ledger.placement.offload import cpu_step_s, link_s
@@ -94,8 +102,8 @@ class Calibration:
     # Megatron-Bridge calibration rows
     host_block_s: float = 0.002  # an attention block, a dense MLP, a Mamba mixer
     host_router_s: float = 0.004  # a MoE router with its preprocessing
-    host_moe_s: float = 0.006  # a MoE block's dispatch, grouped GEMMs and combine
-    host_expert_s: float = 0.0002  # and per routed expert a GPU holds (its own GEMMs, casts)
+    host_moe_s: float = 0.008  # a MoE block's dispatch, grouped GEMMs and combine
+    host_expert_s: float = 0.0001  # and per routed expert a GPU holds (its own GEMMs, casts)
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
@@ -192,12 +200,15 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     heads = st.head_share * (1 + model.mtp_layers)
     out_f = heads * gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal)
     out_w = out_f * head_wgrad_share(model, getattr(cfg, "finetune", None))
+    # the loss's passes over the logits (ledger.frameworks.losses: Loss.traffic_bytes)
+    loss_f, loss_b = (heads * tokens * model.vocab / cfg.tp * b / system.gpu.hbm_bytes_per_s
+                      for b in loss_traffic(cfg))
     out_layer = 2 * out_f + out_w  # logits, forward and backward, on the last stage
-    last = st.head_layers * per_layer + out_layer
+    last = st.head_layers * per_layer + out_layer + loss_f + loss_b
     last_critical = last >= st.max_layers * per_layer  # the busiest rank sets the pace
     layers = np.where(last_critical, st.head_layers, st.max_layers)
-    t_f = layers * f_layer + last_critical * out_f
-    t_b = layers * b_layer + last_critical * (out_f + out_w)
+    t_f = layers * f_layer + last_critical * (out_f + loss_f)
+    t_b = layers * b_layer + last_critical * (out_f + out_w + loss_b)
     # a split backward's W pass: the weight-gradient GEMMs alone; the input-gradient half
     # I keeps the rest (attention, elementwise, TP, recompute)
     t_w = layers * lt.wgrad + last_critical * out_w
@@ -233,6 +244,7 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
                           np.minimum(outlast, blocking), blocking)
     out = {k: (fwd[k] + bwd[k]) * layers * m for k in fwd}
     out["compute"] = out["compute"] + last_critical * out_layer * m
+    out["elementwise"] = out["elementwise"] + last_critical * (loss_f + loss_b) * m
     ep_issued = out["ep_comm"] + (lt.ep_hidden_f + lt.ep_hidden_b) * layers * m  # before
     # the shared experts hid any of it
     out["ep_comm"] = out["ep_comm"] - hidden_ep
@@ -252,6 +264,18 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
         "cp": (out["cp_comm"], lt.cp_issued * layers * m),
         "ep": (out["ep_comm"], ep_issued), "pp": (steady_p2p, steady_p2p)}
     return out
+
+
+def loss_traffic(cfg) -> tuple:
+    """HBM bytes per logit of the config's loss, (forward, backward) (``Loss.traffic_bytes``):
+    its own loss, or the framework's (``footprint.loss_name``) - the TP loss where tp > 1,
+    element by element on the planner's grid."""
+    if getattr(cfg, "loss", None) is not None or np.ndim(cfg.tp) == 0:
+        return loss_of(loss_name(cfg, framework_of(cfg))).traffic_bytes(cfg.act_bytes)
+    fw, compiled = framework_of(cfg), getattr(cfg, "compile", False)
+    one, many = (loss_of(fw.loss_for(tp, compiled)).traffic_bytes(cfg.act_bytes)
+                 for tp in (1, 2))
+    return tuple(np.where(np.asarray(cfg.tp) > 1, b, a) for a, b in zip(one, many))
 
 
 def _dp_exposed(cfg, st: Structure, cal: Calibration, pipeline, m, t_f, t_b, t_w):

@@ -27,8 +27,8 @@ class GPU:
 
 # gemm_efficiency: the share of peak that large bf16 GEMMs reach in practice; A100 ~ 0.80
 # (cuBLAS on 8k-sized GEMMs, ~250 of 312 TFLOP/s), which is what bounds end-to-end MFU.
-# H100 SXM 0.62: fitted by benchmarks/fit.py (stage 2) on Megatron-LM's H100 table, a
-# declared calibration set (ledger.validation); H800, H200 and H20 share its GH100 die and
+# H100 SXM 0.62 (HOPPER_SHARE): fitted by benchmarks/fit.py (stage 2) on Megatron-LM's H100
+# table, a declared calibration set (ledger.validation); H800, H200 and H20 share its GH100 die and
 # take the same figure. The Blackwell generation's parts (B200, B300, GB200, GB300) share
 # one figure, BLACKWELL_SHARE, fitted by benchmarks/fit.py (stage 4) on their rows of the
 # declared Megatron-Bridge calibration release (ledger.validation.bridge
@@ -36,12 +36,13 @@ class GPU:
 # lower than a lone large GEMM reaches, as it also carries what the time model does not
 # price on those rows (most of them fine-grained MoE, issue 32). The RTX PRO 6000, with no
 # rows of its own, takes its generation's figure; CDNA's 0.60 for the MI300X, MI325X and
-# MI355X; the Ada cards (L40S, L4), with no figure of their own, take Hopper's 0.62 - a
+# MI355X; the Ada cards (L40S, L4), with no figure of their own, take Hopper's figure - a
 # stated rule, not a measurement.
 # cuda_capability: sm_100 for B200 / GB200, sm_103 for B300 / GB300 (NVIDIA, "CUDA GPU
 # Compute Capability", developer.nvidia.com/cuda-gpus); left None elsewhere, where the
 # ledger's one use of it (TE's FP8 weight layout) keeps Hopper's rule.
-BLACKWELL_SHARE = 0.54
+HOPPER_SHARE = 0.62
+BLACKWELL_SHARE = 0.48
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
         hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
@@ -50,19 +51,19 @@ GPUS = {g.name: g for g in (
         hbm_bytes_per_s=2.039e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
         generation="ampere"),
     GPU(name="h100-sxm", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
-        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=HOPPER_SHARE, board_power_w=700),
     GPU(name="h800", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=81559 * MiB,
-        hbm_bytes_per_s=3.35e12, gemm_efficiency=0.62, board_power_w=700),
+        hbm_bytes_per_s=3.35e12, gemm_efficiency=HOPPER_SHARE, board_power_w=700),
     GPU(name="h100-96gb", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=95.04 * GiB,
-        hbm_bytes_per_s=2.4e12, gemm_efficiency=0.62, board_power_w=500),
+        hbm_bytes_per_s=2.4e12, gemm_efficiency=HOPPER_SHARE, board_power_w=500),
     GPU(name="h100-nvl", bf16_flops=835e12, fp8_flops=1671e12, hbm_bytes=99_961_274_368,
-        hbm_bytes_per_s=3.9e12, gemm_efficiency=0.62, board_power_w=400),
+        hbm_bytes_per_s=3.9e12, gemm_efficiency=HOPPER_SHARE, board_power_w=400),
     GPU(name="h200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=143771 * MiB,
-        hbm_bytes_per_s=4.8e12, gemm_efficiency=0.62, board_power_w=700),
+        hbm_bytes_per_s=4.8e12, gemm_efficiency=HOPPER_SHARE, board_power_w=700),
     GPU(name="h20", bf16_flops=148e12, fp8_flops=296e12, hbm_bytes=96 * GiB,
-        hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62, board_power_w=400, sms=78),
+        hbm_bytes_per_s=4.0e12, gemm_efficiency=HOPPER_SHARE, board_power_w=400, sms=78),
     GPU(name="gh200", bf16_flops=989e12, fp8_flops=1979e12, hbm_bytes=96 * GiB,
-        hbm_bytes_per_s=4.0e12, gemm_efficiency=0.62, board_power_w=1000),
+        hbm_bytes_per_s=4.0e12, gemm_efficiency=HOPPER_SHARE, board_power_w=1000),
     GPU(name="b200", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=9000e12,
         hbm_bytes=180 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=BLACKWELL_SHARE,
         board_power_w=1000, sms=148, generation="blackwell",
@@ -89,10 +90,10 @@ GPUS = {g.name: g for g in (
         hbm_bytes=288 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=0.60,
         board_power_w=1400, sms=256, generation="cdna4"),
     GPU(name="l40s", bf16_flops=362.05e12, fp8_flops=733e12, hbm_bytes=48 * GiB,
-        hbm_bytes_per_s=864e9, gemm_efficiency=0.62, board_power_w=350, sms=142,
+        hbm_bytes_per_s=864e9, gemm_efficiency=HOPPER_SHARE, board_power_w=350, sms=142,
         generation="ada"),
     GPU(name="l4", bf16_flops=121e12, fp8_flops=242.5e12, hbm_bytes=24 * GiB,
-        hbm_bytes_per_s=300e9, gemm_efficiency=0.62, board_power_w=72, sms=58,
+        hbm_bytes_per_s=300e9, gemm_efficiency=HOPPER_SHARE, board_power_w=72, sms=58,
         generation="ada"),
     GPU(name="rtx-pro-6000", bf16_flops=500e12, fp8_flops=1000e12, fp4_flops=2000e12,
         hbm_bytes=96 * GiB, hbm_bytes_per_s=1.597e12, gemm_efficiency=BLACKWELL_SHARE,

@@ -1,0 +1,69 @@
+"""The fused attention core's sustained rate, as NVIDIA measures cuDNN's kernel (the one
+Transformer Engine runs on Hopper and Blackwell): a share of the GPU's dense BF16 peak for
+the forward and for the backward, by key length. ``ledger.step.layer_time`` prices a
+flash attention core at it; a GPU with no measurement keeps the GEMM pricing.
+
+Why not as two GEMMs: a flash kernel keeps the scores on chip, so its head dimension is
+no thin, bandwidth-bound GEMM dimension; what bounds it is the softmax between the two
+products (the exponentials run on the SFUs, MUFU.EX2: NVIDIA, "Making Softmax More
+Efficient with NVIDIA Blackwell Ultra", developer.nvidia.com/blog, 2026 - Blackwell Ultra
+doubles that throughput, and at the same datasheet BF16 peak GB300 runs the kernel 1.18x
+GB200's rate forward and 1.06x backward at 8K keys, below), and the backward's five
+products against the forward's two (2.5x its FLOPs, as the measurements count them).
+
+The measurements: NVIDIA/cudnn-frontend, benchmark/sdpa_benchmark_training/results/
+{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv (h200 and gb200 at df73764a, gb300 at
+afa9f7c0): cuDNN 9.19.1, BF16, Llama 3.1's attention (64 query heads, 8 KV heads, head
+dim 128), causal (top_left), batch 1, one sequence of s tokens, non-deterministic
+backward; TFLOP/s as the CSV gives them - the forward counts 4 s^2 h d / 2 FLOPs, the
+backward 2.5x that (each row's time x rate gives both). Which parts take which
+measurement, one rule: a part takes the measurement of its die (GH100: H200's, the rule
+ledger.system.chips states for the GEMM share; sm_100 B200 / GB200: GB200's; sm_103
+B300 / GB300: GB300's), as a share of the measured part's datasheet BF16 peak (989 / 2,500
+/ 2,500 TFLOP/s), applied to the part's own peak.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# key length s -> (forward, backward) TFLOP/s, the CSVs' top_left bfloat16 rows; and their
+# top_left fp8 rows (cuDNN's FP8 attention, E4M3 with per-tensor scales: what Megatron's
+# --fp8-dot-product-attention hands TE, ledger.step.layer_time.fp8_attention), both counted
+# against the BF16 peak as the CSVs count them
+_MEASURED_FP8 = {
+    "h200": (989e12, {2048: (698, 393), 4096: (854, 471), 8192: (964, 430),
+                      16384: (1010, 374), 32768: (1042, 370)}),
+    "gb200": (2500e12, {2048: (1286, 897), 4096: (1707, 1229), 8192: (1987, 1478),
+                        16384: (2135, 1626), 32768: (2210, 1705)}),
+    "gb300": (2500e12, {2048: (1636, 945), 4096: (2324, 1309), 8192: (2780, 1590),
+                        16384: (3019, 1759), 32768: (3129, 1852)}),
+}
+_MEASURED = {
+    "h200": (989e12, {2048: (484, 370), 4096: (591, 474), 8192: (644, 541),
+                      16384: (673, 579), 32768: (688, 581)}),
+    "gb200": (2500e12, {2048: (1042, 836), 4096: (1335, 1132), 8192: (1598, 1311),
+                        16384: (1687, 1402), 32768: (1720, 1473)}),
+    "gb300": (2500e12, {2048: (1266, 906), 4096: (1672, 1195), 8192: (1887, 1385),
+                        16384: (1968, 1490), 32768: (2014, 1549)}),
+}
+MEASURED_BY = {"h100-sxm": "h200", "h800": "h200", "h100-96gb": "h200", "h100-nvl": "h200",
+               "h200": "h200", "gh200": "h200", "h20": "h200",
+               "b200": "gb200", "gb200": "gb200", "b300": "gb300", "gb300": "gb300"}
+SOURCE = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/"
+          "{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv (cuDNN 9.19.1, BF16 and FP8, "
+          "causal, 64 q / 8 kv heads, head dim 128)")
+
+
+def shares(gpu_name: str, keys, fp8: bool = False):
+    """(forward, backward) share of the GPU's BF16 peak the fused attention core sustains
+    at ``keys`` keys (a number or an array), its FP8 kernel's under ``fp8``: log-linear
+    between the measured lengths, the end points' beyond them; None for a GPU without a
+    measurement."""
+    part = MEASURED_BY.get(gpu_name)
+    if part is None:
+        return None
+    peak, table = (_MEASURED_FP8 if fp8 else _MEASURED)[part]
+    s = np.log2(sorted(table))
+    fwd, bwd = (np.array([table[k][i] for k in sorted(table)]) * 1e12 / peak for i in (0, 1))
+    x = np.log2(np.maximum(np.asarray(keys, dtype=float), 1.0))
+    return np.interp(x, s, fwd), np.interp(x, s, bwd)

@@ -1,0 +1,79 @@
+"""The fused attention core at cuDNN's measured rate (ledger.system.attention) and the loss's
+passes over the logits (ledger.frameworks.losses.VOCAB_PARALLEL_PASSES), by hand."""
+from dataclasses import replace
+
+import pytest
+
+from ledger.frameworks.losses import LOSSES
+from ledger.model import llama3_8b
+from ledger.parallel import ParallelConfig
+from ledger.step import DEFAULT, estimate, gemm_s
+from ledger.step.layer_time import layer_times
+from ledger.system import system
+from ledger.system.attention import shares
+
+
+def _layer(gpu, model=None, **kw):
+    model = model or llama3_8b()
+    cfg = ParallelConfig(**{"tp": 1, "pp": 1, "dp": 8, "micro_batch": 2,
+                            "num_microbatches": 8, "zero_stage": 1, **kw})
+    links = {a: "nvlink" for a in ("tp", "cp", "ep", "pp")}
+    return model, layer_times(model, cfg, system(gpu), links, DEFAULT)
+
+
+def test_measured_points_as_the_csvs_give_them():
+    # cudnn-frontend results/{gb200,gb300,h200}_919_only_cudnn/llama3.1_*.csv, top_left
+    # bfloat16, s = 8192: 1598 / 1311, 1887 / 1385, 644 / 541 TFLOP/s (forward / backward)
+    assert [round(x * 2500, 6) for x in shares("gb200", 8192)] == [1598, 1311]
+    assert [round(x * 2500, 6) for x in shares("gb300", 8192)] == [1887, 1385]
+    assert [round(x * 989, 6) for x in shares("h100-sxm", 8192)] == [644, 541]
+    # log-linear between the measured lengths, the end points' beyond them
+    mid = shares("gb200", 8192 * 2**0.5)[0] * 2500
+    assert mid == pytest.approx((1598 + 1687) / 2)
+    assert shares("gb200", 512)[0] * 2500 == pytest.approx(1042)
+    assert shares("a100-80gb", 8192) is None and shares("mi300x", 8192) is None
+
+
+def test_llama3_8b_core_at_the_measured_rate_by_hand():
+    # 32 heads x 2 sequences x 8192 queries x 8192 keys, causal (half), QK^T and PV at
+    # head dim 128: 2 q k (128 + 128) FLOPs a head
+    model, lt = _layer("gb200")
+    flops = 32 * 0.5 * 2 * 16384 * 8192 * 256
+    assert lt.attention == pytest.approx(flops / 1598e12)
+    assert lt.attention_bwd == pytest.approx(2.5 * flops / 1311e12)
+    # B200 takes GB200's measured share at its own peak; GB300 its own measurement
+    _, b200 = _layer("b200")
+    assert b200.attention == pytest.approx(flops / (2250e12 * 1598 / 2500))
+    _, gb300 = _layer("gb300")
+    assert lt.attention / gb300.attention == pytest.approx(1887 / 1598)
+
+
+def test_without_a_measurement_or_flash_the_gemm_pricing_stays():
+    model, lt = _layer("a100-80gb")
+    gpu = system("a100-80gb").gpu
+    per_head = gemm_s(16384, 8192, 128, gpu, DEFAULT) + gemm_s(16384, 128, 8192, gpu, DEFAULT)
+    assert lt.attention == pytest.approx(32 * 0.5 * per_head)
+    assert lt.attention_bwd == pytest.approx(2 * lt.attention)
+    _, unfused = _layer("gb200", flash_attention=False)
+    gb = system("gb200").gpu
+    assert unfused.attention == pytest.approx(32 * (
+        gemm_s(16384, 8192, 128, gb, DEFAULT) + gemm_s(16384, 128, 8192, gb, DEFAULT)))
+
+
+def test_vocab_parallel_passes_counted_by_hand():
+    # bf16 logits: read 2, fp32 copy 4, max 4, -= 8, exp 8, sum 4, /= 8; backward *= 8,
+    # the cast back 4 + 2
+    assert LOSSES["vocab-parallel"].traffic_bytes(2) == (38.0, 14.0)
+    assert LOSSES["vocab-parallel"].traffic_bytes(4) == (40.0, 8.0)
+    assert LOSSES["eager"].traffic_bytes(2) == (0.0, 0.0)  # not counted yet
+
+
+def test_the_loss_passes_are_the_step_s_elementwise_time_at_hbm_bandwidth():
+    model = llama3_8b()
+    cfg = ParallelConfig(tp=2, pp=1, dp=4, micro_batch=2, num_microbatches=8, zero_stage=1)
+    h100 = system("h100-sxm")
+    with_loss = estimate(model, cfg, h100, optimizer="adam").breakdown["elementwise"]
+    without = estimate(model, replace(cfg, loss="none"), h100,
+                       optimizer="adam").breakdown["elementwise"]
+    logits = 2 * 8192 * model.vocab / 2  # a micro-batch's logits on one TP rank
+    assert with_loss - without == pytest.approx(8 * logits * 52 / h100.gpu.hbm_bytes_per_s)
