@@ -319,8 +319,8 @@ def _ssd_s(mb, cfg, tokens, gpu, cal, backward: bool = False):
 
 def recurrent_core_bwd_s(model: ModelSpec, cfg, tokens, gpu, cal):
     """Backward seconds of the Mamba-2 layers' SSD products beyond twice their forward
-    (the step prices every attention core's backward at twice its forward), averaged over
-    the stack; 0 without Mamba-2 layers."""
+    (the step prices the recurrent cores' backward at twice their forward, as it does an
+    attention core priced as GEMMs), averaged over the stack; 0 without Mamba-2 layers."""
     total = 0.0
     for kind, n in model.kind_counts.items():
         if "mamba" in kind.mixer and model.mamba.version == 2:
