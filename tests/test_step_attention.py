@@ -27,6 +27,10 @@ def test_measured_points_as_the_csvs_give_them():
     assert [round(x * 2500, 6) for x in shares("gb200", 8192)] == [1598, 1311]
     assert [round(x * 2500, 6) for x in shares("gb300", 8192)] == [1887, 1385]
     assert [round(x * 989, 6) for x in shares("h100-sxm", 8192)] == [644, 541]
+    # and their fp8 rows (cuDNN's FP8 attention, --fp8-dot-product-attention)
+    assert [round(x * 2500, 6) for x in shares("gb200", 8192, fp8=True)] == [1987, 1478]
+    assert [round(x * 2500, 6) for x in shares("gb300", 8192, fp8=True)] == [2780, 1590]
+    assert [round(x * 989, 6) for x in shares("h200", 8192, fp8=True)] == [964, 430]
     # log-linear between the measured lengths, the end points' beyond them
     mid = shares("gb200", 8192 * 2**0.5)[0] * 2500
     assert mid == pytest.approx((1598 + 1687) / 2)
