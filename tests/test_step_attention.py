@@ -69,6 +69,9 @@ def test_vocab_parallel_passes_counted_by_hand():
     # the cast back 4 + 2
     assert LOSSES["vocab-parallel"].traffic_bytes(2) == (38.0, 14.0)
     assert LOSSES["vocab-parallel"].traffic_bytes(4) == (40.0, 8.0)
+    # TE's parallel loss (te-parallel, as the Bridge rows run it): read, read + write the
+    # gradient over the logit; backward scaled in place
+    assert LOSSES["te-parallel"].traffic_bytes(2) == (6.0, 4.0)
     assert LOSSES["eager"].traffic_bytes(2) == (0.0, 0.0)  # not counted yet
 
 

@@ -84,10 +84,13 @@ class Loss:
 
     def traffic_bytes(self, e: float) -> tuple[float, float]:
         """HBM bytes the loss reads and writes per logit element, (forward, backward) - what
-        its passes over the logits cost in time (``ledger.step.timing``). Counted for
-        Megatron-Core's vocab-parallel loss from its source (``VOCAB_PARALLEL_PASSES``);
-        the other implementations' passes are not counted yet (0: their time is not
-        priced)."""
+        its passes over the logits cost in time (``ledger.step.timing``). Counted from
+        the source for Megatron-Core's vocab-parallel loss (``VOCAB_PARALLEL_PASSES``) and
+        Transformer Engine's in-place parallel loss (``IN_PLACE_PASSES``); the other
+        implementations' passes are not counted yet (0: their time is not priced)."""
+        if self.kind == "in-place":
+            return (e * sum(IN_PLACE_PASSES["forward"].values()),
+                    e * sum(IN_PLACE_PASSES["backward"].values()))
         if self.kind != "vocab-parallel":
             return 0.0, 0.0
         fwd = e + sum(VOCAB_PARALLEL_PASSES["forward"].values())
@@ -120,6 +123,16 @@ class Loss:
 VOCAB_PARALLEL_PASSES = {"forward": {"float copy": 4.0, "max": 4.0, "subtract max": 8.0,
                                      "exp": 8.0, "sum": 4.0, "divide": 8.0},
                          "backward": {"times grad_output": 8.0}}
+
+
+# Transformer Engine's parallel cross-entropy at 71bbefbf (the TE the Bridge releases pin),
+# in elements of the logits' dtype read + written per logit: the online softmax reads the
+# logits (transformer_engine/common/triton/cross_entropy.py L72), the loss kernel reads them
+# again and writes each gradient over its logit (L177, L190); the backward scales it in place
+# (L261-262) unless grad_output is the scalar 1 (pytorch/triton/cross_entropy.py L119-136),
+# which Megatron's per-token loss is not
+IN_PLACE_PASSES = {"forward": {"online softmax": 1.0, "loss and gradient": 2.0},
+                   "backward": {"times grad_output": 2.0}}
 
 
 LOSSES = {loss.name: loss for loss in (
