@@ -38,6 +38,8 @@ PUBLISHED = [
     ("quant/phi-4-reasoning-plus-modelopt-nvfp4.json", 4.99e9 + 4.73e9,
      "shards 4.99 GB + 4.73 GB"),
     ("quant/llama-3.1-8b-instruct-w8a8-int8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
+    ("quant/qwq-32b-preview-awq.json", (4.96 + 4.99 + 4.96 + 4.42) * 1e9,
+     "shards 4.96 + 4.99 + 4.96 + 4.42 GB"),
 ]
 
 
