@@ -321,12 +321,11 @@ def test_gpt_oss_120b_fails_to_find_kv_memory_at_the_defaults_with_long_contexts
     est = serve(model, ServeConfig(context=131072, quant=q), h100)
     b = est.stages[0].budget
     assert (b.graphs.piecewise, b.graphs.full, b.graphs.largest) == (83, 83, 1024)
-    assert b.cudagraph_bytes / GiB == pytest.approx(0.980, abs=0.001)
-    assert est.pool.request_bytes / GiB == pytest.approx(4.79, abs=0.005)
-    assert not est.starts
-    assert (b.available_bytes - est.pool.request_bytes) / GiB == pytest.approx(-0.19, abs=0.01)
-    sourced = b.available_bytes + b.cudagraph_bytes
-    assert (sourced - est.pool.request_bytes) / GiB == pytest.approx(0.79, abs=0.01)
+    # the request by hand: (8,192 + 521) blocks x 18 layers x 32 KiB
+    assert est.pool.request_bytes == (8192 + 521) * 18 * 32 * 1024
+    assert not est.starts and b.available_bytes < est.pool.request_bytes
+    # what fails it is the graph estimate: the sourced terms alone leave room for the request
+    assert b.available_bytes + b.cudagraph_bytes > est.pool.request_bytes
     eager = serve(model, ServeConfig(context=131072, quant=q, enforce_eager=True), h100)
     assert eager.starts
     given = serve(model, ServeConfig(context=131072, quant=q, cudagraph_bytes=1.03 * GiB),
