@@ -259,3 +259,17 @@ def test_compressed_keys_refused_naming_the_flag(capsys, compressed, line):
     code, out, err = run(capsys, "report", "custom", *_V4_NO_COMPRESSED, "--compressed",
                          compressed)
     assert code == 2 and out == "" and err == line + "\n"
+
+
+@pytest.mark.parametrize("mult,refused", [("16", False), ("17", True), ("100000", True)])
+def test_hc_mult_bounded_at_a_sane_stream_count(capsys, mult, refused):
+    """--hc-mult 100000 once printed a 352-trillion-parameter model: mHC's streams are 4 in
+    DeepSeek-V4 and Megatron's default; past 16 the flag is refused in one line."""
+    code, out, err = run(capsys, "report", "custom", "--layers", "2", "--hidden", "64",
+                         "--heads", "4", "--ffn", "128", "--vocab", "100", "--hc-mult", mult)
+    if refused:
+        assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+        assert err.startswith(f"error: hc_mult: must be an integer in 0..16, got '{mult}'")
+        assert "--hc-mult" in err
+    else:
+        assert code == 0, err

@@ -14,7 +14,7 @@ from dataclasses import fields, replace
 
 from ledger.checks import ATTENTIONS, ATTN_GATES, LOCAL_KINDS, NORMS, QK_NORMS
 from ledger.errors import LedgerError, clip
-from ledger.io import MAX_LAYERS, model_flag, read_hf_config
+from ledger.io import MAX_LAYERS, model_flag, natural, read_hf_config
 from ledger.io.hf.hub import hub_config, is_hub_id
 from ledger.anatomy.compressed import CompressedAttention
 from ledger.anatomy.mixers import GlobalAttention, LinearAttention, Mamba, ShortConv
@@ -125,6 +125,14 @@ RATIO_LETTERS = {"W": 0, "C": 4, "H": 128}  # ledger.anatomy.compressed.RATIOS
 # the record flags' keys a ModelSpec check names (ledger.anatomy.compressed.check)
 RECORD_FIELDS = {"compress_ratios": "compressed", "o_groups": "compressed",
                  "o_lora_rank": "compressed"}
+# mHC's residual streams. DeepSeek-V4 ships 4 (its config.json's hc_mult: 4) and Megatron's
+# --mhc-num-residual-streams defaults to 4 (transformer_config.py L1145 @d98e8a64) with no
+# bound: an int read by ArgumentGroupFactory (arguments.py L2373), asserted nowhere, built
+# for any n as an n*hidden -> n^2+2n projection (hyper_connection.py L183 @d98e8a64); the
+# Hyper-Connections paper (arXiv 2409.19606) tried expansion rates up to 8. The parameters
+# grow as n^3 x hidden per layer and the residual as n x hidden, so a typed slip (100000)
+# priced a 352-trillion-parameter model: typed streams are held to 4x the 4 used in practice.
+MAX_HC_MULT = 16
 # routing, not shape: these may override a preset's or a config.json's own values
 ROUTING = ("router_groups", "router_group_topk")
 CUSTOM_REQUIRED = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
@@ -147,8 +155,17 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
             g.add_argument(*names, dest=field, choices=typ, help=text)
         else:
             raw = typ in (LAYERS, MIXER_PATTERN) or typ in RECORDS
-            g.add_argument(*names, dest=field, type=str if raw else model_flag(typ),
-                           help=text)
+            parse = str if raw else hc_streams if field == "hc_mult" else model_flag(typ)
+            g.add_argument(*names, dest=field, type=parse, help=text)
+
+
+def hc_streams(text: str) -> int:
+    """argparse type of --hc-mult: 0..MAX_HC_MULT streams, the reason in the refusal."""
+    try:
+        return natural(MAX_HC_MULT)(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(
+            f"{e} (DeepSeek-V4 and Megatron's mHC use 4 streams)") from None
 
 
 def parse_layers(text: str, layers: int, flag: str) -> tuple[int, ...]:
