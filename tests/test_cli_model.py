@@ -273,3 +273,27 @@ def test_hc_mult_bounded_at_a_sane_stream_count(capsys, mult, refused):
         assert "--hc-mult" in err
     else:
         assert code == 0, err
+
+
+_SMALL = ["--layers", "2", "--hidden", "64", "--heads", "4", "--ffn", "128", "--vocab", "100"]
+
+
+@pytest.mark.parametrize("base,flag,record,key", [
+    (_V4_NO_COMPRESSED, "--compressed",
+     "ratios=WW+CH*20+C,o_groups=8,o_lora_rank=1024,ratios=HH", "ratios"),
+    (_V4_NO_COMPRESSED, "--compressed",
+     "ratios=WW+CH*20+C,o_groups=8,o_groups=4,o_lora_rank=1024", "o_groups"),
+    (_SMALL + ["--sliding-window", "16", "--local-layers", "0"], "--global-attention",
+     "head_dim=32,kv_heads=4,head_dim=16", "head_dim"),
+    (_SMALL + ["--mixers", "MA"], "--mamba",
+     "version=2,inner=256,state=16,heads=4,groups=1,state=64", "state"),
+    (_SMALL + ["--mixers", "LA"], "--linear",
+     "kind=gdn,key_heads=4,key_dim=32,value_heads=8,value_dim=32,kind=kda", "kind"),
+    (_SMALL + ["--mixers", "CA"], "--conv", "kernel=3,kernel=4", "kernel"),
+])
+def test_a_record_key_given_twice_is_refused(capsys, base, flag, record, key):
+    """A key=value record flag that repeats a key is a slip, not 'the last one wins' (each
+    of these was priced with its last value): refused in one line naming the flag and key."""
+    code, out, err = run(capsys, "report", "custom", *base, flag, record)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: {flag}: {key} given twice (")

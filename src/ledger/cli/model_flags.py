@@ -251,11 +251,16 @@ def parse_record(cls, text: str, flag: str):
     """``key=value,key=value`` into a ``ledger.anatomy.mixers`` record (integers and true/false)."""
     names = {f.name: f.type for f in fields(cls)}
     kw: dict[str, object] = {}
+    typed: dict[str, str] = {}
     for item in filter(None, text.replace(" ", "").split(",")):
         key, eq, value = item.partition("=")
         if not eq or key not in names:
             raise LedgerError(flag, f"expected key=value with keys {', '.join(names)}, got "
                                     f"{item!r}")
+        if key in typed:  # a slip, not 'the last one wins'
+            raise LedgerError(flag, f"{key} given twice ({clip(repr(typed[key]))} and "
+                                    f"{clip(repr(value))})")
+        typed[key] = value
         if key == "ratios":  # CompressedAttention's per-layer ratios, as letters
             kw[key] = parse_ratios(value, flag)
         elif value in ("true", "false"):
