@@ -224,3 +224,34 @@ def test_plan_names_a_pinned_width_the_model_cannot_split(capsys, argv, line):
     assert main(["plan", *argv]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith(line), err
+
+
+@pytest.mark.parametrize("key", ["sliding_window", "q_lora_rank", "o_groups", "hc_mult",
+                                 "index_topk", "num_nextn_predict_layers"])
+def test_a_null_width_is_refused_as_transformers_refuses_it(key):
+    """DeepseekV4Config types these ``int`` in a strict dataclass (transformers 5.23.0
+    configuration_deepseek_v4.py): a null is refused there (StrictDataclassFieldValidation-
+    Error), not read as the class default (sliding_window 128, q_lora_rank 1024 ...)."""
+    with pytest.raises(LedgerError) as err:
+        read_config(_file(**{key: None}))
+    assert str(err.value) == f"config.json: {key!r} must be an integer, got null " \
+                             f"(DeepseekV4Config types it int and refuses None)"
+
+
+def test_hash_layers_read_as_transformers_reads_them():
+    """num_hash_layers: null is the class default (3, cfg:L279); a negative count is a
+    malformed file, refused in one line, not read as no hash-routed layers."""
+    assert read_config(_file(num_hash_layers=None))[0] == read_config(_file())[0]
+    with pytest.raises(LedgerError) as err:
+        read_config(_file(num_hash_layers=-1))
+    assert str(err.value) == "config.json: 'num_hash_layers' must be an integer >= 0, got -1"
+
+
+def test_a_malformed_file_is_one_line_exit_2(capsys, tmp_path):
+    from ledger.cli import main
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_file(sliding_window=None)))
+    code = main(["report", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "'sliding_window' must be an integer, got null" in err

@@ -13,6 +13,10 @@ learned h x E weight and GEMM, only the choice of experts comes from a token-id 
 (elementwise on n x n per token); the rotary settings; the router's scoring function and
 scaling; the release's FP8 / FP4 storage (``quantization_config``, ``expert_dtype``: the
 serving checkpoint's, read by ``ledger.serve``).
+
+A null where the class types a key ``int`` / ``float`` (``sliding_window``, ``q_lora_rank``,
+``hc_mult`` ...) is refused, as the class's strict dataclass refuses it; a null
+``num_hash_layers`` is the class default (3), as its ``__post_init__`` reads it.
 """
 from __future__ import annotations
 
@@ -52,12 +56,28 @@ def _ratios(r, layers: int) -> tuple[int, ...]:
     return tuple([128] * min(layers, 2) + [4 if i % 2 else 128 for i in range(layers - 2)])
 
 
+def _set(r, key: str, default, typ: type = int):
+    """A key DeepseekV4Config types ``int`` (or ``float``) in its strict dataclass
+    (cfg:L128-162): absent gives the class default; null is refused as the class refuses it
+    (StrictDataclassFieldValidationError), never read as that default."""
+    value = r.get(key, default, typ, nullable=True)
+    if value is None:
+        kind = "an integer" if typ is int else "a number"
+        raise LedgerError("config.json", f"{key!r} must be {kind}, got null (DeepseekV4Config "
+                                         f"types it {typ.__name__} and refuses None)")
+    return value
+
+
 def _hash_layers(r, layers: int) -> int:
     """How many first layers route by token id (cfg:L277-281: ``mlp_layer_types``, else
     the legacy ``num_hash_layers``, else 3). Every layer is an MoE either way."""
     types = r.get("mlp_layer_types", None, list_of=str)
-    if types is None:
-        return min(layers, r.get("num_hash_layers", 3))
+    if types is None:  # null is the default too (cfg:L279); a negative count is malformed
+        n = r.get("num_hash_layers", 3)
+        if n < 0:
+            raise LedgerError("config.json", f"'num_hash_layers' must be an integer >= 0, "
+                                             f"got {n}")
+        return min(layers, n)
     if len(types) < layers or any(t not in ("hash_moe", "moe") for t in types):
         raise LedgerError("config.json", f"'mlp_layer_types' must name hash_moe or moe for "
                                          f"each of num_hidden_layers({layers}), got {types!r}")
@@ -79,22 +99,22 @@ def deepseek_v4(r):  # cfg:L128-162; modeling_deepseek_v4.py L766-810, L1131-119
     layers = f["layers"]
     ratios = _ratios(r, layers)
     _hash_layers(r, layers)
-    index = {"index_heads": r.get("index_n_heads", 64),
-             "index_head_dim": r.get("index_head_dim", 128),
-             "index_topk": r.get("index_topk", 512)} if 4 in ratios else {}
+    index = {"index_heads": _set(r, "index_n_heads", 64),
+             "index_head_dim": _set(r, "index_head_dim", 128),
+             "index_topk": _set(r, "index_topk", 512)} if 4 in ratios else {}
     width = f["ffn_hidden"]
-    return {**f, "attention": "csa", "q_lora_rank": r.get("q_lora_rank", 1024),
-            "attention_sinks": True, "sliding_window": r.get("sliding_window", 128),
-            "compressed": CompressedAttention(ratios=ratios, o_groups=r.get("o_groups", 8),
-                                              o_lora_rank=r.get("o_lora_rank", 1024)),
-            **index, "hc_mult": r.get("hc_mult", 4),
+    return {**f, "attention": "csa", "q_lora_rank": _set(r, "q_lora_rank", 1024),
+            "attention_sinks": True, "sliding_window": _set(r, "sliding_window", 128),
+            "compressed": CompressedAttention(ratios=ratios, o_groups=_set(r, "o_groups", 8),
+                                              o_lora_rank=_set(r, "o_lora_rank", 1024)),
+            **index, "hc_mult": _set(r, "hc_mult", 4),
             "num_experts": expert_count(r, "n_routed_experts", 256),
             "top_k": top_k(r, default=6), "moe_ffn_hidden": width, "shared_experts": 1,
             "shared_expert_ffn": width,
             # the routed and shared experts' gate/up clamp (L1033-1034, L1074-1075), which
             # Megatron-Bridge applies as activation_func_clamp_value (bridge L504)
-            "glu_clamp": r.get("swiglu_limit", 10.0, float),
-            "mtp_layers": r.get("num_nextn_predict_layers", 1)}, cap
+            "glu_clamp": _set(r, "swiglu_limit", 10.0, float),
+            "mtp_layers": _set(r, "num_nextn_predict_layers", 1)}, cap
 
 
 FAMILIES = {"deepseek_v4": deepseek_v4}
