@@ -1,6 +1,7 @@
 """Kernels the step prices apart from its GEMMs and fitted elementwise term (ledger.step.eager,
 ledger.step.gemm._ssd_s): gpt-oss's clamped GLU and fc2 bias, counted by hand from Megatron-Core's TEGroupedMLP (NVIDIA/Megatron-LM@55ac7082,
 fusions/fused_bias_geglu.py L424-431, moe/experts.py L609-625)."""
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -178,3 +179,31 @@ def test_fp8_attention_typed_beside_a_launch_is_named(capsys, tmp_path):
     assert "approximate: the command line sets 1 thing(s)" in out
     assert err == "warning: not modelled, so the figures are approximate: " \
                   "--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)\n"
+
+
+def test_fp8_attention_typed_beside_an_approximate_launch_is_named_too(capsys, tmp_path):
+    """Beside a launch file that itself sets something unpriced, the typed flag's unpriced
+    part is named in the same one stderr line and in the JSON's list, not dropped."""
+    from ledger.cli import main
+
+    path = tmp_path / "launch.sh"
+    path.write_text("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 "
+                    "--ffn-hidden-size 4096 --seq-length 4096 --max-position-embeddings 4096 "
+                    "--micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16 "
+                    "--tokenizer-type NullTokenizer --fp8-format e4m3 --fp8-recipe mxfp8 "
+                    "--recompute-granularity selective --recompute-modules core_attn "
+                    "gdp_in_proj\n")
+    argv = ["estimate", "--from-megatron", str(path), "--gpus", "8", "--gpu", "b200",
+            "--fp8-dot-product-attention"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    lines = [x for x in err.splitlines() if x.startswith("warning: not modelled")]
+    assert len(lines) == 1, err
+    assert "--recompute-modules" in lines[0] and "gdp_in_proj" in lines[0]
+    assert lines[0].endswith("--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at "
+                             "BF16)")
+    assert f"approximate: {path} and the command line set 2 thing(s)" in out
+    assert main(argv + ["--json"]) == 0
+    listed = json.loads(capsys.readouterr()[0])["approximate"]
+    assert len(listed) == 2 and "gdp_in_proj" in listed[0]
+    assert listed[1] == "--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)"

@@ -333,11 +333,11 @@ def run(argv: list[str]) -> str | tuple[str, int]:
         for line in messages(a) if a.cmd != "serve" else ():  # a launch's notes are about
             print(line, file=sys.stderr)  # its training run, which serving does not read
     if a.cmd in ("report", "estimate", "plan"):
-        from ledger.cli.inputs import mark_approximate, typed_messages
+        from ledger.cli.inputs import mark_approximate, unpriced_messages
 
         out = {"report": _cmd_report, "estimate": _cmd_estimate, "plan": _cmd_plan}[a.cmd](a)
         _note_model(a)
-        for line in typed_messages(a):
+        for line in unpriced_messages(a):
             print(line, file=sys.stderr)
         text, code = out if isinstance(out, tuple) else (out, 0)
         return mark_approximate(a, text), code

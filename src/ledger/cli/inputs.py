@@ -54,16 +54,13 @@ def source(a: argparse.Namespace):
 
 
 def messages(a: argparse.Namespace) -> list[str]:
-    """What to say on stderr about the launch file: its notes; what it sets that the
-    ledger does not model, in one line; with --verbose, what was applied and what was
-    accepted as changing nothing priced."""
+    """What to say on stderr about the launch file before the figures: its notes; with
+    --verbose, what was applied and what was accepted as changing nothing priced. What it
+    sets that the ledger does not model is said with the typed flags' (``unpriced_messages``)."""
     launch = a.launch
     if launch is None:
         return []
     out = [f"warning: {n}" for n in launch.notes]
-    if launch.unpriced:
-        out.append(f"warning: not modelled, so the figures are approximate: "
-                   f"{'; '.join(launch.unpriced)}")
     if getattr(a, "verbose", False):
         if launch.applied:
             out.append(f"note: applied: {' '.join(launch.applied)}")
@@ -72,22 +69,30 @@ def messages(a: argparse.Namespace) -> list[str]:
     return out
 
 
-def typed_messages(a: argparse.Namespace) -> list[str]:
-    """What the command line itself sets that the ledger does not price, in one line for
-    stderr once the figures are made (a refused input says only its error); beside a
-    launch file that sets nothing unpriced too, as ``mark_approximate`` counts them."""
+def _unpriced(a: argparse.Namespace) -> tuple[list[str], str]:
+    """What the launch file sets and the command line types that the ledger does not
+    price (the file's first, a typed one it already names once), and who sets them."""
+    typed = unpriced_flags(a)
     launch = a.launch
-    typed = unpriced_flags(a) if launch is None or not launch.approximate else []
+    if launch is None or not launch.approximate:
+        return typed, "the command line sets"
+    more = [t for t in typed if t not in launch.unpriced]
+    return [*launch.unpriced, *more], \
+        f"{launch.path} and the command line set" if more else f"{launch.path} sets"
+
+
+def unpriced_messages(a: argparse.Namespace) -> list[str]:
+    """Everything unpriced, the launch file's and the typed flags', in one line for stderr
+    once the figures are made (a refused input says only its error)."""
+    unpriced, _ = _unpriced(a)
     return [f"warning: not modelled, so the figures are approximate: "
-            f"{'; '.join(typed)}"] if typed else []
+            f"{'; '.join(unpriced)}"] if unpriced else []
 
 
 def mark_approximate(a: argparse.Namespace, text: str) -> str:
-    """The output marked approximate when the launch sets what the ledger does not model:
-    a last line of text, or an "approximate" list in JSON."""
-    launch = a.launch
-    unpriced, who = (list(launch.unpriced), launch.path) if launch is not None and \
-        launch.approximate else (unpriced_flags(a), "the command line")
+    """The output marked approximate when the launch or the typed flags set what the ledger
+    does not model: a last line of text, or an "approximate" list in JSON."""
+    unpriced, who = _unpriced(a)
     if not unpriced:
         return text
     if getattr(a, "json", False):
@@ -96,7 +101,7 @@ def mark_approximate(a: argparse.Namespace, text: str) -> str:
         d = json.loads(text)
         d["approximate"] = unpriced
         return json.dumps(d, indent=1 if a.cmd == "plan" else 2, allow_nan=False)
-    return (text + f"\napproximate: {who} sets {len(unpriced)} thing(s) the "
+    return (text + f"\napproximate: {who} {len(unpriced)} thing(s) the "
                    f"ledger does not model (named on stderr)")
 
 
