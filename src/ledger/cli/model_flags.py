@@ -128,9 +128,8 @@ RECORD_FIELDS = {"compress_ratios": "compressed", "o_groups": "compressed",
 # mHC's residual streams. DeepSeek-V4 ships 4 (its config.json's hc_mult: 4) and Megatron's
 # --mhc-num-residual-streams defaults to 4 (transformer_config.py L1145 @d98e8a64) with no
 # bound: an int read by ArgumentGroupFactory (arguments.py L2373), asserted nowhere, built
-# for any n as an n*hidden -> n^2+2n projection (hyper_connection.py L183 @d98e8a64); the
-# Hyper-Connections paper (arXiv 2409.19606) tried expansion rates up to 8. The parameters
-# grow as n^3 x hidden per layer and the residual as n x hidden, so a typed slip (100000)
+# for any n as an n*hidden -> n^2+2n projection (hyper_connection.py L183 @d98e8a64). The
+# parameters grow as n^3 x hidden per layer and the residual as n x hidden, so a typed slip (100000)
 # priced a 352-trillion-parameter model: typed streams are held to 4x the 4 used in practice.
 MAX_HC_MULT = 16
 # routing, not shape: these may override a preset's or a config.json's own values
