@@ -15,10 +15,9 @@ from functools import cached_property
 
 from ledger import checks
 from ledger.anatomy import counts
-from ledger.errors import LedgerError
-from ledger.anatomy.compressed import CompressedAttention
-from ledger.anatomy.compressed import check as check_compressed
+from ledger.anatomy.compressed import CompressedAttention, check as check_compressed
 from ledger.anatomy.mixers import GlobalAttention, LayerKind, LinearAttention, Mamba, ShortConv
+from ledger.errors import LedgerError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,11 +74,9 @@ class ModelSpec:
     index_head_dim: int = 0  # their width,
     index_topk: int = 0  # and the keys each query then attends (0: no indexer)
     global_attention: GlobalAttention | None = None  # global layers' own attention shape
-    compressed: CompressedAttention | None = None  # DeepSeek-V4: per-layer compression and
-    #                                                the grouped output projection
+    compressed: CompressedAttention | None = None  # DeepSeek-V4's compression, grouped O
     hc_mult: int = 0  # mHC residual streams (DeepSeek-V4: 4); 0: one plain residual
-    hc_head: bool = True  # mHC: a learned head collapses the streams (DeepSeek-V4); False:
-    #                       their mean (Megatron-Core d98e8a64's output_contract)
+    hc_head: bool = True  # mHC's learned head (DeepSeek-V4); False: the mean (anatomy.compressed)
     # ---- small terms around the stack -----------------------------------------------
     norm_weights: bool = True  # False: norms without parameters (OLMo, nanochat)
     embedding_norm: bool = False  # a norm on the embedding output (BLOOM)

@@ -143,7 +143,8 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "inside one NVLink domain (default: NCCL's, on where the system's "
                         "switches multicast; --no-nccl-nvls as Megatron-Bridge launches)")
     g.add_argument("--fp8-dot-product-attention", dest="fp8_attention", action="store_true",
-                   help="the attention core in FP8, at the FP8 peak (Megatron-Core's "
+                   help="the attention core in FP8, at cuDNN's measured FP8 kernel rate where "
+                        "one is published, else the FP8 peak (Megatron-Core's "
                         "fp8_dot_product_attention as Megatron-Bridge recipes set it, TE "
                         "fp8_dpa; under the delayed, tensorwise and mxfp8 recipes; default off)")
     g.add_argument("--moe-shared-expert-overlap", dest="shared_expert_overlap",

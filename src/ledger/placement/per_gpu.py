@@ -35,12 +35,10 @@ from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.optim import muon
 from ledger.pipeline import held_closed, placement_pipeline
-from ledger.placement import offload as offloading
-from ledger.placement import tuned
+from ledger.placement import offload as offloading, optim_offload, tuned
 from ledger.placement.bf16_layers import bf16_activation_bytes, bf16_kinds
 from ledger.placement.buffers import framework_buffers
 from ledger.placement.context import context_buffers
-from ledger.placement import optim_offload
 from ledger.placement.nccl_buffers import nccl_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
                                     dp_rows, ep_comms, expert_fraction, pp_comms,

@@ -102,8 +102,9 @@ def fp8_attention(cfg) -> bool:
 
 
 def attention_peak(cfg, gpu):
-    """The peak the attention core's QK^T and PV run at: the GPU's FP8 peak under
-    ``fp8_attention``, else None (BF16, ``gemm_s``'s default)."""
+    """The peak the attention core's QK^T and PV run at where they are priced as GEMMs (no
+    measured fused kernel): the GPU's FP8 peak under ``fp8_attention``, else None (BF16,
+    ``gemm_s``'s default)."""
     if not fp8_attention(cfg) or not getattr(gpu, "fp8_flops", 0.0) > 0:
         return None
     return gpu.fp8_flops
