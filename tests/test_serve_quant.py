@@ -11,11 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger.anatomy.counts import kind_params
 from ledger.errors import LedgerError
 from ledger.io.hf.reader import read_hf_config, read_hf_quant
 from ledger.model import llama3_8b
 from ledger.serve import ServeConfig, serve
-from ledger.serve.qbytes import matrix_bytes, mxfp4_expert_bytes
+from ledger.serve.disk import checkpoint_bytes as disk_bytes
+from ledger.serve.disk import mtp_bytes
+from ledger.serve.qbytes import layer_delta_bytes, matrix_bytes, mxfp4_expert_bytes
 from ledger.serve.quant import METHODS, read_quant, resolve
 from ledger.serve.weights import bytes_by_rank
 from ledger.system import system
@@ -40,6 +43,13 @@ PUBLISHED = [
     ("quant/llama-3.1-8b-instruct-w8a8-int8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
     ("quant/qwq-32b-preview-awq.json", (4.96 + 4.99 + 4.96 + 4.42) * 1e9,
      "shards 4.96 + 4.99 + 4.96 + 4.42 GB"),
+    # FP8 with 128 x 128 block scales: model reports' "文件总大小" (the files' total size),
+    # in GiB (their unit: lm_head [151936, 4096] bf16 is "1.16 GB", 1,244,659,712 B), two
+    # decimals (within 0.001% at these sizes)
+    ("quant/qwen3-8b-fp8.json", 8.79 * GiB, "2 files, 8.79 GiB"),
+    ("quant/qwen3-30b-a3b-thinking-2507-fp8.json", 29.03 * GiB, "4 files, 29.03 GiB"),
+    ("quant/deepseek-r1-fp8.json", 641.30 * GiB, "163 files, 641.30 GiB"),
+    ("../hf/released/kimi-k2-instruct.json", 958.51 * GiB, "61 files, 958.51 GiB"),
 ]
 
 
@@ -49,9 +59,9 @@ def load(name: str):
 
 
 def checkpoint_bytes(name: str) -> float:
-    """The whole checkpoint as stored (one GPU, MXFP4 in its safetensors layout)."""
-    model, q = load(name)
-    return sum(bytes_by_rank(model, ServeConfig(context=4096, quant=q), "checkpoint")[0])
+    """The whole checkpoint as stored (one GPU, MXFP4 in its safetensors layout, and the
+    MTP modules vLLM does not load: ``ledger.serve.disk``)."""
+    return disk_bytes(*load(name))
 
 
 @pytest.mark.parametrize("name,size,what", PUBLISHED, ids=[p[0] for p in PUBLISHED])
@@ -88,6 +98,42 @@ def test_the_published_sizes_read_each_method():
                  "quant/llama-3.1-8b-instruct-modelopt-fp8.json",
                  "quant/phi-4-reasoning-plus-modelopt-nvfp4.json"):
         assert checkpoint_bytes(name) == pytest.approx(rows[name], rel=0.001)
+
+
+def test_block_fp8_checkpoints_on_disk():
+    """DeepSeek's 128 x 128 block FP8 (fp32 ``weight_scale_inv`` of ceil(out/128) x
+    ceil(in/128) per matrix), read from four checkpoints' configs and held to what their
+    files take (model reports that list every tensor and sum the files, SOURCES.md):
+    Qwen3-8B-FP8 -0.008%, Qwen3-30B-A3B-Thinking-2507-FP8 +0.012% (its
+    ``modules_to_not_convert``: lm_head, the norms and every router ``mlp.gate``),
+    DeepSeek-R1 -0.002%, Kimi-K2-Instruct -0.002% - each within 0.05%. The reports' tensor
+    sums (Kimi-K2 958.49 GiB, R1 641.29) are the ledger's own to the rounding: what is left
+    is the safetensors headers. DeepSeek-R1's 641.30 GiB holds its MTP module (layer 61:
+    an MoE layer in FP8, eh_proj and its own embedding and head copies in bf16), which vLLM
+    does not load - 14.36 GiB that the served weights leave out; without it the count is
+    2.2% short."""
+    rows = {name: size for name, size, _ in PUBLISHED}
+    for name in ("quant/qwen3-8b-fp8.json", "quant/qwen3-30b-a3b-thinking-2507-fp8.json",
+                 "quant/deepseek-r1-fp8.json", "../hf/released/kimi-k2-instruct.json"):
+        q = load(name)[1]
+        assert (q.method, q.weight, q.scale, q.block, q.activations) == \
+            ("fp8", "fp8", "block", (128, 128), "fp8")
+        assert checkpoint_bytes(name) == pytest.approx(rows[name], rel=5e-4)
+    moe = load("quant/qwen3-30b-a3b-thinking-2507-fp8.json")[1]
+    assert len(moe.ignore) == 1 + 3 * 48 and "model.layers.47.mlp.gate" in moe.ignore
+    model, q = load("quant/deepseek-r1-fp8.json")
+    served = sum(bytes_by_rank(model, ServeConfig(context=4096, quant=q), "checkpoint")[0])
+    assert served / rows["quant/deepseek-r1-fp8.json"] == pytest.approx(0.978, abs=0.001)
+    # the MTP module by hand: one MoE layer as the stack's last one is stored, and in bf16
+    # eh_proj (7168 x 14336), enorm, hnorm, shared_head.norm and the two vocab copies
+    one = ServeConfig(context=4096, quant=q)
+    layer60 = sum(layer_delta_bytes(model, one, q, 60, "checkpoint")) + 2 * sum(
+        kind_params(model, model.layer_kind(60)))
+    assert mtp_bytes(model, q) == pytest.approx(
+        layer60 + 2 * (7168 * 14336 + 3 * 7168 + 2 * 129280 * 7168), rel=1e-12)
+    # DeepSeek-V3's config (the presets' checkpoint) reads the same as R1's
+    assert checkpoint_bytes("deepseek-v3-fp8.json") == checkpoint_bytes(
+        "quant/deepseek-r1-fp8.json")
 
 
 def test_methods_read_from_the_configs():

@@ -187,7 +187,13 @@ def layer_delta_bytes(model, cfg, q: Quant, layer: int, backend: str) -> tuple[f
     """(dense, routed-expert) bytes one GPU holds for layer ``layer`` beyond its bf16
     share: each quantized matrix's stored bytes less its bf16 bytes, over the GPUs it is
     split over."""
-    kind = model.layer_kind(layer)
+    return kind_delta_bytes(model, cfg, q, model.layer_kind(layer), layer, backend)
+
+
+def kind_delta_bytes(model, cfg, q: Quant, kind, layer: int,
+                     backend: str) -> tuple[float, float]:
+    """``layer_delta_bytes`` of a layer of ``kind`` named ``model.layers.{layer}`` (an MTP
+    block's layer is numbered after the stack's, as DeepSeek-V3's layer 61)."""
     dense = expert = 0.0
     for lin in modules.layer(model, kind):
         if q.method == "mxfp4" or not quantized(q, lin, layer):
