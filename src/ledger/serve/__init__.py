@@ -7,7 +7,8 @@ holds the layout (``ServeConfig``) and vLLM's defaults at a named commit; ``quan
 checkpoint stores its weights (its ``quantization_config`` as vLLM reads it; a preset's
 release in ``checkpoints``) and ``qbytes`` each quantized matrix's bytes (``ledger.formats``)
 and what vLLM's kernels repack; ``weights`` the weights per GPU from the ledger's sharding
-over vLLM's pipeline split; ``sglang`` SGLang's static fraction and token pool; ``graphs``
+over vLLM's pipeline split; ``disk`` a checkpoint's bytes on disk (with the MTP modules vLLM
+does not load); ``sglang`` SGLang's static fraction and token pool; ``graphs``
 the CUDA graphs vLLM captures and its estimate of their memory; ``budget`` the
 memory vLLM leaves for the cache after its profile run and that estimate; ``paging`` vLLM's pages, groups,
 blocks, the alignment of attention and state pages, and maximum concurrency; ``comms``
