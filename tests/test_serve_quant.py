@@ -43,6 +43,7 @@ PUBLISHED = [
     ("quant/llama-3.1-8b-instruct-w8a8-int8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
     ("quant/qwq-32b-preview-awq.json", (4.96 + 4.99 + 4.96 + 4.42) * 1e9,
      "shards 4.96 + 4.99 + 4.96 + 4.42 GB"),
+    ("quant/tinyllama-1.1b-fp8-dynamic.json", 1.23e9, "model.safetensors 1.23 GB"),
     # FP8 with 128 x 128 block scales: model reports' "文件总大小" (the files' total size),
     # in GiB (their unit: lm_head [151936, 4096] bf16 is "1.16 GB", 1,244,659,712 B), two
     # decimals (within 0.001% at these sizes)
@@ -98,6 +99,23 @@ def test_the_published_sizes_read_each_method():
                  "quant/llama-3.1-8b-instruct-modelopt-fp8.json",
                  "quant/phi-4-reasoning-plus-modelopt-nvfp4.json"):
         assert checkpoint_bytes(name) == pytest.approx(rows[name], rel=0.001)
+
+
+def test_channel_fp8_checkpoint_on_disk():
+    """compressed-tensors' FP8_DYNAMIC (the checkpoint's recipe.yaml): FP8 weights with one
+    bf16 scale per output channel, FP8 activations per token, lm_head left in bf16 -
+    nm-testing/tinyllama-fp8-dynamic-compressed's model.safetensors, listed at 1.23 GB
+    (three figures: within 0.41%); the ledger's 1,232,001,024 B is +0.16%. By hand: 22
+    layers of FP8 linear weights (968,884,224 B), their channel scales (22 x 17,920 x 2 B)
+    and the bf16 embedding, head and norms."""
+    model, q = load("quant/tinyllama-1.1b-fp8-dynamic.json")
+    assert (q.method, q.weight, q.scale, q.scale_bytes, q.activations, q.ignore) == \
+        ("compressed-tensors", "fp8", "channel", 2, "fp8", ("lm_head",))
+    linear = 22 * (2048 * (2048 + 256 + 256 + 2048) + 3 * 2048 * 5632)
+    scales = 22 * (2048 + 256 + 256 + 2048 + 5632 + 5632 + 2048) * 2
+    bf16 = 2 * (2 * 32000 * 2048 + (2 * 22 + 1) * 2048)
+    assert checkpoint_bytes("quant/tinyllama-1.1b-fp8-dynamic.json") == \
+        linear + scales + bf16 == pytest.approx(1.23e9, rel=0.005)
 
 
 def test_block_fp8_checkpoints_on_disk():
