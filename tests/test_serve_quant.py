@@ -40,7 +40,7 @@ PUBLISHED = [
     ("quant/llama-3.1-8b-instruct-modelopt-fp8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
     ("quant/phi-4-reasoning-plus-modelopt-nvfp4.json", 4.99e9 + 4.73e9,
      "shards 4.99 GB + 4.73 GB"),
-    ("quant/llama-3.1-8b-instruct-w8a8-int8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
+    ("quant/llama-3-8b-instruct-w8a8-static-asym.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
     ("quant/qwq-32b-preview-awq.json", (4.96 + 4.99 + 4.96 + 4.42) * 1e9,
      "shards 4.96 + 4.99 + 4.96 + 4.42 GB"),
     ("quant/tinyllama-1.1b-fp8-dynamic.json", 1.23e9, "model.safetensors 1.23 GB"),
@@ -90,10 +90,10 @@ def test_the_published_sizes_read_each_method():
     nv4 = load("quant/phi-4-reasoning-plus-modelopt-nvfp4.json")[1]
     assert (mo8.method, mo8.weight, nv4.method, nv4.weight, nv4.group) == \
         ("modelopt", "fp8", "modelopt", "fp4", 16)
-    int8 = load("quant/llama-3.1-8b-instruct-w8a8-int8.json")[1]
-    assert (int8.method, int8.weight, int8.scale, int8.activations) == \
-        ("compressed-tensors", "int8", "channel", "int8")
-    for name in ("quant/llama-3.1-8b-instruct-w8a8-int8.json",
+    int8 = load("quant/llama-3-8b-instruct-w8a8-static-asym.json")[1]
+    assert (int8.method, int8.weight, int8.scale, int8.activations, int8.tensor_scales) == \
+        ("compressed-tensors", "int8", "channel", "int8", 1)  # static: an input scale
+    for name in ("quant/llama-3-8b-instruct-w8a8-static-asym.json",
                  "quant/tinyllama-1.1b-chat-w4a16-actorder-group.json",
                  "quant/meta-llama-3-8b-fp8-dynamic.json",
                  "quant/llama-3.1-8b-instruct-modelopt-fp8.json",
