@@ -187,6 +187,13 @@ def test_matrix_bytes_by_hand():
     assert (w8a8.activations, matrix_bytes(w8a8, 4096, 4096)) == ("int8", n + 4096 * 2)
     fp8 = read_quant({"quant_method": "fp8", "activation_scheme": "static"})
     assert matrix_bytes(fp8, 4096, 4096) == n + 4 + 4  # weight and input scales
+    # DeepSeek's blocks: fp32 weight_scale_inv of ceil(out/128) x ceil(in/128), the shapes
+    # DeepSeek-R1's tensor list gives - kv_a_proj_with_mqa [576, 7168] with [5, 56],
+    # kv_b_proj [32768, 512] with [256, 4], an expert's down_proj [7168, 2048] with [56, 16]
+    block = read_quant({"quant_method": "fp8", "weight_block_size": [128, 128]})
+    for (o, i), (so, si) in (((576, 7168), (5, 56)), ((32768, 512), (256, 4)),
+                             ((7168, 2048), (56, 16))):
+        assert matrix_bytes(block, o, i) == o * i + so * si * 4
 
 
 def test_gpt_oss_120b_weights_as_vllm_logged_them():
