@@ -20,6 +20,13 @@ from ledger.serve.quant import Quant
 from ledger.serve.weights import bytes_by_rank
 
 
+# families whose MTP layer vLLM loads as DeepSeek-V3's, with its own embed_tokens and
+# shared_head.head among the layer's weights (spec_layer_weight_names: vllm 0.22.0
+# deepseek_mtp.py:462-470, glm4_moe_mtp.py:345-352); other families' MTP blocks are counted
+# without the copies
+OWN_VOCAB_COPIES = ("deepseek_v3", "glm4_moe")
+
+
 def mtp_bytes(model, q: Quant | None) -> float:
     """The MTP modules as DeepSeek-V3's checkpoint stores them (layer ``num_hidden_layers``
     on: README_WEIGHTS.md, deepseek-ai/DeepSeek-V3): each block's layers (``mtp_kinds``)
@@ -35,7 +42,8 @@ def mtp_bytes(model, q: Quant | None) -> float:
         return 0.0
     cfg = ServeConfig(context=1, quant=q)
     sets, first = mtp_sets(model), model.layers
-    total = WEIGHT_BYTES * (model.mtp_params + sets * 2 * model.vocab * model.hidden)
+    copies = 2 * model.vocab * model.hidden if model.family in OWN_VOCAB_COPIES else 0
+    total = WEIGHT_BYTES * (model.mtp_params + sets * copies)
     if q is not None:
         for depth in range(sets):
             for kind in model.mtp_kinds:
