@@ -51,6 +51,8 @@ PUBLISHED = [
     ("quant/qwen3-30b-a3b-thinking-2507-fp8.json", 29.03 * GiB, "4 files, 29.03 GiB"),
     ("quant/deepseek-r1-fp8.json", 641.30 * GiB, "163 files, 641.30 GiB"),
     ("../hf/released/kimi-k2-instruct.json", 958.51 * GiB, "61 files, 958.51 GiB"),
+    ("../hf/released/deepseek-v3.2.json", 642.13 * GiB, "163 files, 642.13 GiB"),
+    ("quant/qwen3-next-80b-a3b-instruct-fp8.json", 76.42 * GiB, "8 files, 76.42 GiB"),
 ]
 
 
@@ -120,19 +122,23 @@ def test_channel_fp8_checkpoint_on_disk():
 
 def test_block_fp8_checkpoints_on_disk():
     """DeepSeek's 128 x 128 block FP8 (fp32 ``weight_scale_inv`` of ceil(out/128) x
-    ceil(in/128) per matrix), read from four checkpoints' configs and held to what their
+    ceil(in/128) per matrix), read from six checkpoints' configs and held to what their
     files take (model reports that list every tensor and sum the files, SOURCES.md):
     Qwen3-8B-FP8 -0.008%, Qwen3-30B-A3B-Thinking-2507-FP8 +0.012% (its
     ``modules_to_not_convert``: lm_head, the norms and every router ``mlp.gate``),
-    DeepSeek-R1 -0.002%, Kimi-K2-Instruct -0.002% - each within 0.05%. The reports' tensor
-    sums (Kimi-K2 958.49 GiB, R1 641.29) are the ledger's own to the rounding: what is left
-    is the safetensors headers. DeepSeek-R1's 641.30 GiB holds its MTP module (layer 61:
-    an MoE layer in FP8, eh_proj and its own embedding and head copies in bf16), which vLLM
-    does not load - 14.36 GiB that the served weights leave out; without it the count is
-    2.2% short."""
+    DeepSeek-R1 -0.002%, Kimi-K2-Instruct -0.002%, DeepSeek-V3.2 -0.006%,
+    Qwen3-Next-80B-A3B-Instruct-FP8 -0.03% (its Gated DeltaNet layers: in_proj_qkvz and
+    out_proj in FP8, in_proj_ba, conv1d and the norms left out) - each within 0.05%. The
+    reports' tensor sums (Kimi-K2 958.49 GiB, R1 641.29) are the ledger's own to the
+    rounding: what is left is the safetensors headers. DeepSeek-R1's 641.30 GiB holds its
+    MTP module (layer 61: an MoE layer in FP8, eh_proj and its own embedding and head
+    copies in bf16), which vLLM does not load - 14.36 GiB that the served weights leave
+    out; without it the count is 2.2% short."""
     rows = {name: size for name, size, _ in PUBLISHED}
     for name in ("quant/qwen3-8b-fp8.json", "quant/qwen3-30b-a3b-thinking-2507-fp8.json",
-                 "quant/deepseek-r1-fp8.json", "../hf/released/kimi-k2-instruct.json"):
+                 "quant/deepseek-r1-fp8.json", "../hf/released/kimi-k2-instruct.json",
+                 "../hf/released/deepseek-v3.2.json",
+                 "quant/qwen3-next-80b-a3b-instruct-fp8.json"):
         q = load(name)[1]
         assert (q.method, q.weight, q.scale, q.block, q.activations) == \
             ("fp8", "fp8", "block", (128, 128), "fp8")
@@ -149,6 +155,15 @@ def test_block_fp8_checkpoints_on_disk():
         kind_params(model, model.layer_kind(60)))
     assert mtp_bytes(model, q) == pytest.approx(
         layer60 + 2 * (7168 * 14336 + 3 * 7168 + 2 * 129280 * 7168), rel=1e-12)
+    # MTP blocks the config read counts none of: Qwen3-Next's mtp.* (one full-attention MoE
+    # layer in FP8, fc and four norms in bf16, no vocab copies) and DeepSeek-V3.2's layer 61
+    # (its num_nextn_predict_layers, which DeepseekV32Config does not read): -2.0% and -2.2%
+    # of the files without them, -0.03% and -0.006% with them
+    for name, depth_gib in (("quant/qwen3-next-80b-a3b-instruct-fp8.json", 1.546),
+                            ("../hf/released/deepseek-v3.2.json", 14.378)):
+        m, qq = load(name)
+        assert m.mtp_layers == 0 and mtp_bytes(m, qq) / GiB == pytest.approx(depth_gib, abs=1e-3)
+        assert checkpoint_bytes(name) == pytest.approx(rows[name], rel=5e-4)
     # DeepSeek-V3's config (the presets' checkpoint) reads the same as R1's
     assert checkpoint_bytes("deepseek-v3-fp8.json") == checkpoint_bytes(
         "quant/deepseek-r1-fp8.json")

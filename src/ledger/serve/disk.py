@@ -13,6 +13,8 @@ are left out.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ledger.anatomy.counts import mtp_sets
 from ledger.serve.engine import WEIGHT_BYTES, ServeConfig
 from ledger.serve.qbytes import kind_delta_bytes
@@ -24,7 +26,16 @@ from ledger.serve.weights import bytes_by_rank
 # shared_head.head among the layer's weights (spec_layer_weight_names: vllm 0.22.0
 # deepseek_mtp.py:462-470, glm4_moe_mtp.py:345-352); other families' MTP blocks are counted
 # without the copies
-OWN_VOCAB_COPIES = ("deepseek_v3", "glm4_moe")
+OWN_VOCAB_COPIES = ("deepseek_v3", "deepseek_v32", "glm4_moe")
+
+# MTP depths the files carry where the model read from config.json counts none: Qwen3-Next's
+# checkpoints hold one block (``mtp.*``: a full-attention MoE layer, ``fc``, ``pre_fc_norm_*``,
+# ``norm``), which vLLM reads as ``num_nextn_predict_layers`` defaulting to 1
+# (vllm 0.22.0 qwen3_next_mtp.py:60) and the main model skips (qwen3_next.py:582);
+# DeepSeek-V3.2's config.json declares ``num_nextn_predict_layers`` 1, a key transformers'
+# DeepseekV32Config does not read (so neither does ``ledger.io.hf``), and its files hold layer
+# 61 as DeepSeek-V3's do (a model report's tensor list, tests/fixtures/serve/SOURCES.md)
+UNDECLARED_MTP = {"qwen3_next": 1, "deepseek_v32": 1}
 
 
 def mtp_bytes(model, q: Quant | None) -> float:
@@ -38,6 +49,8 @@ def mtp_bytes(model, q: Quant | None) -> float:
     reads, deepseek_mtp.py:462-470; the README calls them shared, but the files hold them,
     each [vocab, hidden] bf16 in DeepSeek-R1's tensor list). None of it is loaded to serve
     (DeepseekV2ForCausalLM.load_weights skips the spec layers, deepseek_v2.py:1382-1384)."""
+    if not model.mtp_layers and model.family in UNDECLARED_MTP:
+        model = replace(model, mtp_layers=UNDECLARED_MTP[model.family])
     if not model.mtp_layers:
         return 0.0
     cfg = ServeConfig(context=1, quant=q)
