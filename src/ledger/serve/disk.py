@@ -2,7 +2,7 @@
 model (``ledger.serve.weights.bytes_by_rank`` at tp 1, the MXFP4 experts in their
 safetensors layout) and the multi-token-prediction modules the files carry that vLLM does
 not load without speculative decoding (``mtp_bytes``). This is the figure a checkpoint's
-published size on disk holds the quantized formats to; the safetensors headers (a few MB)
+published size on disk holds the quantized formats to; the safetensors headers (megabytes)
 are left out.
 
 >>> from ledger.model import deepseek_v3
@@ -69,4 +69,3 @@ def checkpoint_bytes(model, q: Quant | None) -> float:
     store it, and the MTP modules (``mtp_bytes``)."""
     loaded = sum(bytes_by_rank(model, ServeConfig(context=1, quant=q), "checkpoint")[0])
     return loaded + mtp_bytes(model, q)
-
