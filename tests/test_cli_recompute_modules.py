@@ -4,9 +4,10 @@ gdn_norm_out, gdp_in_proj, gdp_qkv, mhc. The CLI and the Megatron launch reader 
 Megatron accepts; gdn_norm_out is priced (Gated DeltaNet's gated norm output dropped,
 megatron/core/ssm/gated_delta_net/gdn.py L266-287), GatedDeltaProduct's and the
 HyperConnections' are named on stderr as not priced and the figures marked approximate;
-what Megatron refuses of them (gdn_norm_out without Gated DeltaNet layers, L1975-1981;
-mhc without --enable-mhc-connections or beside mlp, L2027-2035; an unknown name) is
-refused by both, in one line from the CLI."""
+what Megatron refuses of them (moe_act without grouped GEMMs, L1964-1967; mla_up_proj
+without multi-latent attention, L1969-1973; gdn_norm_out without Gated DeltaNet layers,
+L1975-1981; mhc without --enable-mhc-connections or beside mlp, L2027-2035; an unknown
+name) is refused by both, in one line from the CLI."""
 import json
 from pathlib import Path
 
@@ -131,3 +132,52 @@ def test_the_planner_refuses_gdn_norm_out_without_gated_deltanet():
                           "--recompute-modules", "gdn_norm_out"])
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: recompute_modules: gdn_norm_out needs Gated DeltaNet")
+
+
+# Megatron's two module checks that need the model (transformer_config.py @d98e8a64):
+# moe_act only with moe_grouped_gemm (L1964-1967), mla_up_proj only with
+# multi_latent_attention (L1969-1973). The CLI's MoE runs its routed experts as grouped
+# GEMMs (ledger.placement.buffers), so there moe_act needs routed experts.
+@pytest.mark.parametrize("model,mods,shown", [
+    ("llama3-8b", "mla_up_proj", "mla_up_proj needs multi-latent attention"),
+    ("mixtral-8x7b", "core_attn,mla_up_proj", "mla_up_proj needs multi-latent attention"),
+    ("llama3-8b", "moe_act", "moe_act needs grouped GEMMs"),
+])
+def test_the_cli_refuses_module_the_model_lacks(model, mods, shown):
+    for cmd in (["report", model, "--recompute", "selective"],
+                ["plan", model, "--gpus", "8", "--global-batch", "64"]):
+        code, out, err = run(cmd + ["--recompute-modules", mods])
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert err.startswith(f"error: recompute_modules: {shown}") and mods in err, err
+
+
+def test_the_cli_takes_them_where_the_model_has_them():
+    code, _, err = run(["report", "deepseek-v3", "--tp", "1", "--ep", "64", "--pp", "16",
+                        "--gpus", "2048", "--global-batch", "15360", "--recompute", "selective", "--json",
+                        "--recompute-modules", "mla_up_proj,moe_act"])
+    assert code == 0 and err == "", err
+
+
+MOE_LAUNCH = "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 2"
+MLA_LAUNCH = "--multi-latent-attention --kv-lora-rank 256 --qk-head-dim 64 " \
+    "--qk-pos-emb-head-dim 32 --v-head-dim 64"
+
+
+@pytest.mark.parametrize("flags,refused", [
+    ("--recompute-modules mla_up_proj", "mla_up_proj needs multi-latent attention"),
+    ("--recompute-modules moe_act", "moe_act needs grouped GEMMs"),
+    (f"{MOE_LAUNCH} --recompute-modules moe_act", "moe_act needs grouped GEMMs"),
+    (f"{MOE_LAUNCH} --moe-grouped-gemm --recompute-modules moe_act", None),
+    (f"{MLA_LAUNCH} --recompute-modules mla_up_proj", None),
+    # Megatron checks them under selective recompute only (L1943)
+    ("--recompute-modules mla_up_proj moe_act --recompute-granularity full", None),
+])
+def test_the_reader_refuses_them_as_megatron_does(tmp_path, flags, refused):
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{LAUNCH} {flags}\n")
+    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "8"])
+    if refused:
+        assert code == 2 and "Megatron would refuse this launch" in err and refused in err
+        assert err.count("\n") == 1, err
+    else:
+        assert code == 0, err

@@ -177,11 +177,12 @@ def _megatron_problems(a: argparse.Namespace, model_: ModelSpec) -> list:
     drops per row what does not run with its EP overlap: ledger.plan.search._config)."""
     from ledger.arch.recurrent import has_gdn
     from ledger.frameworks.host_checks import moe_overlap_problems
-    from ledger.frameworks.recompute_modules import recompute_module_problems
+    from ledger.frameworks.recompute_modules import MLA_ATTENTIONS, recompute_module_problems
 
     mods, shared = getattr(a, "recompute_modules", None), \
         bool(getattr(a, "shared_expert_overlap", False))
-    out = recompute_module_problems(mods, has_gdn(model_), model_.hc_mult > 0)
+    out = recompute_module_problems(mods, has_gdn(model_), model_.hc_mult > 0,
+                                    model_.attention in MLA_ATTENTIONS, model_.is_moe)
     out += moe_overlap_problems(shared, bool(model_.is_moe and model_.shared_experts), None,
                                 False, False, mods)
     if a.ep_overlap is not None:

@@ -3,9 +3,10 @@ accepts, those the ledger prices, and what Megatron refuses of them - one check 
 CLI's config and for the Megatron launch reader.
 
 Megatron-LM at d98e8a64, megatron/core/transformer/transformer_config.py: the choices
-(L560-583, asserted at L1944-1962), their default ["core_attn"] (L1940-1941); gdn_norm_out
-only with a Gated DeltaNet variant (L1975-1981); mhc only with HyperConnections, and not
-beside mlp (L2027-2035). What each drops is ``ledger.arch.selective`` and
+(L560-583, asserted at L1944-1962), their default ["core_attn"] (L1940-1941); moe_act only
+with grouped GEMMs (L1964-1967), mla_up_proj only with multi-latent attention (L1969-1973),
+gdn_norm_out only with a Gated DeltaNet variant (L1975-1981); mhc only with
+HyperConnections, and not beside mlp (L2027-2035). What each drops is ``ledger.arch.selective`` and
 ``ledger.arch.activations``; what each runs again ``ledger.step.recompute``.
 """
 from __future__ import annotations
@@ -21,14 +22,21 @@ RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", 
 # recomputed, and named as not priced
 UNPRICED_RECOMPUTE_MODULES = ("gdp_in_proj", "gdp_qkv", "mhc")
 MEGATRON_RECOMPUTE_MODULES = RECOMPUTE_MODULES + UNPRICED_RECOMPUTE_MODULES
+# the ModelSpec attentions Megatron builds with multi_latent_attention: DeepSeek-V2/V3's MLA,
+# and DeepSeek-V4's compressed attention, whose Bridge provider sets it (Megatron-Bridge
+# 067f987df, src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py L398)
+MLA_ATTENTIONS = ("mla", "csa")
 
 
-def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None
+def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None,
+                              mla: bool | None = None, grouped_gemm: bool | None = None
                               ) -> list[tuple[str, str]]:
     """(field, reason) for each choice of modules Megatron refuses under selective
-    recompute: a name it does not know, gdn_norm_out without Gated DeltaNet layers
-    (``gdn``), mhc without HyperConnections (``mhc``) or beside mlp. ``gdn`` / ``mhc``
-    None: not known here (the config alone, before a model).
+    recompute: a name it does not know, moe_act without grouped GEMMs (``grouped_gemm``:
+    a launch's --moe-grouped-gemm; the CLI's routed experts run them), mla_up_proj without
+    multi-latent attention (``mla``), gdn_norm_out without Gated DeltaNet layers (``gdn``),
+    mhc without HyperConnections (``mhc``) or beside mlp. None: not known here (the config
+    alone, before a model).
 
     >>> recompute_module_problems(("core_attn", "mhc", "mlp"), False, None)[0][1][:30]
     "mhc with mlp: Megatron's two c"
@@ -41,6 +49,15 @@ def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None
         out.append(("recompute_modules", f"{', '.join(odd)} not among "
                     f"{', '.join(MEGATRON_RECOMPUTE_MODULES)} (transformer_config.py "
                     f"L1944-1962 @d98e8a64)"))
+    given = f"got --recompute-modules {','.join(mods)}"
+    if "moe_act" in mods and grouped_gemm is False:
+        out.append(("recompute_modules", f"moe_act needs grouped GEMMs (--moe-grouped-gemm; "
+                    f"transformer_config.py L1964-1967 @d98e8a64; the ledger runs them for "
+                    f"routed experts), the run has none: {given}"))
+    if "mla_up_proj" in mods and mla is False:
+        out.append(("recompute_modules", f"mla_up_proj needs multi-latent attention "
+                    f"(--multi-latent-attention; transformer_config.py L1969-1973 @d98e8a64),"
+                    f" the model has none: {given}"))
     if "gdn_norm_out" in mods and gdn is False:
         out.append(("recompute_modules", "gdn_norm_out needs Gated DeltaNet layers "
                     "(--experimental-attention-variant gdn or gdn2; transformer_config.py "

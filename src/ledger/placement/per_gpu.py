@@ -29,7 +29,7 @@ from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError, require_divides
 from ledger.arch.recurrent import has_gdn
 from ledger.frameworks import of as framework_of
-from ledger.frameworks.recompute_modules import recompute_module_problems
+from ledger.frameworks.recompute_modules import MLA_ATTENTIONS, recompute_module_problems
 from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
@@ -71,8 +71,9 @@ def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
         require_divides("seq_len", model.seq_len, "2*cp" if chunks > cfg.cp else "cp", chunks)
     check_model(model, cfg)
     if cfg.recompute == "selective":  # the model's half of Megatron's module checks
-        for field, problem in recompute_module_problems(cfg.recompute_modules,
-                                                        has_gdn(model), model.hc_mult > 0):
+        for field, problem in recompute_module_problems(
+                cfg.recompute_modules, has_gdn(model), model.hc_mult > 0,
+                model.attention in MLA_ATTENTIONS, model.is_moe):
             raise LedgerError(field, problem)
 
 

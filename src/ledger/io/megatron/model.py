@@ -118,7 +118,8 @@ def refusals(ns: dict, world: int | None) -> list[str]:
     if ns.get("recompute_granularity") == "selective" and ns.get("recompute_modules"):
         out += [problem for _, problem in recompute_module_problems(  # the CLI's check
             ns["recompute_modules"], ns.get("experimental_attention_variant") in GDN_VARIANTS,
-            bool(ns.get("enable_mhc_connections")))]
+            bool(ns.get("enable_mhc_connections")), bool(ns["multi_latent_attention"]),
+            bool(ns.get("moe_grouped_gemm")))]
     if ns["moe_layer_recompute"] and ns.get("recompute_granularity") == "full":
         out.append("--moe-layer-recompute with full recompute (transformer_config.py:2019)")
     if ns.get("ckpt_format") == "fsdp_dtensor" and not ns["use_megatron_fsdp"]:
