@@ -295,6 +295,37 @@ def test_refusals_name_the_key(tmp_path, cfg, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+DBRX = {"model_type": "dbrx", "d_model": 64, "n_heads": 4, "n_layers": 2, "vocab_size": 128,
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0},
+        "ffn_config": {"ffn_hidden_size": 48, "moe_num_experts": 4, "moe_top_k": 2}, **TOKENS}
+
+
+@pytest.mark.parametrize("cfg,key", [
+    *(({"model_type": "llama", **SMALL}, k) for k in
+      ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+       "vocab_size")),
+    (DBRX, "n_heads"), (DBRX, "n_layers"),
+])
+def test_a_null_shape_key_is_refused_not_defaulted(tmp_path, cfg, key):
+    """A shape key written null is not the class default: transformers 5.23.0's strict
+    LlamaConfig refuses the null; DbrxConfig (n_heads / n_layers typed ``int | None``)
+    keeps None, and the model cannot be built from it. The reader refuses it by name."""
+    cfg = {**cfg, key: None}
+    kw = {k: v for k, v in cfg.items() if k != "model_type"}
+    try:
+        config = transformers.AutoConfig.for_model(cfg["model_type"], **kw)
+    except Exception:  # noqa: BLE001 - the strict dataclass's validation error
+        pass
+    else:
+        assert getattr(config, key) is None  # kept, not the class default
+        with torch.device("meta"), pytest.raises(Exception):
+            transformers.AutoModelForCausalLM.from_config(config)
+    with pytest.raises(LedgerError) as e:
+        ledger_spec(tmp_path, cfg)
+    assert f"{key!r} is null for model_type {cfg['model_type']!r}" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_sliding_layers_follow_the_config(tmp_path):
     g3 = ledger_spec(tmp_path, REAL["gemma-3-27b (text)"])
     assert [i for i in range(12) if g3.window(i) is None] == [5, 11]  # 5 local : 1 global

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ledger.errors import LedgerError, clip
 from ledger.io.files import parse_json, read_text
-from ledger.io.hf.tables import class_defaults, family_of
+from ledger.io.hf.tables import class_defaults, family_of, transformers_version
 from ledger.model import ModelSpec
 
 DEFAULT_SEQ = 4096
@@ -63,14 +63,22 @@ class Reader:
     def get(self, key: str, default: object = _REQUIRED, typ: type = int,
             nullable: bool = False, list_of: type | None = None):
         """``cfg[key]`` checked to be ``typ`` (or a list of ``list_of``); absent (or null,
-        unless ``nullable``) gives ``default``; a required key that is absent is refused
-        by name (and remembered: ``required``)."""
+        unless ``nullable``) gives ``default``; a required key that is absent takes the
+        config class's default (``class_defaults``) or is refused by name (and remembered:
+        ``required``); one written null is refused: transformers does not default a null
+        (its strict config classes refuse it, one typed ``int | None`` keeps it and the
+        model cannot be built: tests/test_hf_counts.py)."""
         if list_of is not None:
             return self._list(key, default, list_of)
         self.read.add(key)
         if default is _REQUIRED:
             self.required.append(key)
-            if self.cfg.get(key) is None and key in class_defaults(self.kind):
+            if key in self.cfg and self.cfg[key] is None and not nullable:
+                raise LedgerError("config.json", f"{key!r} is null for model_type "
+                                                 f"{self.kind!r}: transformers "
+                                                 f"{transformers_version()} does not default "
+                                                 f"a null, it needs the value")
+            if key not in self.cfg and key in class_defaults(self.kind):
                 return class_defaults(self.kind)[key]  # as from_dict gives it
         if key in self.cfg and (self.cfg[key] is not None or nullable):
             value = self.cfg[key]
