@@ -14,20 +14,22 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ledger import checks
-from ledger.anatomy import counts
 from ledger.anatomy.compressed import CompressedAttention, check as check_compressed
+from ledger.anatomy.counts import ParamCounts
 from ledger.anatomy.mixers import GlobalAttention, LayerKind, LinearAttention, Mamba, ShortConv
 from ledger.errors import LedgerError
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelSpec:
+class ModelSpec(ParamCounts):
     """A decoder-only transformer. Sizes are counts of elements, never bytes.
 
     Each field names the transformers module whose parameters it describes;
     ``ledger.io.hf`` maps every supported config.json onto these fields. A hybrid stack
     says per layer which sequence mixer it runs (``mixers``, ``ledger.anatomy.mixers``) and which
-    layers have no MLP; ``layer_kind(i)`` answers both for layer ``i``.
+    layers have no MLP; ``layer_kind(i)`` answers both for layer ``i``. Its parameter
+    counts (``params``, ``breakdown``, ``layer_params``, ...) are ``ParamCounts``'
+    (``ledger.anatomy.counts``).
     """
 
     name: str
@@ -236,80 +238,15 @@ class ModelSpec:
             return 0
         return self.shared_expert_ffn or self.shared_experts * self.moe_ffn_hidden
 
-    def with_seq(self, seq_len: int) -> ModelSpec:
-        """The same model run at another sequence length."""
-        return replace(self, seq_len=seq_len, seq_default=False)
-
-    # ---- parameter counts (ledger.anatomy.counts, one term each) ----------------------------
-    @property
-    def norm_size(self) -> int:
-        """Parameters of one norm: a weight, and for LayerNorm a bias."""
-        return counts.norm_size(self)
-
-    @cached_property
-    def breakdown(self) -> dict[str, int]:
-        """Exact parameter count per component (``ledger.anatomy.counts.breakdown``)."""
-        return counts.breakdown(self)
-
-    @cached_property
-    def params(self) -> int:
-        return sum(self.breakdown.values())
-
-    @property
-    def expert_params(self) -> int:
-        """Routed-expert parameters: the share that expert parallelism splits."""
-        return self.breakdown["experts"]
-
-    @property
-    def active_params(self) -> float:
-        """Parameters one token touches: everything dense, the shared experts, and of the
-        routed experts top_k / num_experts (DeepSeek-V3: 37B of 671B, report abstract)."""
-        if not self.is_moe:
-            return float(self.params)
-        return self.params - self.expert_params * (1 - self.top_k / self.num_experts)
-
     @property
     def expert_hidden(self) -> int:
         """The width routed experts take in and give out: the latent width under LatentMoE
         (``moe_latent``), else hidden."""
         return self.moe_latent or self.hidden
 
-    @property
-    def mtp_kinds(self) -> tuple[LayerKind, ...]:
-        """The layers one MTP depth runs (``ledger.anatomy.counts.mtp_kinds``)."""
-        return counts.mtp_kinds(self)
-
-    @property
-    def mtp_params(self) -> int:
-        """DeepSeek-V3's multi-token-prediction modules (``ledger.anatomy.counts.mtp_params``)."""
-        return counts.mtp_params(self)
-
-    def layer_params(self, moe: bool | LayerKind) -> tuple[int, int, int]:
-        """(split by TP, replicated across TP, routed experts) parameters of one layer: an
-        attention layer with an MoE (``moe``) or dense MLP, or a layer of any ``LayerKind``
-        (``ledger.anatomy.counts.kind_params``)."""
-        kind = moe if isinstance(moe, LayerKind) else LayerKind(
-            "attention", "moe" if moe else "dense")
-        return counts.kind_params(self, kind)
-
-    def layer_parts(self, moe: bool | LayerKind) -> dict[str, tuple[int, int, int]]:
-        """``layer_params`` by component (the keys of ``breakdown``): attention or the
-        recurrent mixer, norms, and the dense MLP or the MoE block's shared experts (with
-        Qwen2-MoE's gate), router and routed experts - what freezing by module kind
-        selects (``ledger.anatomy.counts.kind_parts``)."""
-        kind = moe if isinstance(moe, LayerKind) else LayerKind(
-            "attention", "moe" if moe else "dense")
-        return counts.kind_parts(self, kind)
-
-    @property
-    def first_stage_params(self) -> int:
-        """Outside the layers, with the embedding: the table, positions, embedding norm."""
-        return counts.first_stage_params(self)
-
-    @property
-    def last_stage_params(self) -> int:
-        """Outside the layers, with the output: the final norm, the output layer, its bias."""
-        return counts.last_stage_params(self)
+    def with_seq(self, seq_len: int) -> ModelSpec:
+        """The same model run at another sequence length."""
+        return replace(self, seq_len=seq_len, seq_default=False)
 
 
 def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,

@@ -4,7 +4,9 @@
 and holds the recurrent mixers' records (Mamba, linear attention, short convolutions) and
 a global layer's own attention shape; ``compressed`` DeepSeek-V4's compressed attention
 (per-layer CSA / HCA, the grouped output projection) and mHC residual streams; ``counts``
-counts a ModelSpec's parameters term by term, split as Megatron-Core splits them. ``ledger.model.ModelSpec`` is built on both.
+counts a ModelSpec's parameters term by term, split as Megatron-Core splits them, and
+gives ``ModelSpec`` its count properties (``ParamCounts``). ``ledger.model.ModelSpec`` is
+built on all three.
 
 May import: ``ledger.errors``.
 """

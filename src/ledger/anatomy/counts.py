@@ -1,14 +1,15 @@
 """Exact parameter counts of a ModelSpec, one term each, split as Megatron-Core splits them.
 
 Kept apart from ``ledger.model`` so the record stays short: every function takes the spec
-(``m``) and returns element counts. A layer's count is that of its kind
+(``m``) and returns element counts; ``ParamCounts`` (which ``ModelSpec`` inherits) asks
+them of the spec itself (``m.params``, ``m.breakdown``, ``m.layer_params(kind)``). A layer's count is that of its kind
 (``ledger.anatomy.mixers.LayerKind``): its sequence mixer, its norms, its MLP; the rest of the
 model is the embedding (with a learned position table and an embedding norm, on the first
 pipeline stage) and the final norm and output layer (on the last).
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from ledger.anatomy import compressed
 from ledger.anatomy.mixers import LayerKind
@@ -252,3 +253,72 @@ def mtp_params(m) -> int:
         return 0
     block = sum(sum(kind_params(m, k)) for k in mtp_kinds(m))
     return mtp_sets(m) * (2 * m.hidden * m.hidden + block + 3 * norm_size(m))
+
+
+class ParamCounts:
+    """The parameter counts a ``ModelSpec`` answers (it inherits them): each one of the
+    functions above, applied to the spec itself."""
+
+    @property
+    def norm_size(self) -> int:
+        """Parameters of one norm: a weight, and for LayerNorm a bias."""
+        return norm_size(self)
+
+    @cached_property
+    def breakdown(self) -> dict[str, int]:
+        """Exact parameter count per component (``breakdown`` above)."""
+        return breakdown(self)
+
+    @cached_property
+    def params(self) -> int:
+        return sum(self.breakdown.values())
+
+    @property
+    def expert_params(self) -> int:
+        """Routed-expert parameters: the share that expert parallelism splits."""
+        return self.breakdown["experts"]
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token touches: everything dense, the shared experts, and of the
+        routed experts top_k / num_experts (DeepSeek-V3: 37B of 671B, report abstract)."""
+        if not self.is_moe:
+            return float(self.params)
+        return self.params - self.expert_params * (1 - self.top_k / self.num_experts)
+
+    @property
+    def mtp_kinds(self) -> tuple[LayerKind, ...]:
+        """The layers one MTP depth runs (``mtp_kinds`` above)."""
+        return mtp_kinds(self)
+
+    @property
+    def mtp_params(self) -> int:
+        """DeepSeek-V3's multi-token-prediction modules (``mtp_params`` above)."""
+        return mtp_params(self)
+
+    def layer_params(self, moe: bool | LayerKind) -> tuple[int, int, int]:
+        """(split by TP, replicated across TP, routed experts) parameters of one layer: an
+        attention layer with an MoE (``moe``) or dense MLP, or a layer of any ``LayerKind``
+        (``kind_params`` above)."""
+        kind = moe if isinstance(moe, LayerKind) else LayerKind(
+            "attention", "moe" if moe else "dense")
+        return kind_params(self, kind)
+
+    def layer_parts(self, moe: bool | LayerKind) -> dict[str, tuple[int, int, int]]:
+        """``layer_params`` by component (the keys of ``breakdown``): attention or the
+        recurrent mixer, norms, and the dense MLP or the MoE block's shared experts (with
+        Qwen2-MoE's gate), router and routed experts - what freezing by module kind
+        selects (``kind_parts`` above)."""
+        kind = moe if isinstance(moe, LayerKind) else LayerKind(
+            "attention", "moe" if moe else "dense")
+        return kind_parts(self, kind)
+
+    @property
+    def first_stage_params(self) -> int:
+        """Outside the layers, with the embedding: the table, positions, embedding norm."""
+        return first_stage_params(self)
+
+    @property
+    def last_stage_params(self) -> int:
+        """Outside the layers, with the output: the final norm, the output layer, its bias."""
+        return last_stage_params(self)
