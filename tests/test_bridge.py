@@ -119,6 +119,48 @@ def test_golden_rows_against_the_table_text():
     assert any("could not fit" in n for n in r.notes)
 
 
+@pytest.mark.parametrize("row_id,starts_from,held", [
+    # perf_recipes/deepseek/gb300/deepseek_v4.py L31 @ v0.6.0 runs the GB200 function
+    # (gb200/deepseek_v4.py L27-80): EP 64 L36, GBS 2048 L40, recompute mla_up_proj L54,
+    # set_full_iteration_cuda_graph L65
+    ("26.08/gb300/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1",
+     "deepseek_v4_flash_pretrain_128gpu_gb300_fp8mx_config",
+     {"model.expert_model_parallel_size": 64, "train.global_batch_size": 2048,
+      "model.recompute_modules": ["mla_up_proj"],
+      "call set_full_iteration_cuda_graph": "not expanded"}),
+    # perf_recipes/nemotronh/gb300/nemotronh.py L276 runs the shared builder L215-264:
+    # offload of fused_group_mlp L254, recompute moe_act L259
+    ("26.08/gb300/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1",
+     "nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config",
+     {"model.offload_modules": ["fused_group_mlp"], "model.recompute_modules": ["moe_act"]}),
+    # perf_recipes/nemotronh/gb200/nemotronh.py L494 runs Nano's GB200 function (L357-):
+    # HybridEP L372, TE CUDA graphs L375; then its own MTP L495
+    ("26.08/gb200/nemotron-3.5-lightning/fp8_mx/8g/gbs512/mbs2",
+     "nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config",
+     {"model.moe_flex_dispatcher_backend": "hybridep",
+      "model.cuda_graph_impl": "transformer_engine", "model.mtp_num_layers": 2}),
+])
+def test_a_recipe_that_starts_from_another_carries_its_settings(row_id, starts_from, held):
+    """tools/bridge_recipes.py expands ``cfg = other_recipe()`` in place: a 0.6 recipe
+    function that starts from another perf recipe has that one's settings, then its own."""
+    r = BY_ID[row_id]
+    assert r.recipe["config"] == starts_from
+    assert {k: r.recipe["settings"].get(k) for k in held} == held
+
+
+def test_an_unexpanded_helper_is_read_wherever_it_is_called():
+    # set_full_iteration_cuda_graph (utils/cuda_graph.py L95-105 @ v0.6.0), called by the
+    # GB200 DeepSeek-V4 recipe, which the GB300 one runs whole
+    for gpu in ("gb200", "gb300"):
+        r = BY_ID[f"26.08/{gpu}/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"]
+        assert r.setting("cuda_graph_impl") == "full_iteration"
+        assert r.setting("recompute_modules") == ["mla_up_proj"]
+    # Nemotron 3 Ultra's optimizer instances, the expression its recipe leaves: 256 // 64
+    for gpu in ("gb200", "gb300"):
+        r = BY_ID[f"26.08/{gpu}/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1"]
+        assert r.setting("num_distributed_optimizer_instances") == 4
+
+
 def test_recipe_settings_read_at_the_release():
     # scripts/performance/configs/deepseek/workload_base_configs.py at v0.2.0 (25.11):
     # DEEPSEEK_V3_GB200_BASE_CONFIG: PP 4, VP 4, EP 64, hybridep, recompute ["mla_up_proj"]

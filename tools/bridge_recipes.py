@@ -184,10 +184,19 @@ def _functions(text: str) -> dict[str, ast.FunctionDef]:
     return {n.name: n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
 
 
+def _callee(funcs: dict, name: str) -> tuple[ast.FunctionDef, dict]:
+    """A callable name's function and the names its body calls: an imported recipe
+    function's are its own module's (``_module_functions``), the rest share ``funcs``."""
+    found = funcs[name]
+    return found if isinstance(found, tuple) else (found, funcs)
+
+
 def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> list:
     """The ``cfg.<section>.<field> = value`` assignments a recipe function makes, in order,
-    helpers of the same modules called with ``cfg`` expanded in place (3 deep): a list of
-    (field, value, line, condition, function). Values are literals or "expr:<source>"."""
+    helpers of the same modules called with ``cfg`` expanded in place (3 deep), and so is
+    another recipe function it starts from (``cfg = other_config()``, 0.6's DeepSeek-V4 Flash
+    GB300 recipe running its GB200 one): a list of (field, value, line, condition,
+    function). Values are literals or "expr:<source>"."""
     out = []
 
     def walk(body, cond):
@@ -200,7 +209,11 @@ def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> 
                 walk(st.body, cond or "in a loop / block")
             elif isinstance(st, ast.Assign) and len(st.targets) == 1:
                 t = ast.unparse(st.targets[0])
-                if t.startswith("cfg.") and t != "cfg.env_vars":
+                start = st.value.func.id if isinstance(st.value, ast.Call) and \
+                    isinstance(st.value.func, ast.Name) else None
+                if t == "cfg" and start in funcs and depth < 3:
+                    out.extend(expand(*_callee(funcs, start), cond, depth + 1))
+                elif t.startswith("cfg.") and t != "cfg.env_vars":
                     out.append((t[4:], _literal(st.value, {}), st.lineno, cond, fn.name))
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
                 call = st.value
@@ -209,7 +222,7 @@ def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> 
                                isinstance(a, ast.Attribute) and ast.unparse(a).startswith("cfg")
                                for a in call.args)
                 if name in funcs and uses_cfg and depth < 3:
-                    out.extend(expand(funcs[name], funcs, cond, depth + 1))
+                    out.extend(expand(*_callee(funcs, name), cond, depth + 1))
                 elif name and name.endswith("pipeline_model_parallel_layout") and \
                         len(call.args) > 1 and isinstance(call.args[1], ast.Constant):
                     out.append(("model.pipeline_model_parallel_layout", call.args[1].value,
@@ -252,18 +265,42 @@ def recipe_function(gitdir: str, ref: str, row: dict, cache: dict):
         hit = next((n for n in names if f"def {n}(" in text), None)
         if hit is None:
             continue
-        funcs = {}
-        package = path.rsplit("/", 2)[0] if ref.startswith("v0.6") else None
-        for extra in ([f"{package}/common.py", f"{root}/_common.py"] if package else []):
-            if extra in files:
-                funcs.update(_functions(cache.setdefault(("text", ref, extra),
-                                                         show(gitdir, ref, extra))))
-        funcs.update(_functions(text))
+        funcs = _module_functions(gitdir, ref, path, files, cache) if ref.startswith("v0.6") \
+            else _functions(text)
         steps = expand(funcs[hit], funcs)
         plain, cond = condense(steps)
         return {"path": path, "function": hit, "line": funcs[hit].lineno,
                 "settings": plain, "conditional": cond}
     return None
+
+
+def _module_functions(gitdir: str, ref: str, path: str, files: list, cache: dict) -> dict:
+    """What a 0.6 perf-recipe module calls by name: the helpers of its package's common.py
+    and of perf_recipes/_common.py, the recipe functions it imports from other perf-recipe
+    modules (each as (function, its own module's names)), and its own functions. The library
+    recipes (megatron.bridge.recipes.*) are not among them: not read."""
+    if ("names", ref, path) in cache:
+        return cache[("names", ref, path)]
+    funcs = cache[("names", ref, path)] = {}
+    root, package = "src/megatron/bridge/perf_recipes", path.rsplit("/", 2)[0]
+    shared = (f"{package}/common.py", f"{root}/_common.py")
+    for extra in shared:
+        if extra in files:
+            funcs.update(_functions(cache.setdefault(("text", ref, extra),
+                                                     show(gitdir, ref, extra))))
+    text = cache.setdefault(("text", ref, path), show(gitdir, ref, path))
+    for node in ast.parse(text).body:
+        other = "src/" + (node.module or "").replace(".", "/") + ".py" \
+            if isinstance(node, ast.ImportFrom) else ""
+        if other.startswith(root + "/") and other in files and other not in shared + (path,):
+            names = _module_functions(gitdir, ref, other, files, cache)
+            for alias in node.names:
+                if alias.name in names:
+                    found = names[alias.name]
+                    funcs[alias.asname or alias.name] = found if isinstance(found, tuple) \
+                        else (found, names)
+    funcs.update(_functions(text))
+    return funcs
 
 
 # the row's precision -> Megatron-Bridge's MixedPrecisionConfig function the perf scripts

@@ -31,7 +31,9 @@ dataclass defaults read from utils/utils.py), 0.6's flat recipe functions. For 0
 GPU's recipe function is read too (``recipe.pretrain``, a key of the document's
 ``recipe_functions``, for 0.2-0.5; the row's ``settings`` for 0.6): its
 ``cfg.<section>.<field> = value`` assignments in order, helpers of the same modules expanded,
-the last unconditional one winning, those under an ``if`` kept with their condition
+and so is another perf recipe a function starts from (``cfg = other_config()``: DeepSeek-V4
+Flash's GB300 recipe runs its GB200 one, Nemotron 3.5 Lightning's Nano's, Nemotron 3
+Ultra's GB300 one a shared builder), the last unconditional one winning, those under an ``if`` kept with their condition
 (``conditional``). The precision a row ran (``recipe.precision``): Megatron-Bridge's
 mixed_precision.py function for it at the release, with the perf script's overrides
 (scripts/performance/utils/precision.py). The library recipes those functions start from

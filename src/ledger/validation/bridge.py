@@ -87,34 +87,17 @@ QUANT_FILES = {("nemotron-3-super", "nvfp4"): "nemotronh"}
 # any of them is another placement's (BridgeRow.micro_batch)
 LAYOUT_CELLS = ("gpus", "tp", "pp", "cp", "vp", "ep", "etp")
 NO_FSDP_COLUMN = ("26.06", "26.06.01", "26.08")
-# what a recipe function sets through a shared helper the generator does not expand, read
-# at the row's ref: Nemotron 3 Ultra on GB300 (perf_recipes/nemotronh/gb300/nemotronh.py
-# L215-264 @ v0.6.0: TP 1 without SP, selective recompute of moe_act, fine-grained
-# activation offload of the fused grouped MLP; common.py L94-183: the Ultra perf defaults -
-# HybridEP flex dispatcher, no CUDA graphs - and Megatron-FSDP as HSDP, optimizer instances
-# one per 64-GPU NVLink domain)
-HELPER_SETTINGS = {"nemotron_3_ultra_pretrain_256gpu_gb300_fp8mx_config": {
-    "model.recompute_granularity": "selective", "model.recompute_modules": ["moe_act"],
-    "model.fine_grained_activation_offloading": True,
-    "model.offload_modules": ["fused_group_mlp"], "model.moe_token_dispatcher_type": "flex",
-    "model.moe_flex_dispatcher_backend": "hybridep", "model.cuda_graph_impl": "none",
-    "ddp.use_megatron_fsdp": True,
-    "ddp.data_parallel_sharding_strategy": "optim_grads_params",
-    "ddp.num_distributed_optimizer_instances": 4,
-    "model.min_offloaded_tensor_size": 500_000_000},  # perf_recipes/nemotronh/gb300 L241
-    # its GB200 twin's one expression, evaluated: max(1, 256 // 64) (common.py L168-169)
-    "nemotron_3_ultra_pretrain_256gpu_gb200_fp8mx_config": {
-        "ddp.num_distributed_optimizer_instances": 4},
-    # DeepSeek-V4 Flash on GB200 calls set_full_iteration_cuda_graph (perf_recipes/deepseek/
-    # gb200/deepseek_v4.py L65 @ v0.6.0): a full-iteration graph under either Megatron-Core
-    # API (utils/cuda_graph.py L95-105: impl full_iteration, or local with that scope)
-    "deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config": {
-        "model.cuda_graph_impl": "full_iteration"}}
-# a recipe function that runs another whole and sets only environment variables: its
-# settings are that one's. DeepSeek-V4 Flash on GB300 is the GB200 function with GB300's
-# env_vars (perf_recipes/deepseek/gb300/deepseek_v4.py L29-50 @ v0.6.0)
-SAME_RECIPE = {"deepseek_v4_flash_pretrain_128gpu_gb300_fp8mx_config":
-               "deepseek_v4_flash_pretrain_128gpu_gb200_fp8mx_config"}
+# what a recipe sets that the tables' generator leaves unevaluated, read at the row's ref:
+# Nemotron 3 Ultra's optimizer instances, one per 64-GPU NVLink domain, max(1, 256 // 64)
+# (perf_recipes/nemotronh/common.py L168-169 @ v0.6.0; the generator keeps the expression)
+HELPER_SETTINGS = {f"nemotron_3_ultra_pretrain_256gpu_{gpu}_fp8mx_config": {
+    "ddp.num_distributed_optimizer_instances": 4} for gpu in ("gb200", "gb300")}
+# what a helper the generator does not expand sets, wherever a recipe calls it ("call NAME"
+# in its settings): set_full_iteration_cuda_graph, a full-iteration graph under either
+# Megatron-Core API (utils/cuda_graph.py L95-105 @ v0.6.0: impl full_iteration, or local
+# with that scope) - DeepSeek-V4 Flash's GB200 recipe (perf_recipes/deepseek/gb200/
+# deepseek_v4.py L65), which its GB300 one runs whole (gb300/deepseek_v4.py L31)
+HELPER_CALLS = {"set_full_iteration_cuda_graph": {"model.cuda_graph_impl": "full_iteration"}}
 # table model -> what the ledger lacks to express it (the row is listed, not run)
 LACKS: dict[str, str] = {}  # none at present: DeepSeek-V4 Flash reads its released file
 # Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
@@ -265,15 +248,14 @@ class BridgeRow:
         unconditionally (``pretrain``), else the 0.1 YAML's ConfigContainer; ``default``
         when none names it. None (a preset's "not set") and unevaluated expressions
         ("expr:...") are passed over. The library recipes those functions start from
-        (megatron.bridge.recipes.*) are not read; what a recipe sets through a helper the
-        tables' generator does not expand is read from ``HELPER_SETTINGS``, a function that
-        is another's whole from ``SAME_RECIPE``."""
-        config = SAME_RECIPE.get(self.recipe.get("config"), self.recipe.get("config"))
-        own = self.recipe.get("settings") or {} if config == self.recipe.get("config") \
-            else _recipe_settings(config)
-        places = [own, self.pretrain.get("settings") or {},
-                  ((self.recipe.get("ConfigContainer") or {}).get("model") or {}),
-                  HELPER_SETTINGS.get(config, {})]
+        (megatron.bridge.recipes.*) are not read; what the tables' generator leaves
+        unevaluated is read from ``HELPER_SETTINGS``, what a helper it does not expand sets
+        from ``HELPER_CALLS``."""
+        own, pretrain = self.recipe.get("settings") or {}, self.pretrain.get("settings") or {}
+        calls = [HELPER_CALLS[c.removeprefix("call ")] for c in {**pretrain, **own}
+                 if c.removeprefix("call ") in HELPER_CALLS and c.startswith("call ")]
+        places = [own, pretrain, ((self.recipe.get("ConfigContainer") or {}).get("model") or {}),
+                  HELPER_SETTINGS.get(self.recipe.get("config"), {}), *calls]
         for s in places:
             s = s | _constructed(s)
             for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
@@ -343,13 +325,6 @@ def _stages(layout: str) -> int:
 def _document() -> dict:
     text = resources.files("ledger.validation").joinpath("data", DATA).read_text()
     return json.loads(text)
-
-
-@lru_cache(maxsize=8)
-def _recipe_settings(config: str) -> dict:
-    """The settings the tables' generator read off recipe function ``config`` (any row's)."""
-    return next((r["recipe"].get("settings") or {} for r in _document()["rows"]
-                 if r["recipe"].get("config") == config), {})
 
 
 def source() -> dict:
