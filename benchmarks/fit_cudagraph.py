@@ -2,11 +2,13 @@
 further graph) fitted by least squares on the 'fit' rows of
 tests/fixtures/serve/cudagraph_logs.json, then every row: the fit's prediction, each 'fit'
 row also left out of its own fit, and the 'later' rows (vLLM 0.26 on). The shipped
-FIRST_CAPTURE_BYTES and PER_GRAPH_BYTES are the first line (tests/test_serve_graphs.py)."""
+FIRST_CAPTURE_BYTES and PER_GRAPH_BYTES are the first line, SPREAD the second: the lowest and
+highest ratio of a 'fit' row's logged estimate to its left-out prediction
+(tests/test_serve_graphs.py)."""
 import json
 from pathlib import Path
 
-from ledger.serve.graphs import estimate_bytes, fit
+from ledger.serve.graphs import estimate_bytes, fit, spread
 
 LOGS = Path(__file__).parents[1] / "tests" / "fixtures" / "serve" / "cudagraph_logs.json"
 GiB = 2**30
@@ -26,6 +28,7 @@ def table() -> list[str]:
     first, each = fit(fitted)
     out = [f"first capture {first:,.0f} B ({first / GiB:.3f} GiB), each further graph "
            f"{each:,.0f} B ({each / 2**20:.2f} MiB), fitted on {len(fitted)} rows",
+           "logged / left-out prediction: x{:.4f} to x{:.4f}".format(*spread(fitted)),
            "| model | GPU | TP | vLLM | graphs (piecewise + full, largest) | logged | "
            "predicted | error | left-out prediction | error | role |",
            "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ledger.render.units import fmt_bytes
 from ledger.serve import VLLM_COMMIT
 from ledger.serve.cache import decompressed_mla_elements
+from ledger.serve.graphs import SPREAD
 from ledger.serve.sglang import SGLANG_COMMIT
 
 
@@ -130,6 +131,31 @@ def _graphs_note(cfg, b) -> str:
             f"tokens")
 
 
+def _margin_lines(est) -> list[str]:
+    """Where the CUDA-graph estimate's logged spread holds both verdicts: the estimate with
+    which the engine would still start, and the spread's two ends."""
+    m = est.graph_margin
+    if m is None or m.settled:
+        return []
+    lo, hi = SPREAD
+    if m.threshold_bytes > 0:
+        limit = f"starts only while vLLM's estimate is at most {fmt_bytes(m.threshold_bytes)}"
+    else:
+        limit = "would not start even without the estimate"
+    return [f"  {'CUDA-graph margin':<22}{limit}; logged estimates fell x{lo:.2f} to "
+            f"x{hi:.2f} of the model's ({fmt_bytes(m.low_bytes)} to {fmt_bytes(m.high_bytes)} "
+            f"here, max sequences {m.sequences_low:,} to {m.sequences_high:,}): the verdict "
+            f"is within the estimate's uncertainty"]
+
+
+def _margin_json(m) -> dict | None:
+    if m is None:
+        return None
+    return {"spread": list(SPREAD), "low_bytes": m.low_bytes, "high_bytes": m.high_bytes,
+            "threshold_bytes": m.threshold_bytes, "max_sequences_low": m.sequences_low,
+            "max_sequences_high": m.sequences_high, "settled": m.settled}
+
+
 def _graphs_json(g) -> dict | None:
     """The graphs the CUDA-graph estimate counts (None: given or --enforce-eager)."""
     if g is None:
@@ -205,7 +231,8 @@ def _comm_lines(est) -> list[str]:
 def serve_text(model, system, est) -> str:
     """What one GPU holds, how many sequences fit, what a token costs."""
     times = _time_lines(est) if est.starts else []  # no engine, no time
-    plan = _sglang_lines(est) if est.sglang else [*_budget_lines(est), *_pool_lines(est)]
+    plan = _sglang_lines(est) if est.sglang else [*_budget_lines(est), *_pool_lines(est),
+                                                  *_margin_lines(est)]
     lines = [_header(model, est, system), _weights_line(model, est), *_cache_lines(model, est),
              *plan, *times, *_comm_lines(est)]
     if est.cfg.pp > 1 and not est.sglang:
@@ -265,6 +292,7 @@ def serve_json(model, system, est) -> dict:
         "max_sequences": est.max_sequences if est.starts else 0,
         "max_concurrency": concurrency, "gpu_kv_cache_tokens": tokens,
         "starts": est.starts, "engine_name": c.engine,
+        "cudagraph_margin": _margin_json(est.graph_margin),
         "sglang": [{"mem_fraction_static": x.mem_fraction_static, "reserved_mb": x.reserved_mb,
                     "chunked_prefill_size": x.chunked_prefill_size,
                     "cuda_graph_max_bs": x.cuda_graph_max_bs, "cell_bytes": x.cell_bytes,

@@ -18,6 +18,7 @@ from ledger.serve.budget import Budget, budgets
 from ledger.serve.cache import KV_DTYPES, LayerCache, layer_caches
 from ledger.serve.comms import ServeComm, layout, stage_rows
 from ledger.serve.engine import WEIGHT_BYTES, Engine, ServeConfig, engine
+from ledger.serve.margin import GraphMargin, margin
 from ledger.serve.paging import Pool, cdiv, pool
 from ledger.serve.qbytes import mxfp4_backend, quantized_active_params
 from ledger.serve.sglang import SGLangPlan, plan
@@ -53,6 +54,8 @@ class ServeEstimate:
     decode_s_per_token: float  # one decode step of ``cfg.batch`` sequences at the context
     mxfp4_backend: str = "triton"  # the MXFP4 MoE kernels whose layout the weights take
     sglang: tuple[SGLangPlan, ...] | None = None  # --engine sglang: each stage's plan
+    graph_margin: GraphMargin | None = None  # the verdict over the CUDA-graph estimate's
+    #                                         logged spread (None: no estimate modelled)
 
     @property
     def starts(self) -> bool:
@@ -135,11 +138,13 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
                                 eng.max_num_batched_tokens,
                                 quantized_active_params(model, cfg.quant)) \
         + sum(_comm_s(s.comms, system, cfg.context, 1, chunks) for s in stages)
-    plans = None
+    plans, edge = None, margin(caches, [list(r) for r in ranges], buds, cfg.context, eng,
+                               kv_pool)
     if cfg.engine == "sglang":
         plans = tuple(plan(model, cfg.tp, cfg.pp, gpu, weights[r],
                            sum(1 for i in held if model.layer_kind(i).attention),
                            cfg.context, KV_DTYPES[cfg.kv_dtype], cfg.mem_fraction_static)
                       for r, held in enumerate(ranges))
+        edge = None
     return ServeEstimate(model.name, cfg, eng, tuple(caches), tuple(stages), kv_pool, prefill,
-                         sum(s.decode_s for s in stages), backend, plans)
+                         sum(s.decode_s for s in stages), backend, plans, edge)

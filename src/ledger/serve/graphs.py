@@ -1,32 +1,43 @@
 """vLLM's CUDA-graph memory estimate: what start-up subtracts from the KV cache's budget.
 
-Since v0.21.0 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` on by default, PR #38284, commit
-96a85c5750) ``Worker.determine_available_memory`` calls
-``GPUModelRunner.profile_cudagraph_memory`` after the profile run, unless
-``--enforce-eager``, and subtracts what it returns (vllm/v1/worker/gpu_worker.py, the
-``cudagraph_memory_estimate`` term). The estimate is measured, not computed: vLLM captures,
-mode by mode (PIECEWISE, FULL), the first two of that mode's batch sizes, largest first,
-into a temporary graph pool and reads ``cudaMemGetInfo`` around each capture; the first
-capture's bytes are the shared pool, the second's the cost of each further graph (at least
-1 MiB), and
+Read in vLLM's released sources that bracket the pinned commit, 0.21.0 and 0.22.0 (the same
+in every line cited but for the BreakableCUDAGraphWrapper instances 0.22.0 also reroutes;
+file:line at 0.22.0). The estimate is taken before the cache is sized, and subtracted:
+``Worker.determine_available_memory`` runs the profile run, reads the torch peak, then - on
+CUDA, unless ``cudagraph_mode`` is NONE (``--enforce-eager``) - calls
+``GPUModelRunner.profile_cudagraph_memory`` inside the same ``memory_profiling`` span
+(vllm/v1/worker/gpu_worker.py:392-411), and gives the cache ``requested - (weights + torch
+peak + non-torch increase) - estimate`` (:447-451); ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+(default 1, vllm/envs.py:1954-1955; PR #38284 made it the default in v0.21.0) only chooses
+whether the estimate is subtracted (:425-429). The graphs themselves are captured after the
+cache is allocated (``compile_or_warm_up_model`` -> ``capture_model``, gpu_worker.py:610),
+and vLLM logs what they took beside the estimate ("CUDA graph pool memory: A GiB (actual),
+E GiB (estimated)", :613-628).
 
-    estimate = max over modes of first capture + sum over modes of (graphs - 1) x per graph
+The estimate is measured, not computed (``profile_cudagraph_memory``,
+vllm/v1/worker/gpu_model_runner.py:6265-6371): with a minimal cache of
+``max_cudagraph_capture_size`` blocks (:6187), vLLM empties torch's cache (:6303), then for
+each mode (PIECEWISE, then FULL: ``CudagraphDispatcher.get_capture_descs``,
+vllm/v1/cudagraph_dispatcher.py:330-354) warms up and captures that mode's two largest
+batch sizes (:6306) into a temporary graph pool, reading ``cudaMemGetInfo`` around each
+(:6310-6325). The first sample is whatever that capture made the process hold - the eager
+warm-up's new allocator segments, the graph pool, kernels and workspaces loaded for the
+first time - and the second (at least 1 MiB, "for driver overhead", :6329) stands for every
+further graph of the mode:
 
-(``profile_cudagraph_memory``, vllm/v1/worker/gpu_model_runner.py, quoted at its line 6461 by
-issue #45178 and PR #45197; vLLM 0.18-0.25 log it as "Profiling CUDA graph memory:
-PIECEWISE=51 (largest=512), FULL=35 (largest=256)", "Estimated CUDA graph memory: 0.55 GiB
-total"). vLLM 0.26 changed what the estimate charges (issue #50780); the rule here is the
-two-sample one of the pinned commit.
+    estimate = max over modes of first sample + sum over modes of (graphs - 1) x second
 
-What one capture holds is not derivable from the model's shape here: the first capture of
-a single-token batch already costs 0.36-0.43 GiB in the logs (kernel workspaces and the
-pool's first segments, not the batch's activations), and the estimate barely moves with
-the model (0.33-1.65 GiB for 0.6B to 35B models with the default 86 or 102 graphs, 0.78
-and 1.58 for one model on one GPU under two vLLM releases). So the two
-measured terms are two constants, ``FIRST_CAPTURE_BYTES`` and ``PER_GRAPH_BYTES``, fitted by
-``fit`` (least squares) on the declared calibration rows of
-tests/fixtures/serve/cudagraph_logs.json (benchmarks/fit_cudagraph.py prints the fit and every
-row's error); the graphs counted are vLLM's own, from its defaults:
+(:6362-6364; logged "Estimated CUDA graph memory: X GiB total"). Neither sample has a
+closed form in the code's terms: what a first capture holds depends on the GPU, the kernels
+chosen and what earlier steps already loaded. Logs show it: the same Qwen3-8B and the same
+51 + 35 graphs logged 0.52 GiB on a 24 GB GPU and 2.35 GiB on an A100; a single-token
+capture of one model 0.36 and 0.43 GiB on two GPUs; 18 graphs of Qwen3-0.6B 0.08 GiB. So
+the two samples are two constants, ``FIRST_CAPTURE_BYTES`` and ``PER_GRAPH_BYTES``, fitted
+by ``fit`` (least squares) on the declared calibration rows of
+tests/fixtures/serve/cudagraph_logs.json, and ``SPREAD`` is how far the logged estimates
+fell from the fit with each row left out of its own fit (``spread``): the ratio of logged to
+predicted, lowest and highest. benchmarks/fit_cudagraph.py prints all three and every row.
+The graphs counted are vLLM's own, from its defaults:
 
 - capture sizes ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)`` up to
   ``max_cudagraph_capture_size = min(max_num_seqs x 2, 512)``, then at most
@@ -36,17 +47,22 @@ row's error); the graphs counted are vLLM's own, from its defaults:
 - ``cudagraph_mode`` FULL_AND_PIECEWISE (the O2 default): one PIECEWISE graph per capture
   size, one FULL graph per size a uniform decode batch reaches, the sizes up to
   ``max_num_seqs`` (vllm/v1/cudagraph_dispatcher.py; 51 and 35 at max_num_seqs 256 in the
-  logs above).
+  logs).
+
+vLLM 0.26 changed what the estimate charges (issue #50780); the rule here is the two-sample
+one of the pinned commit.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 MiB = 2**20
-# Fitted by ``fit`` on the calibration rows of tests/fixtures/serve/cudagraph_logs.json
-# (benchmarks/fit_cudagraph.py; tests/test_serve_graphs.py checks these are its output).
-FIRST_CAPTURE_BYTES = 704_621_179  # 0.656 GiB: the first capture, the pool's first bytes
-PER_GRAPH_BYTES = 2_119_202  # 2.02 MiB: each further graph of a mode
+# Fitted by ``fit`` and ``spread`` on the calibration rows of
+# tests/fixtures/serve/cudagraph_logs.json (benchmarks/fit_cudagraph.py;
+# tests/test_serve_graphs.py checks these are its output).
+FIRST_CAPTURE_BYTES = 440_722_212  # 0.410 GiB: the first capture
+PER_GRAPH_BYTES = 6_995_591  # 6.67 MiB: each further graph of a mode
+SPREAD = (0.1402, 2.8970)  # logged / left-out prediction, lowest and highest
 MIN_PER_GRAPH_BYTES = MiB  # vLLM's floor: "at least 1 MiB per graph for driver overhead"
 DEFAULT_MAX_CAPTURE = 512  # the cap of min(max_num_seqs x 2, 512)
 MAX_CAPTURE_BY_FAMILY = {"gpt_oss": 1024}  # verify_and_update_config's override
@@ -107,3 +123,14 @@ def fit(rows) -> tuple[float, float]:
     sxx = sum((x - mx) ** 2 for x in xs)
     each = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
     return my - each * mx, each
+
+
+def spread(rows) -> tuple[float, float]:
+    """(lowest, highest) ratio of a row's logged estimate to the prediction of the fit of
+    the other ``rows``: how far below and above the model vLLM's measurement has fallen."""
+    ratios = []
+    for i, (p, f, gib) in enumerate(rows):
+        others = rows[:i] + rows[i + 1:]
+        ratios.append(gib * 2**30 / estimate_bytes(p, f, *fit(others)))
+    return min(ratios), max(ratios)
+

@@ -168,6 +168,7 @@ class Pool:
     # "No available memory for the cache blocks" when available <= 0); None: it starts
     short: tuple[float, float] | None = None
     worker_blocks: tuple[int, ...] = ()  # each pipeline worker's own count, before the min
+    worker_need_bytes: tuple[int, ...] = ()  # what one request needs on each worker
 
     @property
     def binding_worker(self) -> int:
@@ -202,4 +203,4 @@ def pool(caches: list, workers: list[list[int]], available: list[float], max_mod
     short = next(((n, a) for n, a in zip(needs, available) if a <= 0 or n > a), None)
     conc = num_blocks / per_request
     return Pool(page, len(grouped), max(sizes), num_blocks, per_request, max(needs), conc,
-                int(conc * max_model_len), short, tuple(blocks))
+                int(conc * max_model_len), short, tuple(blocks), tuple(needs))
