@@ -160,3 +160,75 @@ def test_docs_hold_the_fit_table():
     page = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8").splitlines()
     for line in table():
         assert line in page
+
+
+OSS = ROOT / "tests" / "fixtures" / "serve" / "gpt-oss-120b.json"
+
+
+def gpt_oss(**kw):
+    model, _ = read_hf_config(OSS)
+    return serve(model, ServeConfig(quant=read_hf_quant(OSS), **kw), H100)
+
+
+def test_gpt_oss_defaults_rest_on_the_graph_estimate():
+    """gpt-oss-120b on one H100 at the pinned defaults with 131,072 tokens: the sourced terms
+    leave 5.57 GiB for the cache and the graph estimate, a request needs 4.79 GiB, so it
+    starts only while vLLM's estimate is at most 0.79 GiB (by hand: what the terms leave
+    less the request). The model's 1.48 GiB fails it; the logged spread (x0.14 to x2.90:
+    0.21 to 4.28 GiB) holds both verdicts - one sequence at its low end, none at its high
+    one - so the margin is not settled."""
+    est = gpt_oss(context=131072)
+    b, m = est.stages[0].budget, est.graph_margin
+    assert not est.starts and b.cudagraph_bytes / GiB == pytest.approx(1.48, abs=0.01)
+    assert m.threshold_bytes == b.available_bytes + b.cudagraph_bytes - est.pool.request_bytes
+    assert m.threshold_bytes / GiB == pytest.approx(0.79, abs=0.01)
+    assert (m.low_bytes, m.high_bytes) == (pytest.approx(b.cudagraph_bytes * SPREAD[0]),
+                                           pytest.approx(b.cudagraph_bytes * SPREAD[1]))
+    assert m.low_bytes < m.threshold_bytes < b.cudagraph_bytes < m.high_bytes
+    assert (m.sequences_low, m.sequences_high, m.settled) == (1, 0, False)
+    # the low end is the pool priced with that estimate given
+    low = gpt_oss(context=131072, cudagraph_bytes=m.low_bytes)
+    assert low.starts and low.max_sequences == m.sequences_low
+
+
+def test_settled_verdicts_across_the_spread():
+    """Where the spread holds one verdict the margin says so: 0.95 with 32,768 tokens starts
+    at both ends (5 to 2 sequences), 0.97 with 85K (issue #33155's start) too, and the
+    failures of the users' vLLM 0.10 settings (0.9, Marlin, the sort sampler) fail even
+    with no estimate at all (the threshold is below zero)."""
+    for kw, seqs in ((dict(context=32768, gpu_memory_utilization=0.95), (5, 2)),
+                     (dict(context=85 * 1024, gpu_memory_utilization=0.97), (2, 1))):
+        est = gpt_oss(**kw)
+        m = est.graph_margin
+        assert est.starts and m.settled and (m.sequences_low, m.sequences_high) == seqs
+    failing = gpt_oss(context=131072, gpu_memory_utilization=0.9, mxfp4_backend="marlin",
+                      sampler="sort")
+    m = failing.graph_margin
+    assert not failing.starts and m.settled and m.threshold_bytes < 0
+
+
+def test_no_margin_without_a_modelled_estimate():
+    """A given estimate, --enforce-eager and --kv-cache-memory-bytes leave nothing modelled."""
+    for kw in (dict(cudagraph_bytes=0.5 * GiB), dict(enforce_eager=True),
+               dict(kv_cache_memory_bytes=GiB)):
+        assert gpt_oss(context=131072, **kw).graph_margin is None
+
+
+def test_cli_names_an_unsettled_verdict(capsys):
+    """The text adds a margin line only where the spread holds both verdicts; the JSON
+    always carries the margin. The exit status stays the point estimate's (1: it would not
+    start)."""
+    from ledger.cli import main
+
+    base = ["serve", str(OSS), "--gpu", "h100-sxm"]
+    assert main(base + ["--context", "131072"]) == 1
+    text = capsys.readouterr().out
+    assert "CUDA-graph margin" in text and "within the estimate's uncertainty" in text
+    assert "at most 807.15 MiB" in text
+    assert main(base + ["--context", "32768", "--gpu-memory-utilization", "0.95"]) == 0
+    assert "CUDA-graph margin" not in capsys.readouterr().out
+    assert main(base + ["--context", "131072", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)["cudagraph_margin"]
+    assert out["settled"] is False and (out["max_sequences_low"], out["max_sequences_high"]) \
+        == (1, 0)
+    assert out["spread"] == list(SPREAD)
