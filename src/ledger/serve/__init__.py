@@ -10,7 +10,8 @@ and what vLLM's kernels repack; ``weights`` the weights per GPU from the ledger'
 over vLLM's pipeline split; ``disk`` a checkpoint's bytes on disk (with the MTP modules vLLM
 does not load); ``sglang`` SGLang's static fraction and token pool; ``graphs``
 the CUDA graphs vLLM captures and its estimate of their memory; ``budget`` the
-memory vLLM leaves for the cache after its profile run and that estimate; ``paging`` vLLM's pages, groups,
+memory vLLM leaves for the cache after its profile run and that estimate; ``margin`` the
+verdict at both ends of the estimate's logged spread; ``paging`` vLLM's pages, groups,
 blocks, the alignment of attention and state pages, and maximum concurrency; ``comms``
 the collectives per token; ``timing`` decode from the memory roofline and prefill from
 compute; ``estimate`` puts them together - ``serve(model, cfg, system)``.
