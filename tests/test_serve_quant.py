@@ -282,7 +282,7 @@ def test_deepseek_r1_fp8_starts_on_8_h200():
 def test_gpt_oss_120b_starts_at_high_utilization_with_moderate_context():
     """vLLM 0.11.2 ran it on one H100 at --gpu-memory-utilization 0.97 with 85K tokens
     (issue #33155's description): it starts with that vLLM's sort sampler and no CUDA-graph
-    estimate, and at the pinned commit's defaults otherwise (8.05 GiB of KV memory for
+    estimate, and at the pinned commit's defaults otherwise (8.01 GiB of KV memory for
     3.27 GiB a request)."""
     model, q = load("gpt-oss-120b.json")
     h100 = system("h100-sxm")
@@ -377,7 +377,7 @@ def test_gpt_oss_120b_kv_memory_as_the_failing_logs_found_it():
 
 def test_gpt_oss_120b_with_the_sort_sampler_starts_high_and_fails_long():
     """Both outcomes of the users' logs at once with the sort of their vLLM (before PR
-    #33538): at 0.92 a request of 131,072 tokens finds too little (-0.41 GiB for 4.79 GiB;
+    #33538): at 0.92 a request of 131,072 tokens finds too little (-0.45 GiB for 4.79 GiB;
     1.07 GiB even without a CUDA-graph estimate), and at --gpu-memory-utilization 0.97 85K
     tokens start (issue #33155's description)."""
     model, q = load("gpt-oss-120b.json")
@@ -394,13 +394,13 @@ def test_gpt_oss_120b_fails_to_find_kv_memory_at_the_defaults_with_long_contexts
     Triton MXFP4 kernels, one H100) a request of 131,072 tokens needs 4.79 GiB of KV cache
     (18 full layers' 8,192 blocks and 18 sliding layers' 521 of 32 KiB a layer:
     _max_memory_usage_bytes_from_groups, vllm/v1/core/kv_cache_utils.py:1741-1800 at
-    v0.22.0) and finds 4.10 GiB: 72.85 GiB asked, less the weights (64.30, the swizzled
+    v0.22.0) and finds 4.05 GiB: 72.85 GiB asked, less the weights (64.30, the swizzled
     scales' padding included), the profile peak (2.84: 8,192 tokens' hidden states, 1,024
     rows of 201,088 logits at 14 B and the Triton top-k buffer), the non-torch increase
-    logged on an H100 at TP 1 (0.13) and the CUDA-graph estimate (1.48,
+    logged on an H100 at TP 1 (0.13) and the CUDA-graph estimate (1.52,
     ledger.serve.graphs: 83 + 83 graphs). The sourced terms alone leave 5.57 GiB; it fails
     for any graph estimate above 0.79 GiB, so the verdict rests on that estimate, which vLLM
-    measures at start-up and the ledger fits (logged estimates fell x0.14 to x2.90 of the
+    measures at start-up and the ledger fits (logged estimates fell x0.15 to x3.03 of the
     fit: serve's margin line, tests/test_serve_graphs.py). Without the graph estimate
     (--enforce-eager) it starts by 0.79 GiB; with the estimate at llm-d's captured 1.03 GiB
     it fails by 0.24."""
