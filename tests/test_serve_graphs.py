@@ -48,6 +48,10 @@ def test_gpt_oss_captures_up_to_1024():
     g = graphs(model, 1024, 8192)
     assert (g.piecewise, g.full, g.largest) == (83, 83, 1024)
     assert graphs(model, 1024, 256).largest == 256
+    # a token budget off the grid is captured as well (vllm/config/vllm.py:1701-1706 at
+    # v0.22.0): 1, 2, 4, 31 sizes 8-248, 47 sizes 256-992, then 1,000
+    g = graphs(model, 1024, 1000)
+    assert (g.piecewise, g.full, g.largest) == (3 + 31 + 47 + 1, 82, 1000)
 
 
 def test_estimate_by_hand():

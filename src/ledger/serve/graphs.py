@@ -41,9 +41,11 @@ The graphs counted are vLLM's own, from its defaults:
 
 - capture sizes ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)`` up to
   ``max_cudagraph_capture_size = min(max_num_seqs x 2, 512)``, then at most
-  ``max_num_batched_tokens`` (VllmConfig._set_cudagraph_sizes, vllm/config/vllm.py); gpt-oss
-  raises the cap to 1024 (GptOssForCausalLMConfig.verify_and_update_config,
-  vllm/model_executor/models/config.py: "Overriding max cuda graph capture size to 1024");
+  ``max_num_batched_tokens``, which is itself captured where the grid misses it
+  (VllmConfig._set_cudagraph_sizes, vllm/config/vllm.py:1646-1707); gpt-oss raises the cap
+  to 1024 unless the user set the sizes (GptOssForCausalLMConfig.verify_and_update_config,
+  vllm/model_executor/models/config.py:158-171: "This will increase the number of CUDA
+  graphs from 67 to 83");
 - ``cudagraph_mode`` FULL_AND_PIECEWISE (the O2 default): one PIECEWISE graph per capture
   size, one FULL graph per size a uniform decode batch reaches, the sizes up to
   ``max_num_seqs`` (vllm/v1/cudagraph_dispatcher.py; 51 and 35 at max_num_seqs 256 in the
@@ -108,8 +110,12 @@ class Graphs:
 
 
 def graphs(model, max_num_seqs: int, max_num_batched_tokens: int) -> Graphs:
-    """The graphs of vLLM's defaults (FULL_AND_PIECEWISE) for this engine."""
-    sizes = capture_sizes(max_capture_size(model, max_num_seqs, max_num_batched_tokens))
+    """The graphs of vLLM's defaults (FULL_AND_PIECEWISE) for this engine; a
+    ``max_num_batched_tokens`` below the cap is captured too, on the grid or not."""
+    largest = max_capture_size(model, max_num_seqs, max_num_batched_tokens)
+    sizes = capture_sizes(largest)
+    if max_num_batched_tokens <= largest and max_num_batched_tokens not in sizes:
+        sizes.append(max_num_batched_tokens)
     return Graphs(len(sizes), sum(1 for s in sizes if s <= max_num_seqs), sizes[-1])
 
 
