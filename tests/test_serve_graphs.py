@@ -151,7 +151,7 @@ def test_benchmark_prints_the_fit():
         sys.path.pop(0)
     lines = table()
     assert lines[0].startswith(f"first capture {FIRST_CAPTURE_BYTES:,} B")
-    assert len(lines) == 4 + len(ROWS)
+    assert len(lines) == 5 + len(ROWS)
 
 
 def test_docs_hold_the_fit_table():
