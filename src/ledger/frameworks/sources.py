@@ -156,9 +156,13 @@ SOURCES: dict[str, dict[str, str]] = {
         "checkpoint": "ledger.frameworks.checkpoints (each fact's source: "
                       "ledger.frameworks.checkpoints.SOURCES)",
         **_FSDP2,
-        "sp_regathers_input": "DTensor TP/SP: autograd saves the gathered input "
-                              "(torch/distributed/tensor/parallel/style.py; measured by "
-                              "ledger.verify: 4 collectives per layer)",
+        "sp_regathers_input": "DTensor TP/SP under torchtitan's plan (9dec370a torchtitan/"
+                              "parallelisms/parallelize_llama.py L175-193: SequenceParallel "
+                              "norms, PrepareModuleInput Shard(1) -> Replicate, Colwise "
+                              "q/k/v/w1/w3): autograd saves the gathered input; measured per "
+                              "rank with saved-tensor hooks on torch 2.13 (ledger.verify."
+                              "tp_saved, `train-ledger verify --only tp-saved`) and 4 "
+                              "collectives per layer (ledger.verify, tp-sp)",
         "moe_dispatcher": "not read line by line: costed as an all-to-all over EP of "
                           "the CP-local tokens",
         "moe_tokens_sp_shard": "not read: costed on the full CP-local token count",
