@@ -57,3 +57,18 @@ def test_the_torchtitan_convention_uses_the_gathered_rule():
     fw = get("torchtitan@2024-12")
     assert fw.sp_regathers_input is False
     assert table(fw.activations).sp_gemm_input_shard is False
+
+
+def test_the_recompute_working_set_is_what_the_ledger_prices(mesh):
+    """A fully recomputed block's backward under the plan (the recomputed forward's
+    tensors, the gathered inputs among them, and the backward's own; each weight's
+    gradient dropped once accumulated), the CPU allocator's live bytes above the
+    backward's start, against what the ledger prices as a layer's backward working set
+    (``recompute_working_bytes``) at a shape where activations outweigh the weights:
+    within 15% (CPU kernels, not CUDA's; 0.95 here) - the TP and PP rows' shortfall of
+    many GiB is not in a layer's recompute."""
+    from ledger.verify import tp_saved as ts
+
+    case = (8, 4, 128, 352, 256, 4)
+    got, want = ts.recompute_working(mesh, *case), ts.predict_working(2, *case)
+    assert abs(got / want - 1) <= 0.15, (got, want)

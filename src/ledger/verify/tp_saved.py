@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ledger.arch import head_bytes, layer_activations
+from ledger.arch.activations import recompute_working_bytes
 from ledger.arch.saved_tensors import TORCH
 from ledger.frameworks.losses import LOSSES
 from ledger.model import ModelSpec
@@ -140,6 +141,43 @@ def predict_block(tp, heads, kv_heads, hidden, ffn, seq, batch, dtype=torch.bflo
                              recompute=recompute).total_bytes
 
 
+def recompute_working(mesh, heads, kv_heads, hidden, ffn, seq, batch,
+                      dtype=torch.bfloat16) -> int:
+    """What one fully recomputed block's backward holds beyond its saved input, under
+    ``mesh``: the CPU allocator's peak live bytes in the backward above its live bytes when
+    the backward starts - the recomputed forward's tensors and the backward's own. Each
+    weight's gradient is dropped as soon as it is accumulated (it is the state's, not the
+    layer's)."""
+    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    block = tiny.Block(hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
+                       norm=nn.RMSNorm).to(dtype)
+    parallelize_module(block, mesh, block_plan())
+    cos, sin = (t.to(dtype) for t in tiny.rotary(seq, hidden // heads))
+    for p in block.parameters():
+        p.register_post_accumulate_grad_hook(lambda p: setattr(p, "grad", None))
+    x = torch.randn(batch, seq // mesh.size(), hidden, dtype=dtype, requires_grad=True)
+    grad = torch.randn_like(x)
+    out = checkpoint(block, x, cos, sin, use_reentrant=False)
+    import gc
+    gc.collect()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with record_function("backward"):
+            out.backward(grad)
+    return int(_phase_peaks(prof, ("backward",), 1, rise=True)[0])
+
+
+def predict_working(tp, heads, kv_heads, hidden, ffn, seq, batch, dtype=torch.bfloat16,
+                    table=CPU_TORCH) -> float:
+    e = torch.tensor([], dtype=dtype).element_size()
+    return recompute_working_bytes(_spec(heads, kv_heads, hidden, ffn, seq),
+                                   micro_batch=batch, tp=tp, sequence_parallel=True,
+                                   act_bytes=e, table=table, recompute="full")
+
+
 def measure_head(mesh, hidden, seq, batch, dtype=torch.bfloat16) -> int:
     from torch.distributed.tensor.parallel import parallelize_module
 
@@ -184,18 +222,22 @@ def loss_parallel_peaks(mesh, rows: int = 64, dtype=torch.bfloat16) -> tuple[flo
     return _phase_peaks(prof, ("forward", "backward"), local.numel())
 
 
-def _phase_peaks(prof, phases, per) -> tuple[float, ...]:
-    """Peak live bytes / ``per`` inside each named ``record_function`` range."""
+def _phase_peaks(prof, phases, per, rise=False) -> tuple[float, ...]:
+    """Peak live bytes / ``per`` inside each named ``record_function`` range (``rise``:
+    above the live bytes when the range starts)."""
     events = prof.profiler.kineto_results.events()
     spans = {e.name(): (e.start_ns(), e.end_ns()) for e in events if e.name() in phases}
-    live, peaks = 0, dict.fromkeys(phases, 0)
+    live, peaks, start = 0, dict.fromkeys(phases, 0), {}
     for e in sorted(events, key=lambda e: e.start_ns()):
         if e.name() != "[memory]":
             continue
+        for name, (a, b) in spans.items():
+            if a <= e.start_ns() <= b:
+                start.setdefault(name, live if rise else 0)
         live += e.nbytes()
         for name, (a, b) in spans.items():
             if a <= e.start_ns() <= b:
-                peaks[name] = max(peaks[name], live)
+                peaks[name] = max(peaks[name], live - start[name])
     return tuple(peaks[p] / per for p in phases)
 
 
