@@ -24,6 +24,7 @@ named difference (tests/test_activations.py measures it on the unsharded block).
 """
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 
 import torch
@@ -162,7 +163,6 @@ def recompute_working(mesh, heads, kv_heads, hidden, ffn, seq, batch,
     x = torch.randn(batch, seq // mesh.size(), hidden, dtype=dtype, requires_grad=True)
     grad = torch.randn_like(x)
     out = checkpoint(block, x, cos, sin, use_reentrant=False)
-    import gc
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         with record_function("backward"):
@@ -201,7 +201,6 @@ def loss_parallel_peaks(mesh, rows: int = 64, dtype=torch.bfloat16) -> tuple[flo
     the backward (``del pred``, L307): live bytes of the CPU allocator, from torch's
     profiler. Garbage is collected first: a block allocated before the profile and freed
     inside it would count as a negative allocation."""
-    import gc
 
     from torch.distributed.tensor import DTensor, Shard
     from torch.distributed.tensor.parallel import loss_parallel
