@@ -71,6 +71,23 @@ def test_source_and_rule_are_stated():
     assert "table" in rule() and "recipe" in rule()
 
 
+def test_the_patch_release_26_04_01_is_read_at_megatron_bridge_0_4_2():
+    # the docs' version switcher at the tables' commit pairs "0.4.2 · 26.04.01"
+    # (docs/versions1.json L23 @ 067f987d), not 0.4.1: at v0.4.2 the B200 DeepSeek-V3 recipe
+    # is the table's own run - PP 8, VP 2, EP 32 over four 8-GPU hosts, DeepEP, the combined
+    # 1F1B (deepseek_workload_base_configs.py, DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2,
+    # commit a8b6cb3d) - where v0.4.1's PP 16 EP 8 disagreed on three cells
+    assert source()["release_refs"]["26.04.01"] == "v0.4.2"
+    r = _one(release="26.04.01", gpu="b200", model="deepseek-v3")
+    assert r.recipe["ref"] == "v0.4.2" and r.disagree == {}
+    assert (r.pp, r.vp, r.ep) == (8, 2, 32)
+    assert r.setting("moe_flex_dispatcher_backend") == "deepep"
+    assert r.setting("moe_a2a_overlap") is True
+    assert r.setting("recompute_modules") == ["mla_up_proj", "mlp"]
+    # and its B300 twin's PP 8 MBS 2, which v0.4.1's PP 16 MBS 1 contradicted
+    assert _one(release="26.04.01", gpu="b300", model="deepseek-v3").disagree == {}
+
+
 def test_the_tables_own_contradictions_are_the_four_found_by_hand():
     # GA against GBS / (MBS x DP), and EP against the ranks it folds into, read off the text
     assert {r.id for r in ROWS if r.table_inconsistent} == {

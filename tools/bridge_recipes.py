@@ -13,8 +13,12 @@ import yaml
 
 REPO = "NVIDIA-NeMo/Megatron-Bridge"
 
+# each table release -> the Megatron-Bridge version its container ships: the docs' own
+# version switcher at the tables' commit pairs them (docs/versions1.json L7-48 @ 067f987d:
+# "0.4.2 · 26.04.01" L23, "0.5.1 · 26.06.01" L13, "0.3.1 · 26.02.01" L33; "0.1.0 · 25.09"
+# read at its last rc tag, v0.1.0rc3)
 RELEASE_REF = {"25.09": "v0.1.0rc3", "25.11": "v0.2.0", "26.02": "v0.3.0", "26.02.01": "v0.3.1",
-               "26.04": "v0.4.0", "26.04.01": "v0.4.1", "26.06": "v0.5.0", "26.06.01": "v0.5.1",
+               "26.04": "v0.4.0", "26.04.01": "v0.4.2", "26.06": "v0.5.0", "26.06.01": "v0.5.1",
                "26.08": "v0.6.0"}
 
 GPUS = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200",

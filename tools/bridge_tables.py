@@ -23,9 +23,12 @@ tables is FP8-CS (the recipes' ``fp8_cs``; 25.11 names the same Llama rows FP8-C
 
 Recipes: each release's recipe is read at the Megatron-Bridge version its container ships
 (docs/releases/software-versions.md: 25.09 -> 0.1.0rc3, 25.11 -> 0.2.0, 26.02 -> 0.3.0,
-26.04 -> 0.4.0, 26.06 -> 0.5.0; the patch containers XX.YY.01 -> 0.N.1, as
-docs/releases/known-issues.md says of 26.02.01 = r0.3.1; 26.08 -> v0.6.0, the first tag after
-the 26.08 summary). Three formats: 0.1.0rc3's YAML ``perf_matrix``, 0.2-0.5's
+26.04 -> 0.4.0, 26.06 -> 0.5.0; the patch containers as the docs' version switcher pairs
+them, docs/versions1.json @ DOCS_REF: 26.02.01 -> 0.3.1 (L33; known-issues.md: r0.3.1),
+26.04.01 -> 0.4.2 (L23, not 0.4.1: its B200 / B300 DeepSeek-V3 rows are v0.4.2's PP 8
+configs, scripts/performance/configs/deepseek/deepseek_workload_base_configs.py, commit
+a8b6cb3d "b200 DSv3 better cfg"), 26.06.01 -> 0.5.1 (L13); 26.08 -> v0.6.0 (L7), the first
+tag after the 26.08 summary). Three formats: 0.1.0rc3's YAML ``perf_matrix``, 0.2-0.5's
 ``WorkloadBaseConfig`` presets (``replace(BASE, k=v)`` chains, evaluated here with ast, the
 dataclass defaults read from utils/utils.py), 0.6's flat recipe functions. For 0.2-0.6 the
 GPU's recipe function is read too (``recipe.pretrain``, a key of the document's
