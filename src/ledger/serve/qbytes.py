@@ -19,13 +19,11 @@ the same codes and scales and keep their size; MXFP4's MoE kernels pad and copy
 """
 from __future__ import annotations
 
-import fnmatch
-import re
-
 from dataclasses import replace
 
 from ledger import formats
 from ledger.finetune import modules
+from ledger.serve import skips
 from ledger.serve.quant import BITS, Quant
 
 BF16 = 2
@@ -77,44 +75,35 @@ def matrix_bytes(q: Quant, n_out: int, n_in: int, experts: int = 1) -> float:
 def module_name(lin, layer: int) -> str:
     """A matrix's module path as the checkpoint names it (Llama / DeepSeek layout), for the
     ignore lists: model.layers.{i}.self_attn.q_proj, .mlp.down_proj, .mlp.experts,
-    .mlp.shared_experts.up_proj, .mlp.gate; the head and embedding by their own names."""
+    .mlp.shared_experts.up_proj, .mlp.shared_expert_gate (Qwen2-MoE / Qwen3-Next's, beside
+    the shared expert), .mlp.gate; the head and embedding by their own names."""
     if lin.kind in ("output", "embedding", "positions"):
         return lin.name if lin.kind == "output" else f"model.{lin.name}"
     where = {"attention": "self_attn", "mlp": "mlp", "experts": "mlp.experts",
              "shared_experts": "mlp.shared_experts", "router": "mlp",
              "linear_attention": "linear_attn", "ssm": "mixer", "conv": "conv"}[lin.kind]
+    if lin.name == "shared_expert_gate":
+        where = "mlp"
     leaf = "" if lin.kind == "experts" else f".{lin.name}"
     return f"model.layers.{layer}.{where}{leaf}"
 
 
-def ignored(patterns, name: str) -> bool:
-    """Whether an ignore list names a module: ``re:`` a regular expression
-    (compressed-tensors), a glob (gpt-oss's ``model.layers.*.self_attn``, matched on the
-    module or a parent), else a part of the name (vLLM's is_layer_skipped and AWQ's
-    modules_to_not_convert match substrings and prefixes)."""
-    for p in patterns:
-        if p.startswith("re:"):
-            if re.match(p[3:], name):
-                return True
-        elif "*" in p:
-            if fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, p + ".*"):
-                return True
-        elif p in name:
-            return True
-    return False
-
-
-def quantized(q: Quant, lin, layer: int) -> bool:
-    """Whether ``q`` stores this matrix quantized: a linear layer that is no router and
-    not ignored (MXFP4: the routed experts only); the output head only with GPTQ's
-    lm_head; embeddings never."""
-    if lin.kind in ("embedding", "positions", "router") or not lin.linear:
-        return False
-    if lin.kind == "output":
-        return q.lm_head
-    if q.experts_only and lin.kind != "experts":
-        return False
-    return not ignored(q.ignore, module_name(lin, layer))
+def quantized_matrices(q: Quant, lins, layer: int) -> list[bool]:
+    """Whether ``q`` stores each of one layer's matrices quantized: a linear layer that is
+    no router and that the method's rule does not skip (``ledger.serve.skips``, matched on
+    the module vLLM builds: q/k/v as qkv_proj, gate and up as gate_up_proj); the output
+    head only with GPTQ's lm_head; embeddings never."""
+    prefixes = skips.vllm_names([module_name(lin, layer) for lin in lins])
+    out = []
+    for lin, prefix in zip(lins, prefixes):
+        if lin.kind in ("embedding", "positions", "router") or not lin.linear:
+            out.append(False)
+        elif lin.kind == "output":
+            out.append(q.lm_head)
+        else:
+            out.append(not skips.skipped(q.method, q.ignore, prefix, lin.experts > 1,
+                                         q.only))
+    return out
 
 
 def share(lin, cfg) -> int:
@@ -195,8 +184,9 @@ def kind_delta_bytes(model, cfg, q: Quant, kind, layer: int,
     """``layer_delta_bytes`` of a layer of ``kind`` named ``model.layers.{layer}`` (an MTP
     block's layer is numbered after the stack's, as DeepSeek-V3's layer 61)."""
     dense = expert = 0.0
-    for lin in modules.layer(model, kind):
-        if q.method == "mxfp4" or not quantized(q, lin, layer):
+    lins = modules.layer(model, kind)
+    for lin, quant in zip(lins, quantized_matrices(q, lins, layer)):
+        if q.method == "mxfp4" or not quant:
             continue  # mxfp4: the experts as a whole, below
         stored = matrix_bytes(q, lin.out_features, lin.in_features, lin.experts)
         change = (stored - BF16 * lin.weights) / share(lin, cfg)
@@ -204,8 +194,7 @@ def kind_delta_bytes(model, cfg, q: Quant, kind, layer: int,
             expert += change
         else:
             dense += change
-    if q.method == "mxfp4" and kind.mlp == "moe" and not ignored(
-            q.ignore, f"model.layers.{layer}.mlp.experts"):
+    if q.method == "mxfp4" and kind.mlp == "moe":  # every FusedMoE layer (mxfp4.py:74-96)
         bf16 = model.layer_parts(kind)["experts"][2] / (cfg.tp * cfg.dp)
         expert += mxfp4_expert_bytes(model, cfg, backend) - BF16 * bf16
     return dense, expert
@@ -228,8 +217,9 @@ def quantized_active_params(model, q: Quant | None) -> float:
         return 0.0
     total = 0.0
     for i in range(model.layers):
-        for lin in modules.layer(model, model.layer_kind(i)):
-            if quantized(q, lin, i):
+        lins = modules.layer(model, model.layer_kind(i))
+        for lin, quant in zip(lins, quantized_matrices(q, lins, i)):
+            if quant:
                 reach = model.top_k / model.num_experts if lin.experts > 1 else 1.0
                 total += lin.weights * reach
     return total

@@ -15,8 +15,9 @@ methods read here, with the keys each one reads:
                       byte and one e8m0 scale per 32 (mxfp4.py Mxfp4MoEMethod.create_weights)
   modelopt            ``quant_algo`` FP8 (fp8 weight, fp32 weight and input scales) or NVFP4
                       (e2m1 two a byte, an fp8 scale per ``group_size`` 16, an fp32
-                      weight_scale_2 and input_scale per tensor); ``exclude_modules``
-                      (modelopt.py ModelOptFp8Config / ModelOptNvFp4Config.from_config)
+                      weight_scale_2 and input_scale per tensor); ``exclude_modules`` under
+                      ``quantization`` (hf_quant_config.json's form), else ``ignore``
+                      (modelopt.py ModelOptQuantConfigBase.from_config, v0.22.0 :285-311)
   compressed-tensors  ``config_groups``: weights' ``num_bits``, ``type`` (int / float),
                       ``strategy`` (tensor / channel / group / block), ``group_size``,
                       ``symmetric``; input activations (W8A8) or none (W4A16); ``ignore``
@@ -26,7 +27,9 @@ methods read here, with the keys each one reads:
                       packed zeros per group
   gptq                ``bits``, ``group_size``, ``desc_act`` (an int32 g_idx per input row),
                       ``sym`` (gptq.py GPTQConfig.from_config; the zeros are stored packed
-                      either way), ``lm_head``
+                      either way), ``lm_head``; ``dynamic``'s patterns and
+                      ``modules_in_block_to_quantize`` (which modules stay unquantized: v0.22.0
+                      auto_gptq.py:193-215; it reads no ``modules_to_not_convert``)
   bitsandbytes        ``load_in_4bit`` / ``load_in_8bit``, ``bnb_4bit_quant_type``,
                       ``bnb_4bit_use_double_quant``, ``llm_int8_skip_modules``
                       (bitsandbytes.py BitsAndBytesConfig.from_config)
@@ -34,7 +37,10 @@ methods read here, with the keys each one reads:
 Every method leaves the embedding, the output head (unless GPTQ's ``lm_head``), the norms,
 the biases and the routers in the model's bf16 (the MoE gate is built with
 ``quant_config=None``: ReplicatedLinear in vllm/model_executor/models/deepseek_v2.py
-DeepseekV2MoE.__init__). An unknown ``quant_method`` is refused in one line naming it.
+DeepseekV2MoE.__init__), and what the checkpoint's list names, each method matching it
+by its own rule (``ledger.serve.skips``: exact names for fp8, regexes for
+compressed-tensors, wildcards for ModelOpt, substrings for AWQ). An unknown
+``quant_method`` is refused in one line naming it.
 
 >>> q = read_quant({"quant_method": "fp8", "weight_block_size": [128, 128]})
 >>> q.method, q.weight, q.block, q.activations
@@ -71,7 +77,10 @@ class Quant:
     activations: str = "bf16"  # what the GEMM's other operand is: bf16 (weight-only) or
     #                            the quantized activations (fp8, int8, fp4)
     experts_only: bool = False  # mxfp4: only the FusedMoE layers are quantized
-    ignore: tuple[str, ...] = ()  # modules left in bf16 (names, globs, "re:" regexes)
+    ignore: tuple[str, ...] = ()  # the checkpoint's list of modules left in bf16, each
+    #                               method matching it by its own rule (ledger.serve.skips);
+    #                               GPTQ: its ``dynamic`` patterns
+    only: tuple[str, ...] = ()  # GPTQ's modules_in_block_to_quantize: only these quantized
     lm_head: bool = False  # GPTQ's lm_head flag: the output head quantized too
     double_quant: bool = True  # bitsandbytes' nested absmax
     source: str = ""  # where the settings came from (the file's key, or the flag)
@@ -148,6 +157,8 @@ def _fp8(qc: dict) -> Quant:
 
 
 def _mxfp4(qc: dict) -> Quant:
+    # the file's modules_to_not_convert, kept for the report: vLLM reads no list for
+    # mxfp4 (ledger.serve.skips: linear layers unquantized, every MoE layer in MXFP4)
     return Quant("mxfp4", "fp4", "group", 1, group=32, experts_only=True,
                  ignore=_str_list(qc, "modules_to_not_convert"))
 
@@ -155,7 +166,8 @@ def _mxfp4(qc: dict) -> Quant:
 def _modelopt(qc: dict) -> Quant:
     inner = _dict(qc, "quantization") or qc  # hf_quant_config.json nests it
     algo = str(inner.get("quant_algo", "")).upper()
-    ignore = _str_list(inner, "exclude_modules", "ignore")
+    # nested: exclude_modules; config.json's flat form: ignore (modelopt.py:285-311)
+    ignore = _str_list(inner, "exclude_modules" if inner is not qc else "ignore")
     if algo == "FP8":
         return Quant("modelopt", "fp8", "tensor", 4, tensor_scales=1, activations="fp8",
                      ignore=ignore)
@@ -225,11 +237,16 @@ def _gptq(qc: dict) -> Quant:
         raise LedgerError("quantization_config", "'group_size' must be -1 or >= 1, got 0")
     if bits not in (2, 3, 4, 8):  # GPTQConfig's supported bits (gptq.py)
         raise LedgerError("quantization_config", f"gptq bits {bits} is not one of 2, 3, 4, 8")
+    dynamic = _dict(qc, "dynamic")  # pattern -> overrides; "-:" leaves a module unquantized
+    only = qc.get("modules_in_block_to_quantize") or []
+    if only and all(isinstance(b, list) for b in only):  # list[list[str]]: flattened
+        only = [m for block in only for m in block]  # (auto_gptq.py:280-289)
+    only = _str_list({"modules_in_block_to_quantize": only}, "modules_in_block_to_quantize")
     # GPTQ stores qzeros for symmetric checkpoints too (gptq.py create_weights)
     return Quant("gptq", f"int{bits}", "group" if group != -1 else "channel",
                  2, group=group if group != -1 else None, zero_points=True,
                  g_idx=bool(qc.get("desc_act", False)), lm_head=bool(qc.get("lm_head", False)),
-                 ignore=_str_list(qc, "modules_to_not_convert"))
+                 ignore=tuple(dynamic), only=only)
 
 
 def _bnb(qc: dict) -> Quant:
