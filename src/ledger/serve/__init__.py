@@ -6,7 +6,8 @@ DeltaNet, KDA, lightning attention, short convolutions) as vLLM shapes it; ``eng
 holds the layout (``ServeConfig``) and vLLM's defaults at a named commit; ``quant`` how a
 checkpoint stores its weights (its ``quantization_config`` as vLLM reads it; a preset's
 release in ``checkpoints``) and ``qbytes`` each quantized matrix's bytes (``ledger.formats``)
-and what vLLM's kernels repack; ``weights`` the weights per GPU from the ledger's sharding
+and what vLLM's kernels repack; ``skips`` which modules each method leaves unquantized, its
+list matched by the method's own rule; ``weights`` the weights per GPU from the ledger's sharding
 over vLLM's pipeline split; ``disk`` a checkpoint's bytes on disk (with the MTP modules vLLM
 does not load); ``sglang`` SGLang's static fraction and token pool; ``graphs``
 the CUDA graphs vLLM captures and its estimate of their memory; ``budget`` the

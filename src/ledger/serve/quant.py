@@ -17,7 +17,7 @@ methods read here, with the keys each one reads:
                       (e2m1 two a byte, an fp8 scale per ``group_size`` 16, an fp32
                       weight_scale_2 and input_scale per tensor); ``exclude_modules`` under
                       ``quantization`` (hf_quant_config.json's form), else ``ignore``
-                      (modelopt.py ModelOptQuantConfigBase.from_config, v0.22.0 :285-311)
+                      (modelopt.py ModelOptQuantConfigBase.from_config, v0.22.0 :276-311)
   compressed-tensors  ``config_groups``: weights' ``num_bits``, ``type`` (int / float),
                       ``strategy`` (tensor / channel / group / block), ``group_size``,
                       ``symmetric``; input activations (W8A8) or none (W4A16); ``ignore``
@@ -166,7 +166,7 @@ def _mxfp4(qc: dict) -> Quant:
 def _modelopt(qc: dict) -> Quant:
     inner = _dict(qc, "quantization") or qc  # hf_quant_config.json nests it
     algo = str(inner.get("quant_algo", "")).upper()
-    # nested: exclude_modules; config.json's flat form: ignore (modelopt.py:285-311)
+    # nested: exclude_modules; config.json's flat form: ignore (modelopt.py:276-311)
     ignore = _str_list(inner, "exclude_modules" if inner is not qc else "ignore")
     if algo == "FP8":
         return Quant("modelopt", "fp8", "tensor", 4, tensor_scales=1, activations="fp8",

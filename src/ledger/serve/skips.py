@@ -15,10 +15,10 @@ bitsandbytes). A MoE layer's routed experts are one module, ``model.layers.{i}.m
 
 >>> skipped("fp8", ("model.layers.3.mlp.gate",), "model.layers.3.mlp.gate_up_proj")
 False
->>> skipped("awq", ("mlp.gate",), "model.layers.3.mlp.gate_up_proj")
+>>> skipped("awq", ("mlp.gate",), "model.layers.3.mlp.gate_up_proj")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ledger.errors.LedgerError: quantization_config: its awq list names gate_proj but not up_proj of model.layers.3.mlp.gate_up_proj; vLLM refuses to load a fused module whose shards differ
+ledger.errors.LedgerError: quantization_config: its awq list names gate_proj but not up_proj...
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ SHARD_OF = {s: f for f, shards in FUSED.items() for s in shards}
 RULES = {  # method: (how its list is matched, where vLLM v0.22.0 does it)
     "fp8": ("exact names; a fused module by its shards; routed experts when an entry "
             "holding 'experts' contains the layer's name",
-            "fp8.py:159-174 (ignored_layers, else modules_to_not_convert), :176-200; "
+            "fp8.py:159-174 (ignored_layers, else modules_to_not_convert), :176-205; "
             "utils/quant_utils.py:464-518 is_layer_skipped"),
     "compressed-tensors": ("exact names or 're:' regexes (re.match); a fused module by its "
                            "shards; routed experts by expert 0's gate/up/down_proj",
@@ -46,7 +46,7 @@ RULES = {  # method: (how its list is matched, where vLLM v0.22.0 does it)
     "modelopt": ("exact names (as fp8), else an entry contained in the name, else a "
                  "wildcard (fnmatch), on the fused module's own name",
                  "modelopt.py:143-178 is_layer_excluded, :181-191; the list: 'exclude_modules' "
-                 "under 'quantization', else 'ignore' (:285-311)"),
+                 "under 'quantization', else 'ignore' (:276-311)"),
     "awq": ("an entry contained in the name (substring); a fused module by its shards",
             "awq.py:97-107; awq_marlin.py:280-312 (experts); moe_wna16.py:204-205"),
     "gptq": ("'dynamic': the first pattern that re.matches, '-:' leaving it unquantized; "
