@@ -92,11 +92,14 @@ def quantized_matrices(q: Quant, lins, layer: int) -> list[bool]:
     """Whether ``q`` stores each of one layer's matrices quantized: a linear layer that is
     no router and that the method's rule does not skip (``ledger.serve.skips``, matched on
     the module vLLM builds: q/k/v as qkv_proj, gate and up as gate_up_proj); the output
-    head only with GPTQ's lm_head; embeddings never."""
+    head only with GPTQ's lm_head; embeddings never; nor Qwen's shared_expert_gate, which
+    vLLM builds with quant_config=None as it builds the router (vllm v0.22.0
+    qwen2_moe.py:149-154, qwen3_moe.py:191-196, qwen3_next.py:133-138)."""
     prefixes = skips.vllm_names([module_name(lin, layer) for lin in lins])
     out = []
     for lin, prefix in zip(lins, prefixes):
-        if lin.kind in ("embedding", "positions", "router") or not lin.linear:
+        if lin.kind in ("embedding", "positions", "router") or not lin.linear \
+                or lin.name == "shared_expert_gate":
             out.append(False)
         elif lin.kind == "output":
             out.append(q.lm_head)
