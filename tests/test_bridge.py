@@ -139,12 +139,12 @@ def test_golden_rows_against_the_table_text():
 @pytest.mark.parametrize("row_id,starts_from,held", [
     # perf_recipes/deepseek/gb300/deepseek_v4.py L31 @ v0.6.0 runs the GB200 function
     # (gb200/deepseek_v4.py L27-80): EP 64 L36, GBS 2048 L40, recompute mla_up_proj L54,
-    # set_full_iteration_cuda_graph L65
+    # set_full_iteration_cuda_graph L65 (utils/cuda_graph.py L95-105: impl full_iteration)
     ("26.08/gb300/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1",
      "deepseek_v4_flash_pretrain_128gpu_gb300_fp8mx_config",
      {"model.expert_model_parallel_size": 64, "train.global_batch_size": 2048,
       "model.recompute_modules": ["mla_up_proj"],
-      "call set_full_iteration_cuda_graph": "not expanded"}),
+      "model.cuda_graph_impl": "full_iteration"}),
     # perf_recipes/nemotronh/gb300/nemotronh.py L276 runs the shared builder L215-264:
     # offload of fused_group_mlp L254, recompute moe_act L259
     ("26.08/gb300/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1",
@@ -165,13 +165,35 @@ def test_a_recipe_that_starts_from_another_carries_its_settings(row_id, starts_f
     assert {k: r.recipe["settings"].get(k) for k in held} == held
 
 
-def test_an_unexpanded_helper_is_read_wherever_it_is_called():
+def test_the_cuda_graph_helpers_a_recipe_calls_set_what_it_is_priced_with():
+    from ledger.render.bridge_launch import graph_scopes
+
     # set_full_iteration_cuda_graph (utils/cuda_graph.py L95-105 @ v0.6.0), called by the
     # GB200 DeepSeek-V4 recipe, which the GB300 one runs whole
     for gpu in ("gb200", "gb300"):
         r = BY_ID[f"26.08/{gpu}/deepseek-v4-flash/fp8_mx/128g/gbs2048/mbs1"]
         assert r.setting("cuda_graph_impl") == "full_iteration"
         assert r.setting("recompute_modules") == ["mla_up_proj"]
+        assert graph_scopes(r) == ("full_iteration",)
+        assert [(h["call"], h["path"], h["line"]) for h in r.recipe["graph_helpers"]] == [
+            ("set_full_iteration_cuda_graph",
+             "src/megatron/bridge/perf_recipes/deepseek/gb200/deepseek_v4.py", 65)]
+    # set_cuda_graph_modules (L77-86): Nano's GB300 recipe (nemotronh/gb300/nemotronh.py
+    # L381) and Nano's GB200 one, which Lightning's runs (gb200/nemotronh.py L376, L494),
+    # capture attention, Mamba and the router - not the whole layer
+    for row_id, path, line in (
+            ("26.08/gb300/nemotron-3-nano/fp8_mx/8g/gbs512/mbs4", "gb300", 381),
+            ("26.08/gb200/nemotron-3.5-lightning/fp8_mx/8g/gbs512/mbs2", "gb200", 376)):
+        r = BY_ID[row_id]
+        assert r.setting("cuda_graph_impl") == "transformer_engine"
+        assert graph_scopes(r) == ("attn", "mamba", "moe_router", "moe_preprocess")
+        (h,) = r.recipe["graph_helpers"]
+        assert (h["call"], h["path"], h["line"], h["helper"]["line"]) == (
+            "set_cuda_graph_modules",
+            f"src/megatron/bridge/perf_recipes/nemotronh/{path}/nemotronh.py", line, 77)
+    # no helper call is left unexpanded in any row's recipe
+    assert not [(r.id, k) for r in BY_ID.values() for k in r.recipe.get("settings") or {}
+                if k.startswith("call ") and "cuda_graph" in k]
     # Nemotron 3 Ultra's optimizer instances, the expression its recipe leaves: 256 // 64
     for gpu in ("gb200", "gb300"):
         r = BY_ID[f"26.08/{gpu}/nemotron-3-ultra/fp8_mx/256g/gbs256/mbs1"]

@@ -184,8 +184,12 @@ PREC_06 = {"bf16": "bf16", "fp8_cs": "fp8cs", "fp8_mx": "fp8mx", "nvfp4": "nvfp4
            "fp8_sc": "fp8sc"}
 
 
-def _functions(text: str) -> dict[str, ast.FunctionDef]:
-    return {n.name: n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
+def _functions(text: str, path: str | None = None) -> dict[str, ast.FunctionDef]:
+    """A module's top-level functions by name, each marked with its file (``source_path``)."""
+    out = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
+    for n in out.values():
+        n.source_path = path
+    return out
 
 
 def _callee(funcs: dict, name: str) -> tuple[ast.FunctionDef, dict]:
@@ -195,12 +199,50 @@ def _callee(funcs: dict, name: str) -> tuple[ast.FunctionDef, dict]:
     return found if isinstance(found, tuple) else (found, funcs)
 
 
+# Megatron-Bridge's CUDA-graph helpers (src/megatron/bridge/utils/cuda_graph.py, from v0.5.0;
+# called by the 0.6 perf recipes) -> the model fields each sets, as the Megatron-Core the
+# release pins has them: v0.6.0's 3rdparty/Megatron-LM is cd4afffa, whose
+# megatron/core/transformer/enums.py L61 defines CudaGraphModule and transformer_config.py
+# L1047 cuda_graph_modules (the old cuda_graph_scope, L1086-1092, migrated into it at
+# L2383-2406), so each helper takes its cuda_graph_modules branch: set_cuda_graph_modules
+# (L77-86 @ v0.6.0) the modules it is given, scope None; clear_cuda_graph_modules (L89-92) none;
+# set_full_iteration_cuda_graph (L95-105) impl full_iteration, no modules, scope None.
+# The recipe's own call line and the helper's def line at the ref are kept in the row
+# (``graph_helpers``).
+GRAPH_HELPER_PATH = "src/megatron/bridge/utils/cuda_graph.py"
+
+
+def _graph_modules(node) -> list | str:
+    """A literal module list as names (``CudaGraphModule.attn`` -> "attn"), else "expr:..."."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        names = [e.value if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                 else e.attr if isinstance(e, ast.Attribute) else None for e in node.elts]
+        if None not in names:
+            return names
+    value = _literal(node, {})
+    return [value] if isinstance(value, str) and not value.startswith("expr:") else value
+
+
+GRAPH_HELPERS = {
+    "set_cuda_graph_modules": lambda call: [
+        ("model.cuda_graph_modules", _graph_modules(call.args[1])),
+        ("model.cuda_graph_scope", None)],
+    "clear_cuda_graph_modules": lambda call: [
+        ("model.cuda_graph_modules", []), ("model.cuda_graph_scope", None)],
+    "set_full_iteration_cuda_graph": lambda call: [
+        ("model.cuda_graph_impl", "full_iteration"), ("model.cuda_graph_modules", []),
+        ("model.cuda_graph_scope", None)],
+}
+
+
 def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> list:
     """The ``cfg.<section>.<field> = value`` assignments a recipe function makes, in order,
     helpers of the same modules called with ``cfg`` expanded in place (3 deep), and so is
     another recipe function it starts from (``cfg = other_config()``, 0.6's DeepSeek-V4 Flash
-    GB300 recipe running its GB200 one): a list of (field, value, line, condition,
-    function). Values are literals or "expr:<source>"."""
+    GB300 recipe running its GB200 one), and Megatron-Bridge's CUDA-graph helpers
+    (``GRAPH_HELPERS``) as the fields they set, each followed by a ("graph helper", where)
+    step: a list of (field, value, line, condition, function). Values are literals or
+    "expr:<source>"."""
     out = []
 
     def walk(body, cond):
@@ -227,6 +269,13 @@ def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> 
                                for a in call.args)
                 if name in funcs and uses_cfg and depth < 3:
                     out.extend(expand(*_callee(funcs, name), cond, depth + 1))
+                elif name in GRAPH_HELPERS and call.args and \
+                        ast.unparse(call.args[0]) == "cfg.model":
+                    for field_, value in GRAPH_HELPERS[name](call):
+                        out.append((field_, value, st.lineno, cond, fn.name))
+                    out.append(("graph helper", {
+                        "call": name, "path": getattr(fn, "source_path", None),
+                        "function": fn.name, "line": st.lineno}, st.lineno, cond, fn.name))
                 elif name and name.endswith("pipeline_model_parallel_layout") and \
                         len(call.args) > 1 and isinstance(call.args[1], ast.Constant):
                     out.append(("model.pipeline_model_parallel_layout", call.args[1].value,
@@ -239,14 +288,35 @@ def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> 
 
 def condense(steps: list) -> tuple[dict, dict]:
     """(unconditional field -> value, the last assignment winning; conditional field ->
-    [value, condition]) of ``expand``'s list."""
+    [value, condition]) of ``expand``'s list (its graph-helper calls left to
+    ``graph_helpers``)."""
     plain, cond = {}, {}
     for field_, value, _line, c, _fn in steps:
+        if field_ == "graph helper":
+            continue
         if c:
             cond.setdefault(field_, []).append([value, c])
         else:
             plain[field_] = value
     return plain, cond
+
+
+def graph_helpers(gitdir: str, ref: str, steps: list, cache: dict) -> list[dict]:
+    """Each CUDA-graph helper call among ``expand``'s steps: where the recipe calls it
+    (path, function, line, its condition if any) and the helper's def at the ref."""
+    if not any(s[0] == "graph helper" for s in steps):
+        return []
+    text = cache.setdefault(("text", ref, GRAPH_HELPER_PATH), show(gitdir, ref, GRAPH_HELPER_PATH))
+    defs = {n.name: n.lineno for n in ast.parse(text).body
+            if isinstance(n, ast.FunctionDef)} if text else {}
+    out = []
+    for field_, where, _line, c, _fn in steps:
+        if field_ == "graph helper":
+            if where["call"] not in defs:
+                raise SystemExit(f"{where['call']} is not defined in {GRAPH_HELPER_PATH} at {ref}")
+            out.append({**where, **({"condition": c} if c else {}),
+                        "helper": {"path": GRAPH_HELPER_PATH, "line": defs[where["call"]]}})
+    return out
 
 
 def recipe_function(gitdir: str, ref: str, row: dict, cache: dict):
@@ -270,11 +340,13 @@ def recipe_function(gitdir: str, ref: str, row: dict, cache: dict):
         if hit is None:
             continue
         funcs = _module_functions(gitdir, ref, path, files, cache) if ref.startswith("v0.6") \
-            else _functions(text)
+            else _functions(text, path)
         steps = expand(funcs[hit], funcs)
         plain, cond = condense(steps)
+        helpers = graph_helpers(gitdir, ref, steps, cache)
         return {"path": path, "function": hit, "line": funcs[hit].lineno,
-                "settings": plain, "conditional": cond}
+                "settings": plain, "conditional": cond,
+                **({"graph_helpers": helpers} if helpers else {})}
     return None
 
 
@@ -291,7 +363,7 @@ def _module_functions(gitdir: str, ref: str, path: str, files: list, cache: dict
     for extra in shared:
         if extra in files:
             funcs.update(_functions(cache.setdefault(("text", ref, extra),
-                                                     show(gitdir, ref, extra))))
+                                                     show(gitdir, ref, extra)), extra))
     text = cache.setdefault(("text", ref, path), show(gitdir, ref, path))
     for node in ast.parse(text).body:
         other = "src/" + (node.module or "").replace(".", "/") + ".py" \
@@ -303,7 +375,7 @@ def _module_functions(gitdir: str, ref: str, path: str, files: list, cache: dict
                     found = names[alias.name]
                     funcs[alias.asname or alias.name] = found if isinstance(found, tuple) \
                         else (found, names)
-    funcs.update(_functions(text))
+    funcs.update(_functions(text, path))
     return funcs
 
 

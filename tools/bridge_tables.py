@@ -34,7 +34,10 @@ dataclass defaults read from utils/utils.py), 0.6's flat recipe functions. For 0
 GPU's recipe function is read too (``recipe.pretrain``, a key of the document's
 ``recipe_functions``, for 0.2-0.5; the row's ``settings`` for 0.6): its
 ``cfg.<section>.<field> = value`` assignments in order, helpers of the same modules expanded,
-and so is another perf recipe a function starts from (``cfg = other_config()``: DeepSeek-V4
+Megatron-Bridge's CUDA-graph helpers (utils/cuda_graph.py ``set_cuda_graph_modules``,
+``clear_cuda_graph_modules``, ``set_full_iteration_cuda_graph``) as the fields they set under
+the Megatron-Core the release pins, each call kept with its file and line and the helper's
+(``graph_helpers``), and so is another perf recipe a function starts from (``cfg = other_config()``: DeepSeek-V4
 Flash's GB300 recipe runs its GB200 one, Nemotron 3.5 Lightning's Nano's, Nemotron 3
 Ultra's GB300 one a shared builder), the last unconditional one winning, those under an ``if`` kept with their condition
 (``conditional``). The precision a row ran (``recipe.precision``): Megatron-Bridge's
@@ -181,6 +184,8 @@ def attach_recipe(gitdir: str, row: dict, cache: dict) -> None:
             fields = got["settings"]
             recipe.update(config=got["function"], path=got["path"], line=got["line"],
                           settings=fields, conditional=got["conditional"])
+            if got.get("graph_helpers"):
+                recipe["graph_helpers"] = got["graph_helpers"]
             for rk, key in FLAT_STATED.items():
                 if rk in fields and _norm(key, fields[rk]) != _norm(key, row[key]):
                     disagree[key] = {"table": row[key], "recipe": fields[rk]}

@@ -77,9 +77,13 @@ def loss_of(row: BridgeRow) -> str:
 
 
 def graph_scopes(row: BridgeRow) -> tuple[str, ...]:
-    """The recipe's CUDA graphs as ``ParallelConfig.cuda_graph``: its cuda_graph_scope under
-    cuda_graph_impl local / transformer_engine (none named: the whole layer, as Megatron's
-    reader takes it, ``ledger.io.megatron.flags.WHOLE_LAYER``), or full_iteration."""
+    """The recipe's CUDA graphs as ``ParallelConfig.cuda_graph``: its cuda_graph_modules, else
+    the deprecated cuda_graph_scope Megatron-Core migrates into it (transformer_config.py
+    L1047, L1086-1092, L2383-2406 at Megatron-LM cd4afffa, the commit Megatron-Bridge v0.6.0
+    pins), under cuda_graph_impl local / transformer_engine (none named: the whole layer, as
+    Megatron's reader takes it, ``ledger.io.megatron.flags.WHOLE_LAYER``), or full_iteration.
+    The 0.6 recipes set the modules with Megatron-Bridge's helpers (utils/cuda_graph.py
+    L77-105 @ v0.6.0), which the tables' generator expands (``recipe["graph_helpers"]``)."""
     from ledger.io.megatron.flags import WHOLE_LAYER
 
     # a whole-layer capture takes the MoE's expert part too where its shapes are static:
@@ -87,7 +91,8 @@ def graph_scopes(row: BridgeRow) -> tuple[str, ...]:
     # counts on the host (token_dispatcher.py L444-465 at Megatron-LM core_v0.14.0; the
     # "moe" module is drop-and-pad only, enums.py L68-73 at d98e8a64)
     whole = WHOLE_LAYER + (("moe",) if row.model_variant == "tokendrop" else ())
-    impl, scope = row.setting("cuda_graph_impl"), row.setting("cuda_graph_scope")
+    impl = row.setting("cuda_graph_impl")
+    scope = row.setting("cuda_graph_modules", row.setting("cuda_graph_scope"))
     if impl in (None, "none") and row.setting("cuda_graphs") is True:
         # the 0.1 YAML perf_matrix's cuda_graphs: model.enable_cuda_graph (Megatron-Bridge
         # scripts/performance/utils/helpers.py L114-120 @ v0.1.0rc3), on Megatron-Core 0.14

@@ -92,12 +92,6 @@ NO_FSDP_COLUMN = ("26.06", "26.06.01", "26.08")
 # (perf_recipes/nemotronh/common.py L168-169 @ v0.6.0; the generator keeps the expression)
 HELPER_SETTINGS = {f"nemotron_3_ultra_pretrain_256gpu_{gpu}_fp8mx_config": {
     "ddp.num_distributed_optimizer_instances": 4} for gpu in ("gb200", "gb300")}
-# what a helper the generator does not expand sets, wherever a recipe calls it ("call NAME"
-# in its settings): set_full_iteration_cuda_graph, a full-iteration graph under either
-# Megatron-Core API (utils/cuda_graph.py L95-105 @ v0.6.0: impl full_iteration, or local
-# with that scope) - DeepSeek-V4 Flash's GB200 recipe (perf_recipes/deepseek/gb200/
-# deepseek_v4.py L65), which its GB300 one runs whole (gb300/deepseek_v4.py L31)
-HELPER_CALLS = {"set_full_iteration_cuda_graph": {"model.cuda_graph_impl": "full_iteration"}}
 # table model -> what the ledger lacks to express it (the row is listed, not run)
 LACKS: dict[str, str] = {}  # none at present: DeepSeek-V4 Flash reads its released file
 # Megatron-Bridge's own pipeline layouts for the 61-layer DeepSeek-V3 stack (DeepSeek-V3,
@@ -249,13 +243,10 @@ class BridgeRow:
         when none names it. None (a preset's "not set") and unevaluated expressions
         ("expr:...") are passed over. The library recipes those functions start from
         (megatron.bridge.recipes.*) are not read; what the tables' generator leaves
-        unevaluated is read from ``HELPER_SETTINGS``, what a helper it does not expand sets
-        from ``HELPER_CALLS``."""
+        unevaluated is read from ``HELPER_SETTINGS``."""
         own, pretrain = self.recipe.get("settings") or {}, self.pretrain.get("settings") or {}
-        calls = [HELPER_CALLS[c.removeprefix("call ")] for c in {**pretrain, **own}
-                 if c.removeprefix("call ") in HELPER_CALLS and c.startswith("call ")]
         places = [own, pretrain, ((self.recipe.get("ConfigContainer") or {}).get("model") or {}),
-                  HELPER_SETTINGS.get(self.recipe.get("config"), {}), *calls]
+                  HELPER_SETTINGS.get(self.recipe.get("config"), {})]
         for s in places:
             s = s | _constructed(s)
             for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
