@@ -37,10 +37,10 @@ GPU's recipe function is read too (``recipe.pretrain``, a key of the document's
 Megatron-Bridge's CUDA-graph helpers (utils/cuda_graph.py ``set_cuda_graph_modules``,
 ``clear_cuda_graph_modules``, ``set_full_iteration_cuda_graph``) as the fields they set under
 the Megatron-Core the release pins, each call kept with its file and line and the helper's
-(``graph_helpers``), and so is another perf recipe a function starts from (``cfg = other_config()``: DeepSeek-V4
-Flash's GB300 recipe runs its GB200 one, Nemotron 3.5 Lightning's Nano's, Nemotron 3
-Ultra's GB300 one a shared builder), the last unconditional one winning, those under an ``if`` kept with their condition
-(``conditional``). The precision a row ran (``recipe.precision``): Megatron-Bridge's
+(``graph_helpers``), and so is another perf recipe a function starts from
+(``cfg = other_config()``: DeepSeek-V4 Flash's GB300 recipe runs its GB200 one, Nemotron 3.5
+Lightning's Nano's, Nemotron 3 Ultra's GB300 one a shared builder), the last unconditional
+one winning, those under an ``if`` kept with their condition (``conditional``). The precision a row ran (``recipe.precision``): Megatron-Bridge's
 mixed_precision.py function for it at the release, with the perf script's overrides
 (scripts/performance/utils/precision.py). The library recipes those functions start from
 (megatron.bridge.recipes.*) are not read.
