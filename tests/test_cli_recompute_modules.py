@@ -181,3 +181,58 @@ def test_the_reader_refuses_them_as_megatron_does(tmp_path, flags, refused):
         assert err.count("\n") == 1, err
     else:
         assert code == 0, err
+
+
+# Megatron refuses moe_act and layernorm recompute under FP8 delayed scaling
+# (transformer_config.py L2000-2006 @d98e8a64: fp8 set and fp8_recipe == 'delayed', the
+# default recipe, L594-596); current scaling, MXFP8 and blockwise take them, and FP4 and BF16
+# runs are not checked there.
+@pytest.mark.parametrize("argv,refused", [
+    (["report", "llama3-8b", "--precision", "fp8", "--recompute", "selective",
+      "--recompute-modules", "core_attn,layernorm"], "layernorm"),
+    (["report", "mixtral-8x7b", "--precision", "fp8", "--fp8-recipe", "delayed", "--recompute",
+      "selective", "--recompute-modules", "moe_act,layernorm"], "moe_act and layernorm"),
+    (["plan", "mixtral-8x7b", "--gpus", "64", "--global-batch", "256", "--precision", "fp8",
+      "--recompute-modules", "moe_act"], "moe_act"),
+    (["report", "mixtral-8x7b", "--precision", "fp8", "--fp8-recipe", "tensorwise",
+      "--recompute", "selective", "--recompute-modules", "moe_act,layernorm"], None),
+    (["report", "mixtral-8x7b", "--precision", "fp8", "--fp8-recipe", "mxfp8",
+      "--recompute", "selective", "--recompute-modules", "moe_act,layernorm"], None),
+    (["report", "mixtral-8x7b", "--precision", "fp4", "--recompute", "selective",
+      "--recompute-modules", "moe_act,layernorm"], None),
+    (["report", "mixtral-8x7b", "--recompute", "selective", "--recompute-modules",
+      "moe_act,layernorm"], None),
+])
+def test_the_cli_refuses_fp8_delayed_scaling_with_moe_act_or_layernorm(argv, refused):
+    code, out, err = run(argv + ["--json"] * (argv[0] == "report"))
+    if refused is None:
+        assert code == 0, err
+        return
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    mods = argv[argv.index("--recompute-modules") + 1]
+    assert err.startswith(f"error: recompute_modules: {refused} cannot be recomputed under "
+                          f"FP8 delayed scaling"), err
+    assert f"got --recompute-modules {mods} with --fp8-recipe delayed" in err, err
+
+
+@pytest.mark.parametrize("flags,refused", [
+    ("--fp8-format hybrid --recompute-modules layernorm", "layernorm cannot be recomputed"),
+    (f"--fp8-format e4m3 --fp8-recipe delayed {MOE_LAUNCH} --moe-grouped-gemm "
+     "--recompute-modules moe_act", "moe_act cannot be recomputed"),
+    ("--fp8-format hybrid --fp8-recipe tensorwise --recompute-modules layernorm", None),
+    ("--fp8-format hybrid --fp8-recipe blockwise --recompute-modules layernorm", None),
+    ("--recompute-modules layernorm", None),  # BF16
+    # Megatron checks them under selective recompute only (L1942)
+    ("--fp8-format hybrid --recompute-modules layernorm --recompute-granularity full", None),
+])
+def test_the_reader_refuses_fp8_delayed_scaling_with_moe_act_or_layernorm(tmp_path, flags,
+                                                                          refused):
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{LAUNCH} {flags}\n")
+    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "8"])
+    if refused:
+        assert code == 2 and err.count("\n") == 1, err
+        assert "Megatron would refuse this launch" in err and refused in err, err
+        assert "FP8 delayed scaling" in err and "L2000-2006" in err, err
+    else:
+        assert code == 0, err

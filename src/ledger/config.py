@@ -24,7 +24,7 @@ from ledger.frameworks.offload_checks import OFFLOAD_MODULES, check_offloads  # 
 # Megatron-Core's selective recompute modules: those the ledger prices, the others it
 # accepts as not priced, and Megatron's refusals
 from ledger.frameworks.recompute_modules import (  # noqa: F401
-    MEGATRON_RECOMPUTE_MODULES, RECOMPUTE_MODULES, UNPRICED_RECOMPUTE_MODULES,
+    MEGATRON_RECOMPUTE_MODULES, RECOMPUTE_MODULES, UNPRICED_RECOMPUTE_MODULES, fp8_recipe_of,
     recompute_module_problems)
 from ledger.pipeline import KINDS as SCHEDULES
 from ledger.pipeline import check as check_schedule
@@ -296,7 +296,7 @@ def check_step(cfg, fw) -> None:
         raise LedgerError("recompute_every", f"recomputes every n-th layer in full: needs "
                                              f"recompute full, got recompute "
                                              f"{cfg.recompute!r}")
-    _check_recompute_modules(cfg)
+    _check_recompute_modules(cfg, fw)
     if cfg.dropout is None:
         object.__setattr__(cfg, "dropout", fw.dropout)
     if not 0.0 <= cfg.dropout < 1.0:
@@ -311,14 +311,15 @@ def _check_dtypes(cfg) -> None:
             raise LedgerError(f, f"must be one of {', '.join(STATE_DTYPES)}, got {v!r}")
 
 
-def _check_recompute_modules(cfg) -> None:
+def _check_recompute_modules(cfg, fw) -> None:
     """--recompute-modules and the partial full recompute, as Megatron checks them
-    (transformer_config.py L1943-1962, L2024-2035 @d98e8a64; arguments.py: the method
-    and layer count go with full recompute only)."""
+    (transformer_config.py L1943-1962, L2000-2006, L2024-2035 @d98e8a64; arguments.py: the
+    method and layer count go with full recompute only)."""
     mods = cfg.recompute_modules
     if mods is not None:
         object.__setattr__(cfg, "recompute_modules", tuple(mods))
-        for field, problem in recompute_module_problems(cfg.recompute_modules, None, None):
+        for field, problem in recompute_module_problems(cfg.recompute_modules, None, None,
+                                                        fp8_recipe=fp8_recipe_of(fw)):
             raise LedgerError(field, problem)  # the model's half: placement.experts
         if cfg.recompute != "selective":
             raise LedgerError("recompute_modules", f"modules are recomputed under "

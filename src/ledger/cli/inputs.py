@@ -171,7 +171,8 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
 
 def _megatron_problems(a: argparse.Namespace, model_: ModelSpec) -> list:
     """What Megatron refuses of the planner's fixed flags on this model (the checks the
-    CLI's config and the launch reader share): recompute modules its layers lack, the
+    CLI's config and the launch reader share): recompute modules its layers lack or its
+    FP8 recipe cannot recompute, the
     shared experts' overlap beside their recompute; with --ep-overlap pinned, the shared
     experts' overlap beside it or --delay-wgrad-compute without it (unpinned, the planner
     drops per row what does not run with its EP overlap: ledger.plan.search._config)."""
@@ -179,10 +180,15 @@ def _megatron_problems(a: argparse.Namespace, model_: ModelSpec) -> list:
     from ledger.frameworks.host_checks import moe_overlap_problems
     from ledger.frameworks.recompute_modules import MLA_ATTENTIONS, recompute_module_problems
 
+    from ledger.frameworks import get
+    from ledger.frameworks.fp8 import is_fp8, recipe
+
     mods, shared = getattr(a, "recompute_modules", None), \
         bool(getattr(a, "shared_expert_overlap", False))
+    precision = getattr(a, "precision", None)
+    fp8 = recipe(get(a.framework).family, precision).name if is_fp8(precision) else None
     out = recompute_module_problems(mods, has_gdn(model_), model_.hc_mult > 0,
-                                    model_.attention in MLA_ATTENTIONS, model_.is_moe)
+                                    model_.attention in MLA_ATTENTIONS, model_.is_moe, fp8)
     out += moe_overlap_problems(shared, bool(model_.is_moe and model_.shared_experts), None,
                                 False, False, mods)
     if a.ep_overlap is not None:

@@ -5,8 +5,9 @@ CLI's config and for the Megatron launch reader.
 Megatron-LM at d98e8a64, megatron/core/transformer/transformer_config.py: the choices
 (L560-583, asserted at L1944-1962), their default ["core_attn"] (L1940-1941); moe_act only
 with grouped GEMMs (L1964-1967), mla_up_proj only with multi-latent attention (L1969-1973),
-gdn_norm_out only with a Gated DeltaNet variant (L1975-1981); mhc only with
-HyperConnections, and not beside mlp (L2027-2035). What each drops is ``ledger.arch.selective`` and
+gdn_norm_out only with a Gated DeltaNet variant (L1975-1981); moe_act and layernorm not
+under FP8 delayed scaling (L2000-2006: ``fp8`` set and ``fp8_recipe == 'delayed'``, Megatron's
+default recipe, L594-596); mhc only with HyperConnections, and not beside mlp (L2027-2035). What each drops is ``ledger.arch.selective`` and
 ``ledger.arch.activations``; what each runs again ``ledger.step.recompute``.
 """
 from __future__ import annotations
@@ -28,19 +29,29 @@ MEGATRON_RECOMPUTE_MODULES = RECOMPUTE_MODULES + UNPRICED_RECOMPUTE_MODULES
 MLA_ATTENTIONS = ("mla", "csa")
 
 
+def fp8_recipe_of(fw) -> str | None:
+    """The recipe a framework record's FP8 GEMMs run (``Framework.fp8``), as Megatron's
+    --fp8-recipe names it; None without FP8 GEMMs (BF16, or FP4's own --fp4-recipe)."""
+    rec = getattr(fw, "fp8", None)
+    return rec.name if rec is not None and rec.gemm_format == "fp8" else None
+
+
 def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None,
-                              mla: bool | None = None, grouped_gemm: bool | None = None
-                              ) -> list[tuple[str, str]]:
+                              mla: bool | None = None, grouped_gemm: bool | None = None,
+                              fp8_recipe: str | None = None) -> list[tuple[str, str]]:
     """(field, reason) for each choice of modules Megatron refuses under selective
     recompute: a name it does not know, moe_act without grouped GEMMs (``grouped_gemm``:
     a launch's --moe-grouped-gemm; the CLI's routed experts run them), mla_up_proj without
     multi-latent attention (``mla``), gdn_norm_out without Gated DeltaNet layers (``gdn``),
-    mhc without HyperConnections (``mhc``) or beside mlp. None: not known here (the config
-    alone, before a model).
+    moe_act or layernorm under FP8 delayed scaling (``fp8_recipe``: the recipe of the run's
+    FP8 GEMMs, None without FP8), mhc without HyperConnections (``mhc``) or beside mlp.
+    None: not known here (the config alone, before a model).
 
     >>> recompute_module_problems(("core_attn", "mhc", "mlp"), False, None)[0][1][:30]
     "mhc with mlp: Megatron's two c"
     >>> recompute_module_problems(("gdp_qkv", "mhc"), False, True)
+    []
+    >>> recompute_module_problems(("layernorm",), None, None, fp8_recipe="tensorwise")
     []
     """
     mods, out = tuple(mods or ()), []
@@ -62,6 +73,13 @@ def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None,
         out.append(("recompute_modules", "gdn_norm_out needs Gated DeltaNet layers "
                     "(--experimental-attention-variant gdn or gdn2; transformer_config.py "
                     "L1975-1981 @d98e8a64), the model has none"))
+    cached = [m for m in ("moe_act", "layernorm") if m in mods]
+    if cached and fp8_recipe == "delayed":
+        out.append(("recompute_modules", f"{' and '.join(cached)} cannot be recomputed under "
+                    f"FP8 delayed scaling, Megatron's default --fp8-recipe "
+                    f"(transformer_config.py L2000-2006 @d98e8a64): take --fp8-recipe "
+                    f"tensorwise, mxfp8 or blockwise, or drop {', '.join(cached)}: {given} "
+                    f"with --fp8-recipe delayed"))
     if "mhc" in mods and "mlp" in mods:
         out.append(("recompute_modules", "mhc with mlp: Megatron's two checkpoints conflict "
                     "(transformer_config.py L2031-2035 @d98e8a64)"))

@@ -119,7 +119,9 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         out += [problem for _, problem in recompute_module_problems(  # the CLI's check
             ns["recompute_modules"], ns.get("experimental_attention_variant") in GDN_VARIANTS,
             bool(ns.get("enable_mhc_connections")), bool(ns["multi_latent_attention"]),
-            bool(ns.get("moe_grouped_gemm")))]
+            bool(ns.get("moe_grouped_gemm")),
+            # --fp8-format on, --fp8-recipe as given or Megatron's default (delayed)
+            (ns.get("fp8_recipe") or "delayed") if ns.get("fp8") else None)]
     if ns["moe_layer_recompute"] and ns.get("recompute_granularity") == "full":
         out.append("--moe-layer-recompute with full recompute (transformer_config.py:2019)")
     if ns.get("ckpt_format") == "fsdp_dtensor" and not ns["use_megatron_fsdp"]:
