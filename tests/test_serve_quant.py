@@ -44,6 +44,8 @@ PUBLISHED = [
     ("quant/qwq-32b-preview-awq.json", (4.96 + 4.99 + 4.96 + 4.42) * 1e9,
      "shards 4.96 + 4.99 + 4.96 + 4.42 GB"),
     ("quant/tinyllama-1.1b-fp8-dynamic.json", 1.23e9, "model.safetensors 1.23 GB"),
+    # compressed-tensors FP8 per channel as released: a model report's "文件总大小" (GiB)
+    ("quant/glm-4.5-fp8.json", 336.48 * GiB, "93 files, 336.48 GiB"),
     # FP8 with 128 x 128 block scales: model reports' "文件总大小" (the files' total size),
     # in GiB (their unit: lm_head [151936, 4096] bf16 is "1.16 GB", 1,244,659,712 B), two
     # decimals (within 0.001% at these sizes)
@@ -118,6 +120,45 @@ def test_channel_fp8_checkpoint_on_disk():
     bf16 = 2 * (2 * 32000 * 2048 + (2 * 22 + 1) * 2048)
     assert checkpoint_bytes("quant/tinyllama-1.1b-fp8-dynamic.json") == \
         linear + scales + bf16 == pytest.approx(1.23e9, rel=0.005)
+
+
+def test_channel_fp8_checkpoint_as_released():
+    """compressed-tensors FP8 with one scale per output channel (FP8 activations per
+    token), read from zai-org's GLM-4.5-FP8 config.json (a byte copy of a model report's
+    "原始 config.json" block, SOURCES.md) and held to its 93 files, 336.48 GiB: the ledger's
+    336.96 GiB is +0.14%. The ``ignore`` list (839 names, in the file's order) names every
+    layer's norms, q/k/v biases, router ``mlp.gate`` and its ``e_score_correction_bias``,
+    ``lm_head``, ``model.embed_tokens``, ``model.norm`` and the MTP layer's (92)
+    ``embed_tokens``, ``eh_proj`` and norms: no projection of the stack, which is all FP8.
+    What is left, by hand from the report's tensor list (its shapes and dtypes; their sum is
+    the report's 336.47 GiB): the files keep each channel scale in fp32 (the ledger counts
+    2 B), the MTP layer's ``shared_head.head`` in FP8 with its channel scale (not on the
+    list; the ledger counts the MTP vocab copies in bf16) and the routers' fp32
+    ``e_score_correction_bias`` (which the ledger does not count) - exactly the difference."""
+    name = "quant/glm-4.5-fp8.json"
+    model, q = load(name)
+    assert (q.method, q.weight, q.scale, q.activations) == \
+        ("compressed-tensors", "fp8", "channel", "fp8")
+    assert len(q.ignore) == len(set(q.ignore)) == 839 and "lm_head" in q.ignore
+    kept = ("layernorm", "norm", ".bias", "mlp.gate", "mlp.gate.e_score_correction_bias")
+    assert {n for n in q.ignore if not n.endswith(kept)} == {
+        "lm_head", "model.embed_tokens", "model.layers.92.embed_tokens",
+        "model.layers.92.eh_proj"}
+    ledger = checkpoint_bytes(name)
+    assert ledger == pytest.approx(336.48 * GiB, rel=0.02)
+    assert ledger / (336.48 * GiB) - 1 == pytest.approx(0.0014, abs=1e-4)
+    # the report's tensors by hand: hidden 5120, vocab 151552, 93 layers with attention
+    # (q 12288, k/v 1024 with biases, q/k norms), 3 dense MLPs of 12288, 90 MoE layers
+    # (3 to 92) of 160 experts and one shared expert of 1536, the MTP layer's extras
+    h, v, d, i, e = 5120, 151552, 12288, 1536, 160
+    attn = 93 * (2 * h * 2 + 2 * 128 * 2 + (d + 2 * 1024) * 2 + (2 * d * h + 2 * 1024 * h))
+    dense = 3 * 3 * d * h
+    moe = 90 * (e + 1) * 3 * i * h + 90 * (e * h * 2 + e * 4)  # experts; routers, biases
+    mtp = h * 2 * h * 2 + v * h * 2 + 3 * h * 2 + v * h + v * 4  # eh_proj, copies, norms
+    channels = 93 * (d + 2 * 1024 + h) + 3 * (2 * d + h) + 90 * (e + 1) * (h + 2 * i)
+    files = 2 * v * h * 2 + h * 2 + attn + dense + moe + mtp + 4 * channels
+    assert round(files / GiB, 2) == 336.47  # "张量累计大小"
+    assert ledger == files - 2 * channels + (v * h * 2 - v * h - v * 4) - 90 * e * 4
 
 
 def test_block_fp8_checkpoints_on_disk():
