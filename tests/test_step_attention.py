@@ -10,7 +10,7 @@ from ledger.parallel import ParallelConfig
 from ledger.step import DEFAULT, estimate, gemm_s
 from ledger.step.layer_time import layer_times
 from ledger.system import system
-from ledger.system.attention import shares
+from ledger.system.attention import shares, window_shares
 
 
 def _layer(gpu, model=None, **kw):
@@ -50,6 +50,50 @@ def test_llama3_8b_core_at_the_measured_rate_by_hand():
     assert b200.attention == pytest.approx(flops / (2250e12 * 1598 / 2500))
     _, gb300 = _layer("gb300")
     assert lt.attention / gb300.attention == pytest.approx(1887 / 1598)
+
+
+def _gpt_oss(seq=4096):
+    from pathlib import Path
+
+    from ledger.io import from_hf_config
+
+    m = from_hf_config(Path(__file__).parent.parent / "examples" / "gpt-oss-120b.json")
+    return m.with_seq(seq)
+
+
+def test_window_kernel_points_as_the_gpt_oss_csvs_give_them():
+    # cudnn-frontend results/gpt_oss/{gb200,gb300}/gpt_oss_20260424_*.csv @ fb682ce7,
+    # bfloat16 top_left, window 128, non-deterministic backward, s = 4096: 161 / 182 and
+    # 167 / 191 TFLOP/s (forward / backward)
+    assert [round(x * 2500, 6) for x in window_shares("gb200", 4096, 128)] == [161, 182]
+    assert [round(x * 2500, 6) for x in window_shares("gb300", 4096, 128)] == [167, 191]
+    assert [round(x * 2250, 6) for x in window_shares("b200", 8192, 128)] == [
+        pytest.approx(165 * 2250 / 2500), pytest.approx(187 * 2250 / 2500)]
+    # no window measurement on Hopper (its gpt_oss CSV is at window 1024), none wider
+    assert window_shares("h100-sxm", 4096, 128) is None
+    assert window_shares("gb200", 4096, 4096) is None
+    assert window_shares("gb200", 4096, None) is None
+
+
+def test_gpt_oss_window_layers_take_the_measured_kernel_s_time():
+    """gpt-oss on GB200 at MBS 4 x 4096: its 18 global layers at the causal kernel's rate
+    (Llama 3.1's CSV, 1335 / 1132 TFLOP/s at 4K keys), its 18 windowed layers at the time
+    cuDNN's window kernel takes for the same 256 (batch x head) rows of 4096 queries -
+    0.210 ms forward, 0.465 ms backward (the gpt_oss CSV's time_ms at batch 2 x 128 heads).
+    Before, the window's FLOPs ran at the causal kernel's rate: 0.025 ms forward."""
+    m = _gpt_oss()
+    assert (m.layers, m.sliding_window, m.heads, m.head_dim) == (36, 128, 64, 64)
+    _, lt = _layer("gb200", model=m, micro_batch=4, ep=8)
+    full = 64 * 4 * 4096 * 4096 / 2 * 2 * 128  # heads x batch x causal scores x 2 (d + dv)
+    fwd = (18 * full / 1335e12 + 18 * 0.210e-3) / 36
+    bwd = (18 * 2.5 * full / 1132e12 + 18 * 0.465e-3) / 36
+    assert lt.attention == pytest.approx(fwd, rel=0.02)
+    assert lt.attention_bwd == pytest.approx(bwd, rel=0.02)
+    # Hopper, with no window measurement, keeps the causal rate for the window's FLOPs
+    _, h = _layer("h100-sxm", model=m, micro_batch=4, ep=8)
+    keys = 18 * 4096 / 2 + 18 * (128 - 128 * 128 / (2 * 4096))
+    h_fwd = 64 * 4 * 4096 * keys * 2 * 128 / 36 / (989e12 * shares("h100-sxm", 4096)[0])
+    assert h.attention == pytest.approx(h_fwd)
 
 
 def test_without_a_measurement_or_flash_the_gemm_pricing_stays():

@@ -32,6 +32,7 @@ from ledger.arch.checkpointing import op_share
 from ledger.arch.flops import (
                                      attention_flops_per_token,
                                      keys_factor,
+                                     local_keys_factor,
                                      matmul_params_per_token,
                                      model_flops_per_token,
                                      recurrent_flops_per_token,
@@ -45,7 +46,7 @@ __all__ = ["HF", "KORTHIKANTI", "LayerActivations", "MEGATRON", "PLAIN", "SavedT
            "activation_bytes_per_layer", "adapter_activation_bytes", "adapter_flops_per_token",
            "attention_flops_per_token", "finetune_flops_per_token",
            "frozen_wgrad_flops_per_token", "head_bytes",
-           "keys_factor", "kind_counts",
+           "keys_factor", "kind_counts", "local_keys_factor",
            "layer_activations", "layers_activation_bytes", "llama_activation_bytes_per_layer",
            "matmul_params_per_token", "model_flops_per_token", "op_share",
            "recompute_working_bytes",

@@ -153,6 +153,18 @@ def keys_factor(model: ModelSpec) -> float:
     return sum(mean_keys(model, i) for i in layers) / (len(layers) * model.seq_len / 2)
 
 
+def local_keys_factor(model: ModelSpec, max_window: int) -> float:
+    """The part of ``keys_factor`` that the sliding-window layers whose window is at most
+    ``max_window`` keys (and shorter than the sequence) contribute: 0.0 without such
+    layers; ``keys_factor`` less it is the rest of the stack's."""
+    if model.sliding_window is None or model.local_attention != "sliding":
+        return 0.0
+    layers = _attending(model) or [0]
+    local = [i for i in layers if (w := model.window(i)) and w <= max_window
+             and w < model.seq_len]
+    return sum(mean_keys(model, i) for i in local) / (len(layers) * model.seq_len / 2)
+
+
 def attention_flops_per_token(model: ModelSpec, causal: bool = True) -> float:
     """Attention-core FLOPs per token, forward and backward, summed over the layers that
     attend; a DSA indexer adds its scores, 2 d_index per head over the causal keys."""

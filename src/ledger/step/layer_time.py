@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.arch import keys_factor, op_share
+from ledger.arch import keys_factor, local_keys_factor, op_share
 from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer, block_layers, forward_passes
@@ -21,6 +21,7 @@ from ledger.step.recompute import modules as recompute_modules
 from ledger.step.tuned import tuned_gemms
 from ledger.system import System
 from ledger.system.attention import shares as attention_shares
+from ledger.system.attention import window_shares
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,22 @@ def attention_peak(cfg, gpu):
     return gpu.fp8_flops
 
 
+def local_share(model: ModelSpec, cfg, gpu, keys, fp8: bool):
+    """(share of the core's FLOPs in sliding-window layers, their kernel's measured
+    (forward, backward) shares of the peak) where cuDNN's window kernel is measured for the
+    GPU's die at a window at least the model's (``ledger.system.attention.window_shares``):
+    those layers' FLOPs run at the window kernel's rate, the rest at the causal kernel's.
+    (0.0, (1.0, 1.0)) elsewhere: FP8 attention (no FP8 window measurement priced), context
+    parallelism, a model whose global layers have their own head widths (Gemma 4)."""
+    none = 0.0, (1.0, 1.0)
+    if fp8 or cfg.cp != 1 or model.global_attention is not None:
+        return none
+    rates = window_shares(gpu.name, keys, model.sliding_window)
+    total = keys_factor(model)
+    local = local_keys_factor(model, model.sliding_window or 0) / total if total else 0.0
+    return none if rates is None or not local else (local, rates)
+
+
 def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
                  tp_overlap: bool = False) -> LayerTime:
     """One layer, one micro-batch, one GPU. ``cfg`` may hold numpy arrays for its sizes
@@ -148,8 +165,9 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         # under FP8 attention): the forward's 2 q k (d + dv) FLOPs a head, the backward's 2.5x
         flops = weight * sum(n * 2 * q_tokens * keys * (dq + v) for n, dq, v in widths) \
             / sum(n for n, _, _ in widths)
-        core_f = flops / (gpu.bf16_flops * rates[0])
-        core_b = 2.5 * flops / (gpu.bf16_flops * rates[1])
+        local, wrates = local_share(model, cfg, gpu, keys, pk is not None)
+        core_f = flops * ((1 - local) / rates[0] + local / wrates[0]) / gpu.bf16_flops
+        core_b = 2.5 * flops * ((1 - local) / rates[1] + local / wrates[1]) / gpu.bf16_flops
     # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
     # and DeepSeek-V4's indexer scores (ledger.step.gemm.indexer_core_s), their backward
     # twice their forward as before

@@ -21,6 +21,17 @@ measurement, one rule: a part takes the measurement of its die (GH100: H200's, t
 ledger.system.chips states for the GEMM share; sm_100 B200 / GB200: GB200's; sm_103
 B300 / GB300: GB300's), as a share of the measured part's datasheet BF16 peak (989 / 2,500
 / 2,500 TFLOP/s), applied to the part's own peak.
+
+A sliding-window layer (``window_shares``) takes the window kernel's own measurement where
+one exists for its die. Which kernel runs gpt-oss's layers (learnable-softmax sinks, a
+128-key window every other layer): Transformer Engine turns FlashAttention off for any
+softmax type but vanilla (pytorch/attention/dot_product_attention/utils.py L715-717 @ v2.12,
+5671fd36) and runs cuDNN's F16_arbitrary_seqlen kernel for sinks from cuDNN 9.13.1 on sm_90
+and sm_100 alike (common/fused_attn/fused_attn.cpp L443-447), the window handed to it as a
+band (L403-437); on Blackwell its training backward is the non-deterministic one unless
+determinism is asked for (L448-455), which Megatron-Bridge's perf launcher does for DeepSeek
+only (scripts/performance/perf_plugins.py L293-294 @ v0.4.0). So the window is the kernel's
+and its time is a band's, not the causal prefix's.
 """
 from __future__ import annotations
 
@@ -49,6 +60,27 @@ _MEASURED = {
 MEASURED_BY = {"h100-sxm": "h200", "h800": "h200", "h100-96gb": "h200", "h100-nvl": "h200",
                "h200": "h200", "gh200": "h200", "h20": "h200",
                "b200": "gb200", "gb200": "gb200", "b300": "gb300", "gb300": "gb300"}
+# The sliding-window kernel (a local layer's core), measured on the model that runs it:
+# NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/{gb200,gb300}/
+# gpt_oss_20260424_{100011,100022}.csv at fb682ce7 (configs/gpt_oss.py L15-18, L36 there:
+# GPT-OSS's attention, window 128, head dim 64; the CSVs: causal top_left, batch 2, 128
+# heads, cuDNN backend 9.22.0), the bfloat16 rows with the non-deterministic backward (CSV
+# lines 2-3, 11-12, 20-21, 29-30, 38-39): TFLOP/s over the window's FLOPs
+# (benchmark_single_sdpa.py L1147-1191 flops(): W (W + 1) / 2 + (S - W) W scores a head,
+# 2 (d + d) FLOPs each forward, 2.5x that backward - the ledger's w - w^2 / (2 s) keys a
+# query, ledger.arch.flops). A band of 128 keys keeps the kernel at 6-7% of the peak (its two
+# diagonal tiles per query tile, most of both masked), against 53% for the causal kernel at
+# 4K keys: the window's FLOPs priced at the causal kernel's rate take an eighth of its time.
+# window -> {key length: (forward, backward) TFLOP/s}; key 32768's forward is as measured
+_MEASURED_WINDOW = {
+    "gb200": (2500e12, 128, {2048: (153, 176), 4096: (161, 182), 8192: (165, 187),
+                             16384: (167, 188), 32768: (104, 186)}),
+    "gb300": (2500e12, 128, {2048: (160, 184), 4096: (167, 191), 8192: (172, 198),
+                             16384: (173, 200), 32768: (108, 199)}),
+}
+WINDOW_SOURCE = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/"
+                 "{gb200,gb300}/gpt_oss_20260424_*.csv @ fb682ce7 (BF16, causal, window 128, "
+                 "head dim 64, non-deterministic backward)")
 SOURCE = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/"
           "{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv (cuDNN 9.19.1, BF16 and FP8, "
           "causal, 64 q / 8 kv heads, head dim 128)")
@@ -63,6 +95,24 @@ def shares(gpu_name: str, keys, fp8: bool = False):
     if part is None:
         return None
     peak, table = (_MEASURED_FP8 if fp8 else _MEASURED)[part]
+    s = np.log2(sorted(table))
+    fwd, bwd = (np.array([table[k][i] for k in sorted(table)]) * 1e12 / peak for i in (0, 1))
+    x = np.log2(np.maximum(np.asarray(keys, dtype=float), 1.0))
+    return np.interp(x, s, fwd), np.interp(x, s, bwd)
+
+
+def window_shares(gpu_name: str, keys, window: int | None):
+    """(forward, backward) share of the GPU's BF16 peak cuDNN's sliding-window kernel
+    sustains over a local layer's window FLOPs at ``keys`` keys (log-linear between the
+    measured lengths, as ``shares``); None without a measurement for the GPU's die, without a
+    window, or for a window wider than the measured one (a wider band is no longer the
+    two-tile kernel measured here: it keeps the causal kernel's rate)."""
+    part = MEASURED_BY.get(gpu_name)
+    if part not in _MEASURED_WINDOW or not window:
+        return None
+    peak, measured, table = _MEASURED_WINDOW[part]
+    if window > measured:
+        return None
     s = np.log2(sorted(table))
     fwd, bwd = (np.array([table[k][i] for k in sorted(table)]) * 1e12 / peak for i in (0, 1))
     x = np.log2(np.maximum(np.asarray(keys, dtype=float), 1.0))
