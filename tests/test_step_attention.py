@@ -96,6 +96,25 @@ def test_gpt_oss_window_layers_take_the_measured_kernel_s_time():
     assert h.attention == pytest.approx(h_fwd)
 
 
+def test_fp8_window_backward_runs_the_causal_prefix():
+    """Under FP8 attention (TE's fused FP8 kernel for sinks + window on sm_100+, cuDNN 9.21)
+    the gpt_oss CSVs' fp8 rows: the forward keeps to the band (0.195 ms at 4K on GB200, as
+    BF16's 0.210), the backward's time grows as s^2 (1.731 ms at 4K, 6.176 ms at 8K, 23.231
+    ms at 16K: about 4x a doubling) - it is priced so."""
+    assert [round(x * 2500, 6) for x in window_shares("gb200", 4096, 128, fp8=True)] == [
+        173, 49]
+    m = _gpt_oss()
+    _, lt = _layer("gb200", model=m, micro_batch=4, ep=8, precision="fp8-mxfp8",
+                   fp8_attention=True)
+    full = 64 * 4 * 4096 * 4096 / 2 * 2 * 128
+    fwd = (18 * full / 1707e12 + 18 * 0.195e-3) / 36  # the causal kernel's fp8 rate at 4K
+    bwd = (18 * 2.5 * full / 1229e12 + 18 * 1.731e-3) / 36
+    assert lt.attention == pytest.approx(fwd, rel=0.02)
+    assert lt.attention_bwd == pytest.approx(bwd, rel=0.02)
+    b, f = (window_shares("gb200", s, 128, fp8=True)[1] for s in (8192, 16384))
+    assert b / f == pytest.approx(2, rel=0.1)  # rate over the window's FLOPs halves
+
+
 def test_without_a_measurement_or_flash_the_gemm_pricing_stays():
     model, lt = _layer("a100-80gb")
     gpu = system("a100-80gb").gpu

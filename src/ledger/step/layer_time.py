@@ -114,14 +114,14 @@ def attention_peak(cfg, gpu):
 def local_share(model: ModelSpec, cfg, gpu, keys, fp8: bool):
     """(share of the core's FLOPs in sliding-window layers, their kernel's measured
     (forward, backward) shares of the peak) where cuDNN's window kernel is measured for the
-    GPU's die at a window at least the model's (``ledger.system.attention.window_shares``):
-    those layers' FLOPs run at the window kernel's rate, the rest at the causal kernel's.
-    (0.0, (1.0, 1.0)) elsewhere: FP8 attention (no FP8 window measurement priced), context
+    GPU's die at a window at least the model's (``ledger.system.attention.window_shares``;
+    its FP8 kernel's under FP8 attention): those layers' FLOPs run at the window kernel's
+    rate, the rest at the causal kernel's. (0.0, (1.0, 1.0)) elsewhere: context
     parallelism, a model whose global layers have their own head widths (Gemma 4)."""
     none = 0.0, (1.0, 1.0)
-    if fp8 or cfg.cp != 1 or model.global_attention is not None:
+    if cfg.cp != 1 or model.global_attention is not None:
         return none
-    rates = window_shares(gpu.name, keys, model.sliding_window)
+    rates = window_shares(gpu.name, keys, model.sliding_window, fp8=fp8)
     total = keys_factor(model)
     local = local_keys_factor(model, model.sliding_window or 0) / total if total else 0.0
     return none if rates is None or not local else (local, rates)

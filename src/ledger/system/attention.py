@@ -78,9 +78,21 @@ _MEASURED_WINDOW = {
     "gb300": (2500e12, 128, {2048: (160, 184), 4096: (167, 191), 8192: (172, 198),
                              16384: (173, 200), 32768: (108, 199)}),
 }
+# ... and the same CSVs' fp8 rows (lines 5-6, 14-15, 23-24, 32-33, 41-42: E4M3, the kind
+# ``_MEASURED_FP8`` takes, what Transformer Engine runs for sinks + window under FP8 attention
+# on sm_100+ from cuDNN 9.21, dot_product_attention/utils.py L934-944, L1148-1159 @ 4220403e,
+# the TE Megatron-Bridge v0.5.0 pins): the forward keeps to the band, the backward does not -
+# its time grows as s^2 (1.73 / 6.18 / 23.2 / 90.3 ms at 4K / 8K / 16K / 32K keys on GB200),
+# the causal prefix's work, so its rate over the window's FLOPs falls with the key length
+_MEASURED_WINDOW_FP8 = {
+    "gb200": (2500e12, 128, {2048: (165, 78), 4096: (173, 49), 8192: (177, 28),
+                             16384: (179, 15), 32768: (179, 8)}),
+    "gb300": (2500e12, 128, {2048: (193, 89), 4096: (203, 57), 8192: (208, 33),
+                             16384: (211, 18), 32768: (212, 9)}),
+}
 WINDOW_SOURCE = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/"
                  "{gb200,gb300}/gpt_oss_20260424_*.csv @ fb682ce7 (BF16, causal, window 128, "
-                 "head dim 64, non-deterministic backward)")
+                 "head dim 64, non-deterministic backward; BF16 and FP8)")
 SOURCE = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/"
           "{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv (cuDNN 9.19.1, BF16 and FP8, "
           "causal, 64 q / 8 kv heads, head dim 128)")
@@ -101,16 +113,18 @@ def shares(gpu_name: str, keys, fp8: bool = False):
     return np.interp(x, s, fwd), np.interp(x, s, bwd)
 
 
-def window_shares(gpu_name: str, keys, window: int | None):
+def window_shares(gpu_name: str, keys, window: int | None, fp8: bool = False):
     """(forward, backward) share of the GPU's BF16 peak cuDNN's sliding-window kernel
-    sustains over a local layer's window FLOPs at ``keys`` keys (log-linear between the
-    measured lengths, as ``shares``); None without a measurement for the GPU's die, without a
-    window, or for a window wider than the measured one (a wider band is no longer the
-    two-tile kernel measured here: it keeps the causal kernel's rate)."""
+    sustains over a local layer's window FLOPs at ``keys`` keys, its FP8 kernel's under
+    ``fp8`` (log-linear between the measured lengths, as ``shares``); None without a
+    measurement for the GPU's die, without a window, or for a window wider than the measured
+    one (a wider band is no longer the two-tile kernel measured here: it keeps the causal
+    kernel's rate)."""
     part = MEASURED_BY.get(gpu_name)
-    if part not in _MEASURED_WINDOW or not window:
+    measurements = _MEASURED_WINDOW_FP8 if fp8 else _MEASURED_WINDOW
+    if part not in measurements or not window:
         return None
-    peak, measured, table = _MEASURED_WINDOW[part]
+    peak, measured, table = measurements[part]
     if window > measured:
         return None
     s = np.log2(sorted(table))
