@@ -83,8 +83,9 @@ _MEASURED_WINDOW = {
 # on sm_100+ from cuDNN 9.21, dot_product_attention/utils.py L934-944, L1148-1159 @ 4220403e,
 # the TE Megatron-Bridge v0.5.0 pins; under an MXFP8 linear recipe attention runs
 # per-tensor FP8, dot_product_attention.py L115-116 there): the forward keeps to the band,
-# the backward does not - its time grows as s^2 (1.73 / 6.18 / 23.2 / 90.3 ms at 4K / 8K / 16K / 32K keys on GB200),
-# the causal prefix's work, so its rate over the window's FLOPs falls with the key length
+# the backward does not - its time grows as s^2 (1.73 / 6.18 / 23.2 / 90.3 ms at 4K / 8K /
+# 16K / 32K keys on GB200), the causal prefix's work, so its rate over the window's FLOPs
+# falls with the key length
 _MEASURED_WINDOW_FP8 = {
     "gb200": (2500e12, 128, {2048: (165, 78), 4096: (173, 49), 8192: (177, 28),
                              16384: (179, 15), 32768: (179, 8)}),
