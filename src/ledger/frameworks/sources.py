@@ -138,6 +138,15 @@ SOURCES: dict[str, dict[str, str]] = {
                            "Megatron-Bridge models/gpt_oss/gpt_oss_bridge.py L86-88 @v0.6.0 "
                            "(softmax_type learnable, window (127, 0), every second layer); "
                            "priced as the flash-style kernel it is",
+        "attention_window_kernel": "a sliding-window layer's core is the band cuDNN's fused "
+                                   "kernel is handed (TransformerEngine v2.12 5671fd36 "
+                                   "common/fused_attn/fused_attn.cpp L403-437, sinks L443-447, "
+                                   "Blackwell's non-deterministic backward L448-455), priced at "
+                                   "that kernel's measured time on gpt-oss's own shape: "
+                                   "NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/"
+                                   "results/gpt_oss/{gb200,gb300}/*.csv @ fb682ce7 (window 128, "
+                                   "head dim 64; BF16 161 / 182 TFLOP/s at 4K keys on GB200; "
+                                   "its FP8 backward grows as s^2); ledger.system.attention",
         "ssd_backward": "state-spaces/mamba ops/triton/ssd_combined.py "
                         "_mamba_chunk_scan_combined_bwd: L379-441 @v2.2.4 (95d8aba8), "
                         "L441-503 @e9594ce1 - the same kernels: C B^T and chunk states "

@@ -68,9 +68,9 @@ MEASURED_BY = {"h100-sxm": "h200", "h800": "h200", "h100-96gb": "h200", "h100-nv
 # lines 2-3, 11-12, 20-21, 29-30, 38-39): TFLOP/s over the window's FLOPs
 # (benchmark_single_sdpa.py L1147-1191 flops(): W (W + 1) / 2 + (S - W) W scores a head,
 # 2 (d + d) FLOPs each forward, 2.5x that backward - the ledger's w - w^2 / (2 s) keys a
-# query, ledger.arch.flops). A band of 128 keys keeps the kernel at 6-7% of the peak (its two
-# diagonal tiles per query tile, most of both masked), against 53% for the causal kernel at
-# 4K keys: the window's FLOPs priced at the causal kernel's rate take an eighth of its time.
+# query, ledger.arch.flops). The band of 128 keys runs at 6-7% of the peak as measured,
+# against 53% for the causal kernel at 4K keys: the window's FLOPs priced at the causal
+# kernel's rate take an eighth of its time.
 # window -> {key length: (forward, backward) TFLOP/s}; key 32768's forward is as measured
 _MEASURED_WINDOW = {
     "gb200": (2500e12, 128, {2048: (153, 176), 4096: (161, 182), 8192: (165, 187),
