@@ -147,3 +147,18 @@ def test_the_loss_passes_are_the_step_s_elementwise_time_at_hbm_bandwidth():
                        optimizer="adam").breakdown["elementwise"]
     logits = 2 * 8192 * model.vocab / 2  # a micro-batch's logits on one TP rank
     assert with_loss - without == pytest.approx(8 * logits * 52 / h100.gpu.hbm_bytes_per_s)
+
+
+def test_the_planner_prices_window_layers_on_its_grid():
+    """The planner's grid (arrays of CP and DP) through the window kernel's pricing: CP > 1
+    keeps the causal rate (a ring's chunks are no band), CP 1 takes the window kernel's -
+    its #1 at CP 1 is estimate's own figure for that placement."""
+    from ledger.plan import plan
+
+    m = _gpt_oss()
+    gb200 = system("gb200")
+    result = plan(m, 16, gb200, 64, top=40)
+    assert result.plans
+    best = next(p for p in result.plans if p.config.cp == 1)
+    assert best.step_time_s == pytest.approx(
+        estimate(m, best.config, gb200, optimizer="adam").step_time_s, rel=1e-6)

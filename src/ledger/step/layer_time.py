@@ -118,13 +118,17 @@ def local_share(model: ModelSpec, cfg, gpu, keys, fp8: bool):
     its FP8 kernel's under FP8 attention): those layers' FLOPs run at the window kernel's
     rate, the rest at the causal kernel's. (0.0, (1.0, 1.0)) elsewhere: context
     parallelism, a model whose global layers have their own head widths (Gemma 4)."""
+    import numpy as np
+
     none = 0.0, (1.0, 1.0)
-    if cfg.cp != 1 or model.global_attention is not None:
+    if model.global_attention is not None:
         return none
     rates = window_shares(gpu.name, keys, model.sliding_window, fp8=fp8)
     total = keys_factor(model)
     local = local_keys_factor(model, model.sliding_window or 0) / total if total else 0.0
-    return none if rates is None or not local else (local, rates)
+    if rates is None or not local:
+        return none
+    return np.where(np.asarray(cfg.cp) == 1, local, 0.0), rates  # cp: a planner's grid too
 
 
 def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
