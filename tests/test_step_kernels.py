@@ -10,7 +10,7 @@ import pytest
 from ledger.io.hf.reader import read_hf_config
 from ledger.parallel import ParallelConfig
 from ledger.step import DEFAULT, estimate
-from ledger.step.eager import expert_pass_bytes
+from ledger.step.eager import expert_pass_bytes, rope_pass_bytes
 from ledger.system import system
 
 ROOT = Path(__file__).parents[1]
@@ -58,6 +58,34 @@ def test_the_passes_are_the_step_s_elementwise_time_at_hbm_bandwidth():
     # bulk of the difference, 36 layers x 5 micro-batches x (fwd + bwd) / HBM
     passes = 36 * 5 * (5_284_823_040 + 6_039_797_760) / gb200.gpu.hbm_bytes_per_s
     assert a - b == pytest.approx(passes, rel=0.05)
+
+
+def test_gpt_oss_reads_yarn_s_attention_factor():
+    # rope_scaling: yarn, factor 32, no mscale / mscale_all_dim -> 0.1 ln 32 + 1
+    import math
+
+    assert _gpt_oss().rope_mscale == pytest.approx(0.1 * math.log(32) + 1) == 1.3465735902799727
+    cfg = json.loads((ROOT / "examples" / "gpt-oss-120b.json").read_text())
+    cfg["rope_scaling"] |= {"mscale": 1.0, "mscale_all_dim": 1.0}  # DeepSeek-V3's pair
+    from ledger.io.hf import spec_from_dict
+    assert spec_from_dict(cfg, "x").rope_mscale == 1.0
+
+
+def test_rope_passes_counted_by_hand():
+    # q and k of 64 + 8 heads x 64 on one GPU, 4 x 4096 tokens, BF16: 12 passes forward (t *
+    # cos, the negated half, the cat, * sin, the add, the final cat), 13 backward, every layer
+    fwd, bwd = rope_pass_bytes(_gpt_oss(), _cfg(), 16384)
+    assert (fwd, bwd) == (16384 * 72 * 64 * 2 * 12, 16384 * 72 * 64 * 2 * 13)
+    assert rope_pass_bytes(_gpt_oss(), _cfg(tp=2, dp=32, ep=32, sequence_parallel=True),
+                           16384)[0] == fwd / 2  # TP splits the heads
+    # an mscale of 1 runs TE's fused RoPE; another framework's RoPE is not read
+    assert rope_pass_bytes(replace(_gpt_oss(), rope_mscale=1.0), _cfg(), 16384) == (0.0, 0.0)
+    assert rope_pass_bytes(_gpt_oss(), _cfg(framework="torchtitan", zero_stage=3),
+                           16384) == (0.0, 0.0)
+    gb200 = system("gb200")
+    a, b = (estimate(m, _cfg(), gb200, precision="bf16", optimizer="adam").breakdown[
+        "elementwise"] for m in (_gpt_oss(), replace(_gpt_oss(), rope_mscale=1.0)))
+    assert a - b == pytest.approx(36 * 5 * (fwd + bwd) / gb200.gpu.hbm_bytes_per_s)
 
 
 def test_mamba2_ssd_backward_as_mamba_ssm_runs_it():

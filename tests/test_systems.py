@@ -214,8 +214,9 @@ def test_gb300_over_b300_has_the_published_direction_in_every_pair():
 
 
 @pytest.mark.xfail(strict=True, reason="measured (benchmarks/bridge.py): GB300/B300 29 "
-                   "pairs, 29 in the right direction, 28 within 15% (mean |error| 5.6%); "
-                   "the miss: 26.02 Qwen3-235B-A22B -19.3% (issue 32's MoE step time)")
+                   "pairs, 29 in the right direction, 27 within 15% (mean |error| 5.6%); "
+                   "the misses: 26.02 Qwen3-235B-A22B -19.3% (issue 32's MoE step time), "
+                   "26.06 gpt-oss MXFP8 -15.2% (its B300 row +11%, GB300 -6%)")
 def test_gb300_over_b300_within_15_percent_in_every_pair():
     pairs, right, within = _bar("gb300/b300")
     assert len(right) == len(within) == len(pairs)

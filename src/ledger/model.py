@@ -66,6 +66,7 @@ class ModelSpec(ParamCounts):
     local_layers: tuple[int, ...] | None = None  # which layers are local; None: all of them
     local_attention: str = "sliding"  # "chunked": Llama 4's fixed chunks of sliding_window
     attention_sinks: bool = False  # gpt-oss: one learned logit per head per layer
+    rope_mscale: float = 1.0  # YaRN's factor on cos/sin (gpt-oss 1.35; ledger.step.eager)
     attn_logit_softcap: float = 0.0  # Gemma 2: tanh cap on scores (no parameters; 0 = off)
     final_logit_softcap: float = 0.0  # Gemma 2: tanh cap on the output logits
     attn_gate: str = "none"  # sigmoid gate on the attention output: "elementwise" (Qwen3-Next,

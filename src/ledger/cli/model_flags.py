@@ -61,6 +61,8 @@ FLAGS: dict[str, tuple[tuple[str, ...], object, str]] = {
     "local_layers": (("--local-layers",), LAYERS, "local layers: '0-4,6', 'except-every:6'"),
     "local_attention": (("--local-attention",), LOCAL_KINDS, "sliding or chunked (Llama 4)"),
     "attention_sinks": (("--attention-sinks",), bool, "one learned logit per head (gpt-oss)"),
+    "rope_mscale": (("--rope-mscale",), float,
+                    "YaRN's factor on cos/sin (gpt-oss 1.35; not 1: Megatron's eager RoPE)"),
     "glu_clamp": (("--glu-clamp",), float,
                   "GLU inputs clamped at this value (gpt-oss: 7; 0 = off)"),
     "attn_logit_softcap": (("--attn-softcap",), float, "tanh cap on scores (Gemma 2)"),

@@ -18,6 +18,15 @@ commit Megatron-Bridge v0.3.1 pins, NVIDIA/Megatron-LM@55ac7082):
   Backward: the bias gradient (g * p, then its sum: 3 passes) and the routing
   probability's (g * b, then its sum over h: 3).
 
+- the rotary embedding under YaRN (gpt-oss, ``ModelSpec.rope_mscale``): Megatron-Core hands
+  TE's fused RoPE only an mscale of 1 and otherwise runs its eager one on q and on k
+  (models/common/embeddings/rope_utils.py L279-284 @ d7288711, the same at 55ac7082 and
+  0d8e0714; attention.py L1104-1125 passes YaRN's factor as mscale): ``_apply_rotary_pos_emb_
+  bshd`` (L92-126) runs t * cos, the rotate-half's negation (half) and cat, * sin, the add
+  and the final cat - 6.5 reads and 5.5 writes of q and k, 12 passes; backward, g * cos and
+  g * sin (4), the negation's gradient (1), the chunk's cat (2), the two paths' sum (3)
+  and the slice's zero-filled copy (slice_backward: zeros, then copy_, 3): 13.
+
 fc1's bias rides its grouped GEMM's epilogue, and its gradient the weight-gradient GEMM's
 (Transformer Engine grouped_linear.py L300-330, L419-437 @v2.9): no pass of its own.
 Each pass moves the activation dtype's bytes (``cfg.act_bytes``); the passes run at the
@@ -31,6 +40,7 @@ from ledger.model import ModelSpec
 from ledger.placement import moe_tokens
 
 CLAMP_PASSES = (4, 5)  # forward, backward passes over the fc1 output (rows x 2F)
+ROPE_PASSES = (12, 13)  # forward, backward passes over q and k (unfused RoPE under YaRN)
 BIAS_PASSES = (6, 6)  # forward, backward passes over the fc2 output (rows x h)
 
 
@@ -54,3 +64,16 @@ def expert_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
             + (BIAS_PASSES[i] * fc2 if model.mlp_bias else 0.0)
         out.append(moe_share * rows * passes * cfg.act_bytes)
     return tuple(out)
+
+
+def rope_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
+    """(forward, backward) HBM bytes of one layer's eager rotary embedding, averaged over the
+    stack: q and k of this GPU's heads (``tokens`` x (heads + kv_heads) / TP x head_dim) times
+    ``ROPE_PASSES``, in the layers that attend; 0 where Megatron-Core runs TE's fused RoPE
+    (an mscale of 1), under another framework, or without rotary positions."""
+    if framework_of(cfg).family != "megatron" or model.rope_mscale == 1.0 \
+            or model.learned_positions or model.attention != "mha":
+        return 0.0, 0.0
+    width = (model.heads + (model.kv_heads or model.heads)) / cfg.tp * model.head_dim
+    share = model.attention_layers / model.layers
+    return tuple(share * tokens * width * n * cfg.act_bytes for n in ROPE_PASSES)

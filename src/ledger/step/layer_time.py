@@ -11,7 +11,7 @@ from ledger.arch import keys_factor, local_keys_factor, op_share
 from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer, block_layers, forward_passes
-from ledger.step.eager import expert_pass_bytes
+from ledger.step.eager import expert_pass_bytes, rope_pass_bytes
 from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_core_bwd_s,
                               recurrent_core_s, rht_s,
                               routed_gemms_s, shared_gemms_s)
@@ -190,7 +190,8 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     # the routed experts' eager passes (clamped GLU, fc2 bias: ledger.step.eager), their own
     # bytes at the HBM rate; LayerTime runs the backward as twice the forward's elementwise
     # time, so a third of both directions' bytes stands for the forward (their sum is exact)
-    eager = sum(expert_pass_bytes(model, cfg, tokens)) / 3.0 / gpu.hbm_bytes_per_s
+    eager = (sum(expert_pass_bytes(model, cfg, tokens)) + sum(rope_pass_bytes(
+        model, cfg, tokens))) / 3.0 / gpu.hbm_bytes_per_s  # and YaRN's eager RoPE
     elementwise = traffic * saved + eager
     core = traffic * (saved - act(True)) if not cfg.flash_attention else 0.0 * saved
     s_act = tokens * model.hidden * cfg.act_bytes

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ledger.io.hf import deepseek_v4, dense, hybrids, kda, layouts, moe, unmodelled
 from ledger.io.hf.keys import (alternating, bias, decoder, every_layer_window, expert_count,
-                            mla, qwen_window, softcaps, sparse_layers, top_k)
+                            mla, qwen_window, softcaps, sparse_layers, top_k, yarn_mscale)
 
 def llama(r):  # configuration_llama.py:69-84
     f, cap = decoder(r, kv=None, head_dim=None, tied=False, maxpos=2048)
@@ -115,7 +115,8 @@ def gpt_oss(r):  # configuration_gpt_oss.py:50-85: every layer MoE, biases, sink
     return {**f, **bias(r, default=True), "num_experts": expert_count(r, "num_local_experts", 128),
             "top_k": r.get("num_experts_per_tok", 4), "mlp_bias": True, "router_bias": True,
             "glu_clamp": r.get("swiglu_limit", 7.0, float),  # the experts' clamp
-            "attention_sinks": True, **alternating(r, f["layers"], 128, 2)}, cap
+            "attention_sinks": True, **alternating(r, f["layers"], 128, 2),
+            **yarn_mscale(r)}, cap  # as Megatron-Bridge sets it: gpt_oss_bridge.py L94-100 @ v0.4.0
 
 
 def llama4_text(r):  # configuration_llama4.py:130-193

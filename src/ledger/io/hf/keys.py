@@ -144,3 +144,24 @@ def top_k(r, key="num_experts_per_tok", default=None):
 def sparse_ids(types: list[str]) -> tuple[int, ...]:
     """The MoE layers of an ``mlp_layer_types`` list."""
     return tuple(i for i, t in enumerate(types) if t == "sparse")
+
+
+def yarn_mscale(r) -> dict:
+    """YaRN's attention factor on cos and sin (``rope_scaling``, rope_type "yarn"):
+    get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) where both are given,
+    else 0.1 ln(factor) + 1 (transformers modeling_rope_utils.py _compute_yarn_parameters;
+    Megatron-Core yarn_rotary_pos_embedding.py L252-283 @ d7288711 computes it alike);
+    {} when it is 1 or the config has no YaRN."""
+    import math
+
+    rope = r.sub("rope_scaling")
+    if rope.get("rope_type", rope.get("type")) != "yarn":
+        return {}
+    factor = float(rope.get("factor", 1.0))
+
+    def get_mscale(m):
+        return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+    m, all_dim = rope.get("mscale"), rope.get("mscale_all_dim")
+    value = get_mscale(1.0) if m is None or all_dim is None \
+        else get_mscale(float(m)) / get_mscale(float(all_dim))
+    return {} if value == 1.0 else {"rope_mscale": value}

@@ -133,7 +133,9 @@ _EXACT = {
     "--offload-modules": (lambda v: not set(v) - set(OFFLOAD_MODULES),
                           "the others priced as kept on the GPU"),
     "--cp-comm-type": (lambda v: all(x in mm.CP_KINDS for x in v), "priced as ring"),
-    "--position-embedding-type": (lambda v: v != "relative", "no relative-bias table"),
+    "--position-embedding-type": (lambda v: v not in ("relative", "yarn"),
+                                  "no relative-bias table; YaRN's eager RoPE (its factor is "
+                                  "no flag: ledger.step.eager) not priced"),
     "--fp8-recipe": (lambda v: v in ("delayed", "tensorwise", "blockwise", "mxfp8"),
                      "priced as the delayed recipe"),
     "--fp4-recipe": (lambda v: v == "nvfp4", "priced as the nvfp4 recipe"),
