@@ -122,6 +122,14 @@ SOURCES: dict[str, dict[str, str]] = {
         "fragmentation": _FRAGMENTATION,
         "compiled_fragmentation": _FRAGMENTATION,
         # step time's kernels beside the GEMMs (ledger.step.eager, ledger.step.gemm._ssd_s)
+        "yarn_eager_rope": "NVIDIA/Megatron-LM@d7288711 (Megatron-Bridge v0.4.x's pin; the "
+                           "same at 55ac7082 and 0d8e0714): models/common/embeddings/"
+                           "rope_utils.py L279-284 (an mscale other than 1 takes the unfused "
+                           "RoPE), L92-126 (_apply_rotary_pos_emb_bshd), transformer/"
+                           "attention.py L1104-1125 (YaRN's factor passed as mscale), "
+                           "yarn_rotary_pos_embedding.py L252-283; gpt-oss's factor "
+                           "(Megatron-Bridge models/gpt_oss/gpt_oss_bridge.py L94-100 "
+                           "@ v0.4.0: scaling 32, mscale None): ledger.step.eager",
         "expert_eager_passes": "NVIDIA/Megatron-LM@55ac7082 (Megatron-Bridge v0.3.1's "
                                "pin): fusions/fused_bias_geglu.py L424-431 (the clamp: "
                                "chunk, two clamps, cat in eager PyTorch before the fused "
