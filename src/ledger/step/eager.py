@@ -1,9 +1,10 @@
-"""HBM bytes of the eager (unfused) tensor passes a MoE layer's routed experts run around
-their fused activation, for one micro-batch on one GPU, averaged over the stack. The
-step's elementwise term (``elementwise_traffic`` x the bytes a layer saves) is fitted on
-dense layers whose activations are fused kernels; these passes are the experts' own, each a
-separate kernel that reads and writes the routed rows (Megatron-Core's TEGroupedMLP at the
-commit Megatron-Bridge v0.3.1 pins, NVIDIA/Megatron-LM@55ac7082):
+"""HBM bytes of the eager (unfused) tensor passes Megatron-Core runs where a fused kernel
+does not take the model's variant: a MoE layer's routed experts around their fused
+activation, and the rotary embedding under YaRN - for one micro-batch on one GPU, averaged
+over the stack. The step's elementwise term (``elementwise_traffic`` x the bytes a layer
+saves) is fitted on dense layers whose activations are fused kernels; these passes are
+each a separate kernel that reads and writes the routed rows, or q and k (Megatron-Core's
+TEGroupedMLP at the commit Megatron-Bridge v0.3.1 pins, NVIDIA/Megatron-LM@55ac7082):
 
 - the clamped GLU (gpt-oss, ``activation_func_clamp_value``): before the fused weighted
   quick-GEGLU, the fc1 output is split, each half clamped and the halves concatenated again
