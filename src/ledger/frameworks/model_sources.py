@@ -27,5 +27,21 @@ _HASH = ("hash-routed first layers keep the router's learned h x E weight and GE
          "L1100-1128; Megatron-Bridge deepseek_v4_bridge.py L51-55, L500-501 @ v0.6.0: "
          "tid2eid a buffer, moe_n_hash_layers): priced as a learned router")
 
+_WINDOW = ("gpt-oss: a sliding-window layer's core is the band cuDNN's fused kernel is handed "
+           "(TransformerEngine v2.12 5671fd36 common/fused_attn/fused_attn.cpp L403-437, "
+           "sinks L443-447, Blackwell's non-deterministic backward L448-455), priced at that "
+           "kernel's measured time on gpt-oss's own shape: NVIDIA/cudnn-frontend benchmark/"
+           "sdpa_benchmark_training/results/gpt_oss/{gb200,gb300}/*.csv @ fb682ce7 (window "
+           "128, head dim 64; BF16 161 / 182 TFLOP/s at 4K keys on GB200; its FP8 backward "
+           "grows as s^2): ledger.system.attention")
+_ROPE = ("gpt-oss: YaRN's rotary embedding in eager PyTorch - NVIDIA/Megatron-LM@d7288711 "
+         "(Megatron-Bridge v0.4.x's pin; the same at 55ac7082 and 0d8e0714) models/common/"
+         "embeddings/rope_utils.py L279-284 (an mscale other than 1 takes the unfused RoPE), "
+         "L92-126 (_apply_rotary_pos_emb_bshd), transformer/attention.py L1104-1125 (YaRN's "
+         "factor passed as mscale), yarn_rotary_pos_embedding.py L252-283; gpt-oss's factor "
+         "(Megatron-Bridge models/gpt_oss/gpt_oss_bridge.py L94-100 @ v0.4.0: scaling 32, "
+         "mscale None): ledger.step.eager")
+
 MODEL_SOURCES = {"megatron": {"hyper_connections": _HC, "deepseek_v4_attention": _DSV4,
-                              "hash_routing": _HASH}}
+                              "hash_routing": _HASH, "attention_window_kernel": _WINDOW,
+                              "yarn_eager_rope": _ROPE}}

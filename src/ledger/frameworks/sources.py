@@ -122,14 +122,6 @@ SOURCES: dict[str, dict[str, str]] = {
         "fragmentation": _FRAGMENTATION,
         "compiled_fragmentation": _FRAGMENTATION,
         # step time's kernels beside the GEMMs (ledger.step.eager, ledger.step.gemm._ssd_s)
-        "yarn_eager_rope": "NVIDIA/Megatron-LM@d7288711 (Megatron-Bridge v0.4.x's pin; the "
-                           "same at 55ac7082 and 0d8e0714): models/common/embeddings/"
-                           "rope_utils.py L279-284 (an mscale other than 1 takes the unfused "
-                           "RoPE), L92-126 (_apply_rotary_pos_emb_bshd), transformer/"
-                           "attention.py L1104-1125 (YaRN's factor passed as mscale), "
-                           "yarn_rotary_pos_embedding.py L252-283; gpt-oss's factor "
-                           "(Megatron-Bridge models/gpt_oss/gpt_oss_bridge.py L94-100 "
-                           "@ v0.4.0: scaling 32, mscale None): ledger.step.eager",
         "expert_eager_passes": "NVIDIA/Megatron-LM@55ac7082 (Megatron-Bridge v0.3.1's "
                                "pin): fusions/fused_bias_geglu.py L424-431 (the clamp: "
                                "chunk, two clamps, cat in eager PyTorch before the fused "
@@ -146,15 +138,6 @@ SOURCES: dict[str, dict[str, str]] = {
                            "Megatron-Bridge models/gpt_oss/gpt_oss_bridge.py L86-88 @v0.6.0 "
                            "(softmax_type learnable, window (127, 0), every second layer); "
                            "priced as the flash-style kernel it is",
-        "attention_window_kernel": "a sliding-window layer's core is the band cuDNN's fused "
-                                   "kernel is handed (TransformerEngine v2.12 5671fd36 "
-                                   "common/fused_attn/fused_attn.cpp L403-437, sinks L443-447, "
-                                   "Blackwell's non-deterministic backward L448-455), priced at "
-                                   "that kernel's measured time on gpt-oss's own shape: "
-                                   "NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/"
-                                   "results/gpt_oss/{gb200,gb300}/*.csv @ fb682ce7 (window 128, "
-                                   "head dim 64; BF16 161 / 182 TFLOP/s at 4K keys on GB200; "
-                                   "its FP8 backward grows as s^2); ledger.system.attention",
         "ssd_backward": "state-spaces/mamba ops/triton/ssd_combined.py "
                         "_mamba_chunk_scan_combined_bwd: L379-441 @v2.2.4 (95d8aba8), "
                         "L441-503 @e9594ce1 - the same kernels: C B^T and chunk states "
