@@ -255,3 +255,16 @@ def test_a_malformed_file_is_one_line_exit_2(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert "'sliding_window' must be an integer, got null" in err
+
+
+def test_compressed_attention_does_not_take_te_s_window_kernel_rate(flash):
+    """cuDNN's measured window kernel (gpt-oss's shape: 64 heads of 64, window 128) is the
+    kernel TE runs for a sliding-window layer; DeepSeek-V4's compressed attention runs its
+    own sparse core, so its window keeps the share every other core takes: no layer of it is
+    counted as a TE window layer, on a GPU where the window kernel is measured."""
+    from ledger.parallel import ParallelConfig
+    from ledger.step.layer_time import local_share
+    from ledger.system import system
+    cfg = ParallelConfig(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=8, zero_stage=1)
+    assert flash.sliding_window == 128 and flash.compressed is not None
+    assert local_share(flash, cfg, system("gb200").gpu, flash.seq_len, False) == (0.0, (1.0, 1.0))

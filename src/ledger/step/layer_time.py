@@ -117,11 +117,13 @@ def local_share(model: ModelSpec, cfg, gpu, keys, fp8: bool):
     GPU's die at a window at least the model's (``ledger.system.attention.window_shares``;
     its FP8 kernel's under FP8 attention): those layers' FLOPs run at the window kernel's
     rate, the rest at the causal kernel's. (0.0, (1.0, 1.0)) elsewhere: context
-    parallelism, a model whose global layers have their own head widths (Gemma 4)."""
+    parallelism, a model whose global layers have their own head widths (Gemma 4), and
+    DeepSeek-V4's compressed attention, which does not run TE's fused window kernel (its
+    window is one term of its own sparse core, priced as before)."""
     import numpy as np
 
     none = 0.0, (1.0, 1.0)
-    if model.global_attention is not None:
+    if model.global_attention is not None or model.compressed is not None:
         return none
     rates = window_shares(gpu.name, keys, model.sliding_window, fp8=fp8)
     total = keys_factor(model)
