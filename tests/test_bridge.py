@@ -419,13 +419,35 @@ def test_a_cell_copied_from_a_sibling_line_yields_to_the_recipe():
         "26.02.01/gb300/llama3-70b/fp8_mx/64g/gbs256/mbs2": {"mbs": 1, "vp": 5},
         "26.02.01/gb200/llama3.1-405b/nvfp4/256g/gbs1536/mbs1": {"vp": 8},
         "26.02.01/gb300/llama3.1-405b/fp8_cs/256g/gbs1536/mbs1": {"tp": 4, "cp": 1},
-        "25.09/gb200/llama3-70b/fp8_mx/64g/gbs128/mbs2": {"mbs": 1}}
+        "25.09/gb200/llama3-70b/fp8_mx/64g/gbs128/mbs2": {"mbs": 1},
+        # copied from the previous release's line (test below)
+        "26.02.01/h100/qwen3-30b-a3b/fp8_cs/16g/gbs1024/mbs1": {"pp": 1, "vp": None, "ep": 16},
+        "26.02.01/b300/qwen3-235b-a22b/fp8_mx/256g/gbs8192/mbs1": {"vp": None},
+        "25.11/h100/qwen3-30b-a3b/fp8_cs/16g/gbs512/mbs2": {"mbs": 1, "vp": 12}}
     r = BY_ID["26.02.01/gb300/llama3-70b/nvfp4/64g/gbs256/mbs2"]
     run = r.as_run()
     assert (r.tp, r.pp, r.vp, r.mbs) == (1, 1, None, 2)  # the table's cells, kept
     assert (run.tp, run.pp, run.vp, run.micro_batch, run.num_microbatches) == (1, 4, 5, 1, 16)
     q = BY_ID["25.11/gb300/qwen3-235b-a22b/bf16/256g/gbs8192/mbs2"]
     assert q.as_run() is q
+
+
+def test_a_cell_carried_over_from_the_previous_releases_line_yields_to_the_recipe():
+    """25.11 H100 Qwen3-30B states MBS 2 VP 24 GA 32 (archive L593 @ 067f987d): the 25.09
+    line's cells (L632, whose YAML recipe agrees), while its own v0.2.0 recipe runs MBS 1
+    VP 12 (qwen3/workload_base_configs.py L233-240) and the 26.02 table states MBS 1 VP 12;
+    26.02.01 H100 Qwen3-30B states the 26.02 line's PP 2 VP 12 EP 8 (L445 / L530) while
+    v0.3.1 runs PP 1 EP 16 (Megatron-Bridge f29a269f, in v0.3.1, not v0.3.0) as the 26.04
+    table states. Both are priced at the recipe's cells; the table's stay in the row."""
+    q = BY_ID["25.11/h100/qwen3-30b-a3b/fp8_cs/16g/gbs512/mbs2"]
+    run = q.as_run()
+    assert (q.mbs, q.vp, q.micro_batch) == (2, 24, 2)  # the table's, kept
+    assert (run.micro_batch, run.vp, run.num_microbatches) == (1, 12, 64)
+    h = BY_ID["26.02.01/h100/qwen3-30b-a3b/fp8_cs/16g/gbs1024/mbs1"].as_run()
+    assert (h.pp, h.vp, h.ep, h.dp, h.num_microbatches) == (1, None, 16, 16, 64)
+    # a line repeating an older release's cells its own recipe also states keeps them
+    g = BY_ID["26.04/h100/qwen3-30b-a3b/fp8_cs/16g/gbs1024/mbs1"]
+    assert g.as_run() is g
 
 
 def test_a_table_placement_that_cannot_run_yields_to_its_recipe():

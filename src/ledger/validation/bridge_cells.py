@@ -25,14 +25,30 @@ def copied_cells(row, table) -> dict:
     state PP 4 VP 5 MBS 1, as the v0.3.1 recipe does); it also moves 26.02.01 GB200 Llama
     3.1 405B NVFP4 (VP 4 -> 8) and 26.02.01 GB300 Llama 3.1 405B FP8 (TP 2 CP 2 -> TP 4
     CP 1); 25.09 GB200 Llama 3 70B MXFP8 (MBS 2 -> 1) already yields to ``micro_batch``.
+    The line copied from may also be the previous release's table line for the same GPU,
+    model, precision and GPU count (a table carried over while the release's recipe moved
+    on): it moves 25.11 H100 Qwen3-30B (MBS 2 VP 24 -> MBS 1 VP 12: the 25.09 line's cells;
+    v0.2.0 qwen3/workload_base_configs.py L233-240), 26.02.01 H100 Qwen3-30B (PP 2 VP 12
+    EP 8 -> PP 1 EP 16: the 26.02 line's; Megatron-Bridge f29a269f, "Update Qwen3 30B H100
+    Base Configs with HybridEP", in v0.3.1) and 26.02.01 B300 Qwen3-235B (VP 4 -> none:
+    the 26.02 line's; 6f5e31aa, "Update Qwen3 235B B300 Configs to match Qwen3 B200
+    Configs", in v0.3.1).
     ``table``: every row (``ledger.validation.bridge.rows``)."""
     said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
     if not said or any(isinstance(v, str) for v in said.values()):
         return {}
     same = [o for o in table if (o.gpu, o.model, o.gpus, o.seq_len) ==
             (row.gpu, row.model, row.gpus, row.seq_len) and o.id != row.id]
-    sibling = any(o.release == row.release and not set(o.disagree) & set(said)
-                  and all(getattr(o, k) == getattr(row, k) for k in said) for o in same)
+    # release names sort in release order ("26.02" < "26.02.01" < "26.04")
+    earlier = max((o.release for o in table if o.release < row.release), default=None)
+
+    def source_line(o) -> bool:  # a line the cells could be copied from
+        return ((o.release == row.release
+                 or (o.release == earlier and o.precision == row.precision))
+                and not set(o.disagree) & set(said)
+                and all(getattr(o, k) == getattr(row, k) for k in said))
+
+    sibling = any(source_line(o) for o in same)
     witness = any(o.release != row.release and o.precision == row.precision
                   and all(getattr(o, k) == v for k, v in said.items()) for o in same)
     return dict(said) if sibling and witness else {}
