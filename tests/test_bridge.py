@@ -226,6 +226,28 @@ def test_a_recipes_constructed_config_is_read_by_its_literal_arguments():
     assert _constructed({"c": "expr:C(a=1, b=x, c=[2])", "d": "expr:f"}) == {"c.a": 1, "c.c": [2]}
 
 
+def test_the_first_launcher_sets_deepseek_v3s_dispatcher_overlap_and_recompute():
+    """v0.1.0rc3 scripts/performance/run_script.py L55-95 (25.09): DeepSeek-V3 on H100 with
+    DeepEP (the flex dispatcher, recipes/deepseek/deepseek_v3.py L146-149), the combined
+    1F1B with delayed weight gradients, recompute of mla_up_proj and mlp; on GB200 moe_act
+    recomputed too; B200 neither overlap nor modules of its own."""
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    h = _one(release="25.09", gpu="h100", model="deepseek-v3", precision="fp8_cs")
+    model = model_of(h)
+    cfg, _ = config_of(h, precision_of(h)[0], model)
+    assert (cfg.moe_dispatcher, cfg.ep_backend, cfg.ep_overlap, cfg.delay_wgrad) == \
+        ("flex", "deepep", True, True)
+    assert (cfg.recompute, cfg.recompute_modules) == ("selective", ("mla_up_proj", "mlp"))
+    assert not cfg.shared_expert_overlap
+    g = _one(release="25.09", gpu="gb200", model="deepseek-v3", precision="fp8_cs")
+    cfg, _ = config_of(g, precision_of(g)[0], model_of(g))
+    assert cfg.recompute_modules == ("mla_up_proj", "mlp", "moe_act") and not cfg.ep_overlap
+    b = _one(release="25.09", gpu="b200", model="deepseek-v3", precision="fp8_cs")
+    cfg, _ = config_of(b, precision_of(b)[0], model_of(b))
+    assert cfg.recompute_modules is None and not cfg.ep_overlap and cfg.shared_expert_overlap
+
+
 def test_the_first_yamls_cuda_graphs_capture_the_whole_layer():
     from ledger.render.bridge_launch import graph_scopes
 

@@ -24,7 +24,8 @@ the measured figure:
 - dropout 0 (Megatron-Bridge's GPTModelProvider, gpt_provider.py L380 @v0.4.1, and each
   model bridge); the perf recipes' BF16 gradient reduction and a model's own state dtypes
   (``RECIPE_STATE``).
-- recipe settings: ``moe_flex_dispatcher_backend``
+- recipe settings (with what a release's launcher sets beyond them,
+  ``ledger.validation.bridge_scripts``): ``moe_flex_dispatcher_backend``
   (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap.
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
   DeepSeek-style 128x128 blockwise -> "blockwise"; MXFP8 -> the "mxfp8" recipe where the
@@ -272,12 +273,10 @@ def shared_expert_overlap(row: BridgeRow, model, dispatcher) -> bool:
     L298 @ v0.4.0); the performance scripts turn it off with the combined 1F1B (above) and
     the recipes with the flex dispatcher (recipes/deepseek/deepseek_v3.py L145-149 @
     v0.1.0rc3, recipes/nemotronh/nemotron_3_nano.py L224-226 @ v0.3.0,
-    scripts/performance/utils/utils.py L417-419 at 067f987d). Release 25.09's script runs
-    DeepSeek-V3 on H100 with the combined 1F1B (A2A_1F1B, run_script.py L55-63 @
-    v0.1.0rc3), which its row's settings do not carry: off there too."""
-    a2a_1f1b = row.release == "25.09" and row.gpu == "h100"
+    scripts/performance/utils/utils.py L417-419 at 067f987d); release 25.09's launcher
+    sets the combined 1F1B and DeepEP on H100 (``ledger.validation.bridge_scripts``)."""
     return bool(model is not None and model.is_moe and model.shared_experts
-                and dispatcher != "flex" and not a2a_1f1b)
+                and dispatcher != "flex")
 
 
 def system_of(row: BridgeRow):

@@ -27,6 +27,7 @@ from importlib import resources
 
 # the rules under which a table's placement cell yields to the recipe's (BridgeRow.as_run)
 from ledger.validation.bridge_cells import PLACEMENT, copied_cells, unrunnable_cells  # noqa: F401
+from ledger.validation.bridge_scripts import script_settings
 
 DATA = "megatron_bridge.json"
 
@@ -243,10 +244,12 @@ class BridgeRow:
         when none names it. None (a preset's "not set") and unevaluated expressions
         ("expr:...") are passed over. The library recipes those functions start from
         (megatron.bridge.recipes.*) are not read; what the tables' generator leaves
-        unevaluated is read from ``HELPER_SETTINGS``."""
+        unevaluated is read from ``HELPER_SETTINGS``, what the release's launcher sets beyond
+        the recipe from ``bridge_scripts``."""
         own, pretrain = self.recipe.get("settings") or {}, self.pretrain.get("settings") or {}
         places = [own, pretrain, ((self.recipe.get("ConfigContainer") or {}).get("model") or {}),
-                  HELPER_SETTINGS.get(self.recipe.get("config"), {})]
+                  HELPER_SETTINGS.get(self.recipe.get("config"), {}),
+                  script_settings(self.release, self.model, self.gpu)]
         for s in places:
             s = s | _constructed(s)
             for key in _ALIASES.get(name, (name, "model." + name)) + (name,):
