@@ -206,3 +206,29 @@ def test_delayed_wgrad_by_hand_and_in_the_step():
                                             delay_wgrad=d), system("h100-sxm")).step_time_s
              for d in (False, True)]
     assert steps[0] > steps[1]
+
+
+def test_the_combined_1f1b_overlaps_slot_by_slot():
+    """Megatron's combined 1F1B runs three slots (model_chunk_schedule_plan.py L243-247):
+    combine_bwd beside the attention forward, both dispatches beside the experts' backward
+    and forward, combine_fwd beside the attention backward; a slot's comm hides only under
+    its own compute. By hand: forward 1.0 s and backward 2.0 s with 0.6 s of all-to-alls
+    each, routed GEMMs R = 0.1: A_f = 0.3, A_b = 1.2, max(0.3, 0.3) + max(0.6, 0.3) +
+    max(0.3, 1.2) = 2.1 s, where hiding all 1.2 s of comm under the pair's 1.8 s of
+    compute (DualPipe's form, ``pair_s``) would give 1.8 s."""
+    from types import SimpleNamespace
+
+    from ledger.step.layer_comms import combined_1f1b_s
+    from ledger.step.timing import pair_s
+
+    on = SimpleNamespace(ep_overlap=True, delay_wgrad=True)
+    assert float(combined_1f1b_s(1.0, 2.0, 0.6, 0.6, 0.1, 0.0, on)) == pytest.approx(2.1)
+    assert float(pair_s(3.0, 1.2, 0.0)) == pytest.approx(1.8)
+    # comm no longer than each slot's compute: all of it hides, as in pair_s
+    assert float(combined_1f1b_s(1.0, 2.0, 0.2, 0.2, 0.2, 0.0, on)) == pytest.approx(2.6)
+    # the SMs DeepEP takes slow each slot's compute by sm_share x its comm
+    assert float(combined_1f1b_s(1.0, 2.0, 0.2, 0.2, 0.2, 0.5, on)) == pytest.approx(2.8)
+    # without delayed wgrad the middle slot loses undelayed_wgrad_s (D = 0.3, R = 0.2: 0.1)
+    off = SimpleNamespace(ep_overlap=True, delay_wgrad=False)
+    assert float(combined_1f1b_s(1.0, 2.0, 0.6, 0.6, 0.2, 0.0, off)
+                 - combined_1f1b_s(1.0, 2.0, 0.6, 0.6, 0.2, 0.0, on)) == pytest.approx(0.1)

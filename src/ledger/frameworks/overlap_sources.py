@@ -74,7 +74,14 @@ OVERLAP_SOURCES: dict[str, dict[str, str]] = {
                                 "forward beside another's backward, 'EP A2A in forward step "
                                 "is hidden by the attention/mlp computation in the backward "
                                 "step, and vice versa'), schedules.py L966-970 (one more "
-                                "warm-up micro-batch)",
+                                "warm-up micro-batch); models/common/"
+                                "model_chunk_schedule_plan.py L243-247, L261-301 (three "
+                                "slots: combine_bwd | dispatch_fwd->dispatch_bwd | "
+                                "combine_fwd beside pre_dispatch_fwd | mlp_bwd->mlp_bwd_dw->"
+                                "mlp_fwd | pre_dispatch_bwd), models/gpt/"
+                                "fine_grained_callables.py L67-203 (pre_dispatch: attention, "
+                                "router, shared experts; mlp: the routed experts) "
+                                "(ledger.step.layer_comms.combined_1f1b_s)",
         "shared_expert_overlap": "core/transformer/transformer_config.py L717 "
                                  "(moe_shared_expert_overlap False), L1820-1825, L3040-3041; "
                                  "moe/token_dispatcher.py L697-717, L859-873 (alltoall: fc1 "

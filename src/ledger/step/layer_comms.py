@@ -130,3 +130,34 @@ def undelayed_wgrad_s(cfg, ep, routed):
     on = np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool) \
         & ~np.asarray(getattr(cfg, "delay_wgrad", False), dtype=bool)
     return np.where(on, lost, 0.0)
+
+
+def combined_1f1b_s(f_gpu, b_gpu, ep_f, ep_b, routed, sm_share, cfg):
+    """GPU seconds of one layer's combined-1F1B pair (``--overlap-moe-expert-parallel-comm``:
+    one micro-batch's forward beside another's backward) as Megatron schedules it, in three
+    slots each ending before the next begins (models/common/model_chunk_schedule_plan.py
+    L243-247, L261-301 at d98e8a64dd):
+
+        comm_stream: combine_bwd      | dispatch_fwd -> dispatch_bwd       | combine_fwd
+        comp_stream: pre_dispatch_fwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd   | pre_dispatch_bwd
+
+    ``pre_dispatch`` is the attention block, the pre-MLP norm, the router, the dispatcher's
+    preprocessing and the shared experts (models/gpt/fine_grained_callables.py L67-150);
+    ``mlp`` the routed experts (L178-203). So the first slot takes max(C_b, A_f), the last
+    max(C_f, A_b), the middle the experts beside both dispatches (max(2D, 3R), delayed
+    wgrad; ``undelayed_wgrad_s`` what it loses without); each slot's compute slowed by the
+    SMs its all-to-alls take (``sm_share`` x the comm beside it). ``f_gpu`` / ``b_gpu``:
+    the layer's forward / backward GPU seconds (its all-to-alls included: ``ep_f`` /
+    ``ep_b``, dispatch and combine half each); ``routed``: the routed experts' forward
+    GEMMs R (their backward 2R); A_f, A_b the rest. Non-GEMM work of the experts (their
+    activation, permutes) is not split from the layer's and rides with A."""
+    r = routed
+    a_f = np.maximum(0.0, f_gpu - ep_f - r)
+    a_b = np.maximum(0.0, b_gpu - ep_b - 2 * r)
+
+    def slot(comm, comp):
+        return np.maximum(comm, comp + sm_share * comm)
+
+    d = (ep_f + ep_b) / 2  # the two dispatches of the middle slot
+    return (slot(ep_b / 2, a_f) + slot(d, 3 * r) + slot(ep_f / 2, a_b)
+            + undelayed_wgrad_s(cfg, (ep_f + ep_b) / 2, r))

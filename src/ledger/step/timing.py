@@ -72,7 +72,7 @@ from ledger.step.gemm import gemm_s
 from ledger.step.host import host_excess_s, launched_s
 from ledger.step.optimizer import muon_s
 from ledger.step.recompute import rerun_flops_per_token
-from ledger.step.layer_comms import undelayed_wgrad_s
+from ledger.step.layer_comms import combined_1f1b_s
 from ledger.step.layer_time import layer_times
 from ledger.step.tuned import head_wgrad_share
 from ledger.system import System
@@ -169,7 +169,8 @@ class Structure:
 
 
 def pair_s(t_pair, comm, sm_share):
-    """An overlapped forward-backward pair (DualPipe's F&B, Megatron's combined 1F1B):
+    """An overlapped forward-backward pair under DualPipe (its F&B chunk pair; Megatron's
+    combined 1F1B runs in slots, ``ledger.step.layer_comms.combined_1f1b_s``):
     each pass's all-to-alls run while the other pass computes, on ``sm_share`` of the SMs
     the compute gives up while they run: max(comm, compute + sm_share x comm), compute =
     the pair's time less its all-to-alls (DeepSeek-V3 report sec. 3.2.1, fig. 4)."""
@@ -218,11 +219,17 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     # (ledger.step.host), its all-to-alls hidden under the GPU's work, not the host's
     host_pair = layers * sum(launched_s(model, cfg, cal))
     gpu_pair = t_f + t_b - layers * (fwd["host"] + bwd["host"])
-    # without --delay-wgrad-compute the backward's dispatch waits for the experts' wgrad
-    late = layers * undelayed_wgrad_s(cfg, lt.ep, lt.routed)
-    t_fb = np.where(overlap_ep, np.maximum(np.minimum(
-        pair_s(gpu_pair, ep_pair, ep_sm_share(cfg, system)) + late, gpu_pair), host_pair),
-        t_f + t_b)
+    sm = ep_sm_share(cfg, system)
+    if cfg.schedule in ("dualpipe", "dualpipev"):  # the F&B chunk pair hides either's
+        # all-to-alls under the other's compute (DeepSeek-V3 report fig. 4)
+        overlapped = pair_s(gpu_pair, ep_pair, sm)
+    else:  # Megatron's combined 1F1B: its three slots (ledger.step.layer_comms)
+        f_gpu, b_gpu = f_layer - fwd["host"], b_layer - bwd["host"]
+        overlapped = gpu_pair + layers * (combined_1f1b_s(
+            f_gpu, b_gpu, fwd["ep_comm"], bwd["ep_comm"], lt.routed, sm, cfg)
+            - f_gpu - b_gpu)
+    t_fb = np.where(overlap_ep, np.maximum(np.minimum(overlapped, gpu_pair), host_pair),
+                    t_f + t_b)
     # Megatron's scatter/gather p2p (Narayanan et al. 2021 sec. 4.1): each TP rank sends
     # 1/tp of the boundary tensor across the pipeline link (already so under SP)
     s_pp = tokens * model.hidden * cfg.act_bytes / cfg.tp
