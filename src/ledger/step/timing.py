@@ -101,9 +101,9 @@ class Calibration:
     # (ledger.step.host): fitted by benchmarks/fit.py stage 3 on the declared
     # Megatron-Bridge calibration rows
     host_block_s: float = 0.002  # an attention block, a dense MLP, a Mamba mixer
-    host_router_s: float = 0.003  # a MoE router with its preprocessing
-    host_moe_s: float = 0.008  # a MoE block's dispatch, grouped GEMMs and combine
-    host_expert_s: float = 0.0001  # and per routed expert a GPU holds (its own GEMMs, casts)
+    host_router_s: float = 0.004  # a MoE router with its preprocessing
+    host_moe_s: float = 0.006  # a MoE block's dispatch, grouped GEMMs and combine
+    host_expert_s: float = 0.0002  # and per routed expert a GPU holds (its own GEMMs, casts)
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
