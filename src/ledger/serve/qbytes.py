@@ -41,7 +41,8 @@ def format_of(q: Quant):
         return formats.fmt("nf4")
     if q.weight == "fp8":
         if q.scale == "block":
-            return replace(formats.fmt("fp8-block128x128"), block=q.block)
+            return replace(formats.fmt("fp8-block128x128"), block=q.block,
+                           scale_bytes=q.scale_bytes)
         if q.scale == "channel":
             return replace(formats.fmt("fp8-channel"), scale_bytes=q.scale_bytes)
         return formats.fmt("fp8")
@@ -185,7 +186,10 @@ def layer_delta_bytes(model, cfg, q: Quant, layer: int, backend: str) -> tuple[f
 def kind_delta_bytes(model, cfg, q: Quant, kind, layer: int,
                      backend: str) -> tuple[float, float]:
     """``layer_delta_bytes`` of a layer of ``kind`` named ``model.layers.{layer}`` (an MTP
-    block's layer is numbered after the stack's, as DeepSeek-V3's layer 61)."""
+    block's layer is numbered after the stack's, as DeepSeek-V3's layer 61); backend
+    ``checkpoint``: as the files store it (their scales' dtype, ``Quant.stored``)."""
+    if backend == "checkpoint":
+        q = q.stored
     dense = expert = 0.0
     lins = modules.layer(model, kind)
     for lin, quant in zip(lins, quantized_matrices(q, lins, layer)):

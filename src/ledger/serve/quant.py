@@ -20,8 +20,10 @@ methods read here, with the keys each one reads:
                       (modelopt.py ModelOptQuantConfigBase.from_config, v0.22.0 :276-311)
   compressed-tensors  ``config_groups``: weights' ``num_bits``, ``type`` (int / float),
                       ``strategy`` (tensor / channel / group / block), ``group_size``,
-                      ``symmetric``; input activations (W8A8) or none (W4A16); ``ignore``
-                      (compressed_tensors.py CompressedTensorsConfig.from_config)
+                      ``symmetric``, ``scale_dtype``; input activations (W8A8) or none
+                      (W4A16); ``ignore`` (compressed_tensors.py CompressedTensorsConfig.
+                      from_config); scales in the model's dtype on disk, fp32 resident for
+                      FP8 / INT8 W8A8 (``ledger.serve.scales``)
   awq                 ``bits``, ``group_size``, ``zero_point``; ``modules_to_not_convert``
                       (awq.py AWQConfig.from_config): int4 packed in int32, fp16 scales and
                       packed zeros per group
@@ -54,6 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ledger.errors import LedgerError
+from ledger.serve.scales import SCALE_DTYPES, ct_scale_bytes
 
 # weights' element formats: bits a value, what the GEMM runs in when activations are not
 # quantized (the kernels dequantize to the activations' bf16: Marlin, AWQ/GPTQ GEMMs)
@@ -67,7 +70,7 @@ class Quant:
     method: str  # vLLM's quant_method
     weight: str  # a key of BITS
     scale: str  # "tensor" | "channel" | "group" | "block" | "nf4"
-    scale_bytes: int = 4  # bytes of one scale
+    scale_bytes: int = 4  # bytes of one scale as vLLM holds it (resident)
     group: int | None = None  # elements along the input sharing a scale ("group")
     block: tuple[int, int] | None = None  # (out, in) elements sharing a scale ("block")
     zero_points: bool = False  # one zero point a scale, packed at the weight's bits
@@ -84,6 +87,15 @@ class Quant:
     lm_head: bool = False  # GPTQ's lm_head flag: the output head quantized too
     double_quant: bool = True  # bitsandbytes' nested absmax
     source: str = ""  # where the settings came from (the file's key, or the flag)
+    stored_scale_bytes: int | None = None  # bytes of one scale in the files, where the
+    #                                        writer's dtype differs (``SCALE_DTYPES``)
+
+    @property
+    def stored(self) -> Quant:
+        """The same format with its scales as the checkpoint's files keep them."""
+        if self.stored_scale_bytes is None or self.stored_scale_bytes == self.scale_bytes:
+            return self
+        return replace(self, scale_bytes=self.stored_scale_bytes)
 
     @property
     def label(self) -> str:
@@ -179,7 +191,7 @@ def _modelopt(qc: dict) -> Quant:
                                              f"modelled (FP8, NVFP4 are)")
 
 
-def _ct(qc: dict) -> Quant:
+def _ct(qc: dict, model_bytes: int = 2) -> Quant:
     groups = _dict(qc, "config_groups")
     if not groups or not all(isinstance(g, dict) for g in groups.values()):
         raise LedgerError("quantization_config", "compressed-tensors needs 'config_groups' "
@@ -209,16 +221,15 @@ def _ct(qc: dict) -> Quant:
     group = _int(w, "group_size", None) if strategy == "group" else None
     if strategy == "group" and group is None:
         raise LedgerError("quantization_config", "a group strategy needs 'group_size'")
-    # nvfp4 in compressed-tensors: fp8 scales per 16 and an fp32 global scale
-    scale_bytes = 1 if weight == "fp4" else 2  # llm-compressor stores scales in bf16
+    resident, stored = ct_scale_bytes(weight, acts, w, model_bytes)  # ledger.serve.scales
     # actorder "group" saves an int32 weight_g_idx per input column (compressed-tensors
     # ac8e2ba82f, compressors/pack_quantized/base.py:45-56 and naive_quantized/base.py)
-    return Quant("compressed-tensors", weight, strategy, scale_bytes, group=group,
+    return Quant("compressed-tensors", weight, strategy, resident, group=group,
                  block=tuple(block) if strategy == "block" else None,
                  zero_points=w.get("symmetric") is False,
                  g_idx=w.get("actorder") == "group",
                  tensor_scales=int(isinstance(a, dict) and not a.get("dynamic", True)),
-                 activations=acts, ignore=_str_list(qc, "ignore"))
+                 activations=acts, ignore=_str_list(qc, "ignore"), stored_scale_bytes=stored)
 
 
 def _awq(qc: dict) -> Quant:
@@ -261,8 +272,10 @@ READERS = {"fp8": _fp8, "mxfp4": _mxfp4, "modelopt": _modelopt,
            "compressed-tensors": _ct, "awq": _awq, "gptq": _gptq, "bitsandbytes": _bnb}
 
 
-def read_quant(qc: dict, source: str = "quantization_config") -> Quant:
-    """A ``Quant`` from a ``quantization_config`` (or ``compression_config``) object."""
+def read_quant(qc: dict, source: str = "quantization_config", model_bytes: int = 2) -> Quant:
+    """A ``Quant`` from a ``quantization_config`` (or ``compression_config``) object;
+    ``model_bytes``: the checkpoint's dtype (compressed-tensors' scales follow it,
+    ``ledger.serve.scales``)."""
     if not isinstance(qc, dict):
         raise LedgerError("quantization_config", f"must be an object, got {qc!r}")
     method = qc.get("quant_method")
@@ -277,7 +290,15 @@ def read_quant(qc: dict, source: str = "quantization_config") -> Quant:
     if method not in READERS:
         raise LedgerError("quantization_config", f"quant_method {method!r} is not modelled; "
                                                  f"modelled: {', '.join(METHODS)}")
-    return replace(READERS[method](qc), source=source)
+    q = _ct(qc, model_bytes) if method == "compressed-tensors" else READERS[method](qc)
+    return replace(q, source=source)
+
+
+def model_dtype_bytes(cfg: dict) -> int:
+    """Bytes of a config.json's ``torch_dtype`` (transformers 5: ``dtype``); bf16 when
+    neither is a float dtype the table names."""
+    name = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").removeprefix("torch.")
+    return SCALE_DTYPES.get(name, 2) if name.startswith(("float", "bfloat", "half")) else 2
 
 
 def config_quant(cfg: dict) -> Quant | None:
@@ -287,10 +308,11 @@ def config_quant(cfg: dict) -> Quant | None:
     text model's (a composite's ``text_config``); None when the weights are the bf16."""
     for key in ("quantization_config", "compression_config"):
         if cfg.get(key) is not None:
-            return read_quant(cfg[key], key)
+            return read_quant(cfg[key], key, model_dtype_bytes(cfg))
     text = cfg.get("text_config")
     if isinstance(text, dict) and text.get("quantization_config") is not None:
-        return read_quant(text["quantization_config"], "text_config.quantization_config")
+        return read_quant(text["quantization_config"], "text_config.quantization_config",
+                          model_dtype_bytes(text))
     return None
 
 
