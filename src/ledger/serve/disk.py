@@ -19,7 +19,7 @@ from ledger.anatomy.counts import mtp_sets
 from ledger.serve.engine import WEIGHT_BYTES, ServeConfig
 from ledger.serve.qbytes import kind_delta_bytes
 from ledger.serve.quant import Quant
-from ledger.serve.weights import bytes_by_rank
+from ledger.serve.weights import bytes_by_rank, router_fp32_bytes
 
 
 # families whose MTP layer vLLM loads as DeepSeek-V3's, with its own embed_tokens and
@@ -56,7 +56,8 @@ def mtp_bytes(model, q: Quant | None) -> float:
     cfg = ServeConfig(context=1, quant=q)
     sets, first = mtp_sets(model), model.layers
     copies = 2 * model.vocab * model.hidden if model.family in OWN_VOCAB_COPIES else 0
-    total = WEIGHT_BYTES * (model.mtp_params + sets * copies)
+    total = WEIGHT_BYTES * (model.mtp_params + sets * copies) + sets * sum(
+        router_fp32_bytes(model, kind, resident=False) for kind in model.mtp_kinds)
     if q is not None:
         for depth in range(sets):
             for kind in model.mtp_kinds:

@@ -143,15 +143,42 @@ def params_by_rank(model, cfg) -> list[tuple[float, float]]:
     return out
 
 
+# fp32 tensors vLLM builds at a MoE layer's router beyond the ledger's bf16 parameters
+# (v0.22.0 vllm/model_executor/models/): the router's e_score_correction_bias [E], fp32 -
+# deepseek_v2.py:278-281 for topk_method noaux_tc (DeepSeek-V3 / R1 / V3.2, Kimi-K2, GLM-5's
+# GlmMoeDsaForCausalLM, registry.py:99-124), glm4_moe.py:152-154 always - which the training
+# count leaves out (a buffer, ``ledger.io.hf.families._mla``) and the files keep in fp32 too
+# (GLM-4.5-FP8's, Kimi-K2.5's tensor lists); and GLM-4.5's router weight itself, an fp32
+# nn.Linear (glm4_moe.py:146-151), which its files keep in bf16
+CORRECTION_BIAS = ("deepseek_v3", "deepseek_v32", "glm4_moe", "glm_moe_dsa")
+FP32_ROUTER = ("glm4_moe",)
+
+
+def router_fp32_bytes(model, kind, resident: bool = True) -> float:
+    """Bytes one GPU holds for a layer of ``kind`` beyond its bf16 router: the fp32
+    ``e_score_correction_bias`` of the families in ``CORRECTION_BIAS`` and, resident, the
+    fp32 router of ``FP32_ROUTER`` (2 B more a weight). The router is replicated (built
+    with quant_config=None and no split), so every GPU holds all of it."""
+    if kind.mlp != "moe":
+        return 0.0
+    e = model.num_experts
+    bias = 4 * e if model.family in CORRECTION_BIAS else 0
+    router = 2 * model.hidden * e if resident and model.family in FP32_ROUTER else 0
+    return float(bias + router)
+
+
 def bytes_by_rank(model, cfg, backend: str = "triton") -> list[tuple[float, float]]:
     """(dense, routed-expert) bytes of weights on one GPU of each pipeline rank: the
     parameters of ``params_by_rank`` in bf16, and where ``cfg.quant`` stores them
     otherwise, each quantized matrix's own bytes (``ledger.serve.qbytes``; ``backend``:
-    the MXFP4 MoE kernels')."""
+    the MXFP4 MoE kernels', or ``checkpoint`` for the files' layout), and the routers'
+    fp32 tensors (``router_fp32_bytes``)."""
     q, out = cfg.quant, []
     ranges = stage_ranges(model.layers, cfg.pp)
     for r, ((dense, expert), held) in enumerate(zip(params_by_rank(model, cfg), ranges)):
         dense_b, expert_b = dense * WEIGHT_BYTES, expert * WEIGHT_BYTES
+        dense_b += sum(router_fp32_bytes(model, model.layer_kind(i), backend != "checkpoint")
+                       for i in held)
         if q is not None:
             for i in held:
                 d, e = layer_delta_bytes(model, cfg, q, i, backend)
