@@ -55,6 +55,9 @@ PUBLISHED = [
     ("../hf/released/kimi-k2-instruct.json", 958.51 * GiB, "61 files, 958.51 GiB"),
     ("../hf/released/deepseek-v3.2.json", 642.13 * GiB, "163 files, 642.13 GiB"),
     ("quant/qwen3-next-80b-a3b-instruct-fp8.json", 76.42 * GiB, "8 files, 76.42 GiB"),
+    ("quant/qwen3-235b-a22b-instruct-2507-fp8.json", 220.19 * GiB, "24 files, 220.19 GiB"),
+    # compressed-tensors INT4 W4A16 (group 32) of a 1T-parameter MoE: a model report
+    ("quant/kimi-k2.5-int4.json", 554.30 * GiB, "64 files, 554.30 GiB"),
 ]
 
 
@@ -577,3 +580,56 @@ def test_any_quantization_config_is_read_or_refused_in_one_line(method, rest):
         assert str(e).startswith("quantization_config:") and "\n" not in str(e)
         return
     assert matrix_bytes(q, 64, 96) > 0
+
+
+def test_block_fp8_bf16_scales_as_released():
+    """Qwen3-235B-A22B-Instruct-2507-FP8 (128 x 128 block FP8, its printout's
+    ``modules_to_not_convert``: lm_head and every layer's norms and router) against its 24
+    files, 220.19 GiB: the ledger's 220.21 GiB is +0.008%. Its tensor list keeps every
+    ``weight_scale_inv`` in bf16 where the ledger counts DeepSeek's fp32 (the config has no
+    key for it, ledger.serve.scales): 2 B less for each of the 94 layers' 151,808 block
+    scales puts the count on the report's tensor sum, 220.18 GiB. vLLM holds them in fp32
+    (fp8.py:353-373), so served the ledger's 4 B is the resident figure."""
+    name = "quant/qwen3-235b-a22b-instruct-2507-fp8.json"
+    model, q = load(name)
+    assert (q.method, q.block, q.scale_bytes, len(q.ignore)) == ("fp8", (128, 128), 4, 283)
+    ledger = checkpoint_bytes(name)
+    assert ledger / (220.19 * GiB) - 1 == pytest.approx(0.00008, abs=2e-5)
+    # block scales of one layer: q [8192, 4096] 64 x 32, k and v [512, 4096] 4 x 32 each,
+    # o [4096, 8192] 32 x 64, 128 experts' gate/up [1536, 4096] 12 x 32 and down 32 x 12
+    scales = 94 * (2 * 64 * 32 + 2 * 4 * 32 + 128 * 3 * 12 * 32)
+    assert scales == 94 * 151_808
+    assert round((ledger - 2 * scales) / GiB, 2) == 220.18  # "张量累计大小"
+
+
+def test_int4_w4a16_moe_as_released():
+    """moonshotai/Kimi-K2.5 (compressed-tensors ``pack-quantized``: INT4 routed experts,
+    symmetric, a scale per 32 inputs; ``ignore`` lm_head and, by regex, all attention, the
+    shared experts and the dense layer's MLP) - a vision-language composite whose text model
+    is DeepSeek-V3's (``text_config``; vLLM builds it as DeepseekV2ForCausalLM,
+    kimi_k25.py:360-366) - against its 64 files, 554.30 GiB: the ledger's 553.40 GiB is
+    -0.16%. By hand from the report's tensor list, what the ledger leaves out is the vision
+    tower (27 MoonViT blocks, 0.78 GiB) and the projector (0.10 GiB) in bf16, which the
+    reader does not count (composites: the text model only), and each packed matrix's int32
+    ``weight_shape`` [2] (553 KB): with them the count is the report's tensor sum,
+    554.27 GiB. The files keep the group scales in bf16, compressed-tensors' rule (the
+    model's dtype, ledger.serve.scales), and vLLM holds them so (params_dtype:
+    compressed_tensors_moe_wna16.py:108-116): resident and stored agree."""
+    name = "quant/kimi-k2.5-int4.json"
+    model, q = load(name)
+    assert (model.family, model.layers, model.num_experts) == ("deepseek_v3", 61, 384)
+    assert (q.method, q.weight, q.group, q.zero_points, q.scale_bytes, q.stored_scale_bytes) \
+        == ("compressed-tensors", "int4", 32, False, 2, 2)
+    ledger = checkpoint_bytes(name)
+    assert ledger / (554.30 * GiB) - 1 == pytest.approx(-0.0016, abs=1e-4)
+    block = 2 * 4304 * 1152 + 4304 + 1152 + 1152 * 1152 + 1152 + 3456 * 1152 + 3456 + 4 * 1152
+    vision = 2 * (27 * block + 2 * 1152 + 64 * 64 * 1152 + 1152 * 3 * 14 * 14 + 1152)
+    projector = 2 * (2 * 1152 + 4608 * 4608 + 4608 + 7168 * 4608 + 7168)
+    shapes = 60 * 384 * 3 * 2 * 4
+    assert round(vision / GiB, 2) == 0.78 and round(projector / GiB, 2) == 0.10
+    assert round((ledger + vision + projector + shapes) / GiB, 2) == 554.27  # "张量累计大小"
+    # the routed experts alone: codes 4 bits, bf16 scales per 32 (report: 157.50 GiB of
+    # codes and 19.69 GiB of scales for each of gate, up and down)
+    experts = 60 * 384 * 3 * 2048 * 7168
+    assert (round(experts / 2 / 3 / GiB, 2), round(experts / 32 * 2 / 3 / GiB, 2)) == \
+        (157.50, 19.69)
