@@ -58,6 +58,7 @@ PUBLISHED = [
     ("quant/qwen3-235b-a22b-instruct-2507-fp8.json", 220.19 * GiB, "24 files, 220.19 GiB"),
     # compressed-tensors INT4 W4A16 (group 32) of a 1T-parameter MoE: a model report
     ("quant/kimi-k2.5-int4.json", 554.30 * GiB, "64 files, 554.30 GiB"),
+    ("quant/glm-5.1-fp8.json", 704.25 * GiB, "142 files, 704.25 GiB"),
 ]
 
 
@@ -184,7 +185,7 @@ def test_block_fp8_checkpoints_on_disk():
     files take (model reports that list every tensor and sum the files, SOURCES.md):
     Qwen3-8B-FP8 -0.008%, Qwen3-30B-A3B-Thinking-2507-FP8 +0.012% (its
     ``modules_to_not_convert``: lm_head, the norms and every router ``mlp.gate``),
-    DeepSeek-R1 -0.002%, Kimi-K2-Instruct -0.002%, DeepSeek-V3.2 -0.006%,
+    DeepSeek-R1 -0.002%, Kimi-K2-Instruct -0.002%, DeepSeek-V3.2 -0.002%,
     Qwen3-Next-80B-A3B-Instruct-FP8 -0.03% (its Gated DeltaNet layers: in_proj_qkvz and
     out_proj in FP8, in_proj_ba, conv1d and the norms left out) - each within 0.05%. The
     reports' tensor sums (Kimi-K2 958.49 GiB, R1 641.29) are the ledger's own to the
@@ -633,3 +634,27 @@ def test_int4_w4a16_moe_as_released():
     experts = 60 * 384 * 3 * 2048 * 7168
     assert (round(experts / 2 / 3 / GiB, 2), round(experts / 32 * 2 / 3 / GiB, 2)) == \
         (157.50, 19.69)
+
+
+def test_block_fp8_glm5_as_released():
+    """zai-org/GLM-5.1-FP8 (block FP8, fp32 scales; DeepSeek-V3.2's layout with an indexer
+    in every layer) against its 142 files, 704.25 GiB: the ledger's 704.23 GiB is -0.003%,
+    the report's tensor sum to the rounding. Its config.json declares one MTP layer, which
+    the reader of that layout does not count: the files hold layer 78 (attention and MoE in
+    FP8, eh_proj and three norms in bf16, no vocabulary copies), 9.34 GiB
+    (ledger.serve.disk.UNDECLARED_MTP). The indexer's ``weights_proj`` is bf16 in the files
+    and ``wk`` FP8 with its block scales; vLLM fuses them unquantized, wk upcast to bf16
+    (deepseek_v2.py:634-642) - so served, the ledger holds wk in bf16."""
+    name = "quant/glm-5.1-fp8.json"
+    model, q = load(name)
+    assert (model.family, model.layers, model.mtp_layers) == ("glm_moe_dsa", 78, 0)
+    assert (q.method, q.block, len(q.ignore)) == ("fp8", (128, 128), 712)
+    ledger = checkpoint_bytes(name)
+    assert ledger / (704.25 * GiB) - 1 == pytest.approx(-0.00003, abs=1e-5)
+    assert round(ledger / GiB, 2) == 704.23  # "张量累计大小"
+    assert mtp_bytes(model, q) / GiB == pytest.approx(9.3436, abs=1e-4)
+    # served: each layer's wk [128, 6144] in bf16 rather than FP8 with 48 fp32 block scales
+    one = ServeConfig(context=4096, quant=q)
+    held = sum(layer_delta_bytes(model, one, q, 5, "triton"))
+    stored = sum(layer_delta_bytes(model, one, q, 5, "checkpoint"))
+    assert held - stored == 128 * 6144 * 2 - (128 * 6144 + 48 * 4)

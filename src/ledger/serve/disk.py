@@ -35,7 +35,12 @@ OWN_VOCAB_COPIES = ("deepseek_v3", "deepseek_v32", "glm4_moe")
 # DeepSeek-V3.2's config.json declares ``num_nextn_predict_layers`` 1, a key transformers'
 # DeepseekV32Config does not read (so neither does ``ledger.io.hf``), and its files hold layer
 # 61 as DeepSeek-V3's do (a model report's tensor list, tests/fixtures/serve/SOURCES.md)
-UNDECLARED_MTP = {"qwen3_next": 1, "deepseek_v32": 1}
+# GLM-5's (glm_moe_dsa) likewise: its config.json declares 1, which the ledger's reader of
+# that DeepSeek-V3.2 layout does not read, and GLM-5.1-FP8's files hold layer 78 (attention
+# and MoE in FP8, eh_proj, enorm, hnorm, shared_head.norm in bf16, and no embed_tokens /
+# shared_head.head copies: not in OWN_VOCAB_COPIES); vLLM drafts with it as DeepSeek's MTP
+# (vllm 0.22.0 config/speculative.py:300-310)
+UNDECLARED_MTP = {"qwen3_next": 1, "deepseek_v32": 1, "glm_moe_dsa": 1}
 
 
 def mtp_bytes(model, q: Quant | None) -> float:

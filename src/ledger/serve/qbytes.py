@@ -89,18 +89,23 @@ def module_name(lin, layer: int) -> str:
     return f"model.layers.{layer}.{where}{leaf}"
 
 
-def quantized_matrices(q: Quant, lins, layer: int) -> list[bool]:
+def quantized_matrices(q: Quant, lins, layer: int, stored: bool = False) -> list[bool]:
     """Whether ``q`` stores each of one layer's matrices quantized: a linear layer that is
     no router and that the method's rule does not skip (``ledger.serve.skips``, matched on
     the module vLLM builds: q/k/v as qkv_proj, gate and up as gate_up_proj); the output
     head only with GPTQ's lm_head; embeddings never; nor Qwen's shared_expert_gate, which
     vLLM builds with quant_config=None as it builds the router (vllm v0.22.0
-    qwen2_moe.py:149-154, qwen3_moe.py:191-196, qwen3_next.py:133-138)."""
+    qwen2_moe.py:149-154, qwen3_moe.py:191-196, qwen3_next.py:133-138); nor the DeepSeek-V3.2
+    indexer's ``weights_proj``, nor, as vLLM holds it (not ``stored``), its ``wk``: vLLM
+    fuses the two with quant_config=None, upcasting an FP8 wk to bf16 (v0.22.0
+    deepseek_v2.py:634-642), and GLM-5.1-FP8's files keep wk in FP8 and weights_proj in
+    bf16 (its tensor list)."""
     prefixes = skips.vllm_names([module_name(lin, layer) for lin in lins])
     out = []
     for lin, prefix in zip(lins, prefixes):
         if lin.kind in ("embedding", "positions", "router") or not lin.linear \
-                or lin.name == "shared_expert_gate":
+                or lin.name in ("shared_expert_gate", "weights_proj") \
+                or (lin.name == "wk" and not stored):
             out.append(False)
         elif lin.kind == "output":
             out.append(q.lm_head)
@@ -192,7 +197,7 @@ def kind_delta_bytes(model, cfg, q: Quant, kind, layer: int,
         q = q.stored
     dense = expert = 0.0
     lins = modules.layer(model, kind)
-    for lin, quant in zip(lins, quantized_matrices(q, lins, layer)):
+    for lin, quant in zip(lins, quantized_matrices(q, lins, layer, backend == "checkpoint")):
         if q.method == "mxfp4" or not quant:
             continue  # mxfp4: the experts as a whole, below
         stored = matrix_bytes(q, lin.out_features, lin.in_features, lin.experts)
