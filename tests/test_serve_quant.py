@@ -658,3 +658,29 @@ def test_block_fp8_glm5_as_released():
     held = sum(layer_delta_bytes(model, one, q, 5, "triton"))
     stored = sum(layer_delta_bytes(model, one, q, 5, "checkpoint"))
     assert held - stored == 128 * 6144 * 2 - (128 * 6144 + 48 * 4)
+
+
+def test_scale_dtype_follows_the_writer_on_disk_and_vllm_resident():
+    """compressed-tensors' scales are the model's dtype in the files unless the scheme's
+    ``scale_dtype`` says (ledger.serve.scales); vLLM holds FP8 and INT8 W8A8 scales in
+    fp32 and weight-only ones in the model's dtype. A dtype the ledger cannot size is one
+    line naming the key."""
+    from ledger.serve.quant import config_quant
+
+    def ct(weights, acts=None, **top):
+        group = {"weights": weights, **({"input_activations": acts} if acts else {})}
+        return config_quant({"quantization_config": {
+            "quant_method": "compressed-tensors", "config_groups": {"group_0": group}}, **top})
+
+    fp8 = {"num_bits": 8, "type": "float", "strategy": "channel"}
+    tok = {"num_bits": 8, "type": "float", "dynamic": True}
+    q = ct(fp8, tok)
+    assert (q.scale_bytes, q.stored.scale_bytes) == (4, 2)
+    assert ct(fp8, tok, torch_dtype="float32").stored.scale_bytes == 4  # the model's fp32
+    assert ct({**fp8, "scale_dtype": "torch.float32"}, tok).stored.scale_bytes == 4
+    w8 = {"num_bits": 8, "type": "int", "strategy": "channel"}
+    assert (ct(w8, {"num_bits": 8, "type": "int"}).scale_bytes, ct(w8).scale_bytes) == (4, 2)
+    w4 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}
+    assert (ct(w4, dtype="float16").scale_bytes, ct(w4).stored.scale_bytes) == (2, 2)
+    with pytest.raises(LedgerError, match="'scale_dtype' 'torch.int4'"):
+        ct({**fp8, "scale_dtype": "torch.int4"}, tok)
