@@ -146,11 +146,12 @@ def params_by_rank(model, cfg) -> list[tuple[float, float]]:
 # fp32 tensors vLLM builds at a MoE layer's router beyond the ledger's bf16 parameters
 # (v0.22.0 vllm/model_executor/models/): the router's e_score_correction_bias [E], fp32 -
 # deepseek_v2.py:278-281 for topk_method noaux_tc (DeepSeek-V3 / R1 / V3.2, Kimi-K2, GLM-5's
-# GlmMoeDsaForCausalLM, registry.py:99-124), glm4_moe.py:152-154 always - which the training
+# GlmMoeDsaForCausalLM, registry.py:99-124), glm4_moe.py:152-154 always, minimax_m2.py:92-101
+# with use_routing_bias (MiniMax-M2's released config.json sets it) - which the training
 # count leaves out (a buffer, ``ledger.io.hf.families._mla``) and the files keep in fp32 too
 # (GLM-4.5-FP8's, Kimi-K2.5's tensor lists); and GLM-4.5's router weight itself, an fp32
 # nn.Linear (glm4_moe.py:146-151), which its files keep in bf16
-CORRECTION_BIAS = ("deepseek_v3", "deepseek_v32", "glm4_moe", "glm_moe_dsa")
+CORRECTION_BIAS = ("deepseek_v3", "deepseek_v32", "glm4_moe", "glm_moe_dsa", "minimax_m2")
 FP32_ROUTER = ("glm4_moe",)
 
 
