@@ -58,6 +58,7 @@ PUBLISHED = [
     ("quant/qwen3-235b-a22b-instruct-2507-fp8.json", 220.19 * GiB, "24 files, 220.19 GiB"),
     # compressed-tensors INT4 W4A16 (group 32) of a 1T-parameter MoE: a model report
     ("quant/kimi-k2.5-int4.json", 554.30 * GiB, "64 files, 554.30 GiB"),
+    ("quant/kimi-k2.6-int4.json", 554.30 * GiB, "64 files, 554.30 GiB"),
     ("quant/glm-5.1-fp8.json", 704.25 * GiB, "142 files, 704.25 GiB"),
 ]
 
@@ -634,6 +635,14 @@ def test_int4_w4a16_moe_as_released():
     experts = 60 * 384 * 3 * 2048 * 7168
     assert (round(experts / 2 / 3 / GiB, 2), round(experts / 32 * 2 / 3 / GiB, 2)) == \
         (157.50, 19.69)
+    # Kimi-K2.6's raw config.json: the same files (64, 554.30 GiB, the same tensor list), its
+    # quantization_config only inside text_config and that text model's model_type
+    # "kimi_k2" - read as vLLM's KimiK25Config reads it (DeepseekV3Config(**text_config),
+    # the text model's quantization_config propagated: configs/kimi_k25.py:99-120)
+    model6, q6 = load("quant/kimi-k2.6-int4.json")
+    assert (model6.family, q6.source, q6.ignore[3]) == \
+        ("deepseek_v3", "text_config.quantization_config", "re:.*lm_head.*")
+    assert checkpoint_bytes("quant/kimi-k2.6-int4.json") == ledger
 
 
 def test_block_fp8_glm5_as_released():

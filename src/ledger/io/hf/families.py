@@ -198,3 +198,7 @@ COMPOSITES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "got_ocr2": "qwe
               "emu3": "emu3_text_model", "fuyu": "persimmon", "qwen3_5": "qwen3_5_text",
               "qwen3_5_moe": "qwen3_5_moe_text", "gemma4_unified": "gemma4_unified_text",
               "minimax_m3_vl": "minimax_m3_vl_text"}
+# composites whose config class builds the text model as one class whatever its text_config's
+# model_type says: Kimi-K2.5 / K2.6 (text model_type "kimi_k2" in K2.6's file) as DeepSeek-V3,
+# vllm 0.22.0 vllm/transformers_utils/configs/kimi_k25.py:99-105 (DeepseekV3Config(**text_config))
+TEXT_AS = {"kimi_k25": "deepseek_v3"}

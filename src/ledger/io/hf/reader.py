@@ -300,10 +300,10 @@ def _text_model(cfg: dict, kind: str) -> tuple[dict, tuple[str, ...]]:
     """A composite (a vision or audio tower beside a language model, e.g. Gemma 3,
     Llama 4, GOT-OCR2): its ``text_config``, when that is a decoder the ledger reads; a
     text_config without a model_type is the composite's own text class's."""
-    from ledger.io.hf.families import COMPOSITES
+    from ledger.io.hf.families import COMPOSITES, TEXT_AS
 
     text = cfg["text_config"]
-    inner = text.get("model_type", COMPOSITES.get(kind))
+    inner = TEXT_AS.get(kind) or text.get("model_type", COMPOSITES.get(kind))
     if not isinstance(inner, str):
         raise LedgerError("config.json", f"'text_config' of model_type {kind!r} has no "
                                          f"model_type")
