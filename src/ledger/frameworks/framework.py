@@ -78,6 +78,9 @@ class Framework:
     compiled_fragmentation: float  # the same under torch.compile (fewer, fused temporaries)
     te_buffers: bool = False  # Transformer Engine's dummy wgrads and cuBLAS workspaces
     #                           (ledger.placement.buffers; SOURCES["te_buffers"])
+    fsdp_root_grads_held: bool = True  # ZeRO-3: the root unit's (embedding, output layer)
+    #   unsharded gradients wait through the layers' backward for the root's own
+    #   reduce-scatter; False: each is reduce-scattered as its module's backward ends
     # ---- fine-tuning (``ledger.finetune``) -----------------------------------------------
     frozen_param_bytes: int = 2  # a frozen base parameter as the framework keeps it
     offloads: tuple[str, ...] = ()  # CPU offload it offers: "optimizer" (state, master and

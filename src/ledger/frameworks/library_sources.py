@@ -77,3 +77,19 @@ for _name in ("megatron", "torchtitan", "deepspeed", "hf"):
     LIBRARY_SOURCES.setdefault(_name, {})["nccl_nvls_buffers"] = _NCCL
 LIBRARY_SOURCES["megatron"]["activation_offload"] = _FINE_GRAINED
 LIBRARY_SOURCES["torchtitan"]["activation_offload"] = _TITAN_OFFLOAD
+# ZeRO-3's root unit: Megatron-FSDP's non-unit parameters (embedding, final norm, output
+# layer) stay gathered from their forward to the step's end, but each one's gradient is
+# reduce-scattered when its own backward ends - not held through the layers' backward
+LIBRARY_SOURCES["megatron"]["fsdp_root_grads_held"] = (
+    "Megatron-LM d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py "
+    "L1137 (a post-accumulate-grad hook on every parameter, units and the rest: copied into "
+    "its main-grad bucket and reduce-scattered at once, L761-771 under optim_grads_params), "
+    "L958 (the backward releases only unit buckets: the root's gathered params stay); the "
+    "same at d7288711 (Megatron-Bridge v0.4.0's pin) L1040, L802, L883 and 0d8e0714 "
+    "(v0.2.0's) _post_backward L551-594 for every module")
+for _name in ("torchtitan", "hf"):
+    LIBRARY_SOURCES[_name]["fsdp_root_grads_held"] = (
+        "FSDP2: the root's gradients are reduce-scattered in its post-backward, after every "
+        "layer's (torch _fsdp_param_group.py L588-720)")
+LIBRARY_SOURCES["deepspeed"]["fsdp_root_grads_held"] = ("priced as FSDP2 (DeepSpeed's "
+                                                        "bucketed reduction not examined)")

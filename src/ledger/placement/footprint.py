@@ -236,7 +236,9 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
     Resharding after forward, one layer is gathered at a time; its
     backward adds the next one prefetched, its unsharded gradient and the reduce-
     scatter's copy in the reduce dtype, and the root's unsharded gradients waiting for
-    the root's own backward. Kept gathered (and accumulating unsharded), every layer of
+    the root's own backward where the framework holds them (``fsdp_root_grads_held``:
+    FSDP2; Megatron-FSDP reduce-scatters each as its module's backward ends, its gathered
+    root params - in ``throughout`` - are all it holds of the root). Kept gathered (and accumulating unsharded), every layer of
     the rank is, and only each layer's fresh gradient passes through."""
     out = fw.comm_bucket_bytes + 0.0 * layers_held
     zero3 = np.equal(cfg.zero_stage, 3)  # a stage, or the planner's array of them
@@ -248,8 +250,9 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
     rec = fw.fp8
     g_layer = gather_wire_bytes(rec, zero3=True) if rec is not None and rec.param_gather else g
     gathered = np.where(keep, 1, layers_held) * layer_params * g_layer + root_params * g
+    held = root_params * g * fw.fsdp_root_grads_held  # the root's grads (Framework field)
     backward = np.where(keep, fw.fsdp_prefetch_layers * layer_params * g_layer
-                        + layer_params * (g + fw.grad_bytes) + root_params * g,
+                        + layer_params * (g + fw.grad_bytes) + held,
                         layer_params * g)
     if np.ndim(zero3):
         return np.where(zero3, out + gathered, out), np.where(zero3, backward, 0.0 * out)
