@@ -138,6 +138,7 @@ CASES = {
     "--num-layers-at-end-in-bf16": ("--fp8-format hybrid --first-last-layers-bf16",
                                     "--num-layers-at-end-in-bf16 2"),
     "--attention-backend": ("", "--attention-backend unfused"),
+    "--no-gradient-accumulation-fusion": ("", "--no-gradient-accumulation-fusion"),
     "--cross-entropy-loss-fusion": ("--cross-entropy-fusion-impl te",
                                     "--cross-entropy-loss-fusion"),
     "--cross-entropy-fusion-impl": ("--cross-entropy-loss-fusion",

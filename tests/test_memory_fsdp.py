@@ -43,3 +43,54 @@ def test_megatron_fsdp_backward_holds_no_root_gradients():
     _, held = buffer_bytes(_cfg("torchtitan"), fsdp2, LAYER, 80, ROOT)
     assert held == pytest.approx(LAYER * 2 + LAYER * (2 + 4) + ROOT * 2)
 
+
+# TE's dummy wgrads of one Llama 3 70B layer at TP 1, by hand: one per distinct weight
+# shape - linear_qkv (10240 x 8192), linear_proj (8192 x 8192), fc1 (57344 x 8192), fc2
+# (8192 x 28672) - in the bf16 param dtype
+DUMMIES = 2 * (10240 * 8192 + 8192 * 8192 + 57344 * 8192 + 8192 * 28672)
+
+
+def _named(**kw):
+    from ledger.parallel import place
+
+    cfg = ParallelConfig(dp=64, zero_stage=3, precision="bf16", **kw)
+    return dict(place(llama3_70b(), cfg).memory.named)
+
+
+def test_dummy_wgrads_only_under_gradient_accumulation_fusion():
+    """TE hands autograd a dummy wgrad only under fuse_wgrad_accumulation (linear.py
+    L1357-1374 @TE d0067d0d); --no-gradient-accumulation-fusion returns the gradient."""
+    assert _named()["TE dummy wgrads"] == DUMMIES == 1_711_276_032
+    assert "TE dummy wgrads" not in _named(grad_accumulation_fusion=False)
+
+
+def test_megatron_flag_turns_the_fusion_off(tmp_path):
+    from ledger.io.megatron.reader import read_launch
+
+    f = tmp_path / "flags.txt"
+    base = ("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 "
+            "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 "
+            "--vocab-size 32000 --tokenizer-type NullTokenizer --bf16")
+    f.write_text(base + " --no-gradient-accumulation-fusion")
+    launch = read_launch(str(f), gpus=8)
+    assert "--no-gradient-accumulation-fusion" in launch.applied
+    assert launch.flags["grad_accumulation_fusion"] is False
+    f.write_text(base)
+    assert "grad_accumulation_fusion" not in read_launch(str(f), gpus=8).flags
+
+
+def test_bridge_llama_fsdp_rows_run_without_the_fusion():
+    """The Llama perf functions turn the fusion off under Megatron-FSDP from v0.2.0
+    (llama3_llm_pretrain.py L76 @v0.4.0); v0.1.0rc3's run_script.py L154 keeps it on."""
+    from ledger.render.bridge import config_of, model_of, precision_of
+    from ledger.validation.bridge import rows
+
+    def cfg(prefix):
+        r = next(r for r in rows() if r.id.startswith(prefix)).as_run()
+        m = model_of(r)
+        return config_of(r, precision_of(r)[0], m)[0]
+
+    assert cfg("26.04/gb200/llama3-70b/fp8_cs").grad_accumulation_fusion is False
+    assert cfg("25.11/gb200/llama3-70b/fp8_cs").grad_accumulation_fusion is False
+    assert cfg("25.09/gb200/llama3-70b/fp8_cs").grad_accumulation_fusion is True
+    assert cfg("26.04/gb200/llama3-70b/fp8_mx").grad_accumulation_fusion is True  # no FSDP

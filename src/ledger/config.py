@@ -163,6 +163,11 @@ class ParallelConfig:
     # failed allocation the caching allocator unmaps its segments' empty pages, so the
     # fragmentation is handed back (ledger.placement.footprint.reclaimable)
     expandable_segments: bool = False
+    # Megatron's gradient-accumulation fusion (on by default; --no-gradient-accumulation-
+    # fusion, arguments.py L2944 @d98e8a64): TE writes each weight gradient into main_grad
+    # and hands autograd a dummy kept per weight shape (ledger.placement.buffers); off, TE
+    # returns the gradient to autograd and keeps no dummy
+    grad_accumulation_fusion: bool = True
     # DP traffic overlapped with compute (Megatron --overlap-grad-reduce /
     # --overlap-param-gather, DeepSpeed overlap_comm); None: the framework's default for
     # the ZeRO stage (Framework.overlaps)

@@ -358,6 +358,8 @@ def step_flags(a: argparse.Namespace) -> dict:
                 delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
                 dp_bucket_params=getattr(a, "dp_bucket_params", None),
                 expandable_segments=bool(getattr(a, "expandable_segments", False)),
+                grad_accumulation_fusion=getattr(a, "grad_accumulation_fusion", True)
+                is not False,
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes | library_flags(a)
 

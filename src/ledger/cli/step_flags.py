@@ -159,6 +159,10 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    help="with --overlap-moe-expert-parallel-comm: the experts' weight "
                         "gradients run apart, under the backward's dispatch (Megatron; "
                         "default off)")
+    g.add_argument("--no-gradient-accumulation-fusion", dest="grad_accumulation_fusion",
+                   action="store_false", default=None,
+                   help="TE returns each weight gradient to autograd: no dummy wgrads "
+                        "(Megatron; default: fused)")
     g.add_argument("--expandable-segments", action="store_true",
                    help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator "
                         "unmaps empty pages before failing, so the fit verdict counts no "

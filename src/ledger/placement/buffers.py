@@ -9,7 +9,9 @@ end, so present at every point of a step and in the memory left after it.
   linear.py L1357-1374, layernorm_linear.py L1172-1178, grouped_linear.py L1230-1236 for
   each expert's weight). The shapes are those of the rank's layers' TE modules
   (``weight_shapes``) after TP (ETP for routed experts); the router and the output layer
-  are Megatron's own modules (no dummy).
+  are Megatron's own modules (no dummy). Without the fusion
+  (``ParallelConfig.grad_accumulation_fusion`` False) TE hands autograd the wgrad itself
+  (linear.py L1357-1374: the dummy only under ``ctx.fuse_wgrad_accumulation``): none.
 - ``cuBLAS workspace``: TE's GEMM workspace, 32 MiB + 1 KiB on Hopper and later
   (cpp_extensions/gemm.py L40-45, lru-cached L48-67), and one per compute stream (4:
   common/util/multi_stream.cpp L52-55) for grouped GEMMs (the routed experts).
@@ -65,8 +67,11 @@ def framework_buffers(model, cfg, kinds, fw=None) -> dict[str, float]:
     graphs = graph_buffers(model, cfg) if kinds else {}
     if not fw.te_buffers:
         return graphs
-    return dict(_te_buffers(model, int(cfg.tp), int(expert_tp(cfg)), frozenset(kinds),
-                            fw.param_bytes)) | graphs
+    out = dict(_te_buffers(model, int(cfg.tp), int(expert_tp(cfg)), frozenset(kinds),
+                           fw.param_bytes))
+    if not getattr(cfg, "grad_accumulation_fusion", True):  # TE returns each wgrad
+        out.pop("TE dummy wgrads")
+    return out | graphs
 
 
 @lru_cache(maxsize=4096)

@@ -51,6 +51,26 @@ def expandable_segments(row: BridgeRow) -> bool:
     return row.gpu in _EXPANDABLE.get((row.model, ref[:4]), ())
 
 
+def grad_accumulation_fusion(row: BridgeRow) -> bool:
+    """Megatron's gradient-accumulation fusion as the row's run had it: the recipe's own
+    setting (the 0.6 recipes set it, e.g. perf_recipes/nemotronh/gb200/nemotronh.py
+    @v0.6.0), else the recipe function's setting under the row's Megatron-FSDP - the Llama
+    functions turn it off there ("Disabled to avoid functional errors":
+    scripts/performance/configs/llama/llama3_llm_pretrain.py L76, L111, L146, L181 @v0.4.0
+    and v0.4.2, L75-L177 @v0.3.0, configs/llama3/llama3_llm_pretrain.py L74-L144 @v0.2.0),
+    after set_workload_base_configs turned it on (utils/overrides.py L86 @v0.3.0, L88
+    @v0.4.0, L90 @v0.4.2; utils/helpers.py L125 @v0.2.0) - else on (v0.1.0rc3's
+    run_script.py L154 sets it for every run, Megatron-FSDP's too; Megatron's default)."""
+    own = row.setting("gradient_accumulation_fusion")
+    if isinstance(own, bool):
+        return own
+    for value, when in (row.pretrain.get("conditional") or {}).get(
+            "model.gradient_accumulation_fusion", ()):
+        if when == "cfg.ddp.use_megatron_fsdp" and row.megatron_fsdp:
+            return bool(value)
+    return True
+
+
 # the families whose Megatron-Bridge recipe turns TP comm overlap on (CommOverlapConfig(
 # tp_comm_overlap=True): src/megatron/bridge/recipes/llama/llama3.py:738,828,917,1094,1189
 # and recipes/nemotronh/nemotron_3_nano.py:123-125 @ v0.3.1); the others leave it off

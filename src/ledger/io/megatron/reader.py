@@ -108,6 +108,7 @@ tp-comm-overlap bf16 fp16 grad-reduce-in-bf16 accumulate-allreduce-grads-in-fp32
 megatron-fsdp-main-grads-dtype fp8-format fp8-recipe
 fp8-param-gather optimizer hidden-dropout fp4-format fp4-recipe fp4-param-gather
 first-last-layers-bf16 num-layers-at-start-in-bf16 num-layers-at-end-in-bf16
+no-gradient-accumulation-fusion
 enable-mhc-connections mhc-num-residual-streams
 muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
 use-precision-aware-optimizer main-params-dtype exp-avg-dtype exp-avg-sq-dtype attention-backend
