@@ -94,3 +94,23 @@ def test_bridge_llama_fsdp_rows_run_without_the_fusion():
     assert cfg("25.11/gb200/llama3-70b/fp8_cs").grad_accumulation_fusion is False
     assert cfg("25.09/gb200/llama3-70b/fp8_cs").grad_accumulation_fusion is True
     assert cfg("26.04/gb200/llama3-70b/fp8_mx").grad_accumulation_fusion is True  # no FSDP
+
+
+def test_planner_prices_the_fusion_as_report_does():
+    import json
+
+    from test_bad_input import run
+
+    args = ["--gpus", "8", "--json", "--no-nccl-nvls", "--no-gradient-accumulation-fusion"]
+    code, out, err = run(["plan", "llama3-8b", "--global-batch", "64", "--top", "1",
+                          "--tp", "2", *args])
+    assert code == 0, err
+    top = json.loads(out)["plans"][0]
+    code, out, err = run(["report", "llama3-8b", "--zero", str(top["zero_stage"]),
+                          "--tp", "2", "--cp", str(top["cp"]), "--pp", str(top["pp"]),
+                          "--micro-batch", str(top["micro_batch"]),
+                          "--microbatches", str(top["num_microbatches"]), *args])
+    assert code == 0, err
+    mem = json.loads(out)["memory"]
+    assert "TE dummy wgrads" not in mem["kept"]
+    assert top["memory_bytes"] == pytest.approx(mem["required"], rel=1e-9)

@@ -374,8 +374,9 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
                 heavy.params_bytes, heavy.grads_bytes, heavy.optim_bytes)
         kinds = layer_kinds(model, pp, vp, sched, None, fw.split)[0]
         kept = {"framework buffers": np.array([sum(framework_buffers(
-            model, SimpleNamespace(tp=tp, etp=None), [k for k, n in zip(kinds, held[r]) if n],
-            fw).values()) for r in reps])[None, :]}
+            model, SimpleNamespace(tp=tp, etp=None, grad_accumulation_fusion=getattr(
+                cfg, "grad_accumulation_fusion", True)),
+            [k for k, n in zip(kinds, held[r]) if n], fw).values()) for r in reps])[None, :]}
         graphs = graph_buffers(model, cfg)  # CUDA graphs' static grad outputs (rows x 1)
         if graphs:
             kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held)[reps].sum(axis=1) > 0)
