@@ -80,10 +80,14 @@ def ep_time(model: ModelSpec, cfg, tokens, links, system: System):
     ledger.placement.comms.ep_pass_comms (one MoE layer, one micro-batch, one direction;
     over the rank layout's links when ``links`` carries it) at alpha-beta, one call of
     ep - 1 point-to-point hops each (NCCL runs an all-to-all as grouped sends and
-    receives, outside its collective cost model); times the MoE layers' share."""
+    receives, outside its collective cost model); times the MoE layers' share. The
+    alltoall dispatcher's NCCL all-to-all at the rate nccl-tests measure it on the
+    system (``System.a2a_bandwidth``, ``ledger.system.A2A``); flex's DeepEP / HybridEP
+    kernels and the allgather dispatcher's collectives at ``System.bandwidth``."""
     lay = links.get("layout") or links["ep"]
     rows = ep_pass_comms(model, cfg, tokens, lay)
-    t = sum(r.bytes / system.bandwidth(r.link)
+    rate = system.a2a_bandwidth if dispatcher(cfg) == "alltoall" else system.bandwidth
+    t = sum(r.bytes / rate(r.link)
             + (np.maximum(cfg.ep, expert_tp(cfg)) - 1) * system.latency(r.link) * (r.bytes > 0)
             for r in rows)
     moe_layers = model.moe_layers if model.is_moe else model.layers

@@ -21,10 +21,10 @@ import numpy as np
 
 from ledger.errors import LedgerError
 from ledger.system.chips import GPU, GPUS, GiB, MiB
-from ledger.system.sources import GPU_SOURCES, LINK_SOURCES, POWER_SOURCES
+from ledger.system.sources import A2A_SOURCES, GPU_SOURCES, LINK_SOURCES, POWER_SOURCES
 
-__all__ = ["GPU", "GPUS", "GPU_SOURCES", "LINK_SOURCES", "POWER_SOURCES", "GiB", "MiB",
-           "System", "system", "SYSTEMS"]
+__all__ = ["A2A", "A2A_SOURCES", "GPU", "GPUS", "GPU_SOURCES", "LINK_SOURCES", "POWER_SOURCES",
+           "GiB", "MiB", "System", "system", "SYSTEMS"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +49,12 @@ class System:
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
     link_efficiency: float = 0.80  # share of nominal bandwidth collectives reach (nccl-tests)
+    # NCCL's all-to-all (grouped sends and receives: torch all_to_all_single, which
+    # Megatron's alltoall dispatcher issues) as nccl-tests measure it on the preset's
+    # system, a share of nominal, inside and between domains (``A2A``); None:
+    # ``link_efficiency``
+    a2a_intra_efficiency: float | None = None
+    a2a_inter_efficiency: float | None = None
     nvls: bool = False  # NVLink SHARP in the domain's switches (NCCL's NVLS algorithm)
 
     def __post_init__(self) -> None:
@@ -59,8 +65,9 @@ class System:
             if isinstance(value, (int, float)) and not isinstance(value, bool) \
                     and not value > 0:
                 raise LedgerError(f.name, f"must be > 0, got {value}")
-        if self.link_efficiency > 1:
-            raise LedgerError("link_efficiency", f"must be <= 1, got {self.link_efficiency}")
+        for name in ("link_efficiency", "a2a_intra_efficiency", "a2a_inter_efficiency"):
+            if (getattr(self, name) or 0) > 1:
+                raise LedgerError(name, f"must be <= 1, got {getattr(self, name)}")
         if self.gpus_per_domain % self.gpus_per_node:
             raise LedgerError("gpus_per_domain", f"a domain is whole hosts: gpus_per_domain("
                                                  f"{self.gpus_per_domain}) is not a multiple "
@@ -77,6 +84,18 @@ class System:
         else:
             raw = np.where(link == "nvlink", self.intra_bytes_per_s, self.inter_bytes_per_s)
         return raw * self.link_efficiency
+
+    def a2a_bandwidth(self, link):
+        """Achieved bytes/s of NCCL's all-to-all on ``link`` (as ``bandwidth``): the share
+        nccl-tests' alltoall_perf reaches on the preset's system (``A2A``), else
+        ``link_efficiency``."""
+        intra = self.a2a_intra_efficiency or self.link_efficiency
+        inter = self.a2a_inter_efficiency or self.link_efficiency
+        if isinstance(link, str):
+            return (self.intra_bytes_per_s * intra if link == "nvlink"
+                    else self.inter_bytes_per_s * inter)
+        return np.where(link == "nvlink", self.intra_bytes_per_s * intra,
+                        self.inter_bytes_per_s * inter)
 
     def host_bandwidth(self) -> float:
         """Achieved GPU <-> host bytes/s one way (the link efficiency of the fabric)."""
@@ -135,6 +154,20 @@ SYSTEMS = {
     "rtx-pro-6000": Platform(8, 8, 64 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
 }
 
+# NCCL's all-to-all as nccl-tests' alltoall_perf measures it: busbw (the bytes that leave
+# the GPU over the time) over the link's nominal rate per direction, (in the NVLink
+# domain, between domains), each figure's source in ``A2A_SOURCES``. Hopper's NVLink 4: NCCL's 370 of 450 GB/s for
+# every operation but the all-reduce; NVLink 5 at the largest message each table gives:
+# an 8-GPU HGX B300 675.55 of 900 (B200: the same NVSwitch generation, assumed), 64 GPUs
+# of a GB200 NVL72 rack 622.92, of a GB300 rack 666.92; between domains one NIC's worth
+# per GPU (all-to-all does not aggregate NICs), 41.66 of 50 GB/s over 3 GB200 racks.
+_NIC_A2A = 62.49 * 2 / 3 / 50  # busbw x (N - 1) / N over N = 3 domains, a 50 GB/s NIC
+_HOPPER_A2A = (370 / 450, _NIC_A2A)
+_HGX_B_A2A = (675.55 / 900, _NIC_A2A)
+A2A = {"h100-sxm": _HOPPER_A2A, "h100-96gb": _HOPPER_A2A, "h200": _HOPPER_A2A,
+       "h20": _HOPPER_A2A, "b200": _HGX_B_A2A, "b300": _HGX_B_A2A,
+       "gb200": (622.92 / 900, _NIC_A2A), "gb300": (666.92 / 900, None)}
+
 
 def system(gpu: str, gpus_per_node: int | None = None,
            gpus_per_domain: int | None = None) -> System:
@@ -151,4 +184,6 @@ def system(gpu: str, gpus_per_node: int | None = None,
     return System(gpu=GPUS[key], gpus_per_node=host, gpus_per_domain=domain,
                   intra_bytes_per_s=p.intra_bytes_per_s,
                   inter_bytes_per_s=p.inter_bytes_per_s, host_bytes_per_s=p.host_bytes_per_s,
-                  host_memory_bytes=p.host_memory_per_gpu_bytes * host, nvls=p.nvls)
+                  host_memory_bytes=p.host_memory_per_gpu_bytes * host, nvls=p.nvls,
+                  **dict(zip(("a2a_intra_efficiency", "a2a_inter_efficiency"),
+                             A2A.get(key, (None, None)))))

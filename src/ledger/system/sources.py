@@ -205,3 +205,42 @@ LINK_SOURCES = {
                     "direction); NVIDIA RTX PRO Server's ConnectX-8 SuperNICs, 400 Gb/s per "
                     "GPU (assumed from the announcement: no system file found)",
 }
+
+
+# NCCL's all-to-all as measured (ledger.system.A2A): what Megatron's alltoall dispatcher
+# issues, torch.distributed.all_to_all_single with uneven splits (megatron/core/
+# tensor_parallel/mappings.py L424-465, called from transformer/moe/token_dispatcher.py
+# L705-724 and L864-870 at NVIDIA/Megatron-LM d98e8a64dd), which NCCL runs as grouped sends
+# and receives. busbw = algbw x (n - 1) / n, the bytes that leave the GPU (sjeaugey,
+# NVIDIA/nccl-tests issue #130); the OCI figures are nccl-tests' out-of-place busbw at the
+# largest size each table prints (oracle-quickstart/oci-gpu-quickstarts @ 6a0abdc7).
+_OCI = "oracle-quickstart/oci-gpu-quickstarts @ 6a0abdc7 "
+_NIC = ("between domains: 'Alltoall cannot aggregate the bandwidth of multiple NICs, so the "
+        "performance you should see is the performance of a single NIC' (sjeaugey, NVIDIA/"
+        "nccl-tests issue #267, 2024-11-19); over N domains busbw = N/(N-1) x a GPU's "
+        "network rate (issue #130): 48 GB200 hosts in 3 NVL72 racks, 4 x 400 Gb/s RoCE a "
+        "host, 62.49 GB/s busbw at 8 GiB, 41.66 of 50 GB/s a GPU (" + _OCI
+        + "nvidia/GB200/README-GB200.md L340)")
+_HOPPER_NVL = ("NVLink 4: '450GB/s is the line rate. With the protocol overhead (~20%) NCCL "
+               "can get an effective NVLink bandwidth of 370GB/s, which you can observe as "
+               "\"BusBw\" when running non-allreduce operations' (sjeaugey, NVIDIA/nccl-tests "
+               "issue #212, 2024-05-06, 8 x H100)")
+_HGX_B_NVL = ("NVLink 5: 8 x B300 in one HGX host, alltoall_perf 8 GiB, busbw 675.55 of 900 "
+              "GB/s (" + _OCI + "nvidia/B300/README-B300.md L160, NCCL 2.28.9)")
+A2A_SOURCES = {
+    "h100-sxm": _HOPPER_NVL + "; " + _NIC,
+    "h100-96gb": _HOPPER_NVL + " (the same HGX H100 board); " + _NIC,
+    "h200": _HOPPER_NVL + " (HGX H200: the same NVLink 4 NVSwitch); " + _NIC,
+    "h20": _HOPPER_NVL + " (HGX H20: the same NVLink 4 NVSwitch); " + _NIC,
+    "b300": _HGX_B_NVL + "; " + _NIC,
+    "b200": _HGX_B_NVL + ", taken for the HGX B200 (the same NVLink 5 NVSwitch; no B200 "
+                         "table found); " + _NIC,
+    "gb200": ("NVLink 5 across the rack: 64 GB200 of one NVL72 rack (16 hosts), alltoall_perf "
+              "8 GiB, busbw 622.92 of 900 GB/s (" + _OCI + "nvidia/GB200/README-GB200.md L314; "
+              "4 GPUs of one host 615.30 L268, 8 of 2 hosts 657.81 L300); " + _NIC),
+    "gb300": ("NVLink 5 across the rack: 64 GB300 of one NVL72 rack (16 hosts), alltoall_perf "
+              "16 GiB, busbw 666.92 of 900 GB/s (" + _OCI + "nvidia/GB300/README-GB300.md L348; "
+              "4 GPUs 627.69 L293, 8 of 2 hosts 685.06 L322). Between racks its own table "
+              "gives 47.67 GB/s busbw over 2 racks (L374), a quarter of the host's 8 x 400 "
+              "Gb/s a GPU, unexplained and not taken: link_efficiency"),
+}

@@ -1,0 +1,62 @@
+"""The alltoall dispatcher's NCCL all-to-all at the rate nccl-tests measure it
+(ledger.system.A2A, sources in ledger.system.A2A_SOURCES), flex's kernels kept at the
+link's. Expected values are the sources' figures and hand arithmetic, written out."""
+from dataclasses import replace
+
+import pytest
+
+from ledger.model import deepseek_v3
+from ledger.parallel import ParallelConfig
+from ledger.placement import Layout
+from ledger.step.layer_comms import ep_time
+from ledger.system import A2A, A2A_SOURCES, system
+
+
+def test_all_to_all_runs_at_the_published_busbw():
+    # sjeaugey, nccl-tests #212: 370 of 450 GB/s on H100's NVLink for non-allreduce ops;
+    # OCI's alltoall_perf: HGX B300 675.55, 64 GB200 622.92, 64 GB300 666.92 GB/s busbw;
+    # 3 GB200 racks 62.49 GB/s busbw = 62.49 x 2/3 = 41.66 GB/s a GPU's NIC
+    assert system("h100-sxm").a2a_bandwidth("nvlink") == pytest.approx(370e9)
+    assert system("b300").a2a_bandwidth("nvlink") == pytest.approx(675.55e9)
+    assert system("b200").a2a_bandwidth("nvlink") == pytest.approx(675.55e9)
+    assert system("gb200").a2a_bandwidth("nvlink") == pytest.approx(622.92e9)
+    assert system("gb300").a2a_bandwidth("nvlink") == pytest.approx(666.92e9)
+    assert system("h100-sxm").a2a_bandwidth("ib") == pytest.approx(41.66e9)
+    assert system("gb200").a2a_bandwidth("ib") == pytest.approx(41.66e9)
+    # no figure taken: the collectives' link efficiency (0.8 of 100 GB/s; 0.8 of 448)
+    assert system("gb300").a2a_bandwidth("ib") == pytest.approx(80e9)
+    assert system("mi300x").a2a_bandwidth("nvlink") == pytest.approx(0.8 * 448e9)
+
+
+def test_every_figure_names_its_source():
+    assert set(A2A) == set(A2A_SOURCES)
+    for name, (intra, _) in A2A.items():
+        nominal = system(name).intra_bytes_per_s
+        assert f"{intra * nominal / 1e9:g}" in A2A_SOURCES[name]
+
+
+def test_alltoall_dispatcher_priced_at_nccls_rate_flex_at_the_links():
+    """DeepSeek-V3, EP 64 over 8 HGX H100 hosts, one direction of one MoE layer: the
+    dispatch and the combine of 4096 x 8 rows of 7168 bf16 values, 939,524,096 bytes, of
+    which 56/64 cross the NICs and 7/64 stay in the host; one call of 63 hops on each
+    link (10 and 5 us); 58 MoE layers of 61."""
+    m = deepseek_v3()
+    links = {"layout": Layout(pp=16, dp=128, ep=64), "ep": "ib"}
+    cfg = ParallelConfig(pp=16, dp=128, ep=64, moe_dispatcher="alltoall")
+    h100 = system("h100-sxm")
+    rows = 2 * 4096 * 8 * 7168 * 2
+    want = (rows * 56 / 64 / 41.66e9 + 63 * 10e-6 + rows * 7 / 64 / 370e9 + 63 * 5e-6) * 58 / 61
+    assert ep_time(m, cfg, 4096, links, h100) == pytest.approx(want, rel=1e-4)
+    # without a measured figure, the links' 0.8 of 50 and of 450 GB/s
+    plain = replace(h100, a2a_intra_efficiency=None, a2a_inter_efficiency=None)
+    was = (rows * 56 / 64 / 40e9 + 63 * 10e-6 + rows * 7 / 64 / 360e9 + 63 * 5e-6) * 58 / 61
+    assert ep_time(m, cfg, 4096, links, plain) == pytest.approx(was, rel=1e-4)
+    flex = replace(cfg, moe_dispatcher="flex")
+    assert ep_time(m, flex, 4096, links, h100) == ep_time(m, flex, 4096, links, plain)
+
+
+def test_a_share_over_one_is_refused():
+    from ledger.errors import LedgerError
+
+    with pytest.raises(LedgerError, match="a2a_intra_efficiency"):
+        replace(system("b200"), a2a_intra_efficiency=1.2)
