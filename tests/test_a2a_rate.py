@@ -60,3 +60,21 @@ def test_a_share_over_one_is_refused():
 
     with pytest.raises(LedgerError, match="a2a_intra_efficiency"):
         replace(system("b200"), a2a_intra_efficiency=1.2)
+
+
+def test_a_system_file_that_sets_a_link_drops_its_measured_share(tmp_path):
+    """The measured shares belong to the preset's links as measured: a --system file that
+    sets NVLink's rate or the links' efficiency prices that all-to-all at link_efficiency
+    (0.9 x 900 GB/s; 0.8 x 450); one that leaves the links keeps 675.55 GB/s."""
+    from ledger.io.system import load_system
+
+    def load(text):
+        f = tmp_path / "s.toml"
+        f.write_text('gpu = "b200"\n' + text)
+        return load_system(f)
+
+    assert load("link_efficiency = 0.9\n").a2a_bandwidth("nvlink") == pytest.approx(810e9)
+    assert load("link_efficiency = 0.9\n").a2a_bandwidth("ib") == pytest.approx(45e9)
+    assert load("intra_GBps = 450\n").a2a_bandwidth("nvlink") == pytest.approx(360e9)
+    assert load("intra_GBps = 450\n").a2a_bandwidth("ib") == pytest.approx(41.66e9)
+    assert load("host_GBps = 32\n").a2a_bandwidth("nvlink") == pytest.approx(675.55e9)

@@ -118,5 +118,12 @@ def load_system(path: str | Path, gpus_per_node: int | None = None,
                                         f"{', '.join([*SYS_KEYS, *GPU_KEYS])}")
         name, scale = table[key]
         (gpu_over if table is GPU_KEYS else sys_over)[name] = _number(key, value) * scale
+    # the preset's measured all-to-all shares (ledger.system.A2A) belong to its links as
+    # measured: a file that sets a link's rate or the links' efficiency prices that link's
+    # all-to-all at link_efficiency
+    for side, keys in (("a2a_intra_efficiency", ("intra_bytes_per_s", "link_efficiency")),
+                       ("a2a_inter_efficiency", ("inter_bytes_per_s", "link_efficiency"))):
+        if any(k in sys_over for k in keys):
+            sys_over[side] = None
     return replace(base, gpu=replace(base.gpu, name=base.gpu.name + "*" * bool(gpu_over),
                                      **gpu_over), nvls=nvls, **sys_over)
