@@ -13,11 +13,17 @@
 4. with those, every sustained GEMM share of BLACKWELL_SHARE_GRID for the Blackwell
    generation's parts together (B200, B300, GB200, GB300: one figure) on their rows of the
    same calibration release; the shipped ledger.system.chips.BLACKWELL_SHARE is its first
-   line. Stages 3 and 4 each hold the other's shipped figure: the shipped pair is a fixed
-   point of the two (each stage's first line is what ships).
-tests/test_step.py and tests/test_host.py check all four still are."""
-from ledger.render.bridge_fit import (BLACKWELL, BLACKWELL_SHARE_GRID, HOST_GRID,
-                                     calibration_rows, fit_host, fit_share)
+   line;
+5. with those, every Grace host's seconds per eager block over an x86 host's of
+   GRACE_HOST_GRID (``Calibration.grace_host_scale``: GB200 / GB300 NVL72 trays and GH200
+   run Arm Neoverse V2 hosts, ledger.system.HOST_CPU_SOURCES) on the same calibration rows;
+   the shipped ledger.step.DEFAULT is its first line.
+Stages 3, 4 and 5 each hold the others' shipped figures: the shipped triple is a fixed
+point of the three (each stage's first line is what ships).
+tests/test_step.py and tests/test_host.py check all five still are."""
+from ledger.render.bridge_fit import (BLACKWELL, BLACKWELL_SHARE_GRID, GRACE_HOST_GRID,
+                                     HOST_GRID, calibration_rows, fit_grace, fit_host,
+                                     fit_share)
 from ledger.step import DEFAULT
 from ledger.system import GPUS
 from ledger.system.chips import BLACKWELL_SHARE
@@ -58,6 +64,12 @@ def main() -> None:
     for mean, worst, share in fit_share()[:5]:
         print(f"blackwell gemm share {share:4.2f}  mean |error| {mean:.2%}  max {worst:.2%}")
     print(f"shipped: blackwell gemm_efficiency {BLACKWELL_SHARE:.2f}")
+    n = sum(s.host_cpu == "grace" for _, _, _, s, *_ in _timed())
+    print(f"stage 5: the same release's rows, {n} of them on Grace hosts; grid "
+          f"{' / '.join(f'{g:g}' for g in GRACE_HOST_GRID)}")
+    for mean, worst, g in fit_grace()[:5]:
+        print(f"grace host scale {g:5.3f}  mean |error| {mean:.2%}  max {worst:.2%}")
+    print(f"shipped: grace_host_scale {DEFAULT.grace_host_scale:.3f}")
 
 
 def _timed():

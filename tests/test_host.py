@@ -149,3 +149,36 @@ def test_shipped_blackwell_share_is_stage_4s_argmin_among_its_neighbours():
     assert n >= 20  # the calibration release's Blackwell rows that run (31 here)
     for k in (at - 1, at + 1):
         assert share_score(BLACKWELL_SHARE_GRID[k])[0] > best, BLACKWELL_SHARE_GRID[k]
+
+
+def test_a_grace_host_takes_the_fitted_scale_of_an_x86_hosts_seconds():
+    """GB200 / GB300 NVL72 trays run Grace (Arm Neoverse V2) hosts, B200 / B300 / H100 x86
+    ones (system.HOST_CPU_SOURCES); a Grace host's seconds per block are
+    Calibration.grace_host_scale times the four constants, an x86 host's the four."""
+    from ledger.step.host import for_host
+
+    assert system("gb200").host_cpu == system("gb300").host_cpu == "grace"
+    assert system("b200").host_cpu == system("b300").host_cpu == "x86"
+    assert system("h100-sxm").host_cpu == "x86"
+    cal = replace(CAL, grace_host_scale=1.5)
+    assert for_host(cal, system("b200")) is cal
+    grace = for_host(cal, system("gb200"))
+    assert (grace.host_block_s, grace.host_moe_s) == pytest.approx((1.5e-3, 6e-3))
+    assert layer_host_s(QWEN, ParallelConfig(dp=8, ep=8), grace) == pytest.approx(9e-3)
+    # Qwen3-30B-A3B at one sequence a micro-batch: host-bound on either host, so the step
+    # grows with the host's seconds on Grace only
+    cfg = ParallelConfig(dp=8, ep=8, num_microbatches=64, moe_dispatcher="flex")
+    m = QWEN.with_seq(4096)
+    for name, grows in (("gb200", True), ("b200", False)):
+        one = estimate(m, cfg, system(name), cal=replace(DEFAULT, grace_host_scale=1.0))
+        two = estimate(m, cfg, system(name), cal=replace(DEFAULT, grace_host_scale=2.0))
+        assert (two.step_time_s > 1.2 * one.step_time_s) == grows, name
+        assert two.breakdown["host"] >= one.breakdown["host"]
+
+
+def test_shipped_grace_host_scale_is_stage_5s_argmin():
+    """benchmarks/fit.py stage 5 prints render.bridge_fit.fit_grace(): the shipped scale must
+    be its first line (seven points on the calibration rows, each placed once)."""
+    from ledger.render.bridge_fit import fit_grace
+
+    assert fit_grace()[0][2] == DEFAULT.grace_host_scale

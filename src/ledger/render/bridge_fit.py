@@ -1,7 +1,8 @@
-"""benchmarks/fit.py stages 3 and 4 on the declared Megatron-Bridge calibration rows
+"""benchmarks/fit.py stages 3 to 5 on the declared Megatron-Bridge calibration rows
 (``ledger.validation.bridge.CALIBRATION_RELEASE``): the host's constants
 (``ledger.step.host``), then each Blackwell part's sustained GEMM share
-(``ledger.system.GPU.gemm_efficiency``) - each row run the way
+(``ledger.system.GPU.gemm_efficiency``), then a Grace host's seconds over an x86 host's
+(``Calibration.grace_host_scale``) - each row run the way
 ``ledger.render.bridge.outcome`` runs it, placed once and re-timed at every grid point."""
 from __future__ import annotations
 
@@ -113,3 +114,25 @@ def fit_host(grid=HOST_GRID, cal=None) -> list[tuple[float, ...]]:
     from itertools import product
 
     return sorted((*host_score(*point, cal)[:2], *point) for point in product(*grid))
+
+
+# benchmarks/fit.py stage 5: a Grace host's (Arm Neoverse V2: GB200 / GB300 NVL72, GH200)
+# seconds per eager block over an x86 host's (ledger.step.host.for_host), on the same
+# calibration rows with the other constants as shipped. The grid spans the published
+# measurements' 1.14x (pytorch/pytorch#187862) to 2.75x (NVIDIA/TransformerEngine#2053)
+# and a Grace host as fast as an x86 one or faster
+GRACE_HOST_GRID = (0.75, 1.0, 1.125, 1.25, 1.5, 2.0, 2.75)
+
+
+def grace_score(scale: float, cal=None) -> tuple[float, float, int]:
+    """(mean |error|, max |error|, rows) of the calibration rows that run at a Grace host's
+    ``scale`` (the rest of ``cal``, default the shipped)."""
+    from ledger.step import DEFAULT
+
+    errs = [abs(e) for e in _errors(replace(cal or DEFAULT, grace_host_scale=scale))]
+    return sum(errs) / len(errs), max(errs), len(errs)
+
+
+def fit_grace(grid=GRACE_HOST_GRID, cal=None) -> list[tuple[float, ...]]:
+    """Every (mean |error|, max |error|, grace_host_scale) of the grid, best first."""
+    return sorted((*grace_score(x, cal)[:2], x) for x in grid)

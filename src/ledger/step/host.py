@@ -34,10 +34,31 @@ NVIDIA/TransformerEngine d0067d0d; the backward's input- and weight-gradient GEM
 backward together; the backward launches two kernels for each of the forward's GEMMs
 (input and weight gradient) and a gradient kernel for each elementwise one, so it takes
 2/3 of it and the forward 1/3.
+
+The four are an x86 host's (DGX / HGX: Xeon Platinum 8480C, 8570). A Grace host (Arm
+Neoverse V2: GH200, the GB200 / GB300 NVL72 trays; ``System.host_cpu``,
+``ledger.system.HOST_CPU_SOURCES``) takes ``grace_host_scale`` times them, one declared
+constant fitted by benchmarks/fit.py stage 5 on the same calibration rows: the published
+measurements of the two hosts' launch overhead disagree too widely to set it (PyTorch's
+``nn.Linear`` forward 37.08 us of CPU on GB200 against 13.48 us on a Xeon 8480C DGX H100,
+NVIDIA/TransformerEngine#2053, 2.75x; an ``OpOverload`` call's overhead 126 ns on GB200
+against 111 ns on H100, pytorch/pytorch#187862, 1.14x).
 """
 from __future__ import annotations
 
 FORWARD_SHARE = 1.0 / 3.0  # of a block's host seconds: the forward; the backward the rest
+
+
+def for_host(cal, system):
+    """``cal`` with the host's seconds per block of ``system``'s host CPU: a Grace host's
+    ``grace_host_scale`` times the x86 host's."""
+    from dataclasses import replace
+
+    g = cal.grace_host_scale if getattr(system, "host_cpu", "x86") == "grace" else 1.0
+    if g == 1.0:
+        return cal
+    return replace(cal, host_block_s=g * cal.host_block_s, host_router_s=g * cal.host_router_s,
+                   host_moe_s=g * cal.host_moe_s, host_expert_s=g * cal.host_expert_s)
 
 
 def _block_s(scopes: tuple, cal, local_experts=0) -> dict:

@@ -69,7 +69,7 @@ from ledger.placement import optim_offload
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split, nccl_system
 from ledger.step.gemm import gemm_s
-from ledger.step.host import host_excess_s, launched_s
+from ledger.step.host import for_host, host_excess_s, launched_s
 from ledger.step.optimizer import muon_s
 from ledger.step.recompute import rerun_flops_per_token
 from ledger.step.layer_comms import combined_1f1b_s
@@ -104,6 +104,9 @@ class Calibration:
     host_router_s: float = 0.004  # a MoE router with its preprocessing
     host_moe_s: float = 0.006  # a MoE block's dispatch, grouped GEMMs and combine
     host_expert_s: float = 0.0002  # and per routed expert a GPU holds (its own GEMMs, casts)
+    # a Grace (Arm Neoverse V2) host's seconds for the same blocks over an x86 host's
+    # (System.host_cpu): fitted by benchmarks/fit.py stage 5 on the same calibration rows
+    grace_host_scale: float = 1.0
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
@@ -190,7 +193,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     collective, (seconds exposed, seconds issued), for ``ledger.step.exposed``."""
     lt = layer_times(model, cfg, system, st.links, cal, tp_overlap)
     fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
-    fwd["host"], bwd["host"] = host_excess_s(model, cfg, cal, sum(fwd.values()),
+    host_cal = for_host(cal, system)  # the host's seconds on this system's CPU
+    fwd["host"], bwd["host"] = host_excess_s(model, cfg, host_cal, sum(fwd.values()),
                                              sum(bwd.values()), lt.routed + fwd["ep_comm"])
     f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
     per_layer = f_layer + b_layer
@@ -217,7 +221,7 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     overlap_ep = np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool)  # arrays: planner
     # a pair's passes are launched by one host thread: it takes at least their host time
     # (ledger.step.host), its all-to-alls hidden under the GPU's work, not the host's
-    host_pair = layers * sum(launched_s(model, cfg, cal))
+    host_pair = layers * sum(launched_s(model, cfg, host_cal))
     gpu_pair = t_f + t_b - layers * (fwd["host"] + bwd["host"])
     sm = ep_sm_share(cfg, system)
     if cfg.schedule in ("dualpipe", "dualpipev"):  # the F&B chunk pair hides either's

@@ -21,10 +21,16 @@ import numpy as np
 
 from ledger.errors import LedgerError
 from ledger.system.chips import GPU, GPUS, GiB, MiB
-from ledger.system.sources import A2A_SOURCES, GPU_SOURCES, LINK_SOURCES, POWER_SOURCES
+from ledger.system.sources import (A2A_SOURCES, GPU_SOURCES, HOST_CPU_SOURCES, LINK_SOURCES,
+                                   POWER_SOURCES)
 
-__all__ = ["A2A", "A2A_SOURCES", "GPU", "GPUS", "GPU_SOURCES", "LINK_SOURCES", "POWER_SOURCES",
-           "GiB", "MiB", "System", "system", "SYSTEMS"]
+__all__ = ["A2A", "A2A_SOURCES", "GPU", "GPUS", "GPU_SOURCES", "HOST_CPU_SOURCES", "HOST_CPUS",
+           "LINK_SOURCES", "POWER_SOURCES", "GiB", "MiB", "System", "system", "SYSTEMS"]
+
+
+# the host CPUs a system names (HOST_CPU_SOURCES): an x86 server CPU (DGX / HGX hosts) or
+# NVIDIA Grace (Arm Neoverse V2: GH200, GB200 / GB300 NVL72 trays)
+HOST_CPUS = ("x86", "grace")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +62,10 @@ class System:
     a2a_intra_efficiency: float | None = None
     a2a_inter_efficiency: float | None = None
     nvls: bool = False  # NVLink SHARP in the domain's switches (NCCL's NVLS algorithm)
+    # the host's CPU, which runs the framework's Python and the kernel launches: "x86" or
+    # "grace" (Arm Neoverse V2); its seconds per eager block are ledger.step.host's, a Grace
+    # host's scaled by the fitted Calibration.grace_host_scale (HOST_CPU_SOURCES)
+    host_cpu: str = "x86"
 
     def __post_init__(self) -> None:
         if self.gpus_per_domain is None:
@@ -68,6 +78,9 @@ class System:
         for name in ("link_efficiency", "a2a_intra_efficiency", "a2a_inter_efficiency"):
             if (getattr(self, name) or 0) > 1:
                 raise LedgerError(name, f"must be <= 1, got {getattr(self, name)}")
+        if self.host_cpu not in HOST_CPUS:
+            raise LedgerError("host_cpu", f"must be one of {', '.join(HOST_CPUS)}, got "
+                                          f"{self.host_cpu!r}")
         if self.gpus_per_domain % self.gpus_per_node:
             raise LedgerError("gpus_per_domain", f"a domain is whole hosts: gpus_per_domain("
                                                  f"{self.gpus_per_domain}) is not a multiple "
@@ -120,6 +133,7 @@ class Platform:
     host_bytes_per_s: float  # GPU <-> CPU link per GPU, one direction
     host_memory_per_gpu_bytes: float  # the host's CPU memory over its GPUs
     nvls: bool  # NVSwitch with NVLink SHARP (NCCL's NVLS)
+    host_cpu: str = "x86"  # the host's CPU (HOST_CPUS; HOST_CPU_SOURCES)
 
     @property
     def inter_bytes_per_s(self) -> float:
@@ -141,11 +155,11 @@ SYSTEMS = {
     "h100-nvl": Platform(8, 8, 300 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
     "h200": Platform(8, 8, 450 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
     "h20": Platform(8, 8, 450 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
-    "gh200": Platform(8, 8, 450 * _G, 8, 400e9, 450 * _G, 480e9, False),
+    "gh200": Platform(8, 8, 450 * _G, 8, 400e9, 450 * _G, 480e9, False, "grace"),
     "b200": Platform(8, 8, 900 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
     "b300": Platform(8, 8, 900 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, True),
-    "gb200": Platform(4, 72, 900 * _G, 4, 400e9, 225 * _G, 960e9 / 4, True),
-    "gb300": Platform(4, 72, 900 * _G, 4, 800e9, 225 * _G, 960e9 / 4, True),
+    "gb200": Platform(4, 72, 900 * _G, 4, 400e9, 225 * _G, 960e9 / 4, True, "grace"),
+    "gb300": Platform(4, 72, 900 * _G, 4, 800e9, 225 * _G, 960e9 / 4, True, "grace"),
     "mi300x": Platform(8, 8, 448 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
     "mi325x": Platform(8, 8, 448 * _G, 8, 400e9, 64 * _G, HOST_MEMORY_PER_GPU, False),
     "mi355x": Platform(8, 8, 537.6 * _G, 8, 400e9, 64 * _G, 24 * 128 * GiB / 8, False),
@@ -185,5 +199,6 @@ def system(gpu: str, gpus_per_node: int | None = None,
                   intra_bytes_per_s=p.intra_bytes_per_s,
                   inter_bytes_per_s=p.inter_bytes_per_s, host_bytes_per_s=p.host_bytes_per_s,
                   host_memory_bytes=p.host_memory_per_gpu_bytes * host, nvls=p.nvls,
+                  host_cpu=p.host_cpu,
                   **dict(zip(("a2a_intra_efficiency", "a2a_inter_efficiency"),
                              A2A.get(key, (None, None)))))

@@ -244,3 +244,18 @@ A2A_SOURCES = {
               "gives 47.67 GB/s busbw over 2 racks (L374), a quarter of the host's 8 x 400 "
               "Gb/s a GPU, unexplained and not taken: link_efficiency"),
 }
+
+
+# Each system's host CPU (ledger.system.HOST_CPUS), which runs the framework's Python and
+# the kernel launches (ledger.step.host): as the vendor's MLPerf system description names it
+HOST_CPU_SOURCES = {
+    "grace": "NVIDIA Grace, Arm Neoverse V2: GB200 NVL72 'host_processor_model_name': "
+             "'Neoverse-V2', 2 a 4-GPU host of 72 cores (mlcommons/training_results_v5.1 @ "
+             "4da2d1cd NVIDIA/systems/tyche_ngpu72_ngc25.09_nemo.json); GB300 NVL72 the same "
+             "trays' Grace (theia_ngpu72_ngc25.09_nemo.json there); GH200: its Grace CPU "
+             "(GH200 datasheet)",
+    "x86": "every other preset: an x86 host - NVIDIA's DGX B300 MLPerf system 'Intel(R) "
+           "Xeon(R) Platinum 8570', 2 of 56 cores (mlcommons/inference_results_v6.1 @ 5174fca8 "
+           "closed/NVIDIA/systems/B300-SXM-270GBx8_TRT.json); DGX B200 2 Xeon Platinum 8570 "
+           "(DGX B200 datasheet); DGX H100 2 Xeon Platinum 8480C",
+}
