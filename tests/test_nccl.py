@@ -1,5 +1,6 @@
 """NCCL's cost model (src/graph/tuning.cc at NCCL 2.30.7): latencies by hand from its
 constants, the least-time choice, and the bandwidth of groups that span nodes."""
+import numpy as np
 import pytest
 
 from ledger.step.nccl import collective_s, group_bandwidth, latency_us
@@ -37,11 +38,19 @@ def test_the_least_time_is_chosen():
     assert collective_s("all_reduce", 1e9, 1, 1, 40e9, "hopper") == 0.0
 
 
-def test_a_group_across_nodes_moves_at_each_ranks_own_nic():
-    """NVLink inside a node; across nodes a rank's own NIC, whatever the ranks per node
-    (the NICs NCCL could spread a ring over are every axis's at once)."""
-    assert group_bandwidth(240e9, 20e9, 4) == pytest.approx(20e9)
+def test_a_group_across_nodes_moves_through_its_ranks_nics_over_two_nodes():
+    """NVLink inside a node; over two nodes the NICs of the group's ranks on a node (NCCL
+    prices a two-node ring at its intra channels, tuning.cc L306/L324), up to NVLink's -
+    one rank per node keeps its own NIC; beyond two nodes each rank its own NIC."""
     assert group_bandwidth(240e9, 20e9, 1) == pytest.approx(240e9)
+    assert group_bandwidth(240e9, 20e9, 2) == pytest.approx(20e9)
+    assert group_bandwidth(240e9, 20e9, 2, 8) == pytest.approx(160e9)
+    assert group_bandwidth(240e9, 20e9, 2, 32) == pytest.approx(240e9)
+    assert group_bandwidth(240e9, 20e9, 4) == pytest.approx(20e9)
+    assert group_bandwidth(240e9, 20e9, 4, 8) == pytest.approx(20e9)
+    nodes, per = np.array([2, 2, 2, 8]), np.array([1, 4, 16, 16])  # the planner's arrays
+    assert group_bandwidth(240e9, 20e9, nodes, per) == pytest.approx(
+        [20e9, 80e9, 240e9, 20e9])
 
 
 def test_a_launch_without_nvls_is_timed_without_it():

@@ -31,19 +31,22 @@ def nccl_system(system: System, nccl_nvls) -> System:
     return system
 
 
-def nccl_s(system: System, kind: str, wire_bytes, ranks, nodes):
+def nccl_s(system: System, kind: str, wire_bytes, ranks, nodes, per_node=1):
     """Seconds of one ``kind`` call whose ranks each send ``wire_bytes``, over ``ranks``
-    ranks on ``nodes`` nodes of ``system``: NCCL's cost model at the group's bandwidth."""
+    ranks on ``nodes`` nodes of ``system``, ``per_node`` of them on a node: NCCL's cost
+    model at the group's bandwidth (``ledger.step.nccl.group_bandwidth``)."""
     eff = system.link_efficiency
-    bw = group_bandwidth(system.intra_bytes_per_s * eff, system.inter_bytes_per_s * eff, nodes)
+    bw = group_bandwidth(system.intra_bytes_per_s * eff, system.inter_bytes_per_s * eff, nodes,
+                         per_node)
     return collective_s(kind, wire_bytes, ranks, nodes, bw, system.gpu.generation, system.nvls)
 
 
 def call_s(system: System, lay, row, calls):
     """Seconds of ``calls`` calls that move a DP row's bytes, by NCCL's cost model over
     the row's group (``Comm.group`` of ``Comm.ranks`` ranks) on the rank layout ``lay``."""
-    _, nodes = group_shape(lay, row.group, row.ranks)
-    return calls * nccl_s(system, row.kind, row.bytes / np.maximum(calls, 1), row.ranks, nodes)
+    per_node, nodes = group_shape(lay, row.group, row.ranks)
+    return calls * nccl_s(system, row.kind, row.bytes / np.maximum(calls, 1), row.ranks, nodes,
+                          per_node)
 
 
 def buckets(cfg, row, replicas):

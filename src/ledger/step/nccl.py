@@ -35,12 +35,20 @@ tree correction (L613-627); PAT 0.75 of it. Per-channel caps, which need NCCL's 
 count from its topology search, are left out.
 
 A Simple ring's own bandwidth (``group_bandwidth``) is what one of its ranks can push:
-NVLink's inside a node, its own NIC's once the group crosses nodes. NCCL can lay a ring
-per NIC (busBw = nChannels x bwInter, L329), so a group with k ranks on a node could move
-its bytes through k NICs; but those are the NICs every other axis's groups of the same
-GPUs use in the same step, and this model does not price that sharing, so each rank
-keeps the one NIC it has to itself (the bound nccl-tests' bus bandwidth reaches with one
-rank per node, doc/PERFORMANCE.md).
+NVLink's inside a node. Across exactly two nodes, the NICs of the group's ranks on a node,
+up to NVLink's: NCCL's own model prices a ring over two nodes at its intra-node channel
+bandwidth (L306: ``bw = nNodes <= 2 ? bwIntra : bwInter``, busBw = nChannels x bw, L324),
+each channel leaving and entering a node once through a NIC of its ranks (the ring search
+fills them, src/graph/search.cc L1198) - so k ranks on a node move their ring through k
+NICs, one rank per node through its own. Beyond two nodes each rank keeps the one NIC it
+has to itself (the bound nccl-tests' bus bandwidth reaches with one rank per node,
+doc/PERFORMANCE.md): NCCL there prices nChannels x bwInter, which its search would also
+spread over k NICs, but those are every other axis's NICs in the same step and their
+sharing is not priced - and measured (benchmarks/validation.py), k NICs beyond two nodes
+swings the 2021 ZeRO-3 rows (Narayanan Table 2) from +32%..+71% to +51%..+443%. The DP
+groups' calls pass their ranks per node (``ledger.step.dp.call_s``); a TP group across
+two nodes keeps one NIC a rank (``ledger.step.layer_comms``: its NICs carry the DP rings
+of the same GPUs in the same layers, and that sharing is not priced).
 
 >>> round(collective_s("all_reduce", 0.0, 1536, 1536, 40e9, "hopper") * 1e6)  # tree LL
 107
@@ -159,12 +167,18 @@ def collective_s(kind: str, wire_bytes, n, nodes, ring_bytes_per_s, generation: 
     return out if out.shape else float(out)
 
 
-def group_bandwidth(intra_bytes_per_s, inter_bytes_per_s, nodes):
-    """Bytes per second each rank of a Simple ring moves: NVLink's inside one node, its
-    own NIC's across nodes (numbers or arrays).
+def group_bandwidth(intra_bytes_per_s, inter_bytes_per_s, nodes, per_node=1):
+    """Bytes per second each rank of a Simple ring moves: NVLink's inside one node; over
+    two nodes the NICs of its ``per_node`` ranks on a node (``inter_bytes_per_s`` each),
+    at most NVLink's; beyond two nodes its own NIC (numbers or arrays; the module's
+    docstring says why).
 
     >>> group_bandwidth(240e9, 20e9, 4) / 1e9, group_bandwidth(240e9, 20e9, 1) / 1e9
     (20.0, 240.0)
+    >>> group_bandwidth(240e9, 20e9, 2, 8) / 1e9, group_bandwidth(240e9, 20e9, 2, 32) / 1e9
+    (160.0, 240.0)
     """
-    out = np.where(np.asarray(nodes) > 1, inter_bytes_per_s, intra_bytes_per_s)
+    nodes = np.asarray(nodes)
+    two = np.minimum(intra_bytes_per_s, np.maximum(per_node, 1) * inter_bytes_per_s)
+    out = np.where(nodes > 2, inter_bytes_per_s, np.where(nodes > 1, two, intra_bytes_per_s))
     return out if np.shape(out) else float(out)
