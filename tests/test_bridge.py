@@ -534,3 +534,21 @@ def test_release_perf_scripts_turn_current_scalings_bf16_layers_off():
     for release in ("25.09", "25.11", "26.04"):
         r = _one(release=release, gpu="gb200", model="llama3-70b", precision="fp8_cs")
         assert precision_of(r.as_run())[0] == "fp8-tensorwise+param-gather", release
+def test_fp8_cs_rows_run_their_first_and_last_layers_in_fp8_at_every_release():
+    """Every release's perf script turns the FP8-CS function's BF16 first / last layers off
+    (get_precision_config: scripts/performance/utils/helpers.py L97-100 @ v0.1.0rc3 and
+    L37-40 @ v0.2.0, utils/precision.py L28-31 @ v0.3.1); the 25.09 and 25.11 rows were read
+    with them on (the generator looked only in precision.py) and priced two or more layers
+    in BF16."""
+    from ledger.render.bridge import precision_of
+
+    cs = [r for r in rows() if r.precision == "fp8_cs"]
+    assert len(cs) >= 40 and {r.release for r in cs} >= {"25.09", "25.11", "26.02.01"}
+    for r in cs:
+        assert r.precision_setting("first_last_layers_bf16", True) is False, r.id
+        over = r.recipe["precision"]["perf_overrides"]
+        assert over["first_last_layers_bf16"] is False, r.id
+        assert over["path"] == ("scripts/performance/utils/helpers.py"
+                                if r.release in ("25.09", "25.11") else
+                                "scripts/performance/utils/precision.py"), r.id
+        assert "bf16-ends" not in precision_of(r)[0], r.id

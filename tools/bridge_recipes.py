@@ -390,8 +390,10 @@ PRECISION_FUNCTION = {"bf16": "bf16_mixed", "fp8_cs": "bf16_with_fp8_current_sca
 def precision_recipe(gitdir: str, ref: str, row: dict, cache: dict) -> dict | None:
     """What the row's precision sets (src/megatron/bridge/training/mixed_precision.py's
     function at ref: its ``cfg.<field> = literal`` lines), with the perf script's own
-    overrides of it (scripts/performance/utils/precision.py: ``<name>.<field> = literal``
-    in the branch for that precision)."""
+    overrides of it (``<name>.<field> = literal`` in the branch for that precision of
+    get_precision_config: scripts/performance/utils/precision.py from v0.3.0, utils/
+    helpers.py before it - v0.2.0 L35-40 branches on ``compute_dtype == "fp8_cs"``,
+    v0.1.0rc3 L92-100 on ``fp8_recipe == "cs"`` inside ``compute_dtype == "fp8"``)."""
     path = "src/megatron/bridge/training/mixed_precision.py"
     text = cache.setdefault(("text", ref, path), show(gitdir, ref, path))
     name = PRECISION_FUNCTION[row["precision"]]
@@ -402,11 +404,16 @@ def precision_recipe(gitdir: str, ref: str, row: dict, cache: dict) -> dict | No
                 for st in fn.body if isinstance(st, ast.Assign) and len(st.targets) == 1
                 and ast.unparse(st.targets[0]).startswith("cfg.")}
     out = {"path": path, "function": name, "line": fn.lineno, "settings": settings}
-    perf = "scripts/performance/utils/precision.py"
-    ptext = cache.setdefault(("text", ref, perf), show(gitdir, ref, perf))
-    if ptext:
-        for node in ast.walk(ast.parse(ptext)):
-            if isinstance(node, ast.If) and row["precision"] in ast.unparse(node.test):
+    for perf in ("scripts/performance/utils/precision.py",
+                 "scripts/performance/utils/helpers.py"):
+        ptext = cache.setdefault(("text", ref, perf), show(gitdir, ref, perf))
+        tree = ast.parse(ptext) if ptext else None
+        fns = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+               and f.name == "get_precision_config"] if tree else []
+        if not fns:
+            continue
+        for node in ast.walk(fns[0]):
+            if isinstance(node, ast.If) and _names_precision(node.test, row["precision"]):
                 over = {ast.unparse(st.targets[0]).split(".", 1)[1]: _literal(st.value, {})
                         for st in node.body if isinstance(st, ast.Assign)
                         and isinstance(st.targets[0], ast.Attribute)}
@@ -414,7 +421,19 @@ def precision_recipe(gitdir: str, ref: str, row: dict, cache: dict) -> dict | No
                     out["perf_overrides"] = {"path": perf, "line": node.lineno, **over}
                     settings.update(over)
                 break
+        break
     return out
+
+
+def _names_precision(test, precision: str) -> bool:
+    """Whether an ``if`` of get_precision_config is the branch for ``precision``: its test
+    names the table's label (``compute_dtype == "fp8_cs"``), or - v0.1.0rc3's nested form -
+    compares ``fp8_recipe`` with the label's recipe part (``fp8_recipe == "cs"``)."""
+    text = ast.unparse(test)
+    if precision in text:
+        return True
+    part = precision.split("_", 1)[1] if precision.startswith("fp8_") else None
+    return bool(part) and "fp8_recipe" in text and f"'{part}'" in text
 
 
 FLAT_STATED = {"model.tensor_model_parallel_size": "tp",

@@ -42,7 +42,8 @@ the Megatron-Core the release pins, each call kept with its file and line and th
 Lightning's Nano's, Nemotron 3 Ultra's GB300 one a shared builder), the last unconditional
 one winning, those under an ``if`` kept with their condition (``conditional``). The precision a row ran (``recipe.precision``): Megatron-Bridge's
 mixed_precision.py function for it at the release, with the perf script's overrides
-(scripts/performance/utils/precision.py). The library recipes those functions start from
+(get_precision_config: scripts/performance/utils/precision.py from v0.3.0, utils/helpers.py
+before it). The library recipes those functions start from
 (megatron.bridge.recipes.*) are not read.
 
 THE RULE where table and recipe disagree: the table's published figures (GPU count, GBS, MBS,
