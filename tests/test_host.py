@@ -137,18 +137,26 @@ def test_shipped_host_constants_are_the_fits_argmin_among_their_neighbours():
 
 def test_shipped_blackwell_share_is_stage_4s_argmin_among_its_neighbours():
     """benchmarks/fit.py stage 4 prints render.bridge_fit.fit_share(): one GEMM share for
-    the Blackwell parts, fitted on their calibration rows with the host's constants as
-    shipped; the shipped figure beats its grid neighbours, and the four parts carry it."""
-    from ledger.render.bridge_fit import BLACKWELL, BLACKWELL_SHARE_GRID, share_score
+    the Blackwell parts and the grouped GEMMs' share of the dense rate, fitted together on
+    the release's calibration rows with the host's constants as shipped; the shipped pair
+    beats its grid neighbours along each axis, and the four parts carry the share."""
+    from ledger.render.bridge_fit import (BLACKWELL, BLACKWELL_SHARE_GRID, GROUPED_SHARE_GRID,
+                                         share_score)
     from ledger.system import GPUS
     from ledger.system.chips import BLACKWELL_SHARE
 
     assert {GPUS[g].gemm_efficiency for g in BLACKWELL} == {BLACKWELL_SHARE}
-    at = BLACKWELL_SHARE_GRID.index(BLACKWELL_SHARE)
-    best, _, n = share_score(BLACKWELL_SHARE)
-    assert n >= 20  # the calibration release's Blackwell rows that run (31 here)
-    for k in (at - 1, at + 1):
-        assert share_score(BLACKWELL_SHARE_GRID[k])[0] > best, BLACKWELL_SHARE_GRID[k]
+    shipped = (BLACKWELL_SHARE, DEFAULT.grouped_gemm_share)
+    grids = (BLACKWELL_SHARE_GRID, GROUPED_SHARE_GRID)
+    at = [g.index(v) for g, v in zip(grids, shipped)]
+    best, _, n = share_score(*shipped)
+    assert n >= 30  # the calibration release's rows that run (36 here)
+    for axis in (0, 1):
+        for k in (at[axis] - 1, at[axis] + 1):
+            if 0 <= k < len(grids[axis]):
+                point = list(shipped)
+                point[axis] = grids[axis][k]
+                assert share_score(*point)[0] > best, point
 
 
 def test_a_grace_host_takes_the_fitted_scale_of_an_x86_hosts_seconds():

@@ -73,26 +73,36 @@ def _errors(cal, shares: dict | None = None, gpu: str | None = None) -> list[flo
 
 # benchmarks/fit.py stage 4: one sustained bf16 GEMM share for the Blackwell generation's
 # parts (ledger.system.chips: B200, B300, GB200, GB300 - one figure, so their dense peaks'
-# ratios stay the datasheets'), on their calibration rows together, with the host's
-# constants as shipped; H100's share is stage 2's (Megatron-LM's H100 table)
+# ratios stay the datasheets'), and the routed experts' grouped GEMMs' share of the dense
+# rate (ledger.step.Calibration.grouped_gemm_share, every part), together on the release's
+# calibration rows, with the host's constants as shipped; H100's share is stage 2's
+# (Megatron-LM's H100 table)
 BLACKWELL = ("b200", "b300", "gb200", "gb300")
 BLACKWELL_SHARE_GRID = tuple(round(0.40 + 0.02 * i, 2) for i in range(21))  # 0.40 ... 0.80
+GROUPED_SHARE_GRID = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
 
 
-def share_score(share: float, cal=None) -> tuple[float, float, int]:
-    """(mean |error|, max |error|, rows) of the Blackwell parts' calibration rows at GEMM
-    share ``share`` (the time model's other constants ``cal``, default the shipped)."""
+def share_score(share: float, grouped: float | None = None,
+                cal=None) -> tuple[float, float, int]:
+    """(mean |error|, max |error|, rows) of the release's calibration rows that run at the
+    Blackwell GEMM share ``share`` and the grouped GEMMs' share ``grouped`` (default: the
+    shipped), the time model's other constants ``cal`` (default the shipped)."""
     from ledger.step import DEFAULT
 
-    errs = [abs(e) for g in BLACKWELL
-            for e in _errors(cal or DEFAULT, dict.fromkeys(BLACKWELL, share), g)]
+    cal = cal or DEFAULT
+    if grouped is not None:
+        cal = replace(cal, grouped_gemm_share=grouped)
+    errs = [abs(e) for e in _errors(cal, dict.fromkeys(BLACKWELL, share))]
     return sum(errs) / len(errs), max(errs), len(errs)
 
 
-def fit_share(grid=BLACKWELL_SHARE_GRID, cal=None) -> list[tuple[float, ...]]:
-    """Every (mean |error|, max |error|, share) of the grid on the Blackwell parts'
+def fit_share(grid=BLACKWELL_SHARE_GRID, grouped=GROUPED_SHARE_GRID,
+              cal=None) -> list[tuple[float, ...]]:
+    """Every (mean |error|, max |error|, share, grouped share) of the grid on the release's
     calibration rows, best first."""
-    return sorted((*share_score(x, cal)[:2], x) for x in grid)
+    from itertools import product
+
+    return sorted((*share_score(x, g, cal)[:2], x, g) for x, g in product(grid, grouped))
 
 
 def host_score(block_s: float, router_s: float, moe_s: float, expert_s: float,

@@ -90,8 +90,9 @@ class Calibration:
     calibration set 1 (ledger.validation: Korthikanti et al. 2022's eight A100 rows) and
     shipped as it prints them (its stage 2 fits the H100's GEMM share and its stage 4 the
     Blackwell parts' one share, both in ledger.system); the host's four (``host_*_s``) are
-    its stage 3, on the declared Megatron-Bridge calibration rows; the rest are set from
-    their sources, not fitted."""
+    its stage 3, on the declared Megatron-Bridge calibration rows, and
+    ``grouped_gemm_share`` its stage 4 with the Blackwell share on the same rows; the rest
+    are set from their sources, not fitted."""
 
     gemm_half_balance: float = 0.60  # GEMM dimension halving its efficiency, in units of
     # the GPU's machine balance (FLOP per HBM byte: A100 153, H100 SXM 295)
@@ -107,6 +108,15 @@ class Calibration:
     # a Grace (Arm Neoverse V2) host's seconds for the same blocks over an x86 host's
     # (System.host_cpu): fitted by benchmarks/fit.py stage 5 on the same calibration rows
     grace_host_scale: float = 1.0
+    # the routed experts' grouped GEMMs' rate over a dense GEMM's of their shapes on the
+    # same part (ledger.step.gemm.kind_gemms_s), fitted by benchmarks/fit.py stage 4 with
+    # the Blackwell share on the same rows: what a MoE block's expert GEMMs cost beyond a
+    # dense GEMM's rate in the recipes as they run (TE's grouped linear splitting and
+    # casting its input per expert, its grouped launch) - a fitted figure, not a kernel
+    # measurement: DeepGEMM's own grouped FP8 kernels run at its dense rate at 4,096 rows a
+    # group (deepseek-ai/DeepGEMM README.md @ 4cc65afa, H800, N 4096 K 7168: 1,288 TFLOP/s
+    # for 8 groups against 1,304 for one GEMM)
+    grouped_gemm_share: float = 1.0
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0
