@@ -34,3 +34,18 @@ def test_a_dense_model_does_not_see_it():
     half = replace(DEFAULT, grouped_gemm_share=0.5)
     assert layer_gemms_s(model, cfg, 8192.0, gpu, half) == pytest.approx(
         layer_gemms_s(model, cfg, 8192.0, gpu, DEFAULT))
+
+
+def test_only_the_frameworks_it_was_fitted_on_take_it():
+    """Megatron-Core (TE's GroupedLinear: the Megatron-Bridge rows it was fitted on) takes
+    the fitted share; DeepSeek's DeepGEMM runs its grouped kernels at its dense rate and the
+    frameworks with no figure keep the dense rate."""
+    model = preset("deepseek-v3")
+    gpu = system("b200").gpu
+    half = replace(DEFAULT, grouped_gemm_share=0.5)
+    moe = next(k for k in model.kind_counts if k.mlp == "moe")
+    for fw, ratio in (("megatron", 2.0), ("deepseek", 1.0), ("torchtitan", 1.0)):
+        cfg = ParallelConfig(tp=1, pp=1, dp=8, ep=8, framework=fw)
+        one = kind_gemms_s(model, moe, cfg, 4096.0, gpu, DEFAULT)["experts"]
+        assert kind_gemms_s(model, moe, cfg, 4096.0, gpu, half)["experts"] == pytest.approx(
+            ratio * one), fw

@@ -81,6 +81,9 @@ class Framework:
     fsdp_root_grads_held: bool = True  # ZeRO-3: the root unit's (embedding, output layer)
     #   unsharded gradients wait through the layers' backward for the root's own
     #   reduce-scatter; False: each is reduce-scattered as its module's backward ends
+    grouped_gemm_fitted: bool = False  # its routed experts run as the rows the fitted
+    #   grouped GEMM share was fitted on (Megatron-Core's TE GroupedLinear): their GEMMs
+    #   at Calibration.grouped_gemm_share of the dense rate; else at the dense rate
     # ---- fine-tuning (``ledger.finetune``) -----------------------------------------------
     frozen_param_bytes: int = 2  # a frozen base parameter as the framework keeps it
     offloads: tuple[str, ...] = ()  # CPU offload it offers: "optimizer" (state, master and

@@ -93,3 +93,17 @@ for _name in ("torchtitan", "hf"):
         "layer's (torch _fsdp_param_group.py L588-720)")
 LIBRARY_SOURCES["deepspeed"]["fsdp_root_grads_held"] = ("priced as FSDP2 (DeepSpeed's "
                                                         "bucketed reduction not examined)")
+# Which expert GEMMs take the fitted grouped GEMM share (ledger.step.Calibration
+# .grouped_gemm_share, benchmarks/fit.py stage 4): the recipes it was fitted on
+_GROUPED = ("Megatron-Core's routed experts are Transformer Engine's GroupedLinear "
+            "(megatron/core/extensions/transformer_engine.py L2382 TEGroupedLinear, "
+            "models/backends.py L198 linear_fc1=TEColumnParallelGroupedLinear @ d98e8a64): "
+            "the Megatron-Bridge rows the grouped share was fitted on run them")
+_NO_GROUPED = "no fitted figure for this framework's expert GEMMs: the dense rate"
+for _name in LIBRARY_SOURCES:
+    LIBRARY_SOURCES[_name]["grouped_gemm_fitted"] = \
+        _GROUPED if _name == "megatron" else _NO_GROUPED
+LIBRARY_SOURCES.setdefault("deepseek", {})["grouped_gemm_fitted"] = (
+    "DeepSeek's grouped FP8 GEMMs (deepseek-ai/DeepGEMM README.md @ 4cc65afa, H800) run "
+    "at its dense rate: 8 groups of 4,096 rows, N 4096, K 7168, 1,288 TFLOP/s against "
+    "1,304 for one 4096 x 4096 x 7168 GEMM")

@@ -167,11 +167,13 @@ def kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk=None) -> dict
     # rows each local expert sees: the dispatcher's tokens (comms_ep.moe_tokens: the SP
     # shard under Megatron) x top_k over the EP group's experts, gathered over ETP
     per_expert = moe_tokens(cfg, tokens) * model.top_k * cfg.ep * etp / model.num_experts
-    # ... at the grouped GEMMs' own share of the dense rate (Calibration.grouped_gemm_share)
+    # ... at the grouped GEMMs' fitted share of the dense rate where the framework runs
+    # them as the rows it was fitted on (Framework.grouped_gemm_fitted)
+    grouped = getattr(cal, "grouped_gemm_share", 1.0) \
+        if framework_of(cfg).grouped_gemm_fitted else 1.0
     routed = model.num_experts / cfg.ep * _mlp_gemms(model.moe_ffn_hidden, per_expert, model,
                                                      etp, gpu, cal, pk, "experts",
-                                                     model.expert_hidden) \
-        / getattr(cal, "grouped_gemm_share", 1.0)
+                                                     model.expert_hidden) / grouped
     shared = _mlp_gemms(model.shared_ffn, tokens, model, tp, gpu, cal, pk, "shared") \
         if model.shared_experts else 0.0
     out = out | {"experts": routed, "shared_experts": shared,
