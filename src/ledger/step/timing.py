@@ -108,14 +108,10 @@ class Calibration:
     # a Grace (Arm Neoverse V2) host's seconds for the same blocks over an x86 host's
     # (System.host_cpu): fitted by benchmarks/fit.py stage 5 on the same calibration rows
     grace_host_scale: float = 1.0
-    # the routed experts' grouped GEMMs' rate over a dense GEMM's of their shapes on the
-    # same part (ledger.step.gemm.kind_gemms_s), fitted by benchmarks/fit.py stage 4 with
-    # the Blackwell share on the same rows: what a MoE block's expert GEMMs cost beyond a
-    # dense GEMM's rate in the recipes as they run (TE's grouped linear splitting and
-    # casting its input per expert, its grouped launch) - a fitted figure, not a kernel
-    # measurement: DeepGEMM's own grouped FP8 kernels run at its dense rate at 4,096 rows a
-    # group (deepseek-ai/DeepGEMM README.md @ 4cc65afa, H800, N 4096 K 7168: 1,288 TFLOP/s
-    # for 8 groups against 1,304 for one GEMM)
+    # the routed experts' grouped GEMMs' rate over a dense GEMM's (gemm.kind_gemms_s,
+    # Framework.grouped_gemm_fitted), fitted by benchmarks/fit.py stage 4: not a kernel
+    # measurement (DeepGEMM README @ 4cc65afa: its grouped FP8 kernels at its dense rate,
+    # 1,288 against 1,304 TFLOP/s at 4,096 rows a group)
     grouped_gemm_share: float = 1.0
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
