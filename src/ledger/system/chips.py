@@ -42,7 +42,7 @@ class GPU:
 # Compute Capability", developer.nvidia.com/cuda-gpus); left None elsewhere, where the
 # ledger's one use of it (TE's FP8 weight layout) keeps Hopper's rule.
 HOPPER_SHARE = 0.62
-BLACKWELL_SHARE = 0.46
+BLACKWELL_SHARE = 0.50
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
         hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
