@@ -525,15 +525,6 @@ def test_docs_quote_what_bridge_prints(page, marker):
     assert quoted and [line for line in quoted if line not in printed] == []
 
 
-def test_release_perf_scripts_turn_current_scalings_bf16_layers_off():
-    """v0.1.0rc3's and v0.2.0's get_precision_config set first_last_layers_bf16 False for
-    FP8 current scaling (helpers.py L97-101 @v0.1.0rc3, L35-41 @v0.2.0); the rows' data
-    names only the mixed_precision.py function's default (True) for those two refs."""
-    from ledger.render.bridge import precision_of
-
-    for release in ("25.09", "25.11", "26.04"):
-        r = _one(release=release, gpu="gb200", model="llama3-70b", precision="fp8_cs")
-        assert precision_of(r.as_run())[0] == "fp8-tensorwise+param-gather", release
 def test_fp8_cs_rows_run_their_first_and_last_layers_in_fp8_at_every_release():
     """Every release's perf script turns the FP8-CS function's BF16 first / last layers off
     (get_precision_config: scripts/performance/utils/helpers.py L97-100 @ v0.1.0rc3 and

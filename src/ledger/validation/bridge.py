@@ -76,14 +76,6 @@ FAMILY_PRECISION = {("nemotron-3-super", "nvfp4"): {
     "mixed_precision.num_layers_at_start_in_bf16": 0,
     "mixed_precision.num_layers_at_end_in_bf16": 14,
     "mixed_precision.fp4_param_gather": False}}
-# what a release's perf scripts set on a precision for every family, where the rows' data
-# names no perf override (the later refs' ``recipe["precision"]["perf_overrides"]``):
-# v0.1.0rc3's and v0.2.0's get_precision_config turn current scaling's BF16 first / last
-# layers off ("Disable BF16 Transformer layers in the performance config": scripts/
-# performance/utils/helpers.py L97-101 @v0.1.0rc3, called by run_script.py L47 for every
-# run; helpers.py L35-41 @v0.2.0, called by each configs/*_llm_pretrain.py function)
-RELEASE_PRECISION = {(ref, "fp8_cs"): {"first_last_layers_bf16": False}
-                     for ref in ("v0.1.0rc3", "v0.2.0")}
 # a per-module precision file the family's perf scripts load beside the recipe, by its
 # name in ledger.frameworks.module_formats.QUANT_FILES: Nemotron 3 Super's NVFP4 te_quant.cfg
 # (scripts/performance/configs/nemotronh/te_quant.cfg, the same file at v0.4.0 to v0.5.1;
@@ -268,17 +260,14 @@ class BridgeRow:
     def precision_setting(self, name: str, default=None):
         """A MixedPrecisionConfig field as the run had it: the recipe function's
         ``mixed_precision.<name>``, else its family's perf-script overrides
-        (``FAMILY_PRECISION``), else its release's perf-script setting where the data
-        names none (``RELEASE_PRECISION``), else the precision's Megatron-Bridge function
-        with the perf script's overrides (``recipe["precision"]``)."""
+        (``FAMILY_PRECISION``), else the precision's Megatron-Bridge function with the
+        release's perf-script overrides (``recipe["precision"]``: tools/bridge_recipes.py
+        reads them, v0.1.0rc3's and v0.2.0's helpers.py among them)."""
         for s in (self.recipe.get("settings") or {}, self.pretrain.get("settings") or {},
                   FAMILY_PRECISION.get((self.model, self.precision), {})):
             v = s.get(f"mixed_precision.{name}")
             if v is not None and not str(v).startswith("expr:"):
                 return v
-        perf = RELEASE_PRECISION.get((self.recipe.get("ref"), self.precision), {})
-        if name in perf and not (self.recipe.get("precision") or {}).get("perf_overrides"):
-            return perf[name]
         v = ((self.recipe.get("precision") or {}).get("settings") or {}).get(name)
         return default if v is None else v
 
