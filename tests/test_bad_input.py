@@ -107,6 +107,9 @@ ISSUE = [
      "error: ep_overlap: llama3-8b has no experts to overlap"),
     (["schedule", "dualpipe", "--pp", "4", "--microbatches", "6"],
      "error: num_microbatches: dualpipe needs num_microbatches(6) >= 2 * pp(4) = 8"),
+    (["report", "custom", "--layers", "2", "--hidden", "512", "--heads", "8", "--ffn", "1024",
+      "--vocab", "1000", "--rope-mscale", "0"],
+     "error: --rope-mscale: must be a number > 0 (1 = no YaRN factor), got 0.0"),
 ]
 
 

@@ -197,3 +197,16 @@ def test_every_method_has_a_rule_with_its_source():
     from ledger.serve.quant import METHODS
     assert set(RULES) == set(METHODS)
     assert all(".py:" in source for _, source in RULES.values())
+
+
+@pytest.mark.parametrize("name,changes,where", [
+    ("tinyllama-1.1b-fp8-dynamic.json", {"ignore": ["lm_head", "re:[("]}, "ignore"),
+    ("genz-70b-gptq-4bit-128g.json", {"dynamic": {"-:[(": {}}}, "dynamic")])
+def test_a_pattern_python_cannot_compile_is_refused_by_name(name, changes, where):
+    """vLLM compiles a compressed-tensors 're:' entry and a GPTQ 'dynamic' key with ``re``;
+    one that does not compile stops its load (re.error): one line naming it, not a
+    traceback."""
+    model, q = load(name, **changes)
+    lins = modules.layer(model, model.layer_kind(0))
+    with pytest.raises(LedgerError, match=f"{where} pattern .* is not a regular expression"):
+        quantized_matrices(q, lins, 0)

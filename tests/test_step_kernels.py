@@ -71,6 +71,36 @@ def test_gpt_oss_reads_yarn_s_attention_factor():
     assert spec_from_dict(cfg, "x").rope_mscale == 1.0
 
 
+@pytest.mark.parametrize("changes,expected", [
+    ({"attention_factor": 1.2}, 1.2),  # transformers takes the config's own first
+    ({"mscale": 0, "mscale_all_dim": 1.0}, 1.3465735902799727),  # a zero mscale: 'and' fails
+    ({"factor": None}, 1.3465735902799727)])  # 131,072 / 4,096 = 32, as transformers derives
+def test_yarn_attention_factor_as_transformers_takes_it(changes, expected):
+    """transformers 5.23.0 _compute_yarn_parameters: attention_factor when given; mscale
+    and mscale_all_dim only when both are truthy; a missing factor from
+    max_position_embeddings over original_max_position_embeddings."""
+    cfg = json.loads((ROOT / "examples" / "gpt-oss-120b.json").read_text())
+    cfg["rope_scaling"] |= changes
+    from ledger.io.hf import spec_from_dict
+    assert spec_from_dict(cfg, "x").rope_mscale == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("changes,words", [
+    ({"factor": "x"}, "'factor' = 'x' is not a finite number"),
+    ({"factor": [32]}, "'factor' = [32] is not a finite number"),
+    ({"factor": -2}, "'factor' = -2 must be positive"),
+    ({"mscale": "a", "mscale_all_dim": 1}, "'mscale' = 'a' is not a finite number"),
+    ({"mscale": 1, "mscale_all_dim": -2.885390081777927}, "not a positive number")])
+def test_a_yarn_factor_that_means_nothing_is_refused_by_name(changes, words):
+    """Each of these crashed the reader with a TypeError, ValueError or ZeroDivisionError."""
+    from ledger.errors import LedgerError
+    from ledger.io.hf import spec_from_dict
+    cfg = json.loads((ROOT / "examples" / "gpt-oss-120b.json").read_text())
+    cfg["rope_scaling"] |= changes
+    with pytest.raises(LedgerError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        spec_from_dict(cfg, "x")
+
+
 def test_rope_passes_counted_by_hand():
     # q and k of 64 + 8 heads x 64 on one GPU, 4 x 4096 tokens, BF16: 12 passes forward (t *
     # cos, the negated half, the cat, * sin, the add, the final cat), 13 backward, every layer

@@ -114,6 +114,9 @@ def check_local(m) -> None:
         v = getattr(m, f)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
             raise LedgerError(f, f"must be a number >= 0 (0 = off), got {v!r}")
+    v = m.rope_mscale  # YaRN's factor on cos / sin: 1 is none, 0 or less would zero them
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise LedgerError("rope_mscale", f"must be a number > 0 (1 = no YaRN factor), got {v!r}")
 
 
 def check_moe(m) -> None:

@@ -102,10 +102,20 @@ def _layer_skipped(method, prefix: str, ignore, substr: bool = False,
     return match(prefix)
 
 
+def _regex(pattern: str, where: str):
+    """``pattern`` compiled as vLLM compiles it (``re``), or refused by name: a pattern
+    Python cannot compile stops vLLM's load with re.error."""
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise LedgerError("quantization_config", f"{where} pattern {pattern!r} is not a "
+                                                 f"regular expression ({e})") from None
+
+
 def _equal_or_regex(name: str, ignore) -> bool:
     """compressed_tensors/utils.py:105-110, :175-193 (check_contains False)."""
-    return any(re.match(e[3:], name) is not None if e.startswith("re:") else e == name
-               for e in ignore)
+    return any(_regex(e[3:], "ignore").match(name) is not None if e.startswith("re:")
+               else e == name for e in ignore)
 
 
 def _ct_ignored(prefix: str, ignore) -> bool:
@@ -136,7 +146,7 @@ def _gptq_skipped(prefix: str, dynamic, only, experts: bool) -> bool:
     ``modules_in_block_to_quantize`` (is_layer_gptq_quantized; an empty or absent list
     is filled from the checkpoint's quantized tensors: every matrix the ledger counts)."""
     for pattern in dynamic:
-        if re.match(pattern.removeprefix("-:").removeprefix("+:"), prefix):
+        if _regex(pattern.removeprefix("-:").removeprefix("+:"), "dynamic").match(prefix):
             if pattern.startswith("-:"):
                 return True
             break

@@ -147,21 +147,56 @@ def sparse_ids(types: list[str]) -> tuple[int, ...]:
 
 
 def yarn_mscale(r) -> dict:
-    """YaRN's attention factor on cos and sin (``rope_scaling``, rope_type "yarn"):
-    get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) where both are given,
-    else 0.1 ln(factor) + 1 (transformers modeling_rope_utils.py _compute_yarn_parameters;
-    Megatron-Core yarn_rotary_pos_embedding.py L252-283 @ d7288711 computes it alike);
-    {} when it is 1 or the config has no YaRN."""
+    """YaRN's attention factor on cos and sin (``rope_scaling``, rope_type "yarn"), as
+    transformers 5.23.0 modeling_rope_utils.py _compute_yarn_parameters takes it: the
+    config's ``attention_factor`` where given, else get_mscale(factor, mscale) /
+    get_mscale(factor, mscale_all_dim) where both are given and non-zero, else
+    0.1 ln(factor) + 1, ``factor`` defaulting to max_position_embeddings over
+    original_max_position_embeddings (Megatron-Core yarn_rotary_pos_embedding.py L252-283
+    @ d7288711 computes it alike); {} when it is 1 or the config has no YaRN. A value that
+    is not a finite number, or a factor that is not a positive one, is refused by name."""
     import math
 
     rope = r.sub("rope_scaling")
     if rope.get("rope_type", rope.get("type")) != "yarn":
         return {}
-    factor = float(rope.get("factor", 1.0))
+
+    def number(key, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise LedgerError("config.json", f"rope_scaling {key!r} = {value!r} is not a "
+                                             f"finite number")
+        return float(value)
+    factor = rope.get("factor")
+    if factor is None:
+        top, orig = r.cfg.get("max_position_embeddings"), rope.get(
+            "original_max_position_embeddings")
+        if top is None or not orig:
+            raise LedgerError("config.json", "rope_scaling YaRN has no 'factor' and no "
+                                             "max_position_embeddings / original_max_position_"
+                                             f"embeddings to take it from: got {top!r} / {orig!r}")
+        factor = number("max_position_embeddings", top) / number(
+            "original_max_position_embeddings", orig)
+    factor = number("factor", factor)
+    if factor <= 0:
+        raise LedgerError("config.json", f"rope_scaling 'factor' = {factor:g} must be positive")
 
     def get_mscale(m):
         return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
-    m, all_dim = rope.get("mscale"), rope.get("mscale_all_dim")
-    value = get_mscale(1.0) if m is None or all_dim is None \
-        else get_mscale(float(m)) / get_mscale(float(all_dim))
+    attention, m, all_dim = (rope.get(k) for k in ("attention_factor", "mscale",
+                                                   "mscale_all_dim"))
+    if attention is not None:
+        value = number("attention_factor", attention)
+    elif m and all_dim:
+        num, den = get_mscale(number("mscale", m)), get_mscale(number("mscale_all_dim", all_dim))
+        if den <= 0 or num <= 0:
+            raise LedgerError("config.json", f"rope_scaling mscale = {m!r} / mscale_all_dim = "
+                                             f"{all_dim!r} give a YaRN attention factor of "
+                                             f"{num:g} / {den:g}, not a positive number")
+        value = num / den
+    else:
+        value = get_mscale(1.0)
+    if value <= 0:
+        raise LedgerError("config.json", f"rope_scaling 'attention_factor' = {value:g} must be "
+                                         f"positive")
     return {} if value == 1.0 else {"rope_mscale": value}
