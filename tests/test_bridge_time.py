@@ -53,10 +53,9 @@ def test_qwen3_30b_b200_gains_from_four_sequences_a_micro_batch_as_published():
     assert 2.0 < predicted < 4.0, predicted
 
 
-# measured: gpt-oss gb200 1->4 x1.25 (published x1.01, +23%) and qwen3-30b b200 1->4 x3.93
-# (x2.83, +39%) since the attention core runs at cuDNN's measured rate (ledger.system.attention)
-# and the host's constants were refit: their micro-batch-1 rows are priced host-bound, so
-# every second taken off the GPU's work widens the ratio; the others within 25%
+# measured: qwen3-30b b200 1->4 x3.73 (published x2.80, +33%): its micro-batch-1 row is
+# priced host-bound, so every second taken off the GPU's work widens the ratio; the other
+# five pairs within 25% (gpt-oss gb200 1->4 x1.20 against x1.05)
 @pytest.mark.xfail(strict=True, reason="measured (benchmarks/bridge.py): Qwen3-30B-A3B B200 "
                    "1->4 x3.73 against the published x2.80 (+33%: its MBS 1 row priced "
                    "host-bound); the other five pairs within 25%, all six in the tables' "

@@ -117,8 +117,8 @@ def shared_hidden_s(cfg, ep, fc1, fc2):
 
 def undelayed_wgrad_s(cfg, ep, routed):
     """Seconds one layer's combined-1F1B pair (``--overlap-moe-expert-parallel-comm``)
-    loses without Megatron's --delay-wgrad-compute (off by default; the pair's model,
-    ``ledger.step.timing.pair_s``, assumes it on). The pair's middle slot runs
+    loses without Megatron's --delay-wgrad-compute (off by default; ``combined_1f1b_s``
+    adds it to the pair's middle slot). The pair's middle slot runs
     ``dispatch_fwd -> dispatch_bwd`` on the communication stream beside ``mlp_bwd ->
     mlp_bwd_dw -> mlp_fwd`` on the compute stream
     (megatron/core/models/common/model_chunk_schedule_plan.py L244-247, L271-281 at

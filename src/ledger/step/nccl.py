@@ -44,7 +44,7 @@ NICs, one rank per node through its own. Beyond two nodes each rank keeps the on
 has to itself (the bound nccl-tests' bus bandwidth reaches with one rank per node,
 doc/PERFORMANCE.md): NCCL there prices nChannels x bwInter, which its search would also
 spread over k NICs, but those are every other axis's NICs in the same step and their
-sharing is not priced - and measured (benchmarks/validation.py), k NICs beyond two nodes
+sharing is not priced - and when tried (not shipped; benchmarks/validation.py on that change), k NICs beyond two nodes
 swings the 2021 ZeRO-3 rows (Narayanan Table 2) from +32%..+71% to +51%..+443%. The DP
 groups' calls pass their ranks per node (``ledger.step.dp.call_s``); a TP group across
 two nodes keeps one NIC a rank (``ledger.step.layer_comms``: its NICs carry the DP rings

@@ -92,9 +92,6 @@ _MEASURED_WINDOW_FP8 = {
     "gb300": (2500e12, 128, {2048: (193, 89), 4096: (203, 57), 8192: (208, 33),
                              16384: (211, 18), 32768: (212, 9)}),
 }
-WINDOW_SOURCE = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/"
-                 "{gb200,gb300}/gpt_oss_20260424_*.csv @ fb682ce7 (BF16, causal, window 128, "
-                 "head dim 64, non-deterministic backward; BF16 and FP8)")
 SOURCE = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/"
           "{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv (cuDNN 9.19.1, BF16 and FP8, "
           "causal, 64 q / 8 kv heads, head dim 128)")
@@ -109,6 +106,12 @@ def shares(gpu_name: str, keys, fp8: bool = False):
     if part is None:
         return None
     peak, table = (_MEASURED_FP8 if fp8 else _MEASURED)[part]
+    return _interpolated(peak, table, keys)
+
+
+def _interpolated(peak: float, table: dict, keys):
+    """(forward, backward) shares of ``peak`` at ``keys``: log-linear in the key length
+    between a table's measured (TFLOP/s forward, backward) points, its end points beyond."""
     s = np.log2(sorted(table))
     fwd, bwd = (np.array([table[k][i] for k in sorted(table)]) * 1e12 / peak for i in (0, 1))
     x = np.log2(np.maximum(np.asarray(keys, dtype=float), 1.0))
@@ -129,7 +132,4 @@ def window_shares(gpu_name: str, keys, window: int | None, fp8: bool = False):
     peak, measured, table = measurements[part]
     if window > measured:
         return None
-    s = np.log2(sorted(table))
-    fwd, bwd = (np.array([table[k][i] for k in sorted(table)]) * 1e12 / peak for i in (0, 1))
-    x = np.log2(np.maximum(np.asarray(keys, dtype=float), 1.0))
-    return np.interp(x, s, fwd), np.interp(x, s, bwd)
+    return _interpolated(peak, table, keys)
