@@ -106,6 +106,14 @@ def test_the_cli_refuses_what_megatron_refuses(argv, shown):
     assert "Traceback" not in err
 
 
+def estimate_launch(tmp_path, flags: str):
+    """``estimate --from-megatron`` on LAUNCH with ``flags`` on 8 GPUs: (code, stderr)."""
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{LAUNCH} {flags}\n")
+    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "8"])
+    return code, err
+
+
 @pytest.mark.parametrize("flags,refused", [
     ("--recompute-modules mhc", "mhc needs HyperConnections"),
     ("--recompute-modules mhc mlp --enable-mhc-connections", "mhc with mlp"),
@@ -116,9 +124,7 @@ def test_the_cli_refuses_what_megatron_refuses(argv, shown):
     ("--experimental-attention-variant gdn --recompute-modules gdn_norm_out", None),
 ])
 def test_the_reader_reads_them_as_megatron_does(tmp_path, flags, refused):
-    path = tmp_path / "launch.sh"
-    path.write_text(f"{LAUNCH} {flags}\n")
-    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "8"])
+    code, err = estimate_launch(tmp_path, flags)
     if refused:
         assert code == 2 and "Megatron would refuse this launch" in err and refused in err
     else:  # accepted; what the reader does not build is named, the figures approximate
@@ -173,9 +179,7 @@ MLA_LAUNCH = "--multi-latent-attention --kv-lora-rank 256 --qk-head-dim 64 " \
     ("--recompute-modules mla_up_proj moe_act --recompute-granularity full", None),
 ])
 def test_the_reader_refuses_them_as_megatron_does(tmp_path, flags, refused):
-    path = tmp_path / "launch.sh"
-    path.write_text(f"{LAUNCH} {flags}\n")
-    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "8"])
+    code, err = estimate_launch(tmp_path, flags)
     if refused:
         assert code == 2 and "Megatron would refuse this launch" in err and refused in err
         assert err.count("\n") == 1, err
@@ -227,9 +231,7 @@ def test_the_cli_refuses_fp8_delayed_scaling_with_moe_act_or_layernorm(argv, ref
 ])
 def test_the_reader_refuses_fp8_delayed_scaling_with_moe_act_or_layernorm(tmp_path, flags,
                                                                           refused):
-    path = tmp_path / "launch.sh"
-    path.write_text(f"{LAUNCH} {flags}\n")
-    code, _, err = run(["estimate", "--from-megatron", str(path), "--gpus", "8"])
+    code, err = estimate_launch(tmp_path, flags)
     if refused:
         assert code == 2 and err.count("\n") == 1, err
         assert "Megatron would refuse this launch" in err and refused in err, err

@@ -97,20 +97,8 @@ def test_bridge_llama_fsdp_rows_run_without_the_fusion():
 
 
 def test_planner_prices_the_fusion_as_report_does():
-    import json
+    from test_memory_libraries import plan_top_and_its_report
 
-    from test_bad_input import run
-
-    args = ["--gpus", "8", "--json", "--no-nccl-nvls", "--no-gradient-accumulation-fusion"]
-    code, out, err = run(["plan", "llama3-8b", "--global-batch", "64", "--top", "1",
-                          "--tp", "2", *args])
-    assert code == 0, err
-    top = json.loads(out)["plans"][0]
-    code, out, err = run(["report", "llama3-8b", "--zero", str(top["zero_stage"]),
-                          "--tp", "2", "--cp", str(top["cp"]), "--pp", str(top["pp"]),
-                          "--micro-batch", str(top["micro_batch"]),
-                          "--microbatches", str(top["num_microbatches"]), *args])
-    assert code == 0, err
-    mem = json.loads(out)["memory"]
+    top, mem = plan_top_and_its_report("--no-gradient-accumulation-fusion")
     assert "TE dummy wgrads" not in mem["kept"]
     assert top["memory_bytes"] == pytest.approx(mem["required"], rel=1e-9)

@@ -252,8 +252,10 @@ def test_hybridep_sizes_for_the_ep_ranks_of_one_nvlink_domain():
     assert dgx["HybridEP buffer"] == worst * 7168 * 2 + worst * 4 * 8 * 4 + worst * 56 * 4
 
 
-def test_planner_prices_cuda_graph_buffers_as_report_does():
-    args = ["--gpus", "8", "--json", "--no-nccl-nvls", "--cuda-graph-scope", "attn,mlp"]
+def plan_top_and_its_report(*flags: str) -> tuple[dict, dict]:
+    """llama3-8b on 8 GPUs at TP 2 with ``flags``: the planner's #1 and report's memory for
+    that same placement (both --json)."""
+    args = ["--gpus", "8", "--json", "--no-nccl-nvls", *flags]
     code, out, err = run(["plan", "llama3-8b", "--global-batch", "64", "--top", "1",
                           "--tp", "2", *args])
     assert code == 0, err
@@ -263,7 +265,11 @@ def test_planner_prices_cuda_graph_buffers_as_report_does():
                           "--micro-batch", str(top["micro_batch"]),
                           "--microbatches", str(top["num_microbatches"]), *args])
     assert code == 0, err
-    mem = json.loads(out)["memory"]
+    return top, json.loads(out)["memory"]
+
+
+def test_planner_prices_cuda_graph_buffers_as_report_does():
+    top, mem = plan_top_and_its_report("--cuda-graph-scope", "attn,mlp")
     assert "CUDA-graph static grad outputs" in mem["kept"]
     assert top["memory_bytes"] == pytest.approx(mem["required"], rel=1e-9)
 

@@ -71,6 +71,12 @@ def _errors(cal, shares: dict | None = None, gpu: str | None = None) -> list[flo
     return errs
 
 
+def _score(cal, shares: dict | None = None) -> tuple[float, float, int]:
+    """(mean |error|, max |error|, rows) of ``_errors`` at ``cal`` and ``shares``."""
+    errs = [abs(e) for e in _errors(cal, shares)]
+    return sum(errs) / len(errs), max(errs), len(errs)
+
+
 # benchmarks/fit.py stage 4: one sustained bf16 GEMM share for the Blackwell generation's
 # parts (ledger.system.chips: B200, B300, GB200, GB300 - one figure, so their dense peaks'
 # ratios stay the datasheets'), and the routed experts' grouped GEMMs' share of the dense
@@ -92,8 +98,7 @@ def share_score(share: float, grouped: float | None = None,
     cal = cal or DEFAULT
     if grouped is not None:
         cal = replace(cal, grouped_gemm_share=grouped)
-    errs = [abs(e) for e in _errors(cal, dict.fromkeys(BLACKWELL, share))]
-    return sum(errs) / len(errs), max(errs), len(errs)
+    return _score(cal, dict.fromkeys(BLACKWELL, share))
 
 
 def fit_share(grid=BLACKWELL_SHARE_GRID, grouped=GROUPED_SHARE_GRID,
@@ -114,8 +119,7 @@ def host_score(block_s: float, router_s: float, moe_s: float, expert_s: float,
 
     cal = replace(cal or DEFAULT, host_block_s=block_s, host_router_s=router_s,
                   host_moe_s=moe_s, host_expert_s=expert_s)
-    errs = [abs(e) for e in _errors(cal)]
-    return sum(errs) / len(errs), max(errs), len(errs)
+    return _score(cal)
 
 
 def fit_host(grid=HOST_GRID, cal=None) -> list[tuple[float, ...]]:
@@ -139,8 +143,7 @@ def grace_score(scale: float, cal=None) -> tuple[float, float, int]:
     ``scale`` (the rest of ``cal``, default the shipped)."""
     from ledger.step import DEFAULT
 
-    errs = [abs(e) for e in _errors(replace(cal or DEFAULT, grace_host_scale=scale))]
-    return sum(errs) / len(errs), max(errs), len(errs)
+    return _score(replace(cal or DEFAULT, grace_host_scale=scale))
 
 
 def fit_grace(grid=GRACE_HOST_GRID, cal=None) -> list[tuple[float, ...]]:

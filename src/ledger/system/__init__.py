@@ -21,11 +21,12 @@ import numpy as np
 
 from ledger.errors import LedgerError
 from ledger.system.chips import GPU, GPUS, GiB, MiB
-from ledger.system.sources import (A2A_SOURCES, GPU_SOURCES, HOST_CPU_SOURCES, LINK_SOURCES,
-                                   POWER_SOURCES)
+from ledger.system.sources import (A2A_SOURCES, ATTENTION_SOURCES, GPU_SOURCES,
+                                   HOST_CPU_SOURCES, LINK_SOURCES, POWER_SOURCES)
 
-__all__ = ["A2A", "A2A_SOURCES", "GPU", "GPUS", "GPU_SOURCES", "HOST_CPU_SOURCES", "HOST_CPUS",
-           "LINK_SOURCES", "POWER_SOURCES", "GiB", "MiB", "System", "system", "SYSTEMS"]
+__all__ = ["A2A", "A2A_SOURCES", "ATTENTION_SOURCES", "GPU", "GPUS", "GPU_SOURCES",
+           "HOST_CPU_SOURCES", "HOST_CPUS", "LINK_SOURCES", "POWER_SOURCES", "GiB", "MiB",
+           "System", "system", "SYSTEMS"]
 
 
 # the host CPUs a system names (HOST_CPU_SOURCES): an x86 server CPU (DGX / HGX hosts) or

@@ -92,9 +92,6 @@ _MEASURED_WINDOW_FP8 = {
     "gb300": (2500e12, 128, {2048: (193, 89), 4096: (203, 57), 8192: (208, 33),
                              16384: (211, 18), 32768: (212, 9)}),
 }
-SOURCE = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/"
-          "{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv (cuDNN 9.19.1, BF16 and FP8, "
-          "causal, 64 q / 8 kv heads, head dim 128)")
 
 
 def shares(gpu_name: str, keys, fp8: bool = False):

@@ -259,3 +259,12 @@ HOST_CPU_SOURCES = {
            "closed/NVIDIA/systems/B300-SXM-270GBx8_TRT.json); DGX B200 2 Xeon Platinum 8570 "
            "(DGX B200 datasheet); DGX H100 2 Xeon Platinum 8480C",
 }
+
+# The fused attention core's measured rates (ledger.system.attention; the window kernel's
+# source with the model facts: ledger.frameworks.model_sources)
+ATTENTION_SOURCES = {
+    "causal": "NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/"
+              "{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv (cuDNN 9.19.1, BF16 and FP8, "
+              "causal, 64 q / 8 kv heads, head dim 128; h200 and gb200 at df73764a, gb300 at "
+              "afa9f7c0)",
+}
