@@ -40,6 +40,9 @@ PUBLISHED = [
     ("quant/llama-3.1-8b-instruct-modelopt-fp8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
     ("quant/phi-4-reasoning-plus-modelopt-nvfp4.json", 4.99e9 + 4.73e9,
      "shards 4.99 GB + 4.73 GB"),
+    # ModelOpt NVFP4 as NVIDIA ships it (config.json + hf_quant_config.json, a folder)
+    ("quant/llama-3.3-70b-instruct-nvfp4", 42_709_045_632,
+     "model.safetensors.index.json total_size at ec8feeb"),
     ("quant/llama-3-8b-instruct-w8a8-static-asym.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
     ("quant/qwq-32b-preview-awq.json", (4.96 + 4.99 + 4.96 + 4.42) * 1e9,
      "shards 4.96 + 4.99 + 4.96 + 4.42 GB"),

@@ -218,13 +218,12 @@ def _is(value: object, typ: type) -> bool:
     return isinstance(value, typ)
 
 
-def _load(path: Path) -> dict:
+def _load(path: Path, what: str = "config.json") -> dict:
     """The config's top-level JSON object, or a one-line refusal saying what is wrong."""
-    cfg = parse_json(read_text(str(path), "model"), path, "config.json",
-                     constants=True)
+    cfg = parse_json(read_text(str(path), "model"), path, what, constants=True)
     if not isinstance(cfg, dict):
-        raise LedgerError("config.json", f"{clip(str(path))} must hold a JSON object, got a "
-                                         f"{type(cfg).__name__}")
+        raise LedgerError(what, f"{clip(str(path))} must hold a JSON object, got a "
+                                f"{type(cfg).__name__}")
     return cfg
 
 
@@ -336,11 +335,20 @@ def read_hf_config(path: str | Path, name: str = "") -> tuple[ModelSpec, tuple[s
 def read_hf_quant(path: str | Path):
     """How a local ``config.json`` says its checkpoint stores the weights: its
     ``quantization_config`` (or ``compression_config``) read as vLLM reads it
-    (``ledger.serve.quant.config_quant``), or None for the model's bf16."""
-    from ledger.serve.quant import config_quant
+    (``ledger.serve.quant.config_quant``), else, in a model folder, the
+    ``hf_quant_config.json`` beside it (ModelOpt 0.29 and before write the format only
+    there: vLLM 0.22.0 vllm/transformers_utils/config.py:781-793 reads that file when
+    config.json has no ``quantization_config``), or None for the model's bf16."""
+    from ledger.serve.quant import config_quant, read_quant
 
     path = Path(path)
-    return config_quant(_load(path / "config.json" if path.is_dir() else path))
+    if path.is_dir():
+        path = path / "config.json"
+    stored = config_quant(_load(path))
+    sidecar = path.parent / "hf_quant_config.json"
+    if stored is None and path.name == "config.json" and sidecar.is_file():
+        return read_quant(_load(sidecar, "hf_quant_config.json"), "hf_quant_config.json")
+    return stored
 
 
 def from_hf_config(path: str | Path) -> ModelSpec:
