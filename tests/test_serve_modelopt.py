@@ -74,3 +74,14 @@ def test_serve_reads_the_folder_as_nvfp4(capsys):
 
     assert main(["serve", str(NVFP4_70B), "--gpu", "b200", "--context", "8192"]) == 0
     assert "(modelopt W4A4: NVFP4, fp8 scale per 16, linear layers)" in capsys.readouterr().out
+
+
+def test_fp8_sidecar_is_the_listed_file():
+    """nvidia/Llama-3.1-8B-Instruct-FP8 lists its hf_quant_config.json at 241 bytes; of
+    ModelOpt's FP8 layouts only FP8 weights and KV with lm_head excluded fill that
+    (SOURCES.md), read as vLLM reads the sidecar: FP8 per tensor, lm_head left out."""
+    folder = HERE / "llama-3.1-8b-instruct-modelopt-fp8"
+    assert (folder / "hf_quant_config.json").stat().st_size == 241
+    q = read_hf_quant(folder)
+    assert (q.method, q.weight, q.scale, q.ignore, q.source) == \
+        ("modelopt", "fp8", "tensor", ("lm_head",), "hf_quant_config.json")

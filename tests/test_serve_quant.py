@@ -37,7 +37,7 @@ PUBLISHED = [
     # the hub's file listings (decimal GB or MB, three figures: within 0.1%)
     ("quant/tinyllama-1.1b-chat-w4a16-actorder-group.json", 764e6, "model.safetensors 764 MB"),
     ("quant/meta-llama-3-8b-fp8-dynamic.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
-    ("quant/llama-3.1-8b-instruct-modelopt-fp8.json", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
+    ("quant/llama-3.1-8b-instruct-modelopt-fp8", 5e9 + 4.08e9, "shards 5 GB + 4.08 GB"),
     ("quant/phi-4-reasoning-plus-modelopt-nvfp4.json", 4.99e9 + 4.73e9,
      "shards 4.99 GB + 4.73 GB"),
     # ModelOpt NVFP4 as NVIDIA ships it (config.json + hf_quant_config.json, a folder)
@@ -98,7 +98,7 @@ def test_the_published_sizes_read_each_method():
     fp8 = load("quant/meta-llama-3-8b-fp8-dynamic.json")[1]
     assert (fp8.method, fp8.weight, fp8.scale, fp8.activations) == \
         ("fp8", "fp8", "tensor", "fp8")
-    mo8 = load("quant/llama-3.1-8b-instruct-modelopt-fp8.json")[1]
+    mo8 = load("quant/llama-3.1-8b-instruct-modelopt-fp8")[1]
     nv4 = load("quant/phi-4-reasoning-plus-modelopt-nvfp4.json")[1]
     assert (mo8.method, mo8.weight, nv4.method, nv4.weight, nv4.group) == \
         ("modelopt", "fp8", "modelopt", "fp4", 16)
@@ -108,7 +108,7 @@ def test_the_published_sizes_read_each_method():
     for name in ("quant/llama-3-8b-instruct-w8a8-static-asym.json",
                  "quant/tinyllama-1.1b-chat-w4a16-actorder-group.json",
                  "quant/meta-llama-3-8b-fp8-dynamic.json",
-                 "quant/llama-3.1-8b-instruct-modelopt-fp8.json",
+                 "quant/llama-3.1-8b-instruct-modelopt-fp8",
                  "quant/phi-4-reasoning-plus-modelopt-nvfp4.json"):
         assert checkpoint_bytes(name) == pytest.approx(rows[name], rel=0.001)
 

@@ -11,7 +11,7 @@ import pytest
 
 from ledger.errors import LedgerError
 from ledger.finetune import modules
-from ledger.io.hf.reader import read_hf_config
+from ledger.io.hf.reader import read_hf_config, read_hf_quant
 from ledger.serve.disk import checkpoint_bytes
 from ledger.serve.qbytes import quantized_matrices
 from ledger.serve.quant import read_quant
@@ -113,8 +113,8 @@ def test_modelopt_excludes_by_wildcard_on_the_fused_name():
     each; FP8: the codes, fp32 weight and input scales) and quantizes down_proj. A glob
     without the star, ``model.layers.*.self_attn``, names no linear layer: nothing moves.
     hf_quant_config.json's form nests the list under ``quantization``."""
-    name = "llama-3.1-8b-instruct-modelopt-fp8.json"
-    model, q = load(name)
+    model, _ = read_hf_config(QUANT / "llama-3.1-8b-instruct-modelopt-fp8")
+    q = read_hf_quant(QUANT / "llama-3.1-8b-instruct-modelopt-fp8")  # hf_quant_config.json
 
     def nested(*entries):
         return read_quant({"quant_method": "modelopt", "quantization": {
