@@ -85,3 +85,44 @@ def test_fp8_sidecar_is_the_listed_file():
     q = read_hf_quant(folder)
     assert (q.method, q.weight, q.scale, q.ignore, q.source) == \
         ("modelopt", "fp8", "tensor", ("lm_head",), "hf_quant_config.json")
+
+
+def test_kv_cache_auto_takes_the_checkpoint_kv(capsys, tmp_path):
+    """vLLM's --kv-cache-dtype auto takes a ModelOpt checkpoint's kv_cache_quant_algo (a
+    user's start-ups saw auto "PROMOTE to fp8_e4m3" on an nvidia NVFP4 release, SOURCES.md):
+    FP8 here, half of bf16's 320 KiB a token (80 layers x 8 KV heads x 128 x K and V). The
+    flag wins; SGLang's auto stays the model's bf16; an NVFP4 KV cache is refused in one
+    line unless the flag names a dtype; without ModelOpt's producer vLLM reads none."""
+    from ledger.cli import main
+
+    assert read_hf_quant(NVFP4_70B).kv_cache == "fp8"
+    base = ["serve", str(NVFP4_70B), "--gpu", "b200", "--context", "8192"]
+    for extra, kv, per_token in (([], "fp8", "160.00 KiB"),
+                                 (["--kv-cache-dtype", "bf16"], "bf16", "320.00 KiB"),
+                                 (["--engine", "sglang"], "bf16", "320.00 KiB")):
+        assert main(base + extra) == 0
+        out = capsys.readouterr().out
+        assert f", kv {kv} [" in out and f"KV cache per GPU         {per_token} per token" in out
+    folder = tmp_path / "m"
+    shutil.copytree(NVFP4_70B, folder)
+    side = json.loads((folder / "hf_quant_config.json").read_text())
+    side["quantization"]["kv_cache_quant_algo"] = "NVFP4"
+    (folder / "hf_quant_config.json").write_text(json.dumps(side))
+    assert main(["serve", str(folder), "--context", "8192"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NVFP4 KV cache" in err[0]
+    assert main(["serve", str(folder), "--context", "8192", "--kv-cache-dtype", "fp8"]) == 0
+    del side["producer"]
+    (folder / "hf_quant_config.json").write_text(json.dumps(side))
+    assert read_hf_quant(folder).kv_cache is None
+
+
+def test_kv_cache_scheme_of_the_flat_form():
+    """ModelOpt 0.31 and later write the format into config.json, the KV cache as a
+    ``kv_cache_scheme``: a static 8-bit float is FP8, as vLLM reads it."""
+    from ledger.serve.quant import read_quant
+
+    flat = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+            "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"}}
+    assert read_quant(flat).kv_cache == "fp8"
+    assert read_quant(dict(flat, kv_cache_scheme=None)).kv_cache is None

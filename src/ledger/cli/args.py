@@ -231,8 +231,9 @@ def _serve_parser(sub) -> None:
                         "flashinfer, vLLM's since PR #40376; native is its Triton kernel, "
                         "VLLM_USE_FLASHINFER_SAMPLER=0; sort is the PyTorch sort of vLLM "
                         "before PR #33538, as in its 0.10-0.11 start-ups)")
-    g.add_argument("--kv-dtype", "--kv-cache-dtype", choices=tuple(KV_DTYPES), default="bf16",
-                   help="KV cache dtype (default bf16, the model's)")
+    g.add_argument("--kv-dtype", "--kv-cache-dtype", choices=tuple(KV_DTYPES),
+                   help="KV cache dtype (default vLLM's auto: the KV cache a ModelOpt "
+                        "checkpoint declares, else bf16, the model's)")
     g.add_argument("--gpu-memory-utilization", type=real(1.0),
                    help=f"share of the GPU vLLM takes (default {GPU_MEMORY_UTILIZATION:g}, "
                         f"vLLM's)")

@@ -59,6 +59,7 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     from ledger.serve.quant import resolve
 
     quant = resolve(a.quantization, stored_format(a, model))
+    kv_dtype = a.kv_dtype or kv_auto(quant, a.engine)
     if a.mem_fraction_static is not None and a.engine != "sglang":
         raise LedgerError("mem_fraction_static", "is SGLang's; give --engine sglang (vLLM's "
                                                  "share is --gpu-memory-utilization)")
@@ -71,7 +72,7 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        sampler=a.sampler or "flashinfer",
                        mem_fraction_static=a.mem_fraction_static, tp=a.tp, pp=a.pp,
                        dp=a.dp, ep=ep, context=a.context, batch=a.batch,
-                       kv_dtype=a.kv_dtype, gpu_memory_utilization=GPU_MEMORY_UTILIZATION
+                       kv_dtype=kv_dtype, gpu_memory_utilization=GPU_MEMORY_UTILIZATION
                        if a.gpu_memory_utilization is None else a.gpu_memory_utilization,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes, block_size=a.block_size,
                        max_num_batched_tokens=a.max_num_batched_tokens,
@@ -82,6 +83,20 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        else a.non_torch_gib * 2**30,
                        cudagraph_bytes=None if a.cudagraph_gib is None
                        else a.cudagraph_gib * 2**30, enforce_eager=a.enforce_eager)
+
+
+def kv_auto(quant, engine: str) -> str:
+    """--kv-cache-dtype auto: vLLM takes the KV cache a ModelOpt checkpoint declares
+    (``Quant.kv_cache``), else the model's bf16; SGLang's auto is counted as the model's
+    bf16 (its resolution is not read here). An NVFP4 KV cache is not modelled: refused
+    in one line, unless the flag names a dtype."""
+    kv = getattr(quant, "kv_cache", None) if engine == "vllm" else None
+    if kv == "nvfp4":
+        raise LedgerError("kv_cache_dtype", f"the checkpoint declares an NVFP4 KV cache "
+                                            f"({quant.source}), which vLLM's auto takes and "
+                                            f"the ledger does not model; give "
+                                            f"--kv-cache-dtype fp8 or bf16")
+    return kv or "bf16"
 
 
 # serve flags only vLLM's memory plan reads (the pool, its profile run, its CUDA graphs)

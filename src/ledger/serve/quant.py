@@ -89,6 +89,8 @@ class Quant:
     source: str = ""  # where the settings came from (the file's key, or the flag)
     stored_scale_bytes: int | None = None  # bytes of one scale in the files, where the
     #                                        writer's dtype differs (``SCALE_DTYPES``)
+    kv_cache: str | None = None  # the KV cache a ModelOpt checkpoint declares ("fp8",
+    #                              "nvfp4"): vLLM's --kv-cache-dtype auto takes it
 
     @property
     def stored(self) -> Quant:
@@ -175,18 +177,42 @@ def _mxfp4(qc: dict) -> Quant:
                  ignore=_str_list(qc, "modules_to_not_convert"))
 
 
+def _kv_cache(qc: dict, inner: dict) -> str | None:
+    """The KV cache a ModelOpt config declares, as vLLM resolves --kv-cache-dtype auto from
+    it (v0.22.0 vllm/utils/torch_utils.py:311-394, called at vllm/engine/arg_utils.py:1746):
+    only for a ModelOpt ``quant_method`` (which vLLM sets from hf_quant_config.json's
+    ``producer`` name, transformers_utils/model_arch_config_convertor.py:174-196); its
+    ``kv_cache_scheme`` (static 8-bit float: fp8; 4-bit float: nvfp4) or
+    ``kv_cache_quant_algo`` (fp8, nvfp4); anything else vLLM leaves to auto (the model's
+    dtype)."""
+    method = str(qc.get("quant_method") or "").lower()
+    producer = qc.get("producer")
+    if not (method.startswith("modelopt")
+            or isinstance(producer, dict) and producer.get("name") == "modelopt"):
+        return None
+    algo = (inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme")
+            or inner.get("kv_cache_quant_algo") or qc.get("kv_cache_quant_algo"))
+    if isinstance(algo, dict):
+        if algo.get("num_bits") == 8 and algo.get("type") == "float" \
+                and algo.get("dynamic") is False:
+            return "fp8"
+        return "nvfp4" if algo.get("num_bits") == 4 and algo.get("type") == "float" else None
+    return {"fp8": "fp8", "nvfp4": "nvfp4"}.get(str(algo).lower()) if algo else None
+
+
 def _modelopt(qc: dict) -> Quant:
     inner = _dict(qc, "quantization") or qc  # hf_quant_config.json nests it
     algo = str(inner.get("quant_algo", "")).upper()
     # nested: exclude_modules; config.json's flat form: ignore (modelopt.py:276-311)
     ignore = _str_list(inner, "exclude_modules" if inner is not qc else "ignore")
+    kv = _kv_cache(qc, inner)
     if algo == "FP8":
         return Quant("modelopt", "fp8", "tensor", 4, tensor_scales=1, activations="fp8",
-                     ignore=ignore)
+                     ignore=ignore, kv_cache=kv)
     if algo == "NVFP4":
         group = _int(inner, "group_size", 16)
         return Quant("modelopt", "fp4", "group", 1, group=group, tensor_scales=1,
-                     activations="fp4", ignore=ignore)
+                     activations="fp4", ignore=ignore, kv_cache=kv)
     raise LedgerError("quantization_config", f"modelopt quant_algo {algo or None!r} is not "
                                              f"modelled (FP8, NVFP4 are)")
 
