@@ -17,7 +17,9 @@ methods read here, with the keys each one reads:
                       (e2m1 two a byte, an fp8 scale per ``group_size`` 16, an fp32
                       weight_scale_2 and input_scale per tensor); ``exclude_modules`` under
                       ``quantization`` (hf_quant_config.json's form), else ``ignore``
-                      (modelopt.py ModelOptQuantConfigBase.from_config, v0.22.0 :276-311)
+                      (modelopt.py ModelOptQuantConfigBase.from_config, v0.22.0 :276-311);
+                      ``kv_cache_quant_algo`` / ``kv_cache_scheme``: the KV cache vLLM's
+                      --kv-cache-dtype auto takes (``Quant.kv_cache``)
   compressed-tensors  ``config_groups``: weights' ``num_bits``, ``type`` (int / float),
                       ``strategy`` (tensor / channel / group / block), ``group_size``,
                       ``symmetric``, ``scale_dtype``; input activations (W8A8) or none
