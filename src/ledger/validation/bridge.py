@@ -26,7 +26,8 @@ from functools import lru_cache
 from importlib import resources
 
 # the rules under which a table's placement cell yields to the recipe's (BridgeRow.as_run)
-from ledger.validation.bridge_cells import PLACEMENT, copied_cells, unrunnable_cells  # noqa: F401
+from ledger.validation.bridge_cells import (PLACEMENT, copied_cells,  # noqa: F401
+                                           unrunnable_cells, unshipped_cells)
 from ledger.validation.bridge_scripts import script_settings
 
 DATA = "megatron_bridge.json"
@@ -111,6 +112,19 @@ BRIDGE_LAYOUT_MODELS = ("deepseek-v3", "kimi-k2")
 # Blackwell parts' GEMM share (stage 4) on the ones that run. Every other row is a
 # prediction.
 CALIBRATION_RELEASE = "26.02.01"
+# A row whose table footnote declares its figure a performance regression ran under a named
+# defect the ledger does not price (it prices the stack as released without it): one rule for
+# every row - such a row is shown with its note and summed apart ("regressed"), neither
+# calibration nor prediction. It names 26.06.01's GB200 / GB300 GPT-OSS 120B (archive L90 @
+# DOCS commit, "[^gpt-oss-note]: Performance regression in GPT-OSS 120B pre-training is a
+# known issue", NVIDIA/cudnn-frontend issue 256: grouped_gemm_dglu_wrapper_sm100, the MoE
+# grouped GEMM's dGLU + dbias kernel, 10x slower from cudnn-frontend 1.23.0 to 1.24.0; the
+# fix, cudnn-frontend PR 322, 1362.8 -> 155.6 us with dbias. Megatron-Bridge pins
+# nvidia-cudnn-frontend 1.23.0 at v0.5.0 (26.06), 1.24.0 at v0.5.1 (26.06.01), 1.26.0 at
+# v0.6.0 (26.08): pyproject.toml L140 / L142 / L144). docs/releases/known-issues.md's
+# performance entries name no table row (26.06 Nemotron 3 Nano at TP > 1: every Nano row
+# runs TP 1; 26.02 DeepSeek-V3 on H100 without DeepEP: no 26.02 H100 DeepSeek-V3 row).
+REGRESSION = "performance regression"
 MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
        "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
        "nemotron-3.5-lightning"}
@@ -200,9 +214,11 @@ class BridgeRow:
 
     def as_run(self) -> "BridgeRow":
         """The row as it is priced: its table cells, except those ``copied_cells`` reads as
-        copied from a sibling row or ``unrunnable_cells`` finds impossible, which take the
-        recipe's values (the table's stay in ``disagree`` and in ``id``)."""
-        cells = copied_cells(self, rows()) or unrunnable_cells(self)
+        copied from a sibling row, ``unrunnable_cells`` finds impossible or
+        ``unshipped_cells`` finds no recipe of the line ships, which take the recipe's
+        values (the table's stay in ``disagree`` and in ``id``)."""
+        cells = (copied_cells(self, rows()) or unrunnable_cells(self)
+                 or unshipped_cells(self, rows()))
         return replace(self, **cells) if cells else self
 
     @property
@@ -214,9 +230,18 @@ class BridgeRow:
         return self.model in MOE
 
     @property
+    def regression(self) -> str | None:
+        """The table's own footnote on the row when it declares the published figure a
+        performance regression (``REGRESSION``), else None."""
+        return next((n for n in self.notes if REGRESSION in n.lower()), None)
+
+    @property
     def role(self) -> str:
-        """calibration | prediction (``CALIBRATION_RELEASE``)."""
-        return "calibration" if self.release == CALIBRATION_RELEASE else "prediction"
+        """calibration (``CALIBRATION_RELEASE``) | regressed (its table's footnote declares
+        the figure a known performance regression: ``regression``) | prediction."""
+        if self.release == CALIBRATION_RELEASE:
+            return "calibration"
+        return "regressed" if self.regression else "prediction"
 
     @property
     def tokens_per_step(self) -> int:

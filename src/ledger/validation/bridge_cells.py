@@ -1,7 +1,8 @@
 """When a Megatron-Bridge table's placement cell yields to its recipe's (``BridgeRow.as_run``,
 ``ledger.validation.bridge``): one rule each for every row - a cell copied from a sibling
 line of the table (``copied_cells``), a placement Megatron would refuse
-(``unrunnable_cells``). ``row``: a ``BridgeRow`` (not imported: it imports these).
+(``unrunnable_cells``), a cell no recipe of the line ships (``unshipped_cells``). ``row``: a
+``BridgeRow`` (not imported: it imports these).
 """
 from __future__ import annotations
 
@@ -66,8 +67,50 @@ def unrunnable_cells(row) -> dict:
     said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
     if not said or not all(isinstance(v, (int, bool)) for v in said.values()):
         return {}
-    run = replace(row, **said)
-    ranks = run.tp * run.pp * run.cp
-    if run.gpus % ranks or (run.gpus // ranks * run.cp * run.tp) % (run.ep * (run.etp or 1)):
+    return said if _runs(replace(row, **said)) else {}
+
+
+# the placement cells the table's own GA (GBS / (MBS x DP), DP = GPUs / (TP x PP x CP))
+# cannot witness: the table states nothing else about them
+UNWITNESSED = ("vp", "ep", "etp", "fsdp")
+
+
+def unshipped_cells(row, table) -> dict:
+    """{cell: the recipe's value} for each placement cell the table's GA cannot witness
+    (``UNWITNESSED``) whose table value no recipe of the line ships - one rule for every
+    row: the cell disagrees with the row's recipe at the release's tag, the same line (GPU,
+    model, precision, GPU count) of the next release that has it runs a recipe that states
+    the same value as this one (two successive recipes agree, neither states the table's),
+    and the recipe's cells make a placement Megatron accepts. A table value a later recipe
+    does ship is read as the run of a recipe newer than the tag, and kept: 26.02.01 B200 /
+    B300 GPT-OSS 120B state EP 8 where v0.3.1 runs EP 64, and v0.4.0 ships EP 8 for both
+    (Megatron-Bridge 7260d621, "perf optimizations- GPT-OSS 120B", 2026-03-23, two days
+    after the 26.02.01 table, cfeddcd9). It moves 25.11 B200 GPT-OSS 120B (table EP 8, the
+    base preset's and the H100 line's; v0.2.0 gpt_oss/workload_base_configs.py L50-55 runs
+    EP 64, and so does v0.3.0's B200 V2 preset, L71-73 / L108-110, the 26.02 table's).
+    Rows ``copied_cells`` or ``unrunnable_cells`` move are priced by those rules first
+    (``BridgeRow.as_run``). ``table``: every row (``ledger.validation.bridge.rows``)."""
+    said = {k: v.get("recipe") for k, v in row.disagree.items() if k in UNWITNESSED}
+    if not said or any(isinstance(v, str) for v in said.values()):
         return {}
-    return said
+    line = (row.gpu, row.model, row.precision, row.gpus)
+    later = sorted((o for o in table if (o.gpu, o.model, o.precision, o.gpus) == line
+                    and o.release > row.release), key=lambda o: o.release)
+    if not later:
+        return {}
+    nxt = [o for o in later if o.release == later[0].release]
+
+    def recipe_value(o, k):  # the cell as the other row's own recipe states it
+        return o.disagree[k].get("recipe") if k in o.disagree else getattr(o, k)
+
+    if not all(recipe_value(o, k) == v for o in nxt for k, v in said.items()):
+        return {}
+    return said if _runs(replace(row, **said)) else {}
+
+
+def _runs(run) -> bool:
+    """Whether Megatron accepts the placement: TP x PP x CP divides the GPUs, and EP x ETP
+    the ranks it folds into (DP x CP x TP)."""
+    ranks = run.tp * run.pp * run.cp
+    return not (run.gpus % ranks
+                or (run.gpus // ranks * run.cp * run.tp) % (run.ep * (run.etp or 1)))
