@@ -7,11 +7,12 @@ NVIDIA-NeMo/Megatron-Bridge at the commit the file names (its docstring states h
 read and the one rule where table and recipe disagree: the table's stated figures win, the
 recipe supplies what the table leaves out, and each disagreement is kept in the row; a
 table MBS that both the table's own GA and the recipe contradict yields to the recipe's,
-``BridgeRow.micro_batch``; a placement cell copied from a sibling row, or one of a placement
-Megatron would refuse, yields to the recipe's, ``bridge_cells`` and ``BridgeRow.as_run``).
-Nothing
-here is fitted: these rows are predictions unless a fitting script declares some of them
-calibration.
+``BridgeRow.micro_batch``; a placement cell copied from a sibling row, one of a placement
+Megatron would refuse, or one no recipe of the line ships, yields to the recipe's,
+``bridge_cells`` and ``BridgeRow.as_run``). Nothing here is fitted: these rows are
+predictions unless a fitting script declares some of them calibration, or their table's
+footnote declares the figure a performance regression (``REGRESSION``: shown, summed
+apart).
 
 Model facts: each table model maps to a preset of ``ledger.model`` (``PRESET``), to a real
 Hugging Face config.json kept beside the rows (``CONFIG``, read by ``ledger.io.hf`` - a layer

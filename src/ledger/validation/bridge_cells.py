@@ -86,8 +86,10 @@ def unshipped_cells(row, table) -> dict:
     B300 GPT-OSS 120B state EP 8 where v0.3.1 runs EP 64, and v0.4.0 ships EP 8 for both
     (Megatron-Bridge 7260d621, "perf optimizations- GPT-OSS 120B", 2026-03-23, two days
     after the 26.02.01 table, cfeddcd9). It moves 25.11 B200 GPT-OSS 120B (table EP 8, the
-    base preset's and the H100 line's; v0.2.0 gpt_oss/workload_base_configs.py L50-55 runs
-    EP 64, and so does v0.3.0's B200 V2 preset, L71-73 / L108-110, the 26.02 table's).
+    base preset's and the H100 line's, archive L581 / L592 @ 067f987d; v0.2.0
+    scripts/performance/configs/gpt_oss/workload_base_configs.py L50-55 runs EP 64, and so
+    does v0.3.0's B200 V2 preset, gpt_oss_workload_base_configs.py L71-76 / L108-111, the
+    26.02 table's).
     Rows ``copied_cells`` or ``unrunnable_cells`` move are priced by those rules first
     (``BridgeRow.as_run``). ``table``: every row (``ledger.validation.bridge.rows``)."""
     said = {k: v.get("recipe") for k, v in row.disagree.items() if k in UNWITNESSED}
