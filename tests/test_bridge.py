@@ -476,17 +476,27 @@ def test_a_table_placement_that_cannot_run_yields_to_its_recipe():
     """25.09 GB200 DeepSeek-V3 MXFP8 (archive L610 @ 067f987d) states PP 8 VP 2 on 256 GPUs
     with EP 64: DP 32 cannot hold an EP-64 group, so Megatron would refuse it, yet the run
     ran. Its recipe (v0.1.0rc3 deepseek_v3_llm_pretrain.yaml L98) runs PP 4 VP 8, and the
-    row is priced there; every other row keeps the table's cells."""
+    row is priced there. Its FP8-CS twin states VP 4 at PP 4, which Megatron-Core refuses
+    under the recipe's 32-stage layout "Et|(tt|)*30mL" (VP must be 32 / 4): priced at the
+    recipe's VP 8. The B200 rows' PP 16 with VP unset Megatron accepts (it derives VP 2
+    from the layout): they keep the table's cells. Every other row keeps the table's."""
     from ledger.render.bridge import outcomes
     from ledger.validation.bridge import unrunnable_cells
+    from ledger.validation.bridge_cells import _layout_refuses
 
     moved = {r.id: unrunnable_cells(r) for r in ROWS if unrunnable_cells(r)}
-    assert moved == {"25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1": {"pp": 4, "vp": 8}}
+    assert moved == {"25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1": {"pp": 4, "vp": 8},
+                     "25.09/gb200/deepseek-v3/fp8_cs/256g/gbs2048/mbs1": {"vp": 8}}
     r = BY_ID["25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"]
     run = r.as_run()
     assert (r.pp, r.vp, r.dp) == (8, 2, 32) and (run.pp, run.vp, run.dp) == (4, 8, 64)
-    out = {o.row.id: o for o in outcomes()}[r.id]
-    assert out.status == "ran" and out.fits
+    cs = BY_ID["25.09/gb200/deepseek-v3/fp8_cs/256g/gbs2048/mbs1"]
+    assert _layout_refuses(cs) and not _layout_refuses(cs.as_run())
+    assert (cs.vp, cs.as_run().vp, cs.as_run().layout(1)[0]) == (4, 8, "Et|(tt|)*30mL")
+    b = BY_ID["25.09/b200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"]
+    assert (b.pp, b.vp) == (16, None) and not _layout_refuses(b) and b.as_run() is b
+    out = {o.row.id: o for o in outcomes()}
+    assert all(out[i].status == "ran" and out[i].fits for i in moved)
 
 
 def test_a_cell_no_recipe_of_its_line_ships_yields_to_the_recipe():

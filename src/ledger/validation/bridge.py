@@ -27,7 +27,7 @@ from functools import lru_cache
 from importlib import resources
 
 # the rules under which a table's placement cell yields to the recipe's (BridgeRow.as_run)
-from ledger.validation.bridge_cells import (PLACEMENT, copied_cells,  # noqa: F401
+from ledger.validation.bridge_cells import (PLACEMENT, _stages, copied_cells,  # noqa: F401
                                            unrunnable_cells, unshipped_cells)
 from ledger.validation.bridge_scripts import script_settings
 
@@ -330,16 +330,6 @@ def _constructed(settings: dict) -> dict:
             except ValueError:
                 continue
     return {k: v for k, v in out.items() if k not in settings}
-
-
-def _stages(layout: str) -> int:
-    """Stages of a layout string (``(...)*n`` repeats counted)."""
-    import re
-
-    flat = layout
-    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        flat = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), flat)
-    return len(flat.split("|"))
 
 
 @lru_cache(maxsize=1)

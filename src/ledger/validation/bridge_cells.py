@@ -6,6 +6,7 @@ line of the table (``copied_cells``), a placement Megatron would refuse
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 
@@ -57,17 +58,38 @@ def copied_cells(row, table) -> dict:
 
 def unrunnable_cells(row) -> dict:
     """{cell: the recipe's value} for every placement cell of a row whose table sizes cannot
-    run at all (``table_inconsistent`` says so: Megatron would refuse the placement, so the
-    table misprints at least one cell of a run that ran), where the recipe's cells make a
-    placement Megatron accepts - one rule for every row. It moves 25.09 GB200 DeepSeek-V3
-    MXFP8 (table PP 8 VP 2 leaves DP 32 for EP 64; its recipe, v0.1.0rc3
-    deepseek_v3_llm_pretrain.yaml L98, runs PP 4 VP 8, DP 64)."""
-    if not any(t.endswith("cannot run as published") for t in row.table_inconsistent):
+    run at all (Megatron would refuse the placement, so the table misprints at least one
+    cell of a run that ran), where the recipe's cells make a placement Megatron accepts -
+    one rule for every row. Refused: what ``table_inconsistent`` says cannot run (an EP
+    group its ranks cannot hold), and a VP that conflicts with the recipe's pipeline layout
+    (``_layout_refuses``). It moves 25.09 GB200 DeepSeek-V3 MXFP8 (table PP 8 VP 2 leaves DP
+    32 for EP 64; its recipe, v0.1.0rc3 deepseek_v3_llm_pretrain.yaml L98-108, runs PP 4 VP
+    8, DP 64) and FP8-CS (table VP 4 at PP 4 against the 32-stage layout; the recipe's VP
+    8)."""
+    if not (any(t.endswith("cannot run as published") for t in row.table_inconsistent)
+            or _layout_refuses(row)):
         return {}
     said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
     if not said or not all(isinstance(v, (int, bool)) for v in said.values()):
         return {}
-    return said if _runs(replace(row, **said)) else {}
+    run = replace(row, **said)
+    return said if _runs(run) and not _layout_refuses(run) else {}
+
+
+def _layout_refuses(row) -> bool:
+    """Whether Megatron-Core refuses the row's PP / VP under its recipe's pipeline layout:
+    the layout's stages must split evenly over PP, and a VP that is set must be the
+    stages over PP (pipeline_parallel_layer_layout.py L37-42, transformer_config.py
+    L985-995 at core_v0.14.0, the Megatron-Core Megatron-Bridge 0.1.0rc3 pins:
+    pyproject.toml L88). 25.09's DeepSeek-V3 launch passes the 32-stage "Et|(tt|)*30mL" to
+    every GPU's recipe (scripts/performance/run_script.py L64-72 @ v0.1.0rc3, and the YAML's
+    pipeline_model_parallel_layout). A VP left unset Megatron derives from the layout (VP 2
+    for the 25.09 B200 rows' PP 16): accepted, and priced at the table's cells."""
+    own = row.setting("pp_layout") or row.setting("pipeline_model_parallel_layout")
+    if not isinstance(own, str):
+        return False
+    stages = _stages(own)
+    return bool(stages % row.pp or (row.vp and row.vp != stages // row.pp))
 
 
 # the placement cells the table's own GA (GBS / (MBS x DP), DP = GPUs / (TP x PP x CP))
@@ -116,3 +138,11 @@ def _runs(run) -> bool:
     ranks = run.tp * run.pp * run.cp
     return not (run.gpus % ranks
                 or (run.gpus // ranks * run.cp * run.tp) % (run.ep * (run.etp or 1)))
+
+
+def _stages(layout: str) -> int:
+    """Stages of a layout string (``(...)*n`` repeats counted)."""
+    flat = layout
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        flat = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), flat)
+    return len(flat.split("|"))
