@@ -497,6 +497,14 @@ def test_a_table_placement_that_cannot_run_yields_to_its_recipe():
     assert (b.pp, b.vp) == (16, None) and not _layout_refuses(b) and b.as_run() is b
     out = {o.row.id: o for o in outcomes()}
     assert all(out[i].status == "ran" and out[i].fits for i in moved)
+    # 25.09 B200 Qwen3-30B: the table's PP 1 runs, its YAML recipe's PP 8 VP 12 with EP 8 on
+    # 8 GPUs does not (qwen3_30b_a3b_llm_pretrain.yaml L92-106 @ v0.1.0rc3): the table stands
+    from dataclasses import replace
+
+    from ledger.validation.bridge_cells import _runs
+    q = BY_ID["25.09/b200/qwen3-30b-a3b/fp8_cs/8g/gbs512/mbs1"]
+    assert q.disagree["pp"] == {"table": 1, "recipe": 8} and _runs(q)
+    assert not _runs(replace(q, pp=8, vp=12)) and q.as_run() is q
 
 
 def test_a_cell_no_recipe_of_its_line_ships_yields_to_the_recipe():
