@@ -120,9 +120,13 @@ CALIBRATION_RELEASE = "26.02.01"
 # DOCS commit, "[^gpt-oss-note]: Performance regression in GPT-OSS 120B pre-training is a
 # known issue", NVIDIA/cudnn-frontend issue 256: grouped_gemm_dglu_wrapper_sm100, the MoE
 # grouped GEMM's dGLU + dbias kernel, 10x slower from cudnn-frontend 1.23.0 to 1.24.0; the
-# fix, cudnn-frontend PR 322, 1362.8 -> 155.6 us with dbias. Megatron-Bridge pins
-# nvidia-cudnn-frontend 1.23.0 at v0.5.0 (26.06), 1.24.0 at v0.5.1 (26.06.01), 1.26.0 at
-# v0.6.0 (26.08): pyproject.toml L140 / L142 / L144). docs/releases/known-issues.md's
+# fix, cudnn-frontend PR 322 merged 2026-06-23, 1362.8 -> 155.6 us with dbias, before
+# v1.26.0's release, PR 353, 2026-07-07. Megatron-Bridge pins nvidia-cudnn-frontend 1.23.0
+# at v0.5.0 (26.06), 1.24.0 at v0.5.1 (26.06.01), 1.26.0 at v0.6.0 (26.08): pyproject.toml
+# L140 / L142 / L144; of the tables' MoEs only GPT-OSS has linear biases, the dbias path:
+# models/gpt_oss/gpt_oss_bridge.py L62 add_bias_linear True, deepseek_v3_bridge.py L62,
+# qwen3_moe_bridge.py L57, kimi_bridge.py L52 False @ v0.5.1).
+# docs/releases/known-issues.md's
 # performance entries name no table row (26.06 Nemotron 3 Nano at TP > 1: every Nano row
 # runs TP 1; 26.02 DeepSeek-V3 on H100 without DeepEP: no 26.02 H100 DeepSeek-V3 row).
 REGRESSION = "performance regression"
@@ -238,11 +242,12 @@ class BridgeRow:
 
     @property
     def role(self) -> str:
-        """calibration (``CALIBRATION_RELEASE``) | regressed (its table's footnote declares
-        the figure a known performance regression: ``regression``) | prediction."""
-        if self.release == CALIBRATION_RELEASE:
-            return "calibration"
-        return "regressed" if self.regression else "prediction"
+        """regressed (its table's footnote declares the figure a known performance
+        regression: ``regression``; never fitted) | calibration (``CALIBRATION_RELEASE``) |
+        prediction."""
+        if self.regression:
+            return "regressed"
+        return "calibration" if self.release == CALIBRATION_RELEASE else "prediction"
 
     @property
     def tokens_per_step(self) -> int:
