@@ -339,11 +339,6 @@ def _summary(label: str, outs: list[Outcome]) -> str:
     return f"  {label:<24}{err}   fits {fit} of {len(ran)}   ({len(outs) - len(ran)} not run)"
 
 
-# how a row that is not a prediction is marked in the table's notes column
-_ROLE_NOTE = {"calibration": "calibration",
-              "regressed": "measured under its table's declared regression"}
-
-
 def bridge_table(out: list[Outcome] | None = None) -> str:
     """Every row (by GPU, then dense / MoE, then release), then the summary lines."""
     out = list(outcomes() if out is None else out)
@@ -361,8 +356,8 @@ def bridge_table(out: list[Outcome] | None = None) -> str:
         err = f"{o.error:+.1%}" if o.error is not None else "-"
         mem = (f"{'fits' if o.fits else 'does NOT fit'} {o.peak_bytes / GIB:.1f} of "
                f"{o.capacity_bytes / GIB:.0f} GiB")
-        note = "; ".join(([] if r.role == "prediction" else [_ROLE_NOTE[r.role]])
-                         + list(o.approx))
+        note = "; ".join({"prediction": [], "calibration": ["calibration"]}.get(
+            r.role, ["measured under its table's declared regression"]) + list(o.approx))
         lines.append(f"{r.id:<58}{pub:>10}{o.tokens_per_s_per_gpu:>10,.0f}{err:>8}  "
                      f"{mem:<32}{note}")
     lines.append("")
