@@ -16,6 +16,7 @@ from ledger.placement.per_gpu import root_params
 # (128256 x 8192 each, untied) and the final norm
 LAYER = 8192 * (8192 + 2 * 1024) + 8192 * 8192 + 3 * 8192 * 28672 + 2 * 8192
 ROOT = 2 * 128256 * 8192 + 8192
+HEAD = 128256 * 8192 + 8192  # the output layer and final norm: the root's output side
 
 
 def _cfg(framework):
@@ -28,20 +29,54 @@ def test_llama3_70b_units_by_hand():
     assert root_params(llama3_70b(), cfg, 0) == ROOT
 
 
-def test_megatron_fsdp_backward_holds_no_root_gradients():
-    """Megatron-FSDP reduce-scatters every parameter's gradient as its module's backward
-    ends (megatron_fsdp.py L1137 @d98e8a64), so a layer's backward holds the next layer
-    prefetched (2 B), its own unsharded gradient (2 B) and the reduce bucket (4 B: the
-    convention's fp32 main grads) - and of
-    the root only its gathered params, held throughout; FSDP2 also holds the root's
-    unsharded gradients (2 B of the root) until the root's own post-backward."""
+def test_megatron_fsdp_backward_holds_the_output_layers_bucket_not_the_root():
+    """Megatron-FSDP copies every parameter's gradient into its bucket as its module's
+    backward ends (megatron_fsdp.py L555-604 @2edffadb), so a layer's backward holds the
+    next layer prefetched (2 B), its own unsharded gradient (2 B) and the reduce bucket
+    (4 B: the convention's fp32 main grads) and of the root its gathered params (2 B),
+    held throughout - but a queued bucket is freed only once the reduce-scatter queue
+    holds more than its capacity as the next bucket group is queued (param_and_grad_
+    buffer.py L3435-3509), so the bucket of the output layer (and final norm) is alive
+    through the first layer's backward: the output side alone where the embedding fills a
+    bucket of its own (Megatron-Bridge's 128 Mi with DP > 1), the whole root in one bucket
+    where no bucket size is set (L1445-1489). FSDP2 holds the root's unsharded gradients
+    (2 B of the root) until the root's own post-backward."""
+    from dataclasses import replace
+
     fw = framework_of(_cfg("megatron"))
-    throughout, backward = buffer_bytes(_cfg("megatron"), fw, LAYER, 80, ROOT)
+    split = replace(_cfg("megatron"), dp_bucket_params=128 * 2**20)
+    throughout, backward = buffer_bytes(split, fw, LAYER, 80, ROOT, HEAD)
     assert throughout == LAYER * 2 + ROOT * 2
-    assert backward == LAYER * 2 + LAYER * (2 + 4)
+    assert backward == LAYER * 2 + LAYER * (2 + 4) + HEAD * 4
+    _, whole = buffer_bytes(_cfg("megatron"), fw, LAYER, 80, ROOT, HEAD)  # one bucket
+    assert whole == LAYER * 2 + LAYER * (2 + 4) + ROOT * 4
+    _, no_head = buffer_bytes(split, fw, LAYER, 80, ROOT - HEAD, 0.0)  # PP: first stage
+    assert no_head == LAYER * 2 + LAYER * (2 + 4)
     fsdp2 = framework_of(_cfg("torchtitan"))
-    _, held = buffer_bytes(_cfg("torchtitan"), fsdp2, LAYER, 80, ROOT)
+    _, held = buffer_bytes(_cfg("torchtitan"), fsdp2, LAYER, 80, ROOT, HEAD)
     assert held == pytest.approx(LAYER * 2 + LAYER * (2 + 4) + ROOT * 2)
+
+
+def test_gb200_llama3_70b_fsdp_row_buffers_by_hand():
+    """26.04.01 GB200 Llama 3 70B FP8-CS (Megatron-FSDP, DP 64, MBS 2, BF16 gradient
+    reduction, no gradient-accumulation fusion) at its backward, by hand: the double
+    buffer's two layers gathered in FP8 (fsdp_double_buffer, FixedPoolAllocator size 2:
+    param_and_grad_buffer.py L2114-2126 @2edffadb), two layers' BF16 gradient buckets,
+    the root gathered in BF16, the output layer's BF16 gradient bucket, the MLP backward's
+    gradients (SwiGLU's output and input: 16384 tokens x (28672 + 57344) x 2 B) and the
+    cuBLAS workspace."""
+    from ledger.parallel import place
+    from ledger.render.bridge import config_of, model_of, precision_of
+    from ledger.validation.bridge import rows
+
+    r = next(r for r in rows() if r.id.startswith("26.04.01/gb200/llama3-70b/fp8_cs")).as_run()
+    model = model_of(r)
+    cfg = config_of(r, precision_of(r)[0], model)[0]
+    mem = place(model, cfg).memory
+    work = 16384 * (28672 + 57344) * 2
+    assert mem.moment == "backward"
+    assert mem.buffers_bytes == 2 * LAYER + 2 * LAYER * 2 + ROOT * 2 + HEAD * 2 + work \
+        + 33_555_456
 
 
 # TE's dummy wgrads of one Llama 3 70B layer at TP 1, by hand: one per distinct weight

@@ -89,7 +89,8 @@ FRAMEWORKS = {f.name: f for f in (
         dropout=0.1, pipeline_outputs="none", pipeline_recv_buffers=False,
         grads_persist=True, optimizer_temp_moments=0, cp_buffers="te-p2p", comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, te_buffers=True,
-        fsdp_root_grads_held=False, grouped_gemm_fitted=True, **_OVERHEAD),
+        fsdp_root_grads_held=False, fsdp_head_grads_held=True,
+        grouped_gemm_fitted=True, **_OVERHEAD),
     Framework(
         name="torchtitan", summary="torchtitan: FSDP2 / HSDP with sharded fp32 params and "
         "grads, bf16 all-gathers, DTensor TP/SP, torch pipelining, reshard_after_forward = "

@@ -81,6 +81,10 @@ class Framework:
     fsdp_root_grads_held: bool = True  # ZeRO-3: the root unit's (embedding, output layer)
     #   unsharded gradients wait through the layers' backward for the root's own
     #   reduce-scatter; False: each is reduce-scattered as its module's backward ends
+    fsdp_head_grads_held: bool = False  # ZeRO-3 without the above: the gradient bucket
+    #   holding the output layer (with the final norm; with the embedding too where one
+    #   bucket takes the whole root) stays allocated through the first layer's backward
+    #   after it - freed when the next unit's reduce-scatter is queued (Megatron-FSDP)
     grouped_gemm_fitted: bool = False  # its routed experts run as the rows the fitted
     #   grouped GEMM share was fitted on (Megatron-Core's TE GroupedLinear): their GEMMs
     #   at Calibration.grouped_gemm_share of the dense rate; else at the dense rate

@@ -83,7 +83,8 @@ LIBRARY_SOURCES["torchtitan"]["activation_offload"] = _TITAN_OFFLOAD
 LIBRARY_SOURCES["megatron"]["fsdp_root_grads_held"] = (
     "Megatron-LM d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py "
     "L1137 (a post-accumulate-grad hook on every parameter, units and the rest: copied into "
-    "its main-grad bucket and reduce-scattered at once, L761-771 under optim_grads_params), "
+    "its main-grad bucket and reduce-scattered once its bucket is complete, L761-771 under "
+    "optim_grads_params; the bucket itself freed later, fsdp_head_grads_held), "
     "L958 (the backward releases only unit buckets: the root's gathered params stay); the "
     "same at d7288711 (Megatron-Bridge v0.4.0's pin) L1040, L802, L883 and 0d8e0714 "
     "(v0.2.0's) _post_backward L551-594 for every module")
@@ -93,6 +94,27 @@ for _name in ("torchtitan", "hf"):
         "layer's (torch _fsdp_param_group.py L588-720)")
 LIBRARY_SOURCES["deepspeed"]["fsdp_root_grads_held"] = ("priced as FSDP2 (DeepSpeed's "
                                                         "bucketed reduction not examined)")
+# ... but the bucket its output layer's gradient is copied into stays allocated until the
+# next unit's reduce-scatter is queued: through the first layer's backward after it
+LIBRARY_SOURCES["megatron"]["fsdp_head_grads_held"] = (
+    "Megatron-LM 2edffadb (Megatron-Bridge v0.4.2's pin; the same at 0d8e0714, b0cc2706, "
+    "55ac7082, d7288711) megatron/core/distributed/fsdp/src/megatron_fsdp/: "
+    "param_and_grad_buffer.py L1445-1489 (non-unit parameters - embedding, final norm, "
+    "output layer - cut into buckets closed at bucket_size: Megatron-Bridge's 128 Mi "
+    "parameters with DP > 1, comm_overlap.py L570-577, L637-643 @v0.4.2; none set: one "
+    "bucket), megatron_fsdp.py L555-604 (_grad_acc: each gradient copied into its bucket, "
+    "param.grad freed), param_and_grad_buffer.py L3435-3477 (reduce_gradients: once the "
+    "bucket group is complete, wait_for_previous_grad_reduce first, then the reduce-scatter "
+    "queued), L3479-3509 (a queued bucket freed only while the queue holds more than "
+    "suggested_RS_queue_capacity parameters), megatron_fsdp.py L384-408 (that capacity: "
+    "suggested_communication_unit_size, 1e9 or more unless set; the Llama perf functions "
+    "set 8e8 under Megatron-FSDP, scripts/performance/configs/llama/llama3_llm_pretrain.py "
+    "L110-112 @v0.4.2, GB200) - so the output "
+    "layer's bucket is freed as the first layer's bucket group is queued, at the end of "
+    "its backward (ledger.placement.footprint.head_bucket_params)")
+for _name in ("torchtitan", "hf", "deepspeed"):
+    LIBRARY_SOURCES[_name]["fsdp_head_grads_held"] = (
+        "not separately: the root's gradients are held whole (fsdp_root_grads_held)")
 # Which expert GEMMs take the fitted grouped GEMM share (ledger.step.Calibration
 # .grouped_gemm_share, benchmarks/fit.py stage 4): the recipes it was fitted on
 _GROUPED = ("Megatron-Core's routed experts are Transformer Engine's GroupedLinear "

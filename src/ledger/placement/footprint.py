@@ -224,7 +224,8 @@ def logits_bytes(model, cfg, fw):
         cfg.act_bytes)
 
 
-def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
+def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0,
+                 head_params=0.0) -> tuple:
     """(throughout, backward) bytes of ZeRO-3's gathered parameters and gradients, and the
     communication buckets, alive throughout.
 
@@ -237,9 +238,11 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
     backward adds the next one prefetched, its unsharded gradient and the reduce-
     scatter's copy in the reduce dtype, and the root's unsharded gradients waiting for
     the root's own backward where the framework holds them (``fsdp_root_grads_held``:
-    FSDP2; Megatron-FSDP reduce-scatters each as its module's backward ends, its gathered
-    root params - in ``throughout`` - are all it holds of the root). Kept gathered (and accumulating unsharded), every layer of
-    the rank is, and only each layer's fresh gradient passes through."""
+    FSDP2; Megatron-FSDP's bucket holding the output layer's - ``head_params`` of
+    ``root_params`` - is freed as the next unit's reduce-scatter is queued, so it is alive
+    through the first layer's backward: ``head_bucket_params``). Kept gathered (and
+    accumulating unsharded), every layer of the rank is, and only each layer's fresh
+    gradient passes through."""
     out = fw.comm_bucket_bytes + 0.0 * layers_held
     zero3 = np.equal(cfg.zero_stage, 3)  # a stage, or the planner's array of them
     if not (np.any(zero3) and fw.fsdp_buffers):
@@ -251,12 +254,27 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
     g_layer = gather_wire_bytes(rec, zero3=True) if rec is not None and rec.param_gather else g
     gathered = np.where(keep, 1, layers_held) * layer_params * g_layer + root_params * g
     held = root_params * g * fw.fsdp_root_grads_held  # the root's grads (Framework field)
+    held = held + head_bucket_params(cfg, root_params, head_params) * fw.grad_bytes \
+        * (fw.fsdp_head_grads_held and not fw.fsdp_root_grads_held)
     backward = np.where(keep, fw.fsdp_prefetch_layers * layer_params * g_layer
                         + layer_params * (g + fw.grad_bytes) + held,
                         layer_params * g)
     if np.ndim(zero3):
         return np.where(zero3, out + gathered, out), np.where(zero3, backward, 0.0 * out)
     return out + gathered, backward
+
+
+def head_bucket_params(cfg, root_params, head_params):
+    """Parameters of Megatron-FSDP's gradient bucket holding the output layer, on its
+    rank (else 0): the root's (embedding, final norm, output layer, in that order) cut
+    into buckets closed at ``cfg.dp_bucket_params`` - the final norm and output layer
+    alone where the embedding fills one, all three where no size (or a larger one) is set
+    (SOURCES["megatron"]["fsdp_head_grads_held"])."""
+    first = root_params - head_params  # the embedding's side, on this rank
+    size = getattr(cfg, "dp_bucket_params", None)
+    split = (size is not None) & (np.asarray(size if size is not None else 0) > 0) \
+        & (np.asarray(size if size is not None else 0) <= first)
+    return np.where(head_params > 0, np.where(split, head_params, root_params), 0.0)
 
 
 def cp_buffer_bytes(model, cfg, fw, table) -> tuple:

@@ -221,9 +221,9 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
     cp_fwd, cp_bwd = cp_buffer_bytes(model, cfg, fw, saved_table(fw.activations))
     boundary = model.seq_len * cfg.micro_batch / cfg.cp * model.hidden * cfg.act_bytes \
         / np.where(cfg.sequence_parallel, cfg.tp, 1)
-    root = root_params(model, cfg, ranks)
-    always, backward = buffer_bytes(cfg, tuned.buffer_framework(model, cfg, fw),
-                                    largest_layer_params(model, cfg), layers_held, root)
+    root, fw_b = root_params(model, cfg, ranks), tuned.buffer_framework(model, cfg, fw)
+    always, backward = buffer_bytes(cfg, fw_b, largest_layer_params(model, cfg), layers_held,
+                                    root, end_params(model, cfg)[1] * out_rank)
     always = always + tuned.dequant_bytes(model, cfg)  # QLoRA's dequantised weight
     kept = sum((named or {}).values()) + 0.0 * always  # the framework's own (buffers.py)
     recv = np.array([recv_buffers(cfg, fw, r) for r in np.ravel(ranks)]).reshape(
