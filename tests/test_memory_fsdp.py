@@ -137,3 +137,48 @@ def test_planner_prices_the_fusion_as_report_does():
     top, mem = plan_top_and_its_report("--no-gradient-accumulation-fusion")
     assert "TE dummy wgrads" not in mem["kept"]
     assert top["memory_bytes"] == pytest.approx(mem["required"], rel=1e-9)
+
+
+def test_megatron_fsdp_double_buffers_are_kept_for_the_run():
+    """Under fsdp_double_buffer Megatron-FSDP takes each layer's gathered params and its
+    gradient bucket from a pool of two buffers per unit bucket, never freed
+    (param_and_grad_buffer.py L2114-2131 @2edffadb): named and kept - Llama 3 70B's two
+    layers gathered in BF16 (2 B) and two gradient buckets in fp32 main grads (4 B) - and
+    no longer churned per layer; off, nothing is kept and the backward's layers are
+    dynamic buckets as before."""
+    from dataclasses import replace
+
+    from ledger.parallel import place
+
+    cfg = ParallelConfig(dp=64, zero_stage=3, dp_bucket_params=128 * 2**20)
+    pooled = place(llama3_70b(), replace(cfg, fsdp_double_buffer=True)).memory
+    named = dict(pooled.named)
+    assert named["Megatron-FSDP param double buffer"] == 2 * LAYER * 2
+    assert named["Megatron-FSDP grad double buffer"] == 2 * LAYER * 4
+    assert pooled.kept_bytes == pytest.approx(sum(named.values()))
+    plain = place(llama3_70b(), cfg).memory
+    assert not any(k.startswith("Megatron-FSDP") for k, _ in plain.named)
+    # at a layer's backward the pools hold two fp32 buckets where the dynamic path priced
+    # one and the layer's unsharded BF16 gradient (8 B of the layer for 6); before it (the
+    # loss) the second gathered layer and both gradient buckets are there already
+    from ledger.placement.per_gpu import memory_points
+
+    on, off = (memory_points(llama3_70b(), c) for c in (replace(cfg, fsdp_double_buffer=True),
+                                                         cfg))
+    assert on["backward"] - off["backward"] == pytest.approx(LAYER * (2 * 4 - (2 + 4)))
+    assert on["loss backward"] - off["loss backward"] == pytest.approx(LAYER * (2 + 2 * 4))
+    assert pooled.persistent_bytes - plain.persistent_bytes == pytest.approx(LAYER * 12)
+
+
+def test_bridge_rows_run_the_double_buffer_where_their_recipes_set_it():
+    """llama3_llm_pretrain.py L110 @v0.4.2 (GB200, under Megatron-FSDP); v0.1.0rc3's
+    run_script.py L161-163 (Llama 3 70B / 405B under Megatron-FSDP); the 8B's functions
+    leave Megatron's default, off."""
+    from ledger.render.bridge_launch import fsdp_double_buffer
+    from ledger.validation.bridge import rows
+
+    got = {r.id: fsdp_double_buffer(r.as_run()) for r in rows() if r.megatron_fsdp}
+    assert got["26.04.01/gb200/llama3-70b/fp8_cs/64g/gbs256/mbs2"] is True
+    assert got["25.09/gb200/llama3-70b/fp8_cs/64g/gbs128/mbs2"] is True
+    assert got["25.11/h100/llama3-8b/fp8_cs/8g/gbs128/mbs1"] is False
+    assert not any(fsdp_double_buffer(r.as_run()) for r in rows() if not r.megatron_fsdp)

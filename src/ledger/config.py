@@ -168,6 +168,9 @@ class ParallelConfig:
     # and hands autograd a dummy kept per weight shape (ledger.placement.buffers); off, TE
     # returns the gradient to autograd and keeps no dummy
     grad_accumulation_fusion: bool = True
+    # Megatron-FSDP's fsdp_double_buffer (set by nccl_ub): two layers' gathered params and
+    # two layers' gradient buckets kept for the run (ledger.placement.buffers)
+    fsdp_double_buffer: bool = False
     # DP traffic overlapped with compute (Megatron --overlap-grad-reduce /
     # --overlap-param-gather, DeepSpeed overlap_comm); None: the framework's default for
     # the ZeRO stage (Framework.overlaps)

@@ -15,10 +15,20 @@ end, so present at every point of a step and in the memory left after it.
 - ``cuBLAS workspace``: TE's GEMM workspace, 32 MiB + 1 KiB on Hopper and later
   (cpp_extensions/gemm.py L40-45, lru-cached L48-67), and one per compute stream (4:
   common/util/multi_stream.cpp L52-55) for grouped GEMMs (the routed experts).
+- ``Megatron-FSDP param / grad double buffer``: under ``fsdp_double_buffer`` (ZeRO-3,
+  layers resharded) Megatron-FSDP gathers each layer's params and collects its gradients
+  for the reduce-scatter in a pool of two buffers per unit bucket, taken from its global
+  memory buffer and never freed (Megatron-LM 2edffadb megatron_fsdp/
+  param_and_grad_buffer.py L2114-2131 FixedPoolAllocator size 2, L642-826; utils.py
+  get_global_memory_buffer): two layers in the gathered dtype (FP8 under the recipe's
+  param gather) and two in the main-grad dtype - sized by the largest layer (the pool
+  serves the most common unit; others fall back to dynamic buckets, L743-805).
 """
 from __future__ import annotations
 
 from functools import lru_cache
+
+import numpy as np
 
 from ledger.anatomy.mixers import LayerKind
 from ledger.config import expert_tp
@@ -71,7 +81,27 @@ def framework_buffers(model, cfg, kinds, fw=None) -> dict[str, float]:
                            fw.param_bytes))
     if not getattr(cfg, "grad_accumulation_fusion", True):  # TE returns each wgrad
         out.pop("TE dummy wgrads")
-    return out | graphs
+    return out | graphs | fsdp_double_buffers(model, cfg, fw)
+
+
+def fsdp_double_buffers(model, cfg, fw) -> dict[str, float]:
+    """Megatron-FSDP's double buffers (module docstring), or none."""
+    from ledger.frameworks.fp8 import gather_wire_bytes
+    from ledger.placement.layers import largest_layer_params
+
+    if not (double_buffered(cfg, fw) and np.all(cfg.reshard_after_forward)):
+        return {}
+    rec, layer = fw.fp8, largest_layer_params(model, cfg)
+    wire = gather_wire_bytes(rec, zero3=True) if rec is not None and rec.param_gather \
+        else fw.gathered_param_bytes
+    return {"Megatron-FSDP param double buffer": 2 * layer * wire,
+            "Megatron-FSDP grad double buffer": 2 * layer * fw.grad_bytes}
+
+
+def double_buffered(cfg, fw) -> bool:
+    """Whether ``cfg`` runs Megatron-FSDP's double buffers (ZeRO-3 under Megatron)."""
+    return bool(getattr(cfg, "fsdp_double_buffer", False) and fw.family == "megatron"
+                and np.all(np.equal(cfg.zero_stage, 3)) and fw.fsdp_buffers)
 
 
 @lru_cache(maxsize=4096)

@@ -42,6 +42,7 @@ from ledger.config import expert_tp
 from ledger.frameworks.cp import CP_BUFFERS
 from ledger.frameworks.fp8 import gather_wire_bytes
 from ledger.frameworks.losses import loss as loss_of
+from ledger.placement.buffers import double_buffered
 from ledger.memory import StateBytes
 
 MOMENTS = ("forward", "loss forward", "loss backward", "output backward", "backward",
@@ -252,12 +253,14 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0,
     g = fw.gathered_param_bytes  # the root (embedding, output) is never gathered in FP8
     rec = fw.fp8
     g_layer = gather_wire_bytes(rec, zero3=True) if rec is not None and rec.param_gather else g
-    gathered = np.where(keep, 1, layers_held) * layer_params * g_layer + root_params * g
+    pooled = keep & double_buffered(cfg, fw)  # the layers' in buffers.py's double buffers
+    gathered = np.where(keep, 1 - pooled, layers_held) * layer_params * g_layer \
+        + root_params * g
     held = root_params * g * fw.fsdp_root_grads_held  # the root's grads (Framework field)
     held = held + head_bucket_params(cfg, root_params, head_params) * fw.grad_bytes \
         * (fw.fsdp_head_grads_held and not fw.fsdp_root_grads_held)
-    backward = np.where(keep, fw.fsdp_prefetch_layers * layer_params * g_layer
-                        + layer_params * (g + fw.grad_bytes) + held,
+    backward = np.where(keep, (1 - pooled) * (fw.fsdp_prefetch_layers * layer_params * g_layer
+                                              + layer_params * (g + fw.grad_bytes)) + held,
                         layer_params * g)
     if np.ndim(zero3):
         return np.where(zero3, out + gathered, out), np.where(zero3, backward, 0.0 * out)

@@ -50,8 +50,8 @@ from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
                                         TP_OVERLAP_MODELS, expandable_segments,
-                                        grad_accumulation_fusion, graph_scopes, loss_of,
-                                        tp_overlap)
+                                        fsdp_double_buffer, grad_accumulation_fusion,
+                                        graph_scopes, loss_of, tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
@@ -168,7 +168,8 @@ def config_of(row: BridgeRow, precision: str | None,
               **RECIPE_STATE.get(row.model, PERF_STATE),
               dropout=0.0,  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
               expandable_segments=expandable_segments(row),
-              grad_accumulation_fusion=grad_accumulation_fusion(row))
+              grad_accumulation_fusion=grad_accumulation_fusion(row),
+              fsdp_double_buffer=fsdp_double_buffer(row))
     modules = row.setting("recompute_modules")
     gran = row.setting("recompute_granularity")
     if gran == "full":

@@ -71,6 +71,29 @@ def grad_accumulation_fusion(row: BridgeRow) -> bool:
     return True
 
 
+def fsdp_double_buffer(row: BridgeRow) -> bool:
+    """Megatron-FSDP's persistent double buffers as the row's run had them: the recipe's
+    own ddp.fsdp_double_buffer, else its function's setting under Megatron-FSDP - the Llama
+    functions turn it on there (scripts/performance/configs/llama/llama3_llm_pretrain.py
+    L75, L110, L145, L180 @v0.4.2, with suggested_communication_unit_size 8e8; v0.1.0rc3's
+    run_script.py L161-163 for Llama 3 70B and 405B) - and on with nccl_ub (Megatron-FSDP forces it: param_and_grad_buffer.py L1663-1670 @2edffadb);
+    else Megatron's default, off (megatron/core/distributed/distributed_data_parallel_config.py
+    L128 @2edffadb)."""
+    if not row.megatron_fsdp:
+        return False
+    own = row.setting("fsdp_double_buffer")
+    if isinstance(own, bool):
+        return own or row.setting("nccl_ub") is True
+    for value, when in (row.pretrain.get("conditional") or {}).get(
+            "ddp.fsdp_double_buffer", ()):
+        if when == "cfg.ddp.use_megatron_fsdp":
+            return bool(value)
+    if str(row.recipe.get("ref") or "").startswith("v0.1.") \
+            and row.model in ("llama3-70b", "llama3.1-405b"):
+        return True
+    return row.setting("nccl_ub") is True
+
+
 # the families whose Megatron-Bridge recipe turns TP comm overlap on (CommOverlapConfig(
 # tp_comm_overlap=True): src/megatron/bridge/recipes/llama/llama3.py:738,828,917,1094,1189
 # and recipes/nemotronh/nemotron_3_nano.py:123-125 @ v0.3.1); the others leave it off
