@@ -309,7 +309,7 @@ def test_every_bridge_row_on_h100_and_b200_fits():
 
 def test_bridge_rows_on_gb200_and_gb300_that_do_not_fit_are_the_known_six():
     """Across GB200 / GB300 the rows judged "does NOT fit" are the six GB200 Llama 3 70B
-    FP8 Megatron-FSDP rows at MBS 2 (190.6 GiB of 185, 192.3 at 25.09: allocated and
+    FP8 Megatron-FSDP rows at MBS 2 (192.4 GiB of 185, 194.1 at 25.09: allocated and
     context fit, the fitted 9% of split blocks does not) - each a wrong verdict left showing.
     25.11 GB300 Qwen3-235B BF16 fits at its table's MBS 2 (its v0.2.0 recipe's MBS 4 is
     another placement's, ``BridgeRow.micro_batch``). The two 26.02.01 GB300 Llama 3 70B rows

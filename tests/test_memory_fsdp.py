@@ -37,46 +37,65 @@ def test_megatron_fsdp_backward_holds_the_output_layers_bucket_not_the_root():
     held throughout - but a queued bucket is freed only once the reduce-scatter queue
     holds more than its capacity as the next bucket group is queued (param_and_grad_
     buffer.py L3435-3509), so the bucket of the output layer (and final norm) is alive
-    through the first layer's backward: the output side alone where the embedding fills a
-    bucket of its own (Megatron-Bridge's 128 Mi with DP > 1), the whole root in one bucket
-    where no bucket size is set (L1445-1489). FSDP2 holds the root's unsharded gradients
-    (2 B of the root) until the root's own post-backward."""
+    from the output layer's backward through the first layer's: the output side alone
+    where the embedding fills a bucket of its own (Megatron-Bridge's 128 Mi with DP > 1),
+    the whole root in one bucket where no bucket size is set (L1445-1489), nothing on a
+    rank without the output layer. FSDP2 holds the root's unsharded gradients (2 B of the
+    root) until the root's own post-backward."""
     from dataclasses import replace
+
+    from ledger.placement.footprint import head_grad_bytes
 
     fw = framework_of(_cfg("megatron"))
     split = replace(_cfg("megatron"), dp_bucket_params=128 * 2**20)
-    throughout, backward = buffer_bytes(split, fw, LAYER, 80, ROOT, HEAD)
+    throughout, backward = buffer_bytes(split, fw, LAYER, 80, ROOT)
     assert throughout == LAYER * 2 + ROOT * 2
-    assert backward == LAYER * 2 + LAYER * (2 + 4) + HEAD * 4
-    _, whole = buffer_bytes(_cfg("megatron"), fw, LAYER, 80, ROOT, HEAD)  # one bucket
-    assert whole == LAYER * 2 + LAYER * (2 + 4) + ROOT * 4
-    _, no_head = buffer_bytes(split, fw, LAYER, 80, ROOT - HEAD, 0.0)  # PP: first stage
-    assert no_head == LAYER * 2 + LAYER * (2 + 4)
+    assert backward == LAYER * 2 + LAYER * (2 + 4)
+    assert head_grad_bytes(split, fw, ROOT, HEAD) == HEAD * 4
+    assert head_grad_bytes(_cfg("megatron"), fw, ROOT, HEAD) == ROOT * 4  # one bucket
+    assert head_grad_bytes(split, fw, ROOT - HEAD, 0.0) == 0  # PP: the first stage
     fsdp2 = framework_of(_cfg("torchtitan"))
-    _, held = buffer_bytes(_cfg("torchtitan"), fsdp2, LAYER, 80, ROOT, HEAD)
+    _, held = buffer_bytes(_cfg("torchtitan"), fsdp2, LAYER, 80, ROOT)
     assert held == pytest.approx(LAYER * 2 + LAYER * (2 + 4) + ROOT * 2)
+    assert head_grad_bytes(_cfg("torchtitan"), fsdp2, ROOT, HEAD) == 0
 
 
-def test_gb200_llama3_70b_fsdp_row_buffers_by_hand():
+def test_gb200_llama3_70b_fsdp_row_by_hand():
     """26.04.01 GB200 Llama 3 70B FP8-CS (Megatron-FSDP, DP 64, MBS 2, BF16 gradient
-    reduction, no gradient-accumulation fusion) at its backward, by hand: the double
-    buffer's two layers gathered in FP8 (fsdp_double_buffer, FixedPoolAllocator size 2:
-    param_and_grad_buffer.py L2114-2126 @2edffadb), two layers' BF16 gradient buckets,
-    the root gathered in BF16, the output layer's BF16 gradient bucket, the MLP backward's
-    gradients (SwiGLU's output and input: 16384 tokens x (28672 + 57344) x 2 B) and the
-    cuBLAS workspace."""
+    reduction, no gradient-accumulation fusion, 40 of 80 layers' activations offloaded),
+    by hand at the output layer's backward, its peak: the state (FP8 shards, BF16 main
+    grads, fp32 main params and moments), 40 layers' saved tensors and the head's input,
+    the logits' gradient (TE's parallel cross-entropy writes it over the logits, 2 B),
+    the output layer's BF16 gradient bucket, the root gathered in BF16, the double
+    buffers (two layers gathered in FP8, two BF16 gradient buckets) and the cuBLAS
+    workspace. At a layer's backward the bucket is still there, the logits' gradient is
+    gone and the MLP's input gradients (16384 tokens x 3 x 28672 x 2 B) are alive."""
     from ledger.parallel import place
+    from ledger.placement.layers import layer_activation_bytes
+    from ledger.placement.per_gpu import head_activation_bytes, memory_points
     from ledger.render.bridge import config_of, model_of, precision_of
     from ledger.validation.bridge import rows
 
     r = next(r for r in rows() if r.id.startswith("26.04.01/gb200/llama3-70b/fp8_cs")).as_run()
     model = model_of(r)
     cfg = config_of(r, precision_of(r)[0], model)[0]
-    mem = place(model, cfg).memory
-    work = 16384 * (28672 + 57344) * 2
-    assert mem.moment == "backward"
-    assert mem.buffers_bytes == 2 * LAYER + 2 * LAYER * 2 + ROOT * 2 + HEAD * 2 + work \
-        + 33_555_456
+    from ledger.system import GPUS
+
+    mem = place(model, cfg, gpu=GPUS["gb200"]).memory  # Blackwell: no FP8 transposes
+    logits, pools = 16384 * 128256 * 2, 2 * LAYER + 2 * LAYER * 2
+    assert mem.moment == "output backward"
+    assert mem.activations_bytes == pytest.approx(80 * layer_activation_bytes(model, cfg)
+                                                  + head_activation_bytes(model, cfg))
+    assert mem.logits_bytes == logits
+    gemm = 80 * (LAYER - 2 * 8192)  # the FP8 weights; norms, embedding, output in BF16
+    total = 80 * LAYER + ROOT
+    state = (gemm + (total - gemm) * 2 + total * (2 + 12)) / 64
+    assert mem.state_bytes == pytest.approx(state, rel=1e-6)  # + FP8 scales
+    assert mem.buffers_bytes == pools + ROOT * 2 + HEAD * 2 + 33_555_456
+    work = 16384 * 3 * 28672 * 2
+    points = memory_points(model, cfg)
+    assert points["output backward"] - points["backward"] == pytest.approx(
+        logits + head_activation_bytes(model, cfg) - work)
 
 
 # TE's dummy wgrads of one Llama 3 70B layer at TP 1, by hand: one per distinct weight

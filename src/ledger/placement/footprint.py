@@ -146,7 +146,8 @@ class RankParts:
     optimizer_temp: float  # alive during the optimizer step
     freed_grads: float = 0.0  # the optimizer's sharded gradients, freed by zero_grad
     root_grads: float = 0.0  # the output layer's (and embedding's) gradients, made first
-    #                          in the backward (FSDP2's unsharded ones are in buffers)
+    #   in the backward (FSDP2's in buffers; Megatron-FSDP's output bucket: head_grads)
+    head_grads: float = 0.0  # head_grad_bytes
     kept: float = 0.0  # of buffers: the framework's own, kept for the run (buffers.py)
     named: tuple = ()  # (name, bytes) of those, for the views
     outside: float = 0.0  # bytes allocated outside PyTorch's allocator (in the context)
@@ -225,8 +226,7 @@ def logits_bytes(model, cfg, fw):
         cfg.act_bytes)
 
 
-def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0,
-                 head_params=0.0) -> tuple:
+def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
     """(throughout, backward) bytes of ZeRO-3's gathered parameters and gradients, and the
     communication buckets, alive throughout.
 
@@ -239,9 +239,7 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0,
     backward adds the next one prefetched, its unsharded gradient and the reduce-
     scatter's copy in the reduce dtype, and the root's unsharded gradients waiting for
     the root's own backward where the framework holds them (``fsdp_root_grads_held``:
-    FSDP2; Megatron-FSDP's bucket holding the output layer's - ``head_params`` of
-    ``root_params`` - is freed as the next unit's reduce-scatter is queued, so it is alive
-    through the first layer's backward: ``head_bucket_params``). Kept gathered (and
+    FSDP2; Megatron-FSDP's output-layer bucket: ``head_grad_bytes``). Kept gathered (and
     accumulating unsharded), every layer of the rank is, and only each layer's fresh
     gradient passes through."""
     out = fw.comm_bucket_bytes + 0.0 * layers_held
@@ -257,8 +255,6 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0,
     gathered = np.where(keep, 1 - pooled, layers_held) * layer_params * g_layer \
         + root_params * g
     held = root_params * g * fw.fsdp_root_grads_held  # the root's grads (Framework field)
-    held = held + head_bucket_params(cfg, root_params, head_params) * fw.grad_bytes \
-        * (fw.fsdp_head_grads_held and not fw.fsdp_root_grads_held)
     backward = np.where(keep, (1 - pooled) * (fw.fsdp_prefetch_layers * layer_params * g_layer
                                               + layer_params * (g + fw.grad_bytes)) + held,
                         layer_params * g)
@@ -267,16 +263,20 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0,
     return out + gathered, backward
 
 
+def head_grad_bytes(cfg, fw, root_params, head_params):
+    """Megatron-FSDP's output-layer gradient bucket (main-grad dtype), alive from the output
+    layer's backward, beside the logits' gradient, through the first layer's."""
+    on = fw.fsdp_buffers and fw.fsdp_head_grads_held and not fw.fsdp_root_grads_held
+    return np.equal(cfg.zero_stage, 3) * on * fw.grad_bytes * head_bucket_params(
+        cfg, root_params, head_params)
+
+
 def head_bucket_params(cfg, root_params, head_params):
-    """Parameters of Megatron-FSDP's gradient bucket holding the output layer, on its
-    rank (else 0): the root's (embedding, final norm, output layer, in that order) cut
-    into buckets closed at ``cfg.dp_bucket_params`` - the final norm and output layer
-    alone where the embedding fills one, all three where no size (or a larger one) is set
-    (SOURCES["megatron"]["fsdp_head_grads_held"])."""
+    """Parameters of Megatron-FSDP's bucket holding the output layer (0 off its rank):
+    without the embedding where it fills a ``cfg.dp_bucket_params`` bucket (its source)."""
     first = root_params - head_params  # the embedding's side, on this rank
-    size = getattr(cfg, "dp_bucket_params", None)
-    split = (size is not None) & (np.asarray(size if size is not None else 0) > 0) \
-        & (np.asarray(size if size is not None else 0) <= first)
+    size = np.asarray(getattr(cfg, "dp_bucket_params", None) or 0)  # None: no size set
+    split = (size > 0) & (size <= first)
     return np.where(head_params > 0, np.where(split, head_params, root_params), 0.0)
 
 
@@ -316,8 +316,8 @@ def _moments(p: RankParts, held, loss, e, grads_at_loss):
         (state_f, with_head, saved_l + p.logits * (loss.forward_bytes(e) - e + fresh),
          boundary),
         (state_f, with_head, saved_l + p.logits * loss.backward_bytes(e), boundary),
-        (grads_b, with_head, saved_l + p.logits * loss.grad_bytes(e), boundary),
-        (grads_b, acts, saved, boundary + p.work + p.cp_backward),
+        (grads_b, with_head, saved_l + p.logits * loss.grad_bytes(e), boundary + p.head_grads),
+        (grads_b, acts, saved, boundary + p.work + p.cp_backward + p.head_grads),
         (p.params + p.optim + p.grads, zero, zero, p.buffers + p.optimizer_temp),
     ]
 

@@ -44,7 +44,7 @@ from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_
                                     dp_rows, ep_comms, expert_fraction, pp_comms,
                                     tied_embedding_comms, tp_comms)
 from ledger.placement.experts import check_model
-from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes,
+from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes, head_grad_bytes,
                                         cp_buffer_bytes, logits_elements, peak_memory,
                                         point_bytes, shard_state, divisors,
                                         expert_divisors)
@@ -222,8 +222,7 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
     boundary = model.seq_len * cfg.micro_batch / cfg.cp * model.hidden * cfg.act_bytes \
         / np.where(cfg.sequence_parallel, cfg.tp, 1)
     root, fw_b = root_params(model, cfg, ranks), tuned.buffer_framework(model, cfg, fw)
-    always, backward = buffer_bytes(cfg, fw_b, largest_layer_params(model, cfg), layers_held,
-                                    root, end_params(model, cfg)[1] * out_rank)
+    always, backward = buffer_bytes(cfg, fw_b, largest_layer_params(model, cfg), layers_held, root)
     always = always + tuned.dequant_bytes(model, cfg)  # QLoRA's dequantised weight
     kept = sum((named or {}).values()) + 0.0 * always  # the framework's own (buffers.py)
     recv = np.array([recv_buffers(cfg, fw, r) for r in np.ravel(ranks)]).reshape(
@@ -233,7 +232,8 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
         params=state.params_bytes, grads=state.grads_bytes, optim=state.optim_bytes,
         stage_act=stage_act, work=work + backward,
         cp_forward=cp_fwd, cp_backward=cp_bwd,
-        root_grads=root * per_param.grads_bytes * (cfg.zero_stage < 3),
+        root_grads=root * per_param.grads_bytes * (cfg.zero_stage < 3), head_grads=
+        head_grad_bytes(cfg, fw, root, end_params(model, cfg)[1] * out_rank),
         buffers=always + kept + recv * boundary, kept=kept,
         named=tuple(sorted((k, v) for k, v in (named or {}).items() if np.ndim(v) == 0)),
         head=head_activation_bytes(model, cfg) * out_rank,
