@@ -319,7 +319,8 @@ def test_layout_command_draws_the_expert_grid(capsys):
 
 def test_mtp_modules_train_on_the_last_stage():
     """DeepSeek-V3's MTP module (sec. 2.2) sits with the output head on the last stage:
-    its params there, one more MoE layer of activations, and a second set of logits."""
+    its params there (and Megatron's embedding copy), one more MoE layer of activations,
+    and a second set of logits."""
     from dataclasses import replace
 
     from ledger.model import preset
@@ -341,7 +342,9 @@ def test_mtp_modules_train_on_the_last_stage():
            + 128 * 128 * h)
     dense = mla + 2 * h + 256 * h + 3 * h * 2048 + 2 * h * h + 3 * h
     routed = 256 * 3 * h * 2048
-    assert with_mtp[-1][0] - without[-1][0] == dense  # tp 1
+    # and Megatron-Core's copy of the embedding for the MTP module on a stage without it
+    # (gpt_model.py L166-181 @d98e8a64): its 129,280 x 7168 table (tp 1)
+    assert with_mtp[-1][0] - without[-1][0] == dense + 129_280 * h
     assert with_mtp[-1][1] - without[-1][1] == routed / 8  # ep 8
     assert dense + routed == m.mtp_params
     a, b = place(m, cfg).memory_by_rank[-1], place(plain, cfg).memory_by_rank[-1]

@@ -85,6 +85,10 @@ class Framework:
     #   holding the output layer (with the final norm; with the embedding too where one
     #   bucket takes the whole root) stays allocated through the first layer's backward
     #   after it - freed when the next unit's reduce-scatter is queued (Megatron-FSDP)
+    mtp_embedding: str = "none"  # pp > 1: a stage holding MTP modules but not the
+    #   embedding builds its own copy of it (ledger.placement.stages.MTP_EMBEDDING):
+    #   "stage" every such model chunk, "rank" unless its rank holds the first stage too
+    #   (the copy shared there), "none" no MTP under a pipeline
     grouped_gemm_fitted: bool = False  # its routed experts run as the rows the fitted
     #   grouped GEMM share was fitted on (Megatron-Core's TE GroupedLinear): their GEMMs
     #   at Calibration.grouped_gemm_share of the dense rate; else at the dense rate

@@ -42,6 +42,28 @@ _ROPE = ("gpt-oss: YaRN's rotary embedding in eager PyTorch - NVIDIA/Megatron-LM
          "(Megatron-Bridge models/gpt_oss/gpt_oss_bridge.py L94-100 @ v0.4.0: scaling 32, "
          "mscale None): ledger.step.eager")
 
+# Framework.mtp_embedding: where MTP modules find the embedding they share under a pipeline
+_MTP_EMBEDDING = ("Megatron-LM d98e8a64 megatron/core/models/gpt/gpt_model.py L166-181 (every "
+                  "model chunk holding MTP builds a LanguageModelEmbedding: 'if self.pre_process "
+                  "or self.mtp_process'; L289-290: the output layer skips its weight only on the "
+                  "first stage), models/common/language_module/language_module.py L253-291 "
+                  "('we also need to maintain duplicated embedding weights in mtp process stage', "
+                  "zeroed, marked shared_embedding and all-reduced from the first stage, L314) - a "
+                  "parameter like any other (its gradient, its optimizer state; its gradient "
+                  "all-reduced with the first stage's, distributed/finalize_model_grads.py L146)")
+_MTP_SHARED = ("DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.3, 'Shared Embedding and Output "
+               "Head for Multi-Token Prediction': DualPipe puts the shallowest layers (with the "
+               "embedding) and the deepest (with the output head) on the same PP rank, which "
+               "'enables the physical sharing of parameters and gradients' between the MTP "
+               "module and the main model; a rank without the first stage keeps a copy, as "
+               "Megatron-Core does")
 MODEL_SOURCES = {"megatron": {"hyper_connections": _HC, "deepseek_v4_attention": _DSV4,
                               "hash_routing": _HASH, "attention_window_kernel": _WINDOW,
-                              "yarn_eager_rope": _ROPE}}
+                              "yarn_eager_rope": _ROPE, "mtp_embedding": _MTP_EMBEDDING},
+                 "deepseek": {"mtp_embedding": _MTP_SHARED},
+                 "torchtitan": {"mtp_embedding": "torchtitan b5bcd76c torchtitan/models/"
+                                "deepseek_v3/MTP.md L43 ('explicitly rejects CP and PP when MTP "
+                                "is enabled'): no copy"},
+                 "deepspeed": {"mtp_embedding": "DeepSpeed's pipeline engine builds no MTP "
+                               "modules of its own: n/a"},
+                 "hf": {"mtp_embedding": "no pipeline schedule in transformers: n/a"}}

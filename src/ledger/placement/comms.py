@@ -18,6 +18,7 @@ from ledger.config import expert_tp
 from ledger.frameworks import of as framework_of
 from ledger.placement.collectives import ring_bytes as coll_bytes
 from ledger.placement.experts import ep_rows
+from ledger.placement.stages import head_ranks, model_stages, mtp_embedding_copy, rank_stages
 
 if TYPE_CHECKING:
     from ledger.memory import StateBytes
@@ -258,9 +259,16 @@ def tied_embedding_comms(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
                          link: str) -> list[Comm]:
     """With a tied embedding split over a pipeline, the first stage (input lookup) and
     the last (output layer) each hold a copy; their gradients are all-reduced over a
-    group of those two ranks once per step (Megatron's embedding group)."""
-    if not (model.tied_embeddings and cfg.pp > 1 and framework_of(cfg).tied_embedding_allreduce):
+    group of those two ranks once per step (Megatron's embedding group). So are those of
+    the copy a stage with MTP modules keeps (``stages.mtp_embedding_copy``; Megatron's
+    finalize_model_grads.py L146 @d98e8a64: 'share_embeddings_and_output_weights or
+    mtp_num_layers')."""
+    fw = framework_of(cfg)
+    last = rank_stages(cfg.pp, cfg.vp, cfg.schedule)[head_ranks(cfg.pp, cfg.vp, cfg.schedule)[-1]]
+    mtp = mtp_embedding_copy(model, cfg, last, model_stages(cfg.pp, cfg.vp, cfg.schedule))
+    tied = model.tied_embeddings and cfg.pp > 1
+    if not ((tied or mtp) and fw.tied_embedding_allreduce):
         return []
     grads = st.grads_bytes / model.params * model.breakdown["embedding"] / cfg.tp
     return [Comm("pp", "all_reduce", link, coll_bytes("all_reduce", 2, grads), "no",
-                 "tied embedding grads")]
+                 "tied embedding grads" if tied else "MTP embedding grads")]

@@ -198,12 +198,31 @@ def _kinds_of(model: ModelSpec) -> tuple:
     return tuple(layer_kind(model, i) for i in range(model.layers))
 
 
-def stage_params(model: ModelSpec, cfg,
-                 counts: list[int] | None = None) -> list[tuple[float, float]]:
+MTP_EMBEDDING = ("stage", "rank", "none")  # Framework.mtp_embedding
+
+
+def mtp_embedding_copy(model: ModelSpec, cfg, held, stages: int) -> float:
+    """Parameters of the embedding copy one GPU of a rank holding the stages ``held`` (of
+    ``stages``) keeps for its MTP modules (``Framework.mtp_embedding``): where the last
+    stage, which holds them, is not the first, Megatron-Core builds that chunk its own
+    LanguageModelEmbedding - the table vocab-parallel, learned positions whole - zeroed
+    and all-reduced from the first stage's; DeepSeek's stack shares the first stage's
+    when one rank holds both (SOURCES[...]["mtp_embedding"])."""
+    rule = framework_of(cfg).mtp_embedding
+    if not model.mtp_layers or stages == 1 or stages - 1 not in held or rule == "none" \
+            or (rule == "rank" and 0 in held):
+        return 0.0
+    b = model.breakdown
+    return b["embedding"] / cfg.tp + b["positions"]
+
+
+def stage_params(model: ModelSpec, cfg, counts: list[int] | None = None,
+                 mtp_embedding: bool = True) -> list[tuple[float, float]]:
     """Per PP rank, the (dense, expert) parameters one of its GPUs holds, laid out as
     Megatron does: embedding with the first stage; final norm and output layer with
     the last (a tied embedding is kept there too when pp > 1), with any MTP modules
-    (``mtp_params``). Routed experts split over
+    (``mtp_params``) and their embedding copy (``mtp_embedding_copy``; ``mtp_embedding``
+    False leaves it out: a checkpoint saves it once). Routed experts split over
     etp x ep (Megatron's expert grid; theoretical_memory_usage.py L205-212).
     ``counts``: layers per stage when another framework splits them (vLLM's split,
     ``ledger.serve``); None: the config's own split or its framework's rule
@@ -229,5 +248,7 @@ def stage_params(model: ModelSpec, cfg,
                 split, repl, routed = mtp_params(model)
                 dense += split / cfg.tp + repl
                 expert += routed / grid
+        if mtp_embedding:
+            dense += mtp_embedding_copy(model, cfg, held, stages)
         out.append((dense, expert))
     return out

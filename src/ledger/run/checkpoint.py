@@ -83,7 +83,8 @@ def _stages(model, cfg, whole: bool) -> list[float]:
     split = SimpleNamespace(tp=1, ep=1, etp=1) if whole else cfg
     shape = SimpleNamespace(tp=split.tp, ep=split.ep, etp=split.etp, pp=cfg.pp, vp=cfg.vp,
                             schedule=cfg.schedule)
-    return [dense + expert for dense, expert in stage_params(model, shape)]
+    return [dense + expert for dense, expert in stage_params(model, shape,
+                                                             mtp_embedding=False)]
 
 
 def checkpoint_bytes(model, cfg, optimizer: str = "adam") -> tuple[float, float]:
