@@ -36,12 +36,23 @@ def test_calibration_rows_fit():
 
 def test_megatron_goldens_within_6_percent():
     """Max allocated on the last rank and allocated after the step: the GPT 7B cases on
-    three platforms (within 5%), the MoE (MLA, unfused attention) case on two (its max
+    three platforms (within 6%), the MoE (MLA, unfused attention) case on two (its max
     allocated within 5%, what stays after the step 5% under)."""
     rows = [r for r in ROWS if r.source.startswith("NVIDIA/Megatron-LM")]
     errs = errors(rows)
     assert len(errs) == 16 and max(errs) <= 0.06, errs
     assert max(errors([r for r in rows if r.metric == "allocated"])) <= 0.05
+
+
+def test_gpt_memory_speed_rows_run_without_gradient_accumulation_fusion():
+    """Both GPT 7B model_config.yaml files set --no-gradient-accumulation-fusion
+    (@d98e8a64): TE hands autograd each wgrad, so the rows keep no dummy wgrads - only
+    TE's 32 MiB + 1 KiB cuBLAS workspace stays after the step beside the state."""
+    rows = [r for r in ROWS if r.label.startswith("gpt3_7b_")]
+    assert len(rows) == 12 and not any(r.cfg.grad_accumulation_fusion for r in rows)
+    for r in rows:
+        last = _placed(r).memory_by_rank[-1]
+        assert dict(last.named) == {"cuBLAS workspace": 32 * 2**20 + 1024}
 
 
 def test_every_fit_verdict_right_both_ways():
@@ -56,12 +67,13 @@ def test_measured_rows_mean_error_within_5_percent():
 
 
 @pytest.mark.xfail(strict=True, reason="issue 31's bar (mean |error| <= 4%, max <= 10%, signed "
-                   "mean within +-2%) does not hold: mean 4.0%, max 20.1%, signed -3.8% (under "
-                   "on 28 of 36 rows). torchtitan's Dec-2024 405B pipeline rows sit under "
+                   "mean within +-2%) does not hold: mean 4.2%, max 20.1%, signed -4.0% (under "
+                   "on 31 of 36 rows). torchtitan's Dec-2024 405B pipeline rows sit under "
                    "(T5-1 -20%, T6-4 -17%, T6-1 -12.5%) and 70B sync TP T4-1 -12%: torch 2.6's "
                    "1F1B and Interleaved1F1B keep the same per micro-batch, and T5-1 / T6-1 "
                    "price alike yet measured 7.2 GiB apart (docs/memory.md, 'What it does not "
-                   "explain'); the Megatron MoE case's memory after the step is 5% under")
+                   "explain'); what stays after the step is 5-6% under on the Megatron MoE "
+                   "case and the GPT 7B tp1 pp4 one")
 def test_measured_rows_meet_the_issue_31_bar():
     errs = [error(r) for r in ROWS if r.metric != "outcome"]
     absolute = [abs(e) for e in errs]
