@@ -42,6 +42,7 @@ from ledger.config import expert_tp
 from ledger.frameworks.cp import CP_BUFFERS
 from ledger.frameworks.fp8 import gather_wire_bytes
 from ledger.frameworks.losses import loss as loss_of
+from ledger.placement.allocator import persistent_bytes, reclaimable, unreturnable_share
 from ledger.placement.buffers import double_buffered
 from ledger.memory import StateBytes
 
@@ -89,6 +90,19 @@ class MemoryBreakdown:
     context_named: tuple = ()
     # of allocated: what is allocated once for the run and never freed (``persistent_bytes``)
     persistent_bytes: float = 0.0
+    # the largest point's allocated bytes, and the most of them the verdict could count as
+    # split blocks (the fragmentation share; 0 under expandable segments)
+    max_allocated_bytes: float = 0.0
+    share_cap: float = 0.0
+
+    def critical_share(self, usable_bytes: float) -> float:
+        """The largest unreturnable share (``Framework.unreturnable``) at which this rank
+        still fits ``usable_bytes``; inf when no share up to ``share_cap`` fails it
+        (benchmarks/fit_memory.py bounds the share with these)."""
+        if not self.max_allocated_bytes:
+            return float("inf")
+        c = (usable_bytes - self.context_bytes) / self.max_allocated_bytes - 1.0
+        return float("inf") if c >= self.share_cap else c
 
     @property
     def churned_bytes(self) -> float:
@@ -329,18 +343,10 @@ def point_bytes(parts: RankParts, held, cfg, fw, grads_at_loss) -> dict[str, flo
     return {name: sum(pt) for name, pt in zip(MOMENTS, points)}
 
 
-def reclaimable(frag, cached, cfg):
-    """Of each point's fragmentation, what the caching allocator hands back before it
-    fails an allocation: the cached whole blocks (freed logits and gradients; released
-    and the allocation retried), and under ``cfg.expandable_segments`` all of it (the
-    empty pages of its segments unmapped) - SOURCES["allocator_reclaim"]."""
-    return list(frag) if getattr(cfg, "expandable_segments", False) else list(cached)
-
-
 def _reserved_points(parts: RankParts, held, cfg, fw, grads_at_loss):
     """(the points' (state, activations, logits, buffers), their fragmentation, the
     cached part of it)."""
-    points, _, frag, cached = _point_sums(parts, held, cfg, fw, grads_at_loss)
+    points, _, frag, cached, _ = _point_sums(parts, held, cfg, fw, grads_at_loss)
     return points, frag, cached
 
 
@@ -357,26 +363,16 @@ def _point_sums(parts: RankParts, held, cfg, fw, grads_at_loss):
     cached = [freed, freed, freed + logits, freed, freed, 0.0]
     share = fw.compiled_fragmentation if getattr(cfg, "compile", False) else fw.fragmentation
     sums = [sum(pt) for pt in points]
-    return points, sums, [share * a + c for a, c in zip(sums, cached)], cached
-
-
-def persistent_bytes(parts: RankParts, state, fw):
-    """Of a point's allocated bytes (``state`` its state term), those allocated once for
-    the run and never freed: the parameters and optimizer state, the gradients where the
-    framework keeps them in a buffer of its own (``Framework.grads_persist``) and the
-    buffers it keeps (``kept``). The rest - activations, logits, gathered parameters,
-    per-step gradients, workspaces - is freed and requested again every step: the only
-    blocks the caching allocator reuses and splits (SOURCES["fragmentation"]).
-    benchmarks/fit_memory.py fits the fragmentation on either basis."""
-    own = parts.params + parts.optim
-    return own + parts.kept + (state - own) * fw.grads_persist
+    kept = unreturnable_share(cfg, fw)
+    return points, sums, [share * a + c for a, c in zip(sums, cached)], cached, \
+        [kept * a for a in sums]
 
 
 def peak_total(parts: RankParts, held, cfg, fw, grads_at_loss):
     """What the device must hold at its worst point: ``peak_memory(...).required_bytes``
     without the breakdown (the planner's grid, judged as ``report`` judges)."""
-    _, sums, frag, cached = _point_sums(parts, held, cfg, fw, grads_at_loss)
-    back = reclaimable(frag, cached, cfg)
+    _, sums, frag, _, split = _point_sums(parts, held, cfg, fw, grads_at_loss)
+    back = reclaimable(frag, split, cfg)
     return reduce(np.maximum, [a + f - b for a, f, b in zip(sums, frag, back)]) \
         + fw.overhead_bytes + parts.outside
 
@@ -387,14 +383,18 @@ def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
     of allocated, and the freed blocks it keeps cached) and the context. ``held``:
     (chunks, losses, logits kept, boundary outputs kept, losses at the loss) from
     ``ledger.pipeline.held``."""
-    points, frag, cached = _reserved_points(parts, held, cfg, fw, grads_at_loss)
+    points, sums, frag, cached, split = _point_sums(parts, held, cfg, fw, grads_at_loss)
     best = int(np.argmax([float(sum(pt) + f) for pt, f in zip(points, frag)]))
     state, acts, logits, buffers = (float(x) for x in points[best])
-    back = reclaimable(frag, cached, cfg)
+    back = reclaimable(frag, split, cfg)
     need = max(float(sum(pt) + f - b) for pt, f, b in zip(points, frag, back))
     context = fw.overhead_bytes + float(parts.outside)
     return MemoryBreakdown(rank, state, acts, logits, buffers, float(frag[best]),
                            context, MOMENTS[best], float(cached[best]),
                            float(parts.kept), parts.named, need + context,
                            context_named=parts.outside_named,
-                           persistent_bytes=float(persistent_bytes(parts, state, fw)))
+                           persistent_bytes=float(persistent_bytes(parts, state, fw)),
+                           max_allocated_bytes=float(max(sums)),
+                           share_cap=0.0 if getattr(cfg, "expandable_segments", False) else (
+                               fw.compiled_fragmentation if getattr(cfg, "compile", False)
+                               else fw.fragmentation))

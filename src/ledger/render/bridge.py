@@ -315,10 +315,10 @@ def outcome(row: BridgeRow, cal=None) -> Outcome:
     except LedgerError as e:
         return Outcome(row, "cannot run", str(e))
     need = max(m.required_bytes for m in pl.memory_by_rank)  # report's verdict, every rank
-    return Outcome(row, "ran", fits=bool(need <= room.usable_bytes),
-                   peak_bytes=float(need), capacity_bytes=room.usable_bytes,
-                   tokens_per_s_per_gpu=float(est.tokens_per_s_per_gpu),
-                   approx=approx1 + approx2)
+    crit = min(m.critical_share(room.usable_bytes) for m in pl.memory_by_rank)
+    return Outcome(row, "ran", fits=bool(need <= room.usable_bytes), peak_bytes=float(need),
+                   capacity_bytes=room.usable_bytes, critical_share=crit,
+                   tokens_per_s_per_gpu=float(est.tokens_per_s_per_gpu), approx=approx1 + approx2)
 
 
 @lru_cache(maxsize=4)

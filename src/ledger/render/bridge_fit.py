@@ -149,3 +149,15 @@ def grace_score(scale: float, cal=None) -> tuple[float, float, int]:
 def fit_grace(grid=GRACE_HOST_GRID, cal=None) -> list[tuple[float, ...]]:
     """Every (mean |error|, max |error|, grace_host_scale) of the grid, best first."""
     return sorted((*grace_score(x, cal)[:2], x) for x in grid)
+
+
+def outcome_shares() -> list[tuple[str, bool, float]]:
+    """(row, ran, critical share) of every Megatron-Bridge row that runs and of the
+    placements its tables say did not fit (``ledger.validation.bridge.did_not_fit``): the
+    tables' outcomes, for benchmarks/fit_memory.py's unreturnable share
+    (``ledger.validation.outcomes.share_bounds``)."""
+    from ledger.render.bridge import outcome, outcomes
+    from ledger.validation.bridge import did_not_fit
+
+    ran = [(o.row.id, True, o.critical_share) for o in outcomes() if o.status == "ran"]
+    return ran + [(r.id, False, outcome(r).critical_share) for r in did_not_fit()]

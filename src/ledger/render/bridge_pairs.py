@@ -21,6 +21,9 @@ class Outcome:
     capacity_bytes: float | None = None
     tokens_per_s_per_gpu: float | None = None  # predicted
     approx: tuple[str, ...] = field(default=())
+    # the largest unreturnable share at which the worst rank still fits (MemoryBreakdown.
+    # critical_share): benchmarks/fit_memory.py bounds Framework.unreturnable with it
+    critical_share: float = float("inf")
 
     @property
     def error(self) -> float | None:

@@ -1,7 +1,8 @@
 """The memory validation as text: every measured peak against the ledger's, in the
 source's own definition (``ledger.validation.memory``), and the fit of the allocator's
-fragmentation. benchmarks/memory.py and benchmarks/fit_memory.py print these;
-docs/memory.md shows them and tests/test_memory.py holds the page to them."""
+fragmentation and of its unreturnable part. benchmarks/memory.py and
+benchmarks/fit_memory.py print these; docs/memory.md shows them and tests/test_memory.py
+holds the page to them."""
 from __future__ import annotations
 
 from ledger.render.text import fmt_bytes
@@ -9,7 +10,8 @@ from ledger.render.text import fmt_bytes
 _SHORT = {"pytorch/torchtitan@d4c86e37": "torchtitan 2024-12", "pytorch/torchtitan@cbccb387":
           "torchtitan 2025-06", "NVIDIA/Megatron-LM@d98e8a64": "Megatron-LM",
           "pytorch/torchtitan@395a5262": "torchtitan 2024-04",
-          "pytorch/torchtitan@3faaa1a0": "torchtitan 2024-08"}
+          "pytorch/torchtitan@3faaa1a0": "torchtitan 2024-08",
+          "DeepSeek-V3 technical report": "DeepSeek-V3 report"}
 
 
 def source_name(row) -> str:
@@ -28,7 +30,7 @@ def _row(row, placed) -> str:
     where = f"{top.moment}, rank {top.rank}" if top.moment else ""
     head = f"{row.role[:5]:<5} {source_name(row):<18} {row.label:<44} {row.metric:<9}"
     if row.metric == "outcome":
-        device = max(m.total_bytes for m in ranks)
+        device = max(m.required_bytes for m in ranks)  # what the verdict weighs
         verdict = "fits" if predicted(row) else "OOM"
         right = "right" if error(row) == 0 else "WRONG"
         return (f"{head} {'ran' if row.measured else 'OOM':>8} {verdict:>8} {right:>7}  "
@@ -95,4 +97,22 @@ def fit_table(fits: dict, top: int = 3) -> str:
                          f"{mean:.2%}  max {worst:.2%}")
     lines.append(f"shipped: a share of allocated bytes, eager {FRAGMENTATION[0]:4.2f}  "
                  f"compiled {FRAGMENTATION[1]:4.2f}")
+    return "\n".join(lines)
+
+
+def unreturnable_table(items) -> str:
+    """The unreturnable share's fit on the outcome rows (``items``: (label, ran, critical
+    share), ``ledger.validation.outcomes.share_bounds``), then what ships."""
+    from ledger.frameworks.conventions import UNRETURNABLE
+    from ledger.validation.outcomes import fit_unreturnable, share_bounds
+
+    (lo, lo_row), (hi, hi_row), wrong = share_bounds(items)
+    n_ran = sum(ran for _, ran, _ in items)
+    lines = [f"unreturnable share (split blocks kept through a failed cudaMalloc, of allocated) "
+             f"on {len(items)} outcome rows ({n_ran} ran, {len(items) - n_ran} out of memory)",
+             f"  above {lo:.2%}: {lo_row or 'no out-of-memory row binds'}",
+             f"  at most {hi:.2%}: {hi_row or 'no run that ran binds'}",
+             f"  rows no share judges right: {', '.join(wrong) if wrong else 'none'}",
+             f"fitted (the midpoint, to 0.1%): {fit_unreturnable(items):.3f}",
+             f"shipped: {UNRETURNABLE:.3f}"]
     return "\n".join(lines)

@@ -123,8 +123,10 @@ def memory_lines(mem, capacity=None) -> list[str]:
         tail = f" of {capacity.gpu}'s {fmt_bytes(capacity.usable_bytes)}{kept}: {verdict}"
     handed = mem.total_bytes - mem.required_bytes
     if capacity is not None and abs(handed) > 0.5 * 2**20:  # the allocator hands back
+        split = mem.required_bytes - mem.context_bytes - mem.max_allocated_bytes
+        kept = f" (its split blocks, {fmt_bytes(split)}, kept)" if split > 0.5 * 2**20 else ""
         tail = (f"; needs {fmt_bytes(mem.required_bytes)} with the allocator's cached "
-                f"blocks handed back," + tail)
+                f"blocks handed back{kept}," + tail)
     lines.append(f"  {'':<20}allocated {fmt_bytes(mem.allocated_bytes)}, reserved "
                  f"{fmt_bytes(mem.reserved_bytes)}, + context {fmt_bytes(mem.context_bytes)}"
                  f" = {fmt_bytes(mem.total_bytes)}{tail}")

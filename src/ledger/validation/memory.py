@@ -46,6 +46,7 @@ TT25 = "pytorch/torchtitan@cbccb387 benchmarks/llama3-8b_h200_202506_trainy-whit
 TT_A100 = "pytorch/torchtitan@395a5262 and @1ea476e9 docs/performance.md (Apr 2024)"
 TT_405 = "pytorch/torchtitan@3faaa1a0 docs/performance.md (Aug 2024)"
 MEGATRON = "NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases/gpt"
+DSV3 = "DeepSeek-V3 technical report (arXiv:2412.19437) sec. 3.1-3.3"
 
 
 @dataclass(frozen=True)
@@ -235,9 +236,25 @@ def _megatron_moe() -> list[Peak]:
     return out
 
 
+def _deepseek_outcome() -> list[Peak]:
+    """DeepSeek-V3's own training ran: 2,048 H800 (sec. 3.1), 16-way pipeline under DualPipe,
+    64-way expert parallelism across 8 nodes, ZeRO-1 data parallelism (sec. 3.2), FP8
+    (sec. 3.3), RMSNorm and MLA up-projections recomputed (sec. 3.2.3), 4K tokens
+    (sec. 4.2); the micro-batch count from 15,360 sequences a step at DP 128, one sequence
+    each (docs/memory.md's command, tests/test_memory.py)."""
+    from ledger.model import deepseek_v3
+
+    cfg = ParallelConfig(pp=16, vp=2, schedule="dualpipe", ep=64, dp=128, zero_stage=1,
+                         num_microbatches=120, framework="deepseek",
+                         precision="fp8-deepseek-v3", moe_dispatcher="flex", dropout=0.0,
+                         recompute="selective", recompute_modules=("layernorm", "mla_up_proj"))
+    return [Peak(DSV3, "deepseek-v3 2,048 H800 PP 16 DualPipe EP 64", deepseek_v3().with_seq(4096),
+                 cfg, "h800", "outcome", 1.0)]
+
+
 def peaks() -> list[Peak]:
     return (_torchtitan_2024_12() + _torchtitan_2025_06() + _megatron() + _megatron_moe()
-            + _torchtitan_outcomes())
+            + _torchtitan_outcomes() + _deepseek_outcome())
 
 
 def calibration_rows() -> list[Peak]:

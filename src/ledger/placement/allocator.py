@@ -1,0 +1,39 @@
+"""What PyTorch's caching allocator does with a rank's bytes beyond what its tensors hold:
+which of them are allocated once for the run (never split), and of its fragmentation what
+it hands back before it fails an allocation (SOURCES["allocator_reclaim"]) - the cached
+whole blocks always, the split blocks never unless expandable segments unmap their pages.
+``ledger.placement.footprint`` prices a rank's points with these."""
+from __future__ import annotations
+
+
+def reclaimable(frag, unreturnable, cfg):
+    """Of each point's fragmentation, what the caching allocator hands back before it
+    fails an allocation: all but the split blocks (``unreturnable``: the cached whole
+    blocks - freed logits and gradients, whole free segments - are released and the
+    allocation retried), and under ``cfg.expandable_segments`` all of it (the empty pages
+    of its segments unmapped) - SOURCES["allocator_reclaim"]."""
+    if getattr(cfg, "expandable_segments", False):
+        return list(frag)
+    return [f - u for f, u in zip(frag, unreturnable)]
+
+
+def unreturnable_share(cfg, fw) -> float:
+    """Of a point's allocated bytes, the split blocks the allocator keeps through a
+    failed cudaMalloc (``Framework.unreturnable``, at most the run's fragmentation share);
+    0 under expandable segments."""
+    if getattr(cfg, "expandable_segments", False):
+        return 0.0
+    share = fw.compiled_fragmentation if getattr(cfg, "compile", False) else fw.fragmentation
+    return min(share, fw.unreturnable)
+
+
+def persistent_bytes(parts, state, fw):
+    """Of a point's allocated bytes (``state`` its state term), those allocated once for
+    the run and never freed: the parameters and optimizer state, the gradients where the
+    framework keeps them in a buffer of its own (``Framework.grads_persist``) and the
+    buffers it keeps (``kept``). The rest - activations, logits, gathered parameters,
+    per-step gradients, workspaces - is freed and requested again every step: the only
+    blocks the caching allocator reuses and splits (SOURCES["fragmentation"]).
+    benchmarks/fit_memory.py fits the fragmentation on either basis."""
+    own = parts.params + parts.optim
+    return own + parts.kept + (state - own) * fw.grads_persist
