@@ -86,6 +86,17 @@ SOURCES = {
                    "mixed_precision.py L421-429 (Nemotron 3 Super's NVFP4: the last 14 layers "
                    "BF16); arXiv:2509.25149 (NVFP4 pretraining: a few first and last blocks "
                    "kept in BF16)",
+    "module formats (time)": "Megatron-LM d98e8a64 megatron/core/extensions/"
+                             "transformer_engine.py L312-323 (a module whose quantization "
+                             "file config names no FP8 / FP4 recipe runs under "
+                             "fp8_autocast(enabled=False): BF16), L350 (an mxfp8 config: "
+                             "MXFP8BlockScaling), L363-369, L1341-1344 (TELinear.forward runs "
+                             "under that context, its backward under the forward's recipe); "
+                             "TE common/recipe/__init__.py L593-608 (the Hadamard transform is "
+                             "NVFP4BlockScaling's, no other recipe's); Megatron-Bridge "
+                             "scripts/performance/configs/nemotronh/te_quant.cfg @ v0.4.0 "
+                             "(Nemotron 3 Super's NVFP4: linear_qkv, linear_proj, "
+                             "fc1/fc2_latent_proj BF16, mixer.out_proj MXFP8, mtp.* BF16)",
     "mxfp8 (torchao)": "pytorch/ao 06f5ff43 torchao/prototype/mx_formats/mx_linear.py (mx_mm."
                        "forward: ctx.save_for_backward(input_hp, weight_hp) - BF16 saved, every "
                        "operand cast to MXFP8 per use, all three GEMMs in MXFP8); torchtitan "

@@ -121,9 +121,8 @@ def precision_of(row: BridgeRow) -> tuple[str | None, tuple[str, ...]]:
         return None, ()
     quant = "".join(f"+quant-{QUANT_FILES[key]}" for key in [(row.model, row.precision)]
                     if key in QUANT_FILES)
-    # its modules' memory is priced; the time model runs every linear GEMM at the recipe's
-    approx: list[str] = ["te_quant.cfg's BF16 / MXFP8 GEMMs timed at the recipe's rate"] \
-        if quant else []
+    # its modules' memory and their GEMMs' peaks are priced (ledger.step.gemm._peaks)
+    approx: list[str] = []
     width, name = {"fp8_cs": ("fp8", "tensorwise"), "fp8_sc": ("fp8", "blockwise"),
                    "fp8_mx": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}[row.precision]
     if name not in offered:

@@ -32,12 +32,27 @@ def gemm_s(m, n, k, gpu, cal, count=1.0, peak=None):
     return count * 2.0 * m * n * k / ((gpu.bf16_flops if peak is None else peak) * eff)
 
 
+# the peak a module runs at where a recipe's quantization file sets its format apart
+# (ledger.frameworks.module_formats: Transformer Engine runs the matched module's GEMMs in
+# that format - BF16, or MXFP8 at the FP8 peak - in every pass)
+FORMAT_PEAK = {"bf16": "bf16_flops", "mxfp8": "fp8_flops"}
+
+
 def _peaks(cfg, gpu) -> dict:
-    """GEMM name (ledger.frameworks.fp8.GEMMS) -> the peak its FLOPs run at under the config."""
+    """GEMM name (ledger.frameworks.fp8.GEMMS) -> the peak its FLOPs run at under the config;
+    and the modules a quantization file can set apart (``module_formats``): a Mamba mixer's
+    in_proj / out_proj (``mamba_in`` / ``mamba_out``, else qkv's / attn_out's peak) and
+    LatentMoE's projections (``latent``, else the dense MLP's), attention's ``qkv`` /
+    ``attn_out`` - each at its own format's peak where the file names it."""
     fw = framework_of(cfg)
-    return {g: peak_flops(gpu, fw, g) for g in ("qkv", "attn_out", "mla_down", "mla_up",
-                                               "mlp_up", "mlp_down", "experts_up",
-                                               "experts_down", "shared_up", "shared_down")}
+    out = {g: peak_flops(gpu, fw, g) for g in ("qkv", "attn_out", "mla_down", "mla_up",
+                                              "mlp_up", "mlp_down", "experts_up",
+                                              "experts_down", "shared_up", "shared_down")}
+    out |= {"mamba_in": out["qkv"], "mamba_out": out["attn_out"], "latent": out["mlp_up"]}
+    rec = fw.fp8
+    for module, fmt in (rec.module_formats if rec is not None else ()):
+        out[module] = getattr(gpu, FORMAT_PEAK[fmt])
+    return out
 
 
 def _csa_gemms(model: ModelSpec, tokens, tp, gpu, cal, pk, ratio: int):
@@ -133,8 +148,8 @@ def _mixer_gemms(model: ModelSpec, mixer: str, tokens, tp, gpu, cal, pk, ratio=0
         out["hyper_connections"] = hc_gemms_s(model, tokens, gpu, cal)
     if "mamba" in mixer:
         mb = model.mamba
-        t = gemm_s(tokens, mb.in_width / tp, h, gpu, cal, peak=pk["qkv"]) \
-            + gemm_s(tokens, h, mb.inner / tp, gpu, cal, peak=pk["attn_out"])
+        t = gemm_s(tokens, mb.in_width / tp, h, gpu, cal, peak=pk["mamba_in"]) \
+            + gemm_s(tokens, h, mb.inner / tp, gpu, cal, peak=pk["mamba_out"])
         if mb.version == 1:
             r, n = mb.dt_rank, mb.state
             t = t + gemm_s(tokens, r + 2 * n, mb.inner, gpu, cal) \
@@ -179,10 +194,11 @@ def kind_gemms_s(model: ModelSpec, kind, cfg, tokens, gpu, cal, pk=None) -> dict
     out = out | {"experts": routed, "shared_experts": shared,
                  "router": gemm_s(tokens, model.num_experts, h, gpu, cal)}
     if model.moe_latent:  # LatentMoE's projections, whole on each GPU, on the tokens it
-        # dispatches (moe_layer.py:488-492, :591-592 at d98e8a64dd), at the dense MLP's precision
+        # dispatches (moe_layer.py:488-492, :591-592 at d98e8a64dd), at the dense MLP's
+        # precision or the quantization file's (``_peaks``)
         lat, rows = model.moe_latent, moe_tokens(cfg, tokens)
-        out["latent_proj"] = gemm_s(rows, lat, h, gpu, cal, peak=pk["mlp_up"]) \
-            + gemm_s(rows, h, lat, gpu, cal, peak=pk["mlp_down"])
+        out["latent_proj"] = gemm_s(rows, lat, h, gpu, cal, peak=pk["latent"]) \
+            + gemm_s(rows, h, lat, gpu, cal, peak=pk["latent"])
     return out
 
 
@@ -205,9 +221,10 @@ def rht_s(model: ModelSpec, cfg, tokens, gpu, cal) -> float:
         return 0.0
     etp, total = expert_tp(cfg), 0.0
     expert_rows = moe_tokens(cfg, tokens) * model.top_k * etp if model.is_moe else 0.0
+    apart = dict(rec.module_formats)  # a quantization file's BF16 / MXFP8 modules: no RHT
     for kind, n in model.kind_counts.items():
         for lin in modules.layer(model, kind):
-            if lin.kind == "router":
+            if lin.kind == "router" or module_of(lin) in apart:
                 continue
             split = etp if lin.experts > 1 else cfg.tp
             i, o = lin.in_features, lin.out_features
@@ -219,6 +236,17 @@ def rht_s(model: ModelSpec, cfg, tokens, gpu, cal) -> float:
             total = total + n * rows * width
     flops = RHT_FLOPS_PER_ELEMENT * total / model.layers * (1 - bf16_share(model, rec))
     return flops / (gpu.bf16_flops * gpu.gemm_efficiency)
+
+
+def module_of(lin) -> str | None:
+    """The ``ledger.frameworks.module_formats`` module a layer's weight matrix belongs to:
+    attention's column-parallel projections ``qkv`` and its row-parallel ``attn_out``, a
+    Mamba mixer's ``mamba_out``, LatentMoE's ``latent``; None for any other."""
+    if lin.kind == "attention":
+        return "attn_out" if lin.split == "row" else "qkv"
+    if lin.kind == "ssm" and lin.name == "out_proj":
+        return "mamba_out"
+    return "latent" if lin.kind == "latent_proj" else None
 
 
 def bf16_share(model: ModelSpec, rec) -> float:
