@@ -70,3 +70,21 @@ def test_quantization_files_modules_take_no_hadamard():
     want = 32 * TOKENS * dropped / 88 / (g.bf16_flops * g.gemm_efficiency)
     got = rht_s(model, plain, TOKENS, g, DEFAULT) - rht_s(model, quant, TOKENS, g, DEFAULT)
     assert got == pytest.approx(want)
+
+
+def test_the_bf16_mtp_block_runs_at_the_bf16_peak():
+    """keep_mtp_spec_in_bf16 (Megatron-Bridge recipes/nemotronh/nemotron_3_super.py @
+    v0.4.0): Nemotron 3 Super's one "*E" MTP block run 2 deep - 4 layers beside the 88 -
+    in BF16 with the last 14 of the stack: 18 of the 92 layers the step times at the BF16
+    peak; without it the MTP layers run at the recipe's, 14 of 88."""
+    from ledger.frameworks.fp8 import recipe
+    from ledger.render.bridge import _config_spec
+    from ledger.step.gemm import bf16_share
+
+    # the recipe's mtp_num_layers 2, mtp_use_repeated_layer (ledger.validation.bridge RECIPE_MTP)
+    model = replace(_config_spec("nemotron-3-super"), mtp_layers=2, mtp_shared=True)
+    assert (model.layers, model.mtp_layers, len(model.mtp_kinds)) == (88, 2, 2)
+    both = recipe("megatron", "fp4-nvfp4+bf16-mtp+bf16-ends-0-14")
+    ends = recipe("megatron", "fp4-nvfp4+bf16-ends-0-14")
+    assert bf16_share(model, both) == pytest.approx(18 / 92)
+    assert bf16_share(model, ends) == pytest.approx(14 / 88)

@@ -85,7 +85,10 @@ SOURCES = {
                    "num_layers_at_start_in_bf16 / _at_end_ default 1 / 1); Megatron-Bridge "
                    "mixed_precision.py L421-429 (Nemotron 3 Super's NVFP4: the last 14 layers "
                    "BF16); arXiv:2509.25149 (NVFP4 pretraining: a few first and last blocks "
-                   "kept in BF16)",
+                   "kept in BF16); keep_mtp_spec_in_bf16 (Megatron-Bridge recipes/nemotronh/"
+                   "nemotron_3_super.py L94-98 @ v0.4.0: mtp_num_layers 2, the MTP block in "
+                   "BF16; te_quant.cfg's mtp_bf16 'mtp.*') - the step times those 4 layers "
+                   "with the BF16 ends at the BF16 peak (ledger.step.gemm.bf16_share)",
     "module formats (time)": "Megatron-LM d98e8a64 megatron/core/extensions/"
                              "transformer_engine.py L312-323 (a module whose quantization "
                              "file config names no FP8 / FP4 recipe runs under "

@@ -250,8 +250,15 @@ def module_of(lin) -> str | None:
 
 
 def bf16_share(model: ModelSpec, rec) -> float:
-    """The share of the stack's layers a recipe keeps in BF16 (its first and last ones)."""
-    return min(sum(rec.bf16_layers), model.layers) / model.layers if rec is not None else 0.0
+    """The share of the layers a recipe keeps in BF16: its first and last ones of the stack,
+    and under ``bf16_mtp`` (Megatron-Bridge's keep_mtp_spec_in_bf16) the MTP depths'
+    layers too, of the stack's and those (the time model runs them as the stack's average
+    layer, ``ledger.placement.stages.pace``)."""
+    if rec is None:
+        return 0.0
+    ends = min(sum(rec.bf16_layers), model.layers)
+    mtp = model.mtp_layers * len(model.mtp_kinds) if rec.bf16_mtp else 0
+    return (ends + mtp) / (model.layers + mtp)
 
 
 def bf16_averaged(model: ModelSpec, cfg, gpu, stack) -> float:
