@@ -88,3 +88,13 @@ def test_the_bf16_mtp_block_runs_at_the_bf16_peak():
     ends = recipe("megatron", "fp4-nvfp4+bf16-ends-0-14")
     assert bf16_share(model, both) == pytest.approx(18 / 92)
     assert bf16_share(model, ends) == pytest.approx(14 / 88)
+
+
+def test_estimate_names_the_modules_its_recipe_sets_apart():
+    """The text output says which modules run outside the recipe's format."""
+    from ledger.render.text import fp8_lines
+
+    cfg = replace(_configs()[1], precision="fp4-nvfp4+quant-nemotronh+bf16-mtp")
+    text = "\\n".join(fp8_lines(cfg))
+    assert "the MTP block in BF16" in text
+    assert "qkv in BF16, attn_out in BF16, latent in BF16, mamba_out in MXFP8" in text

@@ -150,6 +150,11 @@ def fp8_lines(cfg) -> list[str]:
     core = "attention core in FP8 (fp8_dpa); " if fp8_attention(cfg) else "attention core, "
     if any(rec.bf16_layers):
         kept += f"; the first {rec.bf16_layers[0]} and last {rec.bf16_layers[1]} layers in BF16"
+    if rec.bf16_mtp:
+        kept += "; the MTP block in BF16"
+    if rec.module_formats:  # a quantization file's modules, each at its own format's peak
+        kept += "; " + ", ".join(f"{m} in {f.upper()}" for m, f in rec.module_formats) \
+            + " (quantization file)"
     return [f"  {rec.gemm_format + ' recipe':<20}{rec.name}: {rec.summary}",
             f"  {'':<20}linear-layer GEMMs in {low} ({passes}) at the {rec.gemm_format.upper()}"
             f" peak; {core}router, output head in BF16; {kept}"]
