@@ -276,8 +276,10 @@ def test_fp8_attention_is_read_from_the_workload_config_and_the_recipe():
         assert cfg.fp8_attention is on
         assert any("FP8 attention" in a for a in approx) is on
         # the fused grouped MLP the 26.06 / 26.08 recipes run (cutedsl_fused_grouped_mlp,
-        # use_transformer_engine_op_fuser) and 26.08's paged stash are named, not priced
-        assert any("fused grouped MLP" in a for a in approx) is on
+        # use_transformer_engine_op_fuser) is priced (ledger.step.eager); 26.08's paged
+        # stash is named, not priced
+        assert cfg.fused_grouped_mlp is on
+        assert not any("fused grouped MLP" in a for a in approx)
         assert any("paged stash" in a for a in approx) is (release == "26.08")
 
 

@@ -221,6 +221,14 @@ class ParallelConfig:
     # (ledger.step.layer_time.attention_peak); under BF16 or another recipe it changes
     # nothing. Its FP8 saved Q/K/V/O are not priced (memory stays BF16's)
     fp8_attention: bool = False
+    # the routed experts as one fused op (Megatron-Core's use_transformer_engine_op_fuser,
+    # transformer_config.py L525 @d98e8a64, moe/experts.py L286-291; no CLI flag there, set
+    # by Megatron-Bridge's recipes) with Transformer Engine's CuTe DSL grouped-GEMM kernels
+    # (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, which those recipes set beside it): fc1's
+    # activation and fc2's input quantization ride the GEMMs' epilogues where TE takes the
+    # kernel - an sm_10x GPU under MXFP8 / NVFP4 (ledger.step.eager.fused_grouped_mlp);
+    # elsewhere it changes nothing priced
+    fused_grouped_mlp: bool = False
     # parameters per DP gradient bucket (Megatron --ddp-bucket-size; None: the framework's,
     # Megatron max(40M, 1M x dp): training.py L2179-2194 @d98e8a64)
     dp_bucket_params: int | None = None

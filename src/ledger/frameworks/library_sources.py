@@ -129,3 +129,22 @@ LIBRARY_SOURCES.setdefault("deepseek", {})["grouped_gemm_fitted"] = (
     "DeepSeek's grouped FP8 GEMMs (deepseek-ai/DeepGEMM README.md @ 4cc65afa, H800) run "
     "at its dense rate: 8 groups of 4,096 rows, N 4096, K 7168, 1,288 TFLOP/s against "
     "1,304 for one 4096 x 4096 x 7168 GEMM")
+# the routed experts as Transformer Engine's fused grouped MLP (ledger.step.eager
+# .fused_grouped_mlp; ParallelConfig.fused_grouped_mlp)
+_FUSED_MLP = (
+    "Megatron-LM d98e8a64 megatron/core/transformer/transformer_config.py L525 "
+    "(use_transformer_engine_op_fuser, off by default), moe/experts.py L286-291 (the fused "
+    "impl, asserted supported), L382-450 (TE >= 2.14, an expert TP group of 1, gated SiLU or "
+    "quick GELU, clamped or not, or weighted squared ReLU), L624-638 (fc2's bias scaled by "
+    "the probs in GroupedLinear); TransformerEngine d0067d0d transformer_engine/pytorch/ops/"
+    "fused/grouped_mlp.py L946-950 (NVTE_CUTEDSL_FUSED_GROUPED_MLP set, compute capability "
+    "10.x), L842 (MXFP8 / NVFP4 recipes), L848 (ScaledSwiGLU, ScaledClampedQGeGLU), "
+    "L1530-1567 (fc1's grouped GEMM writes the activation's input and fc2's quantized "
+    "input from its epilogue), L352-364 (fc2's bias inside the cuDNN GEMM), L2064-2081 (the "
+    "backward's fc2 dgrad GEMM runs dGLU and dbias in its epilogue), L1749, L1793 (what it "
+    "keeps: fc1's input, the activation's input, the probs, fc2's input); Megatron-Bridge "
+    "scripts/performance/utils/overrides.py L238-243, perf_plugins.py L308-309 @v0.5.1 "
+    "(cutedsl_fused_grouped_mlp: the op fuser and NVTE_CUTEDSL_FUSED_GROUPED_MLP=1)")
+for _name in LIBRARY_SOURCES:
+    LIBRARY_SOURCES[_name]["fused_grouped_mlp"] = _FUSED_MLP if _name == "megatron" else \
+        "not offered (Megatron-Core's TE op fuser path only)"

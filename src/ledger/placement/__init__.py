@@ -51,6 +51,7 @@ from ledger.placement.layers import (
                                     inflight_kinds,
                                     layer_kinds,
                                     layer_working_bytes,
+                                    routed_activation_bytes,
 )
 from ledger.placement.layout import Layout
 from ledger.placement.per_gpu import (
@@ -85,7 +86,7 @@ __all__ = ["activation_bytes_per_layer", "block_layers", "buffer_bytes",
            "logits_bytes", "logits_elements", "memory_points", "MemoryBreakdown",
            "moe_tokens", "MOMENTS", "pace", "peak_memory", "peak_total",
            "per_gpu_state", "place", "Placement", "point_bytes", "pp_comms", "rank_layers",
-           "rank_parts", "rank_stages", "RankParts", "resident_state",
+           "rank_parts", "rank_stages", "RankParts", "resident_state", "routed_activation_bytes",
            "RING_BLOCKS_PER_STEP", "ring_kv_block_bytes", "shard_state", "split_layers",
            "split_problem", "stage_params", "tp_comms", "tuned_stage_state",
            "tuned_trainable"]

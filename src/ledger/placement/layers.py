@@ -13,6 +13,7 @@ from ledger.anatomy.mixers import LayerKind
 from ledger.arch import adapter_activation_bytes, layer_activations, recompute_working_bytes
 from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
+from ledger.frameworks import mlp_width_bytes
 from ledger.frameworks import of as framework_of
 from ledger.frameworks.module_formats import saved_delta
 from ledger.model import ModelSpec
@@ -133,6 +134,22 @@ def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
     kinds, counts = layer_kinds(model, 1)
     return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout, offload)
                for k, n in zip(kinds, counts[0])) / model.layers
+
+
+def routed_activation_bytes(model: ModelSpec, cfg) -> float:
+    """The routed experts' activation tensors one layer keeps (fc1's output and fc2's input,
+    ``ledger.arch.activations``' experts term without the permuted rows fc1 reads), averaged
+    over the stack: what a fused grouped MLP's GEMM epilogues write in place of the
+    activation's own kernel (``ledger.step.eager.fused_grouped_mlp``). 0 for a dense model."""
+    if not getattr(model, "is_moe", False):
+        return 0.0
+    kw = _layer_kw(model, cfg)
+    t, e = kw["table"], kw["act_bytes"]
+    per_f = t.mlp_gated_f if model.gated_mlp else t.mlp_plain_f
+    width = mlp_width_bytes(t, e, per_f, t.expert_swiglu_recompute) * model.moe_ffn_hidden
+    tokens = model.seq_len * cfg.micro_batch / cfg.cp
+    moe_share = sum(n for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
+    return moe_share * tokens * model.top_k * kw["capacity_factor"] * width / cfg.tp
 
 
 def layer_kinds(model: ModelSpec, pp: int, vp: int = 1, schedule: str | None = None,

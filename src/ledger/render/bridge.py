@@ -211,16 +211,17 @@ def config_of(row: BridgeRow, precision: str | None,
                 row.precision_setting("fp8_dot_product_attention")):
         kw["fp8_attention"] = True
         approx.append("FP8 attention's saved Q/K/V/O priced at BF16")
-    # what a recipe runs that moves a priced number and is not modelled, named: the 0.5
-    # workload configs' cutedsl_fused_grouped_mlp turns on TE's op fuser for the experts'
-    # fused grouped MLP (scripts/performance/utils/overrides.py L238-243 @ v0.5.1; the 0.6
-    # recipes set use_transformer_engine_op_fuser themselves), and the full-iteration MoE
-    # recipes' paged stash of the experts' activations (moe_paged_stash,
-    # transformer_config.py L1364 @ d98e8a64)
+    # the experts' fused grouped MLP: the 0.5 workload configs' cutedsl_fused_grouped_mlp
+    # turns on TE's op fuser (scripts/performance/utils/overrides.py L238-243 @ v0.5.1) and
+    # the launcher NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (perf_plugins.py L308-309 @ v0.5.1); the 0.6
+    # recipes set use_transformer_engine_op_fuser and that variable themselves
+    # (perf_recipes/deepseek/common.py L70, deepseek/gb300/deepseek_v3.py L177 @ v0.6.0)
     if row.moe and True in (row.setting("cutedsl_fused_grouped_mlp"),
                             row.setting("use_transformer_engine_op_fuser")):
-        approx.append("TE op fuser's fused grouped MLP not priced (its GEMMs and "
-                      "activation priced apart)")
+        kw["fused_grouped_mlp"] = True
+    # what a recipe runs that moves a priced number and is not modelled, named: the
+    # full-iteration MoE recipes' paged stash of the experts' activations (moe_paged_stash,
+    # transformer_config.py L1364 @ d98e8a64)
     if row.moe and row.setting("moe_paged_stash") is True:
         approx.append("MoE paged stash of the expert activations not priced")
     kw["loss"] = loss_of(row)

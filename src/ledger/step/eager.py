@@ -32,8 +32,28 @@ fc1's bias rides its grouped GEMM's epilogue, and its gradient the weight-gradie
 (Transformer Engine grouped_linear.py L300-330, L419-437 @v2.9): no pass of its own.
 Each pass moves the activation dtype's bytes (``cfg.act_bytes``); the passes run at the
 GPU's HBM bandwidth (they are memory-bound, one FLOP or so per element).
+
+**The fused grouped MLP** (``fused_grouped_mlp``). With Megatron-Core's
+``use_transformer_engine_op_fuser`` the routed experts are one Transformer Engine op
+sequence, GroupedLinear -> scaled GLU (or weighted squared ReLU) -> GroupedLinear, the
+probabilities and the clamp inside the activation op and fc2's bias scaled by them inside
+fc2 (moe/experts.py L286-291, L382-450, L624-638 @d98e8a64; it requires an expert TP
+group of 1, L397-398). Transformer Engine replaces that triple by its CuTe DSL kernels
+when ``NVTE_CUTEDSL_FUSED_GROUPED_MLP`` is set, the GPU is sm_10x and the recipe MXFP8 or
+NVFP4 (ops/fused/grouped_mlp.py L946-950, L842 @d0067d0d; SwiGLU and the clamped quick
+GEGLU, L848): fc1's grouped GEMM writes the activation's input (kept for the backward)
+and its output already quantized for fc2 from its epilogue (L1530-1567), fc2's bias goes
+into its GEMM (L352-364), and the backward's fc2 dgrad GEMM runs the activation's
+gradient in its epilogue from that saved input (L2064-2081). The activation then has no
+kernel of its own: the routed experts' activation bytes carry no elementwise traffic
+(their write is the GEMM's, hidden under its math as every GEMM's output is here) and
+none of the eager passes above run. The bytes kept are the same tensors (fc1's input,
+the activation's input, fc2's quantized input, the probabilities: L1749, L1793), so the
+memory model does not change.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ledger.config import expert_tp
 from ledger.frameworks import of as framework_of
@@ -43,17 +63,37 @@ from ledger.placement import moe_tokens
 CLAMP_PASSES = (4, 5)  # forward, backward passes over the fc1 output (rows x 2F)
 ROPE_PASSES = (12, 13)  # forward, backward passes over q and k (unfused RoPE under YaRN)
 BIAS_PASSES = (6, 6)  # forward, backward passes over the fc2 output (rows x h)
+FUSED_MLP_RECIPES = ("mxfp8", "nvfp4")  # TE's fused grouped MLP: grouped_mlp.py L842 @d0067d0d
 
 
-def expert_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
+def fused_grouped_mlp(model: ModelSpec, cfg, gpu) -> bool:
+    """Whether the routed experts run Transformer Engine's fused grouped MLP (the module
+    docstring): ``cfg.fused_grouped_mlp`` under Megatron-Core, a MoE model with an expert
+    TP group of 1, the MXFP8 or NVFP4 recipe and an sm_10x GPU (B200, B300, GB200,
+    GB300); an array of them on the planner's grid."""
+    if not getattr(cfg, "fused_grouped_mlp", False) or not getattr(model, "is_moe", False):
+        return False
+    fw = framework_of(cfg)
+    rec = getattr(fw, "fp8", None)
+    cap = getattr(gpu, "cuda_capability", None)
+    if not (fw.family == "megatron" and rec is not None and rec.name in FUSED_MLP_RECIPES
+            and cap is not None and cap[0] == 10):
+        return False
+    # TP and ETP of 1 (the planner's grid: element by element)
+    return (np.asarray(expert_tp(cfg)) == 1) & (np.asarray(cfg.tp) == 1)
+
+
+def expert_pass_bytes(model: ModelSpec, cfg, tokens, gpu=None) -> tuple:
     """(forward, backward) HBM bytes of one layer's eager expert passes, averaged over the
     stack: the routed rows this GPU's experts hold (the dispatcher's tokens x top_k,
     gathered over ETP, as ``ledger.step.gemm`` shapes the grouped GEMMs) times the passes
     above; 0 for a layer without them, and under a framework other than Megatron-Core
-    (whose MoE code these counts are not read from)."""
+    (whose MoE code these counts are not read from), and under the fused grouped MLP on
+    ``gpu`` (``fused_grouped_mlp``)."""
     if framework_of(cfg).family != "megatron" or not model.is_moe \
             or not (model.glu_clamp or model.mlp_bias):
         return 0.0, 0.0
+    kept = 1.0 - fused_grouped_mlp(model, cfg, gpu)  # 0 where the fused MLP runs
     etp = expert_tp(cfg)
     rows = moe_tokens(cfg, tokens) * model.top_k * etp
     fc1 = (2 if model.gated_mlp else 1) * model.moe_ffn_hidden / etp
@@ -63,7 +103,7 @@ def expert_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
     for i in (0, 1):
         passes = (CLAMP_PASSES[i] * fc1 if model.glu_clamp and model.gated_mlp else 0.0) \
             + (BIAS_PASSES[i] * fc2 if model.mlp_bias else 0.0)
-        out.append(moe_share * rows * passes * cfg.act_bytes)
+        out.append(kept * moe_share * rows * passes * cfg.act_bytes)
     return tuple(out)
 
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ledger.arch import keys_factor, local_keys_factor, op_share
 from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
-from ledger.placement import activation_bytes_per_layer, block_layers, forward_passes
-from ledger.step.eager import expert_pass_bytes, rope_pass_bytes
+from ledger.placement import (activation_bytes_per_layer, block_layers, forward_passes,
+                              routed_activation_bytes)
+from ledger.step.eager import expert_pass_bytes, fused_grouped_mlp, rope_pass_bytes
 from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_core_bwd_s,
                               recurrent_core_s, rht_s,
                               routed_gemms_s, shared_gemms_s)
@@ -120,8 +123,6 @@ def local_share(model: ModelSpec, cfg, gpu, keys, fp8: bool):
     parallelism, a model whose global layers have their own head widths (Gemma 4), and
     DeepSeek-V4's compressed attention, which does not run TE's fused window kernel (its
     window is one term of its own sparse core, priced as before)."""
-    import numpy as np
-
     none = 0.0, (1.0, 1.0)
     if model.global_attention is not None or model.compressed is not None:
         return none
@@ -192,9 +193,13 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     # the routed experts' eager passes (clamped GLU, fc2 bias: ledger.step.eager), their own
     # bytes at the HBM rate; LayerTime runs the backward as twice the forward's elementwise
     # time, so a third of both directions' bytes stands for the forward (their sum is exact)
-    eager = (sum(expert_pass_bytes(model, cfg, tokens)) + sum(rope_pass_bytes(
+    eager = (sum(expert_pass_bytes(model, cfg, tokens, gpu)) + sum(rope_pass_bytes(
         model, cfg, tokens))) / 3.0 / gpu.hbm_bytes_per_s  # and YaRN's eager RoPE
-    elementwise = traffic * saved + eager
+    # the fused grouped MLP's GEMM epilogues write the experts' activation tensors: no
+    # activation kernel of its own (ledger.step.eager.fused_grouped_mlp)
+    fused = fused_grouped_mlp(model, cfg, gpu)
+    fused = fused * routed_activation_bytes(model, cfg) if np.any(fused) else 0.0
+    elementwise = traffic * (saved - fused) + eager
     core = traffic * (saved - act(True)) if not cfg.flash_attention else 0.0 * saved
     s_act = tokens * model.hidden * cfg.act_bytes
     tp_f, tp_b, tp_raw_f, tp_raw_b = tp_times(cfg, s_act, gemm, links, system, tp_overlap)

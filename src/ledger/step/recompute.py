@@ -111,10 +111,11 @@ def eager_rerun_s(model: ModelSpec, cfg, tokens, gpu, mods) -> float:
     """Forward seconds of the experts' eager passes the recomputed modules run again: all
     of them under ``moe``, the GLU clamp's alone under ``moe_act`` (the fc2 bias left out)."""
     if "moe" in mods:
-        return expert_pass_bytes(model, cfg, tokens)[0] / gpu.hbm_bytes_per_s
+        return expert_pass_bytes(model, cfg, tokens, gpu)[0] / gpu.hbm_bytes_per_s
     if "moe_act" in mods and model.mlp_bias:
         model = replace(model, mlp_bias=False)
-    return ("moe_act" in mods) * expert_pass_bytes(model, cfg, tokens)[0] / gpu.hbm_bytes_per_s
+    return ("moe_act" in mods) * expert_pass_bytes(model, cfg, tokens, gpu)[0] \
+        / gpu.hbm_bytes_per_s
 
 
 def layer_share(model: ModelSpec, mlp: str) -> float:

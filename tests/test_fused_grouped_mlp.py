@@ -1,0 +1,102 @@
+"""Transformer Engine's fused grouped MLP for the routed experts (``ledger.step.eager``:
+Megatron-Core's use_transformer_engine_op_fuser, moe/experts.py L286-291 @d98e8a64, with
+TE's CuTe DSL kernels, ops/fused/grouped_mlp.py @d0067d0d): where TE takes the kernel (an
+sm_10x GPU, MXFP8 / NVFP4, TP and ETP 1) the activation rides the grouped GEMMs' epilogues,
+so the experts' activation bytes carry no elementwise traffic and gpt-oss's eager clamp
+and fc2-bias passes do not run; elsewhere the flag changes nothing priced."""
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ledger.io.hf.reader import read_hf_config
+from ledger.model import preset
+from ledger.parallel import ParallelConfig
+from ledger.placement import routed_activation_bytes
+from ledger.step import DEFAULT, estimate
+from ledger.step.eager import expert_pass_bytes, fused_grouped_mlp
+from ledger.system import system
+
+ROOT = Path(__file__).parents[1]
+MX = "fp8-mxfp8"
+
+
+def _gpt_oss():
+    model, _ = read_hf_config(ROOT / "examples" / "gpt-oss-120b.json")
+    return replace(model, seq_len=4096)
+
+
+def _cfg(**kw):
+    return ParallelConfig(**{"tp": 1, "pp": 1, "dp": 64, "ep": 64, "micro_batch": 4,
+                             "num_microbatches": 5, "zero_stage": 1, "precision": MX, **kw})
+
+
+def test_where_te_takes_the_fused_kernel():
+    m, gb200 = _gpt_oss(), system("gb200").gpu
+    assert fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True), gb200)
+    assert fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True), system("gb300").gpu)  # sm_103
+    assert not fused_grouped_mlp(m, _cfg(), gb200)  # the op fuser off
+    # Hopper (sm_90): TE keeps GroupedLinear, activation, GroupedLinear apart
+    assert not fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True), system("h100-sxm").gpu)
+    # FP8 current scaling: not a block-scaled recipe (grouped_mlp.py L842)
+    assert not fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True, precision="fp8-tensorwise"),
+                                 gb200)
+    assert not fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True, precision=None), gb200)
+    # Megatron-Core's fused impl needs an expert TP group of 1 (experts.py L397-398)
+    assert not fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True, tp=2, dp=32, ep=32,
+                                         sequence_parallel=True), gb200)
+    assert not fused_grouped_mlp(preset("llama3-8b"), _cfg(fused_grouped_mlp=True, ep=1),
+                                 gb200)  # no experts
+
+
+def test_routed_activation_bytes_by_hand():
+    # gpt-oss, 4 x 4096 tokens, top-4, F = 2880, every layer MoE: Megatron's gated experts
+    # keep fc1's 2F output in BF16 and fc2's F-wide input as MXFP8 (1 + 1/32 B)
+    got = routed_activation_bytes(_gpt_oss(), _cfg())
+    assert got == pytest.approx(16384 * 4 * 2880 * (2 * 2 + 1.03125))
+    assert routed_activation_bytes(preset("llama3-8b"), _cfg(ep=1)) == 0.0
+
+
+def test_the_fused_kernel_drops_the_eager_passes():
+    m, gb200 = _gpt_oss(), system("gb200").gpu
+    assert expert_pass_bytes(m, _cfg(), 16384, gb200)[0] > 0
+    assert expert_pass_bytes(m, _cfg(fused_grouped_mlp=True), 16384, gb200) == (0.0, 0.0)
+    # on a GPU TE does not take it on, the eager passes stay
+    h100 = system("h100-sxm").gpu
+    assert expert_pass_bytes(m, _cfg(fused_grouped_mlp=True), 16384, h100) \
+        == expert_pass_bytes(m, _cfg(), 16384, h100)
+
+
+def test_elementwise_falls_by_the_activation_bytes_and_the_passes():
+    sysm = system("gb200")
+    m = _gpt_oss()
+    a = estimate(m, _cfg(), sysm, precision=MX, optimizer="adam")
+    b = estimate(m, _cfg(fused_grouped_mlp=True), sysm, precision=MX, optimizer="adam")
+    # 36 layers x 5 micro-batches x (forward + twice it backward): the fitted traffic on
+    # the activation bytes, and the eager passes at the HBM rate, both directions
+    hbm = sysm.gpu.hbm_bytes_per_s
+    act = 36 * 5 * 3 * DEFAULT.elementwise_traffic * routed_activation_bytes(m, _cfg()) / hbm
+    passes = 36 * 5 * sum(expert_pass_bytes(m, _cfg(), 16384, sysm.gpu)) / hbm
+    assert a.breakdown["elementwise"] - b.breakdown["elementwise"] == pytest.approx(
+        act + passes, rel=1e-9)
+    assert a.breakdown["compute"] == b.breakdown["compute"]  # the GEMMs as before
+    assert a.memory_per_gpu_bytes == b.memory_per_gpu_bytes  # the same tensors kept
+    cdna = system("mi355x")  # MXFP8 on a GPU that is not sm_10x: nothing moves
+    assert estimate(m, _cfg(), cdna, precision=MX, optimizer="adam").step_time_s == \
+        estimate(m, _cfg(fused_grouped_mlp=True), cdna, precision=MX,
+                 optimizer="adam").step_time_s
+
+
+def test_bridge_rows_with_the_op_fuser_price_it():
+    from ledger.render.bridge import config_of, model_of, precision_of
+    from ledger.validation.bridge import rows
+
+    fused = [r for r in rows() if r.moe and True in (
+        r.setting("cutedsl_fused_grouped_mlp"), r.setting("use_transformer_engine_op_fuser"))]
+    assert len(fused) >= 20
+    for r in fused:
+        r = r.as_run()
+        prec, _ = precision_of(r)
+        cfg, approx = config_of(r, prec, model_of(r))
+        assert cfg.fused_grouped_mlp
+        assert not any("op fuser" in a for a in approx), r.id
