@@ -100,3 +100,43 @@ def test_bridge_rows_with_the_op_fuser_price_it():
         cfg, approx = config_of(r, prec, model_of(r))
         assert cfg.fused_grouped_mlp
         assert not any("op fuser" in a for a in approx), r.id
+
+
+def test_the_regressed_dglu_kernel_as_its_fix_measured_it():
+    # cudnn-frontend PR #322 at the issue's shape: dGLU with dbias 1362.768 us before the
+    # fix, 155.632 us after; the kernel is fc2's input-gradient GEMM: a third of a gated
+    # expert's forward GEMM FLOPs (fc1 2F wide, fc2 F)
+    from ledger.step.eager import dglu_regression_s
+
+    m, gb200 = _gpt_oss(), system("gb200").gpu
+    on = _cfg(fused_grouped_mlp=True, dglu_dbias_regression=True)
+    assert dglu_regression_s(m, on, gb200, 3.0) == pytest.approx(1362.768 / 155.632 - 1)
+    assert dglu_regression_s(m, _cfg(fused_grouped_mlp=True), gb200, 3.0) == 0.0
+    assert dglu_regression_s(m, _cfg(dglu_dbias_regression=True), gb200, 3.0) == 0.0  # unfused
+    # without an fc1 bias the kernel skips dbias: the regression is dbias's (PR #322:
+    # 139.392 / 138.960 us without it)
+    assert dglu_regression_s(replace(m, mlp_bias=False), on, gb200, 3.0) == 0.0
+    sysm = system("gb200")
+    a = estimate(m, _cfg(fused_grouped_mlp=True), sysm, precision=MX, optimizer="adam")
+    b = estimate(m, on, sysm, precision=MX, optimizer="adam")
+    assert b.step_time_s > a.step_time_s and b.breakdown["elementwise"] == \
+        a.breakdown["elementwise"]
+
+
+def test_only_rows_whose_table_names_the_regression_take_it():
+    from ledger.render.bridge import config_of, model_of, precision_of
+    from ledger.validation.bridge import rows
+
+    taken = []
+    for r in rows():
+        if not r.moe:
+            continue
+        r = r.as_run()
+        prec, _ = precision_of(r)
+        cfg, _ = config_of(r, prec, model_of(r))
+        if cfg.dglu_dbias_regression:
+            taken.append(r.id)
+            assert any("cudnn-frontend/issues/256" in n for n in r.notes)
+    # docs/performance-summary-archive.md L57-58 @067f987d: the two 26.06.01 gpt-oss rows
+    assert sorted(taken) == ["26.06.01/gb200/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4",
+                             "26.06.01/gb300/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4"]

@@ -221,14 +221,14 @@ class ParallelConfig:
     # (ledger.step.layer_time.attention_peak); under BF16 or another recipe it changes
     # nothing. Its FP8 saved Q/K/V/O are not priced (memory stays BF16's)
     fp8_attention: bool = False
-    # the routed experts as one fused op (Megatron-Core's use_transformer_engine_op_fuser,
-    # transformer_config.py L525 @d98e8a64, moe/experts.py L286-291; no CLI flag there, set
-    # by Megatron-Bridge's recipes) with Transformer Engine's CuTe DSL grouped-GEMM kernels
-    # (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, which those recipes set beside it): fc1's
-    # activation and fc2's input quantization ride the GEMMs' epilogues where TE takes the
-    # kernel - an sm_10x GPU under MXFP8 / NVFP4 (ledger.step.eager.fused_grouped_mlp);
-    # elsewhere it changes nothing priced
+    # the routed experts as Megatron-Core's use_transformer_engine_op_fuser with TE's CuTe
+    # DSL kernels (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): the activation rides the grouped
+    # GEMMs' epilogues on sm_10x under MXFP8 / NVFP4, else nothing priced moves
+    # (ledger.step.eager.fused_grouped_mlp, SOURCES["megatron"]["fused_grouped_mlp"])
     fused_grouped_mlp: bool = False
+    # its dGLU-with-bias kernel as cuDNN frontend v1.24-1.25 ran it, regressed
+    # (NVIDIA/cudnn-frontend#256: ledger.step.eager.dglu_regression_s); off unless said
+    dglu_dbias_regression: bool = False
     # parameters per DP gradient bucket (Megatron --ddp-bucket-size; None: the framework's,
     # Megatron max(40M, 1M x dp): training.py L2179-2194 @d98e8a64)
     dp_bucket_params: int | None = None

@@ -58,6 +58,7 @@ from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ
                                      RECIPE_MTP, WITH, BridgeRow, config_text, rows)
 
 GIB = 2**30
+REGRESSION_NOTE = "github.com/NVIDIA/cudnn-frontend/issues/256"  # ledger.step.eager
 GPU_PRESET = {"h100": "h100-sxm", "b200": "b200", "b300": "b300", "gb200": "gb200",
               "gb300": "gb300"}
 FAMILY = {"llama3-8b": "llama3", "llama3-70b": "llama3", "llama3.1-405b": "llama3",
@@ -219,6 +220,10 @@ def config_of(row: BridgeRow, precision: str | None,
     if row.moe and True in (row.setting("cutedsl_fused_grouped_mlp"),
                             row.setting("use_transformer_engine_op_fuser")):
         kw["fused_grouped_mlp"] = True
+        # one rule for a kernel regression the table itself declares: a row whose table
+        # line names cudnn-frontend#256 ran its container's regressed dGLU-with-bias kernel
+        # (docs/performance-summary-archive.md L57-58 @ 067f987d, the 26.06.01 gpt-oss rows)
+        kw["dglu_dbias_regression"] = any(REGRESSION_NOTE in n for n in row.notes)
     # what a recipe runs that moves a priced number and is not modelled, named: the
     # full-iteration MoE recipes' paged stash of the experts' activations (moe_paged_stash,
     # transformer_config.py L1364 @ d98e8a64)

@@ -83,6 +83,28 @@ def fused_grouped_mlp(model: ModelSpec, cfg, gpu) -> bool:
     return (np.asarray(expert_tp(cfg)) == 1) & (np.asarray(cfg.tp) == 1)
 
 
+# cudnn-frontend#256 (grouped_gemm_dglu_wrapper_sm100 10x slower from v1.23.0 to v1.24.0,
+# persisting in v1.25.0): the fix's own benchmark at the issue's shape on SM100, PR #322
+# (NVIDIA/cudnn-frontend, 2026-06-23): generate_dbias=true 1362.768 us before, 155.632 us
+# after (139.392 / 138.960 us without dbias: the slowdown is the dbias path's)
+DGLU_DBIAS_BEFORE_S, DGLU_DBIAS_AFTER_S = 1362.768e-6, 155.632e-6
+
+
+def dglu_regression_s(model: ModelSpec, cfg, gpu, routed) -> float:
+    """Seconds the regressed fused dGLU kernel adds to one layer's backward (a container
+    whose table line names cudnn-frontend#256: ``cfg.dglu_dbias_regression``): under the
+    fused grouped MLP (``fused_grouped_mlp``) the backward's fc2 input-gradient grouped
+    GEMM runs dGLU, and dbias where fc1 has a bias (grouped_mlp.py L2072 @d0067d0d:
+    generate_dbias = fc1's bias), in one kernel; regressed, it takes PR #322's before /
+    after ratio of its time. Its time here is fc2's forward GEMM's, the same FLOPs: fc2's
+    share of the routed experts' forward GEMM FLOPs ``routed`` (F of a gated 2F + F)."""
+    if not (getattr(cfg, "dglu_dbias_regression", False) and model.mlp_bias):
+        return 0.0
+    fc2_share = 1 / 3 if model.gated_mlp else 1 / 2
+    slower = DGLU_DBIAS_BEFORE_S / DGLU_DBIAS_AFTER_S - 1
+    return fused_grouped_mlp(model, cfg, gpu) * slower * fc2_share * routed
+
+
 def expert_pass_bytes(model: ModelSpec, cfg, tokens, gpu=None) -> tuple:
     """(forward, backward) HBM bytes of one layer's eager expert passes, averaged over the
     stack: the routed rows this GPU's experts hold (the dispatcher's tokens x top_k,

@@ -14,7 +14,8 @@ from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
 from ledger.placement import (activation_bytes_per_layer, block_layers, forward_passes,
                               routed_activation_bytes)
-from ledger.step.eager import expert_pass_bytes, fused_grouped_mlp, rope_pass_bytes
+from ledger.step.eager import (dglu_regression_s, expert_pass_bytes, fused_grouped_mlp,
+                               rope_pass_bytes)
 from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_core_bwd_s,
                               recurrent_core_s, rht_s,
                               routed_gemms_s, shared_gemms_s)
@@ -211,6 +212,9 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         gemm, gemm + rht_s(model, cfg, tokens, gpu, cal))  # NVFP4's Hadamard on wgrad
     again = forward_passes(cfg) - 1  # full recompute issues the forward's TP calls again
     routed = routed_gemms_s(model, cfg, tokens, gpu, cal) if model.is_moe else 0.0
+    # a container whose fused dGLU-with-bias kernel regressed (cudnn-frontend#256): what
+    # it adds to the backward's input-gradient GEMMs (ledger.step.eager)
+    grads = (grads[0] + dglu_regression_s(model, cfg, gpu, routed), grads[1])
     share, rerun = op_share(model, cfg), None
     if cfg.recompute == "selective" and share is None:  # the modules' forward again
         mods = recompute_modules(cfg)
