@@ -148,3 +148,14 @@ _FUSED_MLP = (
 for _name in LIBRARY_SOURCES:
     LIBRARY_SOURCES[_name]["fused_grouped_mlp"] = _FUSED_MLP if _name == "megatron" else \
         "not offered (Megatron-Core's TE op fuser path only)"
+# the dispatcher's permutation kernels (ledger.step.eager.dispatch_pass_bytes)
+_PERMUTES = (
+    "Megatron-LM d98e8a64 megatron/core/transformer/moe/token_dispatcher.py: alltoall "
+    "L667-680 (permute before the all-to-all), L780-788 (sort_chunks_by_idxs by local "
+    "expert), L815-822 (and back), L891-899 (unpermute after the combine); DeepEP L1424-1466 "
+    "(one permute after dispatch, one unpermute before combine); HybridEP L1001-1014 (both "
+    "inside its kernels); Megatron-Bridge recipes/deepseek/deepseek_v3.py L259 @v0.2.0 "
+    "(moe_permute_fusion: TE's fused permutation kernels)")
+for _name in LIBRARY_SOURCES:
+    LIBRARY_SOURCES[_name]["dispatch_passes"] = _PERMUTES if _name == "megatron" else \
+        "not priced (Megatron-Core's dispatchers only)"

@@ -212,21 +212,17 @@ def config_of(row: BridgeRow, precision: str | None,
                 row.precision_setting("fp8_dot_product_attention")):
         kw["fp8_attention"] = True
         approx.append("FP8 attention's saved Q/K/V/O priced at BF16")
-    # the experts' fused grouped MLP: the 0.5 workload configs' cutedsl_fused_grouped_mlp
-    # turns on TE's op fuser (scripts/performance/utils/overrides.py L238-243 @ v0.5.1) and
-    # the launcher NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (perf_plugins.py L308-309 @ v0.5.1); the 0.6
-    # recipes set use_transformer_engine_op_fuser and that variable themselves
-    # (perf_recipes/deepseek/common.py L70, deepseek/gb300/deepseek_v3.py L177 @ v0.6.0)
+    # the fused grouped MLP: the 0.5 configs' cutedsl_fused_grouped_mlp (op fuser and
+    # NVTE_CUTEDSL_FUSED_GROUPED_MLP=1: utils/overrides.py L238-243, perf_plugins.py L308-309
+    # @ v0.5.1), the 0.6 recipes' own (deepseek/common.py L70, gb300/deepseek_v3.py L177)
     if row.moe and True in (row.setting("cutedsl_fused_grouped_mlp"),
                             row.setting("use_transformer_engine_op_fuser")):
         kw["fused_grouped_mlp"] = True
-        # one rule for a kernel regression the table itself declares: a row whose table
-        # line names cudnn-frontend#256 ran its container's regressed dGLU-with-bias kernel
-        # (docs/performance-summary-archive.md L57-58 @ 067f987d, the 26.06.01 gpt-oss rows)
+        # one rule for a kernel regression the table line itself names (cudnn-frontend#256:
+        # performance-summary-archive.md L57-58 @ 067f987d, the 26.06.01 gpt-oss rows)
         kw["dglu_dbias_regression"] = any(REGRESSION_NOTE in n for n in row.notes)
-    # what a recipe runs that moves a priced number and is not modelled, named: the
-    # full-iteration MoE recipes' paged stash of the experts' activations (moe_paged_stash,
-    # transformer_config.py L1364 @ d98e8a64)
+    # named, not priced: the MoE recipes' paged stash of the experts' activations
+    # (moe_paged_stash, transformer_config.py L1364 @ d98e8a64)
     if row.moe and row.setting("moe_paged_stash") is True:
         approx.append("MoE paged stash of the expert activations not priced")
     kw["loss"] = loss_of(row)

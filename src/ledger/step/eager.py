@@ -33,6 +33,21 @@ fc1's bias rides its grouped GEMM's epilogue, and its gradient the weight-gradie
 Each pass moves the activation dtype's bytes (``cfg.act_bytes``); the passes run at the
 GPU's HBM bandwidth (they are memory-bound, one FLOP or so per element).
 
+**The dispatcher's permutations** (``dispatch_pass_bytes``). Megatron-Core's ``alltoall``
+dispatcher moves the routed rows through four separate kernels a layer (TE's fused
+permutation kernels under ``moe_permute_fusion``, which the recipes set): permute the local
+tokens into rows x h before the all-to-all (token_dispatcher.py L667-680 @d98e8a64), sort
+the received rows by local expert (L780-788, when a GPU holds more than one), unsort them
+after the experts (L815-822) and unpermute them, weighting and summing each token's k
+rows, after the combine (L891-899): read and write the rows three times and, unpermuting,
+read the rows and write the tokens - 7 + 1/k passes over rows x h forward; each kernel's
+gradient is its inverse, so as many backward. DeepEP's flex dispatcher hands the experts
+a token once per GPU and runs one permute into rows and one unpermute back (L1424-1466):
+2 + 2 passes (the unpermute's write counted at the rows', an upper bound). HybridEP
+permutes inside its dispatch and combine kernels ("permute tokens for communication,
+perform all-to-all communication, and permute tokens for experts in single step",
+L1001-1014): none. The allgather dispatcher's own permutations are not priced.
+
 **The fused grouped MLP** (``fused_grouped_mlp``). With Megatron-Core's
 ``use_transformer_engine_op_fuser`` the routed experts are one Transformer Engine op
 sequence, GroupedLinear -> scaled GLU (or weighted squared ReLU) -> GroupedLinear, the
@@ -103,6 +118,30 @@ def dglu_regression_s(model: ModelSpec, cfg, gpu, routed) -> float:
     fc2_share = 1 / 3 if model.gated_mlp else 1 / 2
     slower = DGLU_DBIAS_BEFORE_S / DGLU_DBIAS_AFTER_S - 1
     return fused_grouped_mlp(model, cfg, gpu) * slower * fc2_share * routed
+
+
+def dispatch_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
+    """(forward, backward) HBM bytes of one layer's dispatcher permutations (the module
+    docstring), averaged over the stack: the routed rows this GPU's experts hold, as
+    ``expert_pass_bytes`` counts them, x h x the passes its dispatcher runs; 0 under
+    HybridEP, the allgather dispatcher, another framework or a dense model."""
+    from ledger.config import dispatcher
+
+    if framework_of(cfg).family != "megatron" or not model.is_moe:
+        return 0.0, 0.0
+    kind, backend = dispatcher(cfg), getattr(cfg, "ep_backend", None) or "deepep"
+    if kind == "alltoall":
+        local = model.num_experts / cfg.ep > 1  # the sort by local expert, and back
+        passes = 2 + 4 * local + 1 + 1 / model.top_k
+    elif kind == "flex" and backend == "deepep":
+        passes = 4.0
+    else:
+        return 0.0, 0.0
+    rows = moe_tokens(cfg, tokens) * model.top_k * expert_tp(cfg)
+    width = model.expert_hidden if model.expert_hidden else model.hidden
+    moe_share = sum(n for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
+    one = moe_share * rows * width * passes * cfg.act_bytes
+    return one, one
 
 
 def expert_pass_bytes(model: ModelSpec, cfg, tokens, gpu=None) -> tuple:

@@ -14,8 +14,8 @@ from ledger.frameworks import of as framework_of
 from ledger.model import ModelSpec
 from ledger.placement import (activation_bytes_per_layer, block_layers, forward_passes,
                               routed_activation_bytes)
-from ledger.step.eager import (dglu_regression_s, expert_pass_bytes, fused_grouped_mlp,
-                               rope_pass_bytes)
+from ledger.step.eager import (dglu_regression_s, dispatch_pass_bytes, expert_pass_bytes,
+                               fused_grouped_mlp, rope_pass_bytes)
 from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_core_bwd_s,
                               recurrent_core_s, rht_s,
                               routed_gemms_s, shared_gemms_s)
@@ -195,7 +195,8 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     # bytes at the HBM rate; LayerTime runs the backward as twice the forward's elementwise
     # time, so a third of both directions' bytes stands for the forward (their sum is exact)
     eager = (sum(expert_pass_bytes(model, cfg, tokens, gpu)) + sum(rope_pass_bytes(
-        model, cfg, tokens))) / 3.0 / gpu.hbm_bytes_per_s  # and YaRN's eager RoPE
+        model, cfg, tokens)) + sum(dispatch_pass_bytes(model, cfg, tokens))) \
+        / 3.0 / gpu.hbm_bytes_per_s  # and YaRN's eager RoPE, the dispatcher's permutations
     # the fused grouped MLP's GEMM epilogues write the experts' activation tensors: no
     # activation kernel of its own (ledger.step.eager.fused_grouped_mlp)
     fused = fused_grouped_mlp(model, cfg, gpu)

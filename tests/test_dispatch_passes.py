@@ -1,0 +1,51 @@
+"""The MoE dispatcher's own permutation kernels (ledger.step.eager.dispatch_pass_bytes),
+counted by hand from Megatron-Core's token_dispatcher.py @d98e8a64: the alltoall
+dispatcher's permute (L667-680), sort by local expert (L780-788), unsort (L815-822) and
+unpermute (L891-899); DeepEP's permute and unpermute around its kernels (L1424-1466);
+HybridEP's inside its dispatch and combine (L1001-1014)."""
+from dataclasses import replace
+
+import pytest
+
+from ledger.model import preset
+from ledger.parallel import ParallelConfig
+from ledger.step import estimate
+from ledger.step.eager import dispatch_pass_bytes
+from ledger.system import system
+
+
+def _cfg(**kw):
+    return ParallelConfig(**{"tp": 1, "pp": 1, "dp": 8, "ep": 8, "micro_batch": 1,
+                             "num_microbatches": 4, "zero_stage": 1, **kw})
+
+
+def test_alltoall_passes_by_hand():
+    m = replace(preset("qwen3-30b-a3b"), seq_len=4096)  # 48 MoE layers, top-8, h 2048
+    fwd, bwd = dispatch_pass_bytes(m, _cfg(moe_dispatcher="alltoall"), 4096)
+    # 4,096 tokens x 8 rows each; 16 local experts: permute 2, sort 2, unsort 2, unpermute
+    # 1 + 1/8 passes over rows x 2,048 x 2 B; the backward mirrors each
+    assert fwd == bwd == pytest.approx(4096 * 8 * 2048 * 2 * (7 + 1 / 8))
+    # one expert a GPU: no sort by local expert and back
+    one = replace(m, num_experts=8)
+    assert dispatch_pass_bytes(one, _cfg(moe_dispatcher="alltoall"), 4096)[0] == \
+        pytest.approx(4096 * 8 * 2048 * 2 * (3 + 1 / 8))
+
+
+def test_flex_backends_and_the_rest():
+    m = replace(preset("qwen3-30b-a3b"), seq_len=4096)
+    deepep = dispatch_pass_bytes(m, _cfg(moe_dispatcher="flex", ep_backend="deepep"), 4096)
+    assert deepep[0] == pytest.approx(4096 * 8 * 2048 * 2 * 4)
+    assert dispatch_pass_bytes(m, _cfg(moe_dispatcher="flex", ep_backend="hybridep"),
+                               4096) == (0.0, 0.0)
+    assert dispatch_pass_bytes(m, _cfg(moe_dispatcher="allgather"), 4096) == (0.0, 0.0)
+    assert dispatch_pass_bytes(preset("llama3-8b"), _cfg(ep=1), 4096) == (0.0, 0.0)
+
+
+def test_the_passes_are_elementwise_time_at_hbm_bandwidth():
+    m, b200 = replace(preset("qwen3-30b-a3b"), seq_len=4096), system("b200")
+    a = estimate(m, _cfg(moe_dispatcher="alltoall"), b200, precision="bf16",
+                 optimizer="adam").breakdown["elementwise"]
+    h = estimate(m, _cfg(moe_dispatcher="flex", ep_backend="hybridep"), b200,
+                 precision="bf16", optimizer="adam").breakdown["elementwise"]
+    passes = 48 * 4 * 2 * 4096 * 8 * 2048 * 2 * (7 + 1 / 8) / b200.gpu.hbm_bytes_per_s
+    assert a - h == pytest.approx(passes, rel=1e-9)
