@@ -140,3 +140,20 @@ def test_only_rows_whose_table_names_the_regression_take_it():
     # docs/performance-summary-archive.md L57-58 @067f987d: the two 26.06.01 gpt-oss rows
     assert sorted(taken) == ["26.06.01/gb200/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4",
                              "26.06.01/gb300/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4"]
+
+
+def test_estimate_takes_the_flag():
+    import json as _json
+
+    from test_bad_input import run
+
+    argv = ["estimate", str(ROOT / "examples" / "gpt-oss-120b.json"), "--gpu", "gb200",
+            "--gpus", "64", "--ep", "64", "--global-batch", "1280", "--micro-batch", "4",
+            "--precision", "fp8", "--fp8-recipe", "mxfp8", "--json"]
+    runs = []
+    for extra in ([], ["--fused-grouped-mlp"]):
+        code, out, err = run(argv + extra)
+        assert code == 0, err
+        runs.append(_json.loads(out))
+    assert runs[1]["config"]["fused_grouped_mlp"] and not runs[0]["config"]["fused_grouped_mlp"]
+    assert runs[1]["step_time_s"] < runs[0]["step_time_s"]

@@ -355,6 +355,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                 ep_backend=a.ep_backend,
                 shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
                 fp8_attention=bool(getattr(a, "fp8_attention", False)),
+                fused_grouped_mlp=bool(getattr(a, "fused_grouped_mlp", False)),
                 delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
                 dp_bucket_params=getattr(a, "dp_bucket_params", None),
                 expandable_segments=bool(getattr(a, "expandable_segments", False)),

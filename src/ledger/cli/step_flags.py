@@ -151,6 +151,12 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    action="store_true",
                    help="run the shared experts beside the dispatcher's all-to-alls "
                         "(Megatron; alltoall / flex, not with the combined 1F1B; default off)")
+    g.add_argument("--fused-grouped-mlp", dest="fused_grouped_mlp", action="store_true",
+                   help="the routed experts as Megatron-Core's TE op fuser with TE's CuTe "
+                        "DSL kernels (use_transformer_engine_op_fuser with "
+                        "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): the activation in the grouped "
+                        "GEMMs' epilogues on B200 / B300 / GB200 / GB300 under MXFP8 / NVFP4 "
+                        "at TP and ETP 1; elsewhere it changes nothing (default off)")
     g.add_argument("--ddp-bucket-size", dest="dp_bucket_params", type=count(1 << 40),
                    help="parameters per DP gradient bucket when the reduction overlaps the "
                         "backward (Megatron; default: the framework's, megatron max(40M, "

@@ -48,7 +48,8 @@ RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules") + DTYPE_FACTS  #
 MATRIX_FORMS = ("zb-h1", "zb-v", "interleaved-zb")
 HOST_FACTS = ("cuda_graph", "ep_backend",  # and what the host launches (ledger.step.host),
               "shared_expert_overlap", "delay_wgrad",  # what hides EP (step.layer_comms),
-              "fp8_attention")  # the attention core's rate (step.layer_time.attention_peak)
+              "fp8_attention",  # the attention core's rate (step.layer_time.attention_peak)
+              "fused_grouped_mlp")  # the experts' activation passes (step.eager)
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30
