@@ -201,10 +201,10 @@ def test_fp8_attention_flag_refused_where_it_changes_nothing(capsys, flags, refu
         assert main(argv) == 0 and capsys.readouterr().out != out  # it moves the step
 
 
-def test_fp8_attention_flag_marks_its_saved_tensors_approximate(capsys):
-    """Where it runs, --fp8-dot-product-attention's FP8 saved Q/K/V/O are priced at BF16:
-    named on stderr in one line and the JSON marked approximate, as the Bridge rows that
-    set it are (render.bridge)."""
+def test_fp8_attention_flag_prices_its_saved_tensors(capsys):
+    """Where it runs, --fp8-dot-product-attention's FP8 saved q, k, v are priced
+    (ledger.frameworks.fp8_attention): nothing named on stderr, no approximate mark, less
+    memory than without it."""
     import json
 
     from ledger.cli import main
@@ -213,55 +213,53 @@ def test_fp8_attention_flag_marks_its_saved_tensors_approximate(capsys):
             "--fp8-recipe", "mxfp8", "--json"]
     assert main([*argv, "--fp8-dot-product-attention"]) == 0
     out, err = capsys.readouterr()
-    assert err.count("\n") == 1 and "saved Q/K/V/O priced at BF16" in err
-    assert json.loads(out)["approximate"] == [
-        "--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)"]
+    on = json.loads(out)
+    assert err == "" and "approximate" not in on
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert err == "" and "approximate" not in json.loads(out)
+    off = json.loads(out)
+    assert err == "" and "approximate" not in off
+    assert on["memory_per_gpu_bytes"] < off["memory_per_gpu_bytes"]
 
 
-def test_fp8_attention_typed_beside_a_launch_is_named(capsys, tmp_path):
-    """Typed beside a launch file that sets nothing unpriced, the flag's unpriced part is
-    named on stderr as the mark says ('named on stderr'), not left unnamed."""
+LAUNCH = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --ffn-hidden-size 4096 "
+          "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+          "--global-batch-size 64 --vocab-size 32000 --bf16 --tokenizer-type NullTokenizer "
+          "--fp8-format e4m3 --fp8-recipe mxfp8")
+TYPED = ["--recompute", "selective", "--recompute-modules", "core_attn,gdp_in_proj"]
+GDP = ("--recompute-modules gdp_in_proj (GatedDeltaProduct / HyperConnections' recompute, "
+       "not modelled: priced as not recomputed)")
+
+
+def test_unpriced_flag_typed_beside_a_launch_is_named(capsys, tmp_path):
+    """Typed beside a launch file that sets nothing unpriced, a flag's unpriced part is
+    named on stderr as the mark says ('named on stderr'), not left unnamed; the priced
+    --fp8-dot-product-attention beside it adds nothing."""
     from ledger.cli import main
 
     path = tmp_path / "launch.sh"
-    path.write_text("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 "
-                    "--ffn-hidden-size 4096 --seq-length 4096 --max-position-embeddings 4096 "
-                    "--micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16 "
-                    "--tokenizer-type NullTokenizer --fp8-format e4m3 --fp8-recipe mxfp8\n")
+    path.write_text(LAUNCH + "\n")
     assert main(["estimate", "--from-megatron", str(path), "--gpus", "8", "--gpu", "b200",
-                 "--fp8-dot-product-attention"]) == 0
+                 "--fp8-dot-product-attention", *TYPED]) == 0
     out, err = capsys.readouterr()
     assert "approximate: the command line sets 1 thing(s)" in out
-    assert err == "warning: not modelled, so the figures are approximate: " \
-                  "--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)\n"
+    assert err == f"warning: not modelled, so the figures are approximate: {GDP}\n"
 
 
-def test_fp8_attention_typed_beside_an_approximate_launch_is_named_too(capsys, tmp_path):
+def test_unpriced_flag_typed_beside_an_approximate_launch_is_named_too(capsys, tmp_path):
     """Beside a launch file that itself sets something unpriced, the typed flag's unpriced
     part is named in the same one stderr line and in the JSON's list, not dropped."""
     from ledger.cli import main
 
     path = tmp_path / "launch.sh"
-    path.write_text("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 "
-                    "--ffn-hidden-size 4096 --seq-length 4096 --max-position-embeddings 4096 "
-                    "--micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16 "
-                    "--tokenizer-type NullTokenizer --fp8-format e4m3 --fp8-recipe mxfp8 "
-                    "--recompute-granularity selective --recompute-modules core_attn "
-                    "gdp_in_proj\n")
-    argv = ["estimate", "--from-megatron", str(path), "--gpus", "8", "--gpu", "b200",
-            "--fp8-dot-product-attention"]
+    path.write_text(LAUNCH + " --reuse-grad-buf-for-mxfp8-param-ag\n")
+    argv = ["estimate", "--from-megatron", str(path), "--gpus", "8", "--gpu", "b200", *TYPED]
     assert main(argv) == 0
     out, err = capsys.readouterr()
     lines = [x for x in err.splitlines() if x.startswith("warning: not modelled")]
     assert len(lines) == 1, err
-    assert "--recompute-modules" in lines[0] and "gdp_in_proj" in lines[0]
-    assert lines[0].endswith("--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at "
-                             "BF16)")
+    assert "--reuse-grad-buf-for-mxfp8-param-ag" in lines[0] and lines[0].endswith(GDP)
     assert f"approximate: {path} and the command line set 2 thing(s)" in out
     assert main(argv + ["--json"]) == 0
     listed = json.loads(capsys.readouterr()[0])["approximate"]
-    assert len(listed) == 2 and "gdp_in_proj" in listed[0]
-    assert listed[1] == "--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)"
+    assert listed == ["--reuse-grad-buf-for-mxfp8-param-ag", GDP]

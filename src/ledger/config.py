@@ -219,7 +219,7 @@ class ParallelConfig:
     # and mxfp8 recipes, fp8_utils.py L777-788; TE "performs attention in FP8",
     # recipe/__init__.py L222-227 @d0067d0d): timed at the FP8 peak
     # (ledger.step.layer_time.attention_peak); under BF16 or another recipe it changes
-    # nothing. Its FP8 saved Q/K/V/O are not priced (memory stays BF16's)
+    # nothing. Its kernel keeps q, k, v in FP8 (ledger.frameworks.fp8_attention)
     fp8_attention: bool = False
     # the routed experts as Megatron-Core's use_transformer_engine_op_fuser with TE's CuTe
     # DSL kernels (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): the activation rides the grouped

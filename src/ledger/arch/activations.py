@@ -175,9 +175,9 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0
     out_b = t.attn_out_bytes or (e + t.fp8_input_bytes if flash else gi)
     if flash:
         k_heads = a if t.flash_kv_repeated else kv_heads
-        qkv, copy = (a * qk + k_heads * (qk + v_w)) * e, 0.0
-        if kv_lora and t.mla_flash_copies:
-            qkv, copy = qkv + a * nope * e, out * e
+        qkv, copy = (a * qk + k_heads * (qk + v_w)) * (t.flash_qkv_bytes or e), 0.0
+        if kv_lora and t.mla_flash_copies:  # FP8 attention keeps its own v: no view
+            qkv, copy = qkv + a * nope * e * (not t.flash_qkv_bytes), out * e
         per_tok = qkv * (not (drop_up and kv_lora)) + copy + out * out_b \
             + a * _b(t.flash_lse, e)
         scores = 0.0

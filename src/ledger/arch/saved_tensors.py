@@ -59,6 +59,7 @@ class SavedTensors:
     #   attention output kept once in its own format (0: flash's copy + the projection's)
     fp8_input_bytes: float = 0.0
     attn_out_bytes: float = 0.0
+    flash_qkv_bytes: float = 0.0  # the fused kernel's q, k, v in FP8 (FP8 attention; 0: act)
     expert_swiglu_recompute: bool = False  # experts keep the SwiGLU input (in FP8) only
     # -- selective recompute --------------------------------------------------------------
     selective: str = "attention-core"  # "attention-core": the materialised scores are

@@ -27,12 +27,11 @@ def _modules(text: str) -> tuple[str, ...]:
 
 def unpriced_flags(a: argparse.Namespace) -> list[str]:
     """What the typed flags set that the ledger does not price, for stderr (one line) and
-    the approximate mark: FP8 attention's saved tensors (priced at BF16); of
-    --recompute-modules, GatedDeltaProduct's modules, whose mixer the ledger does not
+    the approximate mark: of --recompute-modules, GatedDeltaProduct's modules, whose mixer the ledger does not
     model, and the HyperConnections', whose recompute it does not
     (ledger.frameworks.recompute_modules), and mla_up_proj on DeepSeek-V4's attention,
     whose up-projections' recompute it does not (``model_attention``, set where the model
-    is loaded). The Bridge rows name the first and the last alike (render.bridge)."""
+    is loaded). The Bridge rows name the last alike (render.bridge)."""
     given = getattr(a, "recompute_modules", None) or ()
     mods = [m for m in given if m in UNPRICED_RECOMPUTE_MODULES]
     out = [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections' "
@@ -40,8 +39,6 @@ def unpriced_flags(a: argparse.Namespace) -> list[str]:
     if "mla_up_proj" in given and getattr(a, "model_attention", None) == "csa":
         out.append("--recompute-modules mla_up_proj (DeepSeek-V4's attention up-projections' "
                    "recompute, not modelled: priced as not recomputed)")
-    if getattr(a, "fp8_attention", False):  # where it runs: check_fp8_attention refuses else
-        out.append("--fp8-dot-product-attention (its FP8 saved Q/K/V/O priced at BF16)")
     return out
 
 

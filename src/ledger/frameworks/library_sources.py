@@ -159,3 +159,14 @@ _PERMUTES = (
 for _name in LIBRARY_SOURCES:
     LIBRARY_SOURCES[_name]["dispatch_passes"] = _PERMUTES if _name == "megatron" else \
         "not priced (Megatron-Core's dispatchers only)"
+# what FP8 attention's fused kernel keeps (ledger.frameworks.fp8_attention)
+LIBRARY_SOURCES["megatron"]["fp8_attention_saved"] = (
+    "TransformerEngine d0067d0d transformer_engine/pytorch/attention/dot_product_attention/"
+    "backends.py L1445 (NVTE_FP8_DPA_BWD on: the FP8 backward), L1579-1587 (q, k, v kept in "
+    "FP8; the output in BF16 under MXFP8 and current scaling, L210 NVTE_DPA_FP8CS_O_in_F16 "
+    "on by default; in FP8 under delayed scaling), utils.py L2692-2694 (the QKV quantizer "
+    "row-wise only), L3014-3118 (combine_and_quantize); Megatron-LM d98e8a64 "
+    "megatron/core/fp8_utils.py L777-788 (fp8_dpa under current scaling and MXFP8)")
+for _name in LIBRARY_SOURCES:
+    LIBRARY_SOURCES[_name].setdefault("fp8_attention_saved", "not offered (Megatron-Core's "
+                                      "fp8_dot_product_attention only)")

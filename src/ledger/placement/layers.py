@@ -5,6 +5,7 @@ set, and the largest unit ZeRO-3 gathers. No torch.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -15,6 +16,7 @@ from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.frameworks import mlp_width_bytes
 from ledger.frameworks import of as framework_of
+from ledger.frameworks.fp8_attention import saved_qkv_bytes
 from ledger.frameworks.module_formats import saved_delta
 from ledger.model import ModelSpec
 from ledger.placement.act_offload import offloaded_bytes
@@ -23,10 +25,11 @@ from ledger.placement.stages import (BIDIRECTIONAL, each_layer_kind, rank_stages
 
 
 def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
-              dropout=None) -> dict:
+              dropout=None, fp8_qkv: bool = True) -> dict:
     """The arguments ``ledger.arch.activations`` prices one layer with, for this config:
     ``kind`` a ``LayerKind``, an (MoE?, window) pair naming an attention layer, or None
-    (the model's typical layer)."""
+    (the model's typical layer). ``fp8_qkv``: FP8 attention's q, k, v kept in FP8
+    (``ledger.frameworks.fp8_attention``); False, at the activation dtype."""
     if kind is not None and not isinstance(kind, LayerKind):
         kind = LayerKind("attention", "moe" if kind[0] else "dense", kind[1])
     fw = framework_of(cfg)
@@ -37,13 +40,20 @@ def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
                 flash=cfg.flash_attention if flash is None else flash,
                 recompute=cfg.recompute if recompute is None else recompute,
                 act_bytes=cfg.act_bytes, capacity_factor=cfg.moe.load_factor,
-                table=saved_table(fw.activations), etp=expert_tp(cfg), kind=kind,
+                table=_table(fw, cfg, fp8_qkv), etp=expert_tp(cfg), kind=kind,
                 dropout=fw.dropout if dropout is None else dropout,
                 modules=getattr(cfg, "recompute_modules", None))
 
 
+def _table(fw, cfg, fp8_qkv: bool):
+    """The framework's saved-tensor table, with FP8 attention's q, k, v bytes where it runs."""
+    t = saved_table(fw.activations)
+    qkv = saved_qkv_bytes(cfg) if fp8_qkv else 0.0
+    return replace(t, flash_qkv_bytes=qkv) if qkv else t
+
+
 def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
-                           dropout=None, offload: bool = True):
+                           dropout=None, offload: bool = True, fp8_qkv: bool = True):
     """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
     them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
     its own modules save otherwise. ``kind``: the layer's ``LayerKind`` (or an (MoE?,
@@ -51,8 +61,9 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     recompute of every n-th layer only (``recompute_every``) averages the recomputed and
     the untouched layers. ``offload``: CPU-offloaded layers' bytes live on the host (what
     the GPU holds); False - every layer's bytes, what its kernels write (the step's
-    elementwise traffic: an offloaded layer writes them all the same)."""
-    kw = _layer_kw(model, cfg, kind, flash, recompute, dropout)
+    elementwise traffic: an offloaded layer writes them all the same); ``fp8_qkv``:
+    ``_layer_kw``'s."""
+    kw = _layer_kw(model, cfg, kind, flash, recompute, dropout, fp8_qkv)
     adapters = _adapters(model, cfg, kw)
     acts = layer_activations(model, **kw)
     kept = acts.total_bytes - offload * offloaded_bytes(model, cfg, kind, kw["table"],
@@ -126,13 +137,15 @@ def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,
                                flash: bool | None = None, recompute: str | None = None,
-                               dropout: float | None = None, offload: bool = True) -> float:
+                               dropout: float | None = None, offload: bool = True,
+                               fp8_qkv: bool = True) -> float:
     """Bytes one layer saves for backward for this placement, averaged over the model's
     layers (dense and MoE, local and global ones differ); the config's attention kernel,
     recompute mode and dropout unless given (``offload``: ``layer_activation_bytes``; False also
-    before fine-grained activation offload moves any)."""
+    before fine-grained activation offload moves any; ``fp8_qkv``: ``_layer_kw``'s)."""
     kinds, counts = layer_kinds(model, 1)
-    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout, offload)
+    return sum(n * layer_activation_bytes(model, cfg, k, flash, recompute, dropout, offload,
+                                          fp8_qkv)
                for k, n in zip(kinds, counts[0])) / model.layers
 
 

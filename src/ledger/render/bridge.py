@@ -211,7 +211,6 @@ def config_of(row: BridgeRow, precision: str | None,
     if True in (row.setting("fp8_dot_product_attention"),
                 row.precision_setting("fp8_dot_product_attention")):
         kw["fp8_attention"] = True
-        approx.append("FP8 attention's saved Q/K/V/O priced at BF16")
     # the fused grouped MLP: the 0.5 configs' cutedsl_fused_grouped_mlp (op fuser and
     # NVTE_CUTEDSL_FUSED_GROUPED_MLP=1: utils/overrides.py L238-243, perf_plugins.py L308-309
     # @ v0.5.1), the 0.6 recipes' own (deepseek/common.py L70, gb300/deepseek_v3.py L177)

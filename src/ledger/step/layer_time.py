@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ledger.arch import keys_factor, local_keys_factor, op_share
-from ledger.frameworks import of as framework_of
+from ledger.frameworks.fp8_attention import FP8_ATTENTION_RECIPES, fp8_attention  # noqa: F401
 from ledger.model import ModelSpec
 from ledger.placement import (activation_bytes_per_layer, block_layers, forward_passes,
                               routed_activation_bytes)
@@ -86,24 +86,6 @@ class LayerTime:
             out["compute"] = out["compute"] + self.attention
             out["elementwise"] = out["elementwise"] + self.core_elementwise
         return out
-
-
-# the FP8 recipes under which Megatron hands --fp8-dot-product-attention to TE as fp8_dpa
-# (megatron/core/fp8_utils.py L777-788 @d98e8a64: Float8CurrentScaling, MXFP8BlockScaling;
-# extensions/transformer_engine.py L3349-3351: TEDelayedScaling; Float8BlockScaling takes
-# no fp8_dpa)
-FP8_ATTENTION_RECIPES = ("delayed", "tensorwise", "mxfp8")
-
-
-def fp8_attention(cfg) -> bool:
-    """Whether the attention core runs in FP8: ``cfg.fp8_attention`` under Megatron with an
-    FP8 recipe that passes it on to TE (``FP8_ATTENTION_RECIPES``)."""
-    if not getattr(cfg, "fp8_attention", False):
-        return False
-    fw = framework_of(cfg)
-    rec = getattr(fw, "fp8", None)
-    return bool(fw.name == "megatron" and rec is not None and rec.gemm_format == "fp8"
-                and rec.name in FP8_ATTENTION_RECIPES)
 
 
 def attention_peak(cfg, gpu):
@@ -186,9 +168,11 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations),
         # without dropout masks, as benchmarks/fit.py calibrated elementwise_traffic on them;
         # a CPU-offloaded layer writes them all the same (its copies to the host run on a
-        # side stream: TE cpu_offload.py, not priced)
+        # side stream: TE cpu_offload.py, not priced); under FP8 attention the q, k, v its
+        # kernels write in BF16 (the FP8 copies it keeps come from a cast beside them, whose
+        # own pass is not priced: ledger.frameworks.fp8_attention)
         return activation_bytes_per_layer(model, cfg, flash=flash, recompute="none",
-                                          dropout=0.0, offload=False)
+                                          dropout=0.0, offload=False, fp8_qkv=False)
     traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
     saved = act(cfg.flash_attention)
     # the routed experts' eager passes (clamped GLU, fc2 bias: ledger.step.eager), their own
