@@ -1,7 +1,7 @@
 """Transformer Engine's fused grouped MLP for the routed experts (``ledger.step.eager``:
 Megatron-Core's use_transformer_engine_op_fuser, moe/experts.py L286-291 @d98e8a64, with
 TE's CuTe DSL kernels, ops/fused/grouped_mlp.py @d0067d0d): where TE takes the kernel (an
-sm_10x GPU, MXFP8 / NVFP4, TP and ETP 1) the activation rides the grouped GEMMs' epilogues,
+sm_10x GPU, MXFP8 / NVFP4, ETP 1) the activation rides the grouped GEMMs' epilogues,
 so the experts' activation bytes carry no elementwise traffic and gpt-oss's eager clamp
 and fc2-bias passes do not run; elsewhere the flag changes nothing priced."""
 from dataclasses import replace
@@ -42,9 +42,12 @@ def test_where_te_takes_the_fused_kernel():
     assert not fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True, precision="fp8-tensorwise"),
                                  gb200)
     assert not fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True, precision=None), gb200)
-    # Megatron-Core's fused impl needs an expert TP group of 1 (experts.py L397-398)
+    # Megatron-Core's fused impl needs an expert TP group of 1 (experts.py L397-398, its
+    # tp_group the expert TP group, L210): TP 2 with ETP 1 runs it, ETP 2 does not
+    assert fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True, tp=2, dp=32, ep=32, etp=1,
+                                     sequence_parallel=True), gb200)
     assert not fused_grouped_mlp(m, _cfg(fused_grouped_mlp=True, tp=2, dp=32, ep=32,
-                                         sequence_parallel=True), gb200)
+                                         sequence_parallel=True), gb200)  # ETP = TP
     assert not fused_grouped_mlp(preset("llama3-8b"), _cfg(fused_grouped_mlp=True, ep=1),
                                  gb200)  # no experts
 

@@ -153,7 +153,7 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "DSL kernels (use_transformer_engine_op_fuser with "
                         "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): the activation in the grouped "
                         "GEMMs' epilogues on B200 / B300 / GB200 / GB300 under MXFP8 / NVFP4 "
-                        "at TP and ETP 1; elsewhere it changes nothing (default off)")
+                        "at ETP 1; elsewhere it changes nothing (default off)")
     g.add_argument("--ddp-bucket-size", dest="dp_bucket_params", type=count(1 << 40),
                    help="parameters per DP gradient bucket when the reduction overlaps the "
                         "backward (Megatron; default: the framework's, megatron max(40M, "

@@ -84,7 +84,7 @@ FUSED_MLP_RECIPES = ("mxfp8", "nvfp4")  # TE's fused grouped MLP: grouped_mlp.py
 def fused_grouped_mlp(model: ModelSpec, cfg, gpu) -> bool:
     """Whether the routed experts run Transformer Engine's fused grouped MLP (the module
     docstring): ``cfg.fused_grouped_mlp`` under Megatron-Core, a MoE model with an expert
-    TP group of 1, the MXFP8 or NVFP4 recipe and an sm_10x GPU (B200, B300, GB200,
+    TP group (ETP) of 1, the MXFP8 or NVFP4 recipe and an sm_10x GPU (B200, B300, GB200,
     GB300); an array of them on the planner's grid."""
     if not getattr(cfg, "fused_grouped_mlp", False) or not getattr(model, "is_moe", False):
         return False
@@ -94,8 +94,9 @@ def fused_grouped_mlp(model: ModelSpec, cfg, gpu) -> bool:
     if not (fw.family == "megatron" and rec is not None and rec.name in FUSED_MLP_RECIPES
             and cap is not None and cap[0] == 10):
         return False
-    # TP and ETP of 1 (the planner's grid: element by element)
-    return (np.asarray(expert_tp(cfg)) == 1) & (np.asarray(cfg.tp) == 1)
+    # an expert TP group of 1 (experts.py L210: tp_group is expt_tp; the planner's grid:
+    # element by element)
+    return np.asarray(expert_tp(cfg)) == 1
 
 
 # cudnn-frontend#256 (grouped_gemm_dglu_wrapper_sm100 10x slower from v1.23.0 to v1.24.0,
