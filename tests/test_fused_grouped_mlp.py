@@ -160,3 +160,13 @@ def test_estimate_takes_the_flag():
         runs.append(_json.loads(out))
     assert runs[1]["config"]["fused_grouped_mlp"] and not runs[0]["config"]["fused_grouped_mlp"]
     assert runs[1]["step_time_s"] < runs[0]["step_time_s"]
+
+
+def test_the_planner_holds_it_and_prices_it_on_its_grid():
+    from ledger.plan.search import plan
+
+    m, gb200 = replace(preset("qwen3-30b-a3b"), seq_len=4096), system("gb200")
+    off, on = (plan(m, 8, gb200, 512, top=1, precision=MX,
+                    facts={"fused_grouped_mlp": f}).plans[0] for f in (False, True))
+    assert on.config.fused_grouped_mlp and not off.config.fused_grouped_mlp
+    assert on.step_time_s < off.step_time_s
