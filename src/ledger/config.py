@@ -221,13 +221,9 @@ class ParallelConfig:
     # (ledger.step.layer_time.attention_peak); under BF16 or another recipe it changes
     # nothing. Its kernel keeps q, k, v in FP8 (ledger.frameworks.fp8_attention)
     fp8_attention: bool = False
-    # the routed experts as Megatron-Core's use_transformer_engine_op_fuser with TE's CuTe
-    # DSL kernels (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): the activation rides the grouped
-    # GEMMs' epilogues on sm_10x under MXFP8 / NVFP4, else nothing priced moves
-    # (ledger.step.eager.fused_grouped_mlp, SOURCES["megatron"]["fused_grouped_mlp"])
+    # the experts as Megatron's TE op fuser with TE's CuTe DSL kernels, and its dGLU + dbias
+    # kernel as cuDNN frontend 1.24-1.25 ran it (cudnn-frontend#256): ledger.step.eager
     fused_grouped_mlp: bool = False
-    # its dGLU-with-bias kernel as cuDNN frontend v1.24-1.25 ran it, regressed
-    # (NVIDIA/cudnn-frontend#256: ledger.step.eager.dglu_regression_s); off unless said
     dglu_dbias_regression: bool = False
     # parameters per DP gradient bucket (Megatron --ddp-bucket-size; None: the framework's,
     # Megatron max(40M, 1M x dp): training.py L2179-2194 @d98e8a64)

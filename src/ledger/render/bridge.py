@@ -213,12 +213,11 @@ def config_of(row: BridgeRow, precision: str | None,
         kw["fp8_attention"] = True
     # the fused grouped MLP: the 0.5 configs' cutedsl_fused_grouped_mlp (op fuser and
     # NVTE_CUTEDSL_FUSED_GROUPED_MLP=1: utils/overrides.py L238-243, perf_plugins.py L308-309
-    # @ v0.5.1), the 0.6 recipes' own (deepseek/common.py L70, gb300/deepseek_v3.py L177)
+    # @ v0.5.1), the 0.6 recipes' own (deepseek/common.py L70, gb300/deepseek_v3.py L177);
+    # its dGLU kernel regressed where the row's table note names cudnn-frontend#256
     if row.moe and True in (row.setting("cutedsl_fused_grouped_mlp"),
                             row.setting("use_transformer_engine_op_fuser")):
         kw["fused_grouped_mlp"] = True
-        # one rule for a kernel regression the table line itself names (cudnn-frontend#256:
-        # performance-summary-archive.md L57-58 @ 067f987d, the 26.06.01 gpt-oss rows)
         kw["dglu_dbias_regression"] = any(REGRESSION_NOTE in n for n in row.notes)
     # named, not priced: the MoE recipes' paged stash of the experts' activations
     # (moe_paged_stash, transformer_config.py L1364 @ d98e8a64)
