@@ -161,7 +161,7 @@ class ParallelConfig:
     compile: bool = False  # torch.compile of the model (torchtitan --training.compile)
     # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a launch's environment): on a
     # failed allocation the caching allocator unmaps its segments' empty pages, so the
-    # fragmentation is handed back (ledger.placement.footprint.reclaimable)
+    # fragmentation is handed back (ledger.placement.allocator.reclaimable)
     expandable_segments: bool = False
     # Megatron's gradient-accumulation fusion (on by default; --no-gradient-accumulation-
     # fusion, arguments.py L2944 @d98e8a64): TE writes each weight gradient into main_grad

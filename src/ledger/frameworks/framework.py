@@ -78,7 +78,7 @@ class Framework:
     compiled_fragmentation: float  # the same under torch.compile (fewer, fused temporaries)
     unreturnable: float = 0.0  # of allocated (at most the fragmentation share): the split
     #   blocks the caching allocator cannot hand back before it fails an allocation - what
-    #   the verdict counts (ledger.placement.footprint.reclaimable); fitted on outcome rows
+    #   the verdict counts (ledger.placement.allocator.reclaimable); fitted on outcome rows
     #   (ran / out of memory) by benchmarks/fit_memory.py
     te_buffers: bool = False  # Transformer Engine's dummy wgrads and cuBLAS workspaces
     #                           (ledger.placement.buffers; SOURCES["te_buffers"])

@@ -9,8 +9,8 @@ from __future__ import annotations
 from ledger.frameworks.library_sources import LIBRARY_SOURCES
 from ledger.frameworks.model_sources import MODEL_SOURCES
 from ledger.frameworks.overlap_sources import OVERLAP_SOURCES
-from ledger.frameworks.torch_sources import (_CONTEXT, _FRAGMENTATION, _FROZEN, _FSDP2, _TORCH_STEP,
-                                             _WORKING)
+from ledger.frameworks.torch_sources import (_CONTEXT, _FRAGMENTATION, _FROZEN, _FSDP2, _RECLAIM,
+                                             _TORCH_STEP, _UNRETURNABLE, _WORKING)
 
 # framework -> fact -> source: the file and line (at the snapshot named in SNAPSHOTS) or the
 # paper and section each fact is taken from. tests/test_frameworks.py checks that every
@@ -334,28 +334,10 @@ for _name in SOURCES:
                                   "or TE workspaces (the framework's own modules)")
 SOURCES["deepseek"]["te_buffers"] = ("DeepSeek's stack (HAI-LLM) is not published: TE's "
                                      "buffers not priced")
-# What PyTorch's caching allocator hands back before it fails an allocation: the verdict
-# (MemoryBreakdown.required_bytes) counts the fragmentation it cannot (ledger.placement.
-# footprint.reclaimable); the measured reserved peaks are priced with all of it
-_RECLAIM = ("pytorch/pytorch@001074d2 c10/cuda/CUDACachingAllocator.cpp: malloc retries a "
-            "failed cudaMalloc after release_available_cached_blocks, then "
-            "release_cached_blocks ('Free all non-split cached blocks and retry alloc'); "
-            "the comment before the out-of-memory error: 'at this point free_cached_blocks "
-            "has already returned all possible \"cached\" memory to the driver. The only "
-            "remaining \"cached\" memory is split from a larger block that is partially "
-            "in-use' - so the cached whole blocks (freed logits and gradients, "
-            "Loss.cached_bytes, whole free segments) are handed back and the split blocks are "
-            "not (Framework.unreturnable of allocated, bounded by the outcome rows: "
-            "ledger.validation.outcomes); "
-            "under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (ParallelConfig."
-            "expandable_segments) Note [Expandable Segments]: 'If we end up out of memory, we "
-            "can unmap all the memory in our segment corresponding to empty physical pages', "
-            "so all of it is. Who sets it: torchtitan run_llama_train.sh L22 @9dec370 "
-            "(from a5e57e4a9, 2024-10-22; run_train.sh L24 @e7c0cae); Megatron-Bridge's perf "
-            "launchers per release (ledger.render.bridge.expandable_segments)")
 for _name in SOURCES:
     if isinstance(SOURCES[_name], dict):
         SOURCES[_name].setdefault("allocator_reclaim", _RECLAIM)
+        SOURCES[_name].setdefault("unreturnable", _UNRETURNABLE)
 for _name, _facts in OVERLAP_SOURCES.items():  # ledger.frameworks.overlap_sources
     SOURCES[_name] = SOURCES[_name] | _facts
 for _name, _facts in (*LIBRARY_SOURCES.items(), *MODEL_SOURCES.items()):  # ..._sources

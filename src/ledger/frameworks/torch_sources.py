@@ -100,3 +100,29 @@ _FSDP2 = {
     "offloads": _FSDP2_OFFLOAD,
     "offload_stage": "CPUOffloadPolicy is a fully_shard option: ZeRO-3 only",
 }
+
+# What PyTorch's caching allocator hands back before it fails an allocation: the verdict
+# (MemoryBreakdown.required_bytes) counts the fragmentation it cannot (ledger.placement.
+# allocator.reclaimable); the measured reserved peaks are priced with all of it
+_RECLAIM = ("pytorch/pytorch@001074d2 c10/cuda/CUDACachingAllocator.cpp: malloc retries a "
+            "failed cudaMalloc after release_available_cached_blocks, then "
+            "release_cached_blocks ('Free all non-split cached blocks and retry alloc'); "
+            "the comment before the out-of-memory error: 'at this point free_cached_blocks "
+            "has already returned all possible \"cached\" memory to the driver. The only "
+            "remaining \"cached\" memory is split from a larger block that is partially "
+            "in-use' - so the cached whole blocks (freed logits and gradients, "
+            "Loss.cached_bytes, whole free segments) are handed back and the split blocks are "
+            "not (Framework.unreturnable of allocated, bounded by the outcome rows: "
+            "ledger.validation.outcomes); "
+            "under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (ParallelConfig."
+            "expandable_segments) Note [Expandable Segments]: 'If we end up out of memory, we "
+            "can unmap all the memory in our segment corresponding to empty physical pages', "
+            "so all of it is. Who sets it: torchtitan run_llama_train.sh L22 @9dec370 "
+            "(from a5e57e4a9, 2024-10-22; run_train.sh L24 @e7c0cae); Megatron-Bridge's perf "
+            "launchers per release (ledger.render.bridge.expandable_segments)")
+# Of the fragmentation, the split blocks kept through a failed cudaMalloc: no reserved peak
+# measures them apart, so the outcome rows bound them (one figure for every framework)
+_UNRETURNABLE = ("_RECLAIM's split blocks, a share of allocated fitted by "
+                 "benchmarks/fit_memory.py on the outcome rows (ledger.validation.outcomes: "
+                 "runs that ran fit, runs out of memory do not; the midpoint of the shares "
+                 "they allow), the same for every framework: the allocator is PyTorch's")
