@@ -126,3 +126,103 @@ def test_kv_cache_scheme_of_the_flat_form():
             "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"}}
     assert read_quant(flat).kv_cache == "fp8"
     assert read_quant(dict(flat, kv_cache_scheme=None)).kv_cache is None
+
+
+# nvidia/Qwen3.6-27B-NVFP4 at 0893e1606ff3d5f97a441f405d5fc541a6bdf404 (ModelOpt
+# MIXED_PRECISION): config.json assembled from the base model's and the quantization
+# config a public checkpoint note describes (SOURCES.md); the published sizes, that note's
+# sums of the three shards' safetensors header data_offsets, in GiB to three decimals:
+# every tensor (equal to model.safetensors.index.json's total_size), the vision tower
+# (model.visual.*, 333 bf16 tensors) and the MTP block (mtp.*, 15 bf16 tensors)
+QWEN36_MIXED = HERE / "qwen3.6-27b-nvfp4.json"
+QWEN36_TOTAL_GIB, QWEN36_VISION_GIB, QWEN36_MTP_GIB = 20.416, 0.858, 0.791
+
+
+def _mixed_cfg(**qc):
+    cfg = json.loads(QWEN36_MIXED.read_text())
+    cfg["quantization_config"].update(qc)
+    return cfg
+
+
+def test_mixed_precision_gives_each_module_its_algorithm():
+    """Read as vLLM 0.22.0's ModelOptMixedPrecisionConfig: FP8 W8A8 for the attention and
+    Gated DeltaNet projections (208 modules), NVFP4 weight-only for the MLP and the head
+    (193, group 16, bf16 activations); a fused module by its shards; in_proj_a / _b, the
+    embedding and what the map does not name stay bf16; the KV cache its kv_cache_scheme."""
+    from ledger.serve.qbytes import head_quant
+    from ledger.serve.quant import config_quant
+
+    q = read_hf_quant(QWEN36_MIXED)
+    assert q.label == ("modelopt mixed: FP8 W8A8 per-tensor x208, "
+                       "NVFP4 W4A16, fp8 scale per 16 x193")
+    assert (q.kv_cache, q.ignore) == ("fp8", ("mtp*", "mtp.layers.0*"))
+    fp8 = q.module("model.layers.3.self_attn.qkv_proj")
+    assert (fp8.weight, fp8.scale, fp8.activations, fp8.tensor_scales) == \
+        ("fp8", "tensor", "fp8", 1)
+    assert q.module("model.layers.0.linear_attn.in_proj_qkv") == fp8
+    w4 = q.module("model.layers.0.mlp.gate_up_proj")
+    assert (w4.weight, w4.group, w4.activations) == ("fp4", 16, "bf16")
+    assert head_quant(q) == w4
+    assert q.module("model.layers.0.linear_attn.in_proj_a") is None
+    assert q.module("model.layers.0.linear_attn.in_proj_ba") is None
+    # the experts of a MoE layer by any entry under them (prefix lookup)
+    moe = config_quant(_mixed_cfg(quantized_layers={
+        "model.language_model.layers.0.mlp.experts.0.gate_proj": {"quant_algo": "NVFP4"}}))
+    nv = moe.module("model.layers.0.mlp.experts")
+    assert (nv.weight, nv.activations, moe.module("model.layers.0.mlp.gate_up_proj")) == \
+        ("fp4", "fp4", None)
+
+
+def test_qwen36_27b_mixed_bytes_are_the_published_size():
+    """The ledger counts the text model (no vision tower, no MTP block: vLLM does not load
+    the MTP block without speculative decoding), so it is held to the published total
+    less the published vision-tower and MTP figures: 20.416 - 0.858 - 0.791 = 18.767 GiB.
+    By hand, to the byte: the bf16 embedding; the head and 64 MLPs in NVFP4 (e2m1 two a
+    byte, an e4m3 scale per 16, two fp32 scalars); 16 gated attentions (q_proj twice the
+    heads' width) and 48 Gated DeltaNets' in_proj_qkv / in_proj_z / out_proj in FP8 (two
+    fp32 scalars); in_proj_a / _b, conv1d, A_log, dt_bias and the norms in bf16."""
+    V, H, I = 248320, 5120, 17408
+    nvfp4 = (V * H + 64 * 3 * H * I) * (1 / 2 + 1 / 16) + (1 + 64 * 3) * 8
+    fp8 = 16 * (12288 * H + 2 * 1024 * H + 6144 * H + 4 * 8) \
+        + 48 * (10240 * H + 6144 * H + H * 6144 + 3 * 8)
+    bf16 = 2 * (V * H + 48 * (2 * 48 * H + 10240 * 4 + 48 + 48 + 128) + 16 * 2 * 256
+                + 64 * 2 * H + H)
+    model, _ = read_hf_config(QWEN36_MIXED)
+    ledger_bytes = checkpoint_bytes(model, read_hf_quant(QWEN36_MIXED))
+    assert ledger_bytes == nvfp4 + fp8 + bf16 == 20_150_569_096
+    published = QWEN36_TOTAL_GIB - QWEN36_VISION_GIB - QWEN36_MTP_GIB
+    assert abs(ledger_bytes / 2**30 / published - 1) < 0.02
+    assert round(ledger_bytes / 2**30, 3) == round(published, 3) == 18.767
+
+
+def test_mixed_precision_refusals_are_one_line(tmp_path, capsys):
+    """An algorithm vLLM's mixed class does not dispatch (FP8_PB_WO here), an empty map,
+    and a fused module whose shards differ are each refused in one line naming them."""
+    from ledger.cli import main
+    from ledger.serve.quant import config_quant
+
+    cfg = _mixed_cfg()
+    cfg["quantization_config"]["quantized_layers"][
+        "model.language_model.layers.3.self_attn.k_proj"] = {"quant_algo": "FP8_PB_WO"}
+    path = tmp_path / "unknown.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["serve", str(path), "--context", "8192"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "FP8_PB_WO" in err[0] and "layers.3.self_attn.k_proj" in err[0]
+    with pytest.raises(LedgerError, match="non-empty 'quantized_layers'"):
+        config_quant(_mixed_cfg(quantized_layers={}))
+    split = _mixed_cfg()
+    split["quantization_config"]["quantized_layers"][
+        "model.language_model.layers.3.self_attn.k_proj"] = {"quant_algo": "W4A16_NVFP4"}
+    with pytest.raises(LedgerError, match="shards of model.layers.3.self_attn.qkv_proj"):
+        config_quant(split).module("model.layers.3.self_attn.qkv_proj")
+
+
+def test_serve_prices_the_mixed_checkpoint(capsys):
+    """serve on the real config.json: 18.77 GiB of weights in the mixed format, FP8 KV."""
+    from ledger.cli import main
+
+    assert main(["serve", str(QWEN36_MIXED), "--gpu", "h100-sxm", "--context", "32768"]) == 0
+    out = capsys.readouterr().out
+    assert "weights per GPU           18.77 GiB   (modelopt mixed: FP8 W8A8" in out
+    assert ", kv fp8 [" in out

@@ -100,19 +100,35 @@ def quantized_matrices(q: Quant, lins, layer: int, stored: bool = False) -> list
     fuses the two with quant_config=None, upcasting an FP8 wk to bf16 (v0.22.0
     deepseek_v2.py:634-642), and GLM-5.1-FP8's files keep wk in FP8 and weights_proj in
     bf16 (its tensor list)."""
+    return [m is not None for m in matrix_quants(q, lins, layer, stored)]
+
+
+def matrix_quants(q: Quant, lins, layer: int, stored: bool = False) -> list[Quant | None]:
+    """``quantized_matrices``' answer as each matrix's format, None where it stays bf16:
+    ``q`` itself, or under ModelOpt MIXED_PRECISION the one its module is given
+    (``Quant.module``, ``ledger.serve.mixed``)."""
     prefixes = skips.vllm_names([module_name(lin, layer) for lin in lins])
     out = []
     for lin, prefix in zip(lins, prefixes):
         if lin.kind in ("embedding", "positions", "router") or not lin.linear \
                 or lin.name in ("shared_expert_gate", "weights_proj") \
                 or (lin.name == "wk" and not stored):
-            out.append(False)
+            out.append(None)
         elif lin.kind == "output":
-            out.append(q.lm_head)
+            out.append(head_quant(q))
+        elif skips.skipped(q.method, q.ignore, prefix, lin.experts > 1, q.only):
+            out.append(None)
         else:
-            out.append(not skips.skipped(q.method, q.ignore, prefix, lin.experts > 1,
-                                         q.only))
+            out.append(q.module(prefix))
     return out
+
+
+def head_quant(q: Quant) -> Quant | None:
+    """The output head's format: GPTQ's with its lm_head flag; under MIXED_PRECISION the
+    one ``lm_head`` is given, unless excluded (modelopt.py:2367-2371, :2395)."""
+    if q.layers:
+        return None if skips.skipped("modelopt", q.ignore, "lm_head") else q.module("lm_head")
+    return q if q.lm_head else None
 
 
 def share(lin, cfg) -> int:
@@ -197,10 +213,10 @@ def kind_delta_bytes(model, cfg, q: Quant, kind, layer: int,
         q = q.stored
     dense = expert = 0.0
     lins = modules.layer(model, kind)
-    for lin, quant in zip(lins, quantized_matrices(q, lins, layer, backend == "checkpoint")):
-        if q.method == "mxfp4" or not quant:
+    for lin, mq in zip(lins, matrix_quants(q, lins, layer, backend == "checkpoint")):
+        if q.method == "mxfp4" or mq is None:
             continue  # mxfp4: the experts as a whole, below
-        stored = matrix_bytes(q, lin.out_features, lin.in_features, lin.experts)
+        stored = matrix_bytes(mq, lin.out_features, lin.in_features, lin.experts)
         change = (stored - BF16 * lin.weights) / share(lin, cfg)
         if lin.experts > 1:
             expert += change
@@ -213,11 +229,12 @@ def kind_delta_bytes(model, cfg, q: Quant, kind, layer: int,
 
 
 def edge_delta_bytes(model, cfg, q: Quant, last: bool) -> float:
-    """The output head's change on the last stage when GPTQ quantizes it (lm_head)."""
-    if not (last and q.lm_head):
+    """The output head's change on the last stage when it is quantized (``head_quant``)."""
+    hq = head_quant(q)
+    if not last or hq is None:
         return 0.0
     head = modules.output(model)
-    return (matrix_bytes(q, head.out_features, head.in_features)
+    return (matrix_bytes(hq, head.out_features, head.in_features)
             - BF16 * head.weights) / cfg.tp
 
 

@@ -18,6 +18,7 @@ methods read here, with the keys each one reads:
                       weight_scale_2 and input_scale per tensor); ``exclude_modules`` under
                       ``quantization`` (hf_quant_config.json's form), else ``ignore``
                       (modelopt.py ModelOptQuantConfigBase.from_config, v0.22.0 :276-311);
+                      MIXED_PRECISION: FP8 / NVFP4 / W4A16 per module (``ledger.serve.mixed``);
                       ``kv_cache_quant_algo`` / ``kv_cache_scheme``: the KV cache vLLM's
                       --kv-cache-dtype auto takes (``Quant.kv_cache``)
   compressed-tensors  ``config_groups``: weights' ``num_bits``, ``type`` (int / float),
@@ -58,6 +59,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ledger.errors import LedgerError
+from ledger.serve.mixed import mixed_label, module_algo, read_layers
 from ledger.serve.scales import SCALE_DTYPES, ct_scale_bytes
 
 # weights' element formats: bits a value, what the GEMM runs in when activations are not
@@ -93,6 +95,16 @@ class Quant:
     #                                        writer's dtype differs (``SCALE_DTYPES``)
     kv_cache: str | None = None  # the KV cache a ModelOpt checkpoint declares ("fp8",
     #                              "nvfp4"): vLLM's --kv-cache-dtype auto takes it
+    layers: tuple[tuple[str, str], ...] = ()  # MIXED_PRECISION: (module, algo); the
+    #                                           fields above are its NVFP4 modules'
+
+    def module(self, prefix: str) -> Quant | None:
+        """Module ``prefix``'s format (MIXED_PRECISION: its own, None for bf16)."""
+        if not self.layers:
+            return self
+        algo = module_algo(dict(self.layers), prefix)
+        return None if algo is None else replace(
+            _modelopt_algo(algo, self.group, self.kv_cache), source=self.source)
 
     @property
     def stored(self) -> Quant:
@@ -108,6 +120,8 @@ class Quant:
         group 128"."""
         w = {"fp8": "FP8", "fp4": "FP4", "nf4": "NF4", "bf16": "BF16"}.get(
             self.weight, self.weight.upper())
+        if self.layers:
+            return mixed_label(self.layers, self.group)
         if self.method == "mxfp4":
             w, how = "MXFP4", "e8m0 scale per 32"
         elif self.method == "modelopt" and self.weight == "fp4":
@@ -202,21 +216,30 @@ def _kv_cache(qc: dict, inner: dict) -> str | None:
     return {"fp8": "fp8", "nvfp4": "nvfp4"}.get(str(algo).lower()) if algo else None
 
 
+def _modelopt_algo(algo: str, group: int | None, kv: str | None = None) -> Quant:
+    """A ModelOpt algorithm's format (W4A16_NVFP4: NVFP4's files, bf16 activations)."""
+    if algo == "FP8":
+        return Quant("modelopt", "fp8", "tensor", 4, tensor_scales=1, activations="fp8",
+                     kv_cache=kv)
+    return Quant("modelopt", "fp4", "group", 1, group=group, tensor_scales=1,
+                 activations="fp4" if algo == "NVFP4" else "bf16", kv_cache=kv)
+
+
 def _modelopt(qc: dict) -> Quant:
     inner = _dict(qc, "quantization") or qc  # hf_quant_config.json nests it
     algo = str(inner.get("quant_algo", "")).upper()
     # nested: exclude_modules; config.json's flat form: ignore (modelopt.py:276-311)
     ignore = _str_list(inner, "exclude_modules" if inner is not qc else "ignore")
     kv = _kv_cache(qc, inner)
-    if algo == "FP8":
-        return Quant("modelopt", "fp8", "tensor", 4, tensor_scales=1, activations="fp8",
-                     ignore=ignore, kv_cache=kv)
-    if algo == "NVFP4":
-        group = _int(inner, "group_size", 16)
-        return Quant("modelopt", "fp4", "group", 1, group=group, tensor_scales=1,
-                     activations="fp4", ignore=ignore, kv_cache=kv)
+    if algo in ("FP8", "NVFP4"):
+        group = _int(inner, "group_size", 16) if algo == "NVFP4" else None
+        return replace(_modelopt_algo(algo, group, kv), ignore=ignore)
+    if algo == "MIXED_PRECISION":
+        layers, group = read_layers(inner)
+        head = "W4A16_NVFP4" if "W4A16_NVFP4" in dict(layers).values() else "NVFP4"
+        return replace(_modelopt_algo(head, group, kv), ignore=ignore, layers=layers)
     raise LedgerError("quantization_config", f"modelopt quant_algo {algo or None!r} is not "
-                                             f"modelled (FP8, NVFP4 are)")
+                                             f"modelled (FP8, NVFP4, MIXED_PRECISION are)")
 
 
 def _ct(qc: dict, model_bytes: int = 2) -> Quant:
@@ -313,8 +336,6 @@ def read_quant(qc: dict, source: str = "quantization_config", model_bytes: int =
         else:
             raise LedgerError("quantization_config", f"no 'quant_method' in {source}")
     method = ALIASES.get(method.lower(), method.lower())
-    if method == "modelopt_fp4":
-        method = "modelopt"
     if method not in READERS:
         raise LedgerError("quantization_config", f"quant_method {method!r} is not modelled; "
                                                  f"modelled: {', '.join(METHODS)}")

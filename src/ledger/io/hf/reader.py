@@ -306,8 +306,8 @@ def _text_model(cfg: dict, kind: str) -> tuple[dict, tuple[str, ...]]:
     if not isinstance(inner, str):
         raise LedgerError("config.json", f"'text_config' of model_type {kind!r} has no "
                                          f"model_type")
-    towers = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config"
-                    and isinstance(v, dict))
+    towers = sorted(k for k, v in cfg.items() if k.endswith("_config") and isinstance(v, dict)
+                    and k not in ("text_config", "quantization_config", "compression_config"))
     counted = (f"{', '.join(towers)} {'is' if len(towers) == 1 else 'are'} not counted"
                if towers else "the rest is not counted")
     note = (f"model_type {kind!r} is a composite: its text model ({inner!r}, text_config) "
