@@ -226,3 +226,31 @@ def test_serve_prices_the_mixed_checkpoint(capsys):
     out = capsys.readouterr().out
     assert "weights per GPU           18.77 GiB   (modelopt mixed: FP8 W8A8" in out
     assert ", kv fp8 [" in out
+
+
+def test_mixed_precision_finds_qwens_one_shared_expert():
+    """Qwen's MoE blocks name their one shared expert ``mlp.shared_expert`` (vLLM's
+    qwen2_moe.py / qwen3_next.py, which Qwen3.5-MoE builds), as nvidia's Qwen3.6-35B-A3B
+    map does ("model.language_model.layers.0.mlp.shared_expert.gate_proj"): found there,
+    its gate and up fused; its sigmoid gate stays bf16 as vLLM builds it."""
+    from ledger.serve.qbytes import matrix_quants
+    from ledger.finetune import modules
+    from ledger.serve.quant import read_quant
+
+    P = "model.language_model.layers.3"
+    w4 = {"quant_algo": "W4A16_NVFP4", "group_size": 16}
+    q = read_quant({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
+                    "quantized_layers": {f"{P}.mlp.experts": w4,
+                                         **{f"{P}.mlp.shared_expert.{p}": w4 for p in
+                                            ("gate_proj", "up_proj", "down_proj")},
+                                         f"{P}.self_attn.q_proj": {"quant_algo": "FP8"}}})
+    model, _ = read_hf_config(Path(__file__).parent / "fixtures" / "hf" / "released"
+                              / "qwen3-next-80b-a3b-instruct.json")
+    lins = modules.layer(model, model.layer_kind(3))
+    got = {(lin.kind, lin.name): mq for lin, mq in
+           zip(lins, matrix_quants(q, lins, 3, family=model.family))}
+    assert all(got[("shared_experts", p)].activations == "bf16"
+               for p in ("gate_proj", "up_proj", "down_proj"))
+    assert got[("shared_experts", "shared_expert_gate")] is None
+    assert {got[k].activations for k in got if k[0] == "experts"} == {"bf16"}
+    assert got[("attention", "q_proj")].weight == "fp8"

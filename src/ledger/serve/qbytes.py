@@ -73,10 +73,17 @@ def matrix_bytes(q: Quant, n_out: int, n_in: int, experts: int = 1) -> float:
     return experts * (one + extra)
 
 
-def module_name(lin, layer: int) -> str:
+# families whose one shared expert vLLM builds as ``mlp.shared_expert`` (vllm v0.22.0
+# qwen2_moe.py:165, qwen3_next.py:155; Qwen3.5-MoE builds Qwen3-Next's block, qwen3_5.py:86,
+# :158); DeepSeek's and the others' are ``mlp.shared_experts``
+SINGULAR_SHARED = ("qwen2_moe", "qwen3_next", "qwen3_5_moe_text")
+
+
+def module_name(lin, layer: int, family: str | None = None) -> str:
     """A matrix's module path as the checkpoint names it (Llama / DeepSeek layout), for the
     ignore lists: model.layers.{i}.self_attn.q_proj, .mlp.down_proj, .mlp.experts,
-    .mlp.shared_experts.up_proj, .mlp.shared_expert_gate (Qwen2-MoE / Qwen3-Next's, beside
+    .mlp.shared_experts.up_proj (Qwen's ``SINGULAR_SHARED``: .mlp.shared_expert.up_proj),
+    .mlp.shared_expert_gate (Qwen2-MoE / Qwen3-Next's, beside
     the shared expert), .mlp.gate; the head and embedding by their own names."""
     if lin.kind in ("output", "embedding", "positions"):
         return lin.name if lin.kind == "output" else f"model.{lin.name}"
@@ -85,11 +92,14 @@ def module_name(lin, layer: int) -> str:
              "linear_attention": "linear_attn", "ssm": "mixer", "conv": "conv"}[lin.kind]
     if lin.name == "shared_expert_gate":
         where = "mlp"
+    elif lin.kind == "shared_experts" and family in SINGULAR_SHARED:
+        where = "mlp.shared_expert"
     leaf = "" if lin.kind == "experts" else f".{lin.name}"
     return f"model.layers.{layer}.{where}{leaf}"
 
 
-def quantized_matrices(q: Quant, lins, layer: int, stored: bool = False) -> list[bool]:
+def quantized_matrices(q: Quant, lins, layer: int, stored: bool = False,
+                       family: str | None = None) -> list[bool]:
     """Whether ``q`` stores each of one layer's matrices quantized: a linear layer that is
     no router and that the method's rule does not skip (``ledger.serve.skips``, matched on
     the module vLLM builds: q/k/v as qkv_proj, gate and up as gate_up_proj); the output
@@ -100,14 +110,15 @@ def quantized_matrices(q: Quant, lins, layer: int, stored: bool = False) -> list
     fuses the two with quant_config=None, upcasting an FP8 wk to bf16 (v0.22.0
     deepseek_v2.py:634-642), and GLM-5.1-FP8's files keep wk in FP8 and weights_proj in
     bf16 (its tensor list)."""
-    return [m is not None for m in matrix_quants(q, lins, layer, stored)]
+    return [m is not None for m in matrix_quants(q, lins, layer, stored, family)]
 
 
-def matrix_quants(q: Quant, lins, layer: int, stored: bool = False) -> list[Quant | None]:
+def matrix_quants(q: Quant, lins, layer: int, stored: bool = False,
+                  family: str | None = None) -> list[Quant | None]:
     """``quantized_matrices``' answer as each matrix's format, None where it stays bf16:
     ``q`` itself, or under ModelOpt MIXED_PRECISION the one its module is given
     (``Quant.module``, ``ledger.serve.mixed``)."""
-    prefixes = skips.vllm_names([module_name(lin, layer) for lin in lins])
+    prefixes = skips.vllm_names([module_name(lin, layer, family) for lin in lins])
     out = []
     for lin, prefix in zip(lins, prefixes):
         if lin.kind in ("embedding", "positions", "router") or not lin.linear \
@@ -213,7 +224,8 @@ def kind_delta_bytes(model, cfg, q: Quant, kind, layer: int,
         q = q.stored
     dense = expert = 0.0
     lins = modules.layer(model, kind)
-    for lin, mq in zip(lins, matrix_quants(q, lins, layer, backend == "checkpoint")):
+    for lin, mq in zip(lins, matrix_quants(q, lins, layer, backend == "checkpoint",
+                                           model.family)):
         if q.method == "mxfp4" or mq is None:
             continue  # mxfp4: the experts as a whole, below
         stored = matrix_bytes(mq, lin.out_features, lin.in_features, lin.experts)
@@ -247,7 +259,7 @@ def quantized_active_params(model, q: Quant | None) -> float:
     total = 0.0
     for i in range(model.layers):
         lins = modules.layer(model, model.layer_kind(i))
-        for lin, quant in zip(lins, quantized_matrices(q, lins, i)):
+        for lin, quant in zip(lins, quantized_matrices(q, lins, i, family=model.family)):
             if quant:
                 reach = model.top_k / model.num_experts if lin.experts > 1 else 1.0
                 total += lin.weights * reach
