@@ -15,6 +15,7 @@ from ledger.finetune import modules
 from ledger.frameworks import of as framework_of
 from ledger.frameworks import peak_flops
 from ledger.model import ModelSpec
+from ledger.system.gemm_rates import kernel_share, relative_share
 from ledger.placement import moe_tokens
 
 
@@ -43,15 +44,21 @@ def _peaks(cfg, gpu) -> dict:
     and the modules a quantization file can set apart (``module_formats``): a Mamba mixer's
     in_proj / out_proj (``mamba_in`` / ``mamba_out``, else qkv's / attn_out's peak) and
     LatentMoE's projections (``latent``, else the dense MLP's), attention's ``qkv`` /
-    ``attn_out`` - each at its own format's peak where the file names it."""
+    ``attn_out`` - each at its own format's peak where the file names it. A low-precision
+    GEMM's datasheet peak is taken times the share its kernels sustain against BF16's where
+    Transformer Engine measured it (``ledger.system.gemm_rates``: the recipe's kernel, or
+    MXFP8's for a module the file sets to MXFP8)."""
     fw = framework_of(cfg)
-    out = {g: peak_flops(gpu, fw, g) for g in ("qkv", "attn_out", "mla_down", "mla_up",
-                                              "mlp_up", "mlp_down", "experts_up",
-                                              "experts_down", "shared_up", "shared_down")}
-    out |= {"mamba_in": out["qkv"], "mamba_out": out["attn_out"], "latent": out["mlp_up"]}
     rec = fw.fp8
+    low = relative_share(gpu.name, rec)  # the recipe's low-precision kernels' measured share
+    out = {}
+    for g in ("qkv", "attn_out", "mla_down", "mla_up", "mlp_up", "mlp_down", "experts_up",
+              "experts_down", "shared_up", "shared_down"):
+        peak = peak_flops(gpu, fw, g)
+        out[g] = peak if peak == gpu.bf16_flops else peak * low
+    out |= {"mamba_in": out["qkv"], "mamba_out": out["attn_out"], "latent": out["mlp_up"]}
     for module, fmt in (rec.module_formats if rec is not None else ()):
-        out[module] = getattr(gpu, FORMAT_PEAK[fmt])
+        out[module] = getattr(gpu, FORMAT_PEAK[fmt]) * kernel_share(gpu.name, fmt)
     return out
 
 

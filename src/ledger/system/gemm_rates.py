@@ -1,0 +1,59 @@
+"""Low-precision GEMMs' sustained rate against BF16's, as Transformer Engine measures its
+own kernels: the share of its datasheet peak an FP8 or NVFP4 GEMM sustains, relative to
+the share a BF16 GEMM of the same shapes sustains on the same part. ``ledger.step.gemm``
+multiplies a low-precision GEMM's peak by it (the part's sustained BF16 share,
+``GPU.gemm_efficiency``, stays the one the calibration fits); a part with no measurement
+keeps 1 - every precision at the same share of its own peak.
+
+Why not the datasheet ratio: NVFP4's peak is 6x BF16's on Blackwell Ultra (sm_103) and
+4x on Blackwell (sm_100), but its kernels do not reach the same share of it. TE's GEMM
+profiling guide (NVIDIA/TransformerEngine d0067d0d, docs/examples/gemm_profiling/
+gemm_profiling.rst L139-157, from #2863 1609c890) runs benchmarks/gemm/benchmark_gemm.py
+with ``--pre-quantize`` (inputs already in the target format: the GEMM kernels alone, the
+quantization the ledger prices apart) on an NVIDIA B300 SXM6 AC, a 5B model's 12 GEMMs
+per layer (hidden 4096, FFN 16384, 15,872 tokens: fprop, dgrad and wgrad): per layer
+BF16 13.102 ms, FP8 current scaling 6.812 ms, MXFP8 7.161 ms, NVFP4 3.764 ms - NVFP4 1.90x
+MXFP8's against a datasheet 2.9x. Against B300's datasheet peaks (ledger.system.chips:
+2,250 / 4,500 / 13,125 TFLOP/s dense) that is 0.962 (FP8 per-tensor), 0.915 (MXFP8) and
+0.597 (NVFP4) of BF16's share.
+
+Which recipes take which figure, one rule: NVFP4 its own; the block-scaled FP8 recipes
+MXFP8's (TE's FP8 block scaling runs as MXFP8 on Blackwell, the same guide L172-177); the
+per-tensor (and torchao's per-row) FP8 ones current scaling's (DelayedScaling runs the
+same kernel; the guide times it with its quantization, L120-125). Which parts take the
+measurement: the measured part's die, as ``ledger.system.attention`` rules - sm_103
+(B300, GB300) the B300 figures; sm_100 (B200, GB200) has none published and keeps 1.
+"""
+from __future__ import annotations
+
+# the guide's pre-quantized per-layer totals (ms) and the measured part's dense peaks
+_MEASURED_MS = {"bf16": 13.102, "fp8": 6.812, "mxfp8": 7.161, "nvfp4": 3.764}
+_MEASURED_PEAK = {"bf16": 2250e12, "fp8": 4500e12, "mxfp8": 4500e12, "nvfp4": 13125e12}
+MEASURED_BY = {"b300": "b300", "gb300": "b300"}
+SOURCE = ("NVIDIA/TransformerEngine d0067d0d docs/examples/gemm_profiling/gemm_profiling.rst "
+          "L139-157 (benchmark_gemm.py --pre-quantize, B300 SXM6 AC, hidden 4096, FFN 16384, "
+          "M 15,872: BF16 13.102, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764 ms per layer)")
+_BLOCK_FP8 = ("blockwise", "deepseek-v3")  # TE emulates FP8 block scaling with MXFP8
+
+
+def measured_kernel(rec) -> str:
+    """Which of the guide's measured kernels a recipe's GEMMs run: nvfp4, mxfp8 or fp8."""
+    if rec.gemm_format == "fp4":
+        return "nvfp4"
+    return "mxfp8" if rec.block_scaled or rec.name in _BLOCK_FP8 else "fp8"
+
+
+def kernel_share(gpu_name: str, kernel: str) -> float:
+    """The share of its own peak the guide's ``kernel`` (bf16, fp8, mxfp8 or nvfp4)
+    sustains, over the share a BF16 GEMM sustains, on ``gpu_name``; 1 for a part without a
+    measurement."""
+    if MEASURED_BY.get(gpu_name) is None:
+        return 1.0
+    speedup = _MEASURED_MS["bf16"] / _MEASURED_MS[kernel]
+    return speedup / (_MEASURED_PEAK[kernel] / _MEASURED_PEAK["bf16"])
+
+
+def relative_share(gpu_name: str, rec) -> float:
+    """The share of its own peak a GEMM of recipe ``rec`` sustains, over the share a BF16
+    GEMM sustains, on ``gpu_name``; 1 for a part without a measurement or no recipe."""
+    return 1.0 if rec is None else kernel_share(gpu_name, measured_kernel(rec))
