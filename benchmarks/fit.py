@@ -13,9 +13,11 @@
 4. with those, every sustained GEMM share of BLACKWELL_SHARE_GRID for the Blackwell
    generation's parts together (B200, B300, GB200, GB300: one figure) with every grouped
    GEMM share of GROUPED_SHARE_GRID (the routed experts' rate over a dense GEMM's, every
-   part: ledger.step.Calibration.grouped_gemm_share) on the same calibration release's
-   rows; the shipped ledger.system.chips.BLACKWELL_SHARE and grouped_gemm_share are its
-   first line;
+   part: ledger.step.Calibration.grouped_gemm_share) and every Blackwell Ultra rate of
+   ULTRA_RATE_GRID (B300 and GB300, the sm_103 die, sustain the share times it:
+   ledger.system.chips.ULTRA_RATE) on the same calibration release's rows; the shipped
+   ledger.system.chips.BLACKWELL_SHARE, ULTRA_RATE and grouped_gemm_share are its first
+   line;
 5. with those, every Grace host's seconds per eager block over an x86 host's of
    GRACE_HOST_GRID (``Calibration.grace_host_scale``: GB200 / GB300 NVL72 trays and GH200
    run Arm Neoverse V2 hosts, ledger.system.HOST_CPU_SOURCES) on the same calibration rows;
@@ -24,11 +26,11 @@ Stages 3, 4 and 5 each hold the others' shipped figures: the shipped set is a fi
 point of the three (each stage's first line is what ships).
 tests/test_step.py and tests/test_host.py check all five still are."""
 from ledger.render.bridge_fit import (BLACKWELL, BLACKWELL_SHARE_GRID, GRACE_HOST_GRID,
-                                     GROUPED_SHARE_GRID, HOST_GRID, calibration_rows,
-                                     fit_grace, fit_host, fit_share)
+                                     GROUPED_SHARE_GRID, HOST_GRID, ULTRA_RATE_GRID,
+                                     calibration_rows, fit_grace, fit_host, fit_share)
 from ledger.step import DEFAULT
 from ledger.system import GPUS
-from ledger.system.chips import BLACKWELL_SHARE
+from ledger.system.chips import BLACKWELL_SHARE, ULTRA_RATE
 from ledger.validation.bridge import CALIBRATION_RELEASE
 from ledger.validation import (FIT_GRID, FIT_SOURCE, SHARE_GRID, SHARE_SOURCE, calibration_set,
                                fit, fit_gemm_share)
@@ -63,12 +65,13 @@ def main() -> None:
     print(f"stage 4: the same release's rows ({len(_timed())}, {' / '.join(BLACKWELL)} "
           f"{n}); grid {BLACKWELL_SHARE_GRID[0]:.2f} ... {BLACKWELL_SHARE_GRID[-1]:.2f} "
           f"({len(BLACKWELL_SHARE_GRID)} points) x grouped {GROUPED_SHARE_GRID[0]:.1f} ... "
-          f"{GROUPED_SHARE_GRID[-1]:.1f} ({len(GROUPED_SHARE_GRID)} points)")
-    for mean, worst, share, grouped in fit_share()[:5]:
+          f"{GROUPED_SHARE_GRID[-1]:.1f} ({len(GROUPED_SHARE_GRID)} points) x ultra "
+          f"{ULTRA_RATE_GRID[0]:.2f} ... {ULTRA_RATE_GRID[-1]:.2f} ({len(ULTRA_RATE_GRID)} points)")
+    for mean, worst, share, grouped, ultra in fit_share()[:5]:
         print(f"blackwell gemm share {share:4.2f}  grouped gemm share {grouped:3.1f}  "
-              f"mean |error| {mean:.2%}  max {worst:.2%}")
+              f"ultra rate {ultra:4.2f}  mean |error| {mean:.2%}  max {worst:.2%}")
     print(f"shipped: blackwell gemm_efficiency {BLACKWELL_SHARE:.2f}  grouped_gemm_share "
-          f"{DEFAULT.grouped_gemm_share:.1f}")
+          f"{DEFAULT.grouped_gemm_share:.1f}  ultra_rate {ULTRA_RATE:.2f}")
     n = sum(s.host_cpu == "grace" for _, _, _, s, *_ in _timed())
     print(f"stage 5: the same release's rows, {n} of them on Grace hosts; grid "
           f"{' / '.join(f'{g:g}' for g in GRACE_HOST_GRID)}")

@@ -137,26 +137,50 @@ def test_shipped_host_constants_are_the_fits_argmin_among_their_neighbours():
 
 def test_shipped_blackwell_share_is_stage_4s_argmin_among_its_neighbours():
     """benchmarks/fit.py stage 4 prints render.bridge_fit.fit_share(): one GEMM share for
-    the Blackwell parts and the grouped GEMMs' share of the dense rate, fitted together on
-    the release's calibration rows with the host's constants as shipped; the shipped pair
-    beats its grid neighbours along each axis, and the four parts carry the share."""
-    from ledger.render.bridge_fit import (BLACKWELL, BLACKWELL_SHARE_GRID, GROUPED_SHARE_GRID,
-                                         share_score)
+    the Blackwell parts, Blackwell Ultra's rate over it and the grouped GEMMs' share of the
+    dense rate, fitted together on the release's calibration rows with the host's constants
+    as shipped; the shipped triple beats its grid neighbours along each axis, the sm_100
+    parts carry the share and the sm_103 ones the share times the rate."""
+    from ledger.render.bridge_fit import (BLACKWELL_SHARE_GRID, GROUPED_SHARE_GRID, ULTRA,
+                                         ULTRA_RATE_GRID, share_score)
     from ledger.system import GPUS
-    from ledger.system.chips import BLACKWELL_SHARE
+    from ledger.system.chips import BLACKWELL_SHARE, ULTRA_RATE
 
-    assert {GPUS[g].gemm_efficiency for g in BLACKWELL} == {BLACKWELL_SHARE}
-    shipped = (BLACKWELL_SHARE, DEFAULT.grouped_gemm_share)
-    grids = (BLACKWELL_SHARE_GRID, GROUPED_SHARE_GRID)
+    assert {GPUS[g].gemm_efficiency for g in ("b200", "gb200")} == {BLACKWELL_SHARE}
+    assert {GPUS[g].gemm_efficiency for g in ULTRA} == {BLACKWELL_SHARE * ULTRA_RATE}
+    assert {GPUS[g].cuda_capability for g in ULTRA} == {(10, 3)}
+    shipped = (BLACKWELL_SHARE, DEFAULT.grouped_gemm_share, ULTRA_RATE)
+    grids = (BLACKWELL_SHARE_GRID, GROUPED_SHARE_GRID, ULTRA_RATE_GRID)
     at = [g.index(v) for g, v in zip(grids, shipped)]
     best, _, n = share_score(*shipped)
     assert n >= 30  # the calibration release's rows that run (36 here)
-    for axis in (0, 1):
+    for axis in (0, 1, 2):
         for k in (at[axis] - 1, at[axis] + 1):
             if 0 <= k < len(grids[axis]):
                 point = list(shipped)
                 point[axis] = grids[axis][k]
                 assert share_score(*point)[0] > best, point
+
+
+def test_blackwell_ultra_rate_moves_the_gemms_not_the_measured_attention():
+    """chips.ULTRA_RATE scales what an sm_103 part's GEMMs sustain (GB300 against GB200 at
+    the same BF16 peak: its seconds over the rate), not the attention core, which runs at
+    cuDNN's measured GB300 rate whatever the GEMM share (system.attention)."""
+    from ledger.step.gemm import gemm_s
+    from ledger.step.layer_time import layer_times
+    from ledger.system import GPUS
+
+    gb200, gb300 = GPUS["gb200"], GPUS["gb300"]
+    assert gb300.bf16_flops == gb200.bf16_flops
+    one = replace(gb300, gemm_efficiency=gb200.gemm_efficiency)
+    fast = replace(gb300, gemm_efficiency=1.3 * gb200.gemm_efficiency)
+    assert gemm_s(8192, 8192, 8192, one, CAL) / gemm_s(8192, 8192, 8192, fast, CAL) \
+        == pytest.approx(1.3)
+    m, cfg, sysm = llama3_8b().with_seq(8192), ParallelConfig(), system("gb300")
+    links = dict.fromkeys(("tp", "cp", "ep", "pp"), "nvlink")
+    slow_t, fast_t = (layer_times(m, cfg, replace(sysm, gpu=g), links, CAL) for g in (one, fast))
+    assert fast_t.attention == pytest.approx(slow_t.attention)
+    assert slow_t.gemm / fast_t.gemm == pytest.approx(1.3)
 
 
 def test_a_grace_host_takes_the_fitted_scale_of_an_x86_hosts_seconds():

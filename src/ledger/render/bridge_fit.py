@@ -79,35 +79,47 @@ def _score(cal, shares: dict | None = None) -> tuple[float, float, int]:
 
 # benchmarks/fit.py stage 4: one sustained bf16 GEMM share for the Blackwell generation's
 # parts (ledger.system.chips: B200, B300, GB200, GB300 - one figure, so their dense peaks'
-# ratios stay the datasheets'), and the routed experts' grouped GEMMs' share of the dense
-# rate (ledger.step.Calibration.grouped_gemm_share, every part), together on the release's
-# calibration rows, with the host's constants as shipped; H100's share is stage 2's
-# (Megatron-LM's H100 table)
+# ratios stay the datasheets'), Blackwell Ultra's sustained rate over it (ULTRA: sm_103,
+# B300 and GB300 - chips.ULTRA_RATE), and the routed experts' grouped GEMMs' share of the
+# dense rate (ledger.step.Calibration.grouped_gemm_share, every part), together on the
+# release's calibration rows, with the host's constants as shipped; H100's share is stage
+# 2's (Megatron-LM's H100 table)
 BLACKWELL = ("b200", "b300", "gb200", "gb300")
+ULTRA = ("b300", "gb300")  # the sm_103 parts (chips.GPU.cuda_capability (10, 3))
 BLACKWELL_SHARE_GRID = tuple(round(0.40 + 0.02 * i, 2) for i in range(21))  # 0.40 ... 0.80
 GROUPED_SHARE_GRID = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+ULTRA_RATE_GRID = tuple(round(1.0 + 0.05 * i, 2) for i in range(11))  # 1.00 ... 1.50
 
 
-def share_score(share: float, grouped: float | None = None,
+def blackwell_shares(share: float, ultra: float) -> dict:
+    """GPU preset -> gemm_efficiency: ``share`` for the sm_100 parts, ``share`` x ``ultra``
+    for the sm_103 ones (ledger.system.chips.ULTRA_SHARE)."""
+    return {g: share * (ultra if g in ULTRA else 1.0) for g in BLACKWELL}
+
+
+def share_score(share: float, grouped: float | None = None, ultra: float | None = None,
                 cal=None) -> tuple[float, float, int]:
     """(mean |error|, max |error|, rows) of the release's calibration rows that run at the
-    Blackwell GEMM share ``share`` and the grouped GEMMs' share ``grouped`` (default: the
-    shipped), the time model's other constants ``cal`` (default the shipped)."""
+    Blackwell GEMM share ``share``, Blackwell Ultra's rate over it ``ultra`` and the
+    grouped GEMMs' share ``grouped`` (default: the shipped), the time model's other
+    constants ``cal`` (default the shipped)."""
     from ledger.step import DEFAULT
+    from ledger.system.chips import ULTRA_RATE
 
     cal = cal or DEFAULT
     if grouped is not None:
         cal = replace(cal, grouped_gemm_share=grouped)
-    return _score(cal, dict.fromkeys(BLACKWELL, share))
+    return _score(cal, blackwell_shares(share, ULTRA_RATE if ultra is None else ultra))
 
 
-def fit_share(grid=BLACKWELL_SHARE_GRID, grouped=GROUPED_SHARE_GRID,
+def fit_share(grid=BLACKWELL_SHARE_GRID, grouped=GROUPED_SHARE_GRID, ultra=ULTRA_RATE_GRID,
               cal=None) -> list[tuple[float, ...]]:
-    """Every (mean |error|, max |error|, share, grouped share) of the grid on the release's
-    calibration rows, best first."""
+    """Every (mean |error|, max |error|, share, grouped share, ultra rate) of the grid on
+    the release's calibration rows, best first."""
     from itertools import product
 
-    return sorted((*share_score(x, g, cal)[:2], x, g) for x, g in product(grid, grouped))
+    return sorted((*share_score(x, g, u, cal)[:2], x, g, u)
+                  for x, g, u in product(grid, grouped, ultra))
 
 
 def host_score(block_s: float, router_s: float, moe_s: float, expert_s: float,

@@ -38,11 +38,27 @@ class GPU:
 # rows of its own, takes its generation's figure; CDNA's 0.60 for the MI300X, MI325X and
 # MI355X; the Ada cards (L40S, L4), with no figure of their own, take Hopper's figure - a
 # stated rule, not a measurement.
+# Blackwell Ultra (sm_103: B300, GB300) takes BLACKWELL_SHARE times ULTRA_RATE, its
+# sustained GEMM rate over Blackwell's (sm_100: B200, GB200) at equal datasheet peak, one
+# figure for the die (the rule ledger.system.attention and ledger.system.gemm_rates apply),
+# declared and fitted by benchmarks/fit.py (stage 4, with BLACKWELL_SHARE and the grouped
+# share) on the same calibration rows - no measurement of it was found to cite: the
+# datasheets give both dies the same dense BF16 / FP8 peaks (GB300 and GB200 2.5 / 5
+# PFLOP/s, B300 and B200 2.25 / 4.5), i.e. GB300 is rated at 160 SMs x 8,192 FLOPs a clock
+# x 1.91 GHz against GB200's 148 x 8,192 x 2.06 GHz, its maximum SM clock (stas00/
+# ml-engineering compute/accelerator/README.md @ 744d01e1 L663); the one lone-GEMM
+# measurement naming both dies, the same file's MAMF table (L355-356, L372-373), finds B300
+# and B200 within 2.5% of each other in BF16 and FP8, and none of GB300 is published. What
+# the tables measure is GB300 1.19x to 1.27x GB200 at one placement in FP8, MXFP8 and NVFP4
+# alike (docs/step-time.md): ULTRA_RATE is that, read through the time model, not a kernel
+# figure. 1.0 leaves sm_103 at Blackwell's share.
 # cuda_capability: sm_100 for B200 / GB200, sm_103 for B300 / GB300 (NVIDIA, "CUDA GPU
 # Compute Capability", developer.nvidia.com/cuda-gpus); left None elsewhere, where the
 # ledger's one use of it (TE's FP8 weight layout) keeps Hopper's rule.
 HOPPER_SHARE = 0.62
 BLACKWELL_SHARE = 0.50
+ULTRA_RATE = 1.0
+ULTRA_SHARE = BLACKWELL_SHARE * ULTRA_RATE  # B300's and GB300's gemm_efficiency
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
         hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400, sms=108,
@@ -69,7 +85,7 @@ GPUS = {g.name: g for g in (
         board_power_w=1000, sms=148, generation="blackwell",
         cuda_capability=(10, 0)),
     GPU(name="b300", bf16_flops=2250e12, fp8_flops=4500e12, fp4_flops=13125e12,
-        hbm_bytes=270 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=BLACKWELL_SHARE,
+        hbm_bytes=270 * GiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=ULTRA_SHARE,
         board_power_w=1100, sms=160, generation="blackwell",
         cuda_capability=(10, 3)),
     GPU(name="gb200", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=10000e12,
@@ -77,7 +93,7 @@ GPUS = {g.name: g for g in (
         board_power_w=1200, sms=148, generation="blackwell",
         cuda_capability=(10, 0)),
     GPU(name="gb300", bf16_flops=2500e12, fp8_flops=5000e12, fp4_flops=15000e12,
-        hbm_bytes=284208 * MiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=BLACKWELL_SHARE,
+        hbm_bytes=284208 * MiB, hbm_bytes_per_s=8.0e12, gemm_efficiency=ULTRA_SHARE,
         board_power_w=1400, sms=160, generation="blackwell",
         cuda_capability=(10, 3)),
     GPU(name="mi300x", bf16_flops=1307e12, fp8_flops=2615e12, hbm_bytes=192 * GiB,
