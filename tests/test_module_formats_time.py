@@ -34,10 +34,16 @@ def test_quantization_files_modules_run_at_their_own_peak(gpu):
     """By hand, tp 1, 4096 tokens: linear_qkv (h -> q + k + v = 4096 + 2 x 2 x 128) and
     linear_proj (32 x 128 -> h) at the BF16 peak; the Mamba in_proj (h -> 18,560) at NVFP4's,
     its out_proj (8192 -> h) at FP8's (MXFP8); fc1 / fc2_latent_proj (h <-> 1024) at BF16's.
-    Without the file every one of them runs at the FP4 peak."""
+    Without the file every one of them runs at the FP4 peak. On GB300 (sm_103) each
+    low-precision peak is taken times its kernel's measured share (system.gemm_rates: NVFP4's,
+    MXFP8's for the file's MXFP8 module); B200 has none (1)."""
+    from ledger.system.gemm_rates import kernel_share
+
     model, g = _nemotron_super(), GPUS[gpu]
     plain, quant = _configs()
-    h, bf16, fp8, fp4 = model.hidden, g.bf16_flops, g.fp8_flops, g.fp4_flops
+    h, bf16 = model.hidden, g.bf16_flops
+    fp8, fp4 = g.fp8_flops * kernel_share(gpu, "mxfp8"), g.fp4_flops * kernel_share(gpu, "nvfp4")
+    assert (kernel_share(gpu, "nvfp4") < 1) == (gpu == "gb300")
 
     def gs(m, n, k, peak):
         return gemm_s(m, n, k, g, DEFAULT, peak=peak)
