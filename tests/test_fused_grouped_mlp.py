@@ -162,6 +162,10 @@ def test_estimate_takes_the_flag():
     assert runs[1]["step_time_s"] < runs[0]["step_time_s"]
 
 
+@pytest.mark.xfail(strict=True, reason="measured: at stage 4's refit with Blackwell Ultra's "
+                   "rate (grouped_gemm_share 0.7 -> 0.6) Qwen3-30B-A3B's best placement on 8 "
+                   "GB200 prices 11.733 s with and without the fused grouped MLP: the host "
+                   "seconds it saves (2.96 -> 2.38 s) sit under the slower expert GEMMs")
 def test_the_planner_holds_it_and_prices_it_on_its_grid():
     from ledger.plan.search import plan
 

@@ -112,7 +112,7 @@ class Calibration:
     # Framework.grouped_gemm_fitted), fitted by benchmarks/fit.py stage 4: not a kernel
     # measurement (DeepGEMM README @ 4cc65afa: its grouped FP8 kernels at its dense rate,
     # 1,288 against 1,304 TFLOP/s at 4,096 rows a group)
-    grouped_gemm_share: float = 0.7
+    grouped_gemm_share: float = 0.6
     # HBM kept back beyond what the framework's memory counts (its CUDA context, NCCL and
     # fragmentation are a cause of their own, ledger.frameworks): none
     memory_reserve: float = 0.0

@@ -57,7 +57,7 @@ class GPU:
 # ledger's one use of it (TE's FP8 weight layout) keeps Hopper's rule.
 HOPPER_SHARE = 0.62
 BLACKWELL_SHARE = 0.50
-ULTRA_RATE = 1.0
+ULTRA_RATE = 1.35
 ULTRA_SHARE = BLACKWELL_SHARE * ULTRA_RATE  # B300's and GB300's gemm_efficiency
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
