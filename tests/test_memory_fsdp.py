@@ -201,3 +201,23 @@ def test_bridge_rows_run_the_double_buffer_where_their_recipes_set_it():
     assert got["25.09/gb200/llama3-70b/fp8_cs/64g/gbs128/mbs2"] is True
     assert got["25.11/h100/llama3-8b/fp8_cs/8g/gbs128/mbs1"] is False
     assert not any(fsdp_double_buffer(r.as_run()) for r in rows() if not r.megatron_fsdp)
+
+
+def test_lora_base_keeps_no_output_gradient_bucket(monkeypatch):
+    """A LoRA fine-tune's frozen base makes no gradients (ledger.placement.tuned.
+    buffer_framework: no unsharded gradient buffer), so Megatron-FSDP's output-layer
+    bucket holds nothing there; pre-training holds the whole root's (one bucket, no
+    bucket size set) at the fp32 main grads' 4 B."""
+    from ledger.finetune import FineTune
+    from ledger.parallel import place
+    from ledger.placement import per_gpu
+
+    seen = []
+    real = per_gpu.head_grad_bytes
+    monkeypatch.setattr(per_gpu, "head_grad_bytes",
+                        lambda *a: seen.append(real(*a)) or seen[-1])
+    cfg = ParallelConfig(dp=16, zero_stage=3)
+    place(llama3_70b(), cfg)
+    assert seen[-1] == ROOT * 4
+    place(llama3_70b(), ParallelConfig(dp=16, zero_stage=3, finetune=FineTune(method="lora")))
+    assert seen[-1] == 0

@@ -233,7 +233,7 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
         stage_act=stage_act, work=work + backward,
         cp_forward=cp_fwd, cp_backward=cp_bwd,
         root_grads=root * per_param.grads_bytes * (cfg.zero_stage < 3), head_grads=
-        head_grad_bytes(cfg, fw, root, end_params(model, cfg)[1] * out_rank),
+        head_grad_bytes(cfg, fw_b, root, end_params(model, cfg)[1] * out_rank),
         buffers=always + kept + recv * boundary, kept=kept,
         named=tuple(sorted((k, v) for k, v in (named or {}).items() if np.ndim(v) == 0)),
         head=head_activation_bytes(model, cfg) * out_rank,
