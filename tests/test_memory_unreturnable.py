@@ -50,8 +50,9 @@ def test_bounds_by_hand():
     (lo, lo_row), (hi, hi_row), wrong = share_bounds(items)
     assert (lo, lo_row, hi, hi_row, wrong) == (0.02, "b", 0.03, "c", [])
     assert fit_unreturnable(items) == 0.025
-    _, _, wrong = share_bounds(items + [("g", False, float("inf")), ("h", True, -0.01)])
-    assert wrong == ["g", "h"]
+    (lo, _), (hi, _), wrong = share_bounds(items + [("g", False, float("inf")),
+                                                    ("h", True, -0.01)])
+    assert wrong == ["g", "h"] and (lo, hi) == (0.02, 0.03)  # named, bounding nothing
 
 
 def test_shipped_share_is_the_fit(items):

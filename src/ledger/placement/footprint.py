@@ -343,15 +343,10 @@ def point_bytes(parts: RankParts, held, cfg, fw, grads_at_loss) -> dict[str, flo
     return {name: sum(pt) for name, pt in zip(MOMENTS, points)}
 
 
-def _reserved_points(parts: RankParts, held, cfg, fw, grads_at_loss):
-    """(the points' (state, activations, logits, buffers), their fragmentation, the
-    cached part of it)."""
-    points, _, frag, cached, _ = _point_sums(parts, held, cfg, fw, grads_at_loss)
-    return points, frag, cached
-
-
 def _point_sums(parts: RankParts, held, cfg, fw, grads_at_loss):
-    """``_reserved_points`` with each point's allocated bytes (the sum of its four)."""
+    """(the points' (state, activations, logits, buffers), their allocated bytes (the sum
+    of the four), their fragmentation, the cached part of it, the split blocks of it the
+    allocator keeps through a failed cudaMalloc (``unreturnable_share``))."""
     loss = loss_of(loss_name(cfg, fw))
     points = _moments(parts, held, loss, cfg.act_bytes, grads_at_loss)
     # freed blocks the allocator keeps but no request at that point can reuse: the logits

@@ -29,10 +29,11 @@ def share_bounds(items) -> tuple[tuple[float, str], tuple[float, str], list[str]
     """The unreturnable shares every verdict of ``items`` ((label, ran, critical share))
     allows: (the largest share an out-of-memory run needs to fail, its label), (the
     smallest share a run that ran needs to fit, its label), and the rows no share in the
-    fragmentation's range judges right."""
+    fragmentation's range judges right (bounding nothing: an out-of-memory run no share
+    fails, a run whose allocated bytes and context alone overflow the device)."""
     inf = float("inf")
     oom = [(c, lab) for lab, ran, c in items if not ran and c < inf]
-    ran = [(c, lab) for lab, ran, c in items if ran and c < inf]
+    ran = [(c, lab) for lab, ran, c in items if ran and 0.0 <= c < inf]  # < 0: none fits
     lo = max(oom, default=(0.0, ""))
     hi = min(ran, default=(inf, ""))
     wrong = [lab for lab, r, c in items if (not r and c == inf) or (r and c < 0)]
