@@ -145,9 +145,16 @@ _FUSED_MLP = (
     "keeps: fc1's input, the activation's input, the probs, fc2's input); Megatron-Bridge "
     "scripts/performance/utils/overrides.py L238-243, perf_plugins.py L308-309 @v0.5.1 "
     "(cutedsl_fused_grouped_mlp: the op fuser and NVTE_CUTEDSL_FUSED_GROUPED_MLP=1)")
-for _name in LIBRARY_SOURCES:
-    LIBRARY_SOURCES[_name]["fused_grouped_mlp"] = _FUSED_MLP if _name == "megatron" else \
-        "not offered (Megatron-Core's TE op fuser path only)"
+
+
+def _megatron_only(fact: str, source: str, elsewhere: str) -> None:
+    """``fact``'s source for Megatron-Core, and what every other framework's entry says."""
+    for name, facts in LIBRARY_SOURCES.items():
+        facts[fact] = source if name == "megatron" else elsewhere
+
+
+_megatron_only("fused_grouped_mlp", _FUSED_MLP,
+               "not offered (Megatron-Core's TE op fuser path only)")
 # the dispatcher's permutation kernels (ledger.step.eager.dispatch_pass_bytes)
 _PERMUTES = (
     "Megatron-LM d98e8a64 megatron/core/transformer/moe/token_dispatcher.py: alltoall "
@@ -156,17 +163,14 @@ _PERMUTES = (
     "(one permute after dispatch, one unpermute before combine); HybridEP L1001-1014 (both "
     "inside its kernels); Megatron-Bridge recipes/deepseek/deepseek_v3.py L259 @v0.2.0 "
     "(moe_permute_fusion: TE's fused permutation kernels)")
-for _name in LIBRARY_SOURCES:
-    LIBRARY_SOURCES[_name]["dispatch_passes"] = _PERMUTES if _name == "megatron" else \
-        "not priced (Megatron-Core's dispatchers only)"
+_megatron_only("dispatch_passes", _PERMUTES, "not priced (Megatron-Core's dispatchers only)")
 # what FP8 attention's fused kernel keeps (ledger.frameworks.fp8_attention)
-LIBRARY_SOURCES["megatron"]["fp8_attention_saved"] = (
+_FP8_DPA_SAVED = (
     "TransformerEngine d0067d0d transformer_engine/pytorch/attention/dot_product_attention/"
     "backends.py L1445 (NVTE_FP8_DPA_BWD on: the FP8 backward), L1579-1587 (q, k, v kept in "
     "FP8; the output in BF16 under MXFP8 and current scaling, L210 NVTE_DPA_FP8CS_O_in_F16 "
     "on by default; in FP8 under delayed scaling), utils.py L2692-2694 (the QKV quantizer "
     "row-wise only), L3014-3118 (combine_and_quantize); Megatron-LM d98e8a64 "
     "megatron/core/fp8_utils.py L777-788 (fp8_dpa under current scaling and MXFP8)")
-for _name in LIBRARY_SOURCES:
-    LIBRARY_SOURCES[_name].setdefault("fp8_attention_saved", "not offered (Megatron-Core's "
-                                      "fp8_dot_product_attention only)")
+_megatron_only("fp8_attention_saved", _FP8_DPA_SAVED,
+               "not offered (Megatron-Core's fp8_dot_product_attention only)")
