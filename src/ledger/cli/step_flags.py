@@ -27,8 +27,8 @@ def _modules(text: str) -> tuple[str, ...]:
 
 def unpriced_flags(a: argparse.Namespace) -> list[str]:
     """What the typed flags set that the ledger does not price, for stderr (one line) and
-    the approximate mark: of --recompute-modules, GatedDeltaProduct's modules, whose mixer the ledger does not
-    model, and the HyperConnections', whose recompute it does not
+    the approximate mark: of --recompute-modules, GatedDeltaProduct's modules, whose mixer
+    the ledger does not model, and the HyperConnections', whose recompute it does not
     (ledger.frameworks.recompute_modules), and mla_up_proj on DeepSeek-V4's attention,
     whose up-projections' recompute it does not (``model_attention``, set where the model
     is loaded). The Bridge rows name the last alike (render.bridge)."""
@@ -45,10 +45,10 @@ def unpriced_flags(a: argparse.Namespace) -> list[str]:
 def check_fp8_attention(a: argparse.Namespace) -> None:
     """--fp8-dot-product-attention typed where it changes nothing is refused, as
     --fp8-recipe without --precision fp8 is: Megatron hands it to TE only under the
-    delayed, tensorwise and mxfp8 recipes (ledger.step.layer_time.fp8_attention)."""
+    delayed, tensorwise and mxfp8 recipes (ledger.frameworks.fp8_attention)."""
     if not getattr(a, "fp8_attention", False):
         return
-    from ledger.step.layer_time import FP8_ATTENTION_RECIPES, fp8_attention
+    from ledger.frameworks.fp8_attention import FP8_ATTENTION_RECIPES, fp8_attention
 
     if not fp8_attention(a):
         raise LedgerError("fp8_attention", f"--fp8-dot-product-attention runs the attention "

@@ -9,10 +9,10 @@ Float8BlockScaling takes none). TE's FusedAttnFunc (attention/dot_product_attent
 backends.py @d0067d0d) then quantizes q, k and v (combine_and_quantize, utils.py
 L3014-3118; the QKV quantizer row-wise only, get_attention_quantizers L2692-2694: one copy,
 MXFP8 with an E8M0 scale per 32) and keeps them in FP8 for its FP8 backward (NVTE_FP8_DPA_BWD
-on by default, backends.py L1445; L1579-1587); the output is kept in BF16 under MXFP8 and under current
-scaling (NVTE_DPA_FP8CS_O_in_F16 on by default, L210), in FP8 only under delayed
-scaling (whose FP8 output is not priced apart: kept here as the others'). What the fused
-kernel saves in BF16 otherwise: ``ledger.arch.activations``.
+on by default, backends.py L1445; L1579-1587); the output is kept in BF16 under MXFP8 and
+under current scaling (NVTE_DPA_FP8CS_O_in_F16 on by default, L210), in FP8 only under
+delayed scaling (whose FP8 output is not priced apart: kept here as the others'). What the
+fused kernel saves in BF16 otherwise: ``ledger.arch.activations``.
 """
 from __future__ import annotations
 

@@ -76,9 +76,9 @@ def fsdp_double_buffer(row: BridgeRow) -> bool:
     own ddp.fsdp_double_buffer, else its function's setting under Megatron-FSDP - the Llama
     functions turn it on there (scripts/performance/configs/llama/llama3_llm_pretrain.py
     L75, L110, L145, L180 @v0.4.2, with suggested_communication_unit_size 8e8; v0.1.0rc3's
-    run_script.py L161-163 for Llama 3 70B and 405B) - and on with nccl_ub (Megatron-FSDP forces it: param_and_grad_buffer.py L1663-1670 @2edffadb);
-    else Megatron's default, off (megatron/core/distributed/distributed_data_parallel_config.py
-    L128 @2edffadb)."""
+    run_script.py L161-163 for Llama 3 70B and 405B) - and on with nccl_ub (Megatron-FSDP
+    forces it: param_and_grad_buffer.py L1663-1670 @2edffadb); else Megatron's default, off
+    (megatron/core/distributed/distributed_data_parallel_config.py L128 @2edffadb)."""
     if not row.megatron_fsdp:
         return False
     own = row.setting("fsdp_double_buffer")

@@ -145,7 +145,7 @@ def fp8_lines(cfg) -> list[str]:
     kept += f", {low} params all-gathered in {wire}" if rec.param_gather else (
         f", {low} weight copies cached" if rec.weight_cache_bytes else ", weights cast per use")
     passes = "fprop, dgrad, wgrad" + (" with a Hadamard transform" if rec.wgrad_rht else "")
-    from ledger.step.layer_time import fp8_attention
+    from ledger.frameworks.fp8_attention import fp8_attention
 
     core = "attention core in FP8 (fp8_dpa); " if fp8_attention(cfg) else "attention core, "
     if any(rec.bf16_layers):

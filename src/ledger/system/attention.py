@@ -39,7 +39,7 @@ import numpy as np
 
 # key length s -> (forward, backward) TFLOP/s, the CSVs' top_left bfloat16 rows; and their
 # top_left fp8 rows (cuDNN's FP8 attention, E4M3 with per-tensor scales: what Megatron's
-# --fp8-dot-product-attention hands TE, ledger.step.layer_time.fp8_attention), both counted
+# --fp8-dot-product-attention hands TE, ledger.frameworks.fp8_attention), both counted
 # against the BF16 peak as the CSVs count them
 _MEASURED_FP8 = {
     "h200": (989e12, {2048: (698, 393), 4096: (854, 471), 8192: (964, 430),

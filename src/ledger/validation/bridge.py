@@ -116,9 +116,10 @@ CALIBRATION_RELEASE = "26.02.01"
 # A row whose table footnote declares its figure a performance regression ran under a named
 # defect: one rule for every row - such a row is shown with its note and summed apart
 # ("regressed"), neither calibration nor prediction (where the defect is a kernel with a
-# published measurement, it is priced too: ledger.step.eager.dglu_regression_s). It names 26.06.01's GB200 / GB300 GPT-OSS 120B (archive L90 @
-# DOCS commit, "[^gpt-oss-note]: Performance regression in GPT-OSS 120B pre-training is a
-# known issue", NVIDIA/cudnn-frontend issue 256: grouped_gemm_dglu_wrapper_sm100, the MoE
+# published measurement, it is priced too: ledger.step.eager.dglu_regression_s). It names
+# 26.06.01's GB200 / GB300 GPT-OSS 120B (archive L90 @ DOCS commit, "[^gpt-oss-note]:
+# Performance regression in GPT-OSS 120B pre-training is a known issue",
+# NVIDIA/cudnn-frontend issue 256: grouped_gemm_dglu_wrapper_sm100, the MoE
 # grouped GEMM's dGLU + dbias kernel, 10x slower from cudnn-frontend 1.23.0 to 1.24.0; the
 # fix, cudnn-frontend PR 322 merged 2026-06-23, 1362.8 -> 155.6 us with dbias, before
 # v1.26.0's release, PR 353, 2026-07-07. Megatron-Bridge pins nvidia-cudnn-frontend 1.23.0
