@@ -17,14 +17,23 @@ def reclaimable(frag, unreturnable, cfg):
     return [f - u for f, u in zip(frag, unreturnable)]
 
 
+def fragmentation_share(cfg, fw) -> float:
+    """The run's fragmentation, a share of allocated (``Framework.fragmentation``; under
+    torch.compile ``compiled_fragmentation``)."""
+    return fw.compiled_fragmentation if getattr(cfg, "compile", False) else fw.fragmentation
+
+
+def unreturnable_cap(cfg, fw) -> float:
+    """The most of a point's allocated bytes the verdict can count as split blocks: the
+    fragmentation share, 0 under expandable segments (every empty page unmapped)."""
+    return 0.0 if getattr(cfg, "expandable_segments", False) else fragmentation_share(cfg, fw)
+
+
 def unreturnable_share(cfg, fw) -> float:
     """Of a point's allocated bytes, the split blocks the allocator keeps through a
-    failed cudaMalloc (``Framework.unreturnable``, at most the run's fragmentation share);
-    0 under expandable segments."""
-    if getattr(cfg, "expandable_segments", False):
-        return 0.0
-    share = fw.compiled_fragmentation if getattr(cfg, "compile", False) else fw.fragmentation
-    return min(share, fw.unreturnable)
+    failed cudaMalloc (``Framework.unreturnable``, at most ``unreturnable_cap``); 0 under
+    expandable segments."""
+    return min(unreturnable_cap(cfg, fw), fw.unreturnable)
 
 
 def persistent_bytes(parts, state, fw):

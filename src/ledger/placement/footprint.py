@@ -42,7 +42,8 @@ from ledger.config import expert_tp
 from ledger.frameworks.cp import CP_BUFFERS
 from ledger.frameworks.fp8 import gather_wire_bytes
 from ledger.frameworks.losses import loss as loss_of
-from ledger.placement.allocator import persistent_bytes, reclaimable, unreturnable_share
+from ledger.placement.allocator import (fragmentation_share, persistent_bytes, reclaimable,
+                                        unreturnable_cap, unreturnable_share)
 from ledger.placement.buffers import double_buffered
 from ledger.memory import StateBytes
 
@@ -356,7 +357,7 @@ def _point_sums(parts: RankParts, held, cfg, fw, grads_at_loss):
     freed = parts.freed_grads * (1 - fw.grads_persist)
     logits = parts.logits * loss.cached_bytes(cfg.act_bytes)
     cached = [freed, freed, freed + logits, freed, freed, 0.0]
-    share = fw.compiled_fragmentation if getattr(cfg, "compile", False) else fw.fragmentation
+    share = fragmentation_share(cfg, fw)
     sums = [sum(pt) for pt in points]
     kept = unreturnable_share(cfg, fw)
     return points, sums, [share * a + c for a, c in zip(sums, cached)], cached, \
@@ -390,6 +391,4 @@ def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
                            context_named=parts.outside_named,
                            persistent_bytes=float(persistent_bytes(parts, state, fw)),
                            max_allocated_bytes=float(max(sums)),
-                           share_cap=0.0 if getattr(cfg, "expandable_segments", False) else (
-                               fw.compiled_fragmentation if getattr(cfg, "compile", False)
-                               else fw.fragmentation))
+                           share_cap=unreturnable_cap(cfg, fw))
