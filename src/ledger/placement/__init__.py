@@ -5,9 +5,11 @@
 dispatchers over EP/ETP; ``layout`` maps ranks to axes, groups and links; ``stages`` the
 layers and parameters of each PP rank, kind by kind; ``splits`` what TP and CP may split
 of a model; ``layers`` one layer's bytes as the framework keeps them; ``buffers`` the
-buffers a framework allocates for the run (TE's dummy wgrads, cuBLAS workspaces); ``footprint`` a
-GPU's whole memory by cause, at each point of its step; and ``per_gpu`` puts them
-together - ``place(model, cfg)`` -> ``Placement``.
+buffers a framework allocates for the run (TE's dummy wgrads, cuBLAS workspaces,
+Megatron-FSDP's double buffers); ``allocator`` what PyTorch's caching allocator keeps
+beyond the tensors and hands back before it fails; ``footprint`` a GPU's whole memory by
+cause, at each point of its step; and ``per_gpu`` puts them together - ``place(model,
+cfg)`` -> ``Placement``.
 
 May import: the specs, ``ledger.frameworks``, ``ledger.pipeline`` (activations in flight)
 and ``ledger.arch``.
