@@ -49,3 +49,21 @@ def test_the_passes_are_elementwise_time_at_hbm_bandwidth():
                  precision="bf16", optimizer="adam").breakdown["elementwise"]
     passes = 48 * 4 * 2 * 4096 * 8 * 2048 * 2 * (7 + 1 / 8) / b200.gpu.hbm_bytes_per_s
     assert a - h == pytest.approx(passes, rel=1e-9)
+
+
+def test_the_moe_recompute_runs_the_permutations_again():
+    """--recompute-modules moe checkpoints the whole MoE layer, the dispatcher's permutation
+    kernels included (moe/moe_layer.py L655-720 @d98e8a64): its backward re-runs their
+    forward passes, 7 + 1/8 over rows x h under alltoall, none under HybridEP."""
+    m, b200 = replace(preset("qwen3-30b-a3b"), seq_len=4096), system("b200")
+
+    def gap(**kw):
+        a, h = (estimate(m, _cfg(**d, **kw), b200, precision="bf16", optimizer="adam")
+                .breakdown["elementwise"] for d in (dict(moe_dispatcher="alltoall"),
+                                                    dict(moe_dispatcher="flex",
+                                                         ep_backend="hybridep")))
+        return a - h
+
+    rerun = 48 * 4 * 4096 * 8 * 2048 * 2 * (7 + 1 / 8) / b200.gpu.hbm_bytes_per_s
+    moe = gap(recompute="selective", recompute_modules=("moe",))
+    assert moe - gap() == pytest.approx(rerun, rel=1e-9)

@@ -40,7 +40,7 @@ from ledger.arch import attention_flops_per_token, selected
 from ledger.finetune import modules as matrices
 from ledger.model import ModelSpec
 from ledger.placement import activation_bytes_per_layer
-from ledger.step.eager import expert_pass_bytes
+from ledger.step.eager import dispatch_pass_bytes, expert_pass_bytes
 from ledger.step.gemm import bf16_averaged, gemm_s, kind_gemms_s
 
 MOE_PARTS = ("experts", "shared_experts", "router", "latent_proj")  # what ``moe`` re-runs
@@ -109,9 +109,12 @@ def rerun_bytes(model: ModelSpec, cfg, mods) -> float:
 
 def eager_rerun_s(model: ModelSpec, cfg, tokens, gpu, mods) -> float:
     """Forward seconds of the experts' eager passes the recomputed modules run again: all
-    of them under ``moe``, the GLU clamp's alone under ``moe_act`` (the fc2 bias left out)."""
+    of them and the dispatcher's permutation kernels (``dispatch_pass_bytes``: the whole
+    layer's forward, permutation included, is what ``moe`` checkpoints) under ``moe``, the
+    GLU clamp's alone under ``moe_act`` (the fc2 bias left out)."""
     if "moe" in mods:
-        return expert_pass_bytes(model, cfg, tokens, gpu)[0] / gpu.hbm_bytes_per_s
+        return (expert_pass_bytes(model, cfg, tokens, gpu)[0]
+                + dispatch_pass_bytes(model, cfg, tokens)[0]) / gpu.hbm_bytes_per_s
     if "moe_act" in mods and model.mlp_bias:
         model = replace(model, mlp_bias=False)
     return ("moe_act" in mods) * expert_pass_bytes(model, cfg, tokens, gpu)[0] \
