@@ -394,6 +394,7 @@ def oom_lines() -> list[str]:
         o = outcome(r)
         verdict = o.reason if o.status != "ran" else (
             f"{'fits (wrong)' if o.fits else 'does NOT fit (right)'} "
-            f"{o.peak_bytes / GIB:.1f} of {o.capacity_bytes / GIB:.0f} GiB")
+            f"{o.peak_bytes / GIB:.1f} of {o.capacity_bytes / GIB:.0f} GiB; calibration: "
+            "it bounds the allocator's unreturnable share (benchmarks/fit_memory.py)")
         out.append(f"  {r.id:<68}{verdict}")
     return out

@@ -72,9 +72,11 @@ def memory_table(rows=None) -> str:
                      f"(under on {sum(e < 0 for e in signed)} of {len(signed)} rows)")
     outcomes = [r for r in rows if r.metric == "outcome"]
     right = sum(error(r) == 0 for r in outcomes)
+    bound = sum(r.role == "bound" for r in outcomes)
     lines.append(f"{'all':<5} {'fit verdicts':<18} {right} of {len(outcomes)} right "
                  f"({sum(r.measured == 1 for r in outcomes)} ran, "
-                 f"{sum(r.measured == 0 for r in outcomes)} out of memory)")
+                 f"{sum(r.measured == 0 for r in outcomes)} out of memory; {bound} of them "
+                 f"bounding the unreturnable share: calibration, not prediction)")
     return "\n".join(lines)
 
 

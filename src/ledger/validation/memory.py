@@ -60,7 +60,8 @@ class Peak:
     gpu: str  # the GPU preset; the platform the source names where no capacity is needed
     metric: str  # METRICS
     measured: float  # bytes, or 1.0 (ran) / 0.0 (out of memory) for "outcome"
-    role: str = "prediction"  # "calibration": the fragmentation is fitted on it
+    role: str = "prediction"  # "calibration": the fragmentation is fitted on it; "bound":
+    #   an outcome row that bounds the unreturnable share (ledger.validation.outcomes)
     note: str = ""
 
 
@@ -249,7 +250,7 @@ def _deepseek_outcome() -> list[Peak]:
                          precision="fp8-deepseek-v3", moe_dispatcher="flex", dropout=0.0,
                          recompute="selective", recompute_modules=("layernorm", "mla_up_proj"))
     return [Peak(DSV3, "deepseek-v3 2,048 H800 PP 16 DualPipe EP 64", deepseek_v3().with_seq(4096),
-                 cfg, "h800", "outcome", 1.0)]
+                 cfg, "h800", "outcome", 1.0, role="bound")]
 
 
 def peaks() -> list[Peak]:
