@@ -6,14 +6,12 @@ whole blocks always, the split blocks never unless expandable segments unmap the
 from __future__ import annotations
 
 
-def reclaimable(frag, unreturnable, cfg):
+def reclaimable(frag, unreturnable):
     """Of each point's fragmentation, what the caching allocator hands back before it
-    fails an allocation: all but the split blocks (``unreturnable``: the cached whole
-    blocks - freed logits and gradients, whole free segments - are released and the
-    allocation retried), and under ``cfg.expandable_segments`` all of it (the empty pages
-    of its segments unmapped) - SOURCES["allocator_reclaim"]."""
-    if getattr(cfg, "expandable_segments", False):
-        return list(frag)
+    fails an allocation: all but the split blocks (``unreturnable``, from
+    ``unreturnable_share``: the cached whole blocks - freed logits and gradients, whole
+    free segments - are released and the allocation retried; under expandable segments
+    the share is 0, every empty page unmapped) - SOURCES["allocator_reclaim"]."""
     return [f - u for f, u in zip(frag, unreturnable)]
 
 

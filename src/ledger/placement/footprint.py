@@ -368,7 +368,7 @@ def peak_total(parts: RankParts, held, cfg, fw, grads_at_loss):
     """What the device must hold at its worst point: ``peak_memory(...).required_bytes``
     without the breakdown (the planner's grid, judged as ``report`` judges)."""
     _, sums, frag, _, split = _point_sums(parts, held, cfg, fw, grads_at_loss)
-    back = reclaimable(frag, split, cfg)
+    back = reclaimable(frag, split)
     return reduce(np.maximum, [a + f - b for a, f, b in zip(sums, frag, back)]) \
         + fw.overhead_bytes + parts.outside
 
@@ -382,7 +382,7 @@ def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
     points, sums, frag, cached, split = _point_sums(parts, held, cfg, fw, grads_at_loss)
     best = int(np.argmax([float(sum(pt) + f) for pt, f in zip(points, frag)]))
     state, acts, logits, buffers = (float(x) for x in points[best])
-    back = reclaimable(frag, split, cfg)
+    back = reclaimable(frag, split)
     need = max(float(sum(pt) + f - b) for pt, f, b in zip(points, frag, back))
     context = fw.overhead_bytes + float(parts.outside)
     return MemoryBreakdown(rank, state, acts, logits, buffers, float(frag[best]),

@@ -292,8 +292,9 @@ def predicted(row: Peak, fragmentation: tuple[float, float] | None = None,
         return reserved
     from ledger.system import system
 
-    need = max(m.required_bytes for m in ranks) if fragmentation is None \
-        else reserved + ranks[0].context_bytes
+    # the verdict weighs what the allocator cannot hand back (MemoryBreakdown.
+    # required_bytes), not the reserved figure a fragmentation override prices
+    need = max(m.required_bytes for m in ranks)
     return float(need <= system(row.gpu).gpu.hbm_bytes)
 
 
