@@ -241,6 +241,35 @@ def test_every_megatron_launch_is_counted():
     assert (read, len(MEGATRON_REFUSED)) == (20, 8) and read + len(MEGATRON_REFUSED) == 28
 
 
+def test_megatron_fsdp_double_buffer_is_applied_and_planned_as_reported():
+    """examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh runs --use-nccl-ub and
+    --fsdp-double-buffer (L122-123): report applies them as the ledger's Megatron-FSDP
+    double buffers (no flag left unmodelled), and plan, pinned to the file's placement,
+    prices that placement's memory to the byte as report does."""
+    f = MEGATRON["mfsdp_llama3_8b"][0]
+    code, out, err = run("report", "--from-megatron", f, "--json", "--verbose")
+    assert code == 0 and "not modelled" not in err, err
+    applied = next(x for x in err.splitlines() if x.startswith("note: applied"))
+    assert "--use-nccl-ub" in applied and "--fsdp-double-buffer" in applied
+    report = json.loads(out)
+    kept = report["memory"]["kept"]
+    assert report["config"]["fsdp_double_buffer"] and not report.get("approximate")
+    # two layers' gathered params (FP8: 1 B each) and grads (fp32 main grads: 4 B each):
+    # Llama 3 8B's layer is 218,112,000 params (4096 x (6144 + 4096 + 2 x 14336 + 14336)
+    # GEMM weights + 2 x 4096 norms)
+    layer = 4096 * (6144 + 4096 + 3 * 14336) + 2 * 4096
+    assert (kept["Megatron-FSDP param double buffer"],
+            kept["Megatron-FSDP grad double buffer"]) == (2 * layer * 1, 2 * layer * 4)
+    code, out, err = run("plan", "--from-megatron", f, "--tp", "1", "--cp", "1", "--pp", "1",
+                         "--zero", "3", "--micro-batch", "1", "--recompute", "none",
+                         "--schedule", "1f1b", "--json")
+    assert code == 0 and "not modelled" not in err, err
+    row = json.loads(out)["plans"][0]
+    assert {k: row[k] for k in report["config"] if k in row} == \
+        {k: v for k, v in report["config"].items() if k in row}
+    assert row["memory_bytes"] == report["memory"]["required"]
+
+
 # ---- every torchtitan TOML -------------------------------------------------------------
 # expected: params, then tp pp cp ep dp zero recompute micro global seq precision at 64 GPUs
 TOMLS = {

@@ -121,6 +121,10 @@ CASES = {
                                           "--data-parallel-sharding-strategy optim_grads"),
     "--megatron-fsdp-main-grads-dtype": ("--use-megatron-fsdp",
                                          "--megatron-fsdp-main-grads-dtype bf16"),
+    # Megatron-FSDP's persistent double buffers, and --use-nccl-ub, which turns them on
+    # (arguments.py L1172-1177)
+    "--fsdp-double-buffer": ("--use-megatron-fsdp", "--fsdp-double-buffer"),
+    "--use-nccl-ub": ("--use-megatron-fsdp", "--use-nccl-ub"),
     "--no-pad-vocab-size": ("--vocab-size 32001", "--no-pad-vocab-size"),
     "--overlap-moe-expert-parallel-comm": (MOE + " --num-layers-per-virtual-pipeline-stage 2 "
                                            "--moe-token-dispatcher-type alltoall",
@@ -299,6 +303,28 @@ def test_flags_out_of_modelled_are_accepted_or_named(tmp_path, context, flag, na
     assert name in line
     assert not any(name in x for x in err.splitlines() if x.startswith("note: accepted")) \
         if named else True
+
+
+@pytest.mark.parametrize("context,flag,named", [
+    # Megatron-FSDP below optim_grads_params: its gradient buckets' pool, not priced
+    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads",
+     "--fsdp-double-buffer", True),
+    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", "--use-nccl-ub", True),
+    # without Megatron-FSDP nothing reads fsdp_double_buffer; the DDP's buffers registered
+    ("--use-distributed-optimizer", "--fsdp-double-buffer", False),
+    ("--use-distributed-optimizer", "--use-nccl-ub", False),
+])
+def test_double_buffer_flags_outside_megatron_fsdps_zero3(tmp_path, context, flag, named):
+    """The double-buffer flags are applied only where the ledger prices the buffers
+    (Megatron-FSDP at optim_grads_params): named below it, silent without Megatron-FSDP."""
+    code, _, err = priced(tmp_path, f"{BASE} {context} {flag}", "launch")
+    assert code == 0, err
+    lines = err.splitlines()
+    warned = [x for x in lines if x.startswith("warning: not modelled")]
+    accepted = next((x for x in lines if x.startswith("note: accepted")), "")
+    applied = next(x for x in lines if x.startswith("note: applied"))
+    assert (flag in "".join(warned), flag in accepted) == (named, not named)
+    assert flag not in applied.split()
 
 
 @pytest.mark.parametrize("flags,reason", [

@@ -320,3 +320,27 @@ def test_grid_prices_fp8_attention_like_estimate():
     for i in np.random.default_rng(0).choice(np.flatnonzero(step < plain * (1 - 1e-3)), 20,
                                              replace=False):
         assert est(i, on) - est(i, {}) == pytest.approx(step[i] - plain[i], rel=1e-6)
+
+
+def test_grid_prices_megatron_fsdp_double_buffers_like_estimate():
+    """fsdp_double_buffer (held fixed with the run's facts) reaches the planner's memory
+    as it reaches estimate(): its ZeRO-3 rows hold more, the others do not move."""
+    model, sysm, fw = llama3_8b(), system("h100-sxm"), get_framework("megatron")
+    on = {"fsdp_double_buffer": True}
+    g = enumerate_grid(model, 8, 64, sysm, Pins(), fw)
+    _, mem, *_ = _price(model, sysm, DEFAULT, g, None, "adam", "megatron", facts=on)
+    _, plain, *_ = _price(model, sysm, DEFAULT, g, None, "adam", "megatron")
+    zero3 = g["zero"] == 3
+    assert (mem[zero3] > plain[zero3]).all() and (mem[~zero3] == plain[~zero3]).all()
+    for i in np.random.default_rng(0).choice(np.flatnonzero(zero3), 20, replace=False):
+        est = estimate(model, _config(g, i, "megatron", True, None, None, Pins(), model, on),
+                       sysm, tp_overlap=bool(g["tpov"][i]))
+        assert est.memory_per_gpu_bytes == pytest.approx(mem[i], rel=1e-12)
+
+
+def test_fsdp_double_buffer_needs_megatron(capsys):
+    code = main(["report", "llama3-8b", "--gpus", "8", "--zero", "3", "--framework",
+                 "torchtitan", "--fsdp-double-buffer"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == ("error: fsdp_double_buffer: Megatron-FSDP's double buffers "
+                                 "need --framework megatron, got torchtitan\n")

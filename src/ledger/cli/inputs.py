@@ -12,6 +12,17 @@ from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
 
+# what ``plan`` takes from a launch file: the job's size, and the run's facts it holds
+# fixed in every placement (search.RUN_FACTS, HOST_FACTS and the buffers and dtypes), so
+# that it prices the file's own placement as report does; the placement it searches
+PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer", "dropout",
+                  "loss", "compile", "no_flash", "recompute_modules", "grad_dtype",
+                  "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "cuda_graph_scope",
+                  "ep_backend", "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
+                  "fp8_attention", "fused_grouped_mlp", "nccl_nvls", "expandable_segments",
+                  "grad_accumulation_fusion", "fsdp_double_buffer")
+
+
 def source(a: argparse.Namespace):
     """The launch config named by --from-megatron / --from-torchtitan (or None), its
     placement merged into the flags: a flag also given on the command line must agree.
@@ -42,8 +53,7 @@ def source(a: argparse.Namespace):
         return launch
     defaults = vars(build_parser().parse_args([a.cmd]))
     for dest, value in launch.flags.items():
-        if dest not in defaults or (a.cmd == "plan" and dest not in ("gpus", "global_batch",
-                                                                    "framework")):
+        if dest not in defaults or (a.cmd == "plan" and dest not in PLAN_FROM_FILE):
             continue  # the planner searches the placement; the file sizes the job
         mine = getattr(a, dest)
         if mine != defaults[dest] and mine != value:
@@ -359,10 +369,23 @@ def step_flags(a: argparse.Namespace) -> dict:
                 delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
                 dp_bucket_params=getattr(a, "dp_bucket_params", None),
                 expandable_segments=bool(getattr(a, "expandable_segments", False)),
+                fsdp_double_buffer=_double_buffer(a),
                 grad_accumulation_fusion=getattr(a, "grad_accumulation_fusion", True)
                 is not False,
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes | library_flags(a)
+
+
+def _double_buffer(a: argparse.Namespace) -> bool:
+    """--fsdp-double-buffer: Megatron-FSDP's, refused under another framework."""
+    from ledger.frameworks import get
+
+    on = bool(getattr(a, "fsdp_double_buffer", False))
+    fw = get(a.framework)
+    if on and not (fw.family == "megatron" and fw.fsdp_buffers):
+        raise LedgerError("fsdp_double_buffer", f"Megatron-FSDP's double buffers need "
+                                                f"--framework megatron, got {a.framework}")
+    return on
 
 
 def recompute_flags(a: argparse.Namespace) -> dict:

@@ -166,6 +166,10 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    action="store_false", default=None,
                    help="TE returns each weight gradient to autograd: no dummy wgrads "
                         "(Megatron; default: fused)")
+    g.add_argument("--fsdp-double-buffer", dest="fsdp_double_buffer", action="store_true",
+                   help="Megatron-FSDP's persistent double buffers: two layers' gathered "
+                        "params and two layers' gradient buckets kept for the run, at ZeRO-3 "
+                        "(Megatron --fsdp-double-buffer, set by --use-nccl-ub; default off)")
     g.add_argument("--expandable-segments", action="store_true",
                    help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator "
                         "unmaps empty pages before failing, so the fit verdict counts no "

@@ -89,7 +89,7 @@ def fsdp_double_buffers(model, cfg, fw) -> dict[str, float]:
     from ledger.frameworks.fp8 import gather_wire_bytes
     from ledger.placement.layers import largest_layer_params
 
-    if not (double_buffered(cfg, fw) and np.all(cfg.reshard_after_forward)):
+    if not (np.all(double_buffered(cfg, fw)) and np.all(cfg.reshard_after_forward)):
         return {}
     rec, layer = fw.fp8, largest_layer_params(model, cfg)
     wire = gather_wire_bytes(rec, zero3=True) if rec is not None and rec.param_gather \
@@ -98,10 +98,24 @@ def fsdp_double_buffers(model, cfg, fw) -> dict[str, float]:
             "Megatron-FSDP grad double buffer": 2 * layer * fw.grad_bytes}
 
 
-def double_buffered(cfg, fw) -> bool:
-    """Whether ``cfg`` runs Megatron-FSDP's double buffers (ZeRO-3 under Megatron)."""
-    return bool(getattr(cfg, "fsdp_double_buffer", False) and fw.family == "megatron"
-                and np.all(np.equal(cfg.zero_stage, 3)) and fw.fsdp_buffers)
+def grid_double_buffers(model, cfg, zero, fw):
+    """``fsdp_double_buffers``' total on the planner's rows of one layout (``cfg`` its
+    tp, ep, resharding and the run's ``fsdp_double_buffer``), each at its ZeRO stage
+    ``zero`` (an array): on the ZeRO-3 rows only."""
+    from types import SimpleNamespace
+
+    one = SimpleNamespace(tp=cfg.tp, ep=cfg.ep, etp=None, zero_stage=3,
+                          reshard_after_forward=cfg.reshard_after_forward,
+                          fsdp_double_buffer=getattr(cfg, "fsdp_double_buffer", False))
+    return sum(fsdp_double_buffers(model, one, fw).values()) * (np.asarray(zero) == 3)
+
+
+def double_buffered(cfg, fw):
+    """Whether ``cfg`` runs Megatron-FSDP's double buffers (ZeRO-3 under Megatron): a
+    bool, or one per row of the planner's array of ZeRO stages."""
+    on = bool(getattr(cfg, "fsdp_double_buffer", False) and fw.family == "megatron"
+              and fw.fsdp_buffers)
+    return np.equal(cfg.zero_stage, 3) if on else False
 
 
 @lru_cache(maxsize=4096)

@@ -25,7 +25,7 @@ from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes
 from ledger.frameworks.fp8 import weight_bytes
 from ledger.placement.bf16_layers import bf16_kinds, bf16_weights
 from ledger.placement.footprint import divisors, expert_divisors
-from ledger.placement.buffers import framework_buffers
+from ledger.placement.buffers import framework_buffers, grid_double_buffers
 from ledger.placement.context import context_buffers
 from ledger.placement.graphs import graph_buffers
 from ledger.placement.per_gpu import recv_buffers
@@ -322,8 +322,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
                  gpu=None):
     count = len(g["tp"])
     mem, state_max = np.empty(count), np.empty(count)
-    off = SimpleNamespace(**{k: np.zeros(count) for k in ("host", "params", "grads", "optim",
-                                                           "trained")})
+    off = SimpleNamespace(**{k: np.zeros(count) for k in "host params grads optim trained".split()})
     shape = np.select([g["sched"] == c for c in SHAPED], [1 + i for i in range(len(SHAPED))],
                       0).astype(np.int64)
     act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
@@ -376,7 +375,8 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         kept = {"framework buffers": np.array([sum(framework_buffers(
             model, SimpleNamespace(tp=tp, etp=None, grad_accumulation_fusion=getattr(
                 cfg, "grad_accumulation_fusion", True)),
-            [k for k, n in zip(kinds, held[r]) if n], fw).values()) for r in reps])[None, :]}
+            [k for k, n in zip(kinds, held[r]) if n], fw).values()) for r in reps])[None, :]
+            + grid_double_buffers(model, cfg, zero, fw)}  # Megatron-FSDP's, on ZeRO-3 rows
         graphs = graph_buffers(model, cfg)  # CUDA graphs' static grad outputs (rows x 1)
         if graphs:
             kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held)[reps].sum(axis=1) > 0)

@@ -155,6 +155,8 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         out["delay_wgrad"] = True
     if ns.get("ddp_bucket_size"):  # training.py L2179-2194 @d98e8a64
         out["dp_bucket_params"] = ns["ddp_bucket_size"]
+    if double_buffer(ns):
+        out["fsdp_double_buffer"] = True
     comm = ns.get("megatron_fsdp_grad_comm_dtype")
     if ns["use_megatron_fsdp"] and comm not in (None, "auto") and comm != grads_dtype(ns):
         # distributed_data_parallel_config.py L201-212 @d98e8a64: its own wire dtype and
@@ -167,6 +169,15 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         else:
             odd.append(f"--moe-flex-dispatcher-backend {backend} (priced as deepep)")
     return out, odd
+
+
+def double_buffer(ns: dict) -> bool:
+    """Megatron-FSDP's persistent double buffers (``ParallelConfig.fsdp_double_buffer``):
+    --fsdp-double-buffer, or --use-nccl-ub, which turns them on under --use-megatron-fsdp
+    (arguments.py L1172-1177 @d98e8a64; param_and_grad_buffer.py L2046-2053: user-buffer
+    registration needs persistent memory). Without Megatron-FSDP neither flag allocates
+    them (only megatron_fsdp reads fsdp_double_buffer)."""
+    return bool(ns["use_megatron_fsdp"] and (ns.get("fsdp_double_buffer") or ns.get("nccl_ub")))
 
 
 def grads_dtype(ns: dict) -> str:

@@ -59,7 +59,7 @@ no-rope-freq no-rope-fusion norm-epsilon
 profile profile-step-end profile-step-start profile-ranks
 rope-scaling-factor rope-type rotary-base rotary-interleaved rotary-percent
 rotary-scaling-factor rotary-seq-len-interpolation-factor seed train-iters train-samples
-transformer-impl use-flash-attn use-mcore-models use-nccl-ub use-rope-scaling weight-decay
+transformer-impl use-flash-attn use-mcore-models use-rope-scaling weight-decay
 timing-log-level timing-log-option
 no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg
 moe-enable-deepep
@@ -86,6 +86,13 @@ squared-relu megatron-fsdp-grad-comm-dtype
 # the MXFP8 param all-gather written
 # into the grad buffer instead of a persistent param buffer (param_and_grad_buffer.py
 # L1240-1265), a buffer the ledger's mxfp8 param gather does not split
+# of MODELLED, Megatron-FSDP's double buffers (ledger.io.megatron.flags.double_buffer):
+# applied as fsdp_double_buffer under --use-megatron-fsdp at optim_grads_params (the ZeRO-3
+# the ledger prices them at), named at a lower sharding (its gradient buckets' pool,
+# unpriced), and silent without Megatron-FSDP (nothing else reads fsdp_double_buffer;
+# --use-nccl-ub then registers the DDP's own buffers with NCCL, the same bytes:
+# distributed_data_parallel.py L313-326 @d98e8a64)
+DOUBLE_BUFFER = {"--fsdp-double-buffer", "--use-nccl-ub"}
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
 activation-func-clamp-value num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
@@ -123,7 +130,7 @@ cuda-graph-impl enable-cuda-graph cuda-graph-modules cuda-graph-scope
 no-overlap-p2p-communication moe-flex-dispatcher-backend
 moe-expert-capacity-factor moe-pad-expert-input-to-capacity
 moe-latent-size mtp-use-repeated-layer moe-shared-expert-overlap delay-wgrad-compute
-ddp-bucket-size
+ddp-bucket-size fsdp-double-buffer use-nccl-ub
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
@@ -214,6 +221,14 @@ def classify(parsed, ns: dict) -> tuple[list[str], list[str], list[str]]:
         value = ns[spec["dest"]]
         if flag in _EXACT and not _EXACT[flag][0](value):
             unpriced.append(f"{shown} ({_EXACT[flag][1]})")
+        elif flag in DOUBLE_BUFFER:
+            if not (ns["use_megatron_fsdp"] and value):
+                silent.append(shown)
+            elif mm.SHARDING[ns["data_parallel_sharding_strategy"]] == 3:
+                applied.append(shown)
+            else:
+                unpriced.append(f"{shown} (Megatron-FSDP's double buffers priced under "
+                                f"optim_grads_params only)")
         elif flag in MODELLED:
             applied.append(shown)
         elif flag in NO_EFFECT or spec["group"] in NO_EFFECT_GROUPS or \
