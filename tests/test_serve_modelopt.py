@@ -91,30 +91,81 @@ def test_kv_cache_auto_takes_the_checkpoint_kv(capsys, tmp_path):
     """vLLM's --kv-cache-dtype auto takes a ModelOpt checkpoint's kv_cache_quant_algo (a
     user's start-ups saw auto "PROMOTE to fp8_e4m3" on an nvidia NVFP4 release, SOURCES.md):
     FP8 here, half of bf16's 320 KiB a token (80 layers x 8 KV heads x 128 x K and V). The
-    flag wins; SGLang's auto stays the model's bf16; an NVFP4 KV cache is refused in one
-    line unless the flag names a dtype; without ModelOpt's producer vLLM reads none."""
+    flag wins; SGLang's auto takes FP8 too (kv_cache_dtype.py L39-49 at 10a75eae); without
+    ModelOpt's producer vLLM reads none."""
     from ledger.cli import main
 
     assert read_hf_quant(NVFP4_70B).kv_cache == "fp8"
     base = ["serve", str(NVFP4_70B), "--gpu", "b200", "--context", "8192"]
     for extra, kv, per_token in (([], "fp8", "160.00 KiB"),
                                  (["--kv-cache-dtype", "bf16"], "bf16", "320.00 KiB"),
-                                 (["--engine", "sglang"], "bf16", "320.00 KiB")):
+                                 (["--engine", "sglang"], "fp8", "160.00 KiB"),
+                                 (["--engine", "sglang", "--kv-cache-dtype", "bf16"], "bf16",
+                                  "320.00 KiB")):
         assert main(base + extra) == 0
         out = capsys.readouterr().out
         assert f", kv {kv} [" in out and f"KV cache per GPU         {per_token} per token" in out
     folder = tmp_path / "m"
     shutil.copytree(NVFP4_70B, folder)
     side = json.loads((folder / "hf_quant_config.json").read_text())
-    side["quantization"]["kv_cache_quant_algo"] = "NVFP4"
-    (folder / "hf_quant_config.json").write_text(json.dumps(side))
-    assert main(["serve", str(folder), "--context", "8192"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "NVFP4 KV cache" in err[0]
-    assert main(["serve", str(folder), "--context", "8192", "--kv-cache-dtype", "fp8"]) == 0
     del side["producer"]
     (folder / "hf_quant_config.json").write_text(json.dumps(side))
     assert read_hf_quant(folder).kv_cache is None
+
+
+def _nvfp4_kv_checkpoint(tmp_path) -> Path:
+    """The Llama 3.3 70B NVFP4 release with its KV cache declared NVFP4 (ModelOpt's
+    kv_cache_quant_algo, as `hf_ptq.py --kv_cache_qformat nvfp4` writes it)."""
+    folder = tmp_path / "kv-nvfp4"
+    shutil.copytree(NVFP4_70B, folder)
+    side = json.loads((folder / "hf_quant_config.json").read_text())
+    side["quantization"]["kv_cache_quant_algo"] = "NVFP4"
+    (folder / "hf_quant_config.json").write_text(json.dumps(side))
+    return folder
+
+
+def test_an_nvfp4_kv_cache_is_priced_where_the_engine_runs_it(capsys, tmp_path):
+    """vLLM's auto takes a checkpoint's NVFP4 KV cache (MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP
+    at 0024350b) and packs each head's K and V in 128 / 2 bytes of codes and 128 / 16 fp8
+    scales: 80 layers x 8 heads x 2 x 72 B = 90 KiB a token, 16-token blocks of 18 KiB a
+    layer (16 x 8 x 144 B). SGLang runs it when --kv-cache-dtype nvfp4 asks (its cell:
+    80 x 8 x 256 / 2 + 80 x 8 x 128 x 2 / 16 = 92,160 B); its auto keeps the model's bf16,
+    said in one line on stderr, the figures marked approximate."""
+    from ledger.cli import main
+
+    folder = _nvfp4_kv_checkpoint(tmp_path)
+    assert read_hf_quant(folder).kv_cache == "nvfp4"
+    base = ["serve", str(folder), "--gpu", "b200", "--context", "8192"]
+    for extra in ([], ["--engine", "sglang", "--kv-cache-dtype", "nvfp4"]):
+        assert main(base + extra) == 0
+        out, err = capsys.readouterr()
+        assert err == "" and ", kv nvfp4 [" in out and "approximate" not in out
+        assert "KV cache per GPU          90.00 KiB per token" in out
+    assert main(base) == 0
+    assert "16-token blocks of 18.00 KiB a layer" in capsys.readouterr().out
+    assert main(base + ["--engine", "sglang", "--kv-cache-dtype", "nvfp4", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["sglang"][0]["cell_bytes"] == 80 * 8 * 256 // 2 + 80 * 8 * 128 * 2 // 16
+    assert main(base + ["--engine", "sglang"]) == 0
+    out, err = capsys.readouterr()
+    assert ", kv bf16 [" in out and "KV cache per GPU         320.00 KiB per token" in out
+    assert len(err.splitlines()) == 1 and err.startswith("warning: not modelled") \
+        and "NVFP4 KV cache" in err and "SGLang" in err
+    assert out.rstrip().endswith("approximate: the checkpoint sets 1 thing(s) the ledger "
+                                 "does not model (named on stderr)")
+    assert main(base + ["--engine", "sglang", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "NVFP4 KV cache" in json.loads(out)["approximate"][0] and "SGLang" in err
+
+
+def test_vllm_refuses_nvfp4_on_an_mla_cache(capsys):
+    """vLLM's MLA cache spec packs no NVFP4: refused in one line naming the field."""
+    from ledger.cli import main
+
+    assert main(["serve", "deepseek-v3", "--gpu", "b200", "--tp", "8", "--context", "4096",
+                 "--kv-cache-dtype", "nvfp4"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("error: kv_cache_dtype: nvfp4 on")
 
 
 def test_kv_cache_scheme_of_the_flat_form():

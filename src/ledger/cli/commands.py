@@ -348,9 +348,14 @@ def run(argv: list[str]) -> str | tuple[str, int]:
     if a.cmd == "layout":
         return _cmd_layout(a)
     if a.cmd == "serve":
+        from ledger.cli.inputs import mark_approximate, unpriced_messages
+
         out = _cmd_serve(a)
         _note_model(a)
-        return out
+        for line in unpriced_messages(a):
+            print(line, file=sys.stderr)
+        text, code = out if isinstance(out, tuple) else (out, 0)
+        return mark_approximate(a, text), code
     if a.cmd == "models":
         from ledger.render import models_json, models_table
 

@@ -83,6 +83,9 @@ def _unpriced(a: argparse.Namespace) -> tuple[list[str], str]:
     """What the launch file sets and the command line types that the ledger does not
     price (the file's first, a typed one it already names once), and who sets them."""
     typed = unpriced_flags(a)
+    served = getattr(a, "serve_unpriced", None)  # serve: what the checkpoint declares
+    if served:
+        return served, "the checkpoint sets"
     launch = a.launch
     if launch is None or not launch.approximate:
         return typed, "the command line sets"

@@ -59,7 +59,13 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     from ledger.serve.quant import resolve
 
     quant = resolve(a.quantization, stored_format(a, model))
-    kv_dtype = a.kv_dtype or kv_auto(quant, a.engine)
+    kv_dtype, fallback = (a.kv_dtype, None) if a.kv_dtype else kv_auto(quant, a.engine)
+    a.serve_unpriced = [fallback] if fallback else []
+    if kv_dtype == "nvfp4" and a.engine == "vllm" and model.attention == "mla":
+        raise LedgerError("kv_cache_dtype", f"nvfp4 on {model.name}'s MLA cache: vLLM's "
+                                            f"MLAAttentionSpec packs no NVFP4 (only "
+                                            f"fp8_ds_mla, kv_cache_interface.py at 001cabc1), "
+                                            f"not modelled; give --kv-cache-dtype fp8 or bf16")
     if a.mem_fraction_static is not None and a.engine != "sglang":
         raise LedgerError("mem_fraction_static", "is SGLang's; give --engine sglang (vLLM's "
                                                  "share is --gpu-memory-utilization)")
@@ -85,18 +91,25 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        else a.cudagraph_gib * 2**30, enforce_eager=a.enforce_eager)
 
 
-def kv_auto(quant, engine: str) -> str:
-    """--kv-cache-dtype auto: vLLM takes the KV cache a ModelOpt checkpoint declares
-    (``Quant.kv_cache``), else the model's bf16; SGLang's auto is counted as the model's
-    bf16 (its resolution is not read here). An NVFP4 KV cache is not modelled: refused
-    in one line, unless the flag names a dtype."""
-    kv = getattr(quant, "kv_cache", None) if engine == "vllm" else None
-    if kv == "nvfp4":
-        raise LedgerError("kv_cache_dtype", f"the checkpoint declares an NVFP4 KV cache "
-                                            f"({quant.source}), which vLLM's auto takes and "
-                                            f"the ledger does not model; give "
-                                            f"--kv-cache-dtype fp8 or bf16")
-    return kv or "bf16"
+def kv_auto(quant, engine: str) -> tuple[str, str | None]:
+    """--kv-cache-dtype auto, as the engine resolves it, and the line naming a checkpoint's
+    KV cache the engine does not take (None when it takes it).
+
+    vLLM takes the KV cache a ModelOpt checkpoint declares (``Quant.kv_cache``: its
+    kv_cache_quant_algo / kv_cache_scheme, FP8 to fp8_e4m3 and NVFP4 to nvfp4,
+    MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP and get_kv_cache_quant_algo_string in
+    vllm/utils/torch_utils.py at 0024350b), else the model's bf16. SGLang's auto takes the
+    quant config's kv_cache_quant_algo only when it is FP8 (fp8_e4m3), else the model's
+    dtype (configure_kv_cache_dtype, python/sglang/srt/mem_cache/kv_cache_dtype.py L39-49
+    at 10a75eae): an NVFP4 KV cache is served in bf16 there, though SGLang runs one when
+    --kv-cache-dtype nvfp4 asks (L77-79)."""
+    kv = getattr(quant, "kv_cache", None)
+    if engine == "vllm" or kv != "nvfp4":
+        return kv or "bf16", None
+    return "bf16", (f"the checkpoint's NVFP4 KV cache ({quant.source}): SGLang's "
+                    f"--kv-cache-dtype auto takes only FP8 from it (kv_cache_dtype.py L39-49 "
+                    f"at 10a75eae), priced as its fallback, the model's bf16; "
+                    f"--kv-cache-dtype nvfp4 runs it")
 
 
 # serve flags only vLLM's memory plan reads (the pool, its profile run, its CUDA graphs)

@@ -34,8 +34,25 @@ from ledger.serve.state import RecurrentState, layer_state
 # bytes per cached element: vLLM's --kv-cache-dtype (vllm/utils/torch_utils.py:38-40 at
 # 9aaf83ef50: "fp8", "fp8_e4m3", "fp8_e5m2" are stored as uint8; "auto" is the model's
 # dtype, bf16 here) with per-tensor scales, which add no bytes per token
-# (vllm/v1/kv_cache_interface.py:59-69 per-tensor mode, :152-164 page size)
-KV_DTYPES = {"bf16": 2, "fp8": 1}
+# (vllm/v1/kv_cache_interface.py:59-69 per-tensor mode, :152-164 page size); "nvfp4"
+# (vLLM's and SGLang's --kv-cache-dtype nvfp4) packs two e2m1 codes a byte and one e4m3
+# scale per 16 elements beside them (``kv_row_bytes``)
+NVFP4_KV = 9 / 16  # NVFP4's bytes per element where a row divides by 16 (kv_row_bytes)
+KV_DTYPES = {"bf16": 2, "fp8": 1, "nvfp4": NVFP4_KV}
+
+
+def kv_row_bytes(width: int, kv_bytes) -> int:
+    """Bytes of one cached row of ``width`` elements (a head's K or V, MLA's latent and
+    rotary key): width x the dtype's bytes, or NVFP4's width // 2 bytes of codes and
+    width // 16 fp8 block scales (vLLM nvfp4_kv_cache_full_dim, vllm/utils/torch_utils.py
+    and FullAttentionSpec.real_page_size_bytes, vllm/v1/kv_cache_interface.py at 001cabc1).
+
+    >>> kv_row_bytes(128, 2), kv_row_bytes(128, NVFP4_KV)  # 256; 64 codes + 8 scales
+    (256, 72)
+    """
+    if kv_bytes == NVFP4_KV:
+        return width // 2 + width // 16
+    return width * kv_bytes
 
 
 @dataclass(frozen=True)
@@ -82,7 +99,8 @@ def full_attention(model, layer: int, tp: int, kv_bytes: int) -> LayerCache:
     """K (head_dim wide) and V (v_head_dim wide) of each of this GPU's KV heads per token
     (vLLM FullAttentionSpec.real_page_size_bytes, kv_cache_interface.py:279-297:
     block_size x num_kv_heads x (head_size + head_size_v) x dtype bytes, per block)."""
-    per_token = kv_heads_per_gpu(model, tp) * (model.head_dim + model.v_head_dim) * kv_bytes
+    per_token = kv_heads_per_gpu(model, tp) * (kv_row_bytes(model.head_dim, kv_bytes)
+                                               + kv_row_bytes(model.v_head_dim, kv_bytes))
     return LayerCache("full", per_token)
 
 
@@ -93,7 +111,8 @@ def mla(model, layer: int, tp: int, kv_bytes: int) -> LayerCache:
     MLAAttentionSpec.real_page_size_bytes, kv_cache_interface.py:354-369: no factor 2),
     whole on every TP rank (model.py:1252-1254: "it becomes MQA"). transformers 5.23.0
     caches the same two tensors (modeling_deepseek_v3.py:444-459)."""
-    return LayerCache("mla", (model.kv_lora_rank + model.qk_rope_head_dim) * kv_bytes)
+    latent = model.kv_lora_rank + model.qk_rope_head_dim
+    return LayerCache("mla", kv_row_bytes(latent, kv_bytes))
 
 
 def _local(kind: str, model, layer: int, tp: int, kv_bytes: int) -> LayerCache:

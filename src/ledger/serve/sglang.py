@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass
 
 from ledger.errors import LedgerError
-from ledger.serve.cache import kv_heads_per_gpu
+from ledger.serve.cache import NVFP4_KV, kv_heads_per_gpu
 from ledger.system.chips import cuda_total_bytes
 
 SGLANG_COMMIT = "0a6356ae56187a7977bdbe6df3a9016b23ae32a1"  # server_args.py
@@ -124,12 +124,20 @@ def reserved_mb(gpu_mem_mb: float, tp: int, pp: int, mla: bool, chunk: int,
     return out
 
 
-def cell_bytes(model, tp: int, layers: int, kv_bytes: int) -> int:
+def cell_bytes(model, tp: int, layers: int, kv_bytes) -> int:
     """One token of ``layers`` layers' cache on one GPU (get_cell_size_per_token): MLA's
-    latent and rotary key, or K and V of this GPU's KV heads."""
+    latent and rotary key, or K and V of this GPU's KV heads; under NVFP4 (an fp4 pool,
+    --kv-cache-dtype nvfp4) half a byte each and an fp8 scale per 16 of the latent, or of
+    K's width for K and V alike (the mixin's kv_scale_buffer branches)."""
     if model.attention == "mla":
-        return (model.kv_lora_rank + model.qk_rope_head_dim) * layers * kv_bytes
+        width = model.kv_lora_rank + model.qk_rope_head_dim
+        if kv_bytes == NVFP4_KV:
+            return width * layers // 2 + width // 16 * layers
+        return width * layers * kv_bytes
     heads = kv_heads_per_gpu(model, tp)
+    if kv_bytes == NVFP4_KV:
+        return (heads * (model.head_dim + model.v_head_dim) * layers // 2
+                + heads * model.head_dim * layers * 2 // 16)
     return heads * (model.head_dim + model.v_head_dim) * layers * kv_bytes
 
 
