@@ -388,6 +388,10 @@ def _double_buffer(a: argparse.Namespace) -> bool:
     if on and not (fw.family == "megatron" and fw.fsdp_buffers):
         raise LedgerError("fsdp_double_buffer", f"Megatron-FSDP's double buffers need "
                                                 f"--framework megatron, got {a.framework}")
+    if on and getattr(a, "zero", None) not in (None, 3):  # plan: None, its ZeRO-3 rows
+        raise LedgerError("fsdp_double_buffer", f"has no effect at --zero {a.zero}: "
+                                                f"Megatron-FSDP double-buffers at ZeRO-3 "
+                                                f"(optim_grads_params)")
     return on
 
 

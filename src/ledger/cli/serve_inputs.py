@@ -36,6 +36,10 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
         raise LedgerError("seq", "serve sizes a sequence by --context (vLLM's --max-model-len);"
                                  " --seq is a training length")
     ep = a.ep
+    # on one GPU ep stays 1, so the core's refusal of ep > 1 without experts cannot name it
+    if a.enable_expert_parallel and not model.is_moe and a.tp * a.dp == 1:
+        raise LedgerError("enable_expert_parallel", f"has no effect: {model.name} has no "
+                                                    f"experts (vLLM's EP places MoE layers)")
     if a.enable_expert_parallel:
         if ep not in (1, a.tp * a.dp):
             raise LedgerError("ep", f"--enable-expert-parallel sets ep = tp({a.tp}) * dp({a.dp})"
@@ -69,6 +73,17 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     if a.mem_fraction_static is not None and a.engine != "sglang":
         raise LedgerError("mem_fraction_static", "is SGLang's; give --engine sglang (vLLM's "
                                                  "share is --gpu-memory-utilization)")
+    if a.mxfp4_backend is not None and getattr(quant, "method", None) != "mxfp4":
+        raise LedgerError("mxfp4_backend", f"has no effect: {model.name}'s weights are "
+                                           f"{getattr(quant, 'label', None) or 'bf16'}, not "
+                                           f"MXFP4 (the backend lays out MXFP4 experts only)")
+    profiled = [f for f in PROFILED if getattr(a, f) is not None]
+    if a.kv_cache_memory_bytes is not None and profiled:
+        raise LedgerError(profiled[0], f"has no effect with --kv-cache-memory-bytes "
+                                       f"{a.kv_cache_memory_bytes}: vLLM sizes the KV cache "
+                                       f"from it, not from the profile's budget (it ignores "
+                                       f"gpu_memory_utilization: vllm/config/cache.py at "
+                                       f"002f10e0); drop --{profiled[0].replace('_', '-')}")
     vllm = [f for f in VLLM_ONLY if getattr(a, f) not in (None, False)]
     if vllm and a.engine == "sglang":  # SGLang's plan (serve.sglang.plan) reads none of them
         raise LedgerError(vllm[0], f"sets vLLM's memory plan, which --engine sglang does not "
@@ -112,6 +127,8 @@ def kv_auto(quant, engine: str) -> tuple[str, str | None]:
                     f"--kv-cache-dtype nvfp4 runs it")
 
 
+# what vLLM's profile-based budget reads, none of which sizes a given --kv-cache-memory-bytes
+PROFILED = ("gpu_memory_utilization", "non_torch_gib", "cudagraph_gib", "sampler")
 # serve flags only vLLM's memory plan reads (the pool, its profile run, its CUDA graphs)
 VLLM_ONLY = ("gpu_memory_utilization", "kv_cache_memory_bytes", "block_size", "max_num_seqs",
              "sampler", "non_torch_gib", "cudagraph_gib", "enforce_eager")

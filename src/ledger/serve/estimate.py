@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger.errors import LedgerError
 from ledger.serve.budget import Budget, budgets
 from ledger.serve.cache import KV_DTYPES, LayerCache, layer_caches
 from ledger.serve.comms import ServeComm, layout, stage_rows
@@ -111,6 +112,10 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
     dtypes = state_dtypes(model, cfg.mamba_cache_dtype, cfg.mamba_ssm_cache_dtype)
     caches = layer_caches(model, range(model.layers), cfg.tp, KV_DTYPES[cfg.kv_dtype], dtypes)
     eng = engine(model, cfg, gpu, caches)
+    if cfg.engine == "vllm" and cfg.batch > eng.max_num_seqs:  # its scheduler's cap a step
+        raise LedgerError("batch", f"batch({cfg.batch}) > max_num_seqs({eng.max_num_seqs}): "
+                                   f"vLLM decodes at most max_num_seqs sequences a step; "
+                                   f"give --max-num-seqs {cfg.batch} or a smaller --batch")
     ranges = stage_ranges(model.layers, cfg.pp)
     params = params_by_rank(model, cfg)
     backend = cfg.mxfp4_backend or mxfp4_backend(gpu.name)
