@@ -44,8 +44,10 @@ KV_DTYPES = {"bf16": 2, "fp8": 1, "nvfp4": NVFP4_KV}
 def kv_row_bytes(width: int, kv_bytes) -> int:
     """Bytes of one cached row of ``width`` elements (a head's K or V, MLA's latent and
     rotary key): width x the dtype's bytes, or NVFP4's width // 2 bytes of codes and
-    width // 16 fp8 block scales (vLLM nvfp4_kv_cache_full_dim, vllm/utils/torch_utils.py
-    and FullAttentionSpec.real_page_size_bytes, vllm/v1/kv_cache_interface.py at 001cabc1).
+    width // 16 fp8 block scales (vLLM's --kv-cache-dtype nvfp4, CacheDType in
+    vllm/config/cache.py at 002f10e0; nvfp4_kv_cache_full_dim, vllm/utils/torch_utils.py at
+    0024350b; FullAttentionSpec.real_page_size_bytes, vllm/v1/kv_cache_interface.py at
+    001cabc1).
 
     >>> kv_row_bytes(128, 2), kv_row_bytes(128, NVFP4_KV)  # 256; 64 codes + 8 scales
     (256, 72)

@@ -128,7 +128,9 @@ def cell_bytes(model, tp: int, layers: int, kv_bytes) -> int:
     """One token of ``layers`` layers' cache on one GPU (get_cell_size_per_token): MLA's
     latent and rotary key, or K and V of this GPU's KV heads; under NVFP4 (an fp4 pool,
     --kv-cache-dtype nvfp4) half a byte each and an fp8 scale per 16 of the latent, or of
-    K's width for K and V alike (the mixin's kv_scale_buffer branches)."""
+    K's width for K and V alike (the mixin's kv_scale_buffer branches at 001ccef0; the
+    dtype's choice: configure_kv_cache_dtype, mem_cache/kv_cache_dtype.py L77-79 at
+    10a75eae)."""
     if model.attention == "mla":
         width = model.kv_lora_rank + model.qk_rope_head_dim
         if kv_bytes == NVFP4_KV:
