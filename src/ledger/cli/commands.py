@@ -27,8 +27,9 @@ import json
 import sys
 
 from ledger.cli.args import build_parser
-from ledger.cli.inputs import backward_time, finetune, fp8_precision, plan_facts, plan_model
+from ledger.cli.inputs import backward_time, finetune, fp8_precision, plan_model
 from ledger.cli.inputs import system as _system
+from ledger.cli.step_flags import plan_facts
 from ledger.cli.placement_config import _model_and_config, _warn, check_finetune
 from ledger.cli.runs import add_run, published_runs, rank_plans, run_settings, top, whole_run
 from ledger.errors import LedgerError, clip

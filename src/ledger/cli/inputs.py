@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ledger.cli.args import build_parser
-from ledger.cli.step_flags import (check_fp8_attention, check_shared_overlap, library_flags,
-                                   no_plan_offload, unpriced_flags)
+from ledger.cli.step_flags import check_shared_overlap, unpriced_flags
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
@@ -345,84 +344,3 @@ def fp8_precision(a: argparse.Namespace) -> None:
             from ledger.frameworks import spell
 
             a.precision = spell(recipe, gather, w, ends)
-
-
-# -- what the step keeps (issue 21) ------------------------------------------------------
-def step_flags(a: argparse.Namespace) -> dict:
-    """--recompute-every, --dropout, --loss, --compile as ParallelConfig fields; dropout
-    on a framework whose modules keep no dropout masks is refused."""
-    from ledger.arch import table
-    from ledger.frameworks import get
-
-    check_fp8_attention(a)
-    if a.dropout:
-        t = table(get(a.framework).activations)
-        if not (t.residual_dropout_masks or t.eager_dropout):
-            raise LedgerError("dropout", f"{a.framework}'s modules have no dropout "
-                                         f"(saved-tensor table {t.name}); drop --dropout "
-                                         f"{a.dropout:g}")
-    dtypes = {f: getattr(a, f, None) for f in ("grad_dtype", "master_dtype", "exp_avg_dtype",
-                                                "exp_avg_sq_dtype")}
-    return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
-                compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
-                ep_backend=a.ep_backend,
-                shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
-                fp8_attention=bool(getattr(a, "fp8_attention", False)),
-                fused_grouped_mlp=bool(getattr(a, "fused_grouped_mlp", False)),
-                delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
-                dp_bucket_params=getattr(a, "dp_bucket_params", None),
-                expandable_segments=bool(getattr(a, "expandable_segments", False)),
-                fsdp_double_buffer=_double_buffer(a),
-                grad_accumulation_fusion=getattr(a, "grad_accumulation_fusion", True)
-                is not False,
-                offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
-        | recompute_flags(a) | dtypes | library_flags(a)
-
-
-def _double_buffer(a: argparse.Namespace) -> bool:
-    """--fsdp-double-buffer: Megatron-FSDP's, refused under another framework."""
-    from ledger.frameworks import get
-
-    on = bool(getattr(a, "fsdp_double_buffer", False))
-    fw = get(a.framework)
-    if on and not (fw.family == "megatron" and fw.fsdp_buffers):
-        raise LedgerError("fsdp_double_buffer", f"Megatron-FSDP's double buffers need "
-                                                f"--framework megatron, got {a.framework}")
-    if on and getattr(a, "zero", None) not in (None, 3):  # plan: None, its ZeRO-3 rows
-        raise LedgerError("fsdp_double_buffer", f"has no effect at --zero {a.zero}: "
-                                                f"Megatron-FSDP double-buffers at ZeRO-3 "
-                                                f"(optim_grads_params)")
-    return on
-
-
-def recompute_flags(a: argparse.Namespace) -> dict:
-    """Megatron's --recompute-modules / --recompute-method / --recompute-num-layers as
-    ParallelConfig fields."""
-    n, method = getattr(a, "recompute_num_layers", None), getattr(a, "recompute_method", None)
-    if n is not None and method is None:
-        raise LedgerError("recompute_num_layers", f"--recompute-num-layers {n} needs "
-                                                  f"--recompute-method block or uniform")
-    mods = getattr(a, "recompute_modules", None)
-    out = {"recompute_modules": tuple(mods) if mods is not None else None}
-    if method == "block":
-        out["recompute_layers"] = n or 1
-    elif method == "uniform":
-        out["recompute_group"] = n or 1
-    return out
-
-
-def plan_facts(a: argparse.Namespace) -> dict:
-    """The step flags the planner holds fixed; it searches every-layer recompute only."""
-    if a.recompute_every != 1:
-        raise LedgerError("recompute_every", f"plan searches recompute of every layer or "
-                                             f"none; drop --recompute-every "
-                                             f"{a.recompute_every}")
-    if getattr(a, "recompute_method", None) is not None:
-        raise LedgerError("recompute_method", f"plan searches recompute of every layer or "
-                                              f"none; drop --recompute-method "
-                                              f"{a.recompute_method}")
-    if getattr(a, "cpu_offloading_num_layers", 0):
-        raise LedgerError("cpu_offloading_num_layers", "plan searches no activation offload; "
-                          f"drop --cpu-offloading-num-layers {a.cpu_offloading_num_layers}")
-    return {k: v for k, v in step_flags(a).items()
-            if k not in ("recompute_every", "offload_activation_layers", *no_plan_offload(a))}

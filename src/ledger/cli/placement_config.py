@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ledger.cli.inputs import finetune, stage_split, step_flags
+from ledger.cli.inputs import finetune, stage_split
+from ledger.cli.step_flags import step_flags
 from ledger.errors import LedgerError
 from ledger.io import check_world
 from ledger.model import ModelSpec

@@ -155,7 +155,7 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         out["delay_wgrad"] = True
     if ns.get("ddp_bucket_size"):  # training.py L2179-2194 @d98e8a64
         out["dp_bucket_params"] = ns["ddp_bucket_size"]
-    if double_buffer(ns):
+    if double_buffer(ns) and zero_stage(ns) == 3:  # priced at ZeRO-3 (reader.DOUBLE_BUFFER)
         out["fsdp_double_buffer"] = True
     comm = ns.get("megatron_fsdp_grad_comm_dtype")
     if ns["use_megatron_fsdp"] and comm not in (None, "auto") and comm != grads_dtype(ns):
