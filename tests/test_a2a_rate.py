@@ -1,6 +1,6 @@
 """The alltoall dispatcher's NCCL all-to-all at the rate nccl-tests measure it
-(ledger.system.A2A, sources in ledger.system.A2A_SOURCES), flex's kernels kept at the
-link's. Expected values are the sources' figures and hand arithmetic, written out."""
+(ledger.system.A2A, sources in ledger.system.A2A_SOURCES); flex's kernels at the link's
+inside a domain and at their own benchmarks' rate across NICs (tests/test_flex_rate.py). Expected values are the sources' figures and hand arithmetic, written out."""
 from dataclasses import replace
 
 import pytest

@@ -11,7 +11,7 @@ from ledger.model import ModelSpec
 from ledger.placement import (cp_comms, ep_pass_comms, forward_passes, kv_width,
                               ring_kv_block_bytes, tp_comms)
 from ledger.step.dp import group_shape, nccl_s
-from ledger.system import System
+from ledger.system import FLEX_INTER, System
 
 
 def tp_times(cfg, s_act, gemm, links, system: System, tp_overlap):
@@ -82,16 +82,41 @@ def ep_time(model: ModelSpec, cfg, tokens, links, system: System):
     ep - 1 point-to-point hops each (NCCL runs an all-to-all as grouped sends and
     receives, outside its collective cost model); times the MoE layers' share. The
     alltoall dispatcher's NCCL all-to-all at the rate nccl-tests measure it on the
-    system (``System.a2a_bandwidth``, ``ledger.system.A2A``); flex's DeepEP / HybridEP
-    kernels and the allgather dispatcher's collectives at ``System.bandwidth``."""
+    system (``System.a2a_bandwidth``, ``ledger.system.A2A``); the allgather dispatcher's
+    collectives and flex's DeepEP / HybridEP kernels inside an NVLink domain at
+    ``System.bandwidth``; flex across NICs as ``flex_across_nics_s`` prices it."""
     lay = links.get("layout") or links["ep"]
     rows = ep_pass_comms(model, cfg, tokens, lay)
     rate = system.a2a_bandwidth if dispatcher(cfg) == "alltoall" else system.bandwidth
     t = sum(r.bytes / rate(r.link)
             + (np.maximum(cfg.ep, expert_tp(cfg)) - 1) * system.latency(r.link) * (r.bytes > 0)
             for r in rows)
+    if dispatcher(cfg) == "flex":  # rows: one copy per other node, forwarded in the node
+        crossing = (np.asarray(rows[0].link) == "ib") & (np.asarray(rows[0].bytes) > 0)
+        if np.any(crossing):
+            t = np.where(crossing, flex_across_nics_s(cfg, *rows, system), t)
     moe_layers = model.moe_layers if model.is_moe else model.layers
     return t * moe_layers / model.layers
+
+
+def flex_across_nics_s(cfg, ib, nvl, system: System):
+    """One direction's dispatch + combine of the flex dispatcher when its EP group spans
+    NVLink domains: ``ib``, a token's one copy to each other domain its experts sit on,
+    ``nvl``, the rows forwarded inside the domain (ledger.placement.experts._flex). DeepEP's
+    normal kernels and HybridEP forward what arrives over RDMA to NVLink while it still
+    arrives, so the slower of the two links bounds the call: their benchmarks report one
+    time and name the "bottleneck" link. The NICs run at the share of their line rate
+    the kernels' own benchmarks reach (``ledger.system.FLEX_INTER``: DeepEP 0.87,
+    HybridEP 0.69 of a 400 Gb/s NIC), NVLink at ``System.bandwidth``; each of the two
+    calls adds one latency of the NIC. At DeepEP's benchmark (H800, 4096 tokens, hidden
+    7168, top-8 of 256 experts in 4 groups) this gives its EP 16 (NVLink-bound), 32 and
+    64 times within 5% (tests/test_flex_rate.py), where the two links summed with ep - 1
+    hops of latency each, as the NCCL all-to-all's ranks are priced, came to 1.52x,
+    1.82x and 1.74x them."""
+    backend = getattr(cfg, "ep_backend", None) or "deepep"
+    nic = system.inter_bytes_per_s * FLEX_INTER[backend]
+    return np.maximum(ib.bytes / nic, nvl.bytes / system.bandwidth(nvl.link)) \
+        + 2 * system.latency("ib")
 
 
 def shared_hidden_s(cfg, ep, fc1, fc2):

@@ -21,10 +21,12 @@ import numpy as np
 
 from ledger.errors import LedgerError
 from ledger.system.chips import GPU, GPUS, GiB, MiB
-from ledger.system.sources import (A2A_SOURCES, ATTENTION_SOURCES, GPU_SOURCES,
-                                   HOST_CPU_SOURCES, LINK_SOURCES, POWER_SOURCES)
+from ledger.system.sources import (A2A_SOURCES, ATTENTION_SOURCES, FLEX_SOURCES,
+                                   GPU_SOURCES, HOST_CPU_SOURCES, LINK_SOURCES,
+                                   POWER_SOURCES)
 
-__all__ = ["A2A", "A2A_SOURCES", "ATTENTION_SOURCES", "GPU", "GPUS", "GPU_SOURCES",
+__all__ = ["A2A", "A2A_SOURCES", "ATTENTION_SOURCES", "FLEX_INTER", "FLEX_SOURCES", "GPU",
+           "GPUS", "GPU_SOURCES",
            "HOST_CPU_SOURCES", "HOST_CPUS", "LINK_SOURCES", "POWER_SOURCES", "GiB", "MiB",
            "System", "system", "SYSTEMS"]
 
@@ -182,6 +184,20 @@ _HGX_B_A2A = (675.55 / 900, _NIC_A2A)
 A2A = {"h100-sxm": _HOPPER_A2A, "h100-96gb": _HOPPER_A2A, "h200": _HOPPER_A2A,
        "h20": _HOPPER_A2A, "b200": _HGX_B_A2A, "b300": _HGX_B_A2A,
        "gb200": (622.92 / 900, _NIC_A2A), "gb300": (666.92 / 900, None)}
+
+# The flex dispatcher's kernels across NICs (DeepEP's normal kernels, HybridEP): the bytes
+# that cross a 400 Gb/s (50 GB/s) CX7 NIC per second over its line rate, as their own
+# benchmarks measure them (FLEX_SOURCES). Both publish "logical" RDMA bandwidth: a token's
+# copy to every node its experts sit on, its own node's included; under their uniform
+# routing the own node is 1/N of those copies, so the NIC carries (N - 1)/N of them
+# (N nodes). DeepEP, H800: EP 32 dispatch / combine 58 / 57 GB/s, EP 64 51 / 50 (its
+# EP 16 line is NVLink-bound); HybridEP, H100, its 8 SMs across nodes, BF16 dispatch /
+# combine: EP 16 57.74 / 56.96, EP 32 46.54 / 50.68, EP 64 41.46 / 47.68.
+FLEX_INTER = {
+    "deepep": ((58 + 57) * 3 / 4 + (51 + 50) * 7 / 8) / 4 / 50,
+    "hybridep": ((57.74 + 56.96) / 2 + (46.54 + 50.68) * 3 / 4
+                 + (41.46 + 47.68) * 7 / 8) / 6 / 50,
+}
 
 
 def system(gpu: str, gpus_per_node: int | None = None,

@@ -246,6 +246,31 @@ A2A_SOURCES = {
 }
 
 
+# The flex dispatcher's kernels across NICs as their own benchmarks measure them
+# (ledger.system.FLEX_INTER)
+_LOGICAL = ("'logical' RDMA bytes: a token counted once per node its experts sit on, its "
+            "own node included (deepseek-ai/DeepEP 2be0d4f8 tests/test_internode.py "
+            "L58-61, L204, L244; hybrid-ep 94a9f8f6 tests/utils.py L671-683 'to align with "
+            "the implementation in the DeepEP, we do not set the local node map to zeros', "
+            "tests/test_hybrid_ep.py L350-355), under uniform routing: the NIC carries "
+            "(N - 1)/N of them over N nodes")
+FLEX_SOURCES = {
+    "deepep": ("DeepEP normal kernels on H800 with a CX7 400 Gb/s NIC (~50 GB/s) a GPU, "
+               "4096 tokens, hidden 7168, top-4 groups, top-8 of 256 experts, FP8 dispatch, "
+               "BF16 combine: internode EP 16 43 / 43 GB/s (RDMA), EP 32 58 / 57, EP 64 "
+               "51 / 50, intranode EP 8 153 / 158 GB/s (NVLink) (deepseek-ai/DeepEP "
+               "dd758caf docs/legacy.md L19-26); " + _LOGICAL + ". EP 32 and 64 taken "
+               "(the NIC the bottleneck; EP 16's NVLink forwarding is: 2 nodes, a token's "
+               "~6.4 GPUs over H800's ~160 GB/s NVLink)"),
+    "hybridep": ("HybridEP on H100, 4096 tokens, hidden 7168, top-8, 8 local experts, "
+                 "uniform routing, torch API, 8 SMs (its default across nodes: "
+                 "deepseek-ai/DeepEP hybrid-ep 94a9f8f6 csrc/hybrid_ep/config.cuh L366-367), "
+                 "BF16 dispatch / combine: EP 16 57.74 / 56.96 GB/s, EP 32 46.54 / 50.68, "
+                 "EP 64 41.46 / 47.68 ('IB bandwidth', docs/README_Hybrid-EP.md L53-78 "
+                 "there, the 8-SM rows L71, L74, L77); " + _LOGICAL),
+}
+
+
 # Each system's host CPU (ledger.system.HOST_CPUS), which runs the framework's Python and
 # the kernel launches (ledger.step.host): as the vendor's MLPerf system description names it
 HOST_CPU_SOURCES = {

@@ -1,0 +1,79 @@
+"""The flex dispatcher across NICs (ledger.step.layer_comms.flex_across_nics_s) held to
+the kernels' own published benchmarks (ledger.system.FLEX_INTER, sources in
+FLEX_SOURCES). Expected values are the sources' figures and hand arithmetic, written out."""
+from dataclasses import replace
+from math import comb
+
+import pytest
+
+from ledger.model import deepseek_v3
+from ledger.parallel import ParallelConfig
+from ledger.placement import Layout
+from ledger.step.layer_comms import ep_time
+from ledger.system import FLEX_INTER, FLEX_SOURCES, system
+
+
+def test_shares_are_the_benchmarks_figures():
+    # logical RDMA GB/s x (N - 1)/N over a 50 GB/s NIC: DeepEP EP 32 and 64 on H800,
+    # HybridEP EP 16 / 32 / 64 on H100 at 8 SMs
+    deepep = (58 * 3 / 4 + 57 * 3 / 4 + 51 * 7 / 8 + 50 * 7 / 8) / 4 / 50
+    hybridep = (57.74 / 2 + 56.96 / 2 + 46.54 * 3 / 4 + 50.68 * 3 / 4 + 41.46 * 7 / 8
+                + 47.68 * 7 / 8) / 6 / 50
+    assert FLEX_INTER["deepep"] == pytest.approx(deepep) == pytest.approx(0.8731, abs=1e-4)
+    assert FLEX_INTER["hybridep"] == pytest.approx(hybridep) == pytest.approx(0.6942, abs=1e-4)
+    assert set(FLEX_INTER) == set(FLEX_SOURCES)
+    for figure in ("58 / 57", "51 / 50", "43 / 43"):
+        assert figure in FLEX_SOURCES["deepep"]
+    for figure in ("57.74 / 56.96", "46.54 / 50.68", "41.46 / 47.68"):
+        assert figure in FLEX_SOURCES["hybridep"]
+
+
+def _deepep_case(ep):
+    """DeepEP's internode benchmark (docs/legacy.md L19: 4096 tokens, hidden 7168, top-8
+    of 256 experts, top-4 of one group per node) on 8-GPU H800 hosts, BF16 on the wire:
+    the ledger's one direction (dispatch + combine) over two calls."""
+    nodes = ep // 8
+    m = replace(deepseek_v3(), router_groups=nodes, router_group_topk=min(nodes, 4))
+    links = {"layout": Layout(dp=ep, ep=ep), "ep": "ib"}
+    cfg = ParallelConfig(dp=ep, ep=ep, moe_dispatcher="flex", act_bytes=2)
+    t = ep_time(m, cfg, 4096, links, system("h800")) * m.layers / m.moe_layers
+    return nodes, t / 2  # one call
+
+
+@pytest.mark.parametrize("ep, measured_gb_s", [(16, 43), (32, 57), (64, 50)])
+def test_deepep_benchmark_reproduced(ep, measured_gb_s):
+    """DeepEP's BF16 combine, logical GB/s (docs/legacy.md L24-26): its time is the
+    nodes a token reaches (its own included) x 4096 x 7168 x 2 bytes over that rate. Its
+    routing (tests/test_internode.py L40-44 @2be0d4f8) picks min(N, 4) of the N node
+    groups by their best expert's score, then the top 8 of their experts: at N <= 4 every
+    group, so N x (1 - C(256 - 256/N, 8) / C(256, 8)) nodes; at N = 8 each of the 4 groups
+    picked holds its best expert, which stays among the 8 (3.98 nodes a token, simulated
+    with its routing): 4."""
+    nodes, t = _deepep_case(ep)
+    hit = nodes * (1 - comb(256 - 256 // nodes, 8) / comb(256, 8)) if nodes <= 4 else 4
+    want = hit * 4096 * 7168 * 2 / (measured_gb_s * 1e9)
+    assert t == pytest.approx(want, rel=0.10)
+
+
+def test_the_two_links_pipeline_and_the_backend_sets_the_nic_share():
+    """EP 32 on H100 (2 nodes' worth of forwarded rows well under the NIC's): DeepEP's
+    time is the NIC's, HybridEP's the same bytes at its lower share; inside one host
+    (EP 8) no NIC is crossed and the link's rate stands as it was."""
+    m = deepseek_v3()
+    links = {"layout": Layout(pp=16, dp=32, ep=32), "ep": "ib"}
+    cfg = ParallelConfig(pp=16, dp=32, ep=32, moe_dispatcher="flex", act_bytes=2)
+    h100 = system("h100-sxm")
+    deep = ep_time(m, cfg, 4096, links, h100)
+    hyb = ep_time(m, replace(cfg, ep_backend="hybridep"), 4096, links, h100)
+    # 4 nodes, at most 4 of 8 groups: remote nodes 3.14 x 3/4; 2 x 4096 x 7168 x 2 bytes
+    hit = 4 * (1 - comb(6, 4) / comb(8, 4))
+    ib = hit * 3 / 4 * 2 * 4096 * 7168 * 2
+    assert deep == pytest.approx((ib / (50e9 * FLEX_INTER["deepep"]) + 2 * 10e-6) * 58 / 61,
+                                 rel=1e-6)
+    assert hyb == pytest.approx((ib / (50e9 * FLEX_INTER["hybridep"]) + 2 * 10e-6) * 58 / 61,
+                                rel=1e-6)
+    one = {"layout": Layout(pp=16, dp=8, ep=8), "ep": "nvlink"}
+    cfg8 = ParallelConfig(pp=16, dp=8, ep=8, moe_dispatcher="flex", act_bytes=2)
+    rows = 2 * 4096 * 8 * 7 / 8 * 7168 * 2  # forwarded to the other 7 GPUs of the host
+    assert ep_time(m, cfg8, 4096, one, h100) == pytest.approx(
+        (rows / 360e9 + 7 * 5e-6) * 58 / 61, rel=1e-6)
