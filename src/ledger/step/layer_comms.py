@@ -82,16 +82,24 @@ def ep_time(model: ModelSpec, cfg, tokens, links, system: System):
     ep - 1 point-to-point hops each (NCCL runs an all-to-all as grouped sends and
     receives, outside its collective cost model); times the MoE layers' share. The
     alltoall dispatcher's NCCL all-to-all at the rate nccl-tests measure it on the
-    system (``System.a2a_bandwidth``, ``ledger.system.A2A``); the allgather dispatcher's
-    collectives and flex's DeepEP / HybridEP kernels inside an NVLink domain at
-    ``System.bandwidth``; flex across NICs as ``flex_across_nics_s`` prices it."""
+    system (``System.a2a_bandwidth``, ``ledger.system.A2A``); across NICs its rows to
+    other domains and to the own domain run at once and the slower bounds the call: "the
+    portion that's going through the network will determine the global time" (sjeaugey,
+    NVIDIA/nccl-tests issue #130, 2023-02-03; the same reading sets the NICs' measured
+    share, ``A2A_SOURCES``). The allgather dispatcher's collectives and flex's DeepEP /
+    HybridEP kernels inside an NVLink domain at ``System.bandwidth``; flex across NICs
+    as ``flex_across_nics_s`` prices it."""
     lay = links.get("layout") or links["ep"]
     rows = ep_pass_comms(model, cfg, tokens, lay)
     rate = system.a2a_bandwidth if dispatcher(cfg) == "alltoall" else system.bandwidth
-    t = sum(r.bytes / rate(r.link)
-            + (np.maximum(cfg.ep, expert_tp(cfg)) - 1) * system.latency(r.link) * (r.bytes > 0)
-            for r in rows)
-    if dispatcher(cfg) == "flex":  # rows: one copy per other node, forwarded in the node
+    hops = np.maximum(cfg.ep, expert_tp(cfg)) - 1
+    each = [r.bytes / rate(r.link) + hops * system.latency(r.link) * (r.bytes > 0)
+            for r in rows]
+    t = sum(each)
+    if dispatcher(cfg) == "alltoall" and hasattr(lay, "link") and len(rows) >= 2:  # far, near
+        crossing = (np.asarray(rows[0].link) == "ib") & (np.asarray(rows[0].bytes) > 0)
+        t = np.where(crossing, t - each[0] - each[1] + np.maximum(each[0], each[1]), t)
+    if dispatcher(cfg) == "flex" and len(rows) == 2:  # one copy a node, then forwarded
         crossing = (np.asarray(rows[0].link) == "ib") & (np.asarray(rows[0].bytes) > 0)
         if np.any(crossing):
             t = np.where(crossing, flex_across_nics_s(cfg, *rows, system), t)
