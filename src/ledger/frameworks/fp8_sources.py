@@ -73,6 +73,16 @@ SOURCES = {
                   "ledger.formats); common/hadamard_transform/hadamard_transform.cu L43-62 (the "
                   "16x16 transform as bf16 mma_m16_n16_k16); hadamard_transform_cast_fusion.cu "
                   "(cvt.rs.satfinite.e2m1x4.f32: stochastic rounding in the cast)",
+    "nvfp4 quantization reads (TE)": "TE v2.11 (c188b533) transformer_engine/pytorch/csrc/"
+                                     "quantizer.cpp L1091-1103 (MXFP8Quantizer::quantize: one "
+                                     "nvte_quantize_v2, both copies from one read), L1446-1646 "
+                                     "(NVFP4Quantizer::quantize_impl: hadamard_transform_amax "
+                                     "L1498, the row-wise cast L1570, the column-wise Hadamard "
+                                     "cast L1640 - three reads of a BF16 input or gradient); "
+                                     "common/recipe/__init__.py L452-468 (RHT on fp4_quant_fwd_"
+                                     "inp and fp4_quant_bwd_grad, not the weights); pytorch/"
+                                     "distributed.py L1349 (the SP shard quantized before its "
+                                     "all-gather) - ledger.step.quantize",
     "nvfp4 param gather (Megatron)": "Megatron param_and_grad_buffer.py L1181-1186 (the param "
                                      "buffer holds the packed NVFP4 bytes: "
                                      "nvfp4_packed_numel); TE pytorch/tensor/utils.py L752-966 "
