@@ -302,7 +302,8 @@ def test_nvfp4_over_mxfp8_as_published(gpu, tp, capsys):
 def test_measured_kernel_shares_by_hand():
     """TE's GEMM profiling guide (d0067d0d gemm_profiling.rst L139-157, B300, kernels alone):
     per layer BF16 13.102 ms, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764; B300's dense
-    peaks 2,250 / 4,500 / 13,125 TFLOP/s. The sm_103 parts take them, sm_100 ones keep 1."""
+    peaks 2,250 / 4,500 / 13,125 TFLOP/s. The sm_103 parts take them, sm_100 ones keep 1;
+    the GH100 parts take its H200 NVL figure for per-tensor FP8."""
     from ledger.frameworks.fp8 import RECIPES
     from ledger.system.gemm_rates import relative_share
 
@@ -315,6 +316,16 @@ def test_measured_kernel_shares_by_hand():
         assert relative_share(gpu, None) == 1.0
     for gpu in ("b200", "gb200", "h100-sxm"):
         assert relative_share(gpu, meg["nvfp4"]) == 1.0
+    # the same guide's H200 NVL (L287-296: BF16 31.968, FP8 current 16.785 ms per layer;
+    # dense 835 / 1,671 TFLOP/s): every GH100 part's per-tensor FP8; block scaling and the
+    # sm_100 parts were not timed kernel-only and keep 1
+    for gpu in ("h100-sxm", "h800", "h200", "gh200"):
+        assert relative_share(gpu, meg["tensorwise"]) == pytest.approx(
+            31.968 / 16.785 / (1671 / 835))
+        assert relative_share(gpu, meg["delayed"]) == relative_share(gpu, meg["tensorwise"])
+        assert relative_share(gpu, meg["blockwise"]) == 1.0
+    for gpu in ("b200", "gb200"):
+        assert relative_share(gpu, meg["tensorwise"]) == 1.0
     # a GB300 NVFP4 layer's forward GEMMs (every one FP4): at 0.597 of BF16's share of its
     # own FP4 peak, 6x BF16's (15,000 / 2,500 TFLOP/s)
     m, gb300 = llama3_8b(), GPUS["gb300"]

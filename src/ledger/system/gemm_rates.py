@@ -17,22 +17,38 @@ MXFP8's against a datasheet 2.9x. Against B300's datasheet peaks (ledger.system.
 2,250 / 4,500 / 13,125 TFLOP/s dense) that is 0.962 (FP8 per-tensor), 0.915 (MXFP8) and
 0.597 (NVFP4) of BF16's share.
 
+The same guide measures Hopper the same way (L233-300: the same 5B model on an NVIDIA
+H200 NVL, ``--pre-quantize``, L287-296): per layer BF16 31.968 ms, FP8 current scaling
+16.785 ms - 1.90x against a datasheet 2x (H200 NVL dense 835 / 1,671 TFLOP/s, half the
+NVIDIA H200 datasheet's 1,671 / 3,341 with sparsity), 0.952 of BF16's share. FP8 block
+scaling is not timed kernel-only there (Hopper's cuBLAS takes no 2D-by-2D block-scaled
+inputs, L283-285) and keeps 1.
+
 Which recipes take which figure, one rule: NVFP4 its own; the block-scaled FP8 recipes
 MXFP8's (TE's FP8 block scaling runs as MXFP8 on Blackwell, the same guide L172-177); the
 per-tensor (and torchao's per-row) FP8 ones current scaling's (DelayedScaling runs the
 same kernel; the guide times it with its quantization, L120-125). Which parts take the
 measurement: the measured part's die, as ``ledger.system.attention`` rules - sm_103
-(B300, GB300) the B300 figures; sm_100 (B200, GB200) has none published and keeps 1.
+(B300, GB300) the B300 figures, GH100 (H100, H800, H200, H20, GH200) the H200 NVL's;
+sm_100 (B200, GB200) has none published and keeps 1, as does a kernel a part was not
+measured in.
 """
 from __future__ import annotations
 
 # the guide's pre-quantized per-layer totals (ms) and the measured part's dense peaks
-_MEASURED_MS = {"bf16": 13.102, "fp8": 6.812, "mxfp8": 7.161, "nvfp4": 3.764}
-_MEASURED_PEAK = {"bf16": 2250e12, "fp8": 4500e12, "mxfp8": 4500e12, "nvfp4": 13125e12}
-MEASURED_BY = {"b300": "b300", "gb300": "b300"}
+_MEASURED_MS = {"b300": {"bf16": 13.102, "fp8": 6.812, "mxfp8": 7.161, "nvfp4": 3.764},
+                "h200-nvl": {"bf16": 31.968, "fp8": 16.785}}
+_MEASURED_PEAK = {"b300": {"bf16": 2250e12, "fp8": 4500e12, "mxfp8": 4500e12,
+                           "nvfp4": 13125e12},
+                  "h200-nvl": {"bf16": 835e12, "fp8": 1671e12}}
+_GH100 = ("h100-sxm", "h800", "h100-96gb", "h100-nvl", "h200", "h20", "gh200")
+MEASURED_BY = {"b300": "b300", "gb300": "b300"} | {g: "h200-nvl" for g in _GH100}
 SOURCE = ("NVIDIA/TransformerEngine d0067d0d docs/examples/gemm_profiling/gemm_profiling.rst "
           "L139-157 (benchmark_gemm.py --pre-quantize, B300 SXM6 AC, hidden 4096, FFN 16384, "
-          "M 15,872: BF16 13.102, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764 ms per layer)")
+          "M 15,872: BF16 13.102, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764 ms per layer); "
+          "L287-296 (the same on an H200 NVL: BF16 31.968, FP8 current 16.785 ms per layer; "
+          "H200 NVL dense peaks 835 / 1,671 TFLOP/s: NVIDIA H200 datasheet, "
+          "H200 NVL column, 1,671 / 3,341 with sparsity)")
 _BLOCK_FP8 = ("blockwise", "deepseek-v3")  # TE emulates FP8 block scaling with MXFP8
 
 
@@ -45,12 +61,13 @@ def measured_kernel(rec) -> str:
 
 def kernel_share(gpu_name: str, kernel: str) -> float:
     """The share of its own peak the guide's ``kernel`` (bf16, fp8, mxfp8 or nvfp4)
-    sustains, over the share a BF16 GEMM sustains, on ``gpu_name``; 1 for a part without a
-    measurement."""
-    if MEASURED_BY.get(gpu_name) is None:
+    sustains, over the share a BF16 GEMM sustains, on ``gpu_name``; 1 for a part (or a
+    kernel of it) without a measurement."""
+    part = MEASURED_BY.get(gpu_name)
+    ms, peak = _MEASURED_MS.get(part, {}), _MEASURED_PEAK.get(part, {})
+    if kernel not in ms:
         return 1.0
-    speedup = _MEASURED_MS["bf16"] / _MEASURED_MS[kernel]
-    return speedup / (_MEASURED_PEAK[kernel] / _MEASURED_PEAK["bf16"])
+    return ms["bf16"] / ms[kernel] / (peak[kernel] / peak["bf16"])
 
 
 def relative_share(gpu_name: str, rec) -> float:
