@@ -44,7 +44,7 @@ def test_megatron_fsdp_backward_holds_the_output_layers_bucket_not_the_root():
     root) until the root's own post-backward."""
     from dataclasses import replace
 
-    from ledger.placement.footprint import head_grad_bytes
+    from ledger.placement.buffers import head_grad_bytes
 
     fw = framework_of(_cfg("megatron"))
     split = replace(_cfg("megatron"), dp_bucket_params=128 * 2**20)

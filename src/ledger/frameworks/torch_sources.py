@@ -54,7 +54,14 @@ _TORCH_STEP = {
     "grads_persist": "torchtitan/trainer.py (optimizers.zero_grad(): torch's set_to_none "
                      "default, torch/optim/optimizer.py zero_grad set_to_none=True); FSDP2 "
                      "writes the sharded grad in post_backward (_fsdp_param_group.py "
-                     "L588-720)",
+                     "L588-720); so each unit's gradient is made at its own first "
+                     "backward - under a pipeline holding several stages a rank "
+                     "(Interleaved1F1B: pipelining/schedules.py L2872-2888, L2954-3002 @2.13.0, "
+                     "backwards from the rank's last stage, a round of pp each) a stage's "
+                     "unsharded fp32 gradients appear at that stage's first backward "
+                     "(to_accumulated_grad_if_needed in post_backward, torch 2.13.0 "
+                     "fsdp/_fully_shard/_fsdp_param_group.py L602-612, _fsdp_param.py "
+                     "L802-813; 2.6.0 _fsdp_param.py L629-648); ledger.pipeline.grad_sets",
     "optimizer_temp_moments": "torch/optim/adamw.py _multi_tensor_adam (foreach, the default "
                             "on CUDA): torch._foreach_sqrt(exp_avg_sqs) allocates one copy "
                               "of the second moment",

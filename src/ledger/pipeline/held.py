@@ -42,6 +42,9 @@ class Held:
     logits: int  # the last stage's outputs kept until the step ends
     boundary: int  # the other stages' outputs kept until the step ends
     grads: bool  # a backward ran on this rank before this point: gradients exist
+    # of the rank's stages, the share whose weight gradients exist at this point (a stage's
+    # first B or W creates them; at a layer's backward its own stage counted)
+    grad_stages: float = 1.0
 
 
 def walk(actions: list[Action], last_stage, v: int = 1, keep: str = "none") -> set[Held]:
@@ -52,26 +55,63 @@ def walk(actions: list[Action], last_stage, v: int = 1, keep: str = "none") -> s
     lasts = {last_stage} if isinstance(last_stage, int) else set(last_stage)
     held = losses = logits = boundary = 0
     done_backward = False
+    made: set[int] = set()  # stages whose weight gradients exist
+    stages = len({a.stage for action in actions for a in action.parts()}) or 1
     points: set[Held] = set()
     for a in (part for action in actions for part in action.parts()):
         last = a.stage in lasts
+        g = len(made) / stages
         if a.kind == "F":
             logits += last and keep != "none"
             boundary += not last and keep == "all"
             event = "loss_forward" if last else "forward"
-            points.add(Held(event, (held + 1) / v, losses, logits, boundary, done_backward))
+            points.add(Held(event, (held + 1) / v, losses, logits, boundary, done_backward, g))
             held, losses = held + 1, losses + last
         elif a.kind in ("B", "I"):
             if last:
                 losses -= 1
                 points.add(Held("loss_backward", held / v, losses, logits, boundary,
-                                done_backward))
-            points.add(Held("backward", held / v, losses, logits, boundary, True))
+                                done_backward, g))
+            made |= {a.stage} if a.kind == "B" else set()
+            points.add(Held("backward", held / v, losses, logits, boundary, True,
+                            len(made) / stages))
             held -= a.kind == "B"
             done_backward = True
         elif a.kind == "W":
+            made.add(a.stage)
             held -= 1
     return points
+
+
+def grad_sets(kind: str, rank, p, m, v, lazy: bool = True, inflight=None) -> tuple:
+    """Where a rank's peak can fall when its weight gradients are made lazily, stage by
+    stage (``lazy``: ``not Framework.grads_persist`` - FSDP2 creates a unit's unsharded
+    gradient in its first post-backward, torch 2.13.0 fsdp/_fully_shard/_fsdp_param_group.py
+    L602-612, ``to_accumulated_grad_if_needed`` _fsdp_param.py L802-813): one tuple
+    (layer chunks, layer gradients, loss chunks, loss gradients) per candidate point -
+    the micro-batches in flight (whole-stage units, as ``held_closed``'s chunks) and the
+    share of the rank's gradients that exist, at a layer's forward or backward and at the
+    rank's loss (its loss forward, loss backward, output backward).
+
+    Interleaved 1F1B (torch 2.13.0 pipelining/schedules.py L2872-2888 warm-up, L2954-3002
+    stage order; Megatron's alike): backwards walk the rank's stages from its last, each
+    for a round of p micro-batches, so the k-th stage (k = 1..v) first backs up at backward
+    (k - 1) p, when min(warm-up + 1, m v - (k - 1) p) chunks are in flight and k of its v
+    stages have gradients (the one backing up counted). The loss runs on the last rank's
+    first stage: in the first round (one stage's gradients, a micro-batch's before it),
+    and again from backward v p on (every stage's) when m >= 2p. Every other schedule, and
+    a framework keeping its gradients in a buffer of its own: one point, all of them."""
+    c1 = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
+    if not lazy or kind != "interleaved" or np.all(np.asarray(v) < 2):
+        return ((c1, 1.0, c1, 1.0),)
+    warm = np.minimum((v - 1) * p + 2 * (p - 1 - np.asarray(rank)), m * v)
+    again = np.asarray(m) >= 2 * p  # the loss stage's second round of backwards
+    later = np.minimum(warm + 1, m * v - v * p) / v
+    out = [(c1, 1 / v, c1, 1 / v)]
+    for k in range(2, v + 1):
+        out.append((np.minimum(warm + 1, m * v - (k - 1) * p) / v, k / v,
+                    np.where(again, later, c1), np.where(again, 1.0, 1 / v)))
+    return tuple(out)
 
 
 def loss_stage_ranks(kind: str, pp: int) -> tuple[int, ...]:

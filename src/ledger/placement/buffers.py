@@ -23,6 +23,8 @@ end, so present at every point of a step and in the memory left after it.
   get_global_memory_buffer): two layers in the gathered dtype (FP8 under the recipe's
   param gather) and two in the main-grad dtype - sized by the largest layer (the pool
   serves the most common unit; others fall back to dynamic buckets, L743-805).
+- Megatron-FSDP's output-layer gradient bucket (``head_grad_bytes``): alive from the
+  output layer's backward through the first layer's.
 """
 from __future__ import annotations
 
@@ -127,3 +129,20 @@ def _te_buffers(model, tp: int, etp: int, kinds: frozenset, param_bytes) -> tupl
     grouped = any(kind.moe for kind in kinds)
     return (("TE dummy wgrads", sum(r * c for r, c in shapes) * param_bytes),
             ("cuBLAS workspace", CUBLAS_WORKSPACE_BYTES * (1 + COMPUTE_STREAMS * grouped)))
+
+
+def head_grad_bytes(cfg, fw, root_params, head_params):
+    """Megatron-FSDP's output-layer gradient bucket (main-grad dtype), alive from the output
+    layer's backward, beside the logits' gradient, through the first layer's."""
+    on = fw.fsdp_buffers and fw.fsdp_head_grads_held and not fw.fsdp_root_grads_held
+    return np.equal(cfg.zero_stage, 3) * on * fw.grad_bytes * head_bucket_params(
+        cfg, root_params, head_params)
+
+
+def head_bucket_params(cfg, root_params, head_params):
+    """Parameters of Megatron-FSDP's bucket holding the output layer (0 off its rank):
+    without the embedding where it fills a ``cfg.dp_bucket_params`` bucket (its source)."""
+    first = root_params - head_params  # the embedding's side, on this rank
+    size = np.asarray(getattr(cfg, "dp_bucket_params", None) or 0)  # None: no size set
+    split = (size > 0) & (size <= first)
+    return np.where(head_params > 0, np.where(split, head_params, root_params), 0.0)

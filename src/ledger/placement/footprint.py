@@ -278,23 +278,6 @@ def buffer_bytes(cfg, fw, layer_params, layers_held, root_params=0.0) -> tuple:
     return out + gathered, backward
 
 
-def head_grad_bytes(cfg, fw, root_params, head_params):
-    """Megatron-FSDP's output-layer gradient bucket (main-grad dtype), alive from the output
-    layer's backward, beside the logits' gradient, through the first layer's."""
-    on = fw.fsdp_buffers and fw.fsdp_head_grads_held and not fw.fsdp_root_grads_held
-    return np.equal(cfg.zero_stage, 3) * on * fw.grad_bytes * head_bucket_params(
-        cfg, root_params, head_params)
-
-
-def head_bucket_params(cfg, root_params, head_params):
-    """Parameters of Megatron-FSDP's bucket holding the output layer (0 off its rank):
-    without the embedding where it fills a ``cfg.dp_bucket_params`` bucket (its source)."""
-    first = root_params - head_params  # the embedding's side, on this rank
-    size = np.asarray(getattr(cfg, "dp_bucket_params", None) or 0)  # None: no size set
-    split = (size > 0) & (size <= first)
-    return np.where(head_params > 0, np.where(split, head_params, root_params), 0.0)
-
-
 def cp_buffer_bytes(model, cfg, fw, table) -> tuple:
     """(forward, backward) bytes of context parallelism's buffers in one attention call
     (``ledger.frameworks.cp``): ring CP only, over this rank's s b / cp tokens, K and V at
@@ -311,45 +294,59 @@ def cp_buffer_bytes(model, cfg, fw, table) -> tuple:
             on * buf.backward_bytes(kv, q, cfg.act_bytes, cfg.cp))
 
 
-def _moments(p: RankParts, held, loss, e, grads_at_loss):
-    """(state, activations, logits, buffers) of each point of the step (MOMENTS)."""
+def _moments(p: RankParts, held, loss, e, grads_at_loss, lazy=None):
+    """(state, activations, logits, buffers) of each point of the step (MOMENTS); ``lazy``:
+    (chunks, gradients' share) at a layer, the same at the loss (``grad_sets``)."""
     chunks, losses, kept_logits, kept_boundary, at_loss = held
-    acts = chunks * p.stage_act + losses * p.head
+    c_layer, g_layer, c_loss, g_loss = (chunks, 1.0, chunks, 1.0) if lazy is None else lazy
+    acts = c_layer * p.stage_act + losses * p.head
     kept = kept_logits * p.logits * e  # the last stage's outputs kept to the end
     saved = losses * p.logits * loss.saved_bytes(e) + kept
     # at the rank's own loss: the other losses alive then (held_closed's at_loss)
-    acts_l = chunks * p.stage_act + at_loss * p.head
+    acts_l = c_loss * p.stage_act + at_loss * p.head
     saved_l = at_loss * p.logits * loss.saved_bytes(e) + kept
     fresh = np.where(kept_logits > 0, 0.0, e)  # this loss's logits, unless counted as kept
-    state_f = p.params + p.optim + p.grads * grads_at_loss
+    state_f = p.params + p.optim + p.grads * grads_at_loss * g_layer
+    state_l = p.params + p.optim + p.grads * grads_at_loss * g_loss
     boundary = kept_boundary * p.boundary + p.buffers
     zero = 0.0 * acts
-    grads_b = state_f + p.root_grads * (1 - grads_at_loss)  # the backward has begun
+    root = p.root_grads * (1 - grads_at_loss)  # the backward has begun
+    grads_b, grads_bl = state_f + root, state_l + root
     with_head = acts_l + p.head  # the output head's own, from its forward to its backward
     return [
         (state_f, acts, saved, boundary + p.cp_forward),
-        (state_f, with_head, saved_l + p.logits * (loss.forward_bytes(e) - e + fresh),
+        (state_l, with_head, saved_l + p.logits * (loss.forward_bytes(e) - e + fresh),
          boundary),
-        (state_f, with_head, saved_l + p.logits * loss.backward_bytes(e), boundary),
-        (grads_b, with_head, saved_l + p.logits * loss.grad_bytes(e), boundary + p.head_grads),
+        (state_l, with_head, saved_l + p.logits * loss.backward_bytes(e), boundary),
+        (grads_bl, with_head, saved_l + p.logits * loss.grad_bytes(e), boundary + p.head_grads),
         (grads_b, acts, saved, boundary + p.work + p.cp_backward + p.head_grads),
         (p.params + p.optim + p.grads, zero, zero, p.buffers + p.optimizer_temp),
     ]
 
 
-def point_bytes(parts: RankParts, held, cfg, fw, grads_at_loss) -> dict[str, float]:
+def _largest(parts: RankParts, held, loss, e, grads_at_loss, sets=None):
+    """``_moments`` at the largest of ``sets`` (``ledger.pipeline.grad_sets``) moment by
+    moment, element by element over a grid (a point's every term grows with its sum)."""
+    best = _moments(parts, held, loss, e, grads_at_loss, None if sets is None else sets[0])
+    for lazy in (sets or ())[1:]:
+        best = [tuple(np.where(sum(pt) >= sum(o), a, b) for a, b in zip(pt, o))
+                for pt, o in zip(best, _moments(parts, held, loss, e, grads_at_loss, lazy))]
+    return best
+
+
+def point_bytes(parts: RankParts, held, cfg, fw, grads_at_loss, sets=None) -> dict[str, float]:
     """Allocated bytes at each point of the step (MOMENTS), by name."""
     loss = loss_of(loss_name(cfg, fw))
-    points = _moments(parts, held, loss, cfg.act_bytes, grads_at_loss)
+    points = _largest(parts, held, loss, cfg.act_bytes, grads_at_loss, sets)
     return {name: sum(pt) for name, pt in zip(MOMENTS, points)}
 
 
-def _point_sums(parts: RankParts, held, cfg, fw, grads_at_loss):
+def _point_sums(parts: RankParts, held, cfg, fw, grads_at_loss, sets=None):
     """(the points' (state, activations, logits, buffers), their allocated bytes (the sum
     of the four), their fragmentation, the cached part of it, the split blocks of it the
     allocator keeps through a failed cudaMalloc (``unreturnable_share``))."""
     loss = loss_of(loss_name(cfg, fw))
-    points = _moments(parts, held, loss, cfg.act_bytes, grads_at_loss)
+    points = _largest(parts, held, loss, cfg.act_bytes, grads_at_loss, sets)
     # freed blocks the allocator keeps but no request at that point can reuse: the logits
     # during the loss backward, and the sharded gradients zero_grad freed at the step's
     # start (per-unit blocks smaller than the activations and unsharded gradients the step
@@ -364,22 +361,23 @@ def _point_sums(parts: RankParts, held, cfg, fw, grads_at_loss):
         [kept * a for a in sums]
 
 
-def peak_total(parts: RankParts, held, cfg, fw, grads_at_loss):
+def peak_total(parts: RankParts, held, cfg, fw, grads_at_loss, sets=None):
     """What the device must hold at its worst point: ``peak_memory(...).required_bytes``
     without the breakdown (the planner's grid, judged as ``report`` judges)."""
-    _, sums, frag, _, split = _point_sums(parts, held, cfg, fw, grads_at_loss)
+    _, sums, frag, _, split = _point_sums(parts, held, cfg, fw, grads_at_loss, sets)
     back = reclaimable(frag, split)
     return reduce(np.maximum, [a + f - b for a, f, b in zip(sums, frag, back)]) \
         + fw.overhead_bytes + parts.outside
 
 
-def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss):
+def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss, sets=None):
     """The largest point of the step (``_moments``) of one rank, by what the device
     holds there - allocated, the allocator's fragmentation (``Framework.fragmentation``
     of allocated, and the freed blocks it keeps cached) and the context. ``held``:
     (chunks, losses, logits kept, boundary outputs kept, losses at the loss) from
-    ``ledger.pipeline.held``."""
-    points, sums, frag, cached, split = _point_sums(parts, held, cfg, fw, grads_at_loss)
+    ``ledger.pipeline.held``; ``sets``: where lazily made gradients put the peak
+    (``ledger.pipeline.grad_sets``)."""
+    points, sums, frag, cached, split = _point_sums(parts, held, cfg, fw, grads_at_loss, sets)
     best = int(np.argmax([float(sum(pt) + f) for pt, f in zip(points, frag)]))
     state, acts, logits, buffers = (float(x) for x in points[best])
     back = reclaimable(frag, split)

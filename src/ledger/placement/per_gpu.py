@@ -34,24 +34,22 @@ from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.optim import muon
-from ledger.pipeline import held_closed, placement_pipeline
+from ledger.pipeline import grad_sets, held_closed, placement_pipeline
 from ledger.placement import offload as offloading, optim_offload, tuned
 from ledger.placement.bf16_layers import bf16_activation_bytes, bf16_kinds
-from ledger.placement.buffers import framework_buffers
+from ledger.placement.buffers import framework_buffers, head_grad_bytes
 from ledger.placement.context import context_buffers
 from ledger.placement.nccl_buffers import nccl_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
                                     dp_rows, ep_comms, expert_fraction, pp_comms,
                                     tied_embedding_comms, tp_comms)
 from ledger.placement.experts import check_model
-from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes, head_grad_bytes,
-                                        cp_buffer_bytes, logits_elements, peak_memory,
-                                        point_bytes, shard_state, divisors,
-                                        expert_divisors)
+from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes,
+                                        cp_buffer_bytes, divisors, expert_divisors,
+                                        logits_elements, peak_memory, point_bytes, shard_state)
 from ledger.placement.layers import (activation_bytes_per_layer, inflight_kinds,
                                      largest_layer_params, layer_activation_bytes, layer_kinds,
-                                     layer_offloaded_bytes,
-                                     layer_working_bytes)
+                                     layer_offloaded_bytes, layer_working_bytes)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
 from ledger.placement.splits import split_problem
 from ledger.placement.stages import (config_split, end_params, head_ranks, model_stages,
@@ -248,7 +246,7 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
 def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
                  inflight: tuple[float, ...], optimizer: str = "adam", gpu=None,
                  context: dict | None = None):
-    """Per PP rank: (rank, RankParts, the schedule's peak point, gradients at the loss)."""
+    """Per PP rank: (rank, RankParts, the peak point, gradients at the loss, ``grad_sets``)."""
     fw = framework_of(cfg)
     per_param = st.scaled(1 / model.params)
     split = config_split(model, cfg)
@@ -272,7 +270,9 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         point = (chunks, 0, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,
             inflight=chunks)
-        yield r, parts, tuple(float(x) for x in point), grads_at_loss
+        yield r, parts, tuple(float(x) for x in point), grads_at_loss, None if cfg.pp == 1 \
+            else grad_sets(cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp,
+                           not fw.grads_persist, inflight=chunks)
 
 
 def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
@@ -282,8 +282,8 @@ def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     is alive at once set by the schedule (``ledger.pipeline.held``); ``context``: named
     bytes outside the allocator the placement's layout sets (NCCL's NVLS buffers)."""
     fw = framework_of(cfg)
-    return [peak_memory(r, parts, point, cfg, fw, grads)
-            for r, parts, point, grads in _rank_inputs(model, cfg, st, inflight, optimizer,
+    return [peak_memory(r, parts, point, cfg, fw, grads, sets)
+            for r, parts, point, grads, sets in _rank_inputs(model, cfg, st, inflight, optimizer,
                                                        gpu, context)]
 
 
@@ -295,8 +295,8 @@ def memory_points(model: ModelSpec, cfg: ParallelConfig, rank: int = -1,
     inflight = (1.0,) if cfg.pp == 1 else placement_pipeline(
         cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp)[1]
     inputs = list(_rank_inputs(model, cfg, st, inflight, optimizer))
-    r, parts, point, grads = inputs[rank]
-    return point_bytes(parts, point, cfg, framework_of(cfg), grads)
+    r, parts, point, grads, sets = inputs[rank]
+    return point_bytes(parts, point, cfg, framework_of(cfg), grads, sets)
 
 
 def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str = "adam",

@@ -2,10 +2,10 @@
 
 ``grid`` enumerates the candidates as columns; ``search`` prices them in numpy with the
 same formulas as ``ledger.placement`` and ``ledger.step`` (``grid_memory`` their memory
-and their groups, ``offloads`` a fine-tune's CPU offload over the grid's arrays), each
-figure once for the candidates that share what it reads; ``fewest`` the smallest
-world that fits; ``pins`` holds what a user fixes (pins, a baseline) and how losing
-families are picked out.
+and their groups, ``rows`` the grouping by integer codes, ``offloads`` a fine-tune's CPU
+offload over the grid's arrays), each figure once for the candidates that share what it
+reads; ``fewest`` the smallest world that fits; ``pins`` holds what a user fixes (pins, a
+baseline) and how losing families are picked out.
 
 May import: everything below it (up to ``ledger.step``).
 """

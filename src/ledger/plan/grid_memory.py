@@ -16,7 +16,7 @@ from ledger.config import MoESpec
 from ledger.frameworks import get as get_framework
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
-from ledger.pipeline import held_closed
+from ledger.pipeline import grad_sets, held_closed
 from ledger.pipeline.held import loss_stage_ranks
 from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes,
                               layer_kinds, layer_working_bytes, peak_total, rank_layers,
@@ -31,29 +31,7 @@ from ledger.placement.graphs import graph_buffers
 from ledger.placement.per_gpu import recv_buffers
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
-
-
-def present(codes) -> np.ndarray:
-    """The distinct values of small non-negative integer ``codes``, in order:
-    ``np.unique``'s answer without its sort (and without numpy 2.4's import of numpy.ma
-    there, 20-30 ms of a cold plan)."""
-    return np.flatnonzero(np.bincount(np.asarray(codes).reshape(-1)))
-
-
-def groups(key: np.ndarray):
-    """Rows grouped by an integer key: (unique keys, row indices per group)."""
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
-    ends = np.r_[starts[1:], len(key)]
-    return sorted_key[starts], [order[s:e] for s, e in zip(starts, ends)]
-
-
-def codes(g) -> np.ndarray:
-    """One integer per categorical combination (schedule, zero, sp, cp kind, TP overlap,
-    offload, recompute)."""
-    return (((((g["sched"] * 4 + g["zero"]) * 2 + g["sp"]) * 2 + g["ulysses"]) * 2
-             + g["tpov"]) * 3 + g["offload"]) * 3 + g["rc"]
+from ledger.plan.rows import groups, present
 
 
 # the schedules whose ranks hold their stages other than in Megatron's loop
@@ -223,10 +201,11 @@ def dense_codes(key, size):
 def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
     """For each schedule among the rows ``sel`` of one stage layout (pp > 1): (its code,
     its rows, each row's index among ``counts``, the grid's distinct micro-batch counts
-    (``count_of``: every grid row's), and ``ledger.pipeline.held_closed`` at those counts
-    for every PP rank: 5 x counts x ranks) - a closed form of (schedule, rank, count)
-    alone, priced once per distinct count and kept in ``memo`` for the grid's other
-    layouts of the same depth."""
+    (``count_of``: every grid row's), ``ledger.pipeline.held_closed`` at those counts
+    for every PP rank: 5 x counts x ranks, and ``ledger.pipeline.grad_sets`` there:
+    sets x 4 x counts x ranks) - a closed form of (schedule, rank, count) alone, priced
+    once per distinct count and kept in ``memo`` for the grid's other layouts of the
+    same depth."""
     out = []
     if pp == 1:
         return out
@@ -236,10 +215,15 @@ def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
         rows = scheds == code
         key = (int(code), pp, vp)
         if key not in memo:
-            memo[key] = np.broadcast_to(held_closed(
+            table = np.broadcast_to(held_closed(
                 SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
                 fw.pipeline_outputs), (5, len(counts), pp))
-        out.append((code, rows, inv[rows], memo[key]))
+            shape = (len(counts), pp)
+            sets = np.array([[np.broadcast_to(x, shape) for x in s] for s in grad_sets(
+                SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
+                not fw.grads_persist, inflight=table[0])])
+            memo[key] = table, sets
+        out.append((code, rows, inv[rows], *memo[key]))
     return out
 
 
@@ -277,7 +261,8 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
     rep = np.array([firsts.setdefault(tuple(f), r)
                     for r, f in enumerate(np.array(columns, dtype=float).T.tolist())])
     if np.array_equal(stage_act[:, rep], stage_act) \
-            and all(np.all(table[0][:, rep] >= table[0]) for *_, table in points):
+            and all(np.all(table[0][:, rep] >= table[0]) for *_, table, _ in points) \
+            and all(np.all(sets[:, ::2][..., rep] >= sets[:, ::2]) for *_, sets in points):
         return present(rep)
     return everyone
 
@@ -387,10 +372,15 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
         point = np.zeros((5, len(sel), len(reps)))
         point[0] = 1.0  # without a pipeline one micro-batch is alive at a time
-        for _, rows, inv, table in points:
+        depth = max([len(sets) for *_, sets in points], default=1)
+        lazy = np.ones((depth, 4, len(sel), len(reps)))  # ledger.pipeline.grad_sets
+        for _, rows, inv, table, sets in points:
             point[:, rows] = table[:, :, reps][:, inv]
+            deep = sets[np.minimum(np.arange(depth), len(sets) - 1)]  # the last repeated
+            lazy[:, :, rows] = deep[:, :, :, reps][:, :, inv]
         grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
-        mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss).max(axis=1)
+        mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss,
+                              None if depth == 1 else [tuple(s) for s in lazy]).max(axis=1)
         state = st.params_bytes + st.grads_bytes + st.optim_bytes
         heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
         rows = np.arange(len(sel))

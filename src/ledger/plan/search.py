@@ -32,11 +32,11 @@ from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state
 from ledger.placement.nccl_buffers import nvls_on, nvls_total
 from ledger.plan.grid import enumerate_grid
-from ledger.plan.grid_memory import (codes, dense_codes, grid_memory, groups, present,
-                                     shape_of, twins)
+from ledger.plan.grid_memory import dense_codes, grid_memory, shape_of, twins
 from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
+from ledger.plan.rows import codes, groups, present
 from ledger.plan.switches import dp_overlaps as _dp_overlaps, overlaps as _overlaps
 from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
 from ledger.step.dp import nccl_system

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ledger.model import ModelSpec
-from ledger.plan.grid_memory import present
+from ledger.plan.rows import present
 from ledger.plan.pins import RECOMPUTES, SCHEDULES, Pins
 
 
