@@ -51,12 +51,14 @@ def test_torchs_interleaved_1f1b_makes_each_stages_gradients_at_its_first_backwa
     assert max(c for c, k in torch_points[1] if k == 2) == 8
     sets = grad_sets("interleaved", 1, 8, 8, 2)
     assert [(float(a), float(b)) for a, b, *_ in sets] == [(8.0, 0.5), (4.0, 1.0)]
-    for p, m, v in [(4, 8, 2), (4, 8, 3), (8, 16, 2), (2, 8, 4)]:
+    rng = np.random.default_rng(2)
+    for p, m, v in [(4, 8, 2), (4, 8, 3), (8, 16, 2), (2, 8, 4), (2, 16, 4)]:
         for r, points in enumerate(_torch_points(p, m, v)):
-            ours = {(round(float(c) * v), round(float(g) * v))
-                    for c, g, *_ in grad_sets("interleaved", r, p, m, v)}
-            frontier = {(max(c for c, k in points if k == kk), kk) for kk in range(1, v + 1)}
-            assert ours == frontier, (p, m, v, r)
+            sets = grad_sets("interleaved", r, p, m, v)
+            for wa, wg in rng.uniform(0.1, 3, (8, 2)):  # bytes a chunk, bytes a stage
+                theirs = max(c * wa + k * wg for c, k in points)
+                ours = max(float(c) * v * wa + float(g) * v * wg for c, g, *_ in sets)
+                assert ours == pytest.approx(theirs), (p, m, v, r)
 
 
 @pytest.mark.parametrize("p,m,v", [(2, 4, 2), (4, 8, 2), (4, 8, 3), (4, 16, 2), (8, 8, 2)])

@@ -97,21 +97,24 @@ def grad_sets(kind: str, rank, p, m, v, lazy: bool = True, inflight=None) -> tup
     stage order; Megatron's alike): backwards walk the rank's stages from its last, each
     for a round of p micro-batches, so the k-th stage (k = 1..v) first backs up at backward
     (k - 1) p, when min(warm-up + 1, m v - (k - 1) p) chunks are in flight and k of its v
-    stages have gradients (the one backing up counted). The loss runs on the last rank's
-    first stage: in the first round (one stage's gradients, a micro-batch's before it),
-    and again from backward v p on (every stage's) when m >= 2p. Every other schedule, and
-    a framework keeping its gradients in a buffer of its own: one point, all of them."""
+    stages have gradients (the one backing up counted) - of the v points, the last whose
+    chunks are the warm-up's and the v-th can be the largest. The loss runs on the last
+    rank's first stage: in the first round (one stage's gradients, a micro-batch's before
+    it), and again from backward v p on (every stage's) when m >= 2p. Every other
+    schedule, and a framework keeping its gradients in a buffer of its own: one point,
+    all of them."""
     c1 = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
     if not lazy or kind != "interleaved" or np.all(np.asarray(v) < 2):
         return ((c1, 1.0, c1, 1.0),)
     warm = np.minimum((v - 1) * p + 2 * (p - 1 - np.asarray(rank)), m * v)
+    # the chunks stay at c1 up to the k-th stage, then fall by p a stage while the
+    # gradients grow by one stage: a line in k, so its largest point is one of its ends
+    k = np.clip((m * v - warm - 1) // p + 1, 1, v)
+    last = np.minimum(warm + 1, m * v - (v - 1) * p) / v
     again = np.asarray(m) >= 2 * p  # the loss stage's second round of backwards
     later = np.minimum(warm + 1, m * v - v * p) / v
-    out = [(c1, 1 / v, c1, 1 / v)]
-    for k in range(2, v + 1):
-        out.append((np.minimum(warm + 1, m * v - (k - 1) * p) / v, k / v,
-                    np.where(again, later, c1), np.where(again, 1.0, 1 / v)))
-    return tuple(out)
+    return ((c1, k / v, c1, 1 / v),
+            (last, 1.0, np.where(again, later, c1), np.where(again, 1.0, 1 / v)))
 
 
 def loss_stage_ranks(kind: str, pp: int) -> tuple[int, ...]:
