@@ -324,8 +324,10 @@ _TE_BUFFERS = ("TransformerEngine d0067d0d: with Megatron's gradient-accumulatio
                "autograd a dummy wgrad cached per (shape, dtype) for the run "
                "(transformer_engine/pytorch/module/base.py L134-147; linear.py L1357-1374, "
                "layernorm_linear.py L1172-1178, grouped_linear.py L1230-1236); the cuBLAS "
-               "workspace, 32 MiB + 1 KiB on sm90+, one per compute stream (4) for grouped "
-               "GEMMs (cpp_extensions/gemm.py L40-67; common/util/multi_stream.cpp L52-55); "
+               "workspace by the GPU's compute capability, 32 MiB + 1 KiB from sm_90 and "
+               "4 MiB before it (cpp_extensions/gemm.py L40-45 "
+               "get_cublas_workspace_size_bytes), lru-cached (L48-67), one per compute "
+               "stream (4) for grouped GEMMs (common/util/multi_stream.cpp L52-55); "
                "ledger.placement.buffers")
 for _name in SOURCES:
     if isinstance(SOURCES[_name], dict):

@@ -12,9 +12,11 @@ end, so present at every point of a step and in the memory left after it.
   are Megatron's own modules (no dummy). Without the fusion
   (``ParallelConfig.grad_accumulation_fusion`` False) TE hands autograd the wgrad itself
   (linear.py L1357-1374: the dummy only under ``ctx.fuse_wgrad_accumulation``): none.
-- ``cuBLAS workspace``: TE's GEMM workspace, 32 MiB + 1 KiB on Hopper and later
-  (cpp_extensions/gemm.py L40-45, lru-cached L48-67), and one per compute stream (4:
-  common/util/multi_stream.cpp L52-55) for grouped GEMMs (the routed experts).
+- ``cuBLAS workspace``: TE's GEMM workspace by the GPU's compute capability, 32 MiB +
+  1 KiB from sm_90 (Hopper, Blackwell) and 4 MiB before it (Ampere, Ada)
+  (cpp_extensions/gemm.py L40-45 ``get_cublas_workspace_size_bytes``, lru-cached
+  L48-67), and one per compute stream (4: common/util/multi_stream.cpp L52-55) for
+  grouped GEMMs (the routed experts). A GPU the ledger is not told takes Hopper's.
 - ``Megatron-FSDP param / grad double buffer``: under ``fsdp_double_buffer`` (ZeRO-3,
   layers resharded) Megatron-FSDP gathers each layer's params and collects its gradients
   for the reduce-scatter in a pool of two buffers per unit bucket, taken from its global
@@ -36,6 +38,13 @@ from ledger.anatomy.mixers import LayerKind
 from ledger.config import expert_tp
 
 CUBLAS_WORKSPACE_BYTES = 32 * 2**20 + 1024  # TE gemm.py L40-45, sm90 and later
+PRE_HOPPER_WORKSPACE_BYTES = 4_194_304  # TE gemm.py L45, compute capability below 9
+PRE_HOPPER = ("ampere", "ada")  # generations of sm_8x (ledger.system.chips GPU.generation)
+
+
+def cublas_workspace_bytes(generation: str = "") -> int:
+    """TE's GEMM workspace on a GPU of ``generation`` (module docstring)."""
+    return PRE_HOPPER_WORKSPACE_BYTES if generation in PRE_HOPPER else CUBLAS_WORKSPACE_BYTES
 COMPUTE_STREAMS = 4  # TE multi_stream.cpp L52-55
 
 
@@ -68,9 +77,9 @@ def weight_shapes(model, kind: LayerKind, tp, etp) -> set[tuple]:
     return shapes
 
 
-def framework_buffers(model, cfg, kinds, fw=None) -> dict[str, float]:
-    """Named bytes of the buffers ``cfg``'s framework keeps on one GPU holding layers of
-    ``kinds`` (``LayerKind``s; empty when the rank holds none)."""
+def framework_buffers(model, cfg, kinds, fw=None, generation: str = "") -> dict[str, float]:
+    """Named bytes of the buffers ``cfg``'s framework keeps on one GPU of ``generation``
+    holding layers of ``kinds`` (``LayerKind``s; empty when the rank holds none)."""
     from ledger.frameworks import of
 
     from ledger.placement.graphs import graph_buffers
@@ -80,7 +89,7 @@ def framework_buffers(model, cfg, kinds, fw=None) -> dict[str, float]:
     if not fw.te_buffers:
         return graphs
     out = dict(_te_buffers(model, int(cfg.tp), int(expert_tp(cfg)), frozenset(kinds),
-                           fw.param_bytes))
+                           fw.param_bytes, cublas_workspace_bytes(generation)))
     if not getattr(cfg, "grad_accumulation_fusion", True):  # TE returns each wgrad
         out.pop("TE dummy wgrads")
     return out | graphs | fsdp_double_buffers(model, cfg, fw)
@@ -121,14 +130,14 @@ def double_buffered(cfg, fw):
 
 
 @lru_cache(maxsize=4096)
-def _te_buffers(model, tp: int, etp: int, kinds: frozenset, param_bytes) -> tuple:
+def _te_buffers(model, tp: int, etp: int, kinds: frozenset, param_bytes, workspace) -> tuple:
     shapes = set()
     for kind in kinds:
         if kind.mixer == "attention" and kind.mlp != "none":
             shapes |= weight_shapes(model, kind, tp, etp)
     grouped = any(kind.moe for kind in kinds)
     return (("TE dummy wgrads", sum(r * c for r, c in shapes) * param_bytes),
-            ("cuBLAS workspace", CUBLAS_WORKSPACE_BYTES * (1 + COMPUTE_STREAMS * grouped)))
+            ("cuBLAS workspace", workspace * (1 + COMPUTE_STREAMS * grouped)))
 
 
 def head_grad_bytes(cfg, fw, root_params, head_params):

@@ -28,9 +28,8 @@ from ledger.arch import table as saved_table
 from ledger.config import ParallelConfig, expert_tp
 from ledger.errors import LedgerError, require_divides
 from ledger.arch.recurrent import has_gdn
-from ledger.frameworks import of as framework_of
+from ledger.frameworks import of as framework_of, with_weights as with_fp8_weights
 from ledger.frameworks.recompute_modules import MLA_ATTENTIONS, recompute_module_problems
-from ledger.frameworks import with_weights as with_fp8_weights
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.optim import muon
@@ -260,7 +259,8 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     states = rank_states(model, cfg, st, optimizer, counts, kinds, gpu)
     for r, state in enumerate(states):
         state = optim_offload.on_gpu(offloading.on_gpu(state, cfg.offload), cfg)
-        named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw)
+        named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw,
+                                  getattr(gpu, "generation", ""))
         acts = sum(n * a for n, a in zip(alive[r], per_kind)) + bf16_activation_bytes(
             model, cfg, fw, r, layout, kinds, counts, alive)  # the recipe's BF16 layers
         parts = rank_parts(model, cfg, fw, r, state, acts,

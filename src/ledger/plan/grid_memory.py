@@ -356,11 +356,12 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             off.host[sel], off.trained[sel] = host * node, heavy_trained
             off.params[sel], off.grads[sel], off.optim[sel] = (
                 heavy.params_bytes, heavy.grads_bytes, heavy.optim_bytes)
-        kinds = layer_kinds(model, pp, vp, sched, None, fw.split)[0]
+        kinds, gen = layer_kinds(model, pp, vp, sched, None, fw.split)[0], getattr(
+            gpu, "generation", "")  # TE's workspace by the GPU's generation
         kept = {"framework buffers": np.array([sum(framework_buffers(
             model, SimpleNamespace(tp=tp, etp=None, grad_accumulation_fusion=getattr(
                 cfg, "grad_accumulation_fusion", True)),
-            [k for k, n in zip(kinds, held[r]) if n], fw).values()) for r in reps])[None, :]
+            [k for k, n in zip(kinds, held[r]) if n], fw, gen).values()) for r in reps])[None, :]
             + grid_double_buffers(model, cfg, zero, fw)}  # Megatron-FSDP's, on ZeRO-3 rows
         graphs = graph_buffers(model, cfg)  # CUDA graphs' static grad outputs (rows x 1)
         if graphs:

@@ -19,7 +19,8 @@ class GPU:
     gemm_efficiency: float  # fraction of peak a large bf16 GEMM sustains (measured, see GPUS)
     board_power_w: float  # the board's rated power (TDP / TGP): what a GPU-hour draws
     sms: int = 132  # streaming multiprocessors (compute units): what comm kernels take from
-    generation: str = "hopper"  # NCCL's tuning tables by GPU generation (ledger.step.nccl)
+    generation: str = "hopper"  # NCCL's tuning tables by GPU generation (ledger.step.nccl);
+    #   TE's GEMM workspace (ledger.placement.buffers: 4 MiB on ampere and ada, sm_8x)
     fp4_flops: float = 0.0  # peak dense fp4 FLOP/s (NVFP4 / MXFP4; 0 where the GPU has none)
     cuda_capability: tuple[int, int] | None = None  # sm_XY: which kernels and layouts run
     #   (Transformer Engine's per-tensor FP8 weights, ledger.frameworks.fp8.single_buffer)

@@ -262,11 +262,18 @@ def calibration_rows() -> list[Peak]:
     return [r for r in peaks() if r.role == "calibration"]
 
 
+# Megatron-LM's functional-test platforms by the preset of their GPU: what the row's GPU
+# sets where no capacity is read (Transformer Engine's GEMM workspace by generation)
+PLATFORM_GPUS = {"dgx_a100": "a100-80gb", "dgx_h100": "h100-sxm", "dgxh100_dgxc": "h100-sxm",
+                 "dgx_gb200": "gb200"}
+
+
 @lru_cache(maxsize=None)
 def _placed(row: Peak):
     from ledger.placement import place
+    from ledger.system import GPUS
 
-    return place(row.model, row.cfg)
+    return place(row.model, row.cfg, gpu=GPUS[PLATFORM_GPUS.get(row.gpu, row.gpu)])
 
 
 def predicted(row: Peak, fragmentation: tuple[float, float] | None = None,
