@@ -214,3 +214,19 @@ def test_shipped_grace_host_scale_is_stage_5s_argmin():
     from ledger.render.bridge_fit import fit_grace
 
     assert fit_grace()[0][2] == DEFAULT.grace_host_scale
+
+
+def test_a_row_pins_the_host_fit_when_leaving_it_out_moves_the_argmin():
+    """benchmarks/host_landscape.py: pinning_rows on landscapes written by hand - three
+    rows, two points."""
+    from ledger.render.bridge_fit import pinning_rows
+
+    ids = ("a", "b", "c")
+    # c alone holds the first point (0.20 against 0.40); without it the second wins (0.10)
+    errs = {(1,): [0.10, 0.10, 0.00], (2,): [0.05, 0.05, 0.30]}
+    assert pinning_rows(ids, errs) == ((1,), [("c", (2,))])
+    # the second point wins (0.15 against 0.20); leaving out a or b (0.10 against 0.15)
+    # brings back the first, leaving out c does not
+    errs = {(1,): [0.10, 0.10, 0.00], (2,): [0.00, 0.00, 0.15]}
+    assert pinning_rows(ids, errs) == ((2,), [("a", (1,)), ("b", (1,))])
+    assert pinning_rows(("a",), {(1,): [0.0]}) == ((1,), [])

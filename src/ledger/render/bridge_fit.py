@@ -142,6 +142,33 @@ def fit_host(grid=HOST_GRID, cal=None) -> list[tuple[float, ...]]:
     return sorted((*host_score(*point, cal)[:2], *point) for point in product(*grid))
 
 
+def host_landscape(grid=HOST_GRID, cal=None) -> tuple[tuple[str, ...], dict]:
+    """Stage 3's landscape: (the calibration rows' ids, {grid point: each row's error}) -
+    every row's (predicted - published) / published at every point of ``grid`` (the rest
+    of ``cal``, default the shipped), for benchmarks/host_landscape.py."""
+    from itertools import product
+
+    from ledger.step import DEFAULT
+
+    base = cal or DEFAULT
+    ids = tuple(r.id for r, *_ in _timed_rows())
+    errs = {p: _errors(replace(base, host_block_s=p[0], host_router_s=p[1], host_moe_s=p[2],
+                               host_expert_s=p[3]))
+            for p in product(*grid)}
+    return ids, errs
+
+
+def pinning_rows(ids, errs) -> tuple[tuple, list[tuple[str, tuple]]]:
+    """(stage 3's argmin on every row, [(row, the argmin without it)] for each row whose
+    leaving out moves the argmin): the rows that pin the host's constants."""
+    def argmin(skip=None):
+        keep = [i for i, r in enumerate(ids) if r != skip]
+        return min(errs, key=lambda p: (sum(abs(errs[p][i]) for i in keep), p))
+
+    best = argmin()
+    return best, [(r, p) for r in ids if (p := argmin(r)) != best]
+
+
 # benchmarks/fit.py stage 5: a Grace host's (Arm Neoverse V2: GB200 / GB300 NVL72, GH200)
 # seconds per eager block over an x86 host's (ledger.step.host.for_host), on the same
 # calibration rows with the other constants as shipped. The grid spans the published
