@@ -1,6 +1,7 @@
 """The time model against measured training runs: predicted vs measured per row, the
 calibration set and the prediction rows apart, mean and max |error| per source and per
-set. Open settings are set by ledger.validation's one rule (shown per row)."""
+set. Open settings are set by ledger.validation's one rule (shown per row). Then the
+Megatron-Bridge precision tutorial's run in BF16 / FP8 / MXFP8 / NVFP4 (``tutorial``)."""
 from ledger.validation import predicted, runs, settle
 
 
@@ -37,5 +38,16 @@ def table(out=print) -> dict:
     return errors
 
 
+def tutorial(out=print) -> None:
+    """The Megatron-Bridge precision tutorial's run in four precisions (prediction rows,
+    ledger.validation.tutorial): step time and the speed-ups between precisions."""
+    from ledger.render.bridge_tutorial import lines
+
+    for line in lines():
+        out(line)
+
+
 if __name__ == "__main__":
     table()
+    print()
+    tutorial()
