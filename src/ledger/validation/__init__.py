@@ -9,7 +9,8 @@ definition, and the fragmentation fit ``benchmarks/fit_memory.py`` prints.
 ``outcomes`` the runs that ran or went out of memory bounding the allocator's
 unreturnable share, the verdict's one other fitted figure.
 ``bridge`` NVIDIA's Megatron-Bridge published pre-training rows with their sources
-(``ledger.render.bridge`` runs them).
+(``ledger.render.bridge`` runs them). ``tutorial`` Megatron-Bridge's low-precision training
+tutorial, one run in BF16 / FP8 / MXFP8 / NVFP4 (``ledger.render.bridge_tutorial`` runs it).
 
 May import: everything below it (up to ``ledger.plan``).
 """
