@@ -198,6 +198,8 @@ class ParallelConfig:
     # overlap_p2p_comm); None: the framework's default for the schedule
     overlap_p2p: bool | None = None
     ep_backend: str | None = None  # the flex dispatcher's kernels; None: deepep (Megatron's)
+    # the flex dispatcher's SMs (--moe-flex-dispatcher-num-sms); None: ledger.step.ep_sms's
+    ep_sms: int | None = None
     # NCCL_NVLS_ENABLE: None NCCL's default (NVLS where the switches multicast), False off
     # (Megatron-Bridge's launcher); sizes NCCL's NVLS buffers (ledger.placement.nccl_buffers)
     nccl_nvls: bool | None = None

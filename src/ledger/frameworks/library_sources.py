@@ -69,9 +69,18 @@ _TITAN_OFFLOAD = ("pytorch/torchtitan b5bcd76c torchtitan/experiments/graph_trai
                   "saved activation of every layer but the last; README.md L128-129); "
                   "experimental only, not read from job files: --offload-modules all")
 
+_EP_SMS = ("the flex dispatcher's SMs while an overlapped all-to-all runs: "
+           "--moe-flex-dispatcher-num-sms (Megatron-LM d98e8a64 transformer_config.py L964-975, "
+           "L1792-1811; token_dispatcher.py L1157-1158), else DeepEP 20 (deepseek-ai/DeepEP "
+           "dd758caf deep_ep/buffers/legacy.py L31) or HybridEP 24 inside one NVLink domain, 8 "
+           "across (DeepEP 34152ae2 csrc/hybrid_ep/config.cuh L315-316, hybrid_ep_buffer.py L83); "
+           "Megatron-Bridge's perf launcher gives HybridEP 32 (scripts/performance/utils/"
+           "overrides.py L75 @v0.5.1, L89 @v0.6.0): ledger.step.ep_sms")
+
 LIBRARY_SOURCES = {
     "megatron": {"cuda_graph_buffers": _GRAPHS, "deepep_buffers": _DEEPEP,
-                 "hybridep_buffers": _HYBRIDEP, "optimizer_cpu_offload": _OPTIM_OFFLOAD},
+                 "hybridep_buffers": _HYBRIDEP, "optimizer_cpu_offload": _OPTIM_OFFLOAD,
+                 "flex_dispatcher_sms": _EP_SMS},
 }
 for _name in ("megatron", "torchtitan", "deepspeed", "hf"):
     LIBRARY_SOURCES.setdefault(_name, {})["nccl_nvls_buffers"] = _NCCL

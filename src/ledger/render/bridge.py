@@ -49,7 +49,7 @@ from functools import lru_cache
 from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
-                                        TP_OVERLAP_MODELS, expandable_segments,
+                                        TP_OVERLAP_MODELS, ep_sms_of, expandable_segments,
                                         fsdp_double_buffer, grad_accumulation_fusion,
                                         graph_scopes, loss_of, tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
@@ -191,8 +191,8 @@ def config_of(row: BridgeRow, precision: str | None,
             kw["stage_layers"] = split
     if row.moe:
         if row.setting("moe_flex_dispatcher_backend") in ("deepep", "hybridep"):
-            kw["moe_dispatcher"] = "flex"
-            kw["ep_backend"] = row.setting("moe_flex_dispatcher_backend")
+            kw.update(moe_dispatcher="flex", ep_sms=ep_sms_of(row),
+                      ep_backend=row.setting("moe_flex_dispatcher_backend"))
         if row.setting("moe_a2a_overlap") is True:
             kw["ep_overlap"] = True
             kw["delay_wgrad"] = True  # set with it by the performance scripts

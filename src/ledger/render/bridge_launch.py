@@ -1,7 +1,8 @@
 """What a Megatron-Bridge release's perf launch sets beyond its recipe's model config, per
 table row (``ledger.validation.bridge.BridgeRow``): the state dtypes the perf scripts keep,
 the caching allocator's expandable segments, TE's TP comm-GEMM overlap, the loss kernel
-(``loss_of``) and the CUDA graphs it captures (``graph_scopes``) - each with the file and
+(``loss_of``), the CUDA graphs it captures (``graph_scopes``) and the flex dispatcher's SMs
+(``ep_sms_of``) - each with the file and
 line at the release's tag it is read from."""
 from __future__ import annotations
 
@@ -150,3 +151,26 @@ def graph_scopes(row: BridgeRow) -> tuple[str, ...]:
     named = [scope] if isinstance(scope, str) else list(scope or [])
     named = [s for s in named if s != "full"]
     return ("full_iteration",) if "full_iteration" in named else tuple(named) or whole
+
+
+# the SMs every release's perf launcher gives HybridEP, after the recipe ("TODO: This needs to
+# be adjusted when overlapping HybridEP with computation"): scripts/performance/utils/
+# helpers.py L112-113 @v0.2.0; utils/overrides.py L69 @v0.3.0, L70 @v0.3.1, L71 @v0.4.0,
+# L73 @v0.4.2, L75 @v0.5.0 and v0.5.1, L89 @v0.6.0 (and perf_recipes/_common.py L86-87)
+PERF_HYBRIDEP_SMS = 32
+
+
+def ep_sms_of(row: BridgeRow) -> int | None:
+    """The flex dispatcher's SMs as the row's run had them (``ParallelConfig.ep_sms``): the
+    recipe's moe_flex_dispatcher_num_sms, which Megatron-Core takes over the deprecated
+    per-backend knobs (transformer_config.py L1792-1811 @d98e8a64; the v0.6.0 DeepSeek-V4
+    recipes set it, perf_recipes/deepseek/gb200/deepseek_v4.py L62, gb300 L75: 32), else
+    under HybridEP the launcher's ``PERF_HYBRIDEP_SMS``, under DeepEP the recipe's
+    moe_deepep_num_sms; None: the backend's default (ledger.step.ep_sms)."""
+    own = row.setting("moe_flex_dispatcher_num_sms")
+    if isinstance(own, int) and own > 0:
+        return own
+    if row.setting("moe_flex_dispatcher_backend") == "hybridep":
+        return PERF_HYBRIDEP_SMS
+    own = row.setting("moe_deepep_num_sms")
+    return own if isinstance(own, int) and own > 0 else None

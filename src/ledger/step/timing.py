@@ -74,13 +74,10 @@ from ledger.step.optimizer import muon_s
 from ledger.step.recompute import rerun_flops_per_token
 from ledger.step.layer_comms import combined_1f1b_s
 from ledger.step.layer_time import layer_times
+from ledger.step.ep_sms import DEEPEP_SMS, ep_sm_share  # noqa: F401 (re-exported)
 from ledger.step.tuned import head_wgrad_share
 from ledger.system import System
 
-# DeepEP's normal kernels run on 20 SMs (deep_ep/buffers/legacy.py L31, Buffer.num_sms, at
-# deepseek-ai/DeepEP dd758caf; DeepSeek-V3 report sec. 3.2.2: "only 20 SMs are sufficient");
-# NCCL's all-to-all kernels' share is not modelled
-DEEPEP_SMS = 20
 
 
 @dataclass(frozen=True)
@@ -184,13 +181,6 @@ def pair_s(t_pair, comm, sm_share):
     the compute gives up while they run: max(comm, compute + sm_share x comm), compute =
     the pair's time less its all-to-alls (DeepSeek-V3 report sec. 3.2.1, fig. 4)."""
     return np.maximum(comm, t_pair - comm + sm_share * comm)
-
-
-def ep_sm_share(cfg, system: System) -> float:
-    """The SMs a running all-to-all takes from compute: DeepEP's (the flex dispatcher)."""
-    from ledger.config import dispatcher
-
-    return DEEPEP_SMS / system.gpu.sms if dispatcher(cfg) == "flex" else 0.0
 
 
 def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibration,
