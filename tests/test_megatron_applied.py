@@ -21,6 +21,7 @@ MLA = "--multi-latent-attention --kv-lora-rank 256 --qk-head-dim 64 --qk-pos-emb
 PRECISION_AWARE = "--use-distributed-optimizer --use-precision-aware-optimizer"
 NODES = "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --num-experts 64 " \
     "--moe-router-topk 8 --expert-model-parallel-size 16 --moe-token-dispatcher-type flex"
+NODES64 = NODES.replace("--expert-model-parallel-size 16", "--expert-model-parallel-size 64")
 FINE = "--hidden-size 4096 --num-attention-heads 32 --micro-batch-size 4 " \
     "--global-batch-size 256 --num-experts 64 --moe-router-topk 1 --moe-ffn-hidden-size 128"
 # flag -> (flags under both sides, the change); the change holds the flag
@@ -61,10 +62,11 @@ CASES = {
     "--moe-layer-freq": (MOE, "--moe-layer-freq 2"),
     "--mtp-num-layers": ("--position-embedding-type rope", "--mtp-num-layers 1"),
     # node-limited routing bounds the nodes a token's DeepEP dispatch crosses IB to
-    # (ledger.placement.experts.remote_nodes): EP 16 over two 8-GPU nodes
-    "--moe-router-num-groups": (NODES + " --moe-router-num-groups 8 --moe-router-group-topk 2",
+    # (ledger.placement.experts.remote_nodes): EP 64 over eight 8-GPU nodes (over two, the
+    # dispatch is bound by its NVLink forwarding, which the groups do not change)
+    "--moe-router-num-groups": (NODES64 + " --moe-router-num-groups 8 --moe-router-group-topk 2",
                                 "--moe-router-num-groups 4"),
-    "--moe-router-group-topk": (NODES + " --moe-router-num-groups 8 --moe-router-group-topk 1",
+    "--moe-router-group-topk": (NODES64 + " --moe-router-num-groups 8 --moe-router-group-topk 1",
                                 "--moe-router-group-topk 2"),
     "--multi-latent-attention": ("--kv-lora-rank 256", "--multi-latent-attention"),
     "--q-lora-rank": (MLA, "--q-lora-rank 512"),
@@ -226,7 +228,8 @@ def priced(tmp_path, flags: str, name: str, gpu: str = "h100-sxm"):
     (tmp_path / name).mkdir()
     path = tmp_path / name / "launch.sh"
     path.write_text(flags + "\n")
-    code, out, err = run(["estimate", "--from-megatron", str(path), "--gpus", "16", "--json",
+    gpus = "64" if "--expert-model-parallel-size 64" in flags else "16"
+    code, out, err = run(["estimate", "--from-megatron", str(path), "--gpus", gpus, "--json",
                           "--verbose", "--tokens", "1e10", "--gpu", gpu])
     return code, out, err
 
