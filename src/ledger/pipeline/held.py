@@ -102,8 +102,11 @@ def grad_sets(kind: str, rank, p, m, v, lazy: bool = True, inflight=None) -> tup
     rank's first stage: in the first round (one stage's gradients, a micro-batch's before
     it), and again from backward v p on (every stage's) when m >= 2p. Every other
     schedule, and a framework keeping its gradients in a buffer of its own: one point,
-    all of them."""
+    all of them; under a split backward (``WEIGHT_STEP``) a stage's gradients appear at its
+    first W instead (``weight_step_sets``)."""
     c1 = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
+    if lazy and kind in WEIGHT_STEP:
+        return weight_step_sets(kind, rank, p, m, v, c1)
     if not lazy or kind != "interleaved" or np.all(np.asarray(v) < 2):
         return ((c1, 1.0, c1, 1.0),)
     warm = np.minimum((v - 1) * p + 2 * (p - 1 - np.asarray(rank)), m * v)
@@ -115,6 +118,58 @@ def grad_sets(kind: str, rank, p, m, v, lazy: bool = True, inflight=None) -> tup
     later = np.minimum(warm + 1, m * v - v * p) / v
     return ((c1, k / v, c1, 1 / v),
             (last, 1.0, np.where(again, later, c1), np.where(again, 1.0, 1 / v)))
+
+
+WEIGHT_STEP = ("interleaved-zb", "zb-v", "dualpipev")  # torch's multi-stage split backwards
+
+
+def weight_step_sets(kind: str, rank, p, m, v, c1) -> tuple:
+    """``grad_sets`` of torch's split-backward schedules holding several stages a rank: the
+    weight gradients are made by the W action, not by the input-gradient one (torch 2.13.0
+    pipelining/stage.py L1016-1038: a split backward runs stage_backward_input, which sets
+    only the inputs' .grad (_backward.py L255-261); backward_weight_one_chunk L1064-1108
+    runs stage_backward_weight, which sets each weight's .grad, L334-339; on the first
+    stage the I does nothing and the W runs the whole backward, L1093-1108), so a stage's
+    unsharded gradients appear at its first W (or full B) with that chunk still in flight.
+    In chunk-micro-batches (the sets are in whole-stage units, over v):
+
+    - Interleaved zero bubble (schedules.py L3072-3127, _get_1f1b_rank_ops L2735-2869):
+      rank r warms up (v-1) p + p-1-r forwards (multiply_factor 1, L3079) and its W's
+      trail its I's by r steps (num_1f1b_microbatches = rank, L3114; L2810), so every
+      steady W runs with P = v c1 in flight; the W's take the I's order, a round of p a
+      stage from the rank's last, so the k-th stage's first W comes with min(P, m v -
+      (k-1) p) in flight - a line in k, its largest point one of its ends. Its loss (the
+      last rank's last stage) runs before any W when m = p (one round: all forwards,
+      then the I's, the W's after), with every stage's gradients from m = 2p on.
+    - ZB-V (L3268-3390): the second chunk's first W (warmup_n3) runs at the peak c1; the
+      first chunk's (stage r) comes in the stable phase after min(2p-r-1, m) forwards of
+      it, min(p, m) of the second chunk and min(p-r, m) of the latter's W's, plus the
+      stable phase's forward if micro-batch 2p-r-1 exists - 2p-1 on rank 0 at m = 2p-1,
+      2p (c1) on every rank from m = 2p on. The loss (rank 0's second chunk) runs in that
+      chunk's warm-up alone when m <= p, and before its first W when m = 1.
+    - DualPipeV (L3459-3617): every stage's gradients exist at the peak on every rank
+      (2p+1 in flight, from step 4's first pair); the loss stage's backward after stage
+      0's first (step 4's second pair, L3564) needs m > 2p: at m = 2p its later loss
+      backwards (step 5) run with 2p.
+    """
+    r, m = np.asarray(rank), np.asarray(m)
+    if kind == "interleaved-zb":
+        peak = v * np.asarray(c1)
+        k = np.clip((m * v - peak) // p + 1, 1, v)
+        last = np.minimum(peak, m * v - (v - 1) * p) / v
+        g_loss = np.where(m > p, 1.0, 0.0)
+        return ((c1, k / v, c1, g_loss), (last, 1.0, c1, g_loss))
+    if kind == "zb-v":
+        both = (np.minimum(2 * p - r - 1, m) + np.minimum(p, m) - np.minimum(p - r, m)
+                + (2 * p - r - 1 < m)) / 2
+        both = np.minimum(c1, both)
+        alone = m <= p  # the loss chunk's micro-batches all run in its warm-up
+        once = np.where(m > 1, 0.5, 0.0)  # a second loss forward follows its first W
+        return ((c1, 0.5, c1, once),
+                (both, 1.0, np.where(alone, c1, both), np.where(alone, once, 1.0)))
+    edge = m <= 2 * p  # dualpipev: one main step pair before step 5
+    return ((c1, 1.0, c1, np.where(edge, 0.5, 1.0)),
+            (c1, 1.0, np.where(edge, np.asarray(c1) - 0.5, c1), 1.0))
 
 
 def loss_stage_ranks(kind: str, pp: int) -> tuple[int, ...]:
