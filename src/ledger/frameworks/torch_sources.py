@@ -61,7 +61,15 @@ _TORCH_STEP = {
                      "unsharded fp32 gradients appear at that stage's first backward "
                      "(to_accumulated_grad_if_needed in post_backward, torch 2.13.0 "
                      "fsdp/_fully_shard/_fsdp_param_group.py L602-612, _fsdp_param.py "
-                     "L802-813; 2.6.0 _fsdp_param.py L629-648); ledger.pipeline.grad_sets",
+                     "L802-813; 2.6.0 _fsdp_param.py L629-648); under a split backward "
+                     "the weight-gradient step W writes the weights' .grad, the input "
+                     "step only the inputs' (pipelining/stage.py L1016-1038, "
+                     "backward_weight_one_chunk L1064-1108; _backward.py L255-261, "
+                     "stage_backward_weight L334-339 @2.13.0), so under "
+                     "ScheduleInterleavedZeroBubble (schedules.py L3072-3127, W's trail "
+                     "I's by rank steps L2810, L3114), ScheduleZBVZeroBubble (L3268-3390) "
+                     "and ScheduleDualPipeV (L3459-3617) a stage's gradients appear at "
+                     "its first W; ledger.pipeline.grad_sets, weight_step_sets",
     "optimizer_temp_moments": "torch/optim/adamw.py _multi_tensor_adam (foreach, the default "
                             "on CUDA): torch._foreach_sqrt(exp_avg_sqs) allocates one copy "
                               "of the second moment",
