@@ -4,7 +4,8 @@
 family by family (a composite as its text model; a family the ledger cannot count refused
 naming the feature it lacks). ``launch`` is the record a launch file becomes, read
 from a Megatron-LM launch (``megatron/``; scripts run through the bash subset of
-``shell/``) or a torchtitan job TOML (``torchtitan/``); ``system`` reads a cluster from
+``shell/``, the environment it hands the trainer read by ``environment``) or a torchtitan
+job TOML (``torchtitan/``); ``system`` reads a cluster from
 JSON or TOML, ``phases`` a run's phases (``files`` reads a file of either format). The
 frameworks' own tables (Megatron's arguments, torchtitan's JobConfig and flavours at
 their commits) are data in ``data/``; Megatron's own pipeline splits

@@ -17,6 +17,10 @@ absent flag has Megatron's default. Every given flag is then one of:
   flags in one line, and the figures are marked approximate.
 
 A launch Megatron refuses is refused with every reason at once (``ledger.io.megatron.model.refusals``).
+
+The environment the script hands pretrain_gpt.py (its exports, the variables set before
+its launcher or before the script) is read by ``ledger.io.environment``, its settings
+joining the flags' three lists.
 """
 from __future__ import annotations
 
@@ -25,11 +29,12 @@ import shlex
 
 from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
+from ledger.io.environment import attention_refusals, read_env
 from ledger.io.megatron import model as mm
 from ledger.io.files import read_text
 from ledger.io.launch import Launch
 from ledger.io.megatron.args import namespace, parse, table
-from ledger.io.shell.run import commands
+from ledger.io.shell.run import launches
 
 # Megatron's argument groups whose flags change nothing the ledger prices
 NO_EFFECT_GROUPS = {f"_add_{g}_args" for g in (
@@ -173,15 +178,16 @@ def split_command(given: str) -> tuple[str, list[str], dict[str, str]]:
     return words[0], words[1:], env
 
 
-def launch_words(given: str) -> tuple[str, list[str], int | None]:
-    """The file, the words it hands pretrain_gpt.py, and the world its launcher starts."""
+def launch_words(given: str) -> tuple[str, list[str], int | None, dict[str, str]]:
+    """The file, the words it hands pretrain_gpt.py, the world its launcher starts and the
+    environment its process gets (``ledger.io.environment``)."""
     path, args, env = split_command(given)
     text = read_text(path, "from_megatron")
-    found, _ = commands(text, path, args, env)
+    found = launches(text, path, args, env)
     if found:
-        words = found[0]
+        words, environ = found[0]
         k = next(i for i, w in enumerate(words) if os.path.basename(w) == "pretrain_gpt.py")
-        return path, words[k + 1:], _world(words[:k])
+        return path, words[k + 1:], _world(words[:k]), environ
     try:  # a file of bare flags, one or many per line
         words = shlex.split(text.replace("\\\n", " "), comments=True)
     except ValueError as e:
@@ -191,7 +197,7 @@ def launch_words(given: str) -> tuple[str, list[str], int | None]:
                                            f"file of flags (a modelopt conf is sourced by "
                                            f"examples/post_training/modelopt/train.sh: give "
                                            f"--from-megatron 'train.sh org/model')")
-    return path, words, None
+    return path, words, None, env
 
 
 def _world(launcher: list[str]) -> int | None:
@@ -241,7 +247,7 @@ def classify(parsed, ns: dict) -> tuple[list[str], list[str], list[str]]:
 
 def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = None
                 ) -> Launch:
-    path, words, launcher_world = launch_words(given)
+    path, words, launcher_world, environ = launch_words(given)
     parsed = parse(words, path)
     from ledger.io.megatron.flags import apply_model_flags, placement_flags, semantic_notes
 
@@ -255,6 +261,8 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
     unread = {f for f, _ in parsed.bad}
     problems += [p for p in mm.refusals(ns, world) if not any(p.startswith(f"no {f} ")
                                                                 for f in unread)]
+    backend = str(ns.get("attention_backend") or "auto")  # AttnBackend.auto: the default
+    problems += attention_refusals(environ, backend.rpartition(".")[2])
     try:
         flags, more = placement_flags(ns, path) if not problems else ({}, [])
     except LedgerError as e:
@@ -269,6 +277,9 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
                                            f"its numbers would mean nothing: "
                                            + "; ".join(problems))
     applied, unpriced, silent = classify(parsed, ns)
+    env_flags, *env_lists = read_env(environ)
+    for mine, theirs in zip((applied, unpriced, silent), env_lists):
+        mine += theirs
     silent += [f"{f} (no value: an unset variable?)" for f in parsed.no_value]
     precision, odd = mm.precision(ns)
     unpriced += odd + more
@@ -281,6 +292,6 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
         notes.append("the launch does not hold its world size: dp = 1 here; give --gpus N")
     name = f"megatron:{os.path.basename(path)}"
     return Launch(path=path, model=mm.model_spec(ns, name, rows),
-                  flags=flags | ({} if precision == DEFAULT_PRECISION else
+                  flags=flags | env_flags | ({} if precision == DEFAULT_PRECISION else
                                  {"precision": precision}), notes=tuple(notes),
                   unpriced=tuple(unpriced), silent=tuple(silent), applied=tuple(applied))

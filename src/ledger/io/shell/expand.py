@@ -24,6 +24,8 @@ class _State:
     vars: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)
     found: list = field(default_factory=list)
+    envs: list = field(default_factory=list)  # each found command's environment
+    exported: set = field(default_factory=set)  # names ``export`` marked
     steps: int = 0
     read: int = 0  # characters of sourced files read
 

@@ -131,13 +131,13 @@ def _assign_array(st: _State, arr: _Array) -> None:
     st.vars.pop(arr.name, None)
 
 
-def _assign(st: _State, word: _Word) -> bool:
-    """NAME=value / NAME+=value at the head of a command; True if it was one."""
+def _assign(st: _State, word: _Word) -> str | None:
+    """NAME=value / NAME+=value at the head of a command: its NAME if it was one."""
     if not word.parts or word.parts[0][0] != "lit":
-        return False
+        return None
     m = _ASSIGN.match(word.parts[0][1])
     if not m:
-        return False
+        return None
     rest = _Word([("lit", word.parts[0][1][m.end():])] + word.parts[1:])
     value = " ".join(_fields(st, rest, split=False))
     name = m.group(1)
@@ -146,12 +146,13 @@ def _assign(st: _State, word: _Word) -> bool:
         value = (st.vars.get(name) or "") + value
     st.arrays.pop(name, None)
     st.vars[name] = value
-    return True
+    return name
 
 
 def _command(st: _State, cmd: _Cmd) -> int:
-    words = list(cmd.words)
-    while words and not isinstance(words[0], tuple) and _assign(st, words[0]):
+    words, prefix = list(cmd.words), []  # VAR=v cmd: in cmd's environment
+    while words and not isinstance(words[0], tuple) and (name := _assign(st, words[0])):
+        prefix.append(name)
         words.pop(0)
     if not words:
         return 0
@@ -169,12 +170,15 @@ def _command(st: _State, cmd: _Cmd) -> int:
     if name in ("export", "declare", "local", "readonly", "typeset"):
         for w in words[1:]:
             if not isinstance(w, tuple):
-                _assign(st, w)
+                assigned = _assign(st, w)
+                if name == "export" and (assigned or str(w.plain).isidentifier()):
+                    st.exported.add(assigned or w.plain)
         return 0
     if name == "unset":
         for n in argv[1:]:
             st.vars.pop(n, None)
             st.arrays.pop(n, None)
+            st.exported.discard(n)
         return 0
     if name == "[[":  # no splitting inside; the right of == is a pattern
         body = [" ".join(_fields(st, w, split=False)) for w in words[1:-1]]
@@ -199,6 +203,7 @@ def _command(st: _State, cmd: _Cmd) -> int:
         return _source(st, argv[1:])
     if any(os.path.basename(w) == "pretrain_gpt.py" for w in argv):
         st.found.append(argv)
+        st.envs.append(_environment(st, prefix, argv))
         return 0
     if name in ("bash", "sh") or (name in ("srun",) and "-c" in argv):
         if "-c" in argv and argv.index("-c") + 1 < len(argv):
@@ -210,6 +215,19 @@ def _command(st: _State, cmd: _Cmd) -> int:
     if name == "sbatch" and cmd.heredoc:
         _nested(st, _heredoc(st, cmd.heredoc), [])
     return 0
+
+
+def _environment(st: _State, prefix: list[str], argv: list[str]) -> dict[str, str]:
+    """What a command's process is handed: the exported variables, those assigned before
+    it (``VAR=v torchrun ...``) and those ``env VAR=v`` sets."""
+    env = {n: st.vars.get(n, "") for n in sorted(st.exported | set(prefix))}
+    if argv[0] == "env":
+        for w in argv[1:]:
+            k, eq, v = w.partition("=")
+            if not (eq and k.isidentifier()):
+                break
+            env[k] = v
+    return env
 
 
 def _heredoc(st: _State, doc: tuple) -> str:
@@ -254,11 +272,26 @@ def commands(text: str, path: str, args: tuple[str, ...] = (),
     """The ``pretrain_gpt.py`` command lines the script would run (each as its words, the
     launcher's included), and the variables it ends with. ``env`` holds variables set
     before the script (``TP=8 script.sh``)."""
-    st = _State(path=os.path.abspath(path), args=list(args), vars=dict(env or {}))
+    st = _run_script(text, path, args, env)
+    return st.found, {**st.vars, **{k: " ".join(v) for k, v in st.arrays.items()}}
+
+
+def launches(text: str, path: str, args: tuple[str, ...] = (),
+             env: dict[str, str] | None = None) -> list[tuple[list[str], dict[str, str]]]:
+    """Each ``pretrain_gpt.py`` command line with the environment its process gets: what
+    the script exports (``env``, set before the script, is in its environment too) and
+    what is assigned on the command's own line."""
+    st = _run_script(text, path, args, env)
+    return list(zip(st.found, st.envs))
+
+
+def _run_script(text: str, path: str, args, env) -> _State:
+    st = _State(path=os.path.abspath(path), args=list(args), vars=dict(env or {}),
+                exported=set(env or {}))
     try:
         _run(st, _parse(_Lexer(text, path).tokens()))
     except _Exit:
         pass
     except RecursionError:
         raise LedgerError("from_megatron", f"{path}: nested too deeply to read") from None
-    return st.found, {**st.vars, **{k: " ".join(v) for k, v in st.arrays.items()}}
+    return st

@@ -1,0 +1,169 @@
+"""The environment a launch hands its training process, read as the libraries that read it.
+
+A launch script's ``export VAR=value`` lines and ``VAR=value torchrun ...`` prefixes reach
+the trainer's process (``ledger.io.shell.run.launches``); PyTorch, NCCL and
+TransformerEngine read some of them. Each variable is then one of:
+
+- modelled (``read_env`` applies it as a CLI destination): the caching allocator's
+  expandable segments, NCCL's NVLS switch;
+- changing nothing the ledger prices (``SILENT``, and any name no library here reads: the
+  script's own variables - paths, ports, tokens);
+- read by a library, changing a priced number the ledger does not model (``UNPRICED``,
+  and any other name in a library's namespace, ``LIBRARY_PREFIXES``): named, all in one
+  line with the launch's other unmodelled settings, and the figures marked approximate.
+
+TransformerEngine's attention switches are Megatron's to check against its
+--attention-backend (``attention_refusals``).
+"""
+from __future__ import annotations
+
+# PyTorch's allocator settings: PYTORCH_ALLOC_CONF, else the deprecated
+# PYTORCH_CUDA_ALLOC_CONF (c10/core/AllocatorConfig.cpp L14-34 @pytorch 0ac71663:
+# AcceleratorAllocatorConfig::instance parses the first one set). parseArgs (same file)
+# reads "key:value" pairs split at commas; an option it does not know is skipped
+ALLOC_CONF = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+# its other options change nothing priced: pinned host memory's registration and threads,
+# the allocator lock held around cudaMalloc (parseArgs' pinned_* and release_lock_on_*)
+# options that change the reserved bytes the ledger prices with PyTorch's defaults
+# (ledger.placement.allocator): split and rounding sizes, an early release of cached
+# blocks, another allocator altogether
+ALLOC_UNPRICED = {"max_split_size_mb": "blocks above it are never split",
+                  "max_non_split_rounding_mb": "large blocks' rounding",
+                  "roundup_power2_divisions": "allocation sizes' rounding",
+                  "garbage_collection_threshold": "cached blocks released early",
+                  "backend": "cudaMallocAsync: the driver's pool, not the caching allocator"}
+
+# NCCL_NVLS_ENABLE (src/transport/nvls.cc L159 @NVIDIA/nccl 5067397c: NCCL_PARAM(NvlsEnable,
+# "NVLS_ENABLE", 2), 2 NCCL's own choice): 0 -> ParallelConfig.nccl_nvls False (no NVLS
+# buffers, ledger.placement.nccl_buffers), any other integer -> NVLS where the switches
+# multicast
+NVLS = "NCCL_NVLS_ENABLE"
+
+# read by a library, changing nothing priced: name -> why
+SILENT = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": "the number of hardware work queues; Megatron asks for "
+                                   "1 so a TP collective is issued before the GEMM it "
+                                   "overlaps - the order the ledger prices",
+    "TORCH_NCCL_AVOID_RECORD_STREAMS": "PyTorch's default now (ProcessGroupNCCL.cpp "
+                                       "L1000-1003, pytorch main: 'TORCH_NCCL_AVOID_"
+                                       "RECORD_STREAMS is the default now')",
+    "NCCL_AVOID_RECORD_STREAMS": "the old name of TORCH_NCCL_AVOID_RECORD_STREAMS",
+    "NCCL_IB_SL": "the InfiniBand service level (net_ib/connect.cc L19 @nccl 5067397c)",
+    "NCCL_IB_TIMEOUT": "the InfiniBand retry timeout (net_ib/connect.cc L15)",
+    "NCCL_SOCKET_IFNAME": "the bootstrap interface (misc/socket.cc L196)",
+    "NCCL_IB_HCA": "which HCAs NCCL uses (net_ib/init.cc L317); the system file gives "
+                   "the bandwidth",
+    "NCCL_DEBUG": "logging", "NCCL_DEBUG_SUBSYS": "logging", "NCCL_DEBUG_FILE": "logging",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "error handling", "NCCL_ASYNC_ERROR_HANDLING":
+        "error handling", "TORCH_DISTRIBUTED_DEBUG": "logging", "TORCH_CPP_LOG_LEVEL":
+        "logging", "TORCH_NCCL_TRACE_BUFFER_SIZE": "the flight recorder's log",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "error handling", "TORCH_NCCL_BLOCKING_WAIT":
+        "error handling", "NVTE_DEBUG": "logging", "NVTE_DEBUG_LEVEL": "logging",
+    "CUDA_VISIBLE_DEVICES": "the launcher's --nproc_per_node sets the world",
+    "TORCH_HOME": "a cache path", "TORCH_EXTENSIONS_DIR": "a cache path",
+    "TORCHINDUCTOR_CACHE_DIR": "a cache path", "CUDA_CACHE_PATH": "a cache path",
+    # LayerNorm kernels' SMs left to communication: kernel time the ledger's GEMM model
+    # does not split (as Megatron's fusion flags, ledger.io.megatron.reader.NO_EFFECT)
+    "NVTE_FWD_LAYERNORM_SM_MARGIN": "LayerNorm kernel time, not split",
+    "NVTE_BWD_LAYERNORM_SM_MARGIN": "LayerNorm kernel time, not split",
+    # which FlashAttention generation TE loads: the same fused kernel's memory
+    "NVTE_FLASH_ATTN_V2": "a FlashAttention generation", "NVTE_FLASH_ATTN_V3":
+        "a FlashAttention generation", "NVTE_FLASH_ATTN_V4": "a FlashAttention generation",
+}
+# read by a library, changing a priced number the ledger does not model: name -> why
+UNPRICED = {
+    "NCCL_ALGO": "NCCL's algorithm choice (graph/tuning.cc L458): collectives priced at "
+                 "NCCL's own",
+    "NCCL_PROTO": "NCCL's protocol choice (graph/tuning.cc L453): priced at NCCL's own",
+    "NCCL_MIN_NCHANNELS": "channels (graph/connect.cc L331): priced at NCCL's own",
+    "NCCL_MAX_NCHANNELS": "channels (graph/connect.cc L332): priced at NCCL's own",
+    "NCCL_MIN_CTAS": "CTAs (init.cc L1726): priced at NCCL's own",
+    "NCCL_MAX_CTAS": "CTAs (init.cc L1725): priced at NCCL's own",
+    "NCCL_NCHANNELS_PER_NET_PEER": "channels per network peer (init.cc L1729)",
+    "NCCL_BUFFSIZE": "NCCL's per-channel buffers (init.cc L814): priced at the default",
+    "NCCL_P2P_NET_CHUNKSIZE": "the pipeline's inter-node sends' chunk (init.cc L818, "
+                              "default 128 KiB): priced at the link's rate",
+    "NCCL_P2P_DISABLE": "NVLink P2P off (graph/paths.cc L289): priced over NVLink",
+    "NCCL_P2P_LEVEL": "where NCCL uses P2P (graph/paths.cc L289)",
+    "NCCL_SHM_DISABLE": "shared-memory transport off (transport/shm.cc L55)",
+    "NCCL_IB_DISABLE": "InfiniBand off (net_ib/init.cc L27): priced over InfiniBand",
+    "NCCL_CROSS_NIC": "rings across NICs (graph/search.cc L16)",
+    "NCCL_COLLNET_ENABLE": "SHARP in-network reductions (init.cc L63)",
+    "NCCL_CUMEM_ENABLE": "NCCL's buffers through cuMem (misc/cudawrap.cc L16)",
+    "NCCL_IB_QPS_PER_CONNECTION": "queue pairs per connection (net_ib/connect.cc L60)",
+    "NCCL_NVLS_CHUNKSIZE": "the NVLS buffers' chunk (transport/nvls.cc L160): priced at "
+                           "the default 128 KiB",
+    "CUDA_LAUNCH_BLOCKING": "every kernel launch synchronous: the host's launches not "
+                            "overlapped",
+}
+# namespaces of the libraries that read the environment: a name here that neither table
+# holds is named (its effect is not known to be nil); any other name is the script's own
+LIBRARY_PREFIXES = ("NCCL_", "TORCH_NCCL_", "NVTE_", "PYTORCH_", "TORCH_", "CUDA_",
+                    "NVSHMEM_", "UB_")
+# TransformerEngine's attention switches (attention/dot_product_attention/utils.py L538-544
+# @TE d0067d0d, each 1 unless set); Megatron sets them from --attention-backend and
+# asserts a value already set agrees (language_module.py L108-148 @d98e8a64)
+TE_ATTENTION = ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
+ATTENTION_EXPECTS = {"auto": (1, 1, 1), "flash": (1, 0, 0), "fused": (0, 1, 0),
+                     "unfused": (0, 0, 1), "local": (0, 0, 0)}
+
+
+def read_env(env: dict[str, str]) -> tuple[dict, list[str], list[str], list[str]]:
+    """(flags, applied, unpriced, silent) of a launch's environment."""
+    flags, applied, unpriced, silent = {}, [], [], []
+    conf = next((n for n in ALLOC_CONF if n in env), None)
+    for name in sorted(env):
+        shown = f"{name}={env[name]}"
+        if name in ALLOC_CONF:
+            if name != conf:
+                silent.append(f"{shown} ({conf} is read first)")
+                continue
+            on, named = _alloc_conf(env[name])
+            if on is not None:
+                flags["expandable_segments"] = on
+            if named:
+                unpriced.append(f"{shown} ({'; '.join(named)})")
+            (applied if on else silent).append(shown)
+        elif name == NVLS:
+            value = env[name].strip()
+            if value.lstrip("-").isdigit():
+                if int(value) != 2:
+                    flags["nccl_nvls"] = int(value) != 0
+                (applied if int(value) != 2 else silent).append(shown)
+            else:
+                unpriced.append(f"{shown} (not an integer: NCCL's own choice priced)")
+        elif name in TE_ATTENTION or name in SILENT:
+            silent.append(shown)
+        elif name in UNPRICED:
+            unpriced.append(f"{shown} ({UNPRICED[name]})")
+        elif name.startswith(LIBRARY_PREFIXES):
+            unpriced.append(f"{shown} (read by the libraries, not modelled)")
+        else:
+            silent.append(shown)
+    return flags, applied, unpriced, silent
+
+
+def _alloc_conf(text: str) -> tuple[bool | None, list[str]]:
+    """(expandable segments, None where unset; the options named) of an allocator setting
+    ``key:value,key:value``; the other options change nothing priced or are skipped by
+    parseArgs."""
+    on, named = None, []
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        key, _, value = (s.strip() for s in item.partition(":"))
+        if key == "expandable_segments":
+            on = value == "True"
+        elif key in ALLOC_UNPRICED:
+            named.append(f"{item}: {ALLOC_UNPRICED[key]}")
+    return on, named
+
+
+def attention_refusals(env: dict[str, str], backend: str) -> list[str]:
+    """Megatron's assertion: a TE attention switch set must be what --attention-backend
+    sets it to."""
+    expects = ATTENTION_EXPECTS.get(backend)
+    if expects is None:
+        return []
+    return [f"{name}={env[name]} but --attention-backend {backend} sets it to {want} "
+            f"(Megatron asserts it: unset it, or choose the backend with --attention-backend)"
+            for name, want in zip(TE_ATTENTION, expects)
+            if name in env and env[name] != str(want)]

@@ -1,0 +1,88 @@
+"""A Megatron launch's environment, read as PyTorch, NCCL and TransformerEngine read it
+(ledger.io.environment): what the script exports, or sets before its torchrun, reaches
+the trainer's process; what the ledger models is applied, what changes nothing priced is
+silent, the rest is named in the one line of unmodelled settings. Fixtures: Megatron-LM's
+own launches and its MoE README's environment block (tests/fixtures/launch/SOURCES.md)."""
+import json
+import shlex
+
+from ledger.io.megatron.reader import read_launch
+from ledger.io.shell.run import commands, launches
+from test_launch_files import MEG, run
+
+MOE = "blocks/moe_README__mixtral_8x7b.sh c t d"
+DSV3 = str(MEG / "examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh")
+
+
+def test_exported_and_prefixed_variables_reach_the_command():
+    text = ("A=1\nexport B=2\nC=3\nexport C\nexport D=4\nunset D\nE=5 true\n"
+            "F=6 torchrun pretrain_gpt.py --x\nenv G=7 torchrun pretrain_gpt.py --y\n")
+    (_, first), (_, second) = launches(text, "t.sh", (), {"H": "8"})
+    assert first == {"B": "2", "C": "3", "F": "6", "H": "8"}  # A, D, E are not handed on
+    assert second == {"B": "2", "C": "3", "G": "7", "H": "8"}
+
+
+def _readme_env() -> str:
+    """The MoE README's environment block, as the variables set before its launch."""
+    block = MEG / "blocks" / "moe_README__env.sh"
+    _, env = commands(block.read_text(), str(block))
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+
+
+def test_the_moe_readme_environment_is_applied():
+    """expandable_segments:True and NCCL_NVLS_ENABLE=0, as the README sets them: applied
+    (ParallelConfig.expandable_segments, nccl_nvls False); the NVLS buffers leave the
+    budget and nothing is named."""
+    env = _readme_env()
+    assert env == "NCCL_NVLS_ENABLE=0 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    code, out, err = run("report", "--from-megatron", f"{env} {MOE}", "--vocab-size", "32000",
+                         "--json")
+    base_code, base, _ = run("report", "--from-megatron", MOE, "--vocab-size", "32000",
+                             "--json")
+    assert code == base_code == 0 and "not modelled" not in err and "approximate" not in err
+    d, b = json.loads(out), json.loads(base)
+    assert (d["config"]["expandable_segments"], d["config"]["nccl_nvls"]) == (True, False)
+    assert (b["config"]["expandable_segments"], b["config"]["nccl_nvls"]) == (False, None)
+    assert "NCCL NVLS buffers" in b["memory"]["context_named"]
+    assert "NCCL NVLS buffers" not in d["memory"]["context_named"]
+    assert d["memory"]["required"] < b["memory"]["required"]
+
+
+def test_megatron_fsdp_launch_environment_by_kind():
+    """sbatch_mfsdp_deepseek_v3.sh exports ten variables: NCCL's P2P network chunk changes
+    the pipeline's sends, not modelled - named; the InfiniBand service level and timeout,
+    TE's LayerNorm SM margins, PyTorch's record-streams default and the script's own paths
+    change nothing priced."""
+    launch = read_launch(f"{DSV3}", gpus=256, model_flags={"vocab": 128815})
+    env_named = [u for u in launch.unpriced if u.split("=")[0].isupper()]
+    assert [u.split(" ")[0] for u in env_named] == ["NCCL_P2P_NET_CHUNKSIZE=2097152"]
+    for quiet in ("NCCL_IB_SL=1", "NCCL_IB_TIMEOUT=19", "NVTE_FWD_LAYERNORM_SM_MARGIN=16",
+                  "TORCH_NCCL_AVOID_RECORD_STREAMS=1", "PYTHONWARNINGS=ignore"):
+        assert quiet in launch.silent, launch.silent
+    assert "expandable_segments" not in launch.flags and launch.approximate
+
+
+def test_unmodelled_settings_are_named_on_one_line():
+    """An allocator option the ledger does not model, NCCL's algorithm and an unknown NCCL
+    variable: named together, with the launch's other unmodelled flags, on one line."""
+    env = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:512 " \
+          "NCCL_ALGO=Tree NCCL_NEW_KNOB=1"
+    code, out, err = run("report", "--from-megatron", f"{env} {MOE}", "--vocab-size", "32000",
+                         "--json")
+    assert code == 0, err
+    named = [line for line in err.splitlines() if "max_split_size_mb" in line]
+    assert len(named) == 1 and "NCCL_ALGO=Tree" in named[0] and "NCCL_NEW_KNOB=1" in named[0]
+    assert json.loads(out)["config"]["expandable_segments"] is True
+
+
+def test_te_attention_switch_against_the_backend_is_refused_as_megatron_does():
+    """Megatron asserts NVTE_FUSED_ATTN / NVTE_FLASH_ATTN / NVTE_UNFUSED_ATTN agree with
+    --attention-backend (language_module.py L124-126 @d98e8a64): under the default auto
+    each must be 1; set to 1 it is silent."""
+    code, out, err = run("report", "--from-megatron", f"NVTE_FUSED_ATTN=0 {MOE}",
+                         "--vocab-size", "32000")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "NVTE_FUSED_ATTN=0 but --attention-backend auto sets it to 1" in err
+    code, _, err = run("report", "--from-megatron", f"NVTE_FLASH_ATTN=1 {MOE}",
+                       "--vocab-size", "32000", "--verbose")
+    assert code == 0 and "NVTE_FLASH_ATTN=1" in err.split("accepted, changes no priced")[1]
