@@ -60,6 +60,11 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     from ledger.io import check_world
 
     check_world(tp=a.tp, pp=a.pp, dp=a.dp)
+    if a.launch is None and a.model is not None and a.model != "custom" \
+            and a.model.lower() not in _presets():  # a config.json: the engine's length
+        from ledger.io.hf.max_len import check_context
+
+        check_context(a.context, a.model, a.engine)
     from ledger.serve.quant import resolve
 
     quant = resolve(a.quantization, stored_format(a, model))
@@ -104,6 +109,12 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        else a.non_torch_gib * 2**30,
                        cudagraph_bytes=None if a.cudagraph_gib is None
                        else a.cudagraph_gib * 2**30, enforce_eager=a.enforce_eager)
+
+
+def _presets():
+    from ledger.model import PRESETS
+
+    return PRESETS
 
 
 def kv_auto(quant, engine: str) -> tuple[str, str | None]:
