@@ -7,30 +7,36 @@ from pathlib import Path
 
 import pytest
 
-from ledger.io.hf.max_len import derived_max_len
+from ledger.io.hf.max_len import sglang_context_len, vllm_max_len
 from test_launch_files import run
 
 HF = Path(__file__).parent / "fixtures" / "hf" / "released"
 
 
-@pytest.mark.parametrize("name,length", [
-    ("llama-3.1-8b.json", 131072),     # llama3 rope: factor not applied
-    ("deepseek-r1.json", 4096 * 40),   # yarn: original 4096 x factor 40
-    ("kimi-k2-instruct.json", 4096 * 32),
-    ("qwen2.5-3b.json", 32768),
-    ("phi-4-mini-instruct.json", 131072),  # longrope: not applied
+@pytest.mark.parametrize("name,vllm,sglang", [
+    ("llama-3.1-8b.json", 131072, 131072),     # llama3 rope: factor not applied
+    ("deepseek-r1.json", 4096 * 40, 163840),   # vLLM: yarn's original 4096 x factor 40;
+    ("kimi-k2-instruct.json", 4096 * 32, 131072),  # SGLang: the original key, factor 1
+    ("qwen2.5-3b.json", 32768, 32768),
+    ("phi-4-mini-instruct.json", 131072, 131072),  # longrope, no factor key
 ])
-def test_derived_length_as_vllm_derives_it(name, length):
-    assert derived_max_len(json.loads((HF / name).read_text()))[0] == length
+def test_derived_length_as_each_engine_derives_it(name, vllm, sglang):
+    cfg = json.loads((HF / name).read_text())
+    assert (vllm_max_len(cfg)[0], sglang_context_len(cfg)[0]) == (vllm, sglang)
 
 
-def test_linear_scaling_and_gemma3_by_hand():
-    assert derived_max_len({"max_position_embeddings": 4096,
-                            "rope_scaling": {"type": "linear", "factor": 2.0}})[0] == 8192
-    assert derived_max_len({"model_type": "gemma3_text", "max_position_embeddings": 131072,
-                            "rope_scaling": {"rope_type": "linear", "factor": 8.0}})[0] \
-        == 131072
-    assert derived_max_len({"n_positions": 1024, "max_position_embeddings": 2048})[0] == 1024
+def test_linear_scaling_gemma3_and_key_order_by_hand():
+    linear = {"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}}
+    assert vllm_max_len(linear)[0] == sglang_context_len(linear)[0] == 8192
+    gemma3 = {"model_type": "gemma3_text", "max_position_embeddings": 131072,
+              "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    assert (vllm_max_len(gemma3)[0], sglang_context_len(gemma3)[0]) == (131072, 8 * 131072)
+    two = {"n_positions": 1024, "max_position_embeddings": 2048, "seq_length": 4096}
+    assert (vllm_max_len(two)[0], sglang_context_len(two)[0]) == (1024, 4096)  # smallest; first
+    layered = {"max_position_embeddings": 8192, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 4.0},
+        "sliding_attention": {"rope_type": "default"}}}
+    assert vllm_max_len(layered)[0] == 32768
 
 
 def test_context_beyond_the_model_is_refused_in_one_line():
@@ -42,3 +48,4 @@ def test_context_beyond_the_model_is_refused_in_one_line():
     code, _, err = run("serve", str(HF / "deepseek-r1.json"), "--context", "163841",
                        "--tp", "8", "--engine", "sglang")
     assert code == 2 and "163840" in err and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in err
+    assert err.count("\n") == 1

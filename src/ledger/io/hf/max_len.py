@@ -1,16 +1,24 @@
-"""The longest context a serving engine takes for a ``config.json``, derived as vLLM
-derives it, and the refusal of a ``--context`` beyond it.
+"""The longest context a serving engine takes for a ``config.json``, derived as the
+engine derives it, and the refusal of a ``--context`` beyond it.
 
-vLLM's ``_get_and_verify_max_len`` (vllm/config/model.py @18ec6629, the function at the
-file's end): the smallest of the length keys the text config sets (``LENGTH_KEYS``);
-``model_max_length``, when set, replaces it; a RoPE scaling whose type is not su, longrope
-or llama3 multiplies it by its ``factor`` - yarn multiplies
+vLLM (``vllm_max_len``): ``_get_and_verify_max_len`` (vllm/config/model.py @18ec6629, the
+file's last function): the smallest of the length keys the text config sets
+(``LENGTH_KEYS``); ``model_max_length``, when set, replaces it; a RoPE scaling whose type
+is not su, longrope or llama3 multiplies it by its ``factor`` - yarn multiplies
 ``original_max_position_embeddings`` instead - except on Gemma 3, whose length is already
-scaled. A user's max_model_len above that is refused with a ValueError unless
-VLLM_ALLOW_LONG_MAX_MODEL_LEN is set ("positions exceeding derived_max_model_len lead to
-nan"). SGLang has the same escape, SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN (its tests
-override envs.SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN to launch beyond a model's
-length); its own derivation is not read here, so vLLM's is applied to both engines.
+scaled. A max_model_len above that raises a ValueError unless VLLM_ALLOW_LONG_MAX_MODEL_LEN
+is set ("positions exceeding derived_max_model_len lead to nan").
+
+SGLang (``sglang_context_len``): ``get_context_length``
+(python/sglang/srt/utils/hf_transformers_utils.py @2aa2e2d0): the first of
+``SGLANG_KEYS`` the text config sets, times rope_scaling's ``factor`` unless the scaling
+holds ``original_max_position_embeddings`` or its rope_type is llama3; 2048 when none is
+set. ``ModelConfig._derive_context_length`` (python/sglang/srt/configs/model_config.py
+@8b5e1bbf) raises a ValueError for a --context-length above it unless
+SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set.
+
+A config.json that sets no length key is not checked here: the engines would read the
+config class's default, which the ledger's tables do not hold.
 """
 from __future__ import annotations
 
@@ -21,11 +29,14 @@ LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_len
                "model_max_length", "max_target_positions", "max_sequence_length",
                "max_seq_length", "seq_len")
 UNSCALED = ("su", "longrope", "llama3")  # rope types whose factor vLLM does not apply
+# SGLang's CONTEXT_LENGTH_KEYS, in its order (the first set is taken)
+SGLANG_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+               "max_position_embeddings")
 
 
-def derived_max_len(cfg: dict) -> tuple[int, str] | None:
-    """(the derived maximum length, how it was derived) of a text config, or None when it
-    sets no length key (vLLM then assumes 2048 only where the user gives none)."""
+def vllm_max_len(cfg: dict) -> tuple[int, str] | None:
+    """(vLLM's derived maximum length, how it was derived) of a text config, or None when
+    it sets no length key."""
     found = {k: cfg[k] for k in LENGTH_KEYS if _number(cfg.get(k))}
     if not found:
         return None
@@ -34,15 +45,37 @@ def derived_max_len(cfg: dict) -> tuple[int, str] | None:
     if _number(cfg.get("model_max_length")):
         length, how = cfg["model_max_length"], f"model_max_length={cfg['model_max_length']:g}"
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
-    if isinstance(rope, dict) and "gemma3" not in str(cfg.get("model_type")):
-        kind = rope.get("rope_type", rope.get("type"))
-        factor = rope.get("factor")
-        if kind not in UNSCALED and _number(factor) and factor != 1:
-            if kind == "yarn" and _number(rope.get("original_max_position_embeddings")):
-                length = rope["original_max_position_embeddings"]
+    if not isinstance(rope, dict) or "gemma3" in str(cfg.get("model_type")):
+        return int(length), how
+    # transformers v5 may key the parameters by layer type: vLLM reads each alike
+    layers = list(rope.values()) if rope and all(isinstance(v, dict) for v in rope.values()) \
+        else [rope]
+    factor = 1
+    for rp in layers:
+        kind = rp.get("rope_type", rp.get("type"))
+        if kind not in UNSCALED:
+            factor = rp.get("factor", factor) if _number(rp.get("factor")) else factor
+            if kind == "yarn" and _number(rp.get("original_max_position_embeddings")):
+                length = rp["original_max_position_embeddings"]
                 how = f"yarn's original_max_position_embeddings={length:g}"
-            length, how = length * factor, f"{how} x rope factor {factor:g}"
+    if factor != 1:
+        length, how = length * factor, f"{how} x rope factor {factor:g}"
     return int(length), how
+
+
+def sglang_context_len(cfg: dict) -> tuple[int, str] | None:
+    """(SGLang's derived context length, how it was derived) of a text config, or None
+    when it sets no length key."""
+    key = next((k for k in SGLANG_KEYS if cfg.get(k) is not None and _number(cfg[k])), None)
+    if key is None:
+        return None
+    rope, factor = cfg.get("rope_scaling"), 1
+    if isinstance(rope, dict) and rope:
+        factor = rope.get("factor", 1)
+        if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+            factor = 1
+    how = f"{key}={cfg[key]:g}" + (f" x rope factor {factor:g}" if factor != 1 else "")
+    return int(factor * cfg[key]), how
 
 
 def _number(v) -> bool:
@@ -59,7 +92,8 @@ def check_context(context: int, path: str | Path, engine: str) -> None:
         path = path / "config.json"
     cfg = _load(path)  # vLLM reads the text config (hf_text_config) of a composite
     text = cfg.get("text_config")
-    derived = derived_max_len(text if isinstance(text, dict) else cfg)
+    derive = sglang_context_len if engine == "sglang" else vllm_max_len
+    derived = derive(text if isinstance(text, dict) else cfg)
     if derived is None or context <= derived[0]:
         return
     allow = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
