@@ -242,6 +242,9 @@ def _serve_parser(sub) -> None:
     g.add_argument("--block-size", type=count(MAX_BLOCK), help="tokens per KV block (default 16)")
     g.add_argument("--max-num-batched-tokens", type=count(MAX_CONTEXT),
                    help="tokens per step (default: vLLM's for the GPU)")
+    g.add_argument("--chunked-prefill-size", type=count(MAX_CONTEXT),
+                   help="SGLang's tokens per prefill chunk (--engine sglang; default: "
+                        "SGLang's for the GPU)")
     g.add_argument("--max-num-seqs", type=count(MAX_BATCH),
                    help="sequences per step (default: vLLM's for the GPU)")
     g.add_argument("--hybrid-kv-cache-manager", choices=("on", "off"),

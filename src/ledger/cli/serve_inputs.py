@@ -89,6 +89,15 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                                        f"from it, not from the profile's budget (it ignores "
                                        f"gpu_memory_utilization: vllm/config/cache.py at "
                                        f"002f10e0); drop --{profiled[0].replace('_', '-')}")
+    if a.max_num_batched_tokens is not None and a.engine == "sglang":
+        raise LedgerError("max_num_batched_tokens", f"is vLLM's; SGLang's tokens per prefill "
+                                                    f"chunk are --chunked-prefill-size (give "
+                                                    f"--chunked-prefill-size "
+                                                    f"{a.max_num_batched_tokens})")
+    if a.chunked_prefill_size is not None and a.engine != "sglang":
+        raise LedgerError("chunked_prefill_size", f"is SGLang's; give --engine sglang, or "
+                                                  f"vLLM's --max-num-batched-tokens "
+                                                  f"{a.chunked_prefill_size}")
     vllm = [f for f in VLLM_ONLY if getattr(a, f) not in (None, False)]
     if vllm and a.engine == "sglang":  # SGLang's plan (serve.sglang.plan) reads none of them
         raise LedgerError(vllm[0], f"sets vLLM's memory plan, which --engine sglang does not "
@@ -96,7 +105,8 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                                    f"--{vllm[0].replace('_', '-')}")
     return ServeConfig(quant=quant, mxfp4_backend=a.mxfp4_backend, engine=a.engine,
                        sampler=a.sampler or "flashinfer",
-                       mem_fraction_static=a.mem_fraction_static, tp=a.tp, pp=a.pp,
+                       mem_fraction_static=a.mem_fraction_static,
+                       chunked_prefill_size=a.chunked_prefill_size, tp=a.tp, pp=a.pp,
                        dp=a.dp, ep=ep, context=a.context, batch=a.batch,
                        kv_dtype=kv_dtype, gpu_memory_utilization=GPU_MEMORY_UTILIZATION
                        if a.gpu_memory_utilization is None else a.gpu_memory_utilization,

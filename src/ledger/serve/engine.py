@@ -64,12 +64,14 @@ class ServeConfig:
     engine: str = "vllm"  # "vllm", or "sglang": its memory plan (ledger.serve.sglang)
     mem_fraction_static: float | None = None  # SGLang's --mem-fraction-static (None: its
     #                                           default for the GPU)
+    chunked_prefill_size: int | None = None  # SGLang's --chunked-prefill-size (None: its
+    #                                          default for the GPU, ledger.serve.sglang)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "context", "batch"):
             require_positive(f, getattr(self, f))
         for f in ("block_size", "max_num_batched_tokens", "max_num_seqs",
-                  "kv_cache_memory_bytes"):
+                  "kv_cache_memory_bytes", "chunked_prefill_size"):
             if getattr(self, f) is not None:
                 require_positive(f, getattr(self, f))
         if self.kv_dtype not in KV_DTYPES:

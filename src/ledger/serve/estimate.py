@@ -148,7 +148,8 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
     if cfg.engine == "sglang":
         plans = tuple(plan(model, cfg.tp, cfg.pp, gpu, weights[r],
                            sum(1 for i in held if model.layer_kind(i).attention),
-                           cfg.context, KV_DTYPES[cfg.kv_dtype], cfg.mem_fraction_static)
+                           cfg.context, KV_DTYPES[cfg.kv_dtype], cfg.mem_fraction_static,
+                           cfg.chunked_prefill_size)
                       for r, held in enumerate(ranges))
         edge = None
     return ServeEstimate(model.name, cfg, eng, tuple(caches), tuple(stages), kv_pool, prefill,

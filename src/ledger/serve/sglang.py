@@ -144,15 +144,19 @@ def cell_bytes(model, tp: int, layers: int, kv_bytes) -> int:
 
 
 def plan(model, tp: int, pp: int, gpu, weights_bytes: float, layers: int, context: int,
-         kv_bytes: int, mem_fraction_static: float | None = None) -> SGLangPlan:
+         kv_bytes: int, mem_fraction_static: float | None = None,
+         chunked_prefill_size: int | None = None) -> SGLangPlan:
     """SGLang's plan for one GPU holding ``weights_bytes`` and ``layers`` layers (its
-    pipeline stage's)."""
+    pipeline stage's). A --chunked-prefill-size given is kept over the GPU's tier
+    (_handle_gpu_memory_settings sets the tier's only where it is None) and sizes the
+    prefill's reserve and the piecewise graphs alike."""
     if model.sliding_window is not None or model.is_hybrid:
         raise LedgerError("engine", f"SGLang's pools for sliding-window and recurrent layers "
                                     f"(SWAKVPool, HybridLinearKVPool) are not modelled; "
                                     f"{model.name} has them")
     gpu_mem = gpu.hbm_bytes / MB
     chunk, graph_bs = gpu_defaults(gpu_mem, tp)
+    chunk = chunked_prefill_size or chunk
     reserve = reserved_mb(gpu_mem, tp, pp, model.attention == "mla", chunk, graph_bs)
     fraction = mem_fraction_static if mem_fraction_static is not None \
         else round((gpu_mem - reserve) / gpu_mem, 3)
