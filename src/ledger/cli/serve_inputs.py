@@ -103,6 +103,11 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
         raise LedgerError(vllm[0], f"sets vLLM's memory plan, which --engine sglang does not "
                                    f"run (SGLang's share is --mem-fraction-static); drop "
                                    f"--{vllm[0].replace('_', '-')}")
+    if a.block_size is not None and a.block_size not in VLLM_BLOCK_SIZES:
+        raise LedgerError("block_size", f"--block-size {a.block_size}: vLLM takes one of "
+                                        f"{', '.join(map(str, VLLM_BLOCK_SIZES))} (its "
+                                        f"CacheConfig's BlockSize, vllm/config/cache.py L22 "
+                                        f"at c1d86421)")
     return ServeConfig(quant=quant, mxfp4_backend=a.mxfp4_backend, engine=a.engine,
                        sampler=a.sampler or "flashinfer",
                        mem_fraction_static=a.mem_fraction_static,
@@ -150,6 +155,11 @@ def kv_auto(quant, engine: str) -> tuple[str, str | None]:
 
 # what vLLM's profile-based budget reads, none of which sizes a given --kv-cache-memory-bytes
 PROFILED = ("gpu_memory_utilization", "non_torch_gib", "cudagraph_gib", "sampler")
+# the block sizes vLLM's --block-size accepts: its CacheConfig's BlockSize Literal
+# (vllm/config/cache.py L22 at c1d86421), which vllm/engine/arg_utils.py's
+# literal_to_kwargs turns into the flag's argparse choices; which of these each attention
+# backend's kernels then take is not checked here
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 # serve flags only vLLM's memory plan reads (the pool, its profile run, its CUDA graphs)
 VLLM_ONLY = ("gpu_memory_utilization", "kv_cache_memory_bytes", "block_size", "max_num_seqs",
              "sampler", "non_torch_gib", "cudagraph_gib", "enforce_eager")
