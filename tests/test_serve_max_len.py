@@ -49,3 +49,23 @@ def test_context_beyond_the_model_is_refused_in_one_line():
                        "--tp", "8", "--engine", "sglang")
     assert code == 2 and "163840" in err and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("preset,config", [
+    ("deepseek-v3", Path(__file__).parent / "fixtures" / "serve" / "deepseek-v3-fp8.json"),
+    ("qwen3-8b", HF / "qwen3-8b.json"),
+    ("qwen3-30b-a3b", HF / "qwen3-30b-a3b.json"),
+])
+def test_preset_lengths_are_their_releases_as_both_engines_derive_them(preset, config):
+    from ledger.serve.checkpoints import PUBLISHED_MAX_LEN
+
+    cfg = json.loads(config.read_text())
+    assert PUBLISHED_MAX_LEN[preset][0] == vllm_max_len(cfg)[0] == sglang_context_len(cfg)[0]
+
+
+def test_a_preset_beyond_its_release_is_refused_and_an_unnamed_release_is_not_checked():
+    code, out, err = run("serve", "qwen3-8b", "--context", "40961")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "--context 40961" in err and "40960" in err
+    assert run("serve", "qwen3-8b", "--context", "40960")[0] == 0
+    assert run("serve", "llama3-8b", "--context", "131072")[0] == 0

@@ -60,11 +60,7 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
     from ledger.io import check_world
 
     check_world(tp=a.tp, pp=a.pp, dp=a.dp)
-    if a.launch is None and a.model is not None and a.model != "custom" \
-            and a.model.lower() not in _presets():  # a config.json: the engine's length
-        from ledger.io.hf.max_len import check_context
-
-        check_context(a.context, a.model, a.engine)
+    _check_context(a)
     from ledger.serve.quant import resolve
 
     quant = resolve(a.quantization, stored_format(a, model))
@@ -126,10 +122,21 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                        else a.cudagraph_gib * 2**30, enforce_eager=a.enforce_eager)
 
 
-def _presets():
+def _check_context(a: argparse.Namespace) -> None:
+    """--context within the engine's length: a config.json's as the engine derives it, a
+    preset's from its published config.json where the preset names one release."""
+    from ledger.io.hf.max_len import check_context, refuse_context
     from ledger.model import PRESETS
+    from ledger.serve.checkpoints import PUBLISHED_MAX_LEN
 
-    return PRESETS
+    if a.launch is not None or a.model is None or a.model == "custom":
+        return
+    name = a.model.lower()
+    if name in PRESETS:
+        refuse_context(a.context, PUBLISHED_MAX_LEN.get(name), a.engine,
+                       f"{name}'s published config.json")
+    else:
+        check_context(a.context, a.model, a.engine)
 
 
 def kv_auto(quant, engine: str) -> tuple[str, str | None]:

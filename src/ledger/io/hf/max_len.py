@@ -84,21 +84,28 @@ def _number(v) -> bool:
 
 def check_context(context: int, path: str | Path, engine: str) -> None:
     """Refuse a --context above what the engine derives from the config.json at ``path``."""
-    from ledger.errors import LedgerError
     from ledger.io.hf.reader import _load
 
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    cfg = _load(path)  # vLLM reads the text config (hf_text_config) of a composite
+    cfg = _load(path)  # the engines read the text config (hf_text_config) of a composite
     text = cfg.get("text_config")
     derive = sglang_context_len if engine == "sglang" else vllm_max_len
-    derived = derive(text if isinstance(text, dict) else cfg)
+    refuse_context(context, derive(text if isinstance(text, dict) else cfg), engine,
+                   "its config.json")
+
+
+def refuse_context(context: int, derived: tuple[int, str] | None, engine: str,
+                   where: str) -> None:
+    """One line naming --context and the engine's length, where it is above that."""
+    from ledger.errors import LedgerError
+
     if derived is None or context <= derived[0]:
         return
     allow = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
              "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"}.get(engine, "")
     raise LedgerError("context", f"--context {context} is above the model's maximum length "
-                                 f"{derived[0]} ({derived[1]} in its config.json): {engine} "
-                                 f"refuses it (unless {allow}, where positions beyond it "
-                                 f"give nan); give --context {derived[0]} or less")
+                                 f"{derived[0]} ({derived[1]} in {where}): {engine} refuses "
+                                 f"it (unless {allow}, where positions beyond it give nan); "
+                                 f"give --context {derived[0]} or less")
