@@ -44,9 +44,11 @@ SILENT = {
     "CUDA_DEVICE_MAX_CONNECTIONS": "the number of hardware work queues; Megatron asks for "
                                    "1 so a TP collective is issued before the GEMM it "
                                    "overlaps - the order the ledger prices",
-    "TORCH_NCCL_AVOID_RECORD_STREAMS": "PyTorch's default now (ProcessGroupNCCL.cpp "
-                                       "L1000-1003, pytorch main: 'TORCH_NCCL_AVOID_"
-                                       "RECORD_STREAMS is the default now')",
+    # ProcessGroupNCCL's constructor (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+    # recent PyTorch as indexed; the pinned 2.13.0 is a CPU build here and ships no NCCL)
+    # warns "TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this environment
+    # variable is thus deprecated"; older releases read it as a switch, default off
+    "TORCH_NCCL_AVOID_RECORD_STREAMS": "PyTorch's default now",
     "NCCL_AVOID_RECORD_STREAMS": "the old name of TORCH_NCCL_AVOID_RECORD_STREAMS",
     "NCCL_IB_SL": "the InfiniBand service level (net_ib/connect.cc L19 @nccl 5067397c)",
     "NCCL_IB_TIMEOUT": "the InfiniBand retry timeout (net_ib/connect.cc L15)",
