@@ -6,6 +6,7 @@ own launches and its MoE README's environment block (tests/fixtures/launch/SOURC
 import json
 import shlex
 
+from ledger.io.environment import read_env
 from ledger.io.megatron.reader import read_launch
 from ledger.io.shell.run import commands, launches
 from test_launch_files import MEG, run
@@ -66,12 +67,16 @@ def test_unmodelled_settings_are_named_on_one_line():
     """An allocator option the ledger does not model, NCCL's algorithm and an unknown NCCL
     variable: named together, with the launch's other unmodelled flags, on one line."""
     env = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:512 " \
-          "NCCL_ALGO=Tree NCCL_NEW_KNOB=1"
+          "NCCL_ALGO=Tree NCCL_NEW_KNOB=1 CUDA_DEVICE_MAX_CONNECTIONS=8"
     code, out, err = run("report", "--from-megatron", f"{env} {MOE}", "--vocab-size", "32000",
                          "--json")
     assert code == 0, err
     named = [line for line in err.splitlines() if "max_split_size_mb" in line]
     assert len(named) == 1 and "NCCL_ALGO=Tree" in named[0] and "NCCL_NEW_KNOB=1" in named[0]
+    # the script's own `export CUDA_DEVICE_MAX_CONNECTIONS=1` replaces the 8 set before it
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in named[0]
+    assert read_env({"CUDA_DEVICE_MAX_CONNECTIONS": "8"})[2] == [
+        "CUDA_DEVICE_MAX_CONNECTIONS=8 (Megatron's TP overlaps rely on 1: priced as 1)"]
     assert json.loads(out)["config"]["expandable_segments"] is True
 
 

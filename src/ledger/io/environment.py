@@ -41,9 +41,6 @@ NVLS = "NCCL_NVLS_ENABLE"
 
 # read by a library, changing nothing priced: name -> why
 SILENT = {
-    "CUDA_DEVICE_MAX_CONNECTIONS": "the number of hardware work queues; Megatron asks for "
-                                   "1 so a TP collective is issued before the GEMM it "
-                                   "overlaps - the order the ledger prices",
     # ProcessGroupNCCL's constructor (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
     # recent PyTorch as indexed; the pinned 2.13.0 is a CPU build here and ships no NCCL)
     # warns "TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this environment
@@ -72,6 +69,10 @@ SILENT = {
     "NVTE_FLASH_ATTN_V2": "a FlashAttention generation", "NVTE_FLASH_ATTN_V3":
         "a FlashAttention generation", "NVTE_FLASH_ATTN_V4": "a FlashAttention generation",
 }
+# CUDA's hardware work queues: Megatron relies on 1 so that a TP collective is issued
+# before the GEMM it overlaps (tensor_parallel/layers.py L678-L710 @d98e8a64), the order the
+# ledger prices; 1 is silent, another value named
+MAX_CONNECTIONS = "CUDA_DEVICE_MAX_CONNECTIONS"
 # read by a library, changing a priced number the ledger does not model: name -> why
 UNPRICED = {
     "NCCL_ALGO": "NCCL's algorithm choice (graph/tuning.cc L458): collectives priced at "
@@ -134,6 +135,11 @@ def read_env(env: dict[str, str]) -> tuple[dict, list[str], list[str], list[str]
                 (applied if int(value) != 2 else silent).append(shown)
             else:
                 unpriced.append(f"{shown} (not an integer: NCCL's own choice priced)")
+        elif name == MAX_CONNECTIONS:
+            if env[name].strip() == "1":
+                silent.append(shown)
+            else:
+                unpriced.append(f"{shown} (Megatron's TP overlaps rely on 1: priced as 1)")
         elif name in TE_ATTENTION or name in SILENT:
             silent.append(shown)
         elif name in UNPRICED:
