@@ -40,6 +40,7 @@ def test_the_shared_experts_rerun_their_gate():
     @d98e8a64), inside the shared experts' checkpoint (moe_layer.py L517-530): 2 x (3 x
     2048 x 512 + 2048 x 1) per layer. The hand count beside the matrix list left the gate
     out (48 x 2 x 2048 fewer); both counts now read ledger.finetune.modules.layer."""
+    from dataclasses import replace
     from pathlib import Path
 
     from ledger.io import read_hf_config
@@ -136,6 +137,7 @@ def test_core_attn_rerun_sees_only_a_windows_keys():
     """gpt-oss's sliding-window layers re-run QK^T and PV over their 128-key window, not
     the whole causal prefix: its 18 global and 18 windowed layers at s = 4096 (review
     finding: every layer had been priced at the full sequence)."""
+    from dataclasses import replace
     from pathlib import Path
 
     from ledger.io import from_hf_config
@@ -148,3 +150,28 @@ def test_core_attn_rerun_sees_only_a_windows_keys():
     full = (4096 + 1) / 2
     expected = per_layer * (18 * full + 18 * windowed)
     assert rerun_flops_per_token(m, ("core_attn",)) == pytest.approx(expected, rel=0.02)
+
+
+def test_core_attn_does_not_rerun_a_mamba_mixers_scan():
+    """A hybrid's selective core_attn checkpoints the attention core of its attention layers
+    (attention.py L393-394, L495 @d98e8a64); Megatron-Core's Mamba mixer and layer
+    checkpoint nothing (ssm/mamba_mixer.py, ssm/mamba_layer.py at the same commit), so the
+    SSD forward is not run again: Nemotron 3 Nano's backward gains the attention core only."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from ledger.io.hf.reader import read_hf_config
+    from ledger.step.gemm import recurrent_core_s
+
+    root = Path(__file__).parents[1]
+    m, _ = read_hf_config(root / "src/ledger/validation/data/hf/nemotron-3-nano.json")
+    m = replace(m, seq_len=8192)
+    cfg = _cfg(m, ("core_attn",), tp=1, sequence_parallel=False)
+    lt, sel, none = _bwd(m, cfg)
+    scan = recurrent_core_s(m, cfg, 8192, get_system("h100-sxm").gpu, DEFAULT)
+    assert scan > 0 and lt.recurrent == pytest.approx(scan)
+    assert sel["compute"] - none["compute"] == pytest.approx(lt.attention - scan)
+    assert sel["compute"] - none["compute"] < 0.5 * lt.attention  # the scan is most of it
+    # full recompute runs the whole forward again, the scan included
+    full = lt.backward("full")
+    assert full["compute"] - none["compute"] == pytest.approx(lt.gemm + lt.attention)

@@ -55,6 +55,8 @@ class LayerTime:
     ep_hidden_b: object = 0.0  # (--moe-shared-expert-overlap: layer_comms.shared_hidden_s)
     attention_bwd: object = None  # the attention core's backward (default twice its forward;
     # a fused kernel's at its own measured rate, ledger.system.attention)
+    recurrent: object = 0.0  # of ``attention``, the recurrent mixers' chunked cores (SSD,
+    # Gated DeltaNet, ...): no checkpoint of the attention core wraps them
 
     def __post_init__(self) -> None:
         for f in ("dgrad", "wgrad"):
@@ -83,8 +85,8 @@ class LayerTime:
         elif recompute == "selective" and self.rerun is not None:  # Megatron's modules
             for k, v in self.rerun.items():  # (ledger.step.recompute)
                 out[k] = out[k] + v
-        elif recompute == "selective":  # the attention core only
-            out["compute"] = out["compute"] + self.attention
+        elif recompute == "selective":  # the attention core only, not a recurrent mixer
+            out["compute"] = out["compute"] + self.attention - self.recurrent
             out["elementwise"] = out["elementwise"] + self.core_elementwise
         return out
 
@@ -162,8 +164,8 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
     # and DeepSeek-V4's indexer scores (ledger.step.gemm.indexer_core_s), their backward
     # twice their forward as before
-    recurrent = recurrent_core_s(model, cfg, tokens, gpu, cal) \
-        + indexer_core_s(model, cfg, tokens, gpu, cal)
+    scan = recurrent_core_s(model, cfg, tokens, gpu, cal)
+    recurrent = scan + indexer_core_s(model, cfg, tokens, gpu, cal)
     attention = core_f + recurrent
 
     def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations),
@@ -208,8 +210,11 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         # a dense MLP block issues half of a two-block layer's TP collectives (tp_times'
         # figure, which tp_f carries times ``blocks``)
         mlp_tp = ("mlp" in mods) * layer_share(model, "dense") / 2 / blocks
+        # core_attn checkpoints the attention core alone (attention.py L393-394, L495 @
+        # d98e8a64); Megatron-Core's Mamba mixer and its layer checkpoint nothing
+        # (ssm/mamba_mixer.py, ssm/mamba_layer.py): the SSD's forward is not run again
         rerun = {"compute": rerun_gemms_s(model, cfg, tokens, gpu, cal, mods)
-                 + ("core_attn" in mods) * attention,
+                 + ("core_attn" in mods) * (attention - scan),
                  "elementwise": traffic * rerun_bytes(model, cfg, mods)
                  + ("core_attn" in mods) * core + eager_rerun_s(model, cfg, tokens, gpu, mods),
                  "tp_comm": mlp_tp * tp_f, "ep_comm": ("moe" in mods) * ep}
@@ -219,4 +224,4 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, share,
                   getattr(cfg, "recompute_every", 1), *grads, routed,
                   recurrent_core_bwd_s(model, cfg, tokens, gpu, cal), rerun, *hidden,
-                  attention_bwd=core_b + 2 * recurrent)
+                  attention_bwd=core_b + 2 * recurrent, recurrent=scan)
