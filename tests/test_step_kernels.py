@@ -263,3 +263,49 @@ def test_unpriced_flag_typed_beside_an_approximate_launch_is_named_too(capsys, t
     assert main(argv + ["--json"]) == 0
     listed = json.loads(capsys.readouterr()[0])["approximate"]
     assert listed == ["--reuse-grad-buf-for-mxfp8-param-ag", GDP]
+
+
+@pytest.mark.parametrize("precision", ["fp8-mxfp8", "fp8-tensorwise", "fp4-nvfp4"])
+def test_low_precision_saved_inputs_do_not_shrink_the_elementwise_traffic(precision):
+    """A low-precision recipe keeps its linear layers' inputs quantized (the memory model's
+    saved-tensor table ``+fp8-<recipe>``), but the kernels that make them - norms, the
+    attention core, the activation, a Mamba mixer's gated norm - write the activation
+    dtype and TE's quantizer reads that copy (ledger.step.recompute.written_dtype): the
+    elementwise term is priced on the BF16 bytes, as the same term already prices FP8
+    attention's q, k, v, while the memory held is the recipe's."""
+    from ledger.model import llama3_8b
+    from ledger.placement import activation_bytes_per_layer
+    from ledger.step.layer_time import layer_times
+
+    m, gpu = llama3_8b(), system("b200")
+    links = {"tp": "nvlink", "cp": "nvlink", "ep": "nvlink", "pp": "nvlink"}
+
+    def cfg(p):
+        return ParallelConfig(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=4,
+                              framework="megatron", precision=p)
+
+    def kept(p):
+        return activation_bytes_per_layer(m, cfg(p), flash=True, recompute="none",
+                                          dropout=0.0, offload=False)
+    assert kept(precision) < 0.9 * kept(None)  # the recipe keeps less ...
+    low, bf16 = (layer_times(m, cfg(p), gpu, links, DEFAULT).elementwise
+                 for p in (precision, None))
+    assert low == pytest.approx(bf16)  # ... but its kernels write as much
+    # the elementwise term is the fitted traffic over the BF16 bytes at HBM bandwidth
+    assert bf16 == pytest.approx(DEFAULT.elementwise_traffic * kept(None)
+                                 / gpu.gpu.hbm_bytes_per_s)
+
+
+def test_selective_rerun_bytes_are_the_activation_dtype_s():
+    """What a selective recompute writes again (``rerun_bytes``) is counted on the same
+    BF16 basis: the same under MXFP8 as under BF16 for Nemotron 3 Nano's moe_act and
+    layernorm modules."""
+    from ledger.step.recompute import rerun_bytes
+
+    model, _ = read_hf_config(ROOT / "src/ledger/validation/data/hf/nemotron-3-nano.json")
+    base = dict(tp=1, pp=1, dp=8, ep=8, micro_batch=1, num_microbatches=4,
+                framework="megatron", recompute="selective")
+    mods = ("moe_act", "layernorm")
+    a = rerun_bytes(model, ParallelConfig(precision="fp8-mxfp8", **base), mods)
+    b = rerun_bytes(model, ParallelConfig(precision=None, **base), mods)
+    assert a > 0 and a == pytest.approx(b)

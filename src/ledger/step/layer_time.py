@@ -21,7 +21,8 @@ from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_c
                               routed_gemms_s, shared_gemms_s)
 from ledger.step.layer_comms import cp_times, ep_time, shared_hidden_s, tp_times
 from ledger.step.quantize import nvfp4_pass_bytes
-from ledger.step.recompute import eager_rerun_s, layer_share, rerun_bytes, rerun_gemms_s
+from ledger.step.recompute import (eager_rerun_s, layer_share, rerun_bytes, rerun_gemms_s,
+                                   written_dtype)
 from ledger.step.recompute import modules as recompute_modules
 from ledger.step.tuned import tuned_gemms
 from ledger.system import System
@@ -168,13 +169,21 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     recurrent = scan + indexer_core_s(model, cfg, tokens, gpu, cal)
     attention = core_f + recurrent
 
+    written = written_dtype(cfg)
+
     def act(flash: bool):  # the bytes the framework's own layer writes (ledger.arch.activations),
         # without dropout masks, as benchmarks/fit.py calibrated elementwise_traffic on them;
         # a CPU-offloaded layer writes them all the same (its copies to the host run on a
         # side stream: TE cpu_offload.py, not priced); under FP8 attention the q, k, v its
         # kernels write in BF16 (the FP8 copies it keeps come from a cast beside them, whose
-        # own pass is not priced: ledger.frameworks.fp8_attention)
-        return activation_bytes_per_layer(model, cfg, flash=flash, recompute="none",
+        # own pass is not priced: ledger.frameworks.fp8_attention), and so under a low-
+        # precision recipe the linear layers' inputs (``recompute.written_dtype``): TE keeps
+        # them quantized (the memory model's table) but the attention core, the activation,
+        # the Mamba mixer's norm or the dispatcher that makes each writes the activation
+        # dtype, the quantizer reading it (module/linear.py L378-397, L420-434; TE's
+        # fused norm writes both row- and column-wise copies, MXFP8's as many bytes as
+        # BF16's: layernorm_linear.py L222-267 @ NVIDIA/TransformerEngine d0067d0d)
+        return activation_bytes_per_layer(model, written, flash=flash, recompute="none",
                                           dropout=0.0, offload=False, fp8_qkv=False)
     traffic = cal.elementwise_traffic / gpu.hbm_bytes_per_s
     saved = act(cfg.flash_attention)
@@ -188,7 +197,7 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     # the fused grouped MLP's GEMM epilogues write the experts' activation tensors: no
     # activation kernel of its own (ledger.step.eager.fused_grouped_mlp)
     fused = fused_grouped_mlp(model, cfg, gpu)
-    fused = fused * routed_activation_bytes(model, cfg) if np.any(fused) else 0.0
+    fused = fused * routed_activation_bytes(model, written) if np.any(fused) else 0.0
     elementwise = traffic * (saved - fused) + eager
     core = traffic * (saved - act(True)) if not cfg.flash_attention else 0.0 * saved
     s_act = tokens * model.hidden * cfg.act_bytes

@@ -92,10 +92,25 @@ def _with_modules(cfg, mods):
     return out
 
 
+def written_dtype(cfg):
+    """The config without its low-precision recipe (``precision`` None: the framework's
+    saved-tensor table without ``+fp8-<recipe>``), for the step's elementwise term: the
+    kernels that make a linear layer's input write it in the activation dtype, and the
+    FP8 / FP4 copy Transformer Engine keeps for the backward is cast from it (its own pass
+    not priced), as ``layer_time`` already counts FP8 attention's q, k, v. A ParallelConfig
+    or the planner's namespace."""
+    if is_dataclass(cfg):
+        return replace(cfg, precision=None)
+    out = copy.copy(cfg)
+    out.precision = None
+    return out
+
+
 def rerun_bytes(model: ModelSpec, cfg, mods) -> float:
     """The bytes the recomputed modules other than ``core_attn`` write again in one layer's
     forward, as the step's elementwise term counts them: what the memory model keeps of a
-    layer without recompute less what it keeps with them recomputed."""
+    layer without recompute less what it keeps with them recomputed, at the activation
+    dtype (``written_dtype``)."""
     others = tuple(m for m in mods if m != "core_attn")
     if not others:
         return 0.0
@@ -103,7 +118,7 @@ def rerun_bytes(model: ModelSpec, cfg, mods) -> float:
     def saved(c, recompute):
         return activation_bytes_per_layer(model, c, recompute=recompute, dropout=0.0,
                                           offload=False)
-    c = _with_modules(cfg, others)
+    c = _with_modules(written_dtype(cfg), others)
     return saved(c, "none") - saved(c, "selective")
 
 
