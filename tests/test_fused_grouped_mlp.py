@@ -15,6 +15,7 @@ from ledger.parallel import ParallelConfig
 from ledger.placement import routed_activation_bytes
 from ledger.step import DEFAULT, estimate
 from ledger.step.eager import expert_pass_bytes, fused_grouped_mlp
+from ledger.step.recompute import written_dtype
 from ledger.system import system
 
 ROOT = Path(__file__).parents[1]
@@ -78,7 +79,12 @@ def test_elementwise_falls_by_the_activation_bytes_and_the_passes():
     # 36 layers x 5 micro-batches x (forward + twice it backward): the fitted traffic on
     # the activation bytes, and the eager passes at the HBM rate, both directions
     hbm = sysm.gpu.hbm_bytes_per_s
-    act = 36 * 5 * 3 * DEFAULT.elementwise_traffic * routed_activation_bytes(m, _cfg()) / hbm
+    # at the BF16 bytes the epilogues stand in for (step.recompute.written_dtype): fc2's
+    # input counts as the activation dtype's, not its MXFP8 copy's
+    act = 36 * 5 * 3 * DEFAULT.elementwise_traffic * routed_activation_bytes(
+        m, written_dtype(_cfg())) / hbm
+    assert routed_activation_bytes(m, written_dtype(_cfg())) == pytest.approx(
+        16384 * 4 * 2880 * (2 * 2 + 2))
     passes = 36 * 5 * sum(expert_pass_bytes(m, _cfg(), 16384, sysm.gpu)) / hbm
     assert a.breakdown["elementwise"] - b.breakdown["elementwise"] == pytest.approx(
         act + passes, rel=1e-9)
