@@ -44,7 +44,7 @@ def test_deepseek_parts():
     "Table 1's 119K context-extension GPU-hours: its placement is not published, and "
     "DualPipe (the report's schedule, an even m >= 2 pp) cannot run 1,920 sequences on 128 "
     "DP ranks (m = 15): the rule moves DP ranks to CP (32K: dp 32 x cp 4; 128K: dp 8 x "
-    "cp 16, a ring across nodes exposing 75 s of a 241 s step), +52% (1F1B on the same "
+    "cp 16, a ring across nodes exposing 75 s of a 254 s step), +45% (1F1B on the same "
     "placement instead: +90%)"))
 def test_deepseek_context_extension():
     """Table 1: context extension 119K H800 GPU-hours, 5.25x the pre-training rate per
