@@ -19,8 +19,7 @@ class GPU:
     gemm_efficiency: float  # fraction of peak a large bf16 GEMM sustains (measured, see GPUS)
     board_power_w: float  # the board's rated power (TDP / TGP): what a GPU-hour draws
     sms: int = 132  # streaming multiprocessors (compute units): what comm kernels take from
-    generation: str = "hopper"  # NCCL's tuning tables by GPU generation (ledger.step.nccl);
-    #   TE's GEMM workspace (ledger.placement.buffers: 4 MiB on ampere and ada, sm_8x)
+    generation: str = "hopper"  # NCCL's tuning tables by GPU generation (ledger.step.nccl)
     fp4_flops: float = 0.0  # peak dense fp4 FLOP/s (NVFP4 / MXFP4; 0 where the GPU has none)
     cuda_capability: tuple[int, int] | None = None  # sm_XY: which kernels and layouts run
     #   (Transformer Engine's per-tensor FP8 weights, ledger.frameworks.fp8.single_buffer)
@@ -58,7 +57,7 @@ class GPU:
 # ledger's one use of it (TE's FP8 weight layout) keeps Hopper's rule.
 HOPPER_SHARE = 0.62
 BLACKWELL_SHARE = 0.50
-ULTRA_RATE = 1.35
+ULTRA_RATE = 1.40
 ULTRA_SHARE = BLACKWELL_SHARE * ULTRA_RATE  # B300's and GB300's gemm_efficiency
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
