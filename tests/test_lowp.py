@@ -286,11 +286,7 @@ def _nvfp4_over_mxfp8(gpu, tp, capsys) -> float:
 
 
 @pytest.mark.parametrize("gpu,tp", [
-    pytest.param("gb200", 2, marks=pytest.mark.xfail(strict=True, reason=(
-        "measured (tests/test_lowp.py): NVFP4 over MXFP8 is 1.52 on GB200 against a "
-        "published 1.28 (+19%): the attention core runs at cuDNN's measured rate, the GEMMs "
-        "at the datasheet FP4 / FP8 ratio - TE's kernel measurement that closes GB300 "
-        "(ledger.system.gemm_rates) is of B300, sm_103, and no sm_100 one is published"))),
+    ("gb200", 2),  # 1.44 against 1.28 (+12.7%): MXFP8 and NVFP4 inputs written in BF16 alike
     ("gb300", 1),  # 1.50 with TE's measured B300 kernels (ledger.system.gemm_rates), 1.90 before
 ])
 def test_nvfp4_over_mxfp8_as_published(gpu, tp, capsys):

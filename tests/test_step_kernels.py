@@ -290,7 +290,10 @@ def test_low_precision_saved_inputs_do_not_shrink_the_elementwise_traffic(precis
     assert kept(precision) < 0.9 * kept(None)  # the recipe keeps less ...
     low, bf16 = (layer_times(m, cfg(p), gpu, links, DEFAULT).elementwise
                  for p in (precision, None))
-    assert low == pytest.approx(bf16)  # ... but its kernels write as much
+    if precision == "fp4-nvfp4":  # ... and NVFP4 reads its inputs twice more (amax, the
+        assert low > bf16  # column-wise Hadamard cast: ledger.step.quantize, hand-counted
+    else:  # in tests/test_quantize.py)
+        assert low == pytest.approx(bf16)  # ... but its kernels write as much
     # the elementwise term is the fitted traffic over the BF16 bytes at HBM bandwidth
     assert bf16 == pytest.approx(DEFAULT.elementwise_traffic * kept(None)
                                  / gpu.gpu.hbm_bytes_per_s)
