@@ -21,6 +21,18 @@ from ledger.cli.step_flags import _add_overlap_flags, _add_step_flags
 from ledger.pipeline import KINDS as SCHEDULES
 
 MAX_CONTEXT = 1 << 24  # tokens of one sequence (the model-size limit of ledger.io)
+
+
+def prefill_chunk(text: str) -> int:
+    """argparse type of SGLang's --chunked-prefill-size: tokens in 1..MAX_CONTEXT, or -1,
+    chunked prefill off (its flag's help, server_args.py at sglang 0a6356ae)."""
+    if text.strip() == "-1":
+        return -1
+    try:
+        return count(MAX_CONTEXT)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be -1 (chunked prefill off) or an integer in "
+                                         f"1..{MAX_CONTEXT:,}, got {text[:40]!r}") from None
 MAX_BATCH = 1 << 20  # sequences decoded together
 MAX_KV_BYTES = 1 << 50  # 1 PiB per GPU
 MAX_BLOCK = 1 << 16  # tokens per KV block
@@ -242,9 +254,9 @@ def _serve_parser(sub) -> None:
     g.add_argument("--block-size", type=count(MAX_BLOCK), help="tokens per KV block (default 16)")
     g.add_argument("--max-num-batched-tokens", type=count(MAX_CONTEXT),
                    help="tokens per step (default: vLLM's for the GPU)")
-    g.add_argument("--chunked-prefill-size", type=count(MAX_CONTEXT),
-                   help="SGLang's tokens per prefill chunk (--engine sglang; default: "
-                        "SGLang's for the GPU)")
+    g.add_argument("--chunked-prefill-size", type=prefill_chunk,
+                   help="SGLang's tokens per prefill chunk, -1 for none (--engine sglang; "
+                        "default: SGLang's for the GPU)")
     g.add_argument("--max-num-seqs", type=count(MAX_BATCH),
                    help="sequences per step (default: vLLM's for the GPU)")
     g.add_argument("--hybrid-kv-cache-manager", choices=("on", "off"),

@@ -91,9 +91,9 @@ def serve_config(a: argparse.Namespace, model: ModelSpec):
                                                     f"--chunked-prefill-size "
                                                     f"{a.max_num_batched_tokens})")
     if a.chunked_prefill_size is not None and a.engine != "sglang":
+        tokens = a.context if a.chunked_prefill_size == -1 else a.chunked_prefill_size
         raise LedgerError("chunked_prefill_size", f"is SGLang's; give --engine sglang, or "
-                                                  f"vLLM's --max-num-batched-tokens "
-                                                  f"{a.chunked_prefill_size}")
+                                                  f"vLLM's --max-num-batched-tokens {tokens}")
     vllm = [f for f in VLLM_ONLY if getattr(a, f) not in (None, False)]
     if vllm and a.engine == "sglang":  # SGLang's plan (serve.sglang.plan) reads none of them
         raise LedgerError(vllm[0], f"sets vLLM's memory plan, which --engine sglang does not "

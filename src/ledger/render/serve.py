@@ -169,7 +169,8 @@ def _sglang_lines(est) -> list[str]:
     c = est.cfg
     given = "--mem-fraction-static" if c.mem_fraction_static is not None else (
         f"SGLang's default: {p.gpu_mem_mb:,.0f} MB less {p.reserved_mb:,.0f} MB reserved "
-        f"for activations and CUDA graphs (chunked prefill {p.chunked_prefill_size:,}, "
+        f"for activations and CUDA graphs (chunked prefill "
+        f"{'off' if p.chunked_prefill_size == -1 else format(p.chunked_prefill_size, ',')}, "
         f"CUDA graphs to batch {p.cuda_graph_max_bs})")
     lines = [f"  {'memory (one GPU)':<22}{fmt_bytes(p.total_bytes, 9)} x "
              f"{p.mem_fraction_static:g} for weights and tokens ({given})",
@@ -206,10 +207,24 @@ def _pool_lines(est) -> list[str]:
     return lines
 
 
+def _chunk_source(est) -> str:
+    """The engine setting the prefill chunk is: vLLM's or SGLang's name for it."""
+    return "chunked_prefill_size" if est.cfg.engine == "sglang" else "max_num_batched_tokens"
+
+
+def _chunks(est) -> str:
+    """How the prompt is chunked, by which of the engine's settings, and the roofline."""
+    n, chunk = -(-est.cfg.context // est.prefill_chunk_tokens), est.prefill_chunk_tokens
+    if est.cfg.engine == "sglang" and est.cfg.chunked_prefill_size == -1:
+        return "in one pass (chunked_prefill_size -1: not chunked; compute roofline)"
+    return (f"in {n:,} chunk{'s' * (n > 1)} of {chunk:,} ({_chunk_source(est)}; "
+            f"compute roofline)")
+
+
 def _time_lines(est) -> list[str]:
     c = est.cfg
     inflight = f", {c.pp} batches in flight" if c.pp > 1 else ""
-    return [f"  {'prefill':<22}{_ms(est.prefill_s)} for {c.context:,} tokens (compute roofline)",
+    return [f"  {'prefill':<22}{_ms(est.prefill_s)} for {c.context:,} tokens {_chunks(est)}",
             f"  {'decode':<22}{_ms(est.decode_s_per_token)} per token at batch {c.batch} "
             f"(memory roofline): {est.decode_tokens_per_s:,.0f} tokens/s per engine{inflight}"]
 
@@ -300,7 +315,9 @@ def serve_json(model, system, est) -> dict:
                     "max_running_requests": x.max_running_requests,
                     "gpu_mem_mb": x.gpu_mem_mb, "total_bytes": x.total_bytes}
                    for x in est.sglang] if est.sglang else None,
-        "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
+        "prefill_s": est.prefill_s, "prefill_chunk_tokens": est.prefill_chunk_tokens,
+        "prefill_chunk_from": _chunk_source(est),
+        "decode_s_per_token": est.decode_s_per_token,
         "decode_tokens_per_s": est.decode_tokens_per_s,
         "engine": {"block_size": e.block_size, "max_num_batched_tokens":
                    e.max_num_batched_tokens, "max_num_seqs": e.max_num_seqs,

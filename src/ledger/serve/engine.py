@@ -65,15 +65,18 @@ class ServeConfig:
     mem_fraction_static: float | None = None  # SGLang's --mem-fraction-static (None: its
     #                                           default for the GPU)
     chunked_prefill_size: int | None = None  # SGLang's --chunked-prefill-size (None: its
-    #                                          default for the GPU, ledger.serve.sglang)
+    #                                          default for the GPU, ledger.serve.sglang;
+    #                                          -1: chunked prefill off)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "context", "batch"):
             require_positive(f, getattr(self, f))
         for f in ("block_size", "max_num_batched_tokens", "max_num_seqs",
-                  "kv_cache_memory_bytes", "chunked_prefill_size"):
+                  "kv_cache_memory_bytes"):
             if getattr(self, f) is not None:
                 require_positive(f, getattr(self, f))
+        if self.chunked_prefill_size not in (None, -1):  # -1: SGLang's chunked prefill off
+            require_positive("chunked_prefill_size", self.chunked_prefill_size)
         if self.kv_dtype not in KV_DTYPES:
             raise LedgerError("kv_dtype", f"must be one of {', '.join(KV_DTYPES)}, "
                                           f"got {self.kv_dtype!r}")

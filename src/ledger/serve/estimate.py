@@ -22,7 +22,7 @@ from ledger.serve.engine import WEIGHT_BYTES, Engine, ServeConfig, engine
 from ledger.serve.margin import GraphMargin, margin
 from ledger.serve.paging import Pool, cdiv, pool
 from ledger.serve.qbytes import mxfp4_backend, quantized_active_params
-from ledger.serve.sglang import SGLangPlan, plan
+from ledger.serve.sglang import MB, SGLangPlan, chunk_size, plan
 from ledger.serve.state import state_dtypes
 from ledger.serve.timing import call_s, decode_stage_s, prefill_compute_s
 from ledger.serve.weights import (bytes_by_rank, check, lookup_params, params_by_rank,
@@ -57,6 +57,8 @@ class ServeEstimate:
     sglang: tuple[SGLangPlan, ...] | None = None  # --engine sglang: each stage's plan
     graph_margin: GraphMargin | None = None  # the verdict over the CUDA-graph estimate's
     #                                         logged spread (None: no estimate modelled)
+    prefill_chunk_tokens: int = 0  # tokens of the prompt one prefill pass takes
+    #                                (``prefill_chunk``; the context when not chunked)
 
     @property
     def starts(self) -> bool:
@@ -105,6 +107,17 @@ def _comm_s(rows, system, tokens: float, sampled: float, passes: int) -> float:
     return passes * sum(call_s(r, system, tokens / passes, sampled / passes) for r in rows)
 
 
+def prefill_chunk(cfg: ServeConfig, eng: Engine, gpu) -> int:
+    """Tokens of one prompt a prefill pass takes, as the chosen engine chunks it: vLLM's
+    max_num_batched_tokens (``engine``), SGLang's chunked_prefill_size (given, else its
+    GPU tier, ``ledger.serve.sglang.chunk_size``); -1, SGLang's chunked prefill off, keeps
+    the prompt in one forward (server_args.py L3453-3454 at sglang 0a6356ae)."""
+    if cfg.engine == "sglang":
+        chunk = chunk_size(gpu.hbm_bytes / MB, cfg.tp, cfg.chunked_prefill_size)
+        return cfg.context if chunk == -1 else chunk
+    return eng.max_num_batched_tokens
+
+
 def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
     """Weights, KV cache, concurrency, communication and time of one served model."""
     check(model, cfg)
@@ -138,9 +151,9 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
             + _comm_s(rows, system, b, b, 1)
         stages.append(Stage(r, held, weights[r], sum(c.bytes_per_token for c in mine), per_seq,
                             buds[r], rows, t))
-    chunks = cdiv(cfg.context, eng.max_num_batched_tokens)
-    prefill = prefill_compute_s(model, cfg, gpu, cfg.context, sum(weights),
-                                eng.max_num_batched_tokens,
+    chunk = prefill_chunk(cfg, eng, gpu)
+    chunks = cdiv(cfg.context, chunk)
+    prefill = prefill_compute_s(model, cfg, gpu, cfg.context, sum(weights), chunk,
                                 quantized_active_params(model, cfg.quant)) \
         + sum(_comm_s(s.comms, system, cfg.context, 1, chunks) for s in stages)
     plans, edge = None, margin(caches, [list(r) for r in ranges], buds, cfg.context, eng,
@@ -153,4 +166,4 @@ def serve(model, cfg: ServeConfig, system) -> ServeEstimate:
                       for r, held in enumerate(ranges))
         edge = None
     return ServeEstimate(model.name, cfg, eng, tuple(caches), tuple(stages), kv_pool, prefill,
-                         sum(s.decode_s for s in stages), backend, plans, edge)
+                         sum(s.decode_s for s in stages), backend, plans, edge, chunk)

@@ -21,7 +21,9 @@ SGLang is read at commit 0a6356ae56187a7977bdbe6df3a9016b23ae32a1 of sgl-project
 
 with chunked_prefill_size 8,192 and cuda_graph_max_bs 256 (tp < 4) or 512 on 60-160 GB
 GPUs (H100, H200), 16,384 and 512 above (B200, MI300), 4,096 and 32 / 160 on 35-60 GB,
-2,048 below. The token pool is what is left of that fraction once the weights are loaded:
+2,048 below; --chunked-prefill-size -1 (chunked prefill off) reserves for
+max_prefill_tokens (16,384) instead and, without MLA, captures no piecewise graphs. The
+token pool is what is left of that fraction once the weights are loaded:
 
     rest = free after the weights - total x (1 - mem_fraction_static)
     max_total_num_tokens = rest // cell_size
@@ -58,6 +60,7 @@ from ledger.system.chips import cuda_total_bytes
 SGLANG_COMMIT = "0a6356ae56187a7977bdbe6df3a9016b23ae32a1"  # server_args.py
 SGLANG_POOL_COMMIT = "001ccef0072a4537d4ec6bdd50a73e6feb2c907d"  # kv-cache mixin
 MB = 2**20
+MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens' default (server_args.py L397)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,13 @@ def gpu_defaults(gpu_mem_mb: float, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
+def chunk_size(gpu_mem_mb: float, tp: int, given: int | None = None) -> int:
+    """SGLang's chunked_prefill_size: the one given (--chunked-prefill-size; -1 turns
+    chunked prefill off), else the GPU's tier (_handle_gpu_memory_settings sets the tier's
+    only where it is None)."""
+    return given if given is not None else gpu_defaults(gpu_mem_mb, tp)[0]
+
+
 def piecewise_sizes(max_tokens: int) -> int:
     """How many token counts SGLang captures piecewise CUDA graphs for, up to
     ``max_tokens`` (_generate_piecewise_cuda_graph_tokens)."""
@@ -115,8 +125,10 @@ def reserved_mb(gpu_mem_mb: float, tp: int, pp: int, mla: bool, chunk: int,
     """MB SGLang's default mem_fraction_static leaves for activations and CUDA graphs
     (DP attention's terms are not modelled: ``plan`` takes no DP). Piecewise CUDA graphs
     are on unless pp > 1 turns them off (_handle_piecewise_cuda_graph); without MLA they
-    capture token counts up to the chunk, 8 MB each."""
-    out = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    capture token counts up to the chunk, 8 MB each (none at -1, chunked prefill off,
+    whose activations are max_prefill_tokens' instead, 16,384 by default)."""
+    prefill = chunk if chunk > 0 else MAX_PREFILL_TOKENS
+    out = 512 + max(prefill, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
     if pp == 1:
         out += 1.5 * 1024 if mla else piecewise_sizes(chunk) * 8
     if gpu_mem_mb > 60 * 1024:
@@ -155,8 +167,8 @@ def plan(model, tp: int, pp: int, gpu, weights_bytes: float, layers: int, contex
                                     f"(SWAKVPool, HybridLinearKVPool) are not modelled; "
                                     f"{model.name} has them")
     gpu_mem = gpu.hbm_bytes / MB
-    chunk, graph_bs = gpu_defaults(gpu_mem, tp)
-    chunk = chunked_prefill_size or chunk
+    graph_bs = gpu_defaults(gpu_mem, tp)[1]
+    chunk = chunk_size(gpu_mem, tp, chunked_prefill_size)
     reserve = reserved_mb(gpu_mem, tp, pp, model.attention == "mla", chunk, graph_bs)
     fraction = mem_fraction_static if mem_fraction_static is not None \
         else round((gpu_mem - reserve) / gpu_mem, 3)

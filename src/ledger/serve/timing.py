@@ -13,7 +13,9 @@ PP collectives sit on its path (``call_s``). Prefill: the forward FLOPs of one p
 (``ledger.arch``: 2 N_matmul per token, the causal attention core, the output head for
 the last token only) over tp GPUs at the GPU's sustained GEMM share (the time model's
 declared ``gemm_efficiency``, ``ledger.system``), or the weights read once per scheduled
-chunk of max_num_batched_tokens, whichever is longer, plus its collectives.
+chunk, whichever is longer, plus its collectives; the chunk is the engine's
+(``ledger.serve.estimate.prefill_chunk``: vLLM's max_num_batched_tokens, SGLang's
+chunked_prefill_size).
 """
 from __future__ import annotations
 
