@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ledger.cli.args import build_parser
-from ledger.cli.step_flags import check_shared_overlap, unpriced_flags
+from ledger.cli.step_flags import check_ep_sms, check_shared_overlap, unpriced_flags
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
 
@@ -17,7 +17,7 @@ from ledger.model import ModelSpec
 PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer", "dropout",
                   "loss", "compile", "no_flash", "recompute_modules", "grad_dtype",
                   "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "cuda_graph_scope",
-                  "ep_backend", "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
+                  "ep_backend", "ep_sms", "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
                   "fp8_attention", "fused_grouped_mlp", "nccl_nvls", "expandable_segments",
                   "grad_accumulation_fusion", "fsdp_double_buffer")
 
@@ -256,6 +256,7 @@ def system(a: argparse.Namespace):
     domain = getattr(a, "gpus_per_domain", None)
     sysm = load_system(a.system, gpus_per_node=a.gpus_per_node, gpus_per_domain=domain) \
         if a.system else preset(a.gpu or DEFAULT_GPU, a.gpus_per_node, domain)
+    check_ep_sms(a, sysm)
     return with_memory(sysm, gib)
 
 

@@ -60,6 +60,17 @@ def check_fp8_attention(a: argparse.Namespace) -> None:
                                            f"{a.precision or 'default'}")
 
 
+MAX_EP_SMS = 1024  # the parse's bound; ``check_ep_sms`` holds it to the GPU's own count
+
+
+def check_ep_sms(a: argparse.Namespace, sysm) -> None:
+    """--ep-sms (or a launch's --moe-flex-dispatcher-num-sms): at most the GPU's SMs."""
+    sms = getattr(a, "ep_sms", None)
+    if sms is not None and not 1 <= sms <= sysm.gpu.sms:
+        raise LedgerError("ep_sms", f"{sms} SMs for the flex dispatcher: must be 1 to the "
+                                    f"{sysm.gpu.name}'s {sysm.gpu.sms}")
+
+
 def check_shared_overlap(a: argparse.Namespace, model) -> None:
     """--moe-shared-expert-overlap typed for a model without shared experts runs nothing
     beside the dispatch (Megatron accepts it so: transformer_config.py L1813-1826
@@ -121,6 +132,10 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "comma-separated; default none: every kernel launched eagerly)")
     g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
                    help="the flex dispatcher's kernels (default deepep)")
+    g.add_argument("--ep-sms", type=count(MAX_EP_SMS), metavar="N",
+                   help="the SMs the flex dispatcher's kernels take (Megatron "
+                        "--moe-flex-dispatcher-num-sms; at most the GPU's; default: the "
+                        "backend's, DeepEP 20, HybridEP 24 in one NVLink domain, 8 across)")
     g.add_argument("--offload-modules", type=_offload_modules, metavar="MODULE[,MODULE]",
                    help="modules whose saved inputs go to the host in the forward and come "
                         "back for their backward (Megatron --fine-grained-activation-offloading"
@@ -258,7 +273,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                                                 "exp_avg_sq_dtype")}
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
                 compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
-                ep_backend=a.ep_backend,
+                ep_backend=a.ep_backend, ep_sms=getattr(a, "ep_sms", None),
                 shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
                 fp8_attention=bool(getattr(a, "fp8_attention", False)),
                 fused_grouped_mlp=bool(getattr(a, "fused_grouped_mlp", False)),

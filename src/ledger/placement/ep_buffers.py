@@ -8,7 +8,7 @@ once per process for the run: they count toward the device (the context), not to
 fused_a2a.py L36-69 @d98e8a64): the larger of the dispatch and combine configs' NVLink
 and RDMA size hints for ``hidden_bytes = h x max(element size, 2)`` (L24-33: 2 h for
 BF16 and FP8 tokens alike), with 20 SMs unless ``--moe-flex-dispatcher-num-sms`` says
-otherwise (token_dispatcher.py L1287-1291; DeepEP buffer.py L30).
+otherwise (token_dispatcher.py L1287-1291; DeepEP buffer.py L30): ``ParallelConfig.ep_sms``.
 
 - NVLink buffer (csrc/config.hpp L44-64), per channel (= SMs / 2), per NVLink peer
   (min(ranks, 8)), per received token (the config's ``num_max_nvl_chunked_recv_tokens``,
@@ -121,4 +121,4 @@ def ep_buffers(model, cfg, domain: int = NVL_PEERS) -> dict[str, float]:
         tokens = moe_tokens(cfg, model.seq_len * cfg.micro_batch / cfg.cp)
         return hybridep_bytes(tokens, model.hidden, model.num_experts // cfg.ep,
                               min(ranks, domain))
-    return deepep_bytes(model.hidden, ranks)
+    return deepep_bytes(model.hidden, ranks, int(getattr(cfg, "ep_sms", None) or DEFAULT_SMS))

@@ -168,7 +168,23 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
             out["ep_backend"] = backend
         else:
             odd.append(f"--moe-flex-dispatcher-backend {backend} (priced as deepep)")
+        if ep_sms(ns) is not None:
+            out["ep_sms"] = ep_sms(ns)
     return out, odd
+
+
+# the flex dispatcher's SM count and the per-backend knobs it replaced (reader.NUM_SMS)
+NUM_SMS = ("moe_flex_dispatcher_num_sms", "moe_deepep_num_sms", "moe_hybridep_num_sms")
+
+
+def ep_sms(ns: dict) -> int | None:
+    """The SMs the flex dispatcher runs on (``ParallelConfig.ep_sms``), as Megatron-Core
+    resolves them: --moe-flex-dispatcher-num-sms, else the deprecated --moe-deepep-num-sms
+    or --moe-hybridep-num-sms routed to it whichever backend runs (two different values
+    refused: transformer_config.py L964-975, L1792-1811 @d98e8a64); DeepEP, HybridEP and
+    NCCL-EP all take it (token_dispatcher.py L1157-1158, L1288-1292, L1658-1662). None:
+    the backend's default (ledger.step.ep_sms)."""
+    return next((ns[k] for k in NUM_SMS if ns.get(k) is not None), None)
 
 
 def double_buffer(ns: dict) -> bool:

@@ -143,6 +143,11 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         ns.get("moe_token_dispatcher_type"), bool(ns.get("overlap_moe_expert_parallel_comm")),
         bool(ns.get("delay_wgrad_compute")),  # the CLI's check (frameworks.host_checks)
         ns.get("recompute_modules") if ns.get("recompute_granularity") == "selective" else ())]
+    old = {ns.get("moe_deepep_num_sms"), ns.get("moe_hybridep_num_sms")} - {None}
+    if len(old) > 1 and ns.get("moe_flex_dispatcher_num_sms") is None:
+        out.append(f"--moe-deepep-num-sms {ns['moe_deepep_num_sms']} and "
+                   f"--moe-hybridep-num-sms {ns['moe_hybridep_num_sms']} conflict "
+                   f"(transformer_config.py:1805-1810)")
     sources = [bool(ns.get("mock_data")), bool(ns.get("data_path")),
                bool(ns.get("train_data_path") or ns.get("per_split_data_args_path"))]
     if sum(sources) > 1:

@@ -74,8 +74,7 @@ use-torch-optimizer-for-cpu-offload no-pin-cpu-grads no-pin-cpu-params
 squared-relu megatron-fsdp-grad-comm-dtype
 """.split()}  # attention-dropout: fused attention keeps no mask (ledger.io.megatron.flags._step);
 # moe-enable-deepep: flex with the deepep backend, the flex default (transformer_config.py
-# L1743-1752); --moe-deepep-num-sms / --moe-flex-dispatcher-num-sms size DeepEP's buffers
-# (ledger.placement.ep_buffers prices Megatron's default 20 SMs), so they are named;
+# L1743-1752);
 # use-torch-optimizer-for-cpu-offload: overridden for adam (optimizer/__init__.py L515-521),
 # torch's SGD for sgd, priced alike; no-pin-cpu-grads / -params: the host copies' pinning;
 # main-grads-dtype: the precision-aware optimizer's copy of a shard's grads during the step,
@@ -98,6 +97,11 @@ squared-relu megatron-fsdp-grad-comm-dtype
 # --use-nccl-ub then registers the DDP's own buffers with NCCL, the same bytes:
 # distributed_data_parallel.py L313-326 @d98e8a64)
 DOUBLE_BUFFER = {"--fsdp-double-buffer", "--use-nccl-ub"}
+# the flex dispatcher's SMs (ledger.io.megatron.flags.ep_sms): applied as ep_sms (the SMs
+# an overlapped all-to-all takes from compute, ledger.step.ep_sms; DeepEP's buffers,
+# ledger.placement.ep_buffers) where an MoE launch runs the flex dispatcher, silent
+# elsewhere (no dispatcher reads them) and a deprecated knob beside the unified one
+NUM_SMS = {"--moe-flex-dispatcher-num-sms", "--moe-deepep-num-sms", "--moe-hybridep-num-sms"}
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
 activation-func-clamp-value num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
@@ -235,6 +239,11 @@ def classify(parsed, ns: dict) -> tuple[list[str], list[str], list[str]]:
             else:
                 unpriced.append(f"{shown} (Megatron-FSDP's double buffers priced under "
                                 f"optim_grads_params only)")
+        elif flag in NUM_SMS:
+            flex = ns.get("num_experts") and ns.get("moe_token_dispatcher_type") == "flex"
+            wins = flag == "--moe-flex-dispatcher-num-sms" or \
+                ns.get("moe_flex_dispatcher_num_sms") is None
+            (applied if flex and wins and value is not None else silent).append(shown)
         elif flag in MODELLED:
             applied.append(shown)
         elif flag in NO_EFFECT or spec["group"] in NO_EFFECT_GROUPS or \
