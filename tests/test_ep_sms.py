@@ -9,6 +9,7 @@ Golden figures, copied from their sources:
   num_of_nodes = the group over its ranks per NVLink domain (hybrid_ep_buffer.py L83).
 - Megatron-Bridge's perf launcher: moe_hybridep_num_sms = 32 for every HybridEP run
   (scripts/performance/utils/overrides.py L75 @v0.5.1, L89 @v0.6.0)."""
+import json
 from dataclasses import replace
 
 import pytest
@@ -20,6 +21,7 @@ from ledger.step import estimate
 from ledger.step.ep_sms import ep_sm_share, ep_sms
 from ledger.system import system
 from ledger.validation.bridge import rows
+from test_bad_input import run
 
 
 def cfg(ep, backend, **kw):
@@ -66,3 +68,136 @@ def test_more_sms_slow_the_overlapped_step():
                         optimizer="adam", tp_overlap=tp_overlap(row)).step_time_s
 
     assert step(32) > step(20)
+
+
+# -- a launch's --moe-flex-dispatcher-num-sms and the CLI's --ep-sms ----------------------
+# Megatron-LM d98e8a64 transformer_config.py L964-975: moe_flex_dispatcher_num_sms (None),
+# the deprecated moe_deepep_num_sms / moe_hybridep_num_sms (None); L1792-1811: a deprecated
+# one is routed to the unified count whichever backend runs, the unified one wins, two
+# different deprecated values are refused
+LAUNCH = ("--num-layers 8 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 4096 "
+          "--seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 4 "
+          "--global-batch-size 256 --tensor-model-parallel-size 2 "
+          "--pipeline-model-parallel-size 2 --vocab-size 32000 --bf16 "
+          "--tokenizer-type NullTokenizer --num-experts 8 --moe-router-topk 2 "
+          "--expert-model-parallel-size 2 --expert-tensor-parallel-size 1 --sequence-parallel "
+          "--num-layers-per-virtual-pipeline-stage 2")
+FLEX = " --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep " \
+    "--overlap-moe-expert-parallel-comm"
+
+
+def launch(tmp_path, flags, *extra, cmd="estimate", verbose=("--verbose",)):
+    path = tmp_path / f"launch{len(list(tmp_path.iterdir()))}.sh"
+    path.write_text(LAUNCH + flags + "\n")
+    code, out, err = run([cmd, "--from-megatron", str(path), "--gpus", "16", "--json",
+                          *verbose, *extra])
+    return code, (json.loads(out) if code == 0 else out), err
+
+
+def line(err, start):
+    return next((x for x in err.splitlines() if x.startswith(start)), "")
+
+
+@pytest.mark.parametrize("given,sms,unread", [
+    ("--moe-flex-dispatcher-num-sms 32", 32, None),
+    ("--moe-hybridep-num-sms 16", 16, None),
+    ("--moe-deepep-num-sms 24", 24, None),  # routed to HybridEP too (L1805-1811)
+    ("--moe-flex-dispatcher-num-sms 32 --moe-deepep-num-sms 24", 32, "--moe-deepep-num-sms 24"),
+    ("--moe-deepep-num-sms 24 --moe-hybridep-num-sms 24", 24, None)])
+def test_a_launchs_sm_count_is_applied_as_megatron_resolves_it(tmp_path, given, sms, unread):
+    code, est, err = launch(tmp_path, f"{FLEX} {given}")
+    assert code == 0, err
+    assert est["config"]["ep_sms"] == sms and "not modelled" not in err, err
+    applied, silent = line(err, "note: applied:"), line(err, "note: accepted")
+    read = given.replace(unread or "\0", "").strip()
+    assert applied.endswith(read) and (unread is None or unread in silent), err
+
+
+@pytest.mark.parametrize("flags", [
+    " --moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm",
+    ""])  # the default dispatcher: alltoall
+def test_an_sm_count_no_dispatcher_reads_is_silent(tmp_path, flags):
+    code, base, err = launch(tmp_path, flags)
+    assert code == 0, err
+    for knob in ("--moe-flex-dispatcher-num-sms 32", "--moe-deepep-num-sms 32",
+                 "--moe-hybridep-num-sms 32"):
+        code, est, err = launch(tmp_path, f"{flags} {knob}")
+        assert code == 0 and "not modelled" not in err, err
+        assert knob in line(err, "note: accepted") and knob not in line(err, "note: applied")
+        assert est["config"]["ep_sms"] is None
+        assert (est["step_time_s"], est["memory"]) == (base["step_time_s"], base["memory"])
+
+
+def test_conflicting_deprecated_sm_counts_are_refused(tmp_path):
+    code, out, err = launch(tmp_path, FLEX + " --moe-deepep-num-sms 24 --moe-hybridep-num-sms 32")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--moe-deepep-num-sms 24 and --moe-hybridep-num-sms 32 conflict" in err
+
+
+def test_deepeps_buffers_take_the_launchs_sms(tmp_path):
+    """DeepEP sizes its NVLink buffer per channel (SMs / 2: placement.ep_buffers)."""
+    deep = FLEX.replace("hybridep", "deepep")
+    _, base, _ = launch(tmp_path, deep)
+    _, more, _ = launch(tmp_path, deep + " --moe-flex-dispatcher-num-sms 32")
+    nvl = "DeepEP NVLink buffer"
+    assert more["memory"]["context_named"][nvl] > base["memory"]["context_named"][nvl]
+    assert more["memory"]["required"] > base["memory"]["required"]
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--ep-sms", "0"], "error: ep_sms: must be an integer in 1..1,024, got '0'"),
+    (["--ep-sms", "-4"], "error: ep_sms: must be an integer in 1..1,024, got '-4'"),
+    (["--ep-sms", "133"], "error: ep_sms: 133 SMs for the flex dispatcher: must be 1 to the "
+                          "h100-sxm's 132"),
+    (["--ep-sms", "149", "--gpu", "b200"], "error: ep_sms: 149 SMs for the flex dispatcher: "
+                                           "must be 1 to the b200's 148")])
+@pytest.mark.parametrize("cmd", ["estimate", "plan"])
+def test_ep_sms_out_of_range_is_one_line(cmd, argv, msg):
+    code, out, err = run([cmd, "mixtral-8x7b", "--gpus", "16", "--global-batch", "64", *argv])
+    assert code == 2 and out == "" and err.startswith(msg) and len(err.splitlines()) == 1, err
+
+
+def test_a_launchs_sm_count_beyond_its_gpu_is_refused(tmp_path):
+    code, _, err = launch(tmp_path, FLEX + " --moe-flex-dispatcher-num-sms 200", verbose=())
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: ep_sms: 200 SMs for the flex dispatcher: "
+                                        "must be 1 to the h100-sxm's 132"), err
+
+
+def test_the_typed_flag_moves_the_overlapped_step():
+    code, out, err = run(["estimate", "mixtral-8x7b", "--gpus", "64", "--tp", "1", "--pp",
+                          "4", "--vp", "2", "--ep", "8", "--etp", "1", "--micro-batch", "1",
+                          "--global-batch", "256", "--moe-token-dispatcher-type", "flex",
+                          "--ep-overlap", "--json"])
+    assert code == 0, err
+    code, more, err = run(["estimate", "mixtral-8x7b", "--gpus", "64", "--tp", "1", "--pp",
+                           "4", "--vp", "2", "--ep", "8", "--etp", "1", "--micro-batch", "1",
+                           "--global-batch", "256", "--moe-token-dispatcher-type", "flex",
+                           "--ep-overlap", "--ep-sms", "64", "--json"])
+    assert code == 0, err
+    assert json.loads(more)["step_time_s"] > json.loads(out)["step_time_s"]
+
+
+PINS = ["--tp", "2", "--pp", "2", "--cp", "1", "--ep", "2", "--vp", "2", "--zero", "0",
+        "--micro-batch", "4", "--recompute", "none", "--schedule", "interleaved",
+        "--ep-overlap", "--no-overlap-grad-reduce"]
+
+
+def test_plan_carries_a_launchs_sm_count(tmp_path):
+    code, est, err = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32")
+    assert code == 0, err
+    code, planned, err = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32", *PINS, cmd="plan")
+    assert code == 0, err
+    assert "not modelled" not in err
+    assert {r["ep_sms"] for r in planned["plans"]} == {32} == {est["config"]["ep_sms"]}
+
+
+@pytest.mark.xfail(strict=True, reason="the planner prices its framework's dispatcher "
+                   "(megatron: alltoall) at etp = tp: it holds no launch's flex dispatcher or "
+                   "etp 1, so a flex launch's SMs change none of its figures (this launch: "
+                   "plan 0.967 s / 16.20e9 B against estimate 0.944 s / 20.57e9 B)")
+def test_plan_prices_a_flex_launch_as_estimate_does(tmp_path):
+    _, est, _ = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32")
+    _, planned, _ = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32", *PINS, cmd="plan")
+    row = planned["plans"][0]
+    assert (row["moe_dispatcher"], row["etp"]) == ("flex", 1)
+    assert row["step_time_s"] == pytest.approx(est["step_time_s"], rel=1e-9)

@@ -24,8 +24,20 @@ NODES = "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --num-e
 NODES64 = NODES.replace("--expert-model-parallel-size 16", "--expert-model-parallel-size 64")
 FINE = "--hidden-size 4096 --num-attention-heads 32 --micro-batch-size 4 " \
     "--global-batch-size 256 --num-experts 64 --moe-router-topk 1 --moe-ffn-hidden-size 128"
+# HybridEP under Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm): the SMs its
+# kernels take slow the compute an overlapped all-to-all runs beside (ledger.step.ep_sms);
+# HybridEP's buffers do not depend on them, so the step alone moves
+SMS = MOE + " --moe-token-dispatcher-type flex --expert-tensor-parallel-size 1 " \
+    "--sequence-parallel --moe-flex-dispatcher-backend hybridep " \
+    "--num-layers-per-virtual-pipeline-stage 2 --overlap-moe-expert-parallel-comm " \
+    "--hidden-size 4096 --num-attention-heads 32 --micro-batch-size 4 --global-batch-size 256"
 # flag -> (flags under both sides, the change); the change holds the flag
 CASES = {
+    # the flex dispatcher's SMs; the deprecated per-backend knobs are routed to the same
+    # count whichever backend runs (transformer_config.py L1792-1811 @d98e8a64)
+    "--moe-flex-dispatcher-num-sms": (SMS, "--moe-flex-dispatcher-num-sms 32"),
+    "--moe-hybridep-num-sms": (SMS, "--moe-hybridep-num-sms 32"),
+    "--moe-deepep-num-sms": (SMS, "--moe-deepep-num-sms 32"),
     "--num-layers": ("", "--num-layers 12"),
     "--hidden-size": ("", "--hidden-size 2048"),
     "--num-attention-heads": ("", "--num-attention-heads 8"),
