@@ -157,6 +157,20 @@ def test_ep_sms_out_of_range_is_one_line(cmd, argv, msg):
     assert code == 2 and out == "" and err.startswith(msg) and len(err.splitlines()) == 1, err
 
 
+def test_an_odd_count_under_deepep_is_refused(tmp_path):
+    """DeepEP asserts an even SM count (deepseek-ai/DeepEP 030cdf0a deep_ep/buffer.py L150);
+    HybridEP takes 21."""
+    deep = FLEX.replace("hybridep", "deepep")
+    code, _, err = launch(tmp_path, deep + " --moe-flex-dispatcher-num-sms 21", verbose=())
+    assert code == 2 and err == "error: ep_sms: 21 SMs for DeepEP: its Buffer.set_num_sms " \
+                                "takes an even count (one channel per 2 SMs)\n", err
+    code, est, err = launch(tmp_path, FLEX + " --moe-flex-dispatcher-num-sms 21")
+    assert code == 0 and est["config"]["ep_sms"] == 21, err
+    code, _, err = run(["estimate", "mixtral-8x7b", "--gpus", "64", "--ep", "8", "--etp", "1",
+                        "--moe-token-dispatcher-type", "flex", "--ep-sms", "21"])
+    assert code == 2 and err.startswith("error: ep_sms: 21 SMs for DeepEP"), err
+
+
 def test_a_launchs_sm_count_beyond_its_gpu_is_refused(tmp_path):
     code, _, err = launch(tmp_path, FLEX + " --moe-flex-dispatcher-num-sms 200", verbose=())
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: ep_sms: 200 SMs for the flex dispatcher: "

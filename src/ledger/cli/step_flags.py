@@ -64,11 +64,18 @@ MAX_EP_SMS = 1024  # the parse's bound; ``check_ep_sms`` holds it to the GPU's o
 
 
 def check_ep_sms(a: argparse.Namespace, sysm) -> None:
-    """--ep-sms (or a launch's --moe-flex-dispatcher-num-sms): at most the GPU's SMs."""
+    """--ep-sms (or a launch's --moe-flex-dispatcher-num-sms): at most the GPU's SMs, and
+    even under DeepEP, which asserts it (deepseek-ai/DeepEP 030cdf0a deep_ep/buffer.py
+    L150, the Buffer.set_num_sms Megatron calls: token_dispatcher.py L1288 @d98e8a64)."""
     sms = getattr(a, "ep_sms", None)
     if sms is not None and not 1 <= sms <= sysm.gpu.sms:
         raise LedgerError("ep_sms", f"{sms} SMs for the flex dispatcher: must be 1 to the "
                                     f"{sysm.gpu.name}'s {sysm.gpu.sms}")
+    deepep = getattr(a, "moe_dispatcher", None) == "flex" and \
+        (getattr(a, "ep_backend", None) or "deepep") == "deepep"
+    if sms is not None and deepep and sms % 2:  # deep_ep/buffer.py L150 @030cdf0a
+        raise LedgerError("ep_sms", f"{sms} SMs for DeepEP: its Buffer.set_num_sms takes an "
+                                    f"even count (one channel per 2 SMs)")
 
 
 def check_shared_overlap(a: argparse.Namespace, model) -> None:
