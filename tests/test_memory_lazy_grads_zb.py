@@ -118,17 +118,15 @@ def test_grad_sets_are_torchs_largest_points(kind):
     """For any bytes per chunk in flight and per stage's gradients, the largest of
     ``grad_sets``' points is the largest of torch's table: at the layers on every rank, at
     the loss on the rank holding it (and never above the layers' on the others) - given
-    torch's own peak in flight, and given the ledger's closed form wherever the planner
-    prices the schedule (ZB-V from m = 2p - 1)."""
+    torch's own peak in flight, and given the ledger's closed form (ZB-V below m = 2p - 1
+    too, where the planner does not price it)."""
     rng = np.random.default_rng(3)
     for kind_, p, m, v in (c for c in CASES if c[0] == kind):
         for r, points in enumerate(_torch_points(kind, p, m, v)):
             peak = max(c for _, c, _ in points)
-            closed = kind != "zb-v" or m >= 2 * p - 1
-            if closed:
-                assert float(inflight_closed(kind, r, p, m, v)) * v == peak, (p, m, v, r)
+            assert float(inflight_closed(kind, r, p, m, v)) * v == peak, (p, m, v, r)
             on_loss = any(at for at, *_ in points)
-            for inflight in [peak / v] + [None] * closed:
+            for inflight in (peak / v, None):
                 sets = [[float(x) * v for x in s] for s in grad_sets(
                     kind, r, p, m, v, inflight=inflight)]
                 for wa, wg in rng.uniform(0.1, 3, (4, 2)):

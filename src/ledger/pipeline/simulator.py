@@ -235,9 +235,14 @@ def inflight_closed(kind: str, rank, p, m, v):
 
     1F1B: min(p - r, m); GPipe: m; interleaved: its warm-up + 1 chunks, over v;
     ZB-H1 / interleaved zero-bubble: W waits r steps, so every rank holds min(p, m)
-    stages' worth; ZB-V: p (for m >= 2p - 1); DualPipe PP + 1 chunks of one stage
-    (DeepSeek-V3 report Table 2; PP = p stages, 2p for DualPipeV), over the 2 stages a
-    rank holds.
+    stages' worth; ZB-V (torch 2.13.0 pipelining/schedules.py L3268-3390, trimmed to m
+    micro-batches at L3380-3389): the peak is just before the first W (every later
+    forward is followed by a W), when rank r has run min(2p - r - 1, m) forwards of its
+    first chunk (warmup_n1 + warmup_n2, L3277-3295) and min(r + 1, m) of its second
+    (warmup_n2 + warmup_n3's first): (min(2p - r - 1, m) + min(r + 1, m)) / 2, which is p
+    from m = 2p - 1 on (tests/test_zbv_inflight.py holds it to torch's tables); DualPipe PP + 1 chunks
+    of one stage (DeepSeek-V3 report Table 2; PP = p stages, 2p for DualPipeV), over the
+    2 stages a rank holds.
     """
     if kind == "dualpipe":
         return (p + 1) / 2 + 0 * rank * m
@@ -249,4 +254,6 @@ def inflight_closed(kind: str, rank, p, m, v):
         return np.minimum(p - rank, m)
     if kind == "interleaved":
         return np.minimum((v - 1) * p + 2 * (p - 1 - rank) + 1, m * v) / v
-    return np.minimum(p, m) + 0 * rank  # zb-h1, interleaved-zb, zb-v
+    if kind == "zb-v":
+        return (np.minimum(2 * p - rank - 1, m) + np.minimum(rank + 1, m)) / 2
+    return np.minimum(p, m) + 0 * rank  # zb-h1, interleaved-zb
