@@ -48,11 +48,12 @@ def test_deepep_benchmark_reproduced(ep, measured_gb_s):
     groups by their best expert's score, then the top 8 of their experts: at N <= 4 every
     group, so N x (1 - C(256 - 256/N, 8) / C(256, 8)) nodes; at N = 8 each of the 4 groups
     picked holds its best expert, which stays among the 8 (3.98 nodes a token, simulated
-    with its routing): 4."""
+    with its routing): 4. EP 32 and 64 set DeepEP's NIC share (ledger.system.FLEX_INTER):
+    for them this checks the fit (within 2%); EP 16, NVLink-bound, is held out (-5.2%)."""
     nodes, t = _deepep_case(ep)
     hit = nodes * (1 - comb(256 - 256 // nodes, 8) / comb(256, 8)) if nodes <= 4 else 4
     want = hit * 4096 * 7168 * 2 / (measured_gb_s * 1e9)
-    assert t == pytest.approx(want, rel=0.10)
+    assert t == pytest.approx(want, rel=0.06 if ep == 16 else 0.02)
 
 
 def test_the_two_links_pipeline_and_the_backend_sets_the_nic_share():
@@ -85,7 +86,8 @@ def test_hybridep_benchmark_within_its_spread(ep, dispatch_gb_s, combine_gb_s):
     """HybridEP's H100 table (docs/README_Hybrid-EP.md L55-77 @94a9f8f6: 4096 tokens,
     hidden 7168, top 8 of 8 experts a rank, uniform routing, 8 SMs, BF16): one share for
     the three EP sizes leaves EP 16 17% fast and EP 64 12% slow, each within 20% (the
-    two links summed came to +33% / +22% / +20%)."""
+    two links summed came to +33% / +22% / +20%). The share is the mean of these three
+    rows (ledger.system.FLEX_INTER): this checks the fit's spread, not a prediction."""
     nodes, experts = ep // 8, 8 * ep
     m = replace(deepseek_v3(), num_experts=experts, router_groups=0, router_group_topk=0)
     links = {"layout": Layout(dp=ep, ep=ep), "ep": "ib"}

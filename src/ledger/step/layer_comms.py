@@ -117,8 +117,9 @@ def flex_across_nics_s(cfg, ib, nvl, system: System):
     the kernels' own benchmarks reach (``ledger.system.FLEX_INTER``: DeepEP 0.87,
     HybridEP 0.69 of a 400 Gb/s NIC), NVLink at ``System.bandwidth``; each of the two
     calls adds one latency of the NIC. At DeepEP's benchmark (H800, 4096 tokens, hidden
-    7168, top-8 of 256 experts in 4 groups) this gives its EP 16 (NVLink-bound), 32 and
-    64 times within 5% (tests/test_flex_rate.py), where the two links summed with ep - 1
+    7168, top-8 of 256 experts in 4 groups) its EP 32 and 64 times, which set DeepEP's
+    share, come back within 2%, and its NVLink-bound EP 16, which does not, -5.2%
+    (tests/test_flex_rate.py), where the two links summed with ep - 1
     hops of latency each, as the NCCL all-to-all's ranks are priced, came to 1.52x,
     1.82x and 1.74x them."""
     backend = getattr(cfg, "ep_backend", None) or "deepep"

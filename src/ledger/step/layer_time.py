@@ -221,7 +221,8 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         mlp_tp = ("mlp" in mods) * layer_share(model, "dense") / 2 / blocks
         # core_attn checkpoints the attention core alone (attention.py L393-394, L495 @
         # d98e8a64); Megatron-Core's Mamba mixer and its layer checkpoint nothing
-        # (ssm/mamba_mixer.py, ssm/mamba_layer.py): the SSD's forward is not run again
+        # (their forwards, ssm/mamba_mixer.py L474-537, ssm/mamba_layer.py L122-181, call
+        # no checkpoint): the SSD's forward is not run again
         rerun = {"compute": rerun_gemms_s(model, cfg, tokens, gpu, cal, mods)
                  + ("core_attn" in mods) * (attention - scan),
                  "elementwise": traffic * rerun_bytes(model, cfg, mods)
