@@ -23,6 +23,21 @@ def test_exported_and_prefixed_variables_reach_the_command():
     assert second == {"B": "2", "C": "3", "G": "7", "H": "8"}
 
 
+def test_a_bare_export_of_an_unset_variable_hands_on_nothing(tmp_path):
+    """bash's `export NAME` of a name with no value marks it, and hands the child nothing
+    until a value is set: NCCL_NVLS_ENABLE exported bare is not in the trainer's
+    environment - not named, the figures not approximate."""
+    text = "export A\nexport B\nB=2\nexport C=\ntorchrun pretrain_gpt.py --x\n"
+    (_, env), = launches(text, "t.sh", (), {"D": ""})
+    assert env == {"B": "2", "C": "", "D": ""}
+    script = tmp_path / "bare.sh"
+    script.write_text(f"export NCCL_NVLS_ENABLE\nsource {MEG / MOE.split()[0]} c t d\n")
+    code, out, err = run("report", "--from-megatron", str(script), "--vocab-size", "32000",
+                         "--verbose")
+    assert code == 0, err
+    assert "NCCL_NVLS_ENABLE" not in err and "approximate" not in err + out
+
+
 def _readme_env() -> str:
     """The MoE README's environment block, as the variables set before its launch."""
     block = MEG / "blocks" / "moe_README__env.sh"

@@ -219,8 +219,10 @@ def _command(st: _State, cmd: _Cmd) -> int:
 
 def _environment(st: _State, prefix: list[str], argv: list[str]) -> dict[str, str]:
     """What a command's process is handed: the exported variables, those assigned before
-    it (``VAR=v torchrun ...``) and those ``env VAR=v`` sets."""
-    env = {n: st.vars.get(n, "") for n in sorted(st.exported | set(prefix))}
+    it (``VAR=v torchrun ...``) and those ``env VAR=v`` sets. A name exported with no value
+    set (``export NAME`` alone, and not in the script's own environment) is only marked:
+    bash hands the child no such variable."""
+    env = {n: st.vars[n] for n in sorted(st.exported | set(prefix)) if n in st.vars}
     if argv[0] == "env":
         for w in argv[1:]:
             k, eq, v = w.partition("=")
