@@ -5,8 +5,12 @@ silent, the rest is named in the one line of unmodelled settings. Fixtures: Mega
 own launches and its MoE README's environment block (tests/fixtures/launch/SOURCES.md)."""
 import json
 import shlex
+import subprocess
+import sys
 
-from ledger.io.environment import read_env
+import pytest
+
+from ledger.io.environment import alloc_refusals, read_env
 from ledger.io.megatron.reader import read_launch
 from ledger.io.shell.run import commands, launches
 from test_launch_files import MEG, run
@@ -93,6 +97,42 @@ def test_unmodelled_settings_are_named_on_one_line():
     assert read_env({"CUDA_DEVICE_MAX_CONNECTIONS": "8"})[2] == [
         "CUDA_DEVICE_MAX_CONNECTIONS=8 (Megatron's TP overlaps rely on 1: priced as 1)"]
     assert json.loads(out)["config"]["expandable_segments"] is True
+
+
+def test_an_allocator_setting_pytorch_stops_on_is_refused():
+    """expandable_segments takes exactly True or False (ConfigTokenizer::toBool,
+    c10/core/AllocatorConfig.h): `true` stops the run at the allocator's first use, so the
+    launch is refused in one line naming the variable and its value, as Megatron's own
+    refusals are - not read as off."""
+    for env in ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:true",
+                "PYTORCH_ALLOC_CONF=max_split_size_mb:512,expandable_segments:1"):
+        code, out, err = run("report", "--from-megatron", f"{env} {MOE}",
+                             "--vocab-size", "32000")
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert env in err and "Traceback" not in err
+    # the variable PyTorch does not read (PYTORCH_ALLOC_CONF is read first) stops nothing
+    env = "PYTORCH_ALLOC_CONF=expandable_segments:True PYTORCH_CUDA_ALLOC_CONF=" \
+          "expandable_segments:true"
+    code, out, err = run("report", "--from-megatron", f"{env} {MOE}", "--vocab-size", "32000",
+                         "--json")
+    assert code == 0 and json.loads(out)["config"]["expandable_segments"] is True, err
+
+
+def test_the_allocator_values_refused_are_those_pytorch_refuses():
+    """The pinned torch's own parser (a CPU build parses the same setting) against the
+    reader: each value accepted by one is accepted by the other."""
+    pytest.importorskip("torch")
+    code = ("import sys, torch\nfor v in sys.argv[1:]:\n    try:\n        torch._C."
+            "_accelerator_setAllocatorSettings('expandable_segments:' + v); print(1)\n"
+            "    except ValueError:\n        print(0)\n")
+    values = ["True", "False", "true", "false", "1", "0", "on", "TRUE"]
+    r = subprocess.run([sys.executable, "-c", code, *values], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    torch_ok = [line == "1" for line in r.stdout.split()]
+    ours = [not alloc_refusals({"PYTORCH_ALLOC_CONF": f"expandable_segments:{v}"})
+            for v in values]
+    assert ours == torch_ok == [True, True] + [False] * 6
 
 
 def test_te_attention_switch_against_the_backend_is_refused_as_megatron_does():

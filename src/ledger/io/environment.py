@@ -22,6 +22,11 @@ from __future__ import annotations
 # AcceleratorAllocatorConfig::instance parses the first one set). parseArgs (same file)
 # reads "key:value" pairs split at commas; an option it does not know is skipped
 ALLOC_CONF = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+# expandable_segments (parseExpandableSegments, AllocatorConfig.cpp L177-184 @0ac71663) is
+# read by ConfigTokenizer::toBool (c10/core/AllocatorConfig.h L80-95 in torch 2.13.0, git
+# cf30153c): "True" or "False", any other value a TORCH_CHECK_VALUE failure - the run stops
+# (alloc_refusals)
+TOGGLES = ("True", "False")
 # its other options change nothing priced: pinned host memory's registration and threads,
 # the allocator lock held around cudaMalloc (parseArgs' pinned_* and release_lock_on_*)
 # options that change the reserved bytes the ledger prices with PyTorch's defaults
@@ -151,18 +156,37 @@ def read_env(env: dict[str, str]) -> tuple[dict, list[str], list[str], list[str]
     return flags, applied, unpriced, silent
 
 
+def _alloc_items(text: str) -> list[tuple[str, str]]:
+    """The ``key:value`` pairs of an allocator setting, blanks dropped as PyTorch's
+    tokenizer drops them."""
+    return [tuple("".join(s.split()) for s in item.partition(":")[::2])
+            for item in text.split(",") if item.strip()]
+
+
 def _alloc_conf(text: str) -> tuple[bool | None, list[str]]:
     """(expandable segments, None where unset; the options named) of an allocator setting
     ``key:value,key:value``; the other options change nothing priced or are skipped by
     parseArgs."""
     on, named = None, []
-    for item in (i.strip() for i in text.split(",") if i.strip()):
-        key, _, value = (s.strip() for s in item.partition(":"))
+    for key, value in _alloc_items(text):
+        item = f"{key}:{value}"
         if key == "expandable_segments":
             on = value == "True"
         elif key in ALLOC_UNPRICED:
             named.append(f"{item}: {ALLOC_UNPRICED[key]}")
     return on, named
+
+
+def alloc_refusals(env: dict[str, str]) -> list[str]:
+    """PyTorch stops the run on an expandable_segments value other than True or False in
+    the allocator setting it reads (ConfigTokenizer::toBool, ``TOGGLES``)."""
+    conf = next((n for n in ALLOC_CONF if n in env), None)
+    if conf is None:
+        return []
+    return [f"{conf}={env[conf]}: expandable_segments:{value} - PyTorch takes only True or "
+            f"False there and stops the run (its allocator's ConfigTokenizer::toBool)"
+            for key, value in _alloc_items(env[conf])
+            if key == "expandable_segments" and value not in TOGGLES]
 
 
 def attention_refusals(env: dict[str, str], backend: str) -> list[str]:
