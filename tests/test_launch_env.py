@@ -94,8 +94,8 @@ def test_unmodelled_settings_are_named_on_one_line():
     assert len(named) == 1 and "NCCL_ALGO=Tree" in named[0] and "NCCL_NEW_KNOB=1" in named[0]
     # the script's own `export CUDA_DEVICE_MAX_CONNECTIONS=1` replaces the 8 set before it
     assert "CUDA_DEVICE_MAX_CONNECTIONS" not in named[0]
-    assert read_env({"CUDA_DEVICE_MAX_CONNECTIONS": "8"})[2] == [
-        "CUDA_DEVICE_MAX_CONNECTIONS=8 (Megatron's TP overlaps rely on 1: priced as 1)"]
+    assert read_env({"CUDA_DEVICE_MAX_CONNECTIONS": "8"}, tp=2, cp=1)[2] == [
+        "CUDA_DEVICE_MAX_CONNECTIONS=8 (Megatron's TP and CP overlaps rely on 1: priced as 1)"]
     assert json.loads(out)["config"]["expandable_segments"] is True
 
 
@@ -133,6 +133,34 @@ def test_the_allocator_values_refused_are_those_pytorch_refuses():
     ours = [not alloc_refusals({"PYTORCH_ALLOC_CONF": f"expandable_segments:{v}"})
             for v in values]
     assert ours == torch_ok == [True, True] + [False] * 6
+
+
+def test_max_connections_is_named_only_where_an_overlap_relies_on_it(tmp_path):
+    """Megatron relies on CUDA_DEVICE_MAX_CONNECTIONS=1 only for TP's and CP's overlaps
+    (tensor_parallel/layers.py L678-710, training/arguments.py L1451-1479 @d98e8a64): the
+    MoE README's launch (TP 1, CP 1) with 8 connections prices nothing differently - silent,
+    not approximate; the same launch at TP 2 names it; CP 2 alone too."""
+    text = (MEG / MOE.split()[0]).read_text()
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1\n" in text
+    assert "--tensor-model-parallel-size 1\n" in text
+    eight = text.replace("export CUDA_DEVICE_MAX_CONNECTIONS=1\n",
+                         "export CUDA_DEVICE_MAX_CONNECTIONS=8\n")
+    found = {}
+    for tp in (1, 2):  # on 8 nodes, as TP 2 x EP 8 x PP 4 needs
+        script = tmp_path / f"tp{tp}.sh"
+        script.write_text(eight.replace("--tensor-model-parallel-size 1\n",
+                                        f"--tensor-model-parallel-size {tp}\n"))
+        found[tp] = run("report", "--from-megatron", f"NNODES=8 {script} c t d", "--vocab-size",
+                        "32000", "--verbose")
+    (code1, out1, err1), (code2, out2, err2) = found[1], found[2]
+    assert code1 == code2 == 0, err1 + err2
+    assert "not modelled" not in err1 and "approximate" not in err1 + out1
+    assert "CUDA_DEVICE_MAX_CONNECTIONS=8" in err1.split("accepted, changes no priced")[1]
+    named = [line for line in err2.splitlines() if "not modelled" in line]
+    assert len(named) == 1 and "CUDA_DEVICE_MAX_CONNECTIONS=8 (Megatron's TP" in named[0]
+    assert "approximate" in err2 + out2
+    assert read_env({"CUDA_DEVICE_MAX_CONNECTIONS": "8"}, tp=1, cp=2)[2] != []
+    assert read_env({"CUDA_DEVICE_MAX_CONNECTIONS": "8"}, tp=1, cp=1)[2] == []
 
 
 def test_te_attention_switch_against_the_backend_is_refused_as_megatron_does():

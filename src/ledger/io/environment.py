@@ -76,7 +76,9 @@ SILENT = {
 }
 # CUDA's hardware work queues: Megatron relies on 1 so that a TP collective is issued
 # before the GEMM it overlaps (tensor_parallel/layers.py L678-L710 @d98e8a64), the order the
-# ledger prices; 1 is silent, another value named
+# ledger prices, and asks for 1 under TP or CP > 1 alone (training/arguments.py L1451-1479);
+# with TP = CP = 1 no overlap relies on it. 1 is silent, another value named under TP or
+# CP > 1, silent otherwise
 MAX_CONNECTIONS = "CUDA_DEVICE_MAX_CONNECTIONS"
 # read by a library, changing a priced number the ledger does not model: name -> why
 UNPRICED = {
@@ -116,8 +118,10 @@ ATTENTION_EXPECTS = {"auto": (1, 1, 1), "flash": (1, 0, 0), "fused": (0, 1, 0),
                      "unfused": (0, 0, 1), "local": (0, 0, 0)}
 
 
-def read_env(env: dict[str, str]) -> tuple[dict, list[str], list[str], list[str]]:
-    """(flags, applied, unpriced, silent) of a launch's environment."""
+def read_env(env: dict[str, str], *, tp: int, cp: int
+             ) -> tuple[dict, list[str], list[str], list[str]]:
+    """(flags, applied, unpriced, silent) of a launch's environment, under its tensor and
+    context parallel sizes."""
     flags, applied, unpriced, silent = {}, [], [], []
     conf = next((n for n in ALLOC_CONF if n in env), None)
     for name in sorted(env):
@@ -141,10 +145,11 @@ def read_env(env: dict[str, str]) -> tuple[dict, list[str], list[str], list[str]
             else:
                 unpriced.append(f"{shown} (not an integer: NCCL's own choice priced)")
         elif name == MAX_CONNECTIONS:
-            if env[name].strip() == "1":
+            if env[name].strip() == "1" or max(tp, cp) == 1:
                 silent.append(shown)
             else:
-                unpriced.append(f"{shown} (Megatron's TP overlaps rely on 1: priced as 1)")
+                unpriced.append(f"{shown} (Megatron's TP and CP overlaps rely on 1: "
+                                f"priced as 1)")
         elif name in TE_ATTENTION or name in SILENT:
             silent.append(shown)
         elif name in UNPRICED:

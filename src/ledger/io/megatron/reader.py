@@ -287,7 +287,8 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
                                            f"its numbers would mean nothing: "
                                            + "; ".join(problems))
     applied, unpriced, silent = classify(parsed, ns)
-    env_flags, *env_lists = read_env(environ)
+    env_flags, *env_lists = read_env(environ, tp=ns["tensor_model_parallel_size"],
+                                     cp=ns["context_parallel_size"])
     for mine, theirs in zip((applied, unpriced, silent), env_lists):
         mine += theirs
     silent += [f"{f} (no value: an unset variable?)" for f in parsed.no_value]
