@@ -38,6 +38,9 @@ IGNORED = [
     (S + ["--max-num-seqs", "4", "--batch", "64"], "error: batch: batch(64) > max_num_seqs(4)"),
     # Megatron-FSDP's double buffers exist at ZeRO-3 only
     (F + ["--fsdp-double-buffer"], "error: fsdp_double_buffer: has no effect at --zero 0"),
+    # ... and of the params resharded after forward (placement.buffers: none without it)
+    (["estimate", "llama3-8b", "--gpus", "8", "--zero", "3", "--no-reshard",
+      "--fsdp-double-buffer"], "error: fsdp_double_buffer: has no effect with --zero 3 --no-reshard"),
 ]
 
 HELD = [

@@ -295,7 +295,8 @@ def step_flags(a: argparse.Namespace) -> dict:
 
 
 def _double_buffer(a: argparse.Namespace) -> bool:
-    """--fsdp-double-buffer: Megatron-FSDP's, refused under another framework."""
+    """--fsdp-double-buffer: Megatron-FSDP's, refused under another framework, below
+    ZeRO-3, and with --no-reshard (no buffers are priced then: placement.buffers)."""
     from ledger.frameworks import get
 
     on = bool(getattr(a, "fsdp_double_buffer", False))
@@ -307,6 +308,10 @@ def _double_buffer(a: argparse.Namespace) -> bool:
         raise LedgerError("fsdp_double_buffer", f"has no effect at --zero {a.zero}: "
                                                 f"Megatron-FSDP double-buffers at ZeRO-3 "
                                                 f"(optim_grads_params)")
+    if on and getattr(a, "no_reshard", False):  # placement.buffers.fsdp_double_buffers: {}
+        raise LedgerError("fsdp_double_buffer", "has no effect with --zero 3 --no-reshard: "
+                                                "Megatron-FSDP's double buffers hold the params"
+                                                " re-gathered after a reshard, and none is")
     return on
 
 
