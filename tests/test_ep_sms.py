@@ -157,6 +157,10 @@ def test_ep_sms_out_of_range_is_one_line(cmd, argv, msg):
     assert code == 2 and out == "" and err.startswith(msg) and len(err.splitlines()) == 1, err
 
 
+MIXTRAL = ["mixtral-8x7b", "--gpus", "64", "--tp", "1", "--pp", "4", "--vp", "2", "--ep", "8",
+           "--micro-batch", "1", "--global-batch", "256", "--ep-overlap", "--ep-sms", "64"]
+
+
 def test_an_odd_count_under_deepep_is_refused(tmp_path):
     """DeepEP asserts an even SM count (deepseek-ai/DeepEP 030cdf0a deep_ep/buffer.py L150);
     HybridEP takes 21."""
@@ -196,13 +200,34 @@ PINS = ["--tp", "2", "--pp", "2", "--cp", "1", "--ep", "2", "--vp", "2", "--zero
         "--ep-overlap", "--no-overlap-grad-reduce"]
 
 
-def test_plan_carries_a_launchs_sm_count(tmp_path):
-    code, est, err = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32")
-    assert code == 0, err
+def test_plan_names_a_launchs_sm_count_as_not_priced(tmp_path):
+    """The planner prices its framework's alltoall dispatcher: a flex launch's SM count is
+    not refused, but named on stderr's one 'not modelled' line and the figures marked
+    approximate; its rows carry neither it nor the file's backend."""
     code, planned, err = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32", *PINS, cmd="plan")
     assert code == 0, err
-    assert "not modelled" not in err
-    assert {r["ep_sms"] for r in planned["plans"]} == {32} == {est["config"]["ep_sms"]}
+    unpriced = line(err, "warning: not modelled")
+    assert unpriced.endswith(": --moe-hybridep-num-sms 32 (plan prices the alltoall "
+                             "dispatcher, which takes no SMs of its own)"), err
+    assert len([x for x in err.splitlines() if "not modelled" in x]) == 1, err
+    assert planned["approximate"] == [unpriced.split("approximate: ", 1)[1]]
+    # the ParallelConfig default backend (host_checks), not the file's hybridep
+    assert {(r["ep_sms"], r["ep_backend"]) for r in planned["plans"]} == {(None, "deepep")}
+    code, base, err = launch(tmp_path, FLEX, *PINS, cmd="plan")
+    assert code == 0 and "not modelled" not in err and "approximate" not in base, err
+    assert [r["step_time_s"] for r in base["plans"]] == \
+        [r["step_time_s"] for r in planned["plans"]]
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--moe-flex-dispatcher-backend", "hybridep"],
+     "error: ep_backend: plan prices the alltoall dispatcher, not the flex one's kernels; "
+     "drop --moe-flex-dispatcher-backend hybridep"),
+    (["--ep-sms", "64"], "error: ep_sms: plan prices the alltoall dispatcher, which takes "
+                         "no SMs of its own; drop --ep-sms 64")])
+def test_plan_refuses_the_flex_dispatchers_typed_flags(argv, msg):
+    code, out, err = run(["plan", *MIXTRAL[:-2], *argv])
+    assert code == 2 and out == "" and err == msg + "\n", err
 
 
 @pytest.mark.xfail(strict=True, reason="the planner prices its framework's dispatcher "

@@ -13,11 +13,13 @@ from ledger.model import ModelSpec
 
 # what ``plan`` takes from a launch file: the job's size, and the run's facts it holds
 # fixed in every placement (search.RUN_FACTS, HOST_FACTS and the buffers and dtypes), so
-# that it prices the file's own placement as report does; the placement it searches
+# that it prices the file's own placement as report does; the placement it searches. Not
+# the flex dispatcher's backend or SMs: the planner prices its framework's alltoall
+# dispatcher (a file's SM count is named as not priced: ``_plan_unpriced``)
 PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer", "dropout",
                   "loss", "compile", "no_flash", "recompute_modules", "grad_dtype",
                   "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "cuda_graph_scope",
-                  "ep_backend", "ep_sms", "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
+                  "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
                   "fp8_attention", "fused_grouped_mlp", "nccl_nvls", "expandable_segments",
                   "grad_accumulation_fusion", "fsdp_double_buffer")
 
@@ -78,6 +80,19 @@ def messages(a: argparse.Namespace) -> list[str]:
     return out
 
 
+def _plan_unpriced(a: argparse.Namespace) -> list[str]:
+    """What plan does not price of what a launch file applies: the flex dispatcher's SM
+    count (the flags the reader applied for it), the planner pricing the alltoall one."""
+    launch = a.launch
+    if a.cmd != "plan" or launch is None or launch.flags.get("ep_sms") is None:
+        return []
+    from ledger.io.megatron.reader import NUM_SMS
+
+    shown = " ".join(x for x in launch.applied if x.split()[0] in NUM_SMS)
+    return [f"{shown or '--moe-flex-dispatcher-num-sms'} (plan prices the alltoall "
+            f"dispatcher, which takes no SMs of its own)"]
+
+
 def _unpriced(a: argparse.Namespace) -> tuple[list[str], str]:
     """What the launch file sets and the command line types that the ledger does not
     price (the file's first, a typed one it already names once), and who sets them."""
@@ -86,10 +101,11 @@ def _unpriced(a: argparse.Namespace) -> tuple[list[str], str]:
     if served:
         return served, "the checkpoint sets"
     launch = a.launch
-    if launch is None or not launch.approximate:
+    filed = [*launch.unpriced, *_plan_unpriced(a)] if launch is not None else []
+    if not filed:
         return typed, "the command line sets"
-    more = [t for t in typed if t not in launch.unpriced]
-    return [*launch.unpriced, *more], \
+    more = [t for t in typed if t not in filed]
+    return [*filed, *more], \
         f"{launch.path} and the command line set" if more else f"{launch.path} sets"
 
 

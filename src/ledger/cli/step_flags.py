@@ -71,8 +71,11 @@ def check_ep_sms(a: argparse.Namespace, sysm) -> None:
     if sms is not None and not 1 <= sms <= sysm.gpu.sms:
         raise LedgerError("ep_sms", f"{sms} SMs for the flex dispatcher: must be 1 to the "
                                     f"{sysm.gpu.name}'s {sysm.gpu.sms}")
-    deepep = getattr(a, "moe_dispatcher", None) == "flex" and \
-        (getattr(a, "ep_backend", None) or "deepep") == "deepep"
+    if sms is not None and getattr(a, "cmd", None) == "plan":  # never a launch's: inputs
+        raise LedgerError("ep_sms", f"plan prices the alltoall dispatcher, which takes no "
+                                    f"SMs of its own; drop --ep-sms {sms}")
+    dispatcher = getattr(a, "moe_dispatcher", None)
+    deepep = dispatcher == "flex" and (getattr(a, "ep_backend", None) or "deepep") == "deepep"
     if sms is not None and deepep and sms % 2:  # deep_ep/buffer.py L150 @030cdf0a
         raise LedgerError("ep_sms", f"{sms} SMs for DeepEP: its Buffer.set_num_sms takes an "
                                     f"even count (one channel per 2 SMs)")
@@ -341,6 +344,10 @@ def plan_facts(a: argparse.Namespace) -> dict:
         raise LedgerError("recompute_method", f"plan searches recompute of every layer or "
                                               f"none; drop --recompute-method "
                                               f"{a.recompute_method}")
+    if getattr(a, "ep_backend", None) is not None:  # never a launch's: PLAN_FROM_FILE
+        raise LedgerError("ep_backend", f"plan prices the alltoall dispatcher, not the flex "
+                                        f"one's kernels; drop --moe-flex-dispatcher-backend "
+                                        f"{a.ep_backend}")
     if getattr(a, "cpu_offloading_num_layers", 0):
         raise LedgerError("cpu_offloading_num_layers", "plan searches no activation offload; "
                           f"drop --cpu-offloading-num-layers {a.cpu_offloading_num_layers}")
