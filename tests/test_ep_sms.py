@@ -161,6 +161,17 @@ MIXTRAL = ["mixtral-8x7b", "--gpus", "64", "--tp", "1", "--pp", "4", "--vp", "2"
            "--micro-batch", "1", "--global-batch", "256", "--ep-overlap", "--ep-sms", "64"]
 
 
+@pytest.mark.parametrize("argv,msg", [
+    ([], "error: ep_sms: --ep-sms 64 needs --moe-token-dispatcher-type flex (DeepEP / "
+         "HybridEP); the alltoall dispatcher takes no SMs of its own"),  # megatron's default
+    (["--moe-token-dispatcher-type", "alltoall"], "error: ep_sms: --ep-sms 64 needs "
+                                                  "--moe-token-dispatcher-type flex")])
+def test_ep_sms_without_the_flex_dispatcher_is_refused(argv, msg):
+    """ledger.step.ep_sms takes no SMs outside flex: the count changed no figure."""
+    code, out, err = run(["estimate", *MIXTRAL, *argv])
+    assert code == 2 and out == "" and err.startswith(msg) and len(err.splitlines()) == 1, err
+
+
 def test_an_odd_count_under_deepep_is_refused(tmp_path):
     """DeepEP asserts an even SM count (deepseek-ai/DeepEP 030cdf0a deep_ep/buffer.py L150);
     HybridEP takes 21."""

@@ -74,11 +74,21 @@ def check_ep_sms(a: argparse.Namespace, sysm) -> None:
     if sms is not None and getattr(a, "cmd", None) == "plan":  # never a launch's: inputs
         raise LedgerError("ep_sms", f"plan prices the alltoall dispatcher, which takes no "
                                     f"SMs of its own; drop --ep-sms {sms}")
-    dispatcher = getattr(a, "moe_dispatcher", None)
+    dispatcher = getattr(a, "moe_dispatcher", None) or _framework_dispatcher(a)
+    if sms is not None and dispatcher != "flex":  # a launch's is applied under flex only
+        raise LedgerError("ep_sms", f"--ep-sms {sms} needs --moe-token-dispatcher-type flex "
+                                    f"(DeepEP / HybridEP); the {dispatcher} dispatcher takes "
+                                    f"no SMs of its own")
     deepep = dispatcher == "flex" and (getattr(a, "ep_backend", None) or "deepep") == "deepep"
     if sms is not None and deepep and sms % 2:  # deep_ep/buffer.py L150 @030cdf0a
         raise LedgerError("ep_sms", f"{sms} SMs for DeepEP: its Buffer.set_num_sms takes an "
                                     f"even count (one channel per 2 SMs)")
+
+
+def _framework_dispatcher(a: argparse.Namespace) -> str:
+    from ledger.frameworks import get
+
+    return get(getattr(a, "framework", None) or "megatron").moe_dispatcher
 
 
 def check_shared_overlap(a: argparse.Namespace, model) -> None:
