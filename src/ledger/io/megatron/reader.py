@@ -30,6 +30,7 @@ import shlex
 from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
 from ledger.io.environment import alloc_refusals, attention_refusals, read_env
+from ledger.io.megatron import flags as launch_flags
 from ledger.io.megatron import model as mm
 from ledger.io.files import read_text
 from ledger.io.launch import Launch
@@ -101,7 +102,7 @@ DOUBLE_BUFFER = {"--fsdp-double-buffer", "--use-nccl-ub"}
 # an overlapped all-to-all takes from compute, ledger.step.ep_sms; DeepEP's buffers,
 # ledger.placement.ep_buffers) where an MoE launch runs the flex dispatcher, silent
 # elsewhere (no dispatcher reads them) and a deprecated knob beside the unified one
-NUM_SMS = {"--moe-flex-dispatcher-num-sms", "--moe-deepep-num-sms", "--moe-hybridep-num-sms"}
+NUM_SMS = {"--" + dest.replace("_", "-") for dest in launch_flags.NUM_SMS}
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
 activation-func-clamp-value num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
