@@ -18,7 +18,7 @@ run: $(STAMP)
 	$(BIN)/train-ledger
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 # Debian's chromium for the HTML report's browser test (tests/test_html.py): installed
 # when missing and running as root; otherwise that test skips and says why.
