@@ -172,6 +172,19 @@ def test_ep_sms_without_the_flex_dispatcher_is_refused(argv, msg):
     assert code == 2 and out == "" and err.startswith(msg) and len(err.splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("argv", [[], ["--moe-token-dispatcher-type", "alltoall"]])
+def test_a_flex_backend_without_the_flex_dispatcher_is_refused(argv):
+    """The backend picks the flex dispatcher's kernels: under alltoall it changed no figure."""
+    code, out, err = run(["estimate", *MIXTRAL[:-2], "--moe-flex-dispatcher-backend",
+                          "hybridep", *argv])
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and err.startswith(
+        "error: ep_backend: --moe-flex-dispatcher-backend hybridep needs "
+        "--moe-token-dispatcher-type flex; the alltoall dispatcher runs no"), err
+    code, _, err = run(["estimate", *MIXTRAL[:-2], "--moe-flex-dispatcher-backend", "hybridep",
+                        "--moe-token-dispatcher-type", "flex"])
+    assert code == 0, err
+
+
 def test_an_odd_count_under_deepep_is_refused(tmp_path):
     """DeepEP asserts an even SM count (deepseek-ai/DeepEP 030cdf0a deep_ep/buffer.py L150);
     HybridEP takes 21."""

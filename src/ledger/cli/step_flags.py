@@ -64,7 +64,8 @@ MAX_EP_SMS = 1024  # the parse's bound; ``check_ep_sms`` holds it to the GPU's o
 
 
 def check_ep_sms(a: argparse.Namespace, sysm) -> None:
-    """--ep-sms (or a launch's --moe-flex-dispatcher-num-sms): at most the GPU's SMs, and
+    """--ep-sms (or a launch's --moe-flex-dispatcher-num-sms) and a typed
+    --moe-flex-dispatcher-backend need the flex dispatcher; the count at most the GPU's SMs, and
     even under DeepEP, which asserts it (deepseek-ai/DeepEP 030cdf0a deep_ep/buffer.py
     L150, the Buffer.set_num_sms Megatron calls: token_dispatcher.py L1288 @d98e8a64)."""
     sms = getattr(a, "ep_sms", None)
@@ -79,7 +80,12 @@ def check_ep_sms(a: argparse.Namespace, sysm) -> None:
         raise LedgerError("ep_sms", f"--ep-sms {sms} needs --moe-token-dispatcher-type flex "
                                     f"(DeepEP / HybridEP); the {dispatcher} dispatcher takes "
                                     f"no SMs of its own")
-    deepep = dispatcher == "flex" and (getattr(a, "ep_backend", None) or "deepep") == "deepep"
+    backend = getattr(a, "ep_backend", None)  # a launch's is set under flex only
+    if backend is not None and dispatcher != "flex" and getattr(a, "cmd", None) != "plan":
+        raise LedgerError("ep_backend", f"--moe-flex-dispatcher-backend {backend} needs "
+                                        f"--moe-token-dispatcher-type flex; the {dispatcher} "
+                                        f"dispatcher runs no DeepEP / HybridEP kernels")
+    deepep = dispatcher == "flex" and (backend or "deepep") == "deepep"
     if sms is not None and deepep and sms % 2:  # deep_ep/buffer.py L150 @030cdf0a
         raise LedgerError("ep_sms", f"{sms} SMs for DeepEP: its Buffer.set_num_sms takes an "
                                     f"even count (one channel per 2 SMs)")
