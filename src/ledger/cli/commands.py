@@ -333,10 +333,11 @@ def run(argv: list[str]) -> str | tuple[str, int]:
         a.launch = source(a)
         for line in messages(a) if a.cmd != "serve" else ():  # a launch's notes are about
             print(line, file=sys.stderr)  # its training run, which serving does not read
-    if a.cmd in ("report", "estimate", "plan"):
+    if a.cmd in ("report", "estimate", "plan", "serve"):
         from ledger.cli.inputs import mark_approximate, unpriced_messages
 
-        out = {"report": _cmd_report, "estimate": _cmd_estimate, "plan": _cmd_plan}[a.cmd](a)
+        out = {"report": _cmd_report, "estimate": _cmd_estimate, "plan": _cmd_plan,
+               "serve": _cmd_serve}[a.cmd](a)
         _note_model(a)
         for line in unpriced_messages(a):
             print(line, file=sys.stderr)
@@ -348,15 +349,6 @@ def run(argv: list[str]) -> str | tuple[str, int]:
         return _cmd_schedule(a)
     if a.cmd == "layout":
         return _cmd_layout(a)
-    if a.cmd == "serve":
-        from ledger.cli.inputs import mark_approximate, unpriced_messages
-
-        out = _cmd_serve(a)
-        _note_model(a)
-        for line in unpriced_messages(a):
-            print(line, file=sys.stderr)
-        text, code = out if isinstance(out, tuple) else (out, 0)
-        return mark_approximate(a, text), code
     if a.cmd == "models":
         from ledger.render import models_json, models_table
 

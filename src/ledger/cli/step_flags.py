@@ -85,7 +85,9 @@ def check_ep_sms(a: argparse.Namespace, sysm) -> None:
         raise LedgerError("ep_backend", f"--moe-flex-dispatcher-backend {backend} needs "
                                         f"--moe-token-dispatcher-type flex; the {dispatcher} "
                                         f"dispatcher runs no DeepEP / HybridEP kernels")
-    deepep = dispatcher == "flex" and (backend or "deepep") == "deepep"
+    from ledger.step.ep_sms import ep_backend
+
+    deepep = dispatcher == "flex" and ep_backend(a) == "deepep"
     if sms is not None and deepep and sms % 2:  # deep_ep/buffer.py L150 @030cdf0a
         raise LedgerError("ep_sms", f"{sms} SMs for DeepEP: its Buffer.set_num_sms takes an "
                                     f"even count (one channel per 2 SMs)")

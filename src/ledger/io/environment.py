@@ -123,7 +123,7 @@ def read_env(env: dict[str, str], *, tp: int, cp: int
     """(flags, applied, unpriced, silent) of a launch's environment, under its tensor and
     context parallel sizes."""
     flags, applied, unpriced, silent = {}, [], [], []
-    conf = next((n for n in ALLOC_CONF if n in env), None)
+    conf = _alloc_setting(env)
     for name in sorted(env):
         shown = f"{name}={env[name]}"
         if name in ALLOC_CONF:
@@ -161,6 +161,11 @@ def read_env(env: dict[str, str], *, tp: int, cp: int
     return flags, applied, unpriced, silent
 
 
+def _alloc_setting(env: dict[str, str]) -> str | None:
+    """The allocator variable PyTorch reads (``ALLOC_CONF``, the first one set), or None."""
+    return next((n for n in ALLOC_CONF if n in env), None)
+
+
 def _alloc_items(text: str) -> list[tuple[str, str]]:
     """The ``key:value`` pairs of an allocator setting, blanks dropped as PyTorch's
     tokenizer drops them."""
@@ -185,7 +190,7 @@ def _alloc_conf(text: str) -> tuple[bool | None, list[str]]:
 def alloc_refusals(env: dict[str, str]) -> list[str]:
     """PyTorch stops the run on an expandable_segments value other than True or False in
     the allocator setting it reads (ConfigTokenizer::toBool, ``TOGGLES``)."""
-    conf = next((n for n in ALLOC_CONF if n in env), None)
+    conf = _alloc_setting(env)
     if conf is None:
         return []
     return [f"{conf}={env[conf]}: expandable_segments:{value} - PyTorch takes only True or "

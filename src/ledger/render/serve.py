@@ -5,6 +5,7 @@ from ledger.render.units import fmt_bytes
 from ledger.serve import VLLM_COMMIT
 from ledger.serve.cache import decompressed_mla_elements
 from ledger.serve.graphs import SPREAD
+from ledger.serve.paging import cdiv
 from ledger.serve.sglang import SGLANG_COMMIT
 
 
@@ -214,7 +215,7 @@ def _chunk_source(est) -> str:
 
 def _chunks(est) -> str:
     """How the prompt is chunked, by which of the engine's settings, and the roofline."""
-    n, chunk = -(-est.cfg.context // est.prefill_chunk_tokens), est.prefill_chunk_tokens
+    n, chunk = cdiv(est.cfg.context, est.prefill_chunk_tokens), est.prefill_chunk_tokens
     if est.cfg.engine == "sglang" and est.cfg.chunked_prefill_size == -1:
         return "in one pass (chunked_prefill_size -1: not chunked; compute roofline)"
     return (f"in {n:,} chunk{'s' * (n > 1)} of {chunk:,} ({_chunk_source(est)}; "

@@ -127,10 +127,11 @@ def dispatch_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
     ``expert_pass_bytes`` counts them, x h x the passes its dispatcher runs; 0 under
     HybridEP, the allgather dispatcher, another framework or a dense model."""
     from ledger.config import dispatcher
+    from ledger.step.ep_sms import ep_backend
 
     if framework_of(cfg).family != "megatron" or not model.is_moe:
         return 0.0, 0.0
-    kind, backend = dispatcher(cfg), getattr(cfg, "ep_backend", None) or "deepep"
+    kind, backend = dispatcher(cfg), ep_backend(cfg)
     if kind == "alltoall":
         local = model.num_experts / cfg.ep > 1  # the sort by local expert, and back
         passes = 2 + 4 * local + 1 + 1 / model.top_k

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ledger.placement.ep_buffers import DEFAULT_SMS as DEEPEP_SMS
 from ledger.system import System
 
 # DeepEP's normal kernels run on 20 SMs (deep_ep/buffers/legacy.py L31, Buffer.num_sms, at
-# deepseek-ai/DeepEP dd758caf; DeepSeek-V3 report sec. 3.2.2: "only 20 SMs are sufficient")
-DEEPEP_SMS = 20
+# deepseek-ai/DeepEP dd758caf; DeepSeek-V3 report sec. 3.2.2: "only 20 SMs are sufficient"):
+# the one figure its buffers are sized by too (ledger.placement.ep_buffers), DEEPEP_SMS here
+
 # HybridEP's dispatch and combine kernels, when Megatron passes no SM count
 # (moe_flex_dispatcher_num_sms None: token_dispatcher.py L1157-1158 @d98e8a64): 24 SMs where
 # its EP group is one NVLink domain, 8 where it spans several ("num_of_nodes", the group over
@@ -19,6 +21,12 @@ DEEPEP_SMS = 20
 # deepseek-ai/DeepEP 34152ae2, the commit Megatron-Bridge v0.5.0 to v0.6.0 build
 # (docker/Dockerfile.ci L40 @v0.5.0, L45 @v0.6.0); L366-367 on the hybrid-ep branch at 94a9f8f6
 HYBRIDEP_SMS_IN_DOMAIN, HYBRIDEP_SMS_ACROSS = 24, 8
+
+
+def ep_backend(cfg) -> str:
+    """The flex dispatcher's kernels: the config's (``ParallelConfig.ep_backend``), else
+    DeepEP's, Megatron's default."""
+    return getattr(cfg, "ep_backend", None) or "deepep"
 
 
 def ep_sms(cfg, system: System):
@@ -30,7 +38,7 @@ def ep_sms(cfg, system: System):
     own = getattr(cfg, "ep_sms", None)
     if own:
         return own
-    if (getattr(cfg, "ep_backend", None) or "deepep") != "hybridep":
+    if ep_backend(cfg) != "hybridep":
         return DEEPEP_SMS
     ranks = np.asarray(cfg.ep) * np.asarray(expert_tp(cfg))
     return np.where(ranks <= system.gpus_per_domain, HYBRIDEP_SMS_IN_DOMAIN,

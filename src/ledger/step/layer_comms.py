@@ -11,6 +11,7 @@ from ledger.model import ModelSpec
 from ledger.placement import (cp_comms, ep_pass_comms, forward_passes, kv_width,
                               ring_kv_block_bytes, tp_comms)
 from ledger.step.dp import group_shape, nccl_s
+from ledger.step.ep_sms import ep_backend
 from ledger.system import FLEX_INTER, System
 
 
@@ -91,18 +92,18 @@ def ep_time(model: ModelSpec, cfg, tokens, links, system: System):
     as ``flex_across_nics_s`` prices it."""
     lay = links.get("layout") or links["ep"]
     rows = ep_pass_comms(model, cfg, tokens, lay)
-    rate = system.a2a_bandwidth if dispatcher(cfg) == "alltoall" else system.bandwidth
+    kind = dispatcher(cfg)
+    rate = system.a2a_bandwidth if kind == "alltoall" else system.bandwidth
     hops = np.maximum(cfg.ep, expert_tp(cfg)) - 1
     each = [r.bytes / rate(r.link) + hops * system.latency(r.link) * (r.bytes > 0)
             for r in rows]
     t = sum(each)
-    if dispatcher(cfg) == "alltoall" and hasattr(lay, "link") and len(rows) >= 2:  # far, near
+    if len(rows) >= 2:  # the far rows (across NICs where they cross) before the near ones
         crossing = (np.asarray(rows[0].link) == "ib") & (np.asarray(rows[0].bytes) > 0)
-        t = np.where(crossing, t - each[0] - each[1] + np.maximum(each[0], each[1]), t)
-    if dispatcher(cfg) == "flex" and len(rows) == 2:  # one copy a node, then forwarded
-        crossing = (np.asarray(rows[0].link) == "ib") & (np.asarray(rows[0].bytes) > 0)
-        if np.any(crossing):
-            t = np.where(crossing, flex_across_nics_s(cfg, *rows, system), t)
+        if kind == "alltoall" and hasattr(lay, "link"):  # the slower leg bounds the call
+            t = np.where(crossing, t - each[0] - each[1] + np.maximum(each[0], each[1]), t)
+        elif kind == "flex" and len(rows) == 2 and np.any(crossing):  # one copy a node,
+            t = np.where(crossing, flex_across_nics_s(cfg, *rows, system), t)  # forwarded
     moe_layers = model.moe_layers if model.is_moe else model.layers
     return t * moe_layers / model.layers
 
@@ -122,8 +123,7 @@ def flex_across_nics_s(cfg, ib, nvl, system: System):
     (tests/test_flex_rate.py), where the two links summed with ep - 1
     hops of latency each, as the NCCL all-to-all's ranks are priced, came to 1.52x,
     1.82x and 1.74x them."""
-    backend = getattr(cfg, "ep_backend", None) or "deepep"
-    nic = system.inter_bytes_per_s * FLEX_INTER[backend]
+    nic = system.inter_bytes_per_s * FLEX_INTER[ep_backend(cfg)]
     return np.maximum(ib.bytes / nic, nvl.bytes / system.bandwidth(nvl.link)) \
         + 2 * system.latency("ib")
 

@@ -74,7 +74,7 @@ from ledger.step.optimizer import muon_s
 from ledger.step.recompute import rerun_flops_per_token
 from ledger.step.layer_comms import combined_1f1b_s
 from ledger.step.layer_time import layer_times
-from ledger.step.ep_sms import DEEPEP_SMS, ep_sm_share  # noqa: F401 (re-exported)
+from ledger.step.ep_sms import ep_sm_share
 from ledger.step.tuned import head_wgrad_share
 from ledger.system import System
 

@@ -163,7 +163,7 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         # buffer beside the main grads'; the ledger reduces in the main grads' dtype
         odd.append(f"--megatron-fsdp-grad-comm-dtype {comm} (priced as {grads_dtype(ns)})")
     backend = ns.get("moe_flex_dispatcher_backend")
-    if ns.get("num_experts") and ns.get("moe_token_dispatcher_type") == "flex":
+    if flex_dispatch(ns):
         if backend in ("deepep", "hybridep"):
             out["ep_backend"] = backend
         else:
@@ -263,6 +263,11 @@ def _step(ns: dict) -> dict:
 # Megatron's --optimizer -> the ledger's (ledger.memory.OPTIMIZERS); muon's scalar
 # optimizer is adam unless --muon-scalar-optimizer says otherwise (named by the reader)
 OPTIMIZERS = {"sgd": "sgd-momentum", "adam": "adam", "muon": "muon", "dist_muon": "muon"}
+
+
+def flex_dispatch(ns: dict) -> bool:
+    """An MoE launch on the flex dispatcher (DeepEP / HybridEP), whose backend and SMs apply."""
+    return bool(ns.get("num_experts")) and ns.get("moe_token_dispatcher_type") == "flex"
 
 
 def zero_stage(ns: dict) -> int:

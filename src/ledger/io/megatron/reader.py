@@ -235,13 +235,13 @@ def classify(parsed, ns: dict) -> tuple[list[str], list[str], list[str]]:
         elif flag in DOUBLE_BUFFER:
             if not (ns["use_megatron_fsdp"] and value):
                 silent.append(shown)
-            elif mm.SHARDING[ns["data_parallel_sharding_strategy"]] == 3:
+            elif launch_flags.zero_stage(ns) == 3:  # under Megatron-FSDP: its strategy
                 applied.append(shown)
             else:
                 unpriced.append(f"{shown} (Megatron-FSDP's double buffers priced under "
                                 f"optim_grads_params only)")
         elif flag in NUM_SMS:
-            flex = ns.get("num_experts") and ns.get("moe_token_dispatcher_type") == "flex"
+            flex = launch_flags.flex_dispatch(ns)
             wins = flag == "--moe-flex-dispatcher-num-sms" or \
                 ns.get("moe_flex_dispatcher_num_sms") is None
             (applied if flex and wins and value is not None else silent).append(shown)
