@@ -1,0 +1,146 @@
+"""A third-party measurement of fine-grained MoE training held as prediction rows: NVIDIA's
+report "Scalable Training of Mixture-of-Experts Models with Megatron Core" (arXiv
+2603.07685v2, Megatron-Core v0.16, sec. 8 Note p.68), its Table 11 (sec. 8.2, p.69): nine
+measured runs of DeepSeek-V3 and Qwen3-235B-A22B on GB300, GB200 and H100, all with
+force-balanced routing, TFLOPS/GPU and tokens/s/GPU (``PUBLISHED``). None of these rows is
+fitted on or used to choose anything (``ledger.render.mcore_moe`` prices them,
+``benchmarks/mcore_moe.py`` prints them).
+
+Source (``SOURCE``): the v2 PDF's full text as a third party extracted it (its header reads
+"arXiv:2603.07685v2 [cs.DC] 10 Mar 2026", 88 pages); page numbers are that text's printed
+page footers. The settings of each row:
+- Table 20 (Appendix B, p.87), "the benchmark configurations corresponding to the
+  throughput results in Table 11": TP, PP, CP, EP, VPP, MBS, GBS (``HYPER``);
+- Appendix B.2 (p.87), "Key Optimizations": per model and platform the dispatcher, the
+  recompute modules, the 1F1B all-to-all overlap and the CUDA-graph scopes
+  (``OPTIMIZATIONS``; an item B.2 states without a platform applies to every row of the
+  model, a platform B.2 leaves out of a list has none of it);
+- Tables 17 and 18 (sec. 9.2.1, p.74), DeepSeek-V3's "final optimized configurations" on
+  GB200 and H100 at 1048 and 368 TFLOPS/GPU - Table 11's GB200 MXFP8 and H100 FP8-BLK
+  rows - and the pipeline layouts of sec. 9.2.2 (p.74-75) (``CASE_STUDY``).
+
+The one rule (``RULE``), the same for every row: Table 20 and B.2 - the tables the paper
+prints as Table 11's configurations - set what they state; Tables 17 / 18 and sec. 9.2.2
+add what they state for the row they reprint (same model, platform, precision and
+TFLOPS/GPU) where Table 20 and B.2 are silent, and yield where they disagree; a pipeline
+layout is taken only where it has the row's PP x VPP stages (``BridgeRow.layout``'s own
+rule). Every setting the paper leaves unstated is what ``ledger.render.bridge`` gives a
+Megatron-Bridge performance row that names nothing (B.3, p.87-88, names Megatron-Bridge's
+scripts/performance as the workflow that reproduces Table 11): the distributed optimizer,
+BF16 gradient reduction, DeepSeek-V3's BF16 Adam moments, TE's cross-entropy, overlapped DP
+reduction and gather, the 128 Mi-parameter DP bucket, NVLS off, HybridEP's 32 SMs.
+The paper's own disagreements this rule settles (``CONFLICTS``): DeepSeek-V3 on H100 runs
+Table 20's TP2 PP4 EP64 (DP 128), not Table 17's PP8, and B.2's recompute ``up_proj, mlp``,
+not Table 17's ``mlp, mla_up_proj, moe_act, layernorm``; so sec. 9.2.2's 32-stage H100
+layout (PP 8 x VPP 4) does not apply to its PP 4 x VPP 4, which takes Megatron-Bridge's
+16-stage layout - the same string sec. 9.2.2 prints for GB200.
+Stated by the paper but not priced by the ledger (``UNPRICED``): optimizer-state offload
+(Table 18, DeepSeek-V3 GB200: Megatron's --offload-optimizer-states, Table 13 p.72, not the
+HybridDeviceOptimizer the ledger prices), activation offload (sec. 8.1, p.68: "activation &
+optimizer state offloading", no row named) and the MoE paged stash.
+"""
+from __future__ import annotations
+
+from ledger.validation.bridge import BridgeRow
+
+SOURCE = {"repo": "AICO-Ascend/AICO-Knowledge",
+          "commit": "14bb8fb48ba5696564c8aedc4da2b18dc21d5bb8",
+          "path": "extraction/fulltext/"
+                  "scalable-training-of-mixture-of-experts-models-with-megatron-core.txt",
+          "title": "Scalable Training of Mixture-of-Experts Models with Megatron Core",
+          "arxiv": "2603.07685v2"}
+RELEASE = "mcore-2603.07685"
+# Table 11 (p.69): model, system, #GPUs, seqlen, dtype, per-GPU TF, tokens/s/GPU - as printed
+PUBLISHED = (
+    ("deepseek-v3", "gb300", 256, 4096, "MXFP8", 1233, 4730),
+    ("deepseek-v3", "gb200", 256, 4096, "MXFP8", 1048, 4020),
+    ("deepseek-v3", "gb200", 256, 4096, "BF16", 857, 3298),
+    ("deepseek-v3", "h100", 1024, 4096, "FP8-BLK", 368, 1412),
+    ("qwen3-235b-a22b", "gb300", 256, 4096, "MXFP8", 974, 6583),
+    ("qwen3-235b-a22b", "gb200", 256, 4096, "MXFP8", 919, 6212),
+    ("qwen3-235b-a22b", "gb200", 256, 4096, "BF16", 750, 5100),
+    ("qwen3-235b-a22b", "h100", 256, 4096, "BF16", 320, 2132),
+    ("qwen3-235b-a22b", "gb300", 128, 131072, "MXFP8", 1150, 1556))
+TABLE_11_PAGE, TABLE_20_PAGE, TABLE_17_PAGE = 69, 87, 74
+# Table 20 (p.87), in Table 11's order: TP PP CP EP VPP MBS GBS
+HYPER = ((1, 4, 1, 64, 4, 1, 8192), (1, 4, 1, 64, 4, 1, 8192), (1, 8, 1, 32, 4, 1, 4096),
+         (2, 4, 1, 64, 4, 1, 8192), (1, 4, 1, 64, 6, 2, 3072), (1, 4, 1, 64, 6, 3, 3072),
+         (1, 4, 1, 32, 12, 1, 8192), (2, 8, 1, 32, 4, 1, 2048), (4, 4, 4, 32, 12, 1, 1024))
+# expert TP 1 on every row: Parallel Folding, "TP applies to the non-MoE modules only, expert
+# TP is always 1" (Table 17's note, p.74), as sec. 9.1.2's Guideline 4 sets it (p.72)
+ETP = 1
+DTYPE = {"MXFP8": "fp8_mx", "FP8-BLK": "fp8_sc", "BF16": "bf16"}
+GRAPH_SCOPE = ("attn", "moe_router", "moe_preprocess")
+# Appendix B.2 (p.87) by (model, platform): flex backend, recompute modules, 1F1B A2A
+# overlap, CUDA-graph scopes. "up_proj" is Megatron's mla_up_proj (Table 17's name for it).
+OPTIMIZATIONS = {
+    ("deepseek-v3", "gb300"): ("hybridep", (), True, GRAPH_SCOPE),
+    ("deepseek-v3", "gb200"): ("hybridep", ("mlp",), False, GRAPH_SCOPE),
+    ("deepseek-v3", "h100"): ("deepep", ("mla_up_proj", "mlp"), True, ()),
+    ("qwen3-235b-a22b", "gb300"): ("hybridep", (), False, GRAPH_SCOPE),
+    ("qwen3-235b-a22b", "gb200"): ("hybridep", ("moe_act", "layernorm"), True, GRAPH_SCOPE),
+    ("qwen3-235b-a22b", "h100"): ("deepep", ("moe_act", "layernorm"), True, GRAPH_SCOPE)}
+# Tables 17 / 18 (p.74) and sec. 9.2.2's layouts (p.74-75): the two rows they reprint,
+# (model, platform, dtype, TF/GPU) -> what they state beyond Table 20 and B.2
+CASE_STUDY = {
+    ("deepseek-v3", "gb200", "MXFP8", 1048): {
+        "fp8_param_gather": True,  # Table 18: FP8 primary weights
+        "pp_layout": "Et*4|(tttt|)*14tmL",  # sec. 9.2.2, p.75
+        "unpriced": ("optimizer-state offload (Table 18) not priced",)},
+    ("deepseek-v3", "h100", "FP8-BLK", 368): {
+        "fp8_param_gather": True,  # Table 18: FP8 primary weights
+        "pp_layout": "Et*3|(tt|)*29m|L"}}  # sec. 9.2.2, p.74: 32 stages (Table 17's PP 8)
+# where Table 17 disagrees with Table 20 / B.2 (Table 20 / B.2 win: RULE)
+CONFLICTS = {
+    ("deepseek-v3", "h100", "FP8-BLK", 368): {
+        "pp": {"table 20": 4, "table 17": 8},
+        "recompute_modules": {"B.2": ["mla_up_proj", "mlp"],
+                              "table 17": ["mlp", "mla_up_proj", "moe_act", "layernorm"]}}}
+# stated for every row, priced by none: sec. 8.1 (p.68) names activation offload in the
+# stack without a row; B.3 names the Megatron-Bridge scripts, whose MoE recipes stash
+UNPRICED = ("activation offload (sec. 8.1, no row named) not priced",)
+RULE = ("Table 20 and Appendix B.2 (p.87) set what they state; Tables 17/18 and sec. 9.2.2 "
+        "(p.74-75) add what they state for the row they reprint (same model, platform, "
+        "precision and TFLOPS/GPU) where Table 20 and B.2 are silent, and yield where they "
+        "disagree; a layout applies only at the row's PP x VPP stages; every unstated "
+        "setting is ledger.render.bridge's for a Megatron-Bridge perf row naming nothing.")
+
+
+def _settings(model: str, gpu: str, tp: int) -> dict:
+    backend, recompute, overlap, graphs = OPTIMIZATIONS[(model, gpu)]
+    out = {"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": backend,
+           "moe_a2a_overlap": overlap, "recompute_modules": list(recompute)}
+    if recompute:
+        out["recompute_granularity"] = "selective"
+    if graphs:  # Table 15 (p.73): --cuda-graph-impl transformer_engine
+        out |= {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": list(graphs)}
+    return out
+
+
+def rows() -> tuple[BridgeRow, ...]:
+    """Table 11's nine runs as Megatron-Bridge-style rows (``RULE``)."""
+    out = []
+    for (model, gpu, gpus, seq, dtype, tf, tok), hyper in zip(PUBLISHED, HYPER):
+        tp, pp, cp, ep, vp, mbs, gbs = hyper
+        key = (model, gpu, dtype, tf)
+        case = CASE_STUDY.get(key, {})
+        settings = _settings(model, gpu, tp)
+        if "pp_layout" in case:
+            settings["pp_layout"] = case["pp_layout"]
+        precision = DTYPE[dtype]
+        prec = {"fp8_param_gather": True} if case.get("fp8_param_gather") else {}
+        notes = list(UNPRICED) + list(case.get("unpriced", ()))
+        notes += [f"{k}: {v} (Table 20 / B.2 win)" for k, v in CONFLICTS.get(key, {}).items()]
+        out.append(BridgeRow(
+            id=f"{RELEASE}/{gpu}/{model}/{precision}/{gpus}g/seq{seq}", release=RELEASE,
+            table_model=model, model=model, model_variant=None, system=gpu, gpu=gpu,
+            gpus=gpus, precision_published=dtype, precision=precision, gbs=gbs, mbs=mbs,
+            seq_len=seq, tp=tp, pp=pp, cp=cp, vp=vp, ep=ep, etp=ETP, fsdp=False, ga=None,
+            tokens_per_s_per_gpu=float(tok), model_tflops_per_gpu=float(tf),
+            published_as="figure", notes=notes,
+            source={**SOURCE, "table": 11, "page": TABLE_11_PAGE,
+                    "settings": f"Table 20 and B.2, p.{TABLE_20_PAGE}"
+                                + (f"; Tables 17/18, p.{TABLE_17_PAGE}" if case else "")},
+            recipe={"ref": f"arXiv {SOURCE['arxiv']}", "settings": settings,
+                    "precision": {"settings": prec}}))
+    return tuple(out)
