@@ -106,6 +106,10 @@ RULE = ("Table 20 and Appendix B.2 (p.87) set what they state; Tables 17/18 and 
         "setting is ledger.render.bridge's for a Megatron-Bridge perf row naming nothing.")
 
 
+def _cell(value) -> str:
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
 def _settings(model: str, gpu: str, tp: int) -> dict:
     backend, recompute, overlap, graphs = OPTIMIZATIONS[(model, gpu)]
     out = {"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": backend,
@@ -130,7 +134,9 @@ def rows() -> tuple[BridgeRow, ...]:
         precision = DTYPE[dtype]
         prec = {"fp8_param_gather": True} if case.get("fp8_param_gather") else {}
         notes = list(UNPRICED) + list(case.get("unpriced", ()))
-        notes += [f"{k}: {v} (Table 20 / B.2 win)" for k, v in CONFLICTS.get(key, {}).items()]
+        notes += [f"Table 17's {k} {_cell(v['table 17'])} set aside for "
+                  f"{_cell(next(x for s, x in v.items() if s != 'table 17'))}"
+                  for k, v in CONFLICTS.get(key, {}).items()]
         out.append(BridgeRow(
             id=f"{RELEASE}/{gpu}/{model}/{precision}/{gpus}g/seq{seq}", release=RELEASE,
             table_model=model, model=model, model_variant=None, system=gpu, gpu=gpu,
@@ -144,3 +150,43 @@ def rows() -> tuple[BridgeRow, ...]:
             recipe={"ref": f"arXiv {SOURCE['arxiv']}", "settings": settings,
                     "precision": {"settings": prec}}))
     return tuple(out)
+
+
+def router_flops_per_token(model) -> float:
+    """The router's GEMM FLOPs per token, forward and backward: 6 x hidden x experts per MoE
+    layer of the main stack - a term the ledger's model FLOPs count
+    (``ledger.arch.flops.layer_matmul_params``) and Megatron's do not."""
+    moe = sum(n for k, n in model.kind_counts.items() if k.mlp == "moe")
+    return 6.0 * model.hidden * model.num_experts * moe
+
+
+def mtp_flops_per_token(model) -> float:
+    """One token's FLOPs in the MTP depths as Megatron-Core counts them
+    (``num_floating_point_operations``, megatron/training/training.py L354-358, L552-572 at
+    core_v0.16.1, 55ac7082): per depth its layer (the stack's last kind, routed experts
+    without the router), its eh projection (2h x h), and one more output head; the
+    attention core as the stack's (causal, s / 2 keys). Norms are left out (3h a depth)."""
+    from ledger.anatomy.counts import mtp_kinds
+    from ledger.arch.flops import attention_flops_per_token, layer_matmul_params
+
+    if not model.mtp_layers:
+        return 0.0
+    h = model.hidden
+    layers = mtp_kinds(model)
+    weights = sum(layer_matmul_params(model, k) - (h * model.num_experts if k.mlp == "moe"
+                                                   else 0) for k in layers)
+    core = attention_flops_per_token(model) / max(model.attention_layers, 1)
+    per_depth = 6.0 * (weights + 2 * h * h + model.vocab * h) \
+        + core * sum(1 for k in layers if k.attention)
+    return model.mtp_layers * per_depth
+
+
+def megatron_flops_per_token(model) -> float:
+    """The FLOPs per token Megatron-Core's throughput figure counts, from the ledger's own
+    model FLOPs (``ledger.arch.flops.model_flops_per_token``, the MFU numerator of
+    ``ledger.step.estimate``): the router taken out, the MTP depths added. Both count
+    causal attention over s / 2 keys."""
+    from ledger.arch.flops import model_flops_per_token
+
+    return model_flops_per_token(model) - router_flops_per_token(model) \
+        + mtp_flops_per_token(model)
