@@ -110,7 +110,7 @@ def _cell(value) -> str:
     return ",".join(value) if isinstance(value, list) else str(value)
 
 
-def _settings(model: str, gpu: str, tp: int) -> dict:
+def _settings(model: str, gpu: str) -> dict:
     backend, recompute, overlap, graphs = OPTIMIZATIONS[(model, gpu)]
     out = {"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": backend,
            "moe_a2a_overlap": overlap, "recompute_modules": list(recompute)}
@@ -128,7 +128,7 @@ def rows() -> tuple[BridgeRow, ...]:
         tp, pp, cp, ep, vp, mbs, gbs = hyper
         key = (model, gpu, dtype, tf)
         case = CASE_STUDY.get(key, {})
-        settings = _settings(model, gpu, tp)
+        settings = _settings(model, gpu)
         if "pp_layout" in case:
             settings["pp_layout"] = case["pp_layout"]
         precision = DTYPE[dtype]
