@@ -187,3 +187,21 @@ def test_moe_mean_error_within_10_percent(outs):
                    "(-30.9%)")
 def test_no_row_beyond_25_percent(outs):
     assert all(abs(o.error) <= 0.25 for o in outs)
+
+
+def test_the_set_aside_reading_runs_apart_from_the_rows():
+    """Table 17's reading of the H100 DeepSeek-V3 run (PP 8, DP 64, its four recompute
+    modules, sec. 9.2.2's 32-stage layout, which PP 8 x VPP 4 takes) runs and fits; it is
+    printed beside the rows, not among them."""
+    from ledger.render.bridge import outcome
+
+    alt = mcore_moe.other_reading()
+    assert (alt.pp, alt.dp, alt.num_microbatches, alt.tokens_per_s_per_gpu) == (8, 64, 128, 1412)
+    model, _, cfg, approx = _cfg(alt)
+    assert approx == () and cfg.recompute_modules == ("mlp", "mla_up_proj", "moe_act",
+                                                      "layernorm")
+    assert alt.layout(model.mtp_layers)[0] == "Et*3|(tt|)*29m|L"
+    assert cfg.stage_layers == (3,) + (2,) * 29 + (0, 0)
+    o = outcome(alt)
+    assert o.status == "ran" and o.fits
+    assert alt.id not in {r.id for r in mcore_moe.rows()}

@@ -110,6 +110,8 @@ def flops_rows() -> list[tuple]:
 
 
 def lines(outs=None) -> list[str]:
+    from ledger.render.bridge import outcome
+
     outs = outcomes() if outs is None else outs
     src = mcore_moe.SOURCE
     out = [f"{src['title']} (arXiv {src['arxiv']}), Table 11 p.{mcore_moe.TABLE_11_PAGE}: "
@@ -152,6 +154,15 @@ def lines(outs=None) -> list[str]:
     for part in ("gb200/deepseek-v3/fp8_mx", "gb200/qwen3-235b-a22b/fp8_mx"):
         out.append(f"  ledger GB300 / GB200 at the {part} row's settings on both: "
                    f"{same_settings_ratio(part, 'gb300'):.3f}")
+    alt = outcome(mcore_moe.other_reading())
+    if alt.status == "ran":
+        out += ["", "the H100 DeepSeek-V3 row at the reading the rule sets aside (Table 17 / sec. "
+                "9.2.2: PP 8, DP 64, recompute mlp, mla_up_proj, moe_act, layernorm, layout "
+                "Et*3|(tt|)*29m|L):",
+                f"  predicted {alt.tokens_per_s_per_gpu:,.0f} against "
+                f"{alt.row.tokens_per_s_per_gpu:,.0f} ({alt.error:+.1%}), "
+                f"{'fits' if alt.fits else 'does NOT fit'} {alt.peak_bytes / GIB:.1f} of "
+                f"{alt.capacity_bytes / GIB:.0f} GiB"]
     out += ["", "FLOPs per token (GFLOP): the paper's TFLOPS/GPU over its tokens/s/GPU, "
             "against the ledger's model FLOPs (estimate's MFU numerator: causal s/2, "
             "router in, MTP out) and the same less the router plus the MTP depth "

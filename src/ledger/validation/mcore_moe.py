@@ -190,3 +190,19 @@ def megatron_flops_per_token(model) -> float:
 
     return model_flops_per_token(model) - router_flops_per_token(model) \
         + mtp_flops_per_token(model)
+
+
+def other_reading() -> BridgeRow:
+    """The H100 DeepSeek-V3 row as ``RULE`` sets it aside: Table 17's PP 8 (DP 64) and its
+    four recompute modules, with sec. 9.2.2's 32-stage layout, which that PP x VPP takes
+    ("allows TP1/PP4 instead of TP2/PP8", p.74, says the same). Shown beside the row,
+    never summed with the prediction rows."""
+    from dataclasses import replace
+
+    row = next(r for r in rows() if r.gpu == "h100" and r.model == "deepseek-v3")
+    clash = CONFLICTS[("deepseek-v3", "h100", "FP8-BLK", 368)]
+    settings = dict(row.recipe["settings"],
+                    recompute_modules=list(clash["recompute_modules"]["table 17"]))
+    return replace(row, id=row.id + "/table-17", pp=clash["pp"]["table 17"],
+                   notes=["Table 17's reading (RULE sets it aside)"],
+                   recipe={**row.recipe, "settings": settings})
