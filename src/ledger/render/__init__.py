@@ -10,7 +10,8 @@ text or SVG), ``run`` (a whole run: days, GPU-hours, cost, energy, checkpoints, 
 rows through report's memory verdict and estimate's step time), ``bridge_pairs`` (their
 rack / HGX ratios and micro-batch pairs), ``bridge_fit`` (the host's
 constants and the Blackwell parts' GEMM share fitted on its declared calibration rows,
-benchmarks/fit.py stages 3 and 4).
+benchmarks/fit.py stages 3 and 4), ``mcore_moe`` (the Megatron Core MoE report's Table 11
+on the Bridge rows' path, with its pairs and FLOPs-per-token check).
 
 May import: everything below it; nothing but ``ledger.parallel`` and the CLI imports it.
 """
