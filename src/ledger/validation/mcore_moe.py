@@ -37,7 +37,9 @@ layout (PP 8 x VPP 4) does not apply to its PP 4 x VPP 4, which takes Megatron-B
 Stated by the paper but not priced by the ledger (``UNPRICED``): optimizer-state offload
 (Table 18, DeepSeek-V3 GB200: Megatron's --offload-optimizer-states, Table 13 p.72, not the
 HybridDeviceOptimizer the ledger prices), activation offload (sec. 8.1, p.68: "activation &
-optimizer state offloading", no row named) and the MoE paged stash.
+optimizer state offloading") on every row but the one Table 5 reprints (``OFFLOAD``: GB200
+Qwen3-235B MXFP8, --offload-modules moe_act by sec. 4.1.5's one stated pairing), and the MoE
+paged stash.
 """
 from __future__ import annotations
 
@@ -90,6 +92,15 @@ CASE_STUDY = {
     ("deepseek-v3", "h100", "FP8-BLK", 368): {
         "fp8_param_gather": True,  # Table 18: FP8 primary weights
         "pp_layout": "Et*3|(tt|)*29m|L"}}  # sec. 9.2.2, p.74: 32 stages (Table 17's PP 8)
+# Table 5 (sec. 4.1.5, p.25) reprints one more row: "Qwen3-235B, TP2->TP1 + EP16->EP64",
+# "+Offload", 175 GB at 920 TF/s - Table 11's GB200 Qwen3-235B MXFP8 run (TP1, EP64, 919
+# TF/s; the paper rounds). Its offloaded modules are not named; the one pairing sec. 4.1.5
+# states ("For moe_act, both strategies apply: recompute the activation while offloading its
+# input", p.25) is the one a row whose B.2 recompute list holds moe_act takes: Megatron's
+# --offload-modules moe_act, the activation's input offloaded, the activation recomputed
+# (ledger.placement.act_offload). Table 5's 175 GB is printed beside the row, not fitted.
+OFFLOAD = {("qwen3-235b-a22b", "gb200", "MXFP8", 919): {
+    "offload_modules": ["moe_act"], "measured_gb": 175, "table": 5, "page": 25}}
 # where Table 17 disagrees with Table 20 / B.2 (Table 20 / B.2 win: RULE)
 CONFLICTS = {
     ("deepseek-v3", "h100", "FP8-BLK", 368): {
@@ -98,7 +109,7 @@ CONFLICTS = {
                               "table 17": ["mlp", "mla_up_proj", "moe_act", "layernorm"]}}}
 # stated for every row, priced by none: sec. 8.1 (p.68) names activation offload in the
 # stack without a row; B.3 names the Megatron-Bridge scripts, whose MoE recipes stash
-UNPRICED = ("activation offload (sec. 8.1, no row named) not priced",)
+UNPRICED = ("activation offload (sec. 8.1) not priced beyond Table 5's row",)
 RULE = ("Table 20 and Appendix B.2 (p.87) set what they state; Tables 17/18 and sec. 9.2.2 "
         "(p.74-75) add what they state for the row they reprint (same model, platform, "
         "precision and TFLOPS/GPU) where Table 20 and B.2 are silent, and yield where they "
@@ -131,6 +142,9 @@ def rows() -> tuple[BridgeRow, ...]:
         settings = _settings(model, gpu)
         if "pp_layout" in case:
             settings["pp_layout"] = case["pp_layout"]
+        if key in OFFLOAD:  # Table 5's row (OFFLOAD)
+            settings |= {"fine_grained_activation_offloading": True,
+                         "offload_modules": list(OFFLOAD[key]["offload_modules"])}
         precision = DTYPE[dtype]
         prec = {"fp8_param_gather": True} if case.get("fp8_param_gather") else {}
         notes = list(UNPRICED) + list(case.get("unpriced", ()))
