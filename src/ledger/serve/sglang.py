@@ -172,6 +172,13 @@ def plan(model, tp: int, pp: int, gpu, weights_bytes: float, layers: int, contex
     reserve = reserved_mb(gpu_mem, tp, pp, model.attention == "mla", chunk, graph_bs)
     fraction = mem_fraction_static if mem_fraction_static is not None \
         else round((gpu_mem - reserve) / gpu_mem, 3)
+    if fraction <= 0:  # SGLang's default fraction would leave nothing: it cannot start
+        field = "chunked_prefill_size" if chunked_prefill_size not in (None, -1) else "gpu"
+        raise LedgerError(field, f"a prefill chunk of {chunk:,} tokens makes SGLang reserve "
+                                 f"{reserve:,.0f} MB for activations and CUDA graphs, more "
+                                 f"than the GPU's {gpu_mem:,.0f} MB (its default "
+                                 f"mem_fraction_static would be {fraction:g}); give a smaller "
+                                 f"--chunked-prefill-size")
     cell = cell_bytes(model, tp, layers, kv_bytes)
     total = cuda_total_bytes(gpu)  # CUDA's free at start-up, not nvidia-smi's figure
     rest = total * fraction - weights_bytes
