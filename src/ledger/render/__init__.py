@@ -11,7 +11,9 @@ rows through report's memory verdict and estimate's step time), ``bridge_pairs``
 rack / HGX ratios and micro-batch pairs), ``bridge_fit`` (the host's
 constants and the Blackwell parts' GEMM share fitted on its declared calibration rows,
 benchmarks/fit.py stages 3 and 4), ``mcore_moe`` (the Megatron Core MoE report's Table 11
-on the Bridge rows' path, with its pairs and FLOPs-per-token check).
+on the Bridge rows' path, with its pairs and FLOPs-per-token check), ``mcore_memory``
+(its sec. 4.1 memory per GPU - Table 3's activations, Table 4's recompute savings,
+permutation and FP8 - against the ledger at Table 3's configuration).
 
 May import: everything below it; nothing but ``ledger.parallel`` and the CLI imports it.
 """

@@ -13,7 +13,8 @@ unreturnable share, the verdict's one other fitted figure.
 tutorial, one run in BF16 / FP8 / MXFP8 / NVFP4 (``ledger.render.bridge_tutorial`` runs it).
 ``mcore_moe`` NVIDIA's Megatron Core MoE report (arXiv 2603.07685v2), Table 11: DeepSeek-V3
 and Qwen3-235B on GB300 / GB200 / H100, settings from Table 20 / B.2 / Tables 17-18 by one
-rule (``ledger.render.mcore_moe`` runs them).
+rule (``ledger.render.mcore_moe`` runs them); its sec. 4.1 memory figures for DeepSeek-V3
+(``MEMORY``, ``ledger.render.mcore_memory`` compares them).
 
 May import: everything below it (up to ``ledger.plan``).
 """

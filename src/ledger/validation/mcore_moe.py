@@ -110,6 +110,23 @@ CONFLICTS = {
 # stated for every row, priced by none: sec. 8.1 (p.68) names activation offload in the
 # stack without a row; B.3 names the Megatron-Bridge scripts, whose MoE recipes stash
 UNPRICED = ("activation offload (sec. 8.1) not priced beyond Table 5's row",)
+# Sec. 4.1 (p.20-25): DeepSeek-V3's memory per GPU at Table 3's "BF16 training (PP4 x VPP4
+# x EP64, 256 GPUs)" and what each technique takes off it, as printed ("GB": the paper does not
+# say 10^9 or 2^30 B) - (what, GB, where, page, which bytes: the step's "peak" allocation or
+# the saved "activations"). Whether they were measured or estimated is not stated.
+MEMORY = (("activations, none of Table 3's remedies", 131.0, "Table 3", 20, "activations"),
+          ("recompute mla_up_proj", 30.4, "Table 4", 24, "peak"),
+          ("recompute moe_act", 3.8, "Table 4", 24, "peak"),
+          ("recompute layernorm", 8.2, "Table 4", 24, "peak"),
+          ("recompute all three", 42.4, "Table 4", 24, "peak"),
+          ("memory-efficient permutation", 26.3, "sec. 4.1.2", 21, "activations"),
+          ("FP8 activations", 16.0, "sec. 4.1.3", 22, "activations"))
+MEMORY_RULE = ("Table 3's configuration is Table 17's GB200 column (TP1/PP4/EP64, VPP4, "
+               "GBS 8192 / MBS 1 / seq 4096, 256 GB200; p.74) - Table 11's GB200 DeepSeek-V3 "
+               "MXFP8 row as RULE sets it - in BF16 (Table 3) and without the row's B.2 "
+               "memory optimizations (recompute, CUDA graphs): Table 3 is the footprint "
+               "'without optimization' (p.20). Each figure is the ledger's difference on the "
+               "peak rank, in the bytes the paper names.")
 RULE = ("Table 20 and Appendix B.2 (p.87) set what they state; Tables 17/18 and sec. 9.2.2 "
         "(p.74-75) add what they state for the row they reprint (same model, platform, "
         "precision and TFLOPS/GPU) where Table 20 and B.2 are silent, and yield where they "
