@@ -111,3 +111,12 @@ def test_the_printed_table():
     assert out[0].startswith("DeepSeek-V3, Table 3's configuration: TP 1 PP 4 VPP 4 EP 64 "
                              "DP 64") and out[0].endswith("rank 0 peaks")
     assert len(out) == 2 + len(PAPER)
+
+
+def test_docs_show_the_comparison():
+    from pathlib import Path
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "memory.md").read_text(
+        encoding="utf-8")
+    assert "\n".join(mm.lines()) + "\n" in re.findall(r"```text\n(.*?)```", page, re.S)

@@ -65,7 +65,7 @@ def test_every_fit_verdict_right_both_ways():
 
 def test_measured_rows_mean_error_within_5_percent():
     errs = errors(ROWS)
-    assert len(errs) == 36 and sum(errs) / len(errs) <= 0.05, sum(errs) / len(errs)
+    assert len(errs) == 39 and sum(errs) / len(errs) <= 0.05, sum(errs) / len(errs)
 
 
 
@@ -91,14 +91,15 @@ def test_t5_1_and_t6_1_price_alike_and_rank_1_peaks():
     assert grads / 2**30 == pytest.approx(23.752, abs=1e-3)
 
 @pytest.mark.xfail(strict=True, reason="issue 31's bar (mean |error| <= 4%, max <= 10%, signed "
-                   "mean within +-2%) does not hold: mean 4.4%, max 20.1%, signed -4.2% (under "
-                   "on 31 of 36 rows). torchtitan's Dec-2024 405B pipeline rows sit under "
+                   "mean within +-2%) does not hold: mean 4.6%, max 20.1%, signed -4.3% (under "
+                   "on 33 of 39 rows). torchtitan's Dec-2024 405B pipeline rows sit under "
                    "(T5-1 -20%, T6-4 -17%, T6-1 -12.5%, T5-2 -7% counted stage by stage) and "
                    "70B sync TP T4-1 -12%: torch 2.6's "
                    "1F1B and Interleaved1F1B keep the same per micro-batch, and T5-1 / T6-1 "
                    "price alike yet measured 7.2 GiB apart (docs/memory.md, 'What it does not "
                    "explain'); what stays after the step is 5-6% under on the Megatron MoE "
-                   "case and the GPT 7B tp1 pp4 one")
+                   "case and the GPT 7B tp1 pp4 one; the Megatron Core MoE report's Qwen3-235B "
+                   "TP2 EP16 baseline (Table 5) is -15.8%")
 def test_measured_rows_meet_the_issue_31_bar():
     errs = [error(r) for r in ROWS if r.metric != "outcome"]
     absolute = [abs(e) for e in errs]

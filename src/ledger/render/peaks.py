@@ -11,7 +11,8 @@ _SHORT = {"pytorch/torchtitan@d4c86e37": "torchtitan 2024-12", "pytorch/torchtit
           "torchtitan 2025-06", "NVIDIA/Megatron-LM@d98e8a64": "Megatron-LM",
           "pytorch/torchtitan@395a5262": "torchtitan 2024-04",
           "pytorch/torchtitan@3faaa1a0": "torchtitan 2024-08",
-          "DeepSeek-V3 technical report": "DeepSeek-V3 report"}
+          "DeepSeek-V3 technical report": "DeepSeek-V3 report",
+          "NVIDIA Megatron Core MoE report": "MCore MoE report"}
 
 
 def source_name(row) -> str:
@@ -26,7 +27,8 @@ def _row(row, placed) -> str:
     from ledger.validation.memory import error, predicted
 
     ranks = placed.memory_by_rank
-    top = max(ranks, key=lambda m: m.reserved_bytes) if row.metric == "reserved" else ranks[-1]
+    key = {"reserved": "reserved_bytes", "max-alloc": "allocated_bytes"}.get(row.metric)
+    top = max(ranks, key=lambda m: getattr(m, key)) if key else ranks[-1]
     where = f"{top.moment}, rank {top.rank}" if top.moment else ""
     head = f"{row.role[:5]:<5} {source_name(row):<18} {row.label:<44} {row.metric:<9}"
     if row.metric == "outcome":

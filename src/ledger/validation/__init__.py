@@ -5,7 +5,8 @@
 the one rule that settles a run's open settings, and the fits that ``benchmarks/fit.py``
 prints; ``scale`` the runs at 384 to 3,360 A100s (Narayanan's Table 2, BLOOM, MT-NLG);
 ``memory`` the measured peak memory of published runs, each in its source's own
-definition, and the fragmentation fit ``benchmarks/fit_memory.py`` prints.
+definition, and the fragmentation fit ``benchmarks/fit_memory.py`` prints (``peak`` its
+row; ``memory_mcore`` the Megatron Core MoE report's Table 5 runs among them).
 ``outcomes`` the runs that ran or went out of memory bounding the allocator's
 unreturnable share, the verdict's one other fitted figure.
 ``bridge`` NVIDIA's Megatron-Bridge published pre-training rows with their sources

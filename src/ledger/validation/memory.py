@@ -13,6 +13,9 @@ What each source measured (``Peak.metric``):
   (global_vars.py L234-241: the TensorBoard writer lives on rank world - 1, the last
   pipeline stage in the default order tp-cp-ep-dp-pp) - the ledger's last rank's
   ``allocated_bytes``.
+- ``max-alloc``: the largest ``max allocated`` Megatron-LM's report_memory prints, one line
+  per pipeline rank (megatron/training/utils/common_utils.py L313-334 @d98e8a64) - the
+  ledger's largest ``allocated_bytes`` over the ranks (``memory_mcore``: a paper's "Mem").
 - ``resident``: Megatron-LM's ``mem-allocated-bytes`` after the step (same lines):
   the last rank's state.
 - ``outcome``: the run ran (1) or went out of memory (0): the ledger's verdict, what
@@ -33,36 +36,18 @@ only) - and every other row is a prediction.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ledger.config import ParallelConfig
 from ledger.model import ModelSpec, llama2_13b, llama2_70b, llama3_8b, llama3_70b, llama3_405b
+from ledger.validation.peak import METRICS, GiB, Peak  # noqa: F401  (the row, re-exported)
 
-GiB = 2**30
-METRICS = ("reserved", "allocated", "resident", "outcome")
 TT24 = "pytorch/torchtitan@d4c86e37 docs/performance.md"  # its Tables 1-6 (Dec 2024)
 TT25 = "pytorch/torchtitan@cbccb387 benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md"
 TT_A100 = "pytorch/torchtitan@395a5262 and @1ea476e9 docs/performance.md (Apr 2024)"
 TT_405 = "pytorch/torchtitan@3faaa1a0 docs/performance.md (Aug 2024)"
 MEGATRON = "NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases/gpt"
 DSV3 = "DeepSeek-V3 technical report (arXiv:2412.19437) sec. 3.1-3.3"
-
-
-@dataclass(frozen=True)
-class Peak:
-    """One measured run: its settings, what was measured and how (``metric``)."""
-
-    source: str
-    label: str
-    model: ModelSpec
-    cfg: ParallelConfig
-    gpu: str  # the GPU preset; the platform the source names where no capacity is needed
-    metric: str  # METRICS
-    measured: float  # bytes, or 1.0 (ran) / 0.0 (out of memory) for "outcome"
-    role: str = "prediction"  # "calibration": the fragmentation is fitted on it; "bound":
-    #   an outcome row that bounds the unreturnable share (ledger.validation.outcomes)
-    note: str = ""
 
 
 def _tt24(label, model, seq, role="prediction", gpu="h100-96gb", **cfg) -> dict:
@@ -254,8 +239,10 @@ def _deepseek_outcome() -> list[Peak]:
 
 
 def peaks() -> list[Peak]:
+    from ledger.validation.memory_mcore import table5
+
     return (_torchtitan_2024_12() + _torchtitan_2025_06() + _megatron() + _megatron_moe()
-            + _torchtitan_outcomes() + _deepseek_outcome())
+            + table5() + _torchtitan_outcomes() + _deepseek_outcome())
 
 
 def calibration_rows() -> list[Peak]:
@@ -287,6 +274,8 @@ def predicted(row: Peak, fragmentation: tuple[float, float] | None = None,
         return ranks[-1].state_bytes + ranks[-1].kept_bytes  # and the buffers kept for the run
     if row.metric == "allocated":
         return ranks[-1].allocated_bytes
+    if row.metric == "max-alloc":
+        return max(m.allocated_bytes for m in ranks)
     if fragmentation is None:
         reserved = max(m.reserved_bytes for m in ranks)
     else:

@@ -1,0 +1,89 @@
+"""The Megatron Core MoE report's Table 5 (sec. 4.1.5, p.25) as memory validation rows
+(ledger.validation.memory_mcore): each run's settings are the ones ledger.render.bridge
+gives the Table 11 run the rule names, with only what Table 5 names changed.
+
+Golden figures copied from "Scalable Training of Mixture-of-Experts Models with Megatron
+Core", arXiv 2603.07685v2, as extracted in AICO-Ascend/AICO-Knowledge @
+14bb8fb48ba5696564c8aedc4da2b18dc21d5bb8, extraction/fulltext/scalable-training-of-mixture-
+of-experts-models-with-megatron-core.txt, Table 5 (p.25): DeepSeek-V3 full TP1PP8EP32VPP4
+MXFP8 169 GB -> 151 GB with offload; Qwen3-235B TP2 EP16 172 GB -> TP1 EP64 with offload
+175 GB. Tolerance: issue 31's bar for a measured row, |error| <= 10%."""
+from dataclasses import replace
+
+import pytest
+
+from ledger.render.bridge import config_of, model_of, precision_of
+from ledger.system import system
+from ledger.validation import mcore_moe
+from ledger.validation.memory import _placed, error, peaks, predicted
+from ledger.validation.memory_mcore import MCORE, qwen3_235b_a22b, table5
+
+ROWS = {r.label: r for r in table5()}
+TABLE_11 = {(r.model, r.gpu, r.precision_published): r for r in mcore_moe.rows()}
+
+
+def _bridge(row):
+    row = row.as_run()
+    model = model_of(row)
+    return model, config_of(row, precision_of(row)[0], model)[0]
+
+
+def _table5_runs():
+    """Table 5's runs as Table 11's rows with Table 5's changes (the module's rule)."""
+    ds = replace(TABLE_11[("deepseek-v3", "gb200", "BF16")], precision="fp8_mx",
+                 precision_published="MXFP8")
+    q = TABLE_11[("qwen3-235b-a22b", "gb200", "MXFP8")]
+    base = {k: v for k, v in q.recipe["settings"].items()
+            if k not in ("fine_grained_activation_offloading", "offload_modules")}
+    q16 = replace(q, tp=2, ep=16, recipe={**q.recipe, "settings": base})
+    return {"DeepSeek-V3 TP1 PP8 EP32 VPP4 MXFP8 (T5)": ds,
+            "DeepSeek-V3 T5 +offload: modules unstated": ds,
+            "Qwen3-235B TP2 EP16 MXFP8 (T5)": q16,
+            "Qwen3-235B TP1 EP64 MXFP8 +offload moe_act": q}
+
+
+@pytest.mark.parametrize("label", list(ROWS))
+def test_each_row_is_the_rules_table_11_run(label):
+    model, cfg = _bridge(_table5_runs()[label])
+    # seq_default only labels a report ("default; --seq to set"): the reader sets it and
+    # render.bridge's replace(seq_len=...) keeps it; Table 11 states 4,096 tokens
+    assert ROWS[label].model == replace(model, seq_default=False) and ROWS[label].cfg == cfg
+
+
+def test_the_published_figures():
+    got = {r.label: (r.metric, r.measured) for r in table5()}
+    assert got == {"DeepSeek-V3 TP1 PP8 EP32 VPP4 MXFP8 (T5)": ("max-alloc", 169e9),
+                   "DeepSeek-V3 T5 +offload: modules unstated": ("outcome", 1.0),
+                   "Qwen3-235B TP2 EP16 MXFP8 (T5)": ("max-alloc", 172e9),
+                   "Qwen3-235B TP1 EP64 MXFP8 +offload moe_act": ("max-alloc", 175e9)}
+    assert all(r.gpu == "gb200" and r.role == "prediction" for r in table5())
+    assert sum(r.source == MCORE for r in peaks()) == 4
+    assert qwen3_235b_a22b().params == pytest.approx(235e9, rel=0.01)
+
+
+def test_max_alloc_is_the_worst_ranks_allocation():
+    row = ROWS["Qwen3-235B TP2 EP16 MXFP8 (T5)"]
+    ranks = _placed(row).memory_by_rank
+    assert predicted(row) == max(m.allocated_bytes for m in ranks) > ranks[-1].allocated_bytes
+
+
+@pytest.mark.parametrize("label", list(ROWS))
+def test_every_run_fits_on_gb200(label):
+    """Every Table 5 run ran: the verdict (reserved + context, every rank) fits."""
+    ranks = _placed(ROWS[label]).memory_by_rank
+    assert max(m.required_bytes for m in ranks) <= system("gb200").gpu.hbm_bytes
+
+
+def _case(label):
+    marks = []
+    if label == "Qwen3-235B TP2 EP16 MXFP8 (T5)":
+        marks = [pytest.mark.xfail(strict=True, reason=(
+            "measured -15.8% (134.9 GiB against 172 GB = 160.2 GiB): the baseline's PP, VPP "
+            "and micro-batch are not stated - the rule gives it the offload run's PP 4 VPP 6 "
+            "MBS 3 at TP 2 EP 16"))]
+    return pytest.param(label, marks=marks)
+
+
+@pytest.mark.parametrize("label", [_case(k) for k, r in ROWS.items() if r.metric != "outcome"])
+def test_within_ten_percent(label):
+    assert abs(error(ROWS[label])) <= 0.10, f"{error(ROWS[label]):+.1%}"
