@@ -43,9 +43,12 @@ DIFFERS = {
     "recompute all three": "the sum of the two above and layernorm (57.7 GB against 42.4)",
     "FP8 activations": (
         "ledger 19.3 GB of activations off with MXFP8 (half of 38.6 GB of GEMM inputs); the "
-        "paper halves ~32 GB - 16 GB; not traced (one candidate: MLA's q and kv "
-        "down-projections each keep their own FP8 copy of the norm output they share in "
-        "BF16)"),
+        "paper halves ~32 GB - 16 GB. A sourced candidate, not priced: MLA's q and kv "
+        "down-projections are two TE Linears over one norm output (gpt_layer_specs.py L296, "
+        "L302, L304 @d98e8a64; mla_down_proj_fusion off, transformer_config.py L3338); in "
+        "BF16 both save that tensor, in FP8 each quantizes and saves its own copy (TE "
+        "linear.py L425-436, L601-621 @d0067d0d) - the ledger counts one: ~2.3 GB here "
+        "(76 x 4,096 x 7,168 x 1.03 B), which would put it at ~17.0 GB"),
 }
 
 
