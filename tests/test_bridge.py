@@ -226,6 +226,35 @@ def test_a_recipes_constructed_config_is_read_by_its_literal_arguments():
     assert _constructed({"c": "expr:C(a=1, b=x, c=[2])", "d": "expr:f"}) == {"c.a": 1, "c.c": [2]}
 
 
+def test_a_helper_called_with_keywords_sets_what_the_call_passes():
+    """tools/bridge_recipes.py binds an expanded helper's parameters to the call's literal
+    arguments (``bound``): 0.6's DeepSeek-V3 MXFP8 recipes call
+    _enable_deepseek_full_iteration_mxfp8(cfg, fp8_dot_product_attention=True,
+    fp8_output_proj=True) on GB300 (perf_recipes/deepseek/gb300/deepseek_v3.py L157 @
+    v0.6.0) and with fp8_output_proj=True alone on GB200 (gb200/deepseek_v3.py L160), whose
+    body assigns both fields from its parameters, fp8_dot_product_attention defaulting to
+    False (common.py L49-82); _benchmark_common's cross_entropy_impl default "te" and
+    Nemotron 3 Ultra's builder arguments (EP 64, GBS 256) likewise."""
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    for gpu, dpa in (("gb300", True), ("gb200", False)):
+        r = _one(release="26.08", gpu=gpu, model="deepseek-v3")
+        assert r.recipe["settings"]["model.fp8_output_proj"] is True
+        assert r.recipe["settings"]["mixed_precision.fp8_dot_product_attention"] is dpa
+        assert r.setting("cross_entropy_fusion_impl") == "te"
+        cfg, _ = config_of(r, precision_of(r)[0], model_of(r))
+        assert cfg.fp8_attention is dpa
+    r = _one(release="26.08", gpu="gb300", model="nemotron-3-ultra")
+    got = r.recipe["settings"]
+    assert (got["model.expert_model_parallel_size"], got["train.global_batch_size"]) == (64, 256)
+    assert "ep" not in r.disagree and "gbs" not in r.disagree
+    # no row's recipe keeps a parameter of a helper it expanded as an expression
+    left = {(r.id, k) for r in ROWS for k, v in (r.recipe.get("settings") or {}).items()
+            if v in ("expr:fp8_output_proj", "expr:fp8_dot_product_attention",
+                     "expr:cross_entropy_impl")}
+    assert not left
+
+
 def test_the_first_launcher_sets_deepseek_v3s_dispatcher_overlap_and_recompute():
     """v0.1.0rc3 scripts/performance/run_script.py L55-95 (25.09): DeepSeek-V3 on H100 with
     DeepEP (the flex dispatcher, recipes/deepseek/deepseek_v3.py L146-149), the combined

@@ -235,15 +235,42 @@ GRAPH_HELPERS = {
 }
 
 
-def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> list:
+def bound(fn: ast.FunctionDef, call: ast.Call | None, env: dict) -> dict:
+    """A helper's parameters as ``_literal``'s environment (name -> (value,)): its literal
+    defaults, then the call's literal arguments, positional and keyword, by name - 0.6's
+    DeepSeek-V3 recipes pass their choices as keywords
+    (``_enable_deepseek_full_iteration_mxfp8(cfg, fp8_dot_product_attention=True,
+    fp8_output_proj=True)``, perf_recipes/deepseek/gb300/deepseek_v3.py L157 @ v0.6.0, whose
+    body assigns ``cfg.model.fp8_output_proj = fp8_output_proj``, common.py L49-82). A
+    parameter whose value is not a literal stays unbound (its uses stay "expr:...")."""
+    a = fn.args
+    out = {}
+    positional = a.posonlyargs + a.args
+    for arg, default in zip(positional[len(positional) - len(a.defaults):], a.defaults):
+        out[arg.arg] = default
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        if default is not None:
+            out[arg.arg] = default
+    if call is not None:
+        out |= {arg.arg: node for arg, node in zip(positional, call.args)}
+        out |= {k.arg: k.value for k in call.keywords if k.arg is not None}
+    values = {name: _literal(node, env) for name, node in out.items()}
+    return {name: (v,) for name, v in values.items()
+            if not (isinstance(v, str) and v.startswith("expr:"))}
+
+
+def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0,
+           env: dict | None = None) -> list:
     """The ``cfg.<section>.<field> = value`` assignments a recipe function makes, in order,
-    helpers of the same modules called with ``cfg`` expanded in place (3 deep), and so is
+    helpers of the same modules called with ``cfg`` expanded in place (3 deep, each with
+    its parameters bound to the call's literal arguments: ``bound``), and so is
     another recipe function it starts from (``cfg = other_config()``, 0.6's DeepSeek-V4 Flash
     GB300 recipe running its GB200 one), and Megatron-Bridge's CUDA-graph helpers
     (``GRAPH_HELPERS``) as the fields they set, each followed by a ("graph helper", where)
     step: a list of (field, value, line, condition, function). Values are literals or
     "expr:<source>"."""
     out = []
+    env = {} if env is None else env
 
     def walk(body, cond):
         for st in body:
@@ -258,9 +285,11 @@ def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> 
                 start = st.value.func.id if isinstance(st.value, ast.Call) and \
                     isinstance(st.value.func, ast.Name) else None
                 if t == "cfg" and start in funcs and depth < 3:
-                    out.extend(expand(*_callee(funcs, start), cond, depth + 1))
+                    callee, scope = _callee(funcs, start)
+                    out.extend(expand(callee, scope, cond, depth + 1,
+                                      bound(callee, st.value, env)))
                 elif t.startswith("cfg.") and t != "cfg.env_vars":
-                    out.append((t[4:], _literal(st.value, {}), st.lineno, cond, fn.name))
+                    out.append((t[4:], _literal(st.value, env), st.lineno, cond, fn.name))
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
                 call = st.value
                 name = call.func.id if isinstance(call.func, ast.Name) else None
@@ -268,7 +297,8 @@ def expand(fn: ast.FunctionDef, funcs: dict, cond: str = "", depth: int = 0) -> 
                                isinstance(a, ast.Attribute) and ast.unparse(a).startswith("cfg")
                                for a in call.args)
                 if name in funcs and uses_cfg and depth < 3:
-                    out.extend(expand(*_callee(funcs, name), cond, depth + 1))
+                    callee, scope = _callee(funcs, name)
+                    out.extend(expand(callee, scope, cond, depth + 1, bound(callee, call, env)))
                 elif name in GRAPH_HELPERS and call.args and \
                         ast.unparse(call.args[0]) == "cfg.model":
                     for field_, value in GRAPH_HELPERS[name](call):
