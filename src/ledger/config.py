@@ -223,6 +223,7 @@ class ParallelConfig:
     # (ledger.step.layer_time.attention_peak); under BF16 or another recipe it changes
     # nothing. Its kernel keeps q, k, v in FP8 (ledger.frameworks.fp8_attention)
     fp8_attention: bool = False
+    fp8_output_proj: bool = False  # the LM head in MXFP8 (ledger.frameworks.fp8_head)
     # the experts as Megatron's TE op fuser with TE's CuTe DSL kernels, and its dGLU + dbias
     # kernel as cuDNN frontend 1.24-1.25 ran it (cudnn-frontend#256): ledger.step.eager
     fused_grouped_mlp: bool = False
@@ -241,8 +242,7 @@ class ParallelConfig:
         fw = framework_of(self)
         fw.check_zero(self.zero_stage)
         if self.offload not in OFFLOADS:
-            raise LedgerError("offload", f"must be one of {', '.join(OFFLOADS)}, got "
-                                         f"{self.offload!r}")
+            raise LedgerError("offload", f"must be one of {', '.join(OFFLOADS)}, got {self.offload!r}")
         fw.check_offload(self.offload, self.zero_stage)
         if self.finetune is not None and fw.fp8 is not None:
             raise LedgerError("finetune", "fine-tuning is priced with BF16 GEMMs; drop "

@@ -32,7 +32,8 @@ def unpriced_flags(a: argparse.Namespace) -> list[str]:
     the ledger does not model, and the HyperConnections', whose recompute it does not
     (ledger.frameworks.recompute_modules), and mla_up_proj on DeepSeek-V4's attention,
     whose up-projections' recompute it does not (``model_attention``, set where the model
-    is loaded). The Bridge rows name the last alike (render.bridge)."""
+    is loaded); --fp8-output-proj's MXFP8 copies of the LM head's input and weight. The
+    Bridge rows name the last two alike (render.bridge)."""
     given = getattr(a, "recompute_modules", None) or ()
     mods = [m for m in given if m in UNPRICED_RECOMPUTE_MODULES]
     out = [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections' "
@@ -40,6 +41,9 @@ def unpriced_flags(a: argparse.Namespace) -> list[str]:
     if "mla_up_proj" in given and getattr(a, "model_attention", None) == "csa":
         out.append("--recompute-modules mla_up_proj (DeepSeek-V4's attention up-projections' "
                    "recompute, not modelled: priced as not recomputed)")
+    if getattr(a, "fp8_output_proj", False):  # its GEMMs priced (ledger.frameworks.fp8_head)
+        out.append("--fp8-output-proj (the LM head's MXFP8 input and weight copies, not "
+                   "modelled: its memory priced as the BF16 head's)")
     return out
 
 
@@ -58,6 +62,22 @@ def check_fp8_attention(a: argparse.Namespace) -> None:
                                            f"{'/'.join(FP8_ATTENTION_RECIPES)}; got --framework"
                                            f" {a.framework}, --precision "
                                            f"{a.precision or 'default'}")
+
+
+def check_fp8_output_proj(a: argparse.Namespace) -> None:
+    """--fp8-output-proj outside Megatron's MXFP8 recipe is refused, as Megatron-Core
+    refuses fp8_output_proj without fp8 and the mxfp8 recipe (transformer_config.py
+    L1569-1575 @d98e8a64; ledger.frameworks.fp8_head)."""
+    if not getattr(a, "fp8_output_proj", False):
+        return
+    from ledger.frameworks.fp8_head import fp8_head
+
+    if not fp8_head(a):
+        raise LedgerError("fp8_output_proj", f"--fp8-output-proj runs the LM head in MXFP8 "
+                                             f"under --framework megatron, --precision fp8, "
+                                             f"--fp8-recipe mxfp8; got --framework "
+                                             f"{a.framework}, --precision "
+                                             f"{a.precision or 'default'}")
 
 
 MAX_EP_SMS = 1024  # the parse's bound; ``check_ep_sms`` holds it to the GPU's own count
@@ -188,6 +208,10 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "one is published, else the FP8 peak (Megatron-Core's "
                         "fp8_dot_product_attention as Megatron-Bridge recipes set it, TE "
                         "fp8_dpa; under the delayed, tensorwise and mxfp8 recipes; default off)")
+    g.add_argument("--fp8-output-proj", dest="fp8_output_proj", action="store_true",
+                   help="the LM head's GEMMs (and an MTP depth's logits) in MXFP8 (Megatron-"
+                        "Core's fp8_output_proj as Megatron-Bridge recipes set it; under "
+                        "the mxfp8 recipe only; default off: the head in BF16)")
     g.add_argument("--moe-shared-expert-overlap", dest="shared_expert_overlap",
                    action="store_true",
                    help="run the shared experts beside the dispatcher's all-to-alls "
@@ -291,6 +315,7 @@ def step_flags(a: argparse.Namespace) -> dict:
     from ledger.frameworks import get
 
     check_fp8_attention(a)
+    check_fp8_output_proj(a)
     if a.dropout:
         t = table(get(a.framework).activations)
         if not (t.residual_dropout_masks or t.eager_dropout):
@@ -304,6 +329,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                 ep_backend=a.ep_backend, ep_sms=getattr(a, "ep_sms", None),
                 shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
                 fp8_attention=bool(getattr(a, "fp8_attention", False)),
+                fp8_output_proj=bool(getattr(a, "fp8_output_proj", False)),
                 fused_grouped_mlp=bool(getattr(a, "fused_grouped_mlp", False)),
                 delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
                 dp_bucket_params=getattr(a, "dp_bucket_params", None),

@@ -183,3 +183,14 @@ _FP8_DPA_SAVED = (
     "megatron/core/fp8_utils.py L777-788 (fp8_dpa under current scaling and MXFP8)")
 _megatron_only("fp8_attention_saved", _FP8_DPA_SAVED,
                "not offered (Megatron-Core's fp8_dot_product_attention only)")
+# the LM head under MXFP8 (ledger.frameworks.fp8_head)
+_FP8_HEAD = (
+    "Megatron-LM d98e8a64 megatron/core/transformer/transformer_config.py L635-638 "
+    "(fp8_output_proj), L1569-1575 (fp8 and the mxfp8 recipe only); fp8_utils.py L730-744 "
+    "(is_mxfp8_output_proj_active); models/gpt/gpt_model.py L271-276 (the output layer a "
+    "TELMHeadColumnParallelLinear); extensions/transformer_engine.py L1785-1905 (a TE linear "
+    "layer under get_fp8_context); Megatron-Bridge scripts/performance/configs/deepseek/"
+    "deepseek_llm_pretrain.py L81-82, L121-122 @v0.5.0, perf_recipes/deepseek/gb300/"
+    "deepseek_v3.py L157, gb200 L160 @v0.6.0")
+_megatron_only("fp8_output_proj", _FP8_HEAD,
+               "not offered (Megatron-Core's fp8_output_proj only)")

@@ -50,6 +50,7 @@ HOST_FACTS = ("cuda_graph", "ep_backend",  # and what the host launches (ledger.
               "ep_sms",  # the SMs the flex dispatcher takes from compute (step.ep_sms),
               "shared_expert_overlap", "delay_wgrad",  # what hides EP (step.layer_comms),
               "fp8_attention",  # the attention core's rate (step.layer_time.attention_peak)
+              "fp8_output_proj",  # the LM head's rate (step.gemm.head_peak)
               "fused_grouped_mlp")  # the experts' activation passes (step.eager)
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.

@@ -26,7 +26,8 @@ the measured figure:
   (``RECIPE_STATE``).
 - recipe settings (with what a release's launcher sets beyond them,
   ``ledger.validation.bridge_scripts``): ``moe_flex_dispatcher_backend``
-  (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap.
+  (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap;
+  ``fp8_output_proj`` (``bridge_launch.fp8_output_proj``) -> the LM head in MXFP8.
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
   DeepSeek-style 128x128 blockwise -> "blockwise"; MXFP8 -> the "mxfp8" recipe where the
   ledger has one, else "blockwise" (block-scaled FP8 at the FP8 rate, scales per 128 not per
@@ -50,8 +51,9 @@ from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
                                         TP_OVERLAP_MODELS, ep_sms_of, expandable_segments,
-                                        fsdp_double_buffer, grad_accumulation_fusion,
-                                        graph_scopes, loss_of, tp_overlap)
+                                        fp8_output_proj, fsdp_double_buffer,
+                                        grad_accumulation_fusion, graph_scopes, loss_of,
+                                        shared_expert_overlap, tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
@@ -211,6 +213,12 @@ def config_of(row: BridgeRow, precision: str | None,
     if True in (row.setting("fp8_dot_product_attention"),
                 row.precision_setting("fp8_dot_product_attention")):
         kw["fp8_attention"] = True
+    # the LM head in MXFP8 (fp8_output_proj: ledger.frameworks.fp8_head); its MXFP8 copies
+    # are not priced in memory
+    if fp8_output_proj(row):
+        kw["fp8_output_proj"] = True
+        approx.append("the LM head's MXFP8 input and weight copies (fp8_output_proj) not "
+                      "priced in memory")
     # the fused grouped MLP: the 0.5 configs' cutedsl_fused_grouped_mlp (op fuser and
     # NVTE_CUTEDSL_FUSED_GROUPED_MLP=1: utils/overrides.py L238-243, perf_plugins.py L308-309
     # @ v0.5.1), the 0.6 recipes' own (deepseek/common.py L70, gb300/deepseek_v3.py L177);
@@ -265,20 +273,6 @@ def config_of(row: BridgeRow, precision: str | None,
         if v not in (None, "none", 0, False) and not str(v).startswith("expr:"):
             approx.append(what.format(v) + " not priced")
     return ParallelConfig(**kw), tuple(approx)
-
-
-def shared_expert_overlap(row: BridgeRow, model, dispatcher) -> bool:
-    """--moe-shared-expert-overlap as the row's recipe runs it: the model providers of the
-    shared-expert families turn it on (DeepSeek: models/deepseek/deepseek_provider.py L76
-    @ v0.1.0rc3, L78 @ v0.2.0 / v0.3.0; Kimi: models/kimi/kimi_provider.py L91 @ v0.3.0;
-    Nemotron-H: models/nemotronh/nemotron_h_provider.py L56 @ v0.3.0, nemotron_h_bridge.py
-    L298 @ v0.4.0); the performance scripts turn it off with the combined 1F1B (above) and
-    the recipes with the flex dispatcher (recipes/deepseek/deepseek_v3.py L145-149 @
-    v0.1.0rc3, recipes/nemotronh/nemotron_3_nano.py L224-226 @ v0.3.0,
-    scripts/performance/utils/utils.py L417-419 at 067f987d); release 25.09's launcher
-    sets the combined 1F1B and DeepEP on H100 (``ledger.validation.bridge_scripts``)."""
-    return bool(model is not None and model.is_moe and model.shared_experts
-                and dispatcher != "flex")
 
 
 def system_of(row: BridgeRow):

@@ -1,8 +1,9 @@
 """What a Megatron-Bridge release's perf launch sets beyond its recipe's model config, per
 table row (``ledger.validation.bridge.BridgeRow``): the state dtypes the perf scripts keep,
 the caching allocator's expandable segments, TE's TP comm-GEMM overlap, the loss kernel
-(``loss_of``), the CUDA graphs it captures (``graph_scopes``) and the flex dispatcher's SMs
-(``ep_sms_of``) - each with the file and
+(``loss_of``), the CUDA graphs it captures (``graph_scopes``), the flex dispatcher's SMs
+(``ep_sms_of``), the LM head's MXFP8 (``fp8_output_proj``) and the shared experts' overlap
+(``shared_expert_overlap``) - each with the file and
 line at the release's tag it is read from."""
 from __future__ import annotations
 
@@ -174,3 +175,38 @@ def ep_sms_of(row: BridgeRow) -> int | None:
         return PERF_HYBRIDEP_SMS
     own = row.setting("moe_deepep_num_sms")
     return own if isinstance(own, int) and own > 0 else None
+
+
+# the one condition the 0.5 recipe functions set fp8_output_proj under (scripts/performance/
+# configs/deepseek/deepseek_llm_pretrain.py L81-82 (GB300), L121-122 (GB200) @v0.5.0;
+# gpt_oss/gpt_oss_llm_pretrain.py, the GB300 / GB200 functions at L401 / L431): the run's
+# precision recipe is MXFP8
+MXFP8_TEST = "cfg.mixed_precision.fp8_recipe == 'mxfp8'"
+
+
+def fp8_output_proj(row: BridgeRow) -> bool:
+    """The LM head under MXFP8 (``ledger.frameworks.fp8_head``) as the row's recipe set it:
+    its own model.fp8_output_proj (the 0.6 recipes, e.g. perf_recipes/deepseek/gb300/
+    deepseek_v3.py L157 @v0.6.0), else its function's, set under the MXFP8 test
+    (``MXFP8_TEST``) where the row's precision recipe is MXFP8."""
+    own = row.setting("fp8_output_proj")
+    if isinstance(own, bool):
+        return own
+    for value, when in (row.pretrain.get("conditional") or {}).get("model.fp8_output_proj", ()):
+        if when == MXFP8_TEST and row.precision_setting("fp8_recipe") == "mxfp8":
+            return bool(value)
+    return False
+
+
+def shared_expert_overlap(row: BridgeRow, model, dispatcher) -> bool:
+    """--moe-shared-expert-overlap as the row's recipe runs it: the model providers of the
+    shared-expert families turn it on (DeepSeek: models/deepseek/deepseek_provider.py L76
+    @ v0.1.0rc3, L78 @ v0.2.0 / v0.3.0; Kimi: models/kimi/kimi_provider.py L91 @ v0.3.0;
+    Nemotron-H: models/nemotronh/nemotron_h_provider.py L56 @ v0.3.0, nemotron_h_bridge.py
+    L298 @ v0.4.0); the performance scripts turn it off with the combined 1F1B (above) and
+    the recipes with the flex dispatcher (recipes/deepseek/deepseek_v3.py L145-149 @
+    v0.1.0rc3, recipes/nemotronh/nemotron_3_nano.py L224-226 @ v0.3.0,
+    scripts/performance/utils/utils.py L417-419 at 067f987d); release 25.09's launcher
+    sets the combined 1F1B and DeepEP on H100 (``ledger.validation.bridge_scripts``)."""
+    return bool(model is not None and model.is_moe and model.shared_experts
+                and dispatcher != "flex")

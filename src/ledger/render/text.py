@@ -147,7 +147,11 @@ def fp8_lines(cfg) -> list[str]:
     passes = "fprop, dgrad, wgrad" + (" with a Hadamard transform" if rec.wgrad_rht else "")
     from ledger.frameworks.fp8_attention import fp8_attention
 
+    from ledger.frameworks.fp8_head import fp8_head
+
     core = "attention core in FP8 (fp8_dpa); " if fp8_attention(cfg) else "attention core, "
+    head = "router in BF16, output head in MXFP8 (fp8_output_proj)" if fp8_head(cfg) else \
+        "router, output head in BF16"
     if any(rec.bf16_layers):
         kept += f"; the first {rec.bf16_layers[0]} and last {rec.bf16_layers[1]} layers in BF16"
     if rec.bf16_mtp:
@@ -157,7 +161,7 @@ def fp8_lines(cfg) -> list[str]:
             + " (quantization file)"
     return [f"  {rec.gemm_format + ' recipe':<20}{rec.name}: {rec.summary}",
             f"  {'':<20}linear-layer GEMMs in {low} ({passes}) at the {rec.gemm_format.upper()}"
-            f" peak; {core}router, output head in BF16; {kept}"]
+            f" peak; {core}{head}; {kept}"]
 
 
 def placement_text(model, cfg, pl, capacity=None) -> str:

@@ -3,7 +3,8 @@ the frameworks shape them under TP, ETP and EP (ledger.step sums them into step 
 Under an FP8 recipe each linear layer's GEMMs run at the GPU's FP8 peak where
 ``ledger.frameworks.fp8.gemm_precision`` says so (the same in fprop, dgrad and wgrad: every pass of
 a linear layer), at the same sustained share of that peak (no separate FP8 figure is
-published or fitted); the attention core, the router and the output head stay BF16."""
+published or fitted); the attention core, the router and the output head stay BF16 (the head in MXFP8 under
+Megatron's fp8_output_proj: ``head_peak``, ``ledger.frameworks.fp8_head``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -60,6 +61,17 @@ def _peaks(cfg, gpu) -> dict:
     for module, fmt in (rec.module_formats if rec is not None else ()):
         out[module] = getattr(gpu, FORMAT_PEAK[fmt]) * kernel_share(gpu.name, fmt)
     return out
+
+
+def head_peak(cfg, gpu):
+    """The peak the LM head's GEMMs run at: MXFP8's (the FP8 peak times its kernels' measured
+    share, as a quantization file's MXFP8 module) under ``fp8_output_proj``
+    (``ledger.frameworks.fp8_head``), else None (BF16, ``gemm_s``'s default)."""
+    from ledger.frameworks.fp8_head import fp8_head
+
+    if not fp8_head(cfg) or not getattr(gpu, "fp8_flops", 0.0) > 0:
+        return None
+    return gpu.fp8_flops * kernel_share(gpu.name, "mxfp8")
 
 
 def _csa_gemms(model: ModelSpec, tokens, tp, gpu, cal, pk, ratio: int):

@@ -68,7 +68,7 @@ from ledger.step.exposed import exposures
 from ledger.placement import optim_offload
 from ledger.placement.offload import cpu_step_s, link_s
 from ledger.step.dp import dp_split, nccl_system
-from ledger.step.gemm import gemm_s
+from ledger.step.gemm import gemm_s, head_peak
 from ledger.step.host import for_host, host_excess_s, launched_s
 from ledger.step.optimizer import muon_s
 from ledger.step.recompute import rerun_flops_per_token
@@ -199,7 +199,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     # ledger.placement.stages): each one more layer of the stack's kind and one more output head
     # (its 2h x h projection left out)
     heads = st.head_share * (1 + model.mtp_layers)
-    out_f = heads * gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal)
+    out_f = heads * gemm_s(tokens, model.vocab / cfg.tp, model.hidden, system.gpu, cal,
+                           peak=head_peak(cfg, system.gpu))  # BF16, or MXFP8 (fp8_head)
     out_w = out_f * head_wgrad_share(model, getattr(cfg, "finetune", None))
     # the loss's passes over the logits (ledger.frameworks.losses: Loss.traffic_bytes)
     loss_f, loss_b = (heads * tokens * model.vocab / cfg.tp * b / system.gpu.hbm_bytes_per_s
