@@ -99,3 +99,27 @@ def test_bridge_rows_read_it_from_their_recipe():
         r.as_run(), precision_of(r.as_run())[0], model_of(r.as_run()))[0].fp8_output_proj]
     assert len(on) == 13 and all(("/gb200/" in i or "/gb300/" in i) and "/fp8_mx/" in i
                                  and i[:5] >= "26.06" for i in on)
+
+
+def test_the_planner_prices_it_like_estimate():
+    """fp8_output_proj, held fixed with the run's other facts (plan.search.HOST_FACTS),
+    reaches the planner's arrays as it reaches estimate(): every row moves by what
+    estimate() moves it, none slower."""
+    import numpy as np
+
+    from ledger.frameworks import get as get_framework
+    from ledger.plan import Pins, enumerate_grid
+    from ledger.plan.search import _config, _price
+
+    sysm, prec, on = system("gb200"), "fp8-mxfp8", {"fp8_output_proj": True}
+    g = enumerate_grid(MODEL, 8, 32, sysm, Pins(), get_framework("megatron"))
+    step, *_ = _price(MODEL, sysm, DEFAULT, g, prec, "adam", "megatron", facts=on)
+    plain, *_ = _price(MODEL, sysm, DEFAULT, g, prec, "adam", "megatron")
+    assert (step <= plain * (1 + 1e-12)).all() and (step < plain * (1 - 1e-3)).any()
+
+    def est(i, facts):
+        return estimate(MODEL, _config(g, i, "megatron", True, prec, None, Pins(), MODEL,
+                                       facts), sysm, tp_overlap=bool(g["tpov"][i]),
+                        precision=prec).step_time_s
+    for i in np.random.default_rng(0).choice(len(step), 10, replace=False):
+        assert est(i, on) - est(i, {}) == pytest.approx(step[i] - plain[i], rel=1e-6, abs=1e-9)
