@@ -77,7 +77,8 @@ def test_cell_within_tolerance(op, gpu, backend, ep, measured_us):
 
 def test_nccl_all_to_all_cells_within_a_tenth_on_their_geometric_mean():
     """The alltoall dispatcher's 16 cells: NCCL at nccl-tests' measured rates
-    (ledger.system.A2A) comes within 10% on their geometric mean."""
+    (ledger.system.A2A) comes within 10% on their geometric mean (1.01: a band set after
+    the comparison was first printed)."""
     from math import exp, log
 
     ratios = [cell_s(gpu, "alltoall", ep) * 1e6 / rows[i]

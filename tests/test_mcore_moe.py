@@ -6,12 +6,14 @@ Core", arXiv 2603.07685v2, as extracted in AICO-Ascend/AICO-Knowledge @
 14bb8fb48ba5696564c8aedc4da2b18dc21d5bb8, extraction/fulltext/scalable-training-of-mixture-
 of-experts-models-with-megatron-core.txt: Table 11 (p.69), Table 20 and Appendix B.2
 (p.87), Table 17 (p.74) and the pipeline layouts of sec. 9.2.2 (p.74-75)."""
+from dataclasses import replace
+
 import pytest
 
 from ledger.arch.flops import model_flops_per_token
 from ledger.io import parse_layout
 from ledger.render import mcore_moe as render
-from ledger.render.bridge import config_of, model_of, precision_of
+from ledger.render.bridge import config_of, model_of, outcome, precision_of
 from ledger.validation import mcore_moe
 
 # Table 11 (p.69): model, system, #GPUs, seqlen, dtype, per-GPU TF, tokens/s/GPU
@@ -106,7 +108,8 @@ def test_the_papers_flops_per_token_are_megatrons_count():
     4,096 (259.9 to 260.7 over its four rows), Qwen3-235B 147.1 to 150.1 at 4,096 and
     739.1 at 131,072. The ledger's count in Megatron-Core's convention (causal attention
     over s/2 keys, the MTP depth in, the router out) is within 1.5% of every row - the
-    spread of the paper's own rows of one model - and within 0.3% of its MXFP8 rows."""
+    spread of the paper's own rows of one model - and within 0.3% of its MXFP8 rows (both
+    bands set after the comparison was first printed)."""
     for r in mcore_moe.rows():
         meg = mcore_moe.megatron_flops_per_token(model_of(r))
         assert _paper(r) == pytest.approx(meg, rel=0.015), r.id
@@ -118,25 +121,23 @@ def test_the_papers_flops_per_token_are_megatrons_count():
 def test_which_convention_each_count_uses():
     """What separates the ledger's MFU numerator (ledger.arch.flops.model_flops_per_token,
     estimate's ``model_flops``) from the paper's: not the causal mask - both count s/2
-    keys; the non-causal count puts the 131,072-token row 81% over the paper -, but the
-    MTP depth (the ledger leaves it out: DeepSeek-V3 3.9% under the paper) and the router
-    (the ledger counts it: Qwen3-235B 0.2% over the paper's MXFP8 rows, where Megatron's
-    count is within 0.06%)."""
+    keys; the non-causal count puts the 131,072-token row over half as high again -, but
+    the MTP depth (the ledger leaves it out: DeepSeek-V3 a few percent under the paper)
+    and the router (the ledger counts it, 6 h E per MoE layer: Qwen3-235B a fraction of a
+    percent over the paper's MXFP8 rows)."""
     rows = {(r.model, r.gpu, r.precision, r.seq_len): r for r in mcore_moe.rows()}
     long = rows["qwen3-235b-a22b", "gb300", "fp8_mx", 131072]
     m = model_of(long)
-    assert model_flops_per_token(m, causal=False) / _paper(long) == pytest.approx(1.81, abs=0.01)
+    assert model_flops_per_token(m, causal=False) > 1.5 * _paper(long)
     assert model_flops_per_token(m) == pytest.approx(_paper(long), rel=0.01)
     ds = rows["deepseek-v3", "gb300", "fp8_mx", 4096]
     m = model_of(ds)
     assert m.mtp_layers == 1
-    assert model_flops_per_token(m) / _paper(ds) == pytest.approx(0.961, abs=0.001)
-    assert mcore_moe.mtp_flops_per_token(m) / 1e9 == pytest.approx(10.18, abs=0.01)
+    assert model_flops_per_token(m) < 0.98 * _paper(ds)  # the MTP depth left out
     qw = rows["qwen3-235b-a22b", "gb300", "fp8_mx", 4096]
     m = model_of(qw)
     assert mcore_moe.router_flops_per_token(m) == 6 * 4096 * 128 * 94
-    assert model_flops_per_token(m) / _paper(qw) == pytest.approx(1.0025, abs=0.0005)
-    assert mcore_moe.megatron_flops_per_token(m) == pytest.approx(_paper(qw), rel=6e-4)
+    assert _paper(qw) < model_flops_per_token(m) < 1.005 * _paper(qw)  # the router in
 
 
 def test_every_row_runs_and_every_one_that_ran_is_judged_to_fit(outs):
@@ -145,20 +146,21 @@ def test_every_row_runs_and_every_one_that_ran_is_judged_to_fit(outs):
     assert [o.row.id for o in outs if not o.fits] == []
 
 
-def test_table_5_row_runs_its_offload_and_is_priced_near_its_measured_175_gb(outs):
+def test_table_5_row_runs_its_offload_and_fits(outs):
     """Table 5 (p.25) reprints Table 11's GB200 Qwen3-235B MXFP8 run (TP1 EP64, 920 ~ 919
-    TF/s) "+Offload" at 175 GB measured; sec. 4.1.5's one stated pairing (moe_act:
-    recomputed, its input offloaded) is the rule's reading. Without it the row would be
-    judged 235.3 GiB of 185; with it the priced peak is 177.0 GiB against the measured
-    175 GB = 162.98 GiB (+8.6%; GB read as 10^9 B - the paper states no unit)."""
+    TF/s) "+Offload"; the rule reads sec. 4.1.5's one stated pairing (moe_act recomputed,
+    its input offloaded) - a reading chosen with the row's priced peaks in view
+    (mcore_moe.OFFLOAD), so Table 5's 175 GB is no evidence for it (memory_mcore: role
+    "chosen"). Held here: the run, which ran, is judged to fit with it and not without."""
     key = ("qwen3-235b-a22b", "gb200", "MXFP8", 919)
     assert mcore_moe.OFFLOAD[key]["offload_modules"] == ["moe_act"]
     o = next(o for o in outs if o.row.id == "mcore-2603.07685/gb200/qwen3-235b-a22b/fp8_mx/"
              "256g/seq4096")
-    measured = mcore_moe.OFFLOAD[key]["measured_gb"] * 1e9
     assert o.fits
-    assert o.peak_bytes / 2**30 == pytest.approx(177.0, abs=0.1)
-    assert abs(o.peak_bytes / measured - 1) <= 0.10
+    s = {k: v for k, v in o.row.recipe["settings"].items()
+         if k not in ("fine_grained_activation_offloading", "offload_modules")}
+    bare = outcome(replace(o.row, recipe={**o.row.recipe, "settings": s}))
+    assert not bare.fits and bare.peak_bytes > bare.capacity_bytes
 
 
 def test_gb300_is_predicted_faster_than_gb200_as_published(outs):

@@ -7,7 +7,9 @@ Core", arXiv 2603.07685v2, as extracted in AICO-Ascend/AICO-Knowledge @
 14bb8fb48ba5696564c8aedc4da2b18dc21d5bb8, extraction/fulltext/scalable-training-of-mixture-
 of-experts-models-with-megatron-core.txt, Table 5 (p.25): DeepSeek-V3 full TP1PP8EP32VPP4
 MXFP8 169 GB -> 151 GB with offload; Qwen3-235B TP2 EP16 172 GB -> TP1 EP64 with offload
-175 GB. Tolerance: issue 31's bar for a measured row, |error| <= 10%."""
+175 GB, each GB read as 2^30 B (mcore_moe.GB). Tolerance: issue 31's bar for a measured
+row, |error| <= 10%. The Qwen3 offload row's modules were read with its priced peaks in
+view (mcore_moe.OFFLOAD): role "chosen", held to no bar."""
 from dataclasses import replace
 
 import pytest
@@ -52,11 +54,16 @@ def test_each_row_is_the_rules_table_11_run(label):
 
 def test_the_published_figures():
     got = {r.label: (r.metric, r.measured) for r in table5()}
-    assert got == {"DeepSeek-V3 TP1 PP8 EP32 VPP4 MXFP8 (T5)": ("max-alloc", 169e9),
+    assert got == {"DeepSeek-V3 TP1 PP8 EP32 VPP4 MXFP8 (T5)": ("max-alloc", 169 * 2**30),
                    "DeepSeek-V3 T5 +offload: modules unstated": ("outcome", 1.0),
-                   "Qwen3-235B TP2 EP16 MXFP8 (T5)": ("max-alloc", 172e9),
-                   "Qwen3-235B TP1 EP64 MXFP8 +offload moe_act": ("max-alloc", 175e9)}
-    assert all(r.gpu == "gb200" and r.role == "prediction" for r in table5())
+                   "Qwen3-235B TP2 EP16 MXFP8 (T5)": ("max-alloc", 172 * 2**30),
+                   "Qwen3-235B TP1 EP64 MXFP8 +offload moe_act": ("max-alloc", 175 * 2**30)}
+    assert all(r.gpu == "gb200" for r in table5())
+    assert {r.label: r.role for r in table5()} == {
+        "DeepSeek-V3 TP1 PP8 EP32 VPP4 MXFP8 (T5)": "prediction",
+        "DeepSeek-V3 T5 +offload: modules unstated": "prediction",
+        "Qwen3-235B TP2 EP16 MXFP8 (T5)": "prediction",
+        "Qwen3-235B TP1 EP64 MXFP8 +offload moe_act": "chosen"}
     assert sum(r.source == MCORE for r in peaks()) == 4
     assert qwen3_235b_a22b().params == pytest.approx(235e9, rel=0.01)
 
@@ -78,12 +85,13 @@ def _case(label):
     marks = []
     if label == "Qwen3-235B TP2 EP16 MXFP8 (T5)":
         marks = [pytest.mark.xfail(strict=True, reason=(
-            "measured -15.8% (134.9 GiB against 172 GB = 160.2 GiB): the baseline's PP, VPP "
+            "measured -21.6% (134.9 GiB against 172 GiB): the baseline's PP, VPP "
             "and micro-batch are not stated - the rule gives it the offload run's PP 4 VPP 6 "
             "MBS 3 at TP 2 EP 16"))]
     return pytest.param(label, marks=marks)
 
 
-@pytest.mark.parametrize("label", [_case(k) for k, r in ROWS.items() if r.metric != "outcome"])
+@pytest.mark.parametrize("label", [_case(k) for k, r in ROWS.items()
+                                   if r.metric != "outcome" and r.role != "chosen"])
 def test_within_ten_percent(label):
     assert abs(error(ROWS[label])) <= 0.10, f"{error(ROWS[label]):+.1%}"

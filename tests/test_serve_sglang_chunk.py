@@ -51,12 +51,17 @@ def test_chunked_prefill_size_reaches_sglangs_plan():
 
 
 def test_a_chunk_whose_reserve_exceeds_the_gpu_is_refused_in_one_line():
-    """A chunk of 65,536 tokens on an H100 (81,559 MB): 512 + 65,536 x 1.5 + ... = 100,816
-    MB reserved, more than the GPU - SGLang's default mem_fraction_static would be
-    (81,559 - 100,816) / 81,559 = -0.236 and it cannot start. One line naming the field
-    and the numbers, exit 2 - not a negative fraction printed before 'would refuse'."""
+    """A chunk of 65,536 tokens on an H100 (81,559 MiB): its prefill reserve alone, 65,536 x
+    1.5 = 98,304 MiB (SGLang's rule, test_chunk_given_sizes_the_reserve_by_hand), is more
+    than the GPU, so SGLang's default mem_fraction_static would be negative and it cannot
+    start. One line naming the field and the numbers, exit 2 - not a negative fraction
+    printed before 'would refuse'."""
+    import re
     code, out, err = run("serve", QWEN, "--context", "8192", "--engine", "sglang",
                          "--chunked-prefill-size", "65536")
     assert code == 2 and out == "" and err.count("\n") == 1
-    assert "chunked_prefill_size:" in err and "65,536" in err and "100,816 MB" in err
-    assert "81,559 MB" in err and "-0.236" in err
+    assert err.startswith("error: chunked_prefill_size: ") and "65,536" in err
+    reserve, gpu = (float(x.replace(",", "")) for x in re.findall(r"([\d,]+) MiB", err))
+    assert gpu == 81559 and reserve > 98304
+    fraction = float(re.search(r"would be (-[\d.]+)", err).group(1))
+    assert fraction == round((gpu - reserve) / gpu, 3) < 0

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from ledger.validation import mcore_moe
 
-GB = 1e9  # the paper's GB read as printed; GiB = 2**30 is its other reading
+GB = mcore_moe.GB  # the paper's GB, its one reading (2^30 B)
 MODULES = {"recompute mla_up_proj": ("mla_up_proj",), "recompute moe_act": ("moe_act",),
            "recompute layernorm": ("layernorm",),
            "recompute all three": ("mla_up_proj", "moe_act", "layernorm")}
@@ -80,14 +80,15 @@ def ledger_bytes(what: str, kind: str) -> float:
     if what == "memory-efficient permutation":
         model = table3_config()[0]
         act = _saved("activations", recompute="selective", recompute_modules=("moe_act",))
-        return act * getattr(model, "expert_hidden", model.hidden) / model.moe_ffn_hidden
+        return act * model.expert_hidden / model.moe_ffn_hidden
     if what == "FP8 activations":
         return _saved(kind, precision=precision_of(table3_row())[0])
     raise KeyError(what)
 
 
 def rows() -> list[tuple[str, float, float, str, int]]:
-    """(what, published bytes as 10^9 B, the ledger's bytes, where, page) of each entry."""
+    """(what, published bytes (its GB as 2^30 B), the ledger's bytes, where, page) of each
+    entry."""
     return [(what, gb * GB, ledger_bytes(what, kind), where, page)
             for what, gb, where, page, kind in mcore_moe.MEMORY]
 
@@ -98,7 +99,7 @@ def lines() -> list[str]:
            f"EP {cfg.ep} DP {cfg.dp}, micro-batch {cfg.micro_batch} x {model.seq_len:,} "
            f"tokens, {cfg.num_microbatches} micro-batches, BF16, {gpu.name}; rank "
            f"{peak_rank()} peaks",
-           f"{'what':<40} {'where':<16} {'paper GB':>9} {'ledger GB':>10} {'error':>7}"]
+           f"{'what':<40} {'where':<16} {'paper GiB':>9} {'ledger GiB':>10} {'error':>7}"]
     for what, pub, mine, where, page in rows():
         out.append(f"{what:<40} {where + f' p.{page}':<16} {pub / GB:9.1f} {mine / GB:10.1f} "
                    f"{mine / pub - 1:+7.1%}")

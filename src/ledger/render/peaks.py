@@ -59,7 +59,7 @@ def memory_table(rows=None) -> str:
     for r in rows:
         if r.metric != "outcome":
             groups.setdefault((r.role, source_name(r)), []).append(abs(error(r)))
-    for role in ("calibration", "prediction"):
+    for role in ("calibration", "prediction", "chosen"):
         every = []
         for (rl, src), errs in groups.items():
             if rl == role:
@@ -67,8 +67,10 @@ def memory_table(rows=None) -> str:
                 lines.append(_summary(role[:5], src, errs))
         if every:
             lines.append(_summary(role[:5], "all measured", every))
-    lines.append(_summary("all", "measured rows", [e for v in groups.values() for e in v]))
-    signed = [error(r) for r in rows if r.metric != "outcome"]
+    # a reading chosen with its priced figure in view is in no summary but its own
+    lines.append(_summary("all", "measured rows", [e for (rl, _), v in groups.items()
+                                                   for e in v if rl != "chosen"]))
+    signed = [error(r) for r in rows if r.metric != "outcome" and r.role != "chosen"]
     if signed:
         lines.append(f"{'all':<5} {'signed mean':<18} {sum(signed) / len(signed):+.1%}   "
                      f"(under on {sum(e < 0 for e in signed)} of {len(signed)} rows)")

@@ -169,7 +169,7 @@ def _sglang_lines(est) -> list[str]:
     p = min(est.sglang, key=lambda x: x.max_total_num_tokens)
     c = est.cfg
     given = "--mem-fraction-static" if c.mem_fraction_static is not None else (
-        f"SGLang's default: {p.gpu_mem_mb:,.0f} MB less {p.reserved_mb:,.0f} MB reserved "
+        f"SGLang's default: {p.gpu_mem_mb:,.0f} MiB less {p.reserved_mb:,.0f} MiB reserved "
         f"for activations and CUDA graphs (chunked prefill "
         f"{'off' if p.chunked_prefill_size == -1 else format(p.chunked_prefill_size, ',')}, "
         f"CUDA graphs to batch {p.cuda_graph_max_bs})")

@@ -175,8 +175,8 @@ def plan(model, tp: int, pp: int, gpu, weights_bytes: float, layers: int, contex
     if fraction <= 0:  # SGLang's default fraction would leave nothing: it cannot start
         field = "chunked_prefill_size" if chunked_prefill_size not in (None, -1) else "gpu"
         raise LedgerError(field, f"a prefill chunk of {chunk:,} tokens makes SGLang reserve "
-                                 f"{reserve:,.0f} MB for activations and CUDA graphs, more "
-                                 f"than the GPU's {gpu_mem:,.0f} MB (its default "
+                                 f"{reserve:,.0f} MiB for activations and CUDA graphs, more "
+                                 f"than the GPU's {gpu_mem:,.0f} MiB (its default "
                                  f"mem_fraction_static would be {fraction:g}); give a smaller "
                                  f"--chunked-prefill-size")
     cell = cell_bytes(model, tp, layers, kv_bytes)

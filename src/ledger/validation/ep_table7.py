@@ -44,7 +44,6 @@ SOURCE = ("NVIDIA, 'Scalable Training of Mixture-of-Experts Models with Megatron
           "of-mixture-of-experts-models-with-megatron-core.txt)")
 EP_SIZES = (8, 16, 32, 64)
 GPUS = {"GB200": "gb200", "H100": "h100-sxm"}  # the table's column -> the ledger's preset
-BACKENDS = ("hybridep", "alltoall")
 TOKENS = 4096  # one sequence of 4096 a GPU (the rule above)
 
 # (operation, table GPU, backend) -> microseconds at EP 8, 16, 32, 64, as printed

@@ -98,7 +98,10 @@ CASE_STUDY = {
 # states ("For moe_act, both strategies apply: recompute the activation while offloading its
 # input", p.25) is the one a row whose B.2 recompute list holds moe_act takes: Megatron's
 # --offload-modules moe_act, the activation's input offloaded, the activation recomputed
-# (ledger.placement.act_offload). Table 5's 175 GB is printed beside the row, not fitted.
+# (ledger.placement.act_offload). This reading was chosen with the row's priced peaks in view
+# (without offload 235.3 GiB, 'does NOT fit'; expert_fc1 + moe_act 136.9; with core_attn and
+# attn_proj too 105.0; every module 90.2; moe_act 177.0 against Table 5's 175 GB), so Table
+# 5's figure for it is no prediction (ledger.validation.memory_mcore: role "chosen").
 OFFLOAD = {("qwen3-235b-a22b", "gb200", "MXFP8", 919): {
     "offload_modules": ["moe_act"], "measured_gb": 175, "table": 5, "page": 25}}
 # where Table 17 disagrees with Table 20 / B.2 (Table 20 / B.2 win: RULE)
@@ -108,11 +111,15 @@ CONFLICTS = {
         "recompute_modules": {"B.2": ["mla_up_proj", "mlp"],
                               "table 17": ["mlp", "mla_up_proj", "moe_act", "layernorm"]}}}
 # stated for every row, priced by none: sec. 8.1 (p.68) names activation offload in the
-# stack without a row; B.3 names the Megatron-Bridge scripts, whose MoE recipes stash
+# stack without a row
 UNPRICED = ("activation offload (sec. 8.1) not priced beyond Table 5's row",)
+# The paper's "GB", one reading for all its memory figures (Tables 3-5, secs. 4.1.2-4.1.3,
+# 4.1.6): 2^30 B, the unit Megatron-LM's report_memory prints its figures in (MiB labelled
+# "MB": mega_bytes = 1024 x 1024, megatron/training/utils/common_utils.py L320-321 @d98e8a64)
+# - the paper does not say; a GiB reading is what a figure copied from those logs means.
+GB = 2**30
 # Sec. 4.1 (p.20-25): DeepSeek-V3's memory per GPU at Table 3's "BF16 training (PP4 x VPP4
-# x EP64, 256 GPUs)" and what each technique takes off it, as printed ("GB": the paper does not
-# say 10^9 or 2^30 B) - (what, GB, where, page, which bytes: the step's "peak" allocation or
+# x EP64, 256 GPUs)" and what each technique takes off it, as printed (in ``GB``) - (what, GB, where, page, which bytes: the step's "peak" allocation or
 # the saved "activations"). Whether they were measured or estimated is not stated.
 MEMORY = (("activations, none of Table 3's remedies", 131.0, "Table 3", 20, "activations"),
           ("recompute mla_up_proj", 30.4, "Table 4", 24, "peak"),
@@ -125,8 +132,10 @@ MEMORY_RULE = ("Table 3's configuration is Table 17's GB200 column (TP1/PP4/EP64
                "GBS 8192 / MBS 1 / seq 4096, 256 GB200; p.74) - Table 11's GB200 DeepSeek-V3 "
                "MXFP8 row as RULE sets it - in BF16 (Table 3) and without the row's B.2 "
                "memory optimizations (recompute, CUDA graphs): Table 3 is the footprint "
-               "'without optimization' (p.20). Each figure is the ledger's difference on the "
-               "peak rank, in the bytes the paper names.")
+               "'without optimization' (p.20), memory-efficient permutation read as on in "
+               "the baseline (Megatron-Core's only formulation; sec. 4.1.2's 26.3 GB is priced "
+               "apart). Each figure is the ledger's difference on the peak rank, in the bytes "
+               "the paper names, its GB read as GB (2^30 B).")
 RULE = ("Table 20 and Appendix B.2 (p.87) set what they state; Tables 17/18 and sec. 9.2.2 "
         "(p.74-75) add what they state for the row they reprint (same model, platform, "
         "precision and TFLOPS/GPU) where Table 20 and B.2 are silent, and yield where they "

@@ -23,7 +23,9 @@ class Peak:
     metric: str  # METRICS
     measured: float  # bytes, or 1.0 (ran) / 0.0 (out of memory) for "outcome"
     role: str = "prediction"  # "calibration": the fragmentation is fitted on it; "bound":
-    #   an outcome row that bounds the unreturnable share (ledger.validation.outcomes)
+    #   an outcome row that bounds the unreturnable share (ledger.validation.outcomes);
+    #   "chosen": a reading of the source picked with the row's priced figure in view -
+    #   printed, in no calibration or prediction figure
     note: str = ""
 
 
