@@ -111,11 +111,11 @@ def fsdp_double_buffers(model, cfg, fw) -> dict[str, float]:
 
 def grid_double_buffers(model, cfg, zero, fw):
     """``fsdp_double_buffers``' total on the planner's rows of one layout (``cfg`` its
-    tp, ep, resharding and the run's ``fsdp_double_buffer``), each at its ZeRO stage
+    tp, ep, etp, resharding and the run's ``fsdp_double_buffer``), each at its ZeRO stage
     ``zero`` (an array): on the ZeRO-3 rows only."""
     from types import SimpleNamespace
 
-    one = SimpleNamespace(tp=cfg.tp, ep=cfg.ep, etp=None, zero_stage=3,
+    one = SimpleNamespace(tp=cfg.tp, ep=cfg.ep, etp=getattr(cfg, "etp", None), zero_stage=3,
                           reshard_after_forward=cfg.reshard_after_forward,
                           fsdp_double_buffer=getattr(cfg, "fsdp_double_buffer", False))
     return sum(fsdp_double_buffers(model, one, fw).values()) * (np.asarray(zero) == 3)

@@ -36,6 +36,8 @@ not priced here.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ledger.config import expert_tp
 from ledger.placement.experts import moe_tokens
 
@@ -120,5 +122,6 @@ def ep_buffers(model, cfg, domain: int = NVL_PEERS) -> dict[str, float]:
     if getattr(cfg, "ep_backend", "deepep") == "hybridep":
         tokens = moe_tokens(cfg, model.seq_len * cfg.micro_batch / cfg.cp)
         return hybridep_bytes(tokens, model.hidden, model.num_experts // cfg.ep,
-                              min(ranks, domain))
+                              min(ranks, domain) if np.ndim(domain) == 0  # the planner's
+                              else np.minimum(ranks, domain))  # rows: an array of domains
     return deepep_bytes(model.hidden, ranks, int(getattr(cfg, "ep_sms", None) or DEFAULT_SMS))

@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import comb
 
+import numpy as np
+
 from ledger.arch.selective import selected
 from ledger.config import dispatcher, expert_tp, sp_shard_dispatch
 from ledger.errors import LedgerError, require_divides
@@ -173,12 +175,18 @@ def _flex(z: _Sizes, model, cfg, lay) -> list:
     """DeepEP: per token one IB copy per other destination node (``remote_nodes``), then
     each (token, expert) row that lands on another GPU of its node - (L - 1)/L of them -
     forwarded over NVLink (per row: an upper bound, DeepEP sends a token once per GPU).
-    Numbers only (the planner does not search this dispatcher)."""
+    Numbers, or the planner's arrays of them."""
     link, near, per_node = _links(lay, "ep")
     nodes = cfg.ep // per_node
     sides = z.passes * (1 + z.rho) * z.steps
-    cap = z.rows / max(z.local, 1e-300)  # top_k x capacity
-    ib = z.local * cfg.moe.capacity_factor * remote_nodes(model, nodes) * z.h_bytes * sides
+    if np.ndim(nodes) or np.ndim(z.local):  # the planner's rows
+        each, of = np.unique(nodes, return_inverse=True)
+        remote = np.array([remote_nodes(model, int(n)) for n in each])[of].reshape(
+            np.shape(nodes))
+        cap = z.rows / np.maximum(z.local, 1e-300)
+    else:
+        remote, cap = remote_nodes(model, nodes), z.rows / max(z.local, 1e-300)  # top_k x cf
+    ib = z.local * cfg.moe.capacity_factor * remote * z.h_bytes * sides
     nvl = z.local * cap * (per_node - 1) / per_node * z.h_bytes * sides
     g, m = model.router_groups, model.router_group_topk
     limit = f" (<= {m} of {g} groups per token)" if m and m < g else ""

@@ -2,9 +2,19 @@
 shapes (tp, cp, pp, dp, ep, micro-batch, micro-batches) that divide the cluster and the
 batch, and for each the categorical choices the framework runs (schedule and vp, ZeRO,
 HSDP shard, SP, CP kind, TP overlap, CPU offload) under every recompute mode.
+
+A run's expert grid and dispatcher held fixed (``Held``: ``search.EXPERT_FACTS``) keep
+only the candidates Megatron builds and the ledger prices with them: ETP x EP tiling one
+PP stage (Megatron-Core parallel_state.py L874-884 @d98e8a64: world divisible by
+etp x ep x pp), EP then ranging over the stage's ranks / etp; an expert TP other than
+tp only under sequence parallelism, where the dispatcher starts from the SP shard
+(``config.check_config``); the flex dispatcher at expert TP 1, the one it is modelled
+at (``config.check_config``), and DeepEP over more than one rank ("DeepEP dispatcher
+requires TPxEP > 1", token_dispatcher.py L1836 @d98e8a64).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
@@ -18,20 +28,47 @@ from ledger.system import System
 MICRO_BATCHES = (1, 2, 4, 8)
 
 
+@dataclass(frozen=True)
+class Held:
+    """The expert grid and dispatcher a run holds in every candidate: expert TP (None:
+    each candidate's tp, Megatron's default), the token dispatcher (None: the
+    framework's) and the flex dispatcher's backend (None: DeepEP)."""
+
+    etp: int | None = None
+    dispatcher: str | None = None
+    backend: str | None = None
+
+    def expert_tp(self, tp: int) -> int:
+        return tp if self.etp is None else self.etp
+
+    def sps(self, tp: int, fw=None) -> tuple:
+        """The SP choices of a candidate of ``tp``: an expert TP other than tp needs the
+        dispatcher to start from the SP shard (Megatron's, under SP)."""
+        sps = (True, False) if tp > 1 else (True,)
+        if self.expert_tp(tp) != tp:
+            sps = (True,) if fw is None or fw.moe_tokens_sp_shard else ()
+        return sps
+
+
 def _pow2_upto(n: int) -> list[int]:
     return [1 << k for k in range(n.bit_length()) if (1 << k) <= n]
 
 
-def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins):
-    """(tp, cp, pp, dp, ep, mb, m) tuples that divide exactly."""
+def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins,
+            held: Held = Held(), fw=None):
+    """(tp, cp, pp, dp, ep, mb, m) tuples that divide exactly, their expert grid as
+    ``held`` keeps it (module docstring)."""
     seq = model.seq_len
+    kind = held.dispatcher or (fw.moe_dispatcher if fw is not None else None)
+    deepep = kind == "flex" and (held.backend or "deepep") == "deepep" and model.is_moe
     tps = [t for t in _pow2_upto(min(gpus, 4 * system.gpus_per_node, pins.max_tp or gpus))
            if split_problem(model, t) is None]
     cps = [c for c in _pow2_upto(min(gpus, max(seq // 256, 1)))
            if c == 1 or seq % (2 * c) == 0] if not pins.no_cp else [1]
     for tp, cp in product(tps, cps):
+        etp = held.expert_tp(tp)
         if gpus % (tp * cp) or (pins.tp or tp) != tp or (pins.cp or cp) != cp \
-                or split_problem(model, tp, cp) is not None:
+                or split_problem(model, tp, cp) is not None or (kind == "flex" and etp > 1):
             continue
         for pp in range(1, min(model.layers, pins.max_pp or gpus) + 1):
             if (gpus // (tp * cp)) % pp or (pins.pp or pp) != pp:
@@ -39,8 +76,10 @@ def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins)
             dp = gpus // (tp * cp * pp)
             if (pins.dp or dp) != dp:
                 continue
-            eps = [e for e in range(1, dp * cp + 1) if (dp * cp) % e == 0
-                   and model.num_experts % e == 0] if model.is_moe else [1]
+            stage = tp * cp * dp  # ETP x EP tiles it (at etp = tp: EP divides dp x cp)
+            eps = [e for e in range(1, stage // etp + 1) if stage % (etp * e) == 0
+                   and model.num_experts % e == 0 and not (deepep and etp * e == 1)] \
+                if model.is_moe else [1]
             for ep, mb in product(eps, MICRO_BATCHES):
                 if (pins.ep or ep) != ep or (pins.micro_batch or mb) != mb or batch % (dp * mb):
                     continue
@@ -63,7 +102,7 @@ def _schedules(model: ModelSpec, pp: int, m: int, pins: Pins, fw=None) -> list[t
 
 
 def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, finetune=None,
-              memo=None, rcs=(0,)) -> np.ndarray:
+              memo=None, rcs=(0,), held: Held = Held()) -> np.ndarray:
     """Categorical choices for one shape: (schedule, vp), zero, hsdp shard, sp, cp kind,
     TP overlap and, for a fine-tune, CPU offload; with a framework ``fw``, only the
     pipelines (Framework.pipeline_problem), ZeRO stages and offloads it runs; each under
@@ -76,7 +115,7 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, fine
     memo = {} if memo is None else memo
     key = (tp, cp, dp * cp)
     if key not in memo:
-        memo[key] = _inner(model, tp, cp, dp * cp, system, pins, fw, finetune)
+        memo[key] = _inner(model, tp, cp, dp * cp, system, pins, fw, finetune, held)
     inner = memo[key]
     if ("schedules", pp, m) not in memo:
         memo["schedules", pp, m] = np.array(
@@ -90,9 +129,10 @@ def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, fine
     return out.reshape(9, -1)
 
 
-def _inner(model, tp, cp, replicas, system, pins, fw, finetune) -> np.ndarray:
+def _inner(model, tp, cp, replicas, system, pins, fw, finetune,
+           held: Held = Held()) -> np.ndarray:
     """(zero, shard, sp, ulysses, TP overlap, offload) choices, the same for every
-    schedule."""
+    schedule; SP as the ``held`` expert TP allows it."""
     zeros = [z for z in range(4) if (pins.zero if pins.zero is not None else z) == z
              and (fw is None or z in fw.zero_stages)]
     kinds = [0]  # ring; 1: Ulysses
@@ -105,7 +145,7 @@ def _inner(model, tp, cp, replicas, system, pins, fw, finetune) -> np.ndarray:
             shards += [s for s in _pow2_upto(replicas // 2) if s >= system.gpus_per_node
                        and replicas % s == 0]
         offloads = offload_choices(fw, zero, finetune, replicas)
-        for shard, sp, off in product(shards, (True, False) if tp > 1 else (True,), offloads):
+        for shard, sp, off in product(shards, held.sps(tp, fw), offloads):
             for ov in ((False, True) if tp > 1 and sp else (False,)):
                 if (pins.tp_overlap if pins.tp_overlap is not None else ov) == ov:
                     inner.append((zero, shard, sp, kind, ov, off))
@@ -117,17 +157,18 @@ NAMES = ("tp", "cp", "pp", "dp", "ep", "mb", "m", "vp", "sched", "zero", "shard"
 
 
 def enumerate_grid(model, gpus, batch, system, pins, fw=None, finetune=None,
-                   order=None) -> dict[str, np.ndarray]:
+                   order=None, held: Held = Held()) -> dict[str, np.ndarray]:
     """Every candidate as columns (sizes as ints, categorical fields as small codes); with a
     framework ``fw``, only what it runs; with ``order`` (the grid -> an integer per row),
-    its rows in a stable order of that key."""
+    its rows in a stable order of that key; with ``held``, the expert grid and dispatcher
+    a run keeps (module docstring)."""
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
     blocks, seen, memo = [], {}, {}  # (shape, its variants x recompute modes: 9 rows)
-    for shape in _shapes(model, gpus, batch, system, pins):
+    for shape in _shapes(model, gpus, batch, system, pins, held, fw):
         tp, cp, pp, dp, _, _, m = shape  # the variants read neither ep nor mb but through m
         key = (tp, cp, pp, dp, m)
         if key not in seen:
-            seen[key] = _variants(model, shape, system, pins, fw, finetune, memo, rcs)
+            seen[key] = _variants(model, shape, system, pins, fw, finetune, memo, rcs, held)
         if seen[key].shape[1]:
             blocks.append((shape, seen[key]))
     # each column an array of its own (whole in memory, and under numpy's 4 MiB threshold

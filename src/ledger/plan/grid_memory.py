@@ -12,13 +12,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ledger.config import MoESpec
+from ledger.config import MoESpec, dispatcher
 from ledger.frameworks import get as get_framework
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.pipeline import grad_sets, held_closed
 from ledger.pipeline.held import loss_stage_ranks
-from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes,
+from ledger.placement import (Layout, head_ranks, inflight_kinds, layer_activation_bytes,
                               layer_kinds, layer_working_bytes, peak_total, rank_layers,
                               rank_parts, rank_stages, shard_state, split_layers,
                               stage_params, tuned_stage_state, tuned_trainable)
@@ -50,10 +50,11 @@ def _kind_counts(model: ModelSpec, pp: int, vp: int, schedule: str, rule: str) -
 
 @lru_cache(maxsize=65536)
 def _stage_state(model: ModelSpec, tp: int, ep: int, pp: int, vp: int, schedule: str,
-                 framework: str):
-    """Per rank: dense and expert parameters held, and layers held (the framework's
-    split; the schedule's stages per rank)."""
-    cfg = SimpleNamespace(tp=tp, ep=ep, pp=pp, vp=vp, schedule=schedule, framework=framework)
+                 framework: str, etp: int | None = None):
+    """Per rank: dense and expert parameters held (the experts over ``etp`` x ep; None:
+    tp), and layers held (the framework's split; the schedule's stages per rank)."""
+    cfg = SimpleNamespace(tp=tp, ep=ep, etp=etp, pp=pp, vp=vp, schedule=schedule,
+                          framework=framework)
     dense, expert = np.array(stage_params(model, cfg)).T
     rule = get_framework(framework).split
     layers = np.array(rank_layers(model.layers, pp, vp, schedule, None, rule), dtype=float)
@@ -111,27 +112,30 @@ def _state(model, cfg, fw, per_param, optimizer, shape, finetune, ranks=slice(No
     """The grid group's sharded state per rank (of the PP ranks ``ranks``): the whole
     model's per parameter over each stage's parameters, or a fine-tune's classes
     (``ledger.placement.tuned``)."""
-    tp, ep, pp, vp = cfg.tp, cfg.ep, cfg.pp, cfg.vp
+    tp, ep, pp, vp, etp = cfg.tp, cfg.ep, cfg.pp, cfg.vp, getattr(cfg, "etp", None)
     if finetune is None:
-        dense, expert, _ = _stage_state(model, tp, ep, pp, vp, shape, fw.name)
+        dense, expert, _ = _stage_state(model, tp, ep, pp, vp, shape, fw.name, etp)
         split = [StateBytes(*(b * part[None, ranks] for b in (
             per_param.params_bytes, per_param.grads_bytes, per_param.optim_bytes)))
             for part in (dense, expert)]
     else:  # the classes' bytes per parameter read the ZeRO stage: one stage at a time
         zeros = present(cfg.zero_stage)
-        per_zero = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape)
+        per_zero = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape,
+                               etp)
         row = np.searchsorted(zeros, np.asarray(cfg.zero_stage).reshape(-1))  # each row's
         split = [StateBytes(*(per_zero[:, :, i, f][:, ranks][row] for f in range(3)))
                  for i in (0, 1)]
     return shard_state(*split, cfg, fw)
 
 
-def _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape) -> np.ndarray:
+def _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape,
+                etp=None) -> np.ndarray:
     """A fine-tune's unsharded state per ZeRO stage of ``zeros``, PP rank, (dense, expert)
-    and (params, grads, optimizer) bytes (``ledger.placement.tuned_stage_state``); kept
-    per layout (read-only: the rank classes and the state both ask)."""
+    and (params, grads, optimizer) bytes (``ledger.placement.tuned_stage_state``), the
+    experts over ``etp`` x ep (None: tp); kept per layout (read-only: the rank classes and
+    the state both ask)."""
     key = (model, finetune, tuple(int(z) for z in zeros), fw, optimizer, tp, ep, pp, vp,
-           shape)
+           shape, tp if etp is None else etp)
     try:
         return _tuned_kept(*key)
     except TypeError:  # a model or framework with a field that does not hash
@@ -139,12 +143,13 @@ def _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape) ->
 
 
 @lru_cache(maxsize=256)
-def _tuned_kept(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape) -> np.ndarray:
+def _tuned_kept(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape,
+                etp) -> np.ndarray:
     fields = ("params_bytes", "grads_bytes", "optim_bytes")
     return np.array([[[[getattr(part, f) for f in fields] for part in rank]
                       for rank in tuned_stage_state(
                           model, SimpleNamespace(finetune=finetune, zero_stage=int(z)), fw,
-                          optimizer, tp, tp * ep, pp, vp, shape)]
+                          optimizer, tp, etp * ep, pp, vp, shape)]
                      for z in zeros]).reshape(len(zeros), pp, 2, 3)
 
 
@@ -228,7 +233,7 @@ def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
 
 
 def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, held,
-               points, stage_act) -> np.ndarray:
+               points, stage_act, etp=None) -> np.ndarray:
     """The PP ranks whose peaks stand for all of one stage layout's: the first rank of
     each class of ranks equal in every per-rank input of the memory model (stage
     parameters and layers, layers of each kind, the embedding, the output head, a loss
@@ -243,7 +248,7 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
     everyone = np.arange(pp)
     if pp == 1:
         return everyone
-    dense, expert, layers = _stage_state(model, tp, ep, pp, vp, shape, fw.name)
+    dense, expert, layers = _stage_state(model, tp, ep, pp, vp, shape, fw.name, etp)
     cfg = SimpleNamespace(pp=pp, vp=vp, schedule=shape)
     heads = set(head_ranks(pp, vp, shape))
     columns = [dense, expert, layers, *np.asarray(held, dtype=float).T,
@@ -253,9 +258,9 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
                 for code, *_ in points]
     if finetune is not None:
         zeros = present(g["zero"][sel])
-        rows = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape)
+        rows = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape, etp)
         columns += [*rows.transpose(1, 0, 2, 3).reshape(pp, -1).T, tuned_trainable(
-            model, finetune, tp, tp * ep, pp, vp, shape,
+            model, finetune, tp, (tp if etp is None else etp) * ep, pp, vp, shape,
             split_layers(model.layers, pp, vp, shape, fw.split))]
     firsts = {}  # each class of ranks (their inputs, as a tuple) -> its first rank
     rep = np.array([firsts.setdefault(tuple(f), r)
@@ -282,8 +287,31 @@ def _low_weights(model, cfg, fw, held, layout, reps, gpu, st: StateBytes) -> Sta
     return replace(st, params_bytes=st.params_bytes + extra)
 
 
+def _context(model, cfg, g, sel, tp, ep, pp, etp, hosts) -> dict:
+    """``ledger.placement.context_buffers`` of the rows ``sel`` of one stage layout (the
+    flex dispatcher's DeepEP / HybridEP buffers), the EP ranks sharing one NVLink domain
+    counted as ``place`` counts them: those of an EP group in one domain of the rows'
+    rank layout on ``hosts`` (GPUs per host, per domain), min(ep, 8) without EP."""
+    if dispatcher(cfg) != "flex":
+        return context_buffers(model, cfg)  # none: the buffers are the flex dispatcher's
+    local = min(ep, 8)
+    if ep > 1:
+        lay = Layout(tp=np.full(len(sel), tp), cp=g["cp"][sel], dp=g["dp"][sel], pp=pp,
+                     ep=ep, etp=tp if etp is None else etp, gpus_per_node=hosts[0],
+                     gpus_per_domain=hosts[1])
+        local = np.broadcast_to(lay.per_node("ep"), (len(sel),))[:, None]
+    sp = np.asarray(cfg.sequence_parallel).reshape(-1)  # the tokens read SP: one at a time
+    out: dict = {}
+    for on in [bool(x) for x in present(sp)]:
+        each = context_buffers(model, SimpleNamespace(**(vars(cfg) | {
+            "sequence_parallel": on})), local)
+        for name, v in each.items():
+            out[name] = np.where(sp[:, None] == on, v, out.get(name, 0.0))
+    return out
+
+
 def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
-                optimizer="adam", facts=None, node=8, gpu=None):
+                optimizer="adam", facts=None, node=8, gpu=None, hosts=(8, None)):
     """Peak memory over the pipeline ranks (``ledger.placement.footprint``: the largest
     point of each rank's step, what the device holds there), and the heaviest stage's
     optimizer-step state, for every candidate: the framework's stage layout, ZeRO in its
@@ -291,20 +319,22 @@ def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=No
     recompute mode's activations; with a fine-tune, the state its CPU offload leaves on
     the GPU and (``off``) what the host of a ``node``-GPU node holds, the heaviest GPU's
     state and trainable partition. Candidates that differ only in ``TIME_ONLY`` columns
-    are priced once."""
+    are priced once. ``hosts``: GPUs per host and per NVLink domain (None: one host), the
+    flex dispatcher's buffers reading the EP ranks one domain holds."""
     pairs = twins(g)
     if pairs is None:
         return _grid_memory(model, {k: v for k, v in g.items() if k not in TIME_ONLY}, fw,
-                            per_param, flash, precision, finetune, optimizer, facts, node, gpu)
+                            per_param, flash, precision, finetune, optimizer, facts, node, gpu,
+                            hosts)
     reps, of = pairs
     mem, state_max, off = _grid_memory(
         model, {k: v[reps] for k, v in g.items() if k not in TIME_ONLY}, fw, per_param,
-        flash, precision, finetune, optimizer, facts, node, gpu)
+        flash, precision, finetune, optimizer, facts, node, gpu, hosts)
     return mem[of], state_max[of], SimpleNamespace(**{k: v[of] for k, v in vars(off).items()})
 
 
 def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer, facts, node,
-                 gpu=None):
+                 gpu=None, hosts=(8, None)):
     count = len(g["tp"])
     mem, state_max = np.empty(count), np.empty(count)
     off = SimpleNamespace(**{k: np.zeros(count) for k in "host params grads optim trained".split()})
@@ -318,12 +348,13 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
            * (len(SHAPED) + 1) + shape)
     counts, count_of = np.unique(g["m"], return_inverse=True)
     count_of, memo = count_of.reshape(-1), {}
+    etp = (facts or {}).get("etp")  # the run's expert TP (None: each row's tp)
     for sel in groups(key)[1]:
         i = sel[0]
         tp, ep, pp, vp = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp"))
         zero = g["zero"][sel][:, None]
         sched = shape_of(int(g["sched"][i]))
-        layers = _stage_state(model, tp, ep, pp, vp, sched, fw.name)[2]
+        layers = _stage_state(model, tp, ep, pp, vp, sched, fw.name, etp)[2]
         held = _kind_counts(model, pp, vp, sched, fw.split)  # ranks x kinds
         cfg = _grid_cfg(g, sel, fw, flash, precision, finetune, facts, zero_stage=zero,
                         reshard_after_forward=fw.reshard_after_forward(pp),
@@ -343,13 +374,13 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
                 act16 = _per_kind(model, g, fw, flash, None, finetune, facts)[0]
             stage_act = stage_act + (act16[sel] - act[sel]) @ w16.T
         reps = _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, sched,
-                          held, points, stage_act)
+                          held, points, stage_act, etp)
         st = resident = _low_weights(model, cfg, fw, held, (pp, vp, sched, None, fw.split),
                                      reps, gpu, _state(model, cfg, fw, per_param, optimizer,
                                                        sched, finetune, reps))
         if finetune is not None:  # CPU offload (ledger.plan.offloads)
             trained = np.array(tuned_trainable(
-                model, finetune, tp, tp * ep, pp, vp, sched,
+                model, finetune, tp, (tp if etp is None else etp) * ep, pp, vp, sched,
                 split_layers(model.layers, pp, vp, sched, fw.split)))[None, reps] \
                 / np.where(zero >= 1, cfg.hsdp_shard, 1)
             resident, host, heavy, heavy_trained = grid_offload(g["offload"][sel], st, trained)
@@ -359,7 +390,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         kinds, gen = layer_kinds(model, pp, vp, sched, None, fw.split)[0], getattr(
             gpu, "generation", "")  # TE's workspace by the GPU's generation
         kept = {"framework buffers": np.array([sum(framework_buffers(
-            model, SimpleNamespace(tp=tp, etp=None, grad_accumulation_fusion=getattr(
+            model, SimpleNamespace(tp=tp, etp=etp, grad_accumulation_fusion=getattr(
                 cfg, "grad_accumulation_fusion", True)),
             [k for k, n in zip(kinds, held[r]) if n], fw, gen).values()) for r in reps])[None, :]
             + grid_double_buffers(model, cfg, zero, fw)}  # Megatron-FSDP's, on ZeRO-3 rows
@@ -368,7 +399,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held)[reps].sum(axis=1) > 0)
         parts = rank_parts(model, cfg, fw, reps[None, :], resident, stage_act[:, reps],
                            work[sel][:, None], layers[None, reps], per_param, kept,
-                           context_buffers(model, cfg))
+                           _context(model, cfg, g, sel, tp, ep, pp, etp, hosts))
         parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
         point = np.zeros((5, len(sel), len(reps)))

@@ -7,7 +7,10 @@ splits a Megatron layout builds) - dp, ep, ZeRO 0-3 and HSDP shard sizes, sequen
 parallelism, TP comm-GEMM overlap, micro-batch size and recompute; num_microbatches
 follows from the global batch. Each overlap switch the framework offers (DP gradient
 reduction and parameter gather, EP all-to-alls) is set on, since it never slows a step in
-this model, unless pinned off.
+this model, unless pinned off. A run's expert TP, token dispatcher and the flex
+dispatcher's backend and SMs are held fixed (``EXPERT_FACTS``, ``HOST_FACTS``) and priced
+in every candidate as one placement prices them, in time and in memory; the grid keeps
+the candidates they pair with (``ledger.plan.grid``).
 A placement fits when its peak memory stays ``headroom`` below the usable capacity. The
 grid is priced with numpy through the same formulas one placement uses
 (ledger.placement, ledger.step): candidates that share their categorical fields form one
@@ -23,15 +26,15 @@ from types import SimpleNamespace
 import numpy as np
 
 from ledger.arch import finetune_flops_per_token
-from ledger.config import OFFLOADS, MoESpec, ParallelConfig
-from ledger.errors import LedgerError, require_positive
+from ledger.config import DISPATCHERS, OFFLOADS, MoESpec, ParallelConfig
+from ledger.errors import LedgerError, require_divides, require_positive
 from ledger.frameworks import get as get_framework
 from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.placement import Layout, dp_traffic, pace, resident_state
 from ledger.placement.nccl_buffers import nvls_on, nvls_total
-from ledger.plan.grid import enumerate_grid
+from ledger.plan.grid import Held, enumerate_grid
 from ledger.plan.grid_memory import dense_codes, grid_memory, shape_of, twins
 from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
@@ -52,6 +55,9 @@ HOST_FACTS = ("cuda_graph", "ep_backend",  # and what the host launches (ledger.
               "fp8_attention",  # the attention core's rate (step.layer_time.attention_peak)
               "fp8_output_proj",  # the LM head's rate (step.gemm.head_peak)
               "fused_grouped_mlp")  # the experts' activation passes (step.eager)
+# the expert grid and dispatcher a run keeps: expert TP (None: each candidate's tp) and the
+# token dispatcher (None: the framework's); ep_backend and ep_sms ride with HOST_FACTS
+EXPERT_FACTS = ("etp", "moe_dispatcher")
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30
@@ -91,7 +97,8 @@ def _nvls_grid(g, system, facts):
     gen = system.gpu.generation
     if not len(g["tp"]) or not nvls_on((facts or {}).get("nccl_nvls"), system.nvls, gen):
         return 0.0
-    lay = Layout(tp=g["tp"], cp=g["cp"], dp=g["dp"], pp=g["pp"], ep=g["ep"], etp=None,
+    lay = Layout(tp=g["tp"], cp=g["cp"], dp=g["dp"], pp=g["pp"], ep=g["ep"],
+                 etp=(facts or {}).get("etp"),
                  gpus_per_node=system.gpus_per_node, gpus_per_domain=system.gpus_per_domain)
     return nvls_total(lay, g["ep"], gen)
 
@@ -112,7 +119,8 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     node = min(system.gpus_per_node, int(g["tp"][0] * g["cp"][0] * g["pp"][0] * g["dp"][0])) \
         if count else 1
     mem, state_g, off = grid_memory(model, g, fw, st_total.scaled(1 / model.params), flash,
-                                    precision, finetune, optimizer, facts, node, system.gpu)
+                                    precision, finetune, optimizer, facts, node, system.gpu,
+                                    (system.gpus_per_node, system.gpus_per_domain))
     mem = mem + _nvls_grid(g, system, facts)  # NCCL's NVLS buffers, as report prices them
     vr, sr = (int(g["vp"].max()) + 1 if count else 1), len(SCHEDULES)
     lay_key = (g["pp"] * vr + g["vp"]) * sr + g["sched"]
@@ -140,7 +148,8 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
             need[idx] = True
     parts_of = _merge_groups(g, parts_of)
     dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune,
-                        pins, need, (facts or {}).get("dp_bucket_params"))
+                        pins, need, (facts or {}).get("dp_bucket_params"),
+                        (facts or {}).get("etp"))
     for done, idx in enumerate(parts_of, 1):
         if progress:
             progress(done, len(parts_of))
@@ -177,6 +186,8 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
     first row, the host's ``facts``) and the rank Layout of the grid's rows ``idx``."""
     sub = {name: col[idx] for name, col in g.items()}
     i0 = idx.start if isinstance(idx, slice) else idx[0]
+    held = {k: v for k, v in (facts or {}).items()
+            if k in HOST_FACTS + EXPERT_FACTS and v is not None}
     cfg = SimpleNamespace(
         tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
         micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],
@@ -189,12 +200,14 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
         grad_accumulation=np.where((sub["pp"] > 1) & fw.unsharded_with_pp, "unsharded",
                                    "sharded"),
         hsdp_shard=sub["shard"], grad_replicas=sub["dp"] * sub["cp"], moe=MoESpec(),
-        finetune=finetune, stage_layers=None, **_overlaps(fw, g, idx, pins, model),
+        finetune=finetune, stage_layers=None,
+        **_overlaps(fw, g, idx, pins, model, held.get("moe_dispatcher")),
         # the run's modules under selective, as the grid's memory prices them (_config)
         recompute_modules=(facts or {}).get("recompute_modules")
         if RECOMPUTES[g["rc"][i0]] == "selective" else None,
-        **{k: v for k, v in (facts or {}).items() if k in HOST_FACTS and v is not None})
+        **held)
     links = Layout(tp=sub["tp"], cp=sub["cp"], dp=sub["dp"], pp=sub["pp"], ep=sub["ep"],
+                   etp=held.get("etp"),
                    hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node,
                    gpus_per_domain=system.gpus_per_domain)
     return cfg, links
@@ -206,11 +219,11 @@ DP_COLUMNS = ("tp", "cp", "pp", "dp", "ep", "m", "shard", "zero")
 
 
 def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, pins,
-                need=None, bucket=None):
+                need=None, bucket=None, etp=None):
     """``ledger.step.dp_split`` of the DP rows (``ledger.placement.dp_traffic``) of the
     candidates ``need`` marks (default all), priced once per distinct ``DP_COLUMNS`` and
-    in one call per ZeRO stage: a function from a group's rows (one ZeRO stage) to its
-    seconds."""
+    in one call per ZeRO stage, the experts' over the run's ``etp`` (None: tp): a
+    function from a group's rows (one ZeRO stage) to its seconds."""
     count = len(g["tp"])
     rows = np.arange(count) if need is None else np.flatnonzero(need)
     full = np.zeros((7, count))
@@ -225,14 +238,15 @@ def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, 
             tp, cp, pp, dp, ep, m, shard = (u[k][r] for k in DP_COLUMNS[:-1])
             grad, param = _dp_overlaps(fw, int(zero), pins)
             cfg = SimpleNamespace(
-                tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, num_microbatches=m, zero_stage=int(zero),
+                tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, num_microbatches=m,
+                zero_stage=int(zero),
                 framework=framework, precision=precision, finetune=finetune, moe=MoESpec(),
                 reshard_after_forward=(pp == 1) | (fw.reshard == "always"),
                 grad_accumulation=np.where((pp > 1) & fw.unsharded_with_pp, "unsharded",
                                            "sharded"),
                 hsdp_shard=shard, grad_replicas=dp * cp, overlap_grad_reduce=grad,
                 overlap_param_gather=param, dp_bucket_params=bucket)
-            links = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, hsdp_shard=shard,
+            links = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, etp=etp, hsdp_shard=shard,
                            gpus_per_node=system.gpus_per_node,
                            gpus_per_domain=system.gpus_per_domain)
             layer_s, *rest = dp_split(dp_traffic(model, st_total, cfg, links), cfg, system,
@@ -279,8 +293,8 @@ def _config(g, i, framework: str, flash: bool = True, precision: str | None = No
             finetune=None, pins: Pins = Pins(), model: ModelSpec | None = None,
             facts=None) -> ParallelConfig:
     flat = g["shard"][i] == g["dp"][i] * g["cp"][i]
-    switches = _overlaps(get_framework(framework), g, [i], pins, model) \
-        if model is not None else {}
+    switches = _overlaps(get_framework(framework), g, [i], pins, model,
+                         (facts or {}).get("moe_dispatcher")) if model is not None else {}
     if switches:
         switches["ep_overlap"] = bool(switches["ep_overlap"][0])
     facts = dict(facts or {})
@@ -327,6 +341,34 @@ def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf, host=None) -
                 host_bytes=float(host[i]) if host is not None and g["offload"][i] else 0.0)
 
 
+def held_experts(model: ModelSpec, facts: dict | None) -> Held:
+    """The expert grid and dispatcher the run's ``facts`` hold (``EXPERT_FACTS``, the flex
+    backend), refused in one line where no candidate could price them: an expert TP that
+    does not divide the experts' width, or above 1 under the flex dispatcher (modelled at
+    etp 1 only, as ``config.check_config`` refuses it)."""
+    facts = facts or {}
+    held = Held(facts.get("etp"), facts.get("moe_dispatcher"), facts.get("ep_backend"))
+    if held.dispatcher is not None and held.dispatcher not in DISPATCHERS:
+        raise LedgerError("moe_dispatcher", f"must be one of {', '.join(DISPATCHERS)}, got "
+                                            f"{held.dispatcher!r}")
+    if held.etp is not None:
+        require_positive("etp", held.etp)
+        if model.is_moe:
+            require_divides("moe_ffn_hidden", model.moe_ffn_hidden, "etp", held.etp)
+        if held.dispatcher == "flex" and held.etp > 1:
+            raise LedgerError("etp", f"the flex (DeepEP) dispatcher is modelled at etp 1 "
+                                     f"only, got etp({held.etp})")
+    return held
+
+
+def _held_words(held: Held) -> str:
+    """What of the run's expert grid narrowed the candidates, for the empty grid's line."""
+    words = [f"etp {held.etp}"] if held.etp is not None else []
+    if held.dispatcher == "flex":
+        words.append("the flex dispatcher (at expert TP 1)")
+    return f", {' and '.join(words)} held" if words else ""
+
+
 def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: int = 10,
          pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str | None = None,
          optimizer: str = "adam", progress=None, framework: str = "megatron",
@@ -344,12 +386,14 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
     fw = get_framework(framework)
+    held = held_experts(model, facts)
     g = enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune,
-                       order=codes)  # each group a slice
+                       order=codes, held=held)  # each group a slice
     evaluated = len(g["tp"])
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
-                                  f"global_batch({global_batch}) under the pins given and "
+                                  f"global_batch({global_batch}) under the pins given"
+                                  f"{_held_words(held)} and "
                                   f"{fw.name}'s pipelines ({', '.join(fw.schedules)}"
                                   f"{', equal interleaved chunks' if fw.even_split else ''})")
     cap = system.gpu.hbm_bytes * (1 - cal.memory_reserve)

@@ -21,10 +21,11 @@ def dp_overlaps(fw, zero: int, pins: Pins) -> tuple:
     return fw.overlaps(zero, grad, param)
 
 
-def overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
+def overlaps(fw, g, rows, pins: Pins, model: ModelSpec, dispatcher: str | None = None) -> dict:
     """The overlap switches of the grid's ``rows`` (one group: its categorical fields
     shared): each on where the framework lets a launch turn it on (Framework.overlaps,
-    Framework.ep_overlap_problem), unless pinned; EP overlap an array over the rows."""
+    Framework.ep_overlap_problem), unless pinned; EP overlap an array over the rows, none
+    under the allgather ``dispatcher`` the run holds (None: the framework's)."""
     i = rows.start if isinstance(rows, slice) else np.asarray(rows).reshape(-1)[0]
     zeros, sched = g["zero"][rows], SCHEDULES[g["sched"][i]]
     if (zeros == zeros[0]).all():
@@ -35,7 +36,7 @@ def overlaps(fw, g, rows, pins: Pins, model: ModelSpec) -> dict:
                        for j in (0, 1))
     where = fw.ep_overlap_schedules
     ep_ok = (model.is_moe and bool(where) and RECOMPUTES[g["rc"][i]] != "full"
-             and fw.moe_dispatcher != "allgather") \
+             and (dispatcher or fw.moe_dispatcher) != "allgather") \
         & (g["ep"][rows] > 1) & ((g["pp"][rows] == 1) | (sched in where))
     if pins.ep_overlap is not None:
         ep_ok = ep_ok & pins.ep_overlap
