@@ -224,43 +224,122 @@ PINS = ["--tp", "2", "--pp", "2", "--cp", "1", "--ep", "2", "--vp", "2", "--zero
         "--ep-overlap", "--no-overlap-grad-reduce"]
 
 
-def test_plan_names_a_launchs_sm_count_as_not_priced(tmp_path):
-    """The planner prices its framework's alltoall dispatcher: a flex launch's SM count is
-    not refused, but named on stderr's one 'not modelled' line and the figures marked
-    approximate; its rows carry neither it nor the file's backend."""
+def same_placement(row) -> list[str]:
+    """estimate's flags for a plan row's TP comm-GEMM overlap (the one switch PINS leave to
+    the search: the launch sets no --tp-comm-overlap)."""
+    return ["--tp-overlap"] if row["tp_overlap"] else []
+
+
+def by_overlap(planned) -> dict:
+    return {r["tp_overlap"]: r for r in planned["plans"]}
+
+
+def test_plan_prices_a_launchs_sm_count(tmp_path):
+    """The planner holds a flex launch's backend and SM count (inputs.PLAN_FROM_FILE) and
+    prices them: nothing named as not modelled, every row carries the file's, and the 32
+    SMs HybridEP takes from compute slow the overlapped step against its default 24 (one
+    node: config.cuh L315-316) as they slow estimate's."""
     code, planned, err = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32", *PINS, cmd="plan")
-    assert code == 0, err
-    unpriced = line(err, "warning: not modelled")
-    assert unpriced.endswith(": --moe-hybridep-num-sms 32 (plan prices the alltoall "
-                             "dispatcher, which takes no SMs of its own)"), err
-    assert len([x for x in err.splitlines() if "not modelled" in x]) == 1, err
-    assert planned["approximate"] == [unpriced.split("approximate: ", 1)[1]]
-    # the ParallelConfig default backend (host_checks), not the file's hybridep
-    assert {(r["ep_sms"], r["ep_backend"]) for r in planned["plans"]} == {(None, "deepep")}
+    assert code == 0 and "not modelled" not in err and "approximate" not in planned, err
+    assert {(r["moe_dispatcher"], r["etp"], r["ep_backend"], r["ep_sms"])
+            for r in planned["plans"]} == {("flex", 1, "hybridep", 32)}
     code, base, err = launch(tmp_path, FLEX, *PINS, cmd="plan")
-    assert code == 0 and "not modelled" not in err and "approximate" not in base, err
-    assert [r["step_time_s"] for r in base["plans"]] == \
-        [r["step_time_s"] for r in planned["plans"]]
+    assert code == 0 and {r["ep_sms"] for r in base["plans"]} == {None}, err
+    more, less = by_overlap(planned), by_overlap(base)
+    assert more.keys() == less.keys() == {True, False}
+    for ov in (True, False):
+        assert more[ov]["step_time_s"] > less[ov]["step_time_s"]
+        assert more[ov]["memory_bytes"] == less[ov]["memory_bytes"]  # HybridEP's buffers
+        # are sized by tokens, not SMs (placement.ep_buffers)
 
 
 @pytest.mark.parametrize("argv,msg", [
     (["--moe-flex-dispatcher-backend", "hybridep"],
-     "error: ep_backend: plan prices the alltoall dispatcher, not the flex one's kernels; "
-     "drop --moe-flex-dispatcher-backend hybridep"),
-    (["--ep-sms", "64"], "error: ep_sms: plan prices the alltoall dispatcher, which takes "
-                         "no SMs of its own; drop --ep-sms 64")])
-def test_plan_refuses_the_flex_dispatchers_typed_flags(argv, msg):
-    code, out, err = run(["plan", *MIXTRAL[:-2], *argv])
-    assert code == 2 and out == "" and err == msg + "\n", err
+     "error: ep_backend: --moe-flex-dispatcher-backend hybridep needs "
+     "--moe-token-dispatcher-type flex; the alltoall dispatcher runs no DeepEP / HybridEP "
+     "kernels"),
+    (["--ep-sms", "64"], "error: ep_sms: --ep-sms 64 needs --moe-token-dispatcher-type flex "
+                         "(DeepEP / HybridEP); the alltoall dispatcher takes no SMs of its own"),
+    (["--moe-token-dispatcher-type", "flex", "--etp", "2"],
+     "error: etp: the flex (DeepEP) dispatcher is modelled at etp 1 only, got etp(2)"),
+    (["--moe-token-dispatcher-type", "flex", "--ep-sms", "21"],
+     "error: ep_sms: 21 SMs for DeepEP: its Buffer.set_num_sms takes an even count (one "
+     "channel per 2 SMs)"),
+    (["--etp", "3"], "error: moe_ffn_hidden: moe_ffn_hidden(14336) is not divisible by etp(3)"),
+    (["--moe-token-dispatcher-type", "flex", "--tp", "2"],
+     "error: gpus: no placement of mixtral-8x7b divides gpus(64) and global_batch(256) under "
+     "the pins given, the flex dispatcher (at expert TP 1) held and megatron's pipelines")])
+def test_plan_refuses_the_flex_dispatchers_flags_as_estimate_does(argv, msg):
+    """The flex dispatcher's backend and SMs need it, as estimate says; the expert TP it is
+    modelled at and the experts' width are held to every candidate (one line each)."""
+    untyped = [x for i, x in enumerate(MIXTRAL[:-2]) if "--tp" not in MIXTRAL[i - 1:i + 1]]
+    code, out, err = run(["plan", *untyped, *argv])
+    assert code == 2 and out == "" and err.startswith(msg) and len(err.splitlines()) == 1, err
 
 
-@pytest.mark.xfail(strict=True, reason="the planner prices its framework's dispatcher "
-                   "(megatron: alltoall) at etp = tp: it holds no launch's flex dispatcher or "
-                   "etp 1, so a flex launch's SMs change none of its figures (this launch: "
-                   "plan 0.967 s / 16.20e9 B against estimate 0.944 s / 20.57e9 B)")
+def test_plan_holds_the_flex_dispatchers_typed_flags():
+    """Typed, the dispatcher, expert TP, backend and SMs are held in every row, and each
+    row is what estimate prices at its placement."""
+    held = ["--moe-token-dispatcher-type", "flex", "--etp", "1", "--moe-flex-dispatcher-backend",
+            "hybridep", "--ep-sms", "64"]
+    code, out, err = run(["plan", *MIXTRAL[:-2], *held, "--top", "2", "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["plans"]
+    assert {(r["moe_dispatcher"], r["etp"], r["ep_backend"], r["ep_sms"]) for r in rows} == \
+        {("flex", 1, "hybridep", 64)}
+    for r in rows:
+        code, est, err = run(["estimate", "mixtral-8x7b", "--gpus", "64", *held, "--json",
+                              "--global-batch", "256", *placement_flags(r)])
+        assert code == 0, err
+        assert json.loads(est)["step_time_s"] == pytest.approx(r["step_time_s"], rel=1e-9)
+        assert json.loads(est)["memory"]["required"] == pytest.approx(r["memory_bytes"],
+                                                                      rel=1e-9)
+
+
+def placement_flags(r) -> list[str]:
+    """estimate's flags for every searched field of a plan row."""
+    out = ["--tp", str(r["tp"]), "--pp", str(r["pp"]), "--cp", str(r["cp"]), "--ep",
+           str(r["ep"]), "--vp", str(r["vp"]), "--zero", str(r["zero_stage"]),
+           "--micro-batch", str(r["micro_batch"]), "--recompute", r["recompute"],
+           "--schedule", r["schedule"], "--cp-kind", r["cp_kind"]]
+    out += [] if r["sequence_parallel"] else ["--no-sp"]
+    out += ["--tp-overlap"] if r["tp_overlap"] else []
+    out += ["--ep-overlap" if r["ep_overlap"] else "--no-ep-overlap"]
+    for flag in ("overlap_grad_reduce", "overlap_param_gather"):
+        out += [f"--{'' if r[flag] else 'no-'}{flag.replace('_', '-')}"]
+    return out
+
+
 def test_plan_prices_a_flex_launch_as_estimate_does(tmp_path):
-    _, est, _ = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32")
+    """Issue 32's xfail (plan 0.967 s / 16.20e9 B against estimate 0.944 s / 20.57e9 B
+    before the planner held the launch's dispatcher and etp 1): each row, at its TP
+    overlap, is what estimate prices."""
     _, planned, _ = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32", *PINS, cmd="plan")
     row = planned["plans"][0]
     assert (row["moe_dispatcher"], row["etp"]) == ("flex", 1)
+    _, est, _ = launch(tmp_path, FLEX + " --moe-hybridep-num-sms 32", *same_placement(row))
     assert row["step_time_s"] == pytest.approx(est["step_time_s"], rel=1e-9)
+    assert row["memory_bytes"] == pytest.approx(est["memory"]["required"], rel=1e-9)
+
+
+@pytest.mark.parametrize("backend,gpu", [("hybridep", "h100-sxm"), ("deepep", "h100-sxm"),
+                                         ("hybridep", "gb200")])
+def test_plan_estimate_and_report_agree_on_a_flex_etp1_launch(tmp_path, backend, gpu):
+    """Issue 31 must-hold 3 / issue 32 must-hold 1 on a flex + --expert-tensor-parallel-size
+    1 launch: at every ranked placement, plan's step time is estimate's and its memory is
+    report's (the bytes its fit verdict reads), to 1e-9."""
+    flags = FLEX.replace("hybridep", backend) + " --moe-flex-dispatcher-num-sms 24"
+    gpu_flags = ["--gpu", gpu]
+    code, planned, err = launch(tmp_path, flags, *PINS, *gpu_flags, cmd="plan")
+    assert code == 0 and planned["plans"], err
+    code, rep, err = launch(tmp_path, flags, *gpu_flags, cmd="report")
+    assert code == 0, err
+    assert len(planned["plans"]) == 2  # PINS leave the TP comm-GEMM overlap: on and off
+    for row in planned["plans"]:
+        assert (row["moe_dispatcher"], row["etp"], row["ep_backend"], row["ep_sms"]) == \
+            ("flex", 1, backend, 24)
+        code, est, err = launch(tmp_path, flags, *gpu_flags, *same_placement(row))
+        assert code == 0, err
+        assert row["step_time_s"] == pytest.approx(est["step_time_s"], rel=1e-9)
+        assert row["memory_bytes"] == pytest.approx(rep["memory"]["required"], rel=1e-9)
+        assert row["memory_bytes"] == pytest.approx(est["memory"]["required"], rel=1e-9)

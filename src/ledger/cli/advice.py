@@ -24,8 +24,13 @@ def other_framework(model, system, gpus: int, global_batch: int, kw: dict, resul
     mine = set(get(framework).schedules)
     if framework == "deepseek" or {"dualpipe", "dualpipev"} <= mine:
         return None
-    other = plan(model, gpus, system, global_batch, **(kw | dict(
-        framework="deepseek", top=1, progress=None, baseline=None)))
+    from ledger.errors import LedgerError
+
+    try:  # the run's held expert grid may leave that framework no candidate
+        other = plan(model, gpus, system, global_batch, **(kw | dict(
+            framework="deepseek", top=1, progress=None, baseline=None)))
+    except LedgerError:
+        return None
     if not other.plans:
         return None
     best, alt = result.plans[0].step_time_s, other.plans[0].step_time_s

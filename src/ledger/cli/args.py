@@ -176,6 +176,13 @@ def _plan_parser(sub) -> None:
     for axis in ("tp", "pp", "cp", "dp", "ep"):
         pl.add_argument(f"--{axis}", type=GPUS, help=f"pin {axis}, GPUs")
     pl.add_argument("--vp", type=count(MAX_VP), help="pin virtual stages per PP rank")
+    pl.add_argument("--etp", "--expert-tensor-parallel-size", type=GPUS,
+                    help="hold expert tensor-parallel GPUs in every placement (default: each "
+                         "placement's tp, as Megatron-LM)")
+    pl.add_argument("--moe-token-dispatcher-type", dest="moe_dispatcher",
+                    choices=("alltoall", "allgather", "flex"),
+                    help="hold the MoE token dispatcher (default: the framework's; megatron "
+                         "alltoall); flex runs at expert TP 1")
     pl.add_argument("--zero", type=natural(3), help="pin the ZeRO stage 0..3")
     pl.add_argument("--micro-batch", type=count(MAX_MICRO_BATCH),
                     help="pin the micro-batch size, sequences")

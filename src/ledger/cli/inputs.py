@@ -12,16 +12,20 @@ from ledger.model import ModelSpec
 
 
 # what ``plan`` takes from a launch file: the job's size, and the run's facts it holds
-# fixed in every placement (search.RUN_FACTS, HOST_FACTS and the buffers and dtypes), so
-# that it prices the file's own placement as report does; the placement it searches. Not
-# the flex dispatcher's backend or SMs: the planner prices its framework's alltoall
-# dispatcher (a file's SM count is named as not priced: ``_plan_unpriced``)
+# fixed in every placement (search.RUN_FACTS, HOST_FACTS, EXPERT_FACTS and the buffers and
+# dtypes), so that it prices the file's own placement as report does - its token
+# dispatcher, the flex dispatcher's backend and SMs, and its expert TP where the file sets
+# one (``PLAN_ETP``: else Megatron's, each candidate's tp); the placement it searches
 PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer", "dropout",
                   "loss", "compile", "no_flash", "recompute_modules", "grad_dtype",
                   "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "cuda_graph_scope",
                   "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
                   "fp8_attention", "fp8_output_proj", "fused_grouped_mlp", "nccl_nvls",
-                  "expandable_segments", "grad_accumulation_fusion", "fsdp_double_buffer")
+                  "expandable_segments", "grad_accumulation_fusion", "fsdp_double_buffer",
+                  "moe_dispatcher", "ep_backend", "ep_sms")
+# the launch flag whose expert TP plan holds (arguments.py L587-588 @d98e8a64: unset, it
+# is the run's tp, and follows each candidate's)
+PLAN_ETP = "--expert-tensor-parallel-size"
 
 
 def source(a: argparse.Namespace):
@@ -54,7 +58,8 @@ def source(a: argparse.Namespace):
         return launch
     defaults = vars(build_parser().parse_args([a.cmd]))
     for dest, value in launch.flags.items():
-        if dest not in defaults or (a.cmd == "plan" and dest not in PLAN_FROM_FILE):
+        if dest not in defaults or (a.cmd == "plan" and dest not in PLAN_FROM_FILE
+                                    and not (dest == "etp" and _sets_etp(launch))):
             continue  # the planner searches the placement; the file sizes the job
         mine = getattr(a, dest)
         if mine != defaults[dest] and mine != value:
@@ -62,6 +67,11 @@ def source(a: argparse.Namespace):
                                     f"{launch.path} (its settings and defaults); drop one")
         setattr(a, dest, value)
     return launch
+
+
+def _sets_etp(launch) -> bool:
+    """The launch file gives its expert TP (``PLAN_ETP``) rather than leaving it to tp."""
+    return any(x.split()[0] == PLAN_ETP for x in launch.applied)
 
 
 def messages(a: argparse.Namespace) -> list[str]:
@@ -80,19 +90,6 @@ def messages(a: argparse.Namespace) -> list[str]:
     return out
 
 
-def _plan_unpriced(a: argparse.Namespace) -> list[str]:
-    """What plan does not price of what a launch file applies: the flex dispatcher's SM
-    count (the flags the reader applied for it), the planner pricing the alltoall one."""
-    launch = a.launch
-    if a.cmd != "plan" or launch is None or launch.flags.get("ep_sms") is None:
-        return []
-    from ledger.io.megatron.reader import NUM_SMS
-
-    shown = " ".join(x for x in launch.applied if x.split()[0] in NUM_SMS)
-    return [f"{shown or '--moe-flex-dispatcher-num-sms'} (plan prices the alltoall "
-            f"dispatcher, which takes no SMs of its own)"]
-
-
 def _unpriced(a: argparse.Namespace) -> tuple[list[str], str]:
     """What the launch file sets and the command line types that the ledger does not
     price (the file's first, a typed one it already names once), and who sets them."""
@@ -101,7 +98,7 @@ def _unpriced(a: argparse.Namespace) -> tuple[list[str], str]:
     if served:
         return served, "the checkpoint sets"
     launch = a.launch
-    filed = [*launch.unpriced, *_plan_unpriced(a)] if launch is not None else []
+    filed = list(launch.unpriced) if launch is not None else []
     if not filed:
         return typed, "the command line sets"
     more = [t for t in typed if t not in filed]

@@ -92,16 +92,13 @@ def check_ep_sms(a: argparse.Namespace, sysm) -> None:
     if sms is not None and not 1 <= sms <= sysm.gpu.sms:
         raise LedgerError("ep_sms", f"{sms} SMs for the flex dispatcher: must be 1 to the "
                                     f"{sysm.gpu.name}'s {sysm.gpu.sms}")
-    if sms is not None and getattr(a, "cmd", None) == "plan":  # never a launch's: inputs
-        raise LedgerError("ep_sms", f"plan prices the alltoall dispatcher, which takes no "
-                                    f"SMs of its own; drop --ep-sms {sms}")
     dispatcher = getattr(a, "moe_dispatcher", None) or _framework_dispatcher(a)
     if sms is not None and dispatcher != "flex":  # a launch's is applied under flex only
         raise LedgerError("ep_sms", f"--ep-sms {sms} needs --moe-token-dispatcher-type flex "
                                     f"(DeepEP / HybridEP); the {dispatcher} dispatcher takes "
                                     f"no SMs of its own")
     backend = getattr(a, "ep_backend", None)  # a launch's is set under flex only
-    if backend is not None and dispatcher != "flex" and getattr(a, "cmd", None) != "plan":
+    if backend is not None and dispatcher != "flex":
         raise LedgerError("ep_backend", f"--moe-flex-dispatcher-backend {backend} needs "
                                         f"--moe-token-dispatcher-type flex; the {dispatcher} "
                                         f"dispatcher runs no DeepEP / HybridEP kernels")
@@ -379,7 +376,8 @@ def recompute_flags(a: argparse.Namespace) -> dict:
 
 
 def plan_facts(a: argparse.Namespace) -> dict:
-    """The step flags the planner holds fixed; it searches every-layer recompute only."""
+    """The step flags the planner holds fixed, and the run's expert TP and token dispatcher
+    (``ledger.plan.search.EXPERT_FACTS``); it searches every-layer recompute only."""
     if a.recompute_every != 1:
         raise LedgerError("recompute_every", f"plan searches recompute of every layer or "
                                              f"none; drop --recompute-every "
@@ -388,12 +386,9 @@ def plan_facts(a: argparse.Namespace) -> dict:
         raise LedgerError("recompute_method", f"plan searches recompute of every layer or "
                                               f"none; drop --recompute-method "
                                               f"{a.recompute_method}")
-    if getattr(a, "ep_backend", None) is not None:  # never a launch's: PLAN_FROM_FILE
-        raise LedgerError("ep_backend", f"plan prices the alltoall dispatcher, not the flex "
-                                        f"one's kernels; drop --moe-flex-dispatcher-backend "
-                                        f"{a.ep_backend}")
     if getattr(a, "cpu_offloading_num_layers", 0):
         raise LedgerError("cpu_offloading_num_layers", "plan searches no activation offload; "
                           f"drop --cpu-offloading-num-layers {a.cpu_offloading_num_layers}")
     return {k: v for k, v in step_flags(a).items()
-            if k not in ("recompute_every", "offload_activation_layers", *no_plan_offload(a))}
+            if k not in ("recompute_every", "offload_activation_layers", *no_plan_offload(a))} \
+        | {"etp": getattr(a, "etp", None), "moe_dispatcher": getattr(a, "moe_dispatcher", None)}
