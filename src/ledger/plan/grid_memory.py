@@ -287,12 +287,13 @@ def _low_weights(model, cfg, fw, held, layout, reps, gpu, st: StateBytes) -> Sta
     return replace(st, params_bytes=st.params_bytes + extra)
 
 
-def _context(model, cfg, g, sel, tp, ep, pp, etp, hosts) -> dict:
+def _context(model, cfg, g, sel, tp, ep, pp, etp, hosts, flex: bool) -> dict:
     """``ledger.placement.context_buffers`` of the rows ``sel`` of one stage layout (the
     flex dispatcher's DeepEP / HybridEP buffers), the EP ranks sharing one NVLink domain
     counted as ``place`` counts them: those of an EP group in one domain of the rows'
-    rank layout on ``hosts`` (GPUs per host, per domain), min(ep, 8) without EP."""
-    if dispatcher(cfg) != "flex":
+    rank layout on ``hosts`` (GPUs per host, per domain), min(ep, 8) without EP; ``flex``:
+    the run's dispatcher is flex (``config.dispatcher``)."""
+    if not flex:
         return context_buffers(model, cfg)  # none: the buffers are the flex dispatcher's
     local = min(ep, 8)
     if ep > 1:
@@ -349,6 +350,8 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
     counts, count_of = np.unique(g["m"], return_inverse=True)
     count_of, memo = count_of.reshape(-1), {}
     etp = (facts or {}).get("etp")  # the run's expert TP (None: each row's tp)
+    flex = dispatcher(SimpleNamespace(moe_dispatcher=(facts or {}).get("moe_dispatcher"),
+                                      framework=fw.name)) == "flex"
     for sel in groups(key)[1]:
         i = sel[0]
         tp, ep, pp, vp = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp"))
@@ -399,7 +402,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held)[reps].sum(axis=1) > 0)
         parts = rank_parts(model, cfg, fw, reps[None, :], resident, stage_act[:, reps],
                            work[sel][:, None], layers[None, reps], per_param, kept,
-                           _context(model, cfg, g, sel, tp, ep, pp, etp, hosts))
+                           _context(model, cfg, g, sel, tp, ep, pp, etp, hosts, flex))
         parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
         point = np.zeros((5, len(sel), len(reps)))
