@@ -343,3 +343,25 @@ def test_plan_estimate_and_report_agree_on_a_flex_etp1_launch(tmp_path, backend,
         assert row["step_time_s"] == pytest.approx(est["step_time_s"], rel=1e-9)
         assert row["memory_bytes"] == pytest.approx(rep["memory"]["required"], rel=1e-9)
         assert row["memory_bytes"] == pytest.approx(est["memory"]["required"], rel=1e-9)
+
+
+def test_a_launch_without_its_own_etp_plans_etp_as_tp(tmp_path):
+    """A file that leaves --expert-tensor-parallel-size unset runs etp = tp (arguments.py
+    L587-588 @d98e8a64): plan holds no etp, each candidate's follows its tp; the file's
+    dispatcher (Megatron's default, allgather, as estimate reads it) is held. A typed
+    --etp is held beside it."""
+    path = tmp_path / "noetp.sh"
+    path.write_text(LAUNCH.replace(" --expert-tensor-parallel-size 1", "") + "\n")
+    few = ["--from-megatron", str(path), "--gpus", "16", "--zero", "1", "--recompute", "none",
+           "--micro-batch", "4", "--no-cp", "--max-pp", "2", "--top", "40"]
+    code, out, err = run(["plan", *few, "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["plans"]
+    assert {r["tp"] for r in rows} >= {1, 2}
+    assert all(r["etp"] == r["tp"] and r["moe_dispatcher"] == "allgather" for r in rows)
+    code, text, err = run(["plan", *few, "--top", "1"])
+    assert code == 0 and "held in every placement: dispatcher=allgather\n" in text, err
+    code, out, err = run(["plan", *few, "--etp", "1", "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["plans"]
+    assert {r["tp"] for r in rows} >= {1, 2} and {r["etp"] for r in rows} == {1}

@@ -9,7 +9,7 @@ from ledger.config import ParallelConfig
 from ledger.frameworks import get as get_framework
 from ledger.model import ModelSpec, mixtral_8x7b
 from ledger.plan import Pins
-from ledger.plan.grid import Held
+from ledger.plan.experts import Held
 from ledger.plan.search import _config, _price, enumerate_grid, held_experts, plan
 from ledger.step import DEFAULT, estimate
 from ledger.system import system

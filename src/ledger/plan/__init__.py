@@ -2,9 +2,10 @@
 
 ``grid`` enumerates the candidates as columns; ``search`` prices them in numpy with the
 same formulas as ``ledger.placement`` and ``ledger.step`` (``grid_memory`` their memory
-and their groups, ``rows`` the grouping by integer codes, ``offloads`` a fine-tune's CPU
-offload over the grid's arrays), each figure once for the candidates that share what it
-reads; ``fewest`` the smallest world that fits; ``pins`` holds what a user fixes (pins, a
+and their groups, ``dp`` their DP seconds, ``rows`` the grouping by integer codes,
+``offloads`` a fine-tune's CPU offload over the grid's arrays, ``experts`` the expert TP
+and token dispatcher a run holds in every candidate), each figure once for the candidates
+that share what it reads; ``fewest`` the smallest world that fits; ``pins`` holds what a user fixes (pins, a
 baseline) and how losing families are picked out.
 
 May import: everything below it (up to ``ledger.step``).

@@ -2,52 +2,23 @@
 shapes (tp, cp, pp, dp, ep, micro-batch, micro-batches) that divide the cluster and the
 batch, and for each the categorical choices the framework runs (schedule and vp, ZeRO,
 HSDP shard, SP, CP kind, TP overlap, CPU offload) under every recompute mode.
-
-A run's expert grid and dispatcher held fixed (``Held``: ``search.EXPERT_FACTS``) keep
-only the candidates Megatron builds and the ledger prices with them: ETP x EP tiling one
-PP stage (Megatron-Core parallel_state.py L874-884 @d98e8a64: world divisible by
-etp x ep x pp), EP then ranging over the stage's ranks / etp; an expert TP other than
-tp only under sequence parallelism, where the dispatcher starts from the SP shard
-(``config.check_config``); the flex dispatcher at expert TP 1, the one it is modelled
-at (``config.check_config``), and DeepEP over more than one rank ("DeepEP dispatcher
-requires TPxEP > 1", token_dispatcher.py L1836 @d98e8a64).
+A run's expert grid and dispatcher held fixed keep only the candidates that pair with
+them (``ledger.plan.experts``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
 
 from ledger.model import ModelSpec
 from ledger.placement import split_problem
+from ledger.plan.experts import Held
 from ledger.plan.offloads import choices as offload_choices
 from ledger.plan.pins import RECOMPUTES, SCHEDULES, Pins
 from ledger.system import System
 
 MICRO_BATCHES = (1, 2, 4, 8)
-
-
-@dataclass(frozen=True)
-class Held:
-    """The expert grid and dispatcher a run holds in every candidate: expert TP (None:
-    each candidate's tp, Megatron's default), the token dispatcher (None: the
-    framework's) and the flex dispatcher's backend (None: DeepEP)."""
-
-    etp: int | None = None
-    dispatcher: str | None = None
-    backend: str | None = None
-
-    def expert_tp(self, tp: int) -> int:
-        return tp if self.etp is None else self.etp
-
-    def sps(self, tp: int, fw=None) -> tuple:
-        """The SP choices of a candidate of ``tp``: an expert TP other than tp needs the
-        dispatcher to start from the SP shard (Megatron's, under SP)."""
-        sps = (True, False) if tp > 1 else (True,)
-        if self.expert_tp(tp) != tp:
-            sps = (True,) if fw is None or fw.moe_tokens_sp_shard else ()
-        return sps
 
 
 def _pow2_upto(n: int) -> list[int]:

@@ -12,13 +12,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ledger.config import MoESpec, dispatcher
+from ledger.config import MoESpec
 from ledger.frameworks import get as get_framework
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
 from ledger.pipeline import grad_sets, held_closed
 from ledger.pipeline.held import loss_stage_ranks
-from ledger.placement import (Layout, head_ranks, inflight_kinds, layer_activation_bytes,
+from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes,
                               layer_kinds, layer_working_bytes, peak_total, rank_layers,
                               rank_parts, rank_stages, shard_state, split_layers,
                               stage_params, tuned_stage_state, tuned_trainable)
@@ -26,9 +26,9 @@ from ledger.frameworks.fp8 import weight_bytes
 from ledger.placement.bf16_layers import bf16_kinds, bf16_weights
 from ledger.placement.footprint import divisors, expert_divisors
 from ledger.placement.buffers import framework_buffers, grid_double_buffers
-from ledger.placement.context import context_buffers
 from ledger.placement.graphs import graph_buffers
 from ledger.placement.per_gpu import recv_buffers
+from ledger.plan.experts import grid_context
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 from ledger.plan.rows import groups, present
@@ -120,8 +120,7 @@ def _state(model, cfg, fw, per_param, optimizer, shape, finetune, ranks=slice(No
             for part in (dense, expert)]
     else:  # the classes' bytes per parameter read the ZeRO stage: one stage at a time
         zeros = present(cfg.zero_stage)
-        per_zero = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape,
-                               etp)
+        per_zero = _tuned_rows(model, finetune, zeros, fw, optimizer, tp, ep, pp, vp, shape, etp)
         row = np.searchsorted(zeros, np.asarray(cfg.zero_stage).reshape(-1))  # each row's
         split = [StateBytes(*(per_zero[:, :, i, f][:, ranks][row] for f in range(3)))
                  for i in (0, 1)]
@@ -287,30 +286,6 @@ def _low_weights(model, cfg, fw, held, layout, reps, gpu, st: StateBytes) -> Sta
     return replace(st, params_bytes=st.params_bytes + extra)
 
 
-def _context(model, cfg, g, sel, tp, ep, pp, etp, hosts, flex: bool) -> dict:
-    """``ledger.placement.context_buffers`` of the rows ``sel`` of one stage layout (the
-    flex dispatcher's DeepEP / HybridEP buffers), the EP ranks sharing one NVLink domain
-    counted as ``place`` counts them: those of an EP group in one domain of the rows'
-    rank layout on ``hosts`` (GPUs per host, per domain), min(ep, 8) without EP; ``flex``:
-    the run's dispatcher is flex (``config.dispatcher``)."""
-    if not flex:
-        return context_buffers(model, cfg)  # none: the buffers are the flex dispatcher's
-    local = min(ep, 8)
-    if ep > 1:
-        lay = Layout(tp=np.full(len(sel), tp), cp=g["cp"][sel], dp=g["dp"][sel], pp=pp,
-                     ep=ep, etp=tp if etp is None else etp, gpus_per_node=hosts[0],
-                     gpus_per_domain=hosts[1])
-        local = np.broadcast_to(lay.per_node("ep"), (len(sel),))[:, None]
-    sp = np.asarray(cfg.sequence_parallel).reshape(-1)  # the tokens read SP: one at a time
-    out: dict = {}
-    for on in [bool(x) for x in present(sp)]:
-        each = context_buffers(model, SimpleNamespace(**(vars(cfg) | {
-            "sequence_parallel": on})), local)
-        for name, v in each.items():
-            out[name] = np.where(sp[:, None] == on, v, out.get(name, 0.0))
-    return out
-
-
 def grid_memory(model, g, fw, per_param, flash=True, precision=None, finetune=None,
                 optimizer="adam", facts=None, node=8, gpu=None, hosts=(8, None)):
     """Peak memory over the pipeline ranks (``ledger.placement.footprint``: the largest
@@ -350,8 +325,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
     counts, count_of = np.unique(g["m"], return_inverse=True)
     count_of, memo = count_of.reshape(-1), {}
     etp = (facts or {}).get("etp")  # the run's expert TP (None: each row's tp)
-    flex = dispatcher(SimpleNamespace(moe_dispatcher=(facts or {}).get("moe_dispatcher"),
-                                      framework=fw.name)) == "flex"
+    flex = ((facts or {}).get("moe_dispatcher") or fw.moe_dispatcher) == "flex"  # its buffers
     for sel in groups(key)[1]:
         i = sel[0]
         tp, ep, pp, vp = (int(g[k][i]) for k in ("tp", "ep", "pp", "vp"))
@@ -402,7 +376,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held)[reps].sum(axis=1) > 0)
         parts = rank_parts(model, cfg, fw, reps[None, :], resident, stage_act[:, reps],
                            work[sel][:, None], layers[None, reps], per_param, kept,
-                           _context(model, cfg, g, sel, tp, ep, pp, etp, hosts, flex))
+                           grid_context(model, cfg, g, sel, tp, ep, pp, etp, hosts, flex))
         parts = replace(parts, cp_forward=parts.cp_forward * (g["ulysses"][sel][:, None] == 0),
                         cp_backward=parts.cp_backward * (g["ulysses"][sel][:, None] == 0))
         point = np.zeros((5, len(sel), len(reps)))

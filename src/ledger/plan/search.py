@@ -26,22 +26,24 @@ from types import SimpleNamespace
 import numpy as np
 
 from ledger.arch import finetune_flops_per_token
-from ledger.config import DISPATCHERS, OFFLOADS, MoESpec, ParallelConfig
-from ledger.errors import LedgerError, require_divides, require_positive
+from ledger.config import OFFLOADS, MoESpec, ParallelConfig
+from ledger.errors import LedgerError, require_positive
 from ledger.frameworks import get as get_framework
 from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
-from ledger.placement import Layout, dp_traffic, pace, resident_state
+from ledger.placement import Layout, pace, resident_state
 from ledger.placement.nccl_buffers import nvls_on, nvls_total
-from ledger.plan.grid import Held, enumerate_grid
-from ledger.plan.grid_memory import dense_codes, grid_memory, shape_of, twins
+from ledger.plan.dp import dp_seconds
+from ledger.plan.experts import held_experts, held_words
+from ledger.plan.grid import enumerate_grid
+from ledger.plan.grid_memory import dense_codes, grid_memory, shape_of
 from ledger.plan.offloads import step_s as offload_step_s
 from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, parse_baseline,
                               rejections)
-from ledger.plan.rows import codes, groups, present
-from ledger.plan.switches import dp_overlaps as _dp_overlaps, overlaps as _overlaps
-from ledger.step import DEFAULT, Calibration, Structure, dp_split, step_times
+from ledger.plan.rows import codes, groups
+from ledger.plan.switches import overlaps as _overlaps
+from ledger.step import DEFAULT, Calibration, Structure, step_times
 from ledger.step.dp import nccl_system
 from ledger.system import System
 
@@ -147,7 +149,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         for idx in parts_of:
             need[idx] = True
     parts_of = _merge_groups(g, parts_of)
-    dp_of = _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune,
+    dp_of = dp_seconds(model, system, g, fw, st_total, framework, precision, finetune,
                         pins, need, (facts or {}).get("dp_bucket_params"),
                         (facts or {}).get("etp"))
     for done, idx in enumerate(parts_of, 1):
@@ -211,58 +213,6 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
                    hsdp_shard=sub["shard"], gpus_per_node=system.gpus_per_node,
                    gpus_per_domain=system.gpus_per_domain)
     return cfg, links
-
-
-# the grid's columns ledger.placement.dp_traffic and ledger.step.dp_split read (through the
-# namespace _dp_seconds gives them: another field read fails)
-DP_COLUMNS = ("tp", "cp", "pp", "dp", "ep", "m", "shard", "zero")
-
-
-def _dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, pins,
-                need=None, bucket=None, etp=None):
-    """``ledger.step.dp_split`` of the DP rows (``ledger.placement.dp_traffic``) of the
-    candidates ``need`` marks (default all), priced once per distinct ``DP_COLUMNS`` and
-    in one call per ZeRO stage, the experts' over the run's ``etp`` (None: tp): a
-    function from a group's rows (one ZeRO stage) to its seconds."""
-    count = len(g["tp"])
-    rows = np.arange(count) if need is None else np.flatnonzero(need)
-    full = np.zeros((7, count))
-    scalar = {}  # per ZeRO stage: those of the seven that are one number (0.0: no call)
-    if len(rows):
-        sub = {k: g[k][rows] for k in DP_COLUMNS}
-        reps, of = twins(sub, DP_COLUMNS)
-        u = {k: v[reps] for k, v in sub.items()}
-        each = np.zeros((7, len(reps)))
-        for zero in present(u["zero"]):  # the stages present
-            r = np.flatnonzero(u["zero"] == zero)
-            tp, cp, pp, dp, ep, m, shard = (u[k][r] for k in DP_COLUMNS[:-1])
-            grad, param = _dp_overlaps(fw, int(zero), pins)
-            cfg = SimpleNamespace(
-                tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, num_microbatches=m,
-                zero_stage=int(zero),
-                framework=framework, precision=precision, finetune=finetune, moe=MoESpec(),
-                reshard_after_forward=(pp == 1) | (fw.reshard == "always"),
-                grad_accumulation=np.where((pp > 1) & fw.unsharded_with_pp, "unsharded",
-                                           "sharded"),
-                hsdp_shard=shard, grad_replicas=dp * cp, overlap_grad_reduce=grad,
-                overlap_param_gather=param, dp_bucket_params=bucket)
-            links = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, etp=etp, hsdp_shard=shard,
-                           gpus_per_node=system.gpus_per_node,
-                           gpus_per_domain=system.gpus_per_domain)
-            layer_s, *rest = dp_split(dp_traffic(model, st_total, cfg, links), cfg, system,
-                                      model.layers / pp, links)
-            values = (*layer_s, *rest)
-            scalar[int(zero)] = [None if np.ndim(x) else x for x in values]
-            for j, x in enumerate(values):
-                each[j, r] = x
-        full[:, rows] = each[:, of]
-
-    def of_group(idx):
-        zeros = g["zero"][idx]
-        flat = scalar[int(zeros[0])] if (zeros == zeros[0]).all() else [None] * 7
-        v = [full[j, idx] if flat[j] is None else flat[j] for j in range(7)]
-        return tuple(v[:4]), v[4], v[5], v[6]
-    return of_group
 
 
 def _merge_groups(g, parts: list) -> list:
@@ -341,34 +291,6 @@ def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf, host=None) -
                 host_bytes=float(host[i]) if host is not None and g["offload"][i] else 0.0)
 
 
-def held_experts(model: ModelSpec, facts: dict | None) -> Held:
-    """The expert grid and dispatcher the run's ``facts`` hold (``EXPERT_FACTS``, the flex
-    backend), refused in one line where no candidate could price them: an expert TP that
-    does not divide the experts' width, or above 1 under the flex dispatcher (modelled at
-    etp 1 only, as ``config.check_config`` refuses it)."""
-    facts = facts or {}
-    held = Held(facts.get("etp"), facts.get("moe_dispatcher"), facts.get("ep_backend"))
-    if held.dispatcher is not None and held.dispatcher not in DISPATCHERS:
-        raise LedgerError("moe_dispatcher", f"must be one of {', '.join(DISPATCHERS)}, got "
-                                            f"{held.dispatcher!r}")
-    if held.etp is not None:
-        require_positive("etp", held.etp)
-        if model.is_moe:
-            require_divides("moe_ffn_hidden", model.moe_ffn_hidden, "etp", held.etp)
-        if held.dispatcher == "flex" and held.etp > 1:
-            raise LedgerError("etp", f"the flex (DeepEP) dispatcher is modelled at etp 1 "
-                                     f"only, got etp({held.etp})")
-    return held
-
-
-def _held_words(held: Held) -> str:
-    """What of the run's expert grid narrowed the candidates, for the empty grid's line."""
-    words = [f"etp {held.etp}"] if held.etp is not None else []
-    if held.dispatcher == "flex":
-        words.append("the flex dispatcher (at expert TP 1)")
-    return f", {' and '.join(words)} held" if words else ""
-
-
 def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: int = 10,
          pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str | None = None,
          optimizer: str = "adam", progress=None, framework: str = "megatron",
@@ -380,7 +302,8 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     prices the best placement of that shape and ranks it among the fitting ones.
     ``finetune`` (a ``ledger.finetune.FineTune``): what trains, priced by
     ``ledger.placement.tuned`` in every candidate; ``facts``: the run's dropout, loss and
-    compile (``RUN_FACTS``; None: the framework's)."""
+    compile (``RUN_FACTS``; None: the framework's), what its host runs (``HOST_FACTS``),
+    its expert TP and token dispatcher (``EXPERT_FACTS``: ``held_experts``)."""
     require_positive("gpus", gpus)
     require_positive("global_batch", global_batch)
     base_pins = parse_baseline(baseline) if baseline is not None else None
@@ -393,7 +316,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     if evaluated == 0:
         raise LedgerError("gpus", f"no placement of {model.name} divides gpus({gpus}) and "
                                   f"global_batch({global_batch}) under the pins given"
-                                  f"{_held_words(held)} and "
+                                  f"{held_words(held)} and "
                                   f"{fw.name}'s pipelines ({', '.join(fw.schedules)}"
                                   f"{', equal interleaved chunks' if fw.even_split else ''})")
     cap = system.gpu.hbm_bytes * (1 - cal.memory_reserve)

@@ -30,11 +30,28 @@ def plan_config(c, tp_overlap: bool = False) -> str:
     extra += " ulysses" if c.cp > 1 and c.cp_kind == "ulysses" else ""
     extra += "" if c.sequence_parallel or c.tp == 1 else " no-sp"
     extra += " tp-overlap" if tp_overlap else ""
+    extra += f" etp={c.etp}" if getattr(c, "etp", None) not in (None, c.tp) else ""
     extra += split_note(c)
     return (f"tp={c.tp} cp={c.cp} pp={c.pp} dp={c.dp}" + (f" ep={c.ep}" if c.ep > 1 else "")
             + f" zero={c.zero_stage} mb={c.micro_batch} m={c.num_microbatches} {c.schedule}"
             + extra + (f" recompute={c.recompute}" if c.recompute != "none" else "")
             + (f" offload={c.offload}" if getattr(c, "offload", "none") != "none" else ""))
+
+
+def held_lines(c) -> list[str]:
+    """What the run holds in every placement (``ledger.plan.search.EXPERT_FACTS``): its
+    token dispatcher - the flex one's backend and SMs - and expert TP, where given."""
+    from ledger.config import dispatcher
+
+    if getattr(c, "moe_dispatcher", None) is None and getattr(c, "etp", None) is None:
+        return []
+    kind = dispatcher(c)
+    words = [f"dispatcher={kind}"]
+    if kind == "flex":
+        words.append(f"backend={c.ep_backend or 'deepep'}")
+        words += [f"sms={c.ep_sms}"] if c.ep_sms else []
+    words += [f"etp={c.etp}"] if c.etp is not None else []
+    return [f"  held in every placement: {' '.join(words)}"]
 
 
 def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
@@ -56,7 +73,7 @@ def plan_text(model, gpus, system, result, runs=None, priced: int = 0) -> str:
         return head + (f"\nnothing fits: the leanest placement needs "
                        f"{fmt_bytes(result.shortfall_bytes)} more per GPU than the "
                        f"{fmt_bytes(system.gpu.hbm_bytes)} HBM minus the reserve")
-    lines = [head, *params_lines(model)[:1]]
+    lines = [head, *params_lines(model)[:1], *held_lines(result.plans[0].config)]
     if runs:
         lines.append(f"  ranked by time to train on {_si(runs[0].tokens)} tokens, checkpoints "
                      f"and failures included: the {priced:,} fastest steps as whole runs")
