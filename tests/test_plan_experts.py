@@ -36,7 +36,11 @@ def priced(model, gpus, batch, gpu, facts, finetune=None, precision=None, pins=P
                                 "ep_sms": 32, "fsdp_double_buffer": True}, None),
     # an expert TP above and below tp under the alltoall dispatcher's ETP gathers, FP8
     (MIXED, 32, 64, "h100-sxm", {"etp": 2, "shared_expert_overlap": True}, "fp8-blockwise"),
-    (MIXED, 32, 64, "h100-sxm", {"moe_dispatcher": "allgather", "etp": 4}, None)])
+    (MIXED, 32, 64, "h100-sxm", {"moe_dispatcher": "allgather", "etp": 4}, None),
+    # the run's loss and gradient dtype reach the time path too (the loss's traffic, the
+    # DP reduction's bytes), as the Bridge recipes set them
+    (MIXED, 32, 64, "h100-sxm", {"etp": 1, "moe_dispatcher": "flex", "loss": "te-parallel",
+                                 "grad_dtype": "bf16", "dp_bucket_params": 10**6}, None)])
 def test_grid_prices_a_held_expert_grid_like_estimate(model, gpus, batch, gpu, facts,
                                                       precision):
     sysm, g, (step, mem, *_) = priced(model, gpus, batch, gpu, facts, precision=precision)
@@ -109,3 +113,47 @@ def test_plan_ranks_a_flex_run():
              facts={"etp": 1, "moe_dispatcher": "flex", "ep_backend": "hybridep"})
     assert r.plans and {(p.config.etp, p.config.moe_dispatcher, p.config.ep_backend)
                         for p in r.plans} == {(1, "flex", "hybridep")}
+
+
+BRIDGE_ROWS = (  # Megatron-Bridge performance rows (ledger.validation.bridge)
+    "26.04.01/gb200/nemotron-3-super/nvfp4/64g/gbs512/mbs1",  # tp 2, etp 1, HybridEP EP 64
+    "26.02.01/h100/qwen3-235b-a22b/fp8_cs/256g/gbs8192/mbs1",  # tp 2, etp 1, DeepEP across nodes
+    "25.11/h100/qwen3-235b-a22b/fp8_cs/256g/gbs2048/mbs1",  # tp 2, etp 1, alltoall
+    "26.04.01/b300/gpt-oss-120b/bf16/64g/gbs1280/mbs4",  # BF16 gradients
+    "26.08/gb200/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4")  # the TE loss, CUDA graphs
+
+
+@pytest.mark.parametrize("row_id", BRIDGE_ROWS)
+def test_the_planner_ranks_a_bridge_recipe_as_report_prices_it(row_id):
+    """Issue 31 must-hold 3: a published recipe the ledger says fits is one the planner
+    ranks - pinned to the recipe's placement, with its run facts held (its dispatcher, etp,
+    flex backend and SMs, loss, dtypes, buffers), the planner's row is report's memory and
+    estimate's step time."""
+    from ledger.render.bridge import config_of, model_of, precision_of, system_of, tp_overlap
+    from ledger.validation.bridge import rows
+    from ledger.placement import place
+    from ledger.plan.search import DTYPE_FACTS, EXPERT_FACTS, HOST_FACTS, RUN_FACTS
+
+    row = next(r for r in rows() if r.id == row_id)
+    model, precision = model_of(row), precision_of(row)[0]
+    c, sysm = config_of(row, precision, model)[0], system_of(row)
+    held = RUN_FACTS + HOST_FACTS + EXPERT_FACTS + DTYPE_FACTS + (
+        "dp_bucket_params", "expandable_segments", "grad_accumulation_fusion",
+        "fsdp_double_buffer", "nccl_nvls")
+    pins = Pins(tp=c.tp, pp=c.pp, cp=c.cp, dp=c.dp, ep=c.ep, vp=c.vp, zero=c.zero_stage,
+                micro_batch=c.micro_batch, recompute=c.recompute, schedule=c.schedule,
+                ep_overlap=c.ep_overlap, overlap_grad_reduce=c.overlap_grad_reduce,
+                overlap_param_gather=c.overlap_param_gather,
+                tp_overlap=tp_overlap(row) and c.tp > 1)
+    report = max(m.required_bytes for m in place(  # what report's verdict reads
+        model, c, precision=precision, gpu=sysm.gpu, gpus_per_node=sysm.gpus_per_node,
+        gpus_per_domain=sysm.gpus_per_domain, nvls=sysm.nvls).memory_by_rank)
+    assert report <= sysm.gpu.hbm_bytes  # report: it fits
+    best = plan(model, c.world, sysm, c.micro_batch * c.num_microbatches * c.dp, top=1,
+                pins=pins, precision=precision, headroom_bytes=0,
+                facts={k: getattr(c, k) for k in held}).plans[0]
+    assert (best.config.etp, best.config.moe_dispatcher, best.config.ep_sms) == \
+        (c.etp, c.moe_dispatcher, c.ep_sms)
+    assert best.memory_bytes == pytest.approx(report, rel=1e-9)
+    est = estimate(model, c, sysm, tp_overlap=tp_overlap(row), precision=precision)
+    assert best.step_time_s == pytest.approx(est.step_time_s, rel=1e-9)

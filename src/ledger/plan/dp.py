@@ -21,11 +21,12 @@ DP_COLUMNS = ("tp", "cp", "pp", "dp", "ep", "m", "shard", "zero")
 
 
 def dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, pins,
-               need=None, bucket=None, etp=None):
+               need=None, bucket=None, etp=None, dtypes=None):
     """``ledger.step.dp_split`` of the DP rows (``ledger.placement.dp_traffic``) of the
     candidates ``need`` marks (default all), priced once per distinct ``DP_COLUMNS`` and
-    in one call per ZeRO stage, the experts' over the run's ``etp`` (None: tp): a
-    function from a group's rows (one ZeRO stage) to its seconds."""
+    in one call per ZeRO stage, the experts' over the run's ``etp`` (None: tp), in the
+    run's state ``dtypes`` (search.DTYPE_FACTS): a function from a group's rows (one ZeRO
+    stage) to its seconds."""
     count = len(g["tp"])
     rows = np.arange(count) if need is None else np.flatnonzero(need)
     full = np.zeros((7, count))
@@ -47,7 +48,7 @@ def dp_seconds(model, system, g, fw, st_total, framework, precision, finetune, p
                 grad_accumulation=np.where((pp > 1) & fw.unsharded_with_pp, "unsharded",
                                            "sharded"),
                 hsdp_shard=shard, grad_replicas=dp * cp, overlap_grad_reduce=grad,
-                overlap_param_gather=param, dp_bucket_params=bucket)
+                overlap_param_gather=param, dp_bucket_params=bucket, **(dtypes or {}))
             links = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, etp=etp, hsdp_shard=shard,
                            gpus_per_node=system.gpus_per_node,
                            gpus_per_domain=system.gpus_per_domain)

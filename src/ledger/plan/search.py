@@ -151,7 +151,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
     parts_of = _merge_groups(g, parts_of)
     dp_of = dp_seconds(model, system, g, fw, st_total, framework, precision, finetune,
                         pins, need, (facts or {}).get("dp_bucket_params"),
-                        (facts or {}).get("etp"))
+                        (facts or {}).get("etp"), dtypes)
     for done, idx in enumerate(parts_of, 1):
         if progress:
             progress(done, len(parts_of))
@@ -188,8 +188,9 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
     first row, the host's ``facts``) and the rank Layout of the grid's rows ``idx``."""
     sub = {name: col[idx] for name, col in g.items()}
     i0 = idx.start if isinstance(idx, slice) else idx[0]
-    held = {k: v for k, v in (facts or {}).items()
-            if k in HOST_FACTS + EXPERT_FACTS and v is not None}
+    held = {k: v for k, v in (facts or {}).items()  # the loss and compile: the loss's
+            if k in HOST_FACTS + EXPERT_FACTS + DTYPE_FACTS + ("loss", "compile")  # traffic
+            and v is not None}  # (step.timing); the dtypes: the framework's (frameworks.of)
     cfg = SimpleNamespace(
         tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
         micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],
