@@ -47,37 +47,35 @@ def unpriced_flags(a: argparse.Namespace) -> list[str]:
     return out
 
 
+def _refuse_unless(a: argparse.Namespace, field: str, applies, what: str,
+                   recipes: str) -> None:
+    """A typed flag (namespace ``field``) that ``applies(a)`` finds changing nothing for this
+    run is refused in one line: ``what`` it does, under which Megatron FP8 ``recipes``, and
+    what was given."""
+    if getattr(a, field, False) and not applies(a):
+        raise LedgerError(field, f"{what} under --framework megatron, --precision fp8, "
+                                 f"--fp8-recipe {recipes}; got --framework {a.framework}, "
+                                 f"--precision {a.precision or 'default'}")
+
+
 def check_fp8_attention(a: argparse.Namespace) -> None:
     """--fp8-dot-product-attention typed where it changes nothing is refused, as
     --fp8-recipe without --precision fp8 is: Megatron hands it to TE only under the
     delayed, tensorwise and mxfp8 recipes (ledger.frameworks.fp8_attention)."""
-    if not getattr(a, "fp8_attention", False):
-        return
     from ledger.frameworks.fp8_attention import FP8_ATTENTION_RECIPES, fp8_attention
 
-    if not fp8_attention(a):
-        raise LedgerError("fp8_attention", f"--fp8-dot-product-attention runs the attention "
-                                           f"core in FP8 under --framework megatron, "
-                                           f"--precision fp8, --fp8-recipe "
-                                           f"{'/'.join(FP8_ATTENTION_RECIPES)}; got --framework"
-                                           f" {a.framework}, --precision "
-                                           f"{a.precision or 'default'}")
+    _refuse_unless(a, "fp8_attention", fp8_attention, "--fp8-dot-product-attention runs the "
+                   "attention core in FP8", "/".join(FP8_ATTENTION_RECIPES))
 
 
 def check_fp8_output_proj(a: argparse.Namespace) -> None:
     """--fp8-output-proj outside Megatron's MXFP8 recipe is refused, as Megatron-Core
     refuses fp8_output_proj without fp8 and the mxfp8 recipe (transformer_config.py
     L1569-1575 @d98e8a64; ledger.frameworks.fp8_head)."""
-    if not getattr(a, "fp8_output_proj", False):
-        return
     from ledger.frameworks.fp8_head import fp8_head
 
-    if not fp8_head(a):
-        raise LedgerError("fp8_output_proj", f"--fp8-output-proj runs the LM head in MXFP8 "
-                                             f"under --framework megatron, --precision fp8, "
-                                             f"--fp8-recipe mxfp8; got --framework "
-                                             f"{a.framework}, --precision "
-                                             f"{a.precision or 'default'}")
+    _refuse_unless(a, "fp8_output_proj", fp8_head, "--fp8-output-proj runs the LM head in "
+                   "MXFP8", "mxfp8")
 
 
 MAX_EP_SMS = 1024  # the parse's bound; ``check_ep_sms`` holds it to the GPU's own count
