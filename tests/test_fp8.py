@@ -92,13 +92,15 @@ def test_llama3_70b_tp8_activations_per_layer_by_recipe():
 ])
 def test_deepseek_v3_moe_layer_activations(precision, g, out_b, swiglu_recompute):
     """One MoE layer of DeepSeek-V3 at tp 1 (PP 16, EP 64), T = 4096 tokens, Megatron's
-    table: norms (2h + 4 + h g each), MLA latents (kv 512, q 1536: r x 2 + 4 + r x g),
+    table: norms (2h + 4 + h g each; under an FP8 recipe the input norm's output twice, h g
+    more: MLA's q and kv down-projections each keep their own copy, TE linear.py L425-436
+    @d0067d0d), MLA latents (kv 512, q 1536: r x 2 + 4 + r x g),
     flash q (a x 192) and k, v (a x 320) in bf16, the output a x 128 x out_b, lse 4a;
     router: fp32 probs 4E, int64 top-k 8k, TE row_id_map 8E; per routed token the
     permuted input h g, its fp32 prob, fc1's 2f (bf16, or FP8 when SwiGLU is recomputed)
     and fc2's input f g (none when recomputed); the shared expert 4f + f g."""
     h, a, E, k, f, T = 7168, 128, 256, 8, 2048, 4096
-    norms = 2 * (2 * h + 4 + h * g)
+    norms = 2 * (2 * h + 4 + h * g) + (h * g if precision else 0)
     latents = (512 * 2 + 4 + 512 * g) + (1536 * 2 + 4 + 1536 * g)
     attn = 2 * (a * 192 + a * 320) + a * 128 * out_b + 4 * a
     router = 4 * E + 8 * k + 8 * E

@@ -41,14 +41,6 @@ DIFFERS = {
         "elements a token, on ~61 MoE layer-micro-batches in flight; the paper's 3.8 GiB is "
         "about half of that"),
     "recompute all three": "the sum of the two above and layernorm (53.7 GiB against 42.4)",
-    "FP8 activations": (
-        "ledger 18.0 GiB of activations off with MXFP8 (half of 35.9 GiB of GEMM inputs, "
-        "+12.3%); the paper halves ~32 GB - 16 GB. A sourced candidate, not priced: MLA's q and kv "
-        "down-projections are two TE Linears over one norm output (gpt_layer_specs.py L296, "
-        "L302, L304 @d98e8a64; mla_down_proj_fusion off, transformer_config.py L3338); in "
-        "BF16 both save that tensor, in FP8 each quantizes and saves its own copy (TE "
-        "linear.py L425-436, L601-621 @d0067d0d) - the ledger counts one: ~2.1 GiB here "
-        "(76 x 4,096 x 7,168 x 1.03 B), which would put it at ~15.8 GiB"),
 }
 
 

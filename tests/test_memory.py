@@ -64,12 +64,12 @@ def test_every_fit_verdict_right_both_ways():
     assert [r.label for r in outcomes if error(r)] == []
 
 
-def test_measured_rows_mean_error_within_5_1_percent():
+def test_measured_rows_mean_error_within_5_percent():
     """What holds now, a guard against regressions (issue 31's 4% bar is the strict xfail
-    below): 5.01% on 38 rows since the Megatron Core MoE report's Table 5 rows joined (its
+    below): 4.98% on 38 rows since the Megatron Core MoE report's Table 5 rows joined (its
     GB read as 2^30 B); 4.4% on the 36 rows before them."""
     errs = errors(ROWS)
-    assert len(errs) == 38 and sum(errs) / len(errs) <= 0.051, sum(errs) / len(errs)
+    assert len(errs) == 38 and sum(errs) / len(errs) <= 0.05, sum(errs) / len(errs)
 
 
 
@@ -103,7 +103,7 @@ def test_t5_1_and_t6_1_price_alike_and_rank_1_peaks():
                    "price alike yet measured 7.2 GiB apart (docs/memory.md, 'What it does not "
                    "explain'); what stays after the step is 5-6% under on the Megatron MoE "
                    "case and the GPT 7B tp1 pp4 one; the Megatron Core MoE report's Table 5 "
-                   "rows (GB read as 2^30 B) are -9.8% (DeepSeek-V3) and -21.6% (the "
+                   "rows (GB read as 2^30 B) are -8.7% (DeepSeek-V3) and -21.6% (the "
                    "Qwen3-235B TP2 EP16 baseline, its PP / VPP / MBS unstated)")
 def test_measured_rows_meet_the_issue_31_bar():
     errs = [error(r) for r in ROWS if r.metric != "outcome" and r.role != "chosen"]

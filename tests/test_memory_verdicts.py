@@ -132,4 +132,4 @@ def test_deepseek_v3_on_h800_term_by_term(capsys):
     assert again["required"] == pytest.approx(again["allocated"] + again["context"])
     assert again["required"] < again["capacity"]
     held = sorted(round((r["allocated"] + r["context"]) / gib, 2) for r in out["memory_by_rank"])
-    assert held[-1] == 78.47 and held[-3] == 75.30  # rank 0 / 15, then the middle ranks
+    assert held[-1] == 78.47 and held[-3] == 75.33  # rank 0 / 15, then the middle ranks

@@ -27,7 +27,7 @@ from ledger.arch.checkpointing import gradient_bytes, op_policy
 from ledger.arch.selective import recomputed_modules as _recomputed_modules
 from ledger.arch.selective import selected as _modules
 from ledger.arch.recurrent import gemm_input_elements, norm_out_elements, saved_elements
-from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, SavedTensors
+from ledger.arch.saved_tensors import KORTHIKANTI, MEGATRON, SavedTensors, mla_down_copies
 from ledger.config import RECOMPUTE
 from ledger.errors import LedgerError
 from ledger.frameworks import gemm_input_bytes as _gi
@@ -152,8 +152,7 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0
     projection reads; flash adds the log-sum-exp, a materialised kernel the probabilities over
     ``keys`` keys for each of the ``q_rows`` local queries. ``drop_up``: MLA's up-projected
     q, k, v are discarded after the kernel's forward and rebuilt from the latents in
-    backward (Megatron ``--recompute-modules mla_up_proj``; DeepSeek-V3 sec. 3.2.3).
-    """
+    backward (Megatron ``--recompute-modules mla_up_proj``; DeepSeek-V3 sec. 3.2.3)."""
     a, kv, d = model.heads, model.kv_heads, model.head_dim
     q_lora, kv_lora, rope, nope, v_dim = _mla(model)
     norm = _block_norm(model, t, e, tokens, sp_div)
@@ -166,6 +165,8 @@ def _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, dropout=0.0
         if drop_up:  # the checkpoint keeps the latents; their norms run again with it
             lat = (kv_lora + q_lora) * e
         extra = lat * tokens / sp_div
+        if q_lora and mla_down_copies(t) == 2:  # the kv down-projection's own FP8 copy
+            extra += model.hidden * gi * tokens / (sp_div if t.sp_gemm_input_shard else 1)
         qk, v_w, kv_heads = nope + rope, v_dim, a  # keys expanded to every head
     else:
         qk, v_w, kv_heads = d, getattr(model, "v_head_dim", d), kv

@@ -190,6 +190,19 @@ TABLES = {t.name: t for t in (KORTHIKANTI, MEGATRON, TORCH, TORCH_2404, TORCH_24
                               HF, PLAIN)}
 
 
+def mla_down_copies(t: SavedTensors) -> int:
+    """Copies of MLA's input-norm output its down-projections keep (with a query latent):
+    Megatron-Core builds q_down and kv_down as two Transformer Engine linear layers over that
+    one output (gpt_layer_specs.py L296, L302, L304; ``mla_down_proj_fusion`` off by default,
+    transformer_config.py L3338 @d98e8a64). In BF16 both save the same tensor; under an FP8
+    recipe each quantizes its input and saves its own copy (TE linear.py L425-436, L601-621
+    @d0067d0d) - unless ``layernorm`` is recomputed, when both save the original input
+    (multi_latent_attention.py L1114-1118, ``set_save_original_input``), which the
+    checkpoint discards (``ledger.arch.selective``)."""
+    megatron = t.name.partition("+")[0] == "megatron"
+    return 2 if megatron and t.fp8_input_bytes else 1
+
+
 def table(name: str) -> SavedTensors:
     """A saved-tensor table by name (``"<table>+fp8-<recipe>"``: its GEMM inputs kept as
     the FP8 recipe keeps them, ``ledger.frameworks.fp8``); an unknown name lists the known ones."""

@@ -6,6 +6,7 @@ choices are ``ledger.frameworks.recompute_modules`` (megatron/core/transformer/
 transformer_config.py L560-583 @d98e8a64; L1940-1941: the default ["core_attn"])."""
 from __future__ import annotations
 
+from ledger.arch.saved_tensors import mla_down_copies
 from ledger.frameworks import gemm_input_bytes as _gi
 
 
@@ -29,8 +30,10 @@ def recomputed_modules(model, t, e, tokens, sp_div, moe, mods, norm_a, norm_m, m
     tensors are priced)."""
     h = model.hidden
     gemm_in = h * _gi(t, e) * tokens / (sp_div if t.sp_gemm_input_shard else 1)
-    if "layernorm" in mods:
-        norm_a = norm_a - gemm_in * (getattr(model, "attention", "mha") == "mla")
+    if "layernorm" in mods:  # MLA's down-projections' copies of it (activations.mla_down_copies)
+        mla = getattr(model, "attention", "mha") == "mla"
+        copies = mla_down_copies(t) if mla and getattr(model, "q_lora_rank", None) else 1
+        norm_a = norm_a - gemm_in * mla * copies
         norm_m = norm_m - gemm_in * bool(moe)
     if "mlp" in mods and not moe:
         norm_m, mlp = h * e * tokens / sp_div + 0.0 * norm_m, 0.0 * mlp
