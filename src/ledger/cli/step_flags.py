@@ -374,7 +374,8 @@ def recompute_flags(a: argparse.Namespace) -> dict:
 
 
 def plan_facts(a: argparse.Namespace) -> dict:
-    """The step flags the planner holds fixed, and the run's expert TP and token dispatcher
+    """The step flags the planner holds fixed (Megatron's CPU activation offload among them:
+    ``ledger.plan.search.offload_pins``), and the run's expert TP and token dispatcher
     (``ledger.plan.search.EXPERT_FACTS``); it searches every-layer recompute only."""
     if a.recompute_every != 1:
         raise LedgerError("recompute_every", f"plan searches recompute of every layer or "
@@ -384,9 +385,6 @@ def plan_facts(a: argparse.Namespace) -> dict:
         raise LedgerError("recompute_method", f"plan searches recompute of every layer or "
                                               f"none; drop --recompute-method "
                                               f"{a.recompute_method}")
-    if getattr(a, "cpu_offloading_num_layers", 0):
-        raise LedgerError("cpu_offloading_num_layers", "plan searches no activation offload; "
-                          f"drop --cpu-offloading-num-layers {a.cpu_offloading_num_layers}")
     return {k: v for k, v in step_flags(a).items()
-            if k not in ("recompute_every", "offload_activation_layers", *no_plan_offload(a))} \
+            if k not in ("recompute_every", *no_plan_offload(a))} \
         | {"etp": getattr(a, "etp", None), "moe_dispatcher": getattr(a, "moe_dispatcher", None)}

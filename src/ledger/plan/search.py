@@ -48,7 +48,8 @@ from ledger.step.dp import nccl_system
 from ledger.system import System
 
 DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
-RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules") + DTYPE_FACTS  # held fixed
+RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules",  # held fixed
+             "offload_activation_layers") + DTYPE_FACTS  # Megatron's CPU activation offload
 # schedules whose makespan ledger.pipeline.makespan evaluates as a matrix product
 MATRIX_FORMS = ("zb-h1", "zb-v", "interleaved-zb")
 HOST_FACTS = ("cuda_graph", "ep_backend",  # and what the host launches (ledger.step.host),
@@ -292,6 +293,24 @@ def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf, host=None) -
                 host_bytes=float(host[i]) if host is not None and g["offload"][i] else 0.0)
 
 
+def offload_pins(pins: Pins, layers: int) -> Pins:
+    """The pins under a held CPU activation offload of ``layers`` layers (Megatron's
+    --cpu-offloading-num-layers, priced as ``ledger.placement.layers`` prices it: those
+    layers' activations on the host, their copies on a side stream): Megatron runs it
+    without pipeline parallelism or recompute (transformer_config.py L1884-1899 @d98e8a64),
+    so the search holds pp 1 and recompute none; a pin against that is refused."""
+    from dataclasses import replace
+
+    if not layers:
+        return pins
+    if pins.pp not in (None, 1) or pins.recompute not in (None, "none"):
+        raise LedgerError("offload_activation_layers", f"Megatron offloads the activations of "
+                          f"{layers} layers without pipeline parallelism or recompute "
+                          f"(transformer_config.py L1884-1899 @d98e8a64), got pp({pins.pp}) "
+                          f"recompute {pins.recompute!r}")
+    return replace(pins, pp=1, recompute="none")
+
+
 def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: int = 10,
          pins: Pins = Pins(), cal: Calibration = DEFAULT, precision: str | None = None,
          optimizer: str = "adam", progress=None, framework: str = "megatron",
@@ -311,6 +330,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     start = time.perf_counter()
     fw = get_framework(framework)
     held = held_experts(model, facts)
+    pins = offload_pins(pins, (facts or {}).get("offload_activation_layers") or 0)
     g = enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune,
                        order=codes, held=held)  # each group a slice
     evaluated = len(g["tp"])
