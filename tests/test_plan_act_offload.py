@@ -74,3 +74,21 @@ def test_the_cli_holds_it_and_refuses_a_pipeline_pin_in_one_line(capsys):
     code, out, err = run(capsys, *base, "--pp", "2")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: offload_activation_layers: ") and "pp(2)" in err
+
+
+@pytest.mark.parametrize("rid", ["26.06.01/gb200/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4",
+                                 "26.06.01/gb300/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4",
+                                 ROW])
+def test_plan_pinned_to_a_bridge_row_equals_estimate_and_report(rid):
+    """benchmarks/plan_agrees.py's comparison on the rows it last found apart: the two
+    gpt-oss rows whose table declares the dGLU-dbias regression (step.eager; plan held no
+    such fact: -30% step) and the offloading Llama 3 70B row."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from plan_agrees import compare
+
+    r = next(x for x in rows() if x.id == rid).as_run()
+    step, memory = compare(r)
+    assert abs(step) < 1e-9 and abs(memory) < 1e-9
