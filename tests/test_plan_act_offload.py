@@ -14,13 +14,12 @@ from ledger.errors import LedgerError
 from ledger.plan import Pins, plan
 from ledger.plan.search import EXPERT_FACTS, HOST_FACTS, RUN_FACTS, offload_pins
 from ledger.render.bridge import config_of, model_of, precision_of, system_of, tp_overlap
+from ledger.render.plan_agrees import BUFFERS
 from ledger.step import estimate
 from ledger.validation.bridge import rows
 from test_cli import run
 
 ROW = "26.04.01/gb300/llama3-70b/fp8_cs/64g/gbs256/mbs2"
-EXTRA = ("dp_bucket_params", "expandable_segments", "grad_accumulation_fusion",
-         "fsdp_double_buffer", "nccl_nvls")
 
 
 def _pinned(offload: bool):
@@ -28,7 +27,7 @@ def _pinned(offload: bool):
     model, prec = model_of(r), precision_of(r)[0]
     cfg, sysm = config_of(r, prec, model)[0], system_of(r)
     assert cfg.offload_activation_layers == 20 and cfg.pp == 1 and cfg.recompute == "none"
-    facts = {k: getattr(cfg, k) for k in RUN_FACTS + HOST_FACTS + EXPERT_FACTS + EXTRA}
+    facts = {k: getattr(cfg, k) for k in RUN_FACTS + HOST_FACTS + EXPERT_FACTS + BUFFERS}
     if not offload:
         facts["offload_activation_layers"] = 0
     pins = Pins(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, ep=cfg.ep, zero=cfg.zero_stage,
@@ -80,14 +79,10 @@ def test_the_cli_holds_it_and_refuses_a_pipeline_pin_in_one_line(capsys):
                                  "26.06.01/gb300/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4",
                                  ROW])
 def test_plan_pinned_to_a_bridge_row_equals_estimate_and_report(rid):
-    """benchmarks/plan_agrees.py's comparison on the rows it last found apart: the two
+    """benchmarks/plan_agrees.py's comparison (ledger.render.plan_agrees) on the rows it last found apart: the two
     gpt-oss rows whose table declares the dGLU-dbias regression (step.eager; plan held no
     such fact: -30% step) and the offloading Llama 3 70B row."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from plan_agrees import compare
+    from ledger.render.plan_agrees import compare
 
     r = next(x for x in rows() if x.id == rid).as_run()
     step, memory = compare(r)

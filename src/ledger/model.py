@@ -184,6 +184,10 @@ class ModelSpec(ParamCounts):
         compress = self.compressed.ratios[i] if self.compressed is not None else 0
         return LayerKind(mixer, mlp, window, compress)
 
+    def mlp_share(self, mlp: str) -> float:
+        """The share of the stack's layers whose MLP block is ``mlp`` (dense | moe | none)."""
+        return sum(n for k, n in self.kind_counts.items() if k.mlp == mlp) / self.layers
+
     @cached_property
     def kind_counts(self) -> dict[LayerKind, int]:
         """How many layers of each kind the stack has, in ``LayerKind.order``."""

@@ -161,7 +161,7 @@ def routed_activation_bytes(model: ModelSpec, cfg) -> float:
     per_f = t.mlp_gated_f if model.gated_mlp else t.mlp_plain_f
     width = mlp_width_bytes(t, e, per_f, t.expert_swiglu_recompute) * model.moe_ffn_hidden
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
-    moe_share = sum(n for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
+    moe_share = model.mlp_share("moe")
     return moe_share * tokens * model.top_k * kw["capacity_factor"] * width / cfg.tp
 
 

@@ -43,7 +43,7 @@ from ledger.plan.pins import (RECOMPUTES, SCHEDULES, Baseline, Pins, matches, pa
                               rejections)
 from ledger.plan.rows import codes, groups
 from ledger.plan.switches import overlaps as _overlaps
-from ledger.step import DEFAULT, Calibration, Structure, step_times
+from ledger.step import DEFAULT, Calibration, Structure, layout_links, step_times
 from ledger.step.dp import nccl_system
 from ledger.system import System
 
@@ -165,8 +165,7 @@ def _price(model, system, cal, g, precision, optimizer, framework, progress=None
         heavy = StateBytes(off.params[idx], off.grads[idx], off.optim[idx])
         wait, hidden, cpu = offload_step_s(cfg, int(g["offload"][i0]), heavy, off.trained[idx],
                                            node, system)
-        st = Structure(links={a: links.link(a) for a in ("tp", "cp", "ep", "pp")}
-                       | {"layout": links},
+        st = Structure(links=layout_links(links),
                        max_layers=busiest, head_layers=head, head_share=share,
                        dp_layer_s=layer_s, dp_grad_s=grad_s, dp_param_s=param_s,
                        dp_gather_s=gather_s,

@@ -13,7 +13,8 @@ constants and the Blackwell parts' GEMM share fitted on its declared calibration
 benchmarks/fit.py stages 3 and 4), ``mcore_moe`` (the Megatron Core MoE report's Table 11
 on the Bridge rows' path, with its pairs and FLOPs-per-token check), ``mcore_memory``
 (its sec. 4.1 memory per GPU - Table 3's activations, Table 4's recompute savings,
-permutation and FP8 - against the ledger at Table 3's configuration).
+permutation and FP8 - against the ledger at Table 3's configuration), ``plan_agrees`` (plan
+pinned to each Bridge row's placement against estimate's step and report's memory).
 
 May import: everything below it; nothing but ``ledger.parallel`` and the CLI imports it.
 """

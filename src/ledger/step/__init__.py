@@ -19,6 +19,7 @@ from ledger.step.timing import (
                                 Calibration,
                                 Structure,
                                 estimate,
+                                layout_links,
                                 microbatches_for,
                                 recompute_flops_per_token,
                                 step_times,
@@ -26,4 +27,4 @@ from ledger.step.timing import (
 )
 
 __all__ = ["Calibration", "DEFAULT", "Structure", "dp_split", "estimate", "gemm_s",
-           "microbatches_for", "recompute_flops_per_token", "step_times", "structure"]
+           "layout_links", "microbatches_for", "recompute_flops_per_token", "step_times", "structure"]

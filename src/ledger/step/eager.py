@@ -141,7 +141,7 @@ def dispatch_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
         return 0.0, 0.0
     rows = moe_tokens(cfg, tokens) * model.top_k * expert_tp(cfg)
     width = model.expert_hidden if model.expert_hidden else model.hidden
-    moe_share = sum(n for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
+    moe_share = model.mlp_share("moe")
     one = moe_share * rows * width * passes * cfg.act_bytes
     return one, one
 
@@ -161,7 +161,7 @@ def expert_pass_bytes(model: ModelSpec, cfg, tokens, gpu=None) -> tuple:
     rows = moe_tokens(cfg, tokens) * model.top_k * etp
     fc1 = (2 if model.gated_mlp else 1) * model.moe_ffn_hidden / etp
     fc2 = model.expert_hidden if model.expert_hidden else model.hidden
-    moe_share = sum(n for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
+    moe_share = model.mlp_share("moe")
     out = []
     for i in (0, 1):
         passes = (CLAMP_PASSES[i] * fc1 if model.glu_clamp and model.gated_mlp else 0.0) \

@@ -315,7 +315,7 @@ def shared_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal):
     if not (model.is_moe and model.shared_experts):
         return 0.0, 0.0
     pk, w, h = _peaks(cfg, gpu), model.shared_ffn, model.hidden
-    share = sum(n for k, n in model.kind_counts.items() if k.mlp == "moe") / model.layers
+    share = model.mlp_share("moe")
     up = (2 if model.gated_mlp else 1) * w / cfg.tp
     return (share * gemm_s(tokens, up, h, gpu, cal, peak=pk["shared_up"]),
             share * gemm_s(tokens, h, w / cfg.tp, gpu, cal, peak=pk["shared_down"]))

@@ -138,7 +138,7 @@ def eager_rerun_s(model: ModelSpec, cfg, tokens, gpu, mods) -> float:
 
 def layer_share(model: ModelSpec, mlp: str) -> float:
     """The share of the stack's layers whose MLP block is ``mlp`` (dense | moe)."""
-    return sum(n for k, n in model.kind_counts.items() if k.mlp == mlp) / model.layers
+    return model.mlp_share(mlp)
 
 
 def rerun_linears(model: ModelSpec, kind, mods) -> list:

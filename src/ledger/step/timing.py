@@ -315,6 +315,12 @@ def _dp_exposed(cfg, st: Structure, cal: Calibration, pipeline, m, t_f, t_b, t_w
     return out, sum(v[0] for v in out.values())
 
 
+def layout_links(lay: Layout) -> dict:
+    """``Structure.links`` of a rank layout: the link each tp / cp / ep / pp group crosses,
+    and the layout itself (numbers or arrays, as the layout's sizes are)."""
+    return {axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")} | {"layout": lay}
+
+
 def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placement,
               optimizer: str = "adam", cal: Calibration = DEFAULT) -> Structure:
     """The Structure of one placement, from its layout, its stages and its ledger."""
@@ -332,7 +338,7 @@ def structure(model: ModelSpec, cfg: ParallelConfig, system: System, pl: Placeme
     if optim_offload.fraction(cfg):  # Megatron's hybrid-device optimizer
         waits, cpu = optim_offload.step_s(pl.host_transfers, system.host_bandwidth(), cpu, cfg)
     return Structure(
-        links={axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")} | {"layout": lay},
+        links=layout_links(lay),
         max_layers=busiest, head_layers=head, head_share=share,
         dp_layer_s=layer, dp_grad_s=grads, dp_param_s=params, dp_gather_s=gather,
         state_bytes=(hs.params_bytes + hs.grads_bytes + 2 * hs.optim_bytes)

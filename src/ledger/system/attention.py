@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ledger.system.chips import GH100_PARTS
+
 # key length s -> (forward, backward) TFLOP/s, the CSVs' top_left bfloat16 rows; and their
 # top_left fp8 rows (cuDNN's FP8 attention, E4M3 with per-tensor scales: what Megatron's
 # --fp8-dot-product-attention hands TE, ledger.frameworks.fp8_attention), both counted
@@ -57,9 +59,8 @@ _MEASURED = {
     "gb300": (2500e12, {2048: (1266, 906), 4096: (1672, 1195), 8192: (1887, 1385),
                         16384: (1968, 1490), 32768: (2014, 1549)}),
 }
-MEASURED_BY = {"h100-sxm": "h200", "h800": "h200", "h100-96gb": "h200", "h100-nvl": "h200",
-               "h200": "h200", "gh200": "h200", "h20": "h200",
-               "b200": "gb200", "gb200": "gb200", "b300": "gb300", "gb300": "gb300"}
+MEASURED_BY = {g: "h200" for g in GH100_PARTS} | {
+    "b200": "gb200", "gb200": "gb200", "b300": "gb300", "gb300": "gb300"}
 # The sliding-window kernel (a local layer's core), measured on the model that runs it:
 # NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/{gb200,gb300}/
 # gpt_oss_20260424_{100011,100022}.csv at fb682ce7 (configs/gpt_oss.py L15-18, L36 there:

@@ -59,6 +59,9 @@ HOPPER_SHARE = 0.62
 BLACKWELL_SHARE = 0.50
 ULTRA_RATE = 1.40
 ULTRA_SHARE = BLACKWELL_SHARE * ULTRA_RATE  # B300's and GB300's gemm_efficiency
+# the presets built on NVIDIA's GH100 die (Hopper): a kernel measured on one of them applies
+# to all (ledger.system.attention, ledger.system.gemm_rates: one rule, a part takes its die's)
+GH100_PARTS = ("h100-sxm", "h800", "h100-96gb", "h100-nvl", "h200", "h20", "gh200")
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,
         hbm_bytes_per_s=1.555e12, gemm_efficiency=0.80, board_power_w=400, sms=108,

@@ -35,14 +35,15 @@ measured in.
 """
 from __future__ import annotations
 
+from ledger.system.chips import GH100_PARTS
+
 # the guide's pre-quantized per-layer totals (ms) and the measured part's dense peaks
 _MEASURED_MS = {"b300": {"bf16": 13.102, "fp8": 6.812, "mxfp8": 7.161, "nvfp4": 3.764},
                 "h200-nvl": {"bf16": 31.968, "fp8": 16.785}}
 _MEASURED_PEAK = {"b300": {"bf16": 2250e12, "fp8": 4500e12, "mxfp8": 4500e12,
                            "nvfp4": 13125e12},
                   "h200-nvl": {"bf16": 835e12, "fp8": 1671e12}}
-_GH100 = ("h100-sxm", "h800", "h100-96gb", "h100-nvl", "h200", "h20", "gh200")
-MEASURED_BY = {"b300": "b300", "gb300": "b300"} | {g: "h200-nvl" for g in _GH100}
+MEASURED_BY = {"b300": "b300", "gb300": "b300"} | {g: "h200-nvl" for g in GH100_PARTS}
 SOURCE = ("NVIDIA/TransformerEngine d0067d0d docs/examples/gemm_profiling/gemm_profiling.rst "
           "L139-157 (benchmark_gemm.py --pre-quantize, B300 SXM6 AC, hidden 4096, FFN 16384, "
           "M 15,872: BF16 13.102, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764 ms per layer); "

@@ -35,6 +35,7 @@ from __future__ import annotations
 from ledger.config import ParallelConfig
 from ledger.model import deepseek_v3
 from ledger.placement import Layout
+from ledger.step import layout_links
 from ledger.step.layer_comms import ep_time
 from ledger.system import system
 
@@ -70,21 +71,22 @@ def cell_s(gpu: str, backend: str, ep: int) -> float:
     """The ledger's seconds for one dispatch (or one combine) of one MoE layer: ``ep_time``
     over the layout the step builds (``ledger.step.timing.structure``), its MoE-layer share
     undone, halved."""
-    sysm = system(GPUS[gpu])
     model = deepseek_v3()
-    cfg = config(backend, ep)
-    lay = Layout(dp=ep, ep=ep, gpus_per_node=sysm.gpus_per_node,
-                 gpus_per_domain=sysm.gpus_per_domain)
-    links = {axis: lay.link(axis) for axis in ("tp", "cp", "ep", "pp")} | {"layout": lay}
-    one_direction = ep_time(model, cfg, TOKENS, links, sysm)
+    one_direction = ep_time(model, config(backend, ep), TOKENS, layout_links(_layout(gpu, ep)),
+                            system(GPUS[gpu]))
     return one_direction * model.layers / model.moe_layers / 2
+
+
+def _layout(gpu: str, ep: int) -> Layout:
+    """The cell's ranks: DP x EP over ``ep`` consecutive GPUs of the preset's system."""
+    sysm = system(GPUS[gpu])
+    return Layout(dp=ep, ep=ep, gpus_per_node=sysm.gpus_per_node,
+                  gpus_per_domain=sysm.gpus_per_domain)
 
 
 def link(gpu: str, ep: int) -> str:
     """'nvlink' where the cell's EP group stays in one NVLink domain, else 'ib'."""
-    sysm = system(GPUS[gpu])
-    return Layout(dp=ep, ep=ep, gpus_per_node=sysm.gpus_per_node,
-                  gpus_per_domain=sysm.gpus_per_domain).link("ep")
+    return _layout(gpu, ep).link("ep")
 
 
 def rows() -> list[tuple]:
