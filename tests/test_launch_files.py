@@ -198,20 +198,22 @@ def test_megatron_launches_read_as_they_say(name):
     assert got == placement
 
 
+NO_VOCAB = "--tokenizer-type GPT2BPETokenizer (pretrain_gpt.py's default) with --vocab-file"
 MEGATRON_REFUSED = {  # Megatron itself refuses these as shipped (reason, source)
     "examples/gpt3/train_gpt3_175b_distributed.sh c t v m d": (
-        "unrecognized arguments: 2.4B:320", "no --tokenizer-type",
+        "unrecognized arguments: 2.4B:320",
         "--step-batch-size-schedule with --global-batch-size",
         "world 8 is not divisible by tp(8) x pp(16)"),
     "examples/mixtral/train_mixtral_8x7b_distributed.sh c t d": (
         "world 8 is not divisible by etp(1) x ep(8) x pp(4)",),
     "examples/gptoss/02_train.sh": ("12 layer slots (12 layers) do not divide over pp(8)",),
-    "blocks/parallelism-guide__llama3_70b.sh": ("no --max-position-embeddings",
-                                                "no --tokenizer-type"),
-    "blocks/training-examples__custom_llama.sh": ("no --tokenizer-type",),
-    "blocks/training-examples__gpt3.sh": ("no --tokenizer-type",),
-    "blocks/gpt3_README__345M.txt": ("no --max-position-embeddings", "no --tokenizer-type"),
-    "blocks/gpt3_README__857M.txt": ("no --max-position-embeddings", "no --tokenizer-type"),
+    "blocks/parallelism-guide__llama3_70b.sh": ("no --max-position-embeddings",),
+    # no --tokenizer-type: pretrain_gpt.py's GPT2BPETokenizer (PRETRAIN_GPT_DEFAULTS), whose
+    # size its --vocab-file holds
+    "blocks/training-examples__custom_llama.sh": (NO_VOCAB,),
+    "blocks/training-examples__gpt3.sh": (NO_VOCAB,),
+    "blocks/gpt3_README__345M.txt": ("no --max-position-embeddings",),
+    "blocks/gpt3_README__857M.txt": ("no --max-position-embeddings",),
 }
 
 
@@ -349,3 +351,15 @@ def test_v010_vocabulary_comes_from_the_tokenizer():
     name = TITAN / "f7084fc785/torchtitan/models/llama3/train_configs/llama3_8b.toml"
     code, _, err = run("report", "--from-torchtitan", str(name), "--gpus", "64")
     assert code == 2 and "give its size with --vocab-size N beside the file" in err
+
+
+def test_pretrain_gpt_tokenizer_default():
+    """No --tokenizer-type: pretrain_gpt.py hands Megatron's parser GPT2BPETokenizer
+    (pretrain_gpt.py L525-528 @d98e8a64, set where the launch leaves it None: arguments.py
+    L657-666), whose size its --vocab-file holds: given beside the file, GPT-2's 50,257
+    tokens pad to a multiple of 128 x tp(2) = 50,432 rows of 2,048."""
+    launch = str(MEG / "blocks/training-examples__gpt3.sh")
+    code, out, err = run("report", "--from-megatron", launch, "--vocab-size", "50257",
+                         "--json")
+    assert code == 0, err
+    assert json.loads(out)["param_breakdown"]["embedding"] == 50432 * 2048

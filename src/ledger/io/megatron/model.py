@@ -45,6 +45,9 @@ from ledger.model import ModelSpec
 
 # tokenizers that read --vocab-size (build_tokenizer.py:64-65, 101-102)
 SIZED_TOKENIZERS = ("NullTokenizer", "TikTokenizer")
+# tokenizers built from --vocab-file (and --merge-file), the others from --tokenizer-model
+# (build_tokenizer.py:8, 38-50)
+FILE_TOKENIZERS = ("BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer")
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 # the recompute modules the reader applies: the ledger's priced ones but gdn_norm_out,
 # whose Gated DeltaNet layers the reader does not build (--experimental-attention-variant
@@ -65,8 +68,6 @@ def refusals(ns: dict, world: int | None) -> list[str]:
             out.append(f"no {flag} (required, arguments.py:1314-1317)")
     if ns.get("seq_length") is None:
         out.append("no --seq-length (arguments.py:1346-1350)")
-    if ns.get("tokenizer_type") is None:
-        out.append("no --tokenizer-type (build_tokenizer.py:28-32 raises)")
     if ns.get("micro_batch_size") is None:
         out.append("no --micro-batch-size (arguments.py:693-694)")
     if ns.get("fine_grained_activation_offloading"):

@@ -163,6 +163,10 @@ _EXACT = {
     "--muon-scalar-optimizer": (lambda v: v == "adam", "priced with adam"),
 }
 TOKENIZER_FILES = "the vocabulary comes from the tokenizer's files"
+# what pretrain_gpt.py hands Megatron's parser as defaults (pretrain_gpt.py L525-528
+# @d98e8a64, ``args_defaults``), set where the launch leaves the argument None
+# (arguments.py L657-666): a launch without --tokenizer-type runs GPT2BPETokenizer
+PRETRAIN_GPT_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
 DEFAULT_PRECISION = "bf16-fp32grad"  # the megatron convention's own dtypes (frameworks)
 
 
@@ -262,6 +266,7 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
     from ledger.io.megatron.flags import apply_model_flags, placement_flags, semantic_notes
 
     ns = namespace(parsed)
+    ns |= {k: v for k, v in PRETRAIN_GPT_DEFAULTS.items() if ns.get(k) is None}
     notes, tokenizer_size = apply_model_flags(ns, parsed, model_flags or {}, path)
     world = gpus or launcher_world
     problems = [f"unrecognized arguments: {' '.join(parsed.unknown)}"] if parsed.unknown else []
@@ -280,9 +285,12 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
         problems.append(str(e).split(": ", 1)[1])
     rows = mm.vocab(ns, tokenizer_size)
     if rows is None and not problems:
-        problems.append(f"--tokenizer-type {ns['tokenizer_type']} with --tokenizer-model "
-                        f"{ns.get('tokenizer_model')}: {TOKENIZER_FILES}; give its size "
-                        f"with --vocab-size N beside the launch file")
+        kind = ns["tokenizer_type"]  # Megatron's own tokenizers read --vocab-file
+        files = "--vocab-file" if kind in mm.FILE_TOKENIZERS else "--tokenizer-model"
+        given = "" if "--tokenizer-type" in parsed.given else " (pretrain_gpt.py's default)"
+        problems.append(f"--tokenizer-type {kind}{given} with {files} "
+                        f"{ns.get(files[2:].replace('-', '_'))}: {TOKENIZER_FILES}; give its "
+                        f"size with --vocab-size N beside the launch file")
     if problems:
         raise LedgerError("from_megatron", f"{path}: Megatron would refuse this launch, or "
                                            f"its numbers would mean nothing: "
