@@ -329,3 +329,22 @@ def test_megatron_cpu_activation_offload_is_priced(tmp_path):
     code, _, err = run("report", "--from-megatron", write(tmp_path, "c.sh", megatron(
         "--cpu-offloading-num-layers 8")))
     assert code == 2 and "offload_activation_layers" in err, err
+
+
+def test_megatron_local_transformer_impl_keeps_the_scores(tmp_path):
+    """--transformer-impl local builds Megatron's local layer spec (gpt_builders.py L35,
+    L145-156 @d98e8a64), whose core attention is DotProductAttention (backends.py L129-131):
+    priced as --attention-backend local, the scores kept; its own linear and norm layers
+    are named as not priced."""
+    figures = {}
+    for impl in ("transformer_engine", "local"):
+        f = write(tmp_path, f"{impl}.sh", megatron(f"--transformer-impl {impl}"))
+        code, out, err = run("report", "--from-megatron", f, "--json")
+        assert code == 0, err
+        figures[impl] = json.loads(out)["activation_bytes_per_layer"]
+        assert ("--transformer-impl local (its attention keeps the scores" in err) == \
+            (impl == "local"), err
+    f = write(tmp_path, "backend.sh", megatron("--attention-backend local"))
+    code, out, err = run("report", "--from-megatron", f, "--json")
+    assert json.loads(out)["activation_bytes_per_layer"] == figures["local"] > \
+        figures["transformer_engine"]

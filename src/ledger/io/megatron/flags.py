@@ -237,7 +237,10 @@ def _step(ns: dict) -> dict:
     UnfusedDotProductAttention, backends.py L351-420 @TE d0067d0d: baddbmm, the fused
     scale-mask-softmax keeping its bf16 output, dropout, bmm) and local (Megatron's
     DotProductAttention, the same sequence) materialise the scores; flash, fused and auto
-    run a fused kernel (transformer_config.py L151 @d98e8a64)."""
+    run a fused kernel (transformer_config.py L151 @d98e8a64). --transformer-impl local
+    builds the local layer spec whatever the backend (gpt_builders.py L35, L145-156), whose
+    core attention is the same DotProductAttention (backends.py L129-131,
+    LocalSpecProvider.core_attention): the scores materialised too."""
     out = {"dropout": ns["hidden_dropout"]}
     if ns.get("cpu_offloading_num_layers"):  # arguments.py L1950-1951: turns offloading on
         out["cpu_offloading_num_layers"] = ns["cpu_offloading_num_layers"]
@@ -253,7 +256,8 @@ def _step(ns: dict) -> dict:
             out["overlap_cpu_optimizer"] = True
     if ns.get("gradient_accumulation_fusion") is False:  # TE's dummy wgrads (buffers.py)
         out["grad_accumulation_fusion"] = False
-    if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local"):
+    if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local") or \
+            ns.get("transformer_impl") == "local":
         out["no_flash"] = True
     if ns.get("cross_entropy_loss_fusion") and ns.get("cross_entropy_fusion_impl") == "te":
         out["loss"] = "te-parallel"  # TE's parallel CE (language_module.py L173-194)

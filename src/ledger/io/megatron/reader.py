@@ -161,6 +161,11 @@ _EXACT = {
     "--muon-num-ns-steps": (lambda v: v == 5, "priced at 5 Newton-Schulz steps"),
     "--muon-tp-mode": (lambda v: v == "duplicated", "priced as duplicated"),
     "--muon-scalar-optimizer": (lambda v: v == "adam", "priced with adam"),
+    # local: its DotProductAttention applied (flags._step); its own linear and norm layers
+    # (LocalSpecProvider, megatron/core/models/backends.py L99-131 @d98e8a64) are not TE's
+    "--transformer-impl": (lambda v: v == "transformer_engine",
+                           "its attention keeps the scores, as priced; its own linear and "
+                           "norm layers priced as Transformer Engine's"),
 }
 TOKENIZER_FILES = "the vocabulary comes from the tokenizer's files"
 # what pretrain_gpt.py hands Megatron's parser as defaults (pretrain_gpt.py L525-528
