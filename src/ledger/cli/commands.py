@@ -59,16 +59,25 @@ def _cmd_seed() -> str:
     return head + "\n".join(out)
 
 
-def _cmd_report(a: argparse.Namespace) -> str:
+def report_placement(a: argparse.Namespace):
+    """report's model, placement, system and ledger from its parsed flags (a launch file
+    already merged: ``ledger.cli.inputs.source``); ``ledger.cli.goldens`` prices
+    Megatron's functional tests on this same path."""
     from ledger.parallel import place
-    from ledger.placement import Capacity
-    from ledger.render import domain_line, domains_json, placement_json, placement_text
 
     model, cfg = _model_and_config(a)
     node = _system(a)  # an unknown name is refused with the presets listed
     pl = place(model, cfg, precision=a.precision, optimizer=a.optimizer,
                gpus_per_node=node.gpus_per_node, gpus_per_domain=node.gpus_per_domain,
                gpu=node.gpu, nvls=node.nvls)
+    return model, cfg, node, pl
+
+
+def _cmd_report(a: argparse.Namespace) -> str:
+    from ledger.placement import Capacity
+    from ledger.render import domain_line, domains_json, placement_json, placement_text
+
+    model, cfg, node, pl = report_placement(a)
     _warn_idle(cfg, pl.bubble_fraction)
     room = Capacity(node.gpu.name, node.gpu.hbm_bytes, host_bytes=node.host_memory_bytes)
     if a.html:

@@ -1,0 +1,83 @@
+"""Megatron-LM's functional tests (``ledger.validation.megatron_goldens``) run on report's own
+path: each case's launch written as a file of flags and given to ``report --from-megatron``
+with its world (``--gpus``), its platform's GPU (``--gpu``) and, where the rule states it,
+the tokenizer's size (``--vocab-size``) - the flags parsed, the launch read and merged, the
+placement built and priced exactly as for a user's file (``ledger.cli.commands``). A launch
+the reader refuses is listed with the reader's own one-line reason; what it names as not
+modelled marks the row approximate.
+
+Compared like with like (``ledger.validation.memory.predicted``'s definitions): the golden's
+``mem-max-allocated-bytes`` against the last pipeline rank's ``allocated_bytes``, and its
+``mem-allocated-bytes`` after the step against that rank's state plus the buffers kept for
+the run.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ledger.errors import LedgerError
+from ledger.validation.megatron_goldens import Golden, Priced, command, flags_text, goldens
+
+METRICS = ("allocated", "resident")
+
+
+def features(g: Golden, model, cfg, approximate: bool) -> tuple[str, ...]:
+    """The groups a row is summed in: its family, platform and the settings it exercises."""
+    out = [f"family {g.family}", f"platform {g.platform}"]
+    on = {"tp": cfg.tp > 1, "pp": cfg.pp > 1, "vp": cfg.vp > 1, "cp": cfg.cp > 1,
+          "sp": cfg.tp > 1 and cfg.sequence_parallel, "ep": cfg.ep > 1,
+          "moe": bool(model.num_experts), "mla": model.attention == "mla",
+          "dist-optimizer": cfg.zero_stage >= 1, "recompute": cfg.recompute != "none",
+          "fp8/fp4": str(cfg.precision).startswith(("fp8", "fp4")),
+          "unfused attention": not cfg.flash_attention, "approximate": approximate}
+    return (*out, *(f"feature {k}" for k, v in on.items() if v))
+
+
+def _argv(g: Golden, path: str) -> list[str]:
+    argv = ["report", "--from-megatron", command(g, path), "--gpus", str(g.world),
+            "--gpu", g.gpu]
+    return argv + (["--vocab-size", str(g.vocab)] if g.vocab else [])
+
+
+def price_one(g: Golden, folder: str) -> tuple[list[Priced], str]:
+    """The golden's rows (allocated, resident), or none and the reader's reason."""
+    from ledger.cli.commands import _parse, report_placement
+    from ledger.cli.inputs import _unpriced, source
+
+    path = os.path.join(folder, f"{g.case}.args")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(flags_text(g))
+    try:
+        a = _parse(_argv(g, path))
+        a.launch = source(a)
+        model, cfg, _, pl = report_placement(a)
+        unpriced = tuple(_unpriced(a)[0])
+    except LedgerError as e:
+        return [], str(e).replace(path, f"{g.case}.args")
+    last = pl.memory_by_rank[-1]
+    groups = features(g, model, cfg, bool(unpriced))
+    return [Priced(g, "allocated", g.max_allocated_bytes, last.allocated_bytes, unpriced,
+                   groups),
+            Priced(g, "resident", g.allocated_bytes, last.state_bytes + last.kept_bytes,
+                   unpriced, groups)], ""
+
+
+def price(rows: list[Golden] | None = None) -> tuple[list[Priced], list[tuple[Golden, str]]]:
+    """(the priced rows, the goldens left out with why): the rule's reasons first, then
+    the reader's."""
+    rows = goldens() if rows is None else rows
+    priced, left = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for g in rows:
+            if g.skip:
+                left.append((g, g.skip))
+                continue
+            got, why = price_one(g, folder)
+            priced += got
+            if why:
+                left.append((g, why))
+    return priced, left
+
+
+__all__ = ["METRICS", "features", "price", "price_one"]

@@ -1,0 +1,117 @@
+"""Megatron-LM's functional tests as memory rows (ledger.validation.megatron_goldens, priced
+by ledger.cli.goldens on report's --from-megatron path): the data file's figures held to
+the golden files they came from, the harness's launch rule, the rule's counts, the reader's
+prices held to memory.py's hand-built rows of the same cases, and guards on the summary.
+
+Goldens copied here from NVIDIA/Megatron-LM @d98e8a64, tests/functional_tests/test_cases/
+<path>/golden_values_dev_<platform>.json, the last step of "mem-max-allocated-bytes" and
+"mem-allocated-bytes"."""
+from collections import Counter
+
+import pytest
+
+from ledger.cli.goldens import price, price_one
+from ledger.validation.megatron_goldens import (GPT2_BPE_TOKENS, document, goldens,
+                                                launch_words, source, summary,
+                                                tokenizer_vocab)
+from ledger.validation.memory import peaks, predicted
+
+GOLDENS = {  # (case folder, platform): (step, max allocated, allocated after the step)
+    ("gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist", "dgx_h100"): (100, 1428171264, 517243392),
+    ("gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist", "dgx_gb200"): (100, 1439181312, 514884096),
+    ("gpt/gpt3_mcore_tp1_pp2", "dgx_h100"): (50, 3633177600, 948653056),
+    ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed", "dgx_h100"): (50, 60111630336,
+                                                                      6632031744),
+}
+
+
+def _golden(folder: str, platform: str):
+    family, case = folder.split("/")
+    return next(g for g in goldens() if (g.family, g.case, g.platform, g.environment)
+                == (family, case, platform, "dev"))
+
+
+def test_data_names_its_source():
+    doc = document()
+    assert doc["source"]["repo"] == "NVIDIA/Megatron-LM"
+    assert doc["source"]["commit"].startswith("d98e8a64")
+    assert source() == "NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases"
+
+
+@pytest.mark.parametrize("key", sorted(GOLDENS))
+def test_data_holds_the_goldens_last_step(key):
+    g = _golden(*key)
+    assert (g.step, g.max_allocated_bytes, g.allocated_bytes) == GOLDENS[key]
+
+
+def test_launch_words_as_the_harness_makes_them():
+    """_run_training.sh L120-160 @d98e8a64: true -> the bare flag, "" -> dropped, (...) one
+    word, [a b] the words, a YAML list yq's "[a, b]" read alike, a << merge under the
+    mapping's own keys."""
+    args = {"<<": {"--num-layers": "2", "--seed": "1"}, "--num-layers": "4", "--bf16": "true",
+            "--load": "", "--moe-layer-freq": "([0]*1+[1]*3)",
+            "--recompute-modules": "[moe_act layernorm]", "--x": ["a", "b"]}
+    assert launch_words(args) == (
+        "--num-layers", "4", "--seed", "1", "--bf16", "--moe-layer-freq", "([0]*1+[1]*3)",
+        "--recompute-modules", "moe_act", "layernorm", "--x", "a,", "b")
+
+
+def test_vocab_rule():
+    bpe = {"--vocab-file": "${DATA_PATH}/text/common_pile/v01_filtered_data/bpe/vocab.json"}
+    assert tokenizer_vocab(bpe) == (GPT2_BPE_TOKENS, "")  # pretrain_gpt.py's default
+    assert tokenizer_vocab({"--tokenizer-type": "NullTokenizer", "--vocab-size": "131073"}) \
+        == (None, "")
+    size, why = tokenizer_vocab({"--tokenizer-type": "Llama2Tokenizer",
+                                 "--tokenizer-model": "x/tokenizer.model"})
+    assert size is None and why == "vocab unstated: Llama2Tokenizer reads x/tokenizer.model"
+
+
+def test_the_rule_counts_every_golden():
+    """833 golden files of 243 cases log memory; the rule takes 284 (140 cases), each left
+    one with its reason."""
+    rows = goldens()
+    assert (len(rows), len({(g.family, g.case) for g in rows})) == (833, 243)
+    taken = [g for g in rows if not g.skip]
+    assert (len(taken), len({(g.family, g.case) for g in taken})) == (284, 140)
+    why = Counter(g.skip.split(":")[0] for g in rows if g.skip)
+    assert why["lts container (the rule takes dev)"] == 294
+    assert why["a resumed run's second half"] == 78
+    assert why["TEST_TYPE release"] == 23
+    assert all(g.world and g.gpu and g.script == "pretrain_gpt.py" for g in taken)
+
+
+@pytest.mark.parametrize("case,platform", [("gpt3_7b_tp1_pp4_memory_speed", "dgx_h100"),
+                                           ("gpt3_7b_tp4_pp1_memory_speed", "dgx_a100"),
+                                           ("gpt3_7b_tp4_pp1_memory_speed", "dgx_gb200")])
+def test_reader_prices_memory_pys_cases_alike(tmp_path, case, platform):
+    """The launch read as a user's file prices the 7B memory_speed cases to the byte as
+    memory.py's hand-built rows (megatron_gpt, the same settings written by hand)."""
+    got, why = price_one(_golden(f"gpt/{case}", platform), str(tmp_path))
+    assert not why
+    own = {r.metric: r for r in peaks() if r.label.startswith(f"{case} {platform}")}
+    for row in got:
+        assert row.ledger == pytest.approx(predicted(own[row.metric]), rel=1e-12)
+        assert row.measured == own[row.metric].measured
+
+
+def test_reader_refusals_are_listed_not_dropped():
+    """A launch the ledger cannot place is listed with the one-line reason."""
+    g = _golden("gpt/gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap", "dgx_h100")
+    priced, left = price([g])
+    assert not priced and left[0][1].startswith("num_microbatches: interleaved schedules")
+
+
+def test_h100_gpt_summary_guards():
+    """The dense GPT cases on DGX H100, priced as predictions (nothing here was fitted to
+    them): 53 cases; the ledger is under on every row - max-alloc mean |error| 7.4%
+    (max 29.0%), after the step 16.1% (max 36.6%) at this commit. Guards a little past
+    those: a change that moves them further is a change to the memory model to explain."""
+    rows = [g for g in goldens() if not g.skip and g.family == "gpt"
+            and g.platform == "dgx_h100"]
+    priced, left = price(rows)
+    assert len({p.golden.case for p in priced}) == len(rows) - len(left) == 53
+    for metric, (mean_at_most, signed_at_least) in (("allocated", (0.08, -0.08)),
+                                                    ("resident", (0.17, -0.17))):
+        mean, signed, worst, n = summary([p for p in priced if p.metric == metric])["all"]
+        assert n == 53 and mean <= mean_at_most and signed >= signed_at_least, \
+            (metric, mean, signed, worst)
