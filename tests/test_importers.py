@@ -348,3 +348,13 @@ def test_megatron_local_transformer_impl_keeps_the_scores(tmp_path):
     code, out, err = run("report", "--from-megatron", f, "--json")
     assert json.loads(out)["activation_bytes_per_layer"] == figures["local"] > \
         figures["transformer_engine"]
+
+
+def test_megatron_distillation_teacher_is_named(tmp_path):
+    """--export-kd-teacher-load (ModelOpt's argument group, otherwise changing nothing
+    priced) builds and loads a teacher beside the student (megatron/post_training/
+    model_builder.py L474-500 @d98e8a64): named, the figures approximate."""
+    f = write(tmp_path, "kd.sh", megatron("--export-kd-teacher-load /ckpt/teacher"))
+    code, out, err = run("report", "--from-megatron", f)
+    assert code == 0 and "--export-kd-teacher-load /ckpt/teacher (a distillation teacher" \
+        in err and "approximate" in out, err

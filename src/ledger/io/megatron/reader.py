@@ -161,6 +161,11 @@ _EXACT = {
     "--muon-num-ns-steps": (lambda v: v == 5, "priced at 5 Newton-Schulz steps"),
     "--muon-tp-mode": (lambda v: v == "duplicated", "priced as duplicated"),
     "--muon-scalar-optimizer": (lambda v: v == "adam", "priced with adam"),
+    # knowledge distillation: a teacher model built and loaded beside the student
+    # (megatron/post_training/model_builder.py L474-500, checkpointing.py L211-223 @d98e8a64),
+    # its weights and forward activations on the same GPUs
+    "--export-kd-teacher-load": (lambda v: v is None,
+                                 "a distillation teacher model on the GPUs: not priced"),
     # local: its DotProductAttention applied (flags._step); its own linear and norm layers
     # (LocalSpecProvider, megatron/core/models/backends.py L99-131 @d98e8a64) are not TE's
     "--transformer-impl": (lambda v: v == "transformer_engine",
