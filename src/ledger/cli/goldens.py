@@ -17,21 +17,38 @@ import os
 import tempfile
 
 from ledger.errors import LedgerError
-from ledger.validation.megatron_goldens import Golden, Priced, command, flags_text, goldens
+from ledger.validation.megatron_goldens import (HARNESS_ENV, Golden, Priced, command,
+                                                flags_text, goldens)
 
 METRICS = ("allocated", "resident")
 
 
-def features(g: Golden, model, cfg, approximate: bool) -> tuple[str, ...]:
-    """The groups a row is summed in: its family, platform and the settings it exercises."""
-    out = [f"family {g.family}", f"platform {g.platform}"]
+def case_unpriced(g: Golden, unpriced: tuple[str, ...]) -> tuple[str, ...]:
+    """What the case itself sets that the reader names: all but the harness's environment
+    (``HARNESS_ENV``, named on every row; NCCL's algorithm, protocol and buffers change
+    time, not the allocator's bytes) where the case does not set it otherwise."""
+    own = dict(g.env)
+    return tuple(u for u in unpriced if not any(
+        u.startswith(f"{k}={v} ") and own.get(k) == v for k, v in HARNESS_ENV.items()))
+
+
+def features(g: Golden, model, cfg, named: tuple[str, ...]) -> tuple[str, ...]:
+    """The groups a row is summed in: its family, platform, the settings it exercises and
+    each flag or variable the case sets that the reader names as not modelled (``named``,
+    beyond the harness's environment)."""
+    peak = g.max_allocated_bytes / 2**30  # the run's size: a fixed buffer shows on small
+    size = next(f"{lo}-{hi} GiB" for lo, hi in ((0, 1), (1, 4), (4, 16), (16, 1 << 20))
+                if peak < hi).replace(f"-{1 << 20} GiB", "+ GiB")
+    out = [f"family {g.family}", f"platform {g.platform}", f"peak {size}"]
     on = {"tp": cfg.tp > 1, "pp": cfg.pp > 1, "vp": cfg.vp > 1, "cp": cfg.cp > 1,
           "sp": cfg.tp > 1 and cfg.sequence_parallel, "ep": cfg.ep > 1,
           "moe": bool(model.num_experts), "mla": model.attention == "mla",
           "dist-optimizer": cfg.zero_stage >= 1, "recompute": cfg.recompute != "none",
           "fp8/fp4": str(cfg.precision).startswith(("fp8", "fp4")),
-          "unfused attention": not cfg.flash_attention, "approximate": approximate}
-    return (*out, *(f"feature {k}" for k, v in on.items() if v))
+          "unfused attention": not cfg.flash_attention}
+    names = sorted({n.split(" ")[0].split("=")[0] for n in named})
+    return (*out, *(f"feature {k}" for k, v in on.items() if v),
+            *(f"named {n}" for n in names))
 
 
 def _argv(g: Golden, path: str) -> list[str]:
@@ -56,7 +73,7 @@ def price_one(g: Golden, folder: str) -> tuple[list[Priced], str]:
     except LedgerError as e:
         return [], str(e).replace(path, f"{g.case}.args")
     last = pl.memory_by_rank[-1]
-    groups = features(g, model, cfg, bool(unpriced))
+    groups = features(g, model, cfg, case_unpriced(g, unpriced))
     return [Priced(g, "allocated", g.max_allocated_bytes, last.allocated_bytes, unpriced,
                    groups),
             Priced(g, "resident", g.allocated_bytes, last.state_bytes + last.kept_bytes,
@@ -80,4 +97,4 @@ def price(rows: list[Golden] | None = None) -> tuple[list[Priced], list[tuple[Go
     return priced, left
 
 
-__all__ = ["METRICS", "features", "price", "price_one"]
+__all__ = ["METRICS", "case_unpriced", "features", "price", "price_one"]
