@@ -20,7 +20,9 @@ Kept for every case directory ``tests/functional_tests/test_cases/<family>/<case
   product's ``platforms`` default to the spec's), ``spec.nodes x spec.gpus``; every recipe
   found is kept (``recipes``: its path, nodes, GPUs per node, world and the training script
   its ``TRAINING_SCRIPT_PATH`` names), none when no recipe lists it; and every recipe that
-  lists the case at all, for any environment or platform (the case's ``recipes``).
+  lists the case at all, for any environment or platform (the case's ``recipes``); and
+  every recipe file's own spec (the top-level ``recipes``: its model folder, nodes, GPUs,
+  world and script).
 The launch the harness makes of these (tests/functional_tests/shell_test_utils/
 _run_training.sh) is the reader's rule (``ledger.validation.megatron_goldens``): the file
 keeps the case as written.
@@ -57,9 +59,12 @@ def _text(value):
     return value
 
 
-def worlds(repo: str) -> dict[tuple[str, str, str, str], list[dict]]:
-    """(family, case, environment, platform) -> the recipes that run it, with their world."""
+def worlds(repo: str, specs: dict | None = None
+           ) -> dict[tuple[str, str, str, str], list[dict]]:
+    """(family, case, environment, platform) -> the recipes that run it, with their world;
+    ``specs`` gets every recipe's own (path -> model folder, nodes, GPUs, world, script)."""
     out: dict = {}
+    specs = {} if specs is None else specs
     for path in git(repo, "ls-tree", "-r", "--name-only", "HEAD", RECIPES).split():
         if not path.endswith(".yaml"):
             continue
@@ -70,6 +75,9 @@ def worlds(repo: str) -> dict[tuple[str, str, str, str], list[dict]]:
         world = int(spec.get("nodes", 1)) * int(spec.get("gpus", 0))
         script = re.search(r"TRAINING_SCRIPT_PATH=([^\"\s]+)", spec.get("script") or "")
         default = spec.get("platforms")
+        specs[path] = dict(model=spec["model"], nodes=int(spec.get("nodes", 1)),
+                           gpus_per_node=int(spec.get("gpus", 0)), world=world,
+                           script=script.group(1) if script else None)
         for item in doc["products"]:
             for product in item.get("products") or []:
                 platforms = product.get("platforms") or [default]
@@ -104,7 +112,8 @@ def main(repo: str, out_path: str) -> None:
         parts = f.split("/")
         if len(parts) == 6:
             dirs.setdefault("/".join(parts[3:5]), []).append(parts[5])
-    runs = worlds(repo)
+    specs: dict = {}
+    runs = worlds(repo, specs)
     cases = []
     for name, names in sorted(dirs.items()):
         family, case = name.split("/")
@@ -145,7 +154,7 @@ def main(repo: str, out_path: str) -> None:
     doc = dict(source=dict(repo="NVIDIA/Megatron-LM", commit=commit, cases=CASES,
                            recipes=RECIPES,
                            harness="tests/functional_tests/shell_test_utils/_run_training.sh"),
-               written_by="tools/megatron_goldens.py", cases=cases)
+               written_by="tools/megatron_goldens.py", recipes=specs, cases=cases)
     with open(out_path, "w") as fh:
         json.dump(doc, fh, indent=0, sort_keys=False)
         fh.write("\n")

@@ -39,7 +39,8 @@ def features(g: Golden, model, cfg, named: tuple[str, ...]) -> tuple[str, ...]:
     peak = g.max_allocated_bytes / 2**30  # the run's size: a fixed buffer shows on small
     size = next(f"{lo}-{hi} GiB" for lo, hi in ((0, 1), (1, 4), (4, 16), (16, 1 << 20))
                 if peak < hi).replace(f"-{1 << 20} GiB", "+ GiB")
-    out = [f"family {g.family}", f"platform {g.platform}", f"peak {size}"]
+    out = [f"family {g.family}", f"platform {g.platform}", f"peak {size}",
+           f"world {'from the family recipe' if g.world_assumed else 'stated'}"]
     on = {"tp": cfg.tp > 1, "pp": cfg.pp > 1, "vp": cfg.vp > 1, "cp": cfg.cp > 1,
           "sp": cfg.tp > 1 and cfg.sequence_parallel, "ep": cfg.ep > 1,
           "moe": bool(model.num_experts), "mla": model.attention == "mla",

@@ -26,8 +26,9 @@ One rule for every golden, never chosen per case nor with the measured figure in
 - the recipe that runs the case on that environment and platform gives the world
   (nodes x gpus) and the training script; else every recipe of the case in the platform's
   own recipe folder (h100/ for dgx_h100 and dgx_a100, gb200/ for dgx_gb200), if they
-  agree; a case no recipe runs has no stated world. The script must be pretrain_gpt.py,
-  the launch the reader reads;
+  agree; a case no recipe runs at this commit (its golden kept from an earlier one) takes
+  its family's own recipe file there (h100/gpt.yaml, gb200/moe.yaml ...: ``world_assumed``).
+  The script must be pretrain_gpt.py, the launch the reader reads;
 - the launch: MODEL_ARGS made words as the harness makes them (``launch_words``), its
   environment the harness's exports (``HARNESS_ENV``) under the case's ENV_VARS;
 - the vocabulary: a GPT2BPETokenizer (named, or pretrain_gpt.py's default) reading a GPT-2
@@ -54,6 +55,7 @@ ENVIRONMENT = "dev"
 FRESH = ("regular", "ckpt-resume", "frozen-resume")
 SCRIPT = "pretrain_gpt.py"
 # the recipe folder of a platform's machines (tests/test_utils/recipes/)
+RECIPES = "tests/test_utils/recipes"
 RECIPE_FOLDER = {"dgx_h100": "h100", "dgx_a100": "h100", "dgxh100_dgxc": "h100",
                  "dgx_gb200": "gb200"}
 # what _run_training.sh exports before the case's ENV_VARS (L58-66 @d98e8a64: each
@@ -87,6 +89,7 @@ class Golden:
     env: tuple[tuple[str, str], ...]  # the environment pretrain_gpt.py gets
     vocab: int | None  # a tokenizer size given beside the launch (--vocab-size), or None
     skip: str = ""  # why the rule leaves it out ("" when it goes to the reader)
+    world_assumed: bool = False  # the world and script of the family's recipe file
 
     @property
     def gpu(self) -> str | None:
@@ -148,9 +151,13 @@ def tokenizer_vocab(args: dict) -> tuple[int | None, str]:
 def _recipe(case: dict, golden: dict) -> tuple[dict | None, str]:
     """The recipe that states the golden's world and script (the rule's fourth point)."""
     own = golden["recipes"]
+    folder = RECIPE_FOLDER.get(golden["platform"])
     if not own:
-        folder = RECIPE_FOLDER.get(golden["platform"])
         own = [r for r in case["recipes"] if r["recipe"].split("/")[-2] == folder]
+    if not own:  # a golden no recipe runs at this commit: its family's own recipe file
+        spec = document()["recipes"].get(f"{RECIPES}/{folder}/{case['family']}.yaml")
+        own = [spec | {"recipe": f"{RECIPES}/{folder}/{case['family']}.yaml",
+                       "assumed": True}] if spec else []
     runs = {(r["world"], r["script"]) for r in own}
     if len(runs) == 1:
         return own[0], ""
@@ -196,7 +203,8 @@ def goldens() -> list[Golden]:
                 world=recipe["world"] if recipe else None,
                 script=recipe["script"] if recipe else None, words=launch_words(args),
                 env=tuple(sorted(env.items())), vocab=vocab,
-                skip=_skip(case, g, recipe, why_world, why_vocab)))
+                skip=_skip(case, g, recipe, why_world, why_vocab),
+                world_assumed=bool(recipe and recipe.get("assumed"))))
     return out
 
 
