@@ -82,15 +82,20 @@ def test_the_rule_counts_every_golden():
     assert all(g.world and g.gpu and g.script == "pretrain_gpt.py" for g in taken)
 
 
-@pytest.mark.parametrize("case,platform", [("gpt3_7b_tp1_pp4_memory_speed", "dgx_h100"),
-                                           ("gpt3_7b_tp4_pp1_memory_speed", "dgx_a100"),
-                                           ("gpt3_7b_tp4_pp1_memory_speed", "dgx_gb200")])
-def test_reader_prices_memory_pys_cases_alike(tmp_path, case, platform):
-    """The launch read as a user's file prices the 7B memory_speed cases to the byte as
-    memory.py's hand-built rows (megatron_gpt, the same settings written by hand)."""
-    got, why = price_one(_golden(f"gpt/{case}", platform), str(tmp_path))
+@pytest.mark.parametrize("folder,platform,label", [
+    ("gpt/gpt3_7b_tp1_pp4_memory_speed", "dgx_h100", "gpt3_7b_tp1_pp4_memory_speed"),
+    ("gpt/gpt3_7b_tp4_pp1_memory_speed", "dgx_a100", "gpt3_7b_tp4_pp1_memory_speed"),
+    ("gpt/gpt3_7b_tp4_pp1_memory_speed", "dgx_gb200", "gpt3_7b_tp4_pp1_memory_speed"),
+    ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed", "dgxh100_dgxc",
+     "moe tp2_pp2_ep4_etp1_memory_speed")])
+def test_reader_prices_memory_pys_cases_alike(tmp_path, folder, platform, label):
+    """The launch read as a user's file prices the memory_speed cases to the byte as
+    memory.py's hand-built rows (megatron_gpt, megatron_moe: the same settings written by
+    hand)."""
+    got, why = price_one(_golden(folder, platform), str(tmp_path))
     assert not why
-    own = {r.metric: r for r in peaks() if r.label.startswith(f"{case} {platform}")}
+    own = {r.metric: r for r in peaks() if r.label.startswith(f"{label} {platform}")}
+    assert len(own) == len(got) == 2
     for row in got:
         assert row.ledger == pytest.approx(predicted(own[row.metric]), rel=1e-12)
         assert row.measured == own[row.metric].measured
