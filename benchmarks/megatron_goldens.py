@@ -30,8 +30,10 @@ def joined(priced) -> list[str]:
 
     own = [error(r) for r in peaks() if r.metric != "outcome" and r.role != "chosen"]
     new = [p.error for p in priced if not held(p.golden)]
+    peaks_only = [p.error for p in priced if not held(p.golden) and p.metric == "allocated"]
     out = []
-    for name, errs in (("memory.py's measured rows", own), ("with these rows", own + new)):
+    for name, errs in (("memory.py's measured rows", own), ("with these rows", own + new),
+                       ("with their max-alloc rows", own + peaks_only)):
         out.append(f"{name:<26} mean |error| {sum(map(abs, errs)) / len(errs):5.1%}  signed "
                    f"{sum(errs) / len(errs):+6.1%}  max {max(map(abs, errs)):5.1%}  "
                    f"({len(errs)} rows)")
