@@ -37,11 +37,12 @@ def counts(goldens, priced, left) -> list[str]:
     cases = {(g.family, g.case) for g in goldens}
     taken = [g for g in goldens if not g.skip]
     read = {(p.golden.family, p.golden.case, p.golden.platform) for p in priced}
-    return [f"golden files logging memory: {len(goldens)} of {len(cases)} cases; "
-            f"taken by the rule: {len(taken)} ({len({(g.family, g.case) for g in taken})} "
-            f"cases); read and priced: {len(read)} "
-            f"({len({(f, c) for f, c, _ in read})} cases), {len(priced)} rows "
-            f"({sum(p.approximate for p in priced)} approximate)"]
+    named = sum(any(x.startswith("named ") for x in p.groups) for p in priced)
+    return [f"{len(goldens)} golden files of {len(cases)} cases log memory; the rule takes "
+            f"{len(taken)} ({len({(g.family, g.case) for g in taken})} cases); read and "
+            f"priced: {len(read)} ({len({(f, c) for f, c, _ in read})} cases), "
+            f"{len(priced)} rows, {sum(p.approximate for p in priced)} marked approximate "
+            f"({named} for what the case sets, the rest for the harness's NCCL environment)"]
 
 
 def goldens_table(goldens, priced, left) -> str:
