@@ -45,7 +45,7 @@ def test_data_holds_the_goldens_last_step(key):
 
 
 def test_launch_words_as_the_harness_makes_them():
-    """_run_training.sh L120-160 @d98e8a64: true -> the bare flag, "" -> dropped, (...) one
+    """_run_training.sh L121-166 @d98e8a64: true -> the bare flag, "" -> dropped, (...) one
     word, [a b] the words, a YAML list yq's "[a, b]" read alike, a << merge under the
     mapping's own keys."""
     args = {"<<": {"--num-layers": "2", "--seed": "1"}, "--num-layers": "4", "--bf16": "true",

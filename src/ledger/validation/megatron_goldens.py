@@ -15,14 +15,15 @@ world - 1, the last pipeline stage) - the ledger's last pipeline rank's ``alloca
 and its state plus the buffers kept for the run.
 
 One rule for every golden, never chosen per case nor with the measured figure in view
-(``RULE``; the reason a golden is left out is kept with it, ``Golden.skip``):
+(the reason a golden is left out is kept with it, ``Golden.skip``):
+- a training golden: per-step series (the inference tests log one peak and no step);
 - environment ``dev`` (the current container; ``lts`` is the long-term-support one);
 - a platform with a GPU preset (``PLATFORM_GPUS``: dgx_h100 and dgxh100_dgxc H100 SXM,
   dgx_a100 A100 80GB, dgx_gb200 GB200); ``_2nd`` files are a resumed run's second half,
   which loads the first half's checkpoint;
 - a run that loads no checkpoint before it trains: TEST_TYPE regular, ckpt-resume and
   frozen-resume (their first run starts with an empty load path), not release, frozen-start
-  or checkpoint-consistency (run_ci_test.sh L262-275 @d98e8a64);
+  or checkpoint-consistency (run_ci_test.sh L262-273 @d98e8a64);
 - the recipe that runs the case on that environment and platform gives the world
   (nodes x gpus) and the training script; else every recipe of the case in the platform's
   own recipe folder (h100/ for dgx_h100 and dgx_a100, gb200/ for dgx_gb200), if they
@@ -51,15 +52,15 @@ from ledger.validation.memory import PLATFORM_GPUS
 
 DATA = "megatron_goldens.json"
 ENVIRONMENT = "dev"
-# TEST_TYPEs whose measured (first) run starts from no checkpoint (run_ci_test.sh L262-275)
+# TEST_TYPEs whose measured (first) run starts from no checkpoint (run_ci_test.sh L262-273)
 FRESH = ("regular", "ckpt-resume", "frozen-resume")
 SCRIPT = "pretrain_gpt.py"
 # the recipe folder of a platform's machines (tests/test_utils/recipes/)
 RECIPES = "tests/test_utils/recipes"
 RECIPE_FOLDER = {"dgx_h100": "h100", "dgx_a100": "h100", "dgxh100_dgxc": "h100",
                  "dgx_gb200": "gb200"}
-# what _run_training.sh exports before the case's ENV_VARS (L58-66 @d98e8a64: each
-# "${VAR:-default}", so a case's own value wins)
+# what _run_training.sh exports before the case's ENV_VARS (L58-66 @d98e8a64), which it
+# exports after them (L75-83): a case's own value wins
 HARNESS_ENV = {"NCCL_PROTO": "simple", "NCCL_ALGO": "Ring", "NCCL_COLLNET_ENABLE": "0",
                "NCCL_NVLS_ENABLE": "0", "NCCL_BUFFSIZE": "4194304",
                "TORCH_NCCL_AVOID_RECORD_STREAMS": "1"}
@@ -112,7 +113,7 @@ def source() -> str:
 
 
 def launch_words(model_args: dict) -> tuple[str, ...]:
-    """MODEL_ARGS as _run_training.sh L120-160 @d98e8a64 hands them to the trainer (yq's
+    """MODEL_ARGS as _run_training.sh L121-166 @d98e8a64 hands them to the trainer (yq's
     ``explode``: a ``<<`` merge's keys under the mapping's own): ``true`` -> the bare flag;
     an empty value -> left out; ``(...)`` -> one word; ``[a b]`` -> the brackets dropped
     and the words split, as its ``eval`` splits them; a value with a space, ``|``, ``(`` or
