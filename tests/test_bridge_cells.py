@@ -97,15 +97,21 @@ def test_a_table_placement_that_cannot_run_yields_to_its_recipe():
     ran. Its recipe (v0.1.0rc3 deepseek_v3_llm_pretrain.yaml L98) runs PP 4 VP 8, and the
     row is priced there. Its FP8-CS twin states VP 4 at PP 4, which Megatron-Core refuses
     under the recipe's 32-stage layout "Et|(tt|)*30mL" (VP must be 32 / 4): priced at the
-    recipe's VP 8. The B200 rows' PP 16 with VP unset Megatron accepts (it derives VP 2
-    from the layout): they keep the table's cells. Every other row keeps the table's."""
+    recipe's VP 8. The B200 rows (archive L620) state TP 1 PP 16 without interleaving (the
+    25.09 tables write VP 1 for none); the same launch passes them the same 32-stage layout
+    with VP unset (YAML L78-91: TP 2 PP 16, vp null), which Megatron-Core runs at VP 32 / 16
+    = 2 (transformer_config.py L996-997 at core_v0.14.0): a PP 16 run without interleaving
+    cannot be that layout's, and they are priced at the recipe as Megatron runs it, TP 2 PP
+    16 VP 2. Every other row keeps the table's."""
     from ledger.render.bridge import outcomes
     from ledger.validation.bridge import unrunnable_cells
     from ledger.validation.bridge_cells import _layout_refuses
 
     moved = {r.id: unrunnable_cells(r) for r in ROWS if unrunnable_cells(r)}
     assert moved == {"25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1": {"pp": 4, "vp": 8},
-                     "25.09/gb200/deepseek-v3/fp8_cs/256g/gbs2048/mbs1": {"vp": 8}}
+                     "25.09/gb200/deepseek-v3/fp8_cs/256g/gbs2048/mbs1": {"vp": 8},
+                     "25.09/b200/deepseek-v3/fp8_cs/256g/gbs2048/mbs1": {"tp": 2, "vp": 2},
+                     "25.09/b200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1": {"tp": 2, "vp": 2}}
     r = BY_ID["25.09/gb200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"]
     run = r.as_run()
     assert (r.pp, r.vp, r.dp) == (8, 2, 32) and (run.pp, run.vp, run.dp) == (4, 8, 64)
@@ -113,7 +119,13 @@ def test_a_table_placement_that_cannot_run_yields_to_its_recipe():
     assert _layout_refuses(cs) and not _layout_refuses(cs.as_run())
     assert (cs.vp, cs.as_run().vp, cs.as_run().layout(1)[0]) == (4, 8, "Et|(tt|)*30mL")
     b = BY_ID["25.09/b200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"]
-    assert (b.pp, b.vp) == (16, None) and not _layout_refuses(b) and b.as_run() is b
+    run = b.as_run()
+    assert (b.tp, b.pp, b.vp) == (1, 16, None) and _layout_refuses(b)
+    assert (run.tp, run.pp, run.vp, run.dp) == (2, 16, 2, 8) and not _layout_refuses(run)
+    assert run.layout(1)[0] == "Et|(tt|)*30mL" and run.id == b.id
+    # a row whose recipe passes no layout is never held to one (25.11 B200: v0.2.0's map)
+    eleven = BY_ID["25.11/b200/deepseek-v3/fp8_mx/256g/gbs2048/mbs1"]
+    assert not _layout_refuses(eleven) and eleven.as_run() is eleven
     out = {o.row.id: o for o in outcomes()}
     assert all(out[i].status == "ran" and out[i].fits for i in moved)
     # 25.09 B200 Qwen3-30B: the table's PP 1 runs, its YAML recipe's PP 8 VP 12 with EP 8 on

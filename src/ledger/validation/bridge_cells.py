@@ -62,14 +62,24 @@ def unrunnable_cells(row) -> dict:
     cell of a run that ran), where the recipe's cells make a placement Megatron accepts -
     one rule for every row. Refused: what ``table_inconsistent`` says cannot run (an EP
     group its ranks cannot hold), and a VP that conflicts with the recipe's pipeline layout
-    (``_layout_refuses``). It moves 25.09 GB200 DeepSeek-V3 MXFP8 (table PP 8 VP 2 leaves DP
+    (``_layout_refuses``). The recipe's cells are its placement as Megatron runs it: a VP
+    the recipe leaves unset is the one Megatron derives from the layout it passes
+    (``_layout_vp``). It moves 25.09 GB200 DeepSeek-V3 MXFP8 (table PP 8 VP 2 leaves DP
     32 for EP 64; its recipe, v0.1.0rc3 deepseek_v3_llm_pretrain.yaml L98-108, runs PP 4 VP
     8, DP 64) and FP8-CS (table VP 4 at PP 4 against the 32-stage layout; the recipe's VP
-    8)."""
+    8), and 25.09 B200 DeepSeek-V3 FP8-CS and MXFP8 (table TP 1 PP 16 without interleaving
+    - the 25.09 tables write VP 1 for none - against the same 32-stage layout, which the
+    launch passes with VP unset: Megatron runs it at VP 2, and the recipe at TP 2, the
+    same YAML's b200 lines L78-91: tp 2 L85, vp null L88)."""
+    refused = _layout_refuses(row)
     if not (any(t.endswith("cannot run as published") for t in row.table_inconsistent)
-            or _layout_refuses(row)):
+            or refused):
         return {}
     said = {k: v.get("recipe") for k, v in row.disagree.items() if k in PLACEMENT}
+    if refused and "vp" not in said:  # the recipe leaves VP unset, as the table does
+        vp = _layout_vp(replace(row, **{k: v for k, v in said.items()
+                                        if isinstance(v, int)}))
+        said = said | ({"vp": vp} if vp else {})
     if not said or not all(isinstance(v, (int, bool)) for v in said.values()):
         return {}
     run = replace(row, **said)
@@ -77,19 +87,35 @@ def unrunnable_cells(row) -> dict:
 
 
 def _layout_refuses(row) -> bool:
-    """Whether Megatron-Core refuses the row's PP / VP under its recipe's pipeline layout:
-    the layout's stages must split evenly over PP, and a VP that is set must be the
-    stages over PP (pipeline_parallel_layer_layout.py L37-42, transformer_config.py
-    L985-995 at core_v0.14.0, the Megatron-Core Megatron-Bridge 0.1.0rc3 pins:
-    pyproject.toml L88). 25.09's DeepSeek-V3 launch passes the 32-stage "Et|(tt|)*30mL" to
-    every GPU's recipe (scripts/performance/run_script.py L64-72 @ v0.1.0rc3, and the YAML's
-    pipeline_model_parallel_layout). A VP left unset Megatron derives from the layout (VP 2
-    for the 25.09 B200 rows' PP 16): accepted, and priced at the table's cells."""
-    own = row.setting("pp_layout") or row.setting("pipeline_model_parallel_layout")
-    if not isinstance(own, str):
+    """Whether the row's PP / VP cannot be the run of its recipe's pipeline layout: the
+    layout's stages must split evenly over PP, and the VP must be the stages over PP
+    (pipeline_parallel_layer_layout.py L37-42, transformer_config.py L985-997 at
+    core_v0.14.0, the Megatron-Core Megatron-Bridge 0.1.0rc3 pins: pyproject.toml L88) -
+    a VP that is set is held to it (L989-994), one left unset is set to it (L996-997), so
+    a row without interleaving (VP None: the 25.09 / 25.11 tables write VP 1) cannot be
+    the run of a layout of more stages than PP. 25.09's DeepSeek-V3 launch passes the
+    32-stage "Et|(tt|)*30mL" to every GPU's recipe (scripts/performance/run_script.py
+    L64-72 @ v0.1.0rc3, and the YAML's pipeline_model_parallel_layout)."""
+    stages = _layout_stages(row)
+    if stages is None:
         return False
-    stages = _stages(own)
-    return bool(stages % row.pp or (row.vp and row.vp != stages // row.pp))
+    return bool(stages % row.pp or (row.vp or 1) != stages // row.pp)
+
+
+def _layout_stages(row) -> int | None:
+    """The stages of the recipe's own pipeline layout, None where it passes none."""
+    own = row.setting("pp_layout") or row.setting("pipeline_model_parallel_layout")
+    return _stages(own) if isinstance(own, str) else None
+
+
+def _layout_vp(row) -> int | None:
+    """The VP Megatron-Core runs the recipe's layout at on the row's PP, where the layout
+    splits evenly over it and gives more than one stage a rank (transformer_config.py
+    L996-997 at core_v0.14.0); None otherwise."""
+    stages = _layout_stages(row)
+    if stages is None or stages % row.pp or stages // row.pp <= 1:
+        return None
+    return stages // row.pp
 
 
 # the placement cells the table's own GA (GBS / (MBS x DP), DP = GPUs / (TP x PP x CP))
