@@ -194,6 +194,10 @@ class ParallelConfig:
     # -- what the host launches, and what overlaps the pipeline's sends (ledger.step.host) --
     cuda_graph: tuple[str, ...] = ()  # blocks captured in CUDA graphs (GRAPH_SCOPES); ()
     #   every kernel launched by the host, eagerly
+    # those graphs are Megatron's own (--cuda-graph-impl local), not Transformer Engine's
+    # (transformer_engine): under TE's a router graph keeps the pre-MLP norm's output
+    # (ledger.frameworks.recompute_modules.pre_mlp_norm_recomputed)
+    cuda_graph_local: bool = False
     # pipeline sends and receives overlapped with the next chunk's compute (Megatron's
     # overlap_p2p_comm); None: the framework's default for the schedule
     overlap_p2p: bool | None = None

@@ -268,7 +268,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                       moe: bool | None = None, window: int | None = None,
                       etp=1, kind: LayerKind | None = None,
                       dropout: float = 0.0,
-                      modules: tuple[str, ...] | None = None) -> LayerActivations:
+                      modules: tuple[str, ...] | None = None,
+                      moe_norm_recompute: bool = True) -> LayerActivations:
     """Bytes one decoder layer keeps for backward, per GPU, for one micro-batch.
 
     ``layer`` (0-based) picks the layer's kind from the model (MoE or dense, its sliding
@@ -279,7 +280,9 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     ``selective`` runs the table's policy: the attention core recomputed (Korthikanti
     et al. 2022, sec. 5: the s^2 terms are not kept; with flash there is nothing to
     drop), or torchtitan's per-op policy (``ledger.arch.checkpointing``). ``dropout`` > 0
-    keeps the table's dropout masks.
+    keeps the table's dropout masks. ``moe_norm_recompute``: whether ``layernorm`` among
+    ``modules`` reaches an MoE layer's pre-MLP norm (Megatron keeps it under a router
+    CUDA graph: ``ledger.frameworks.recompute_modules.pre_mlp_norm_recomputed``).
 
     >>> from ledger.model import llama3_8b
     >>> from ledger.arch.saved_tensors import HF
@@ -338,7 +341,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     if mlp_kind == "none":
         norm_m = mlp = router = experts = shared = 0.0 * tokens
     norm_a, norm_m, mlp, router, experts, shared = _recomputed_modules(
-        model, t, e, tokens, sp_div, moe, mods, norm_a, norm_m, mlp, router, experts, shared)
+        model, t, e, tokens, sp_div, moe, mods, norm_a, norm_m, mlp, router, experts, shared,
+        moe_norm_recompute)
     return LayerActivations(
         norms_bytes=norm_a + norm_m, attention_bytes=attn,
         scores_bytes=scores, mlp_bytes=mlp, router_bytes=router, experts_bytes=experts,

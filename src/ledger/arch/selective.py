@@ -18,7 +18,7 @@ def selected(recompute: str, modules) -> tuple[str, ...]:
 
 
 def recomputed_modules(model, t, e, tokens, sp_div, moe, mods, norm_a, norm_m, mlp,
-                        router, experts, shared):
+                        router, experts, shared, moe_norm: bool = True):
     """What Megatron's selective modules drop from one layer's saved bytes
     (megatron/core/transformer/transformer_layer.py, moe/moe_layer.py, mlp.py):
     ``layernorm`` discards the output of the norms that are modules of their own (MLA's
@@ -27,14 +27,15 @@ def recomputed_modules(model, t, e, tokens, sp_div, moe, mods, norm_a, norm_m, m
     the dense MLP with its fused norm, keeping its h-wide input, ``moe`` the MoE layer
     and ``shared_experts`` the shared experts, keeping nothing beyond the pre-MLP norm's
     output the router reads (``moe_act`` and ``mla_up_proj`` are applied where those
-    tensors are priced)."""
+    tensors are priced). ``moe_norm``: whether ``layernorm`` reaches the MoE layer's
+    pre-MLP norm (``ledger.frameworks.recompute_modules.pre_mlp_norm_recomputed``)."""
     h = model.hidden
     gemm_in = h * _gi(t, e) * tokens / (sp_div if t.sp_gemm_input_shard else 1)
     if "layernorm" in mods:  # MLA's down-projections' copies of it (activations.mla_down_copies)
         mla = getattr(model, "attention", "mha") == "mla"
         copies = mla_down_copies(t) if mla and getattr(model, "q_lora_rank", None) else 1
         norm_a = norm_a - gemm_in * mla * copies
-        norm_m = norm_m - gemm_in * bool(moe)
+        norm_m = norm_m - gemm_in * bool(moe and moe_norm)
     if "mlp" in mods and not moe:
         norm_m, mlp = h * e * tokens / sp_div + 0.0 * norm_m, 0.0 * mlp
     if "moe" in mods and moe:

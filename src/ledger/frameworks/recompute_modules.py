@@ -88,3 +88,26 @@ def recompute_module_problems(mods, gdn: bool | None, mhc: bool | None,
                     ", the ledger's --hc-mult; transformer_config.py L2028-2030 @d98e8a64), "
                     "the model has none"))
     return out
+
+
+def pre_mlp_norm_recomputed(model, cfg, dispatcher: str) -> bool:
+    """Whether ``layernorm`` recomputes an MoE layer's pre-MLP norm as Megatron-Core builds
+    the layer (transformer_layer.py L481-527 @d98e8a64,
+    ``can_recompute_pre_mlp_layernorm_for_cudagraph``): always, unless the router is
+    captured in a CUDA graph (``moe_router`` among the config's ``cuda_graph`` scopes) by
+    Transformer Engine's graphs (``cuda_graph_local``: Megatron's own ``local`` graphs keep
+    it); then not beside overlapped shared experts (they read the norm's output outside
+    the graph), and only where the graph also takes the dispatcher's preprocessing
+    (``moe_preprocess``) under the alltoall dispatcher or LatentMoE - otherwise "the
+    layernorm output returns directly as one of the outputs of the cudagraph, which will
+    be allocated a static buffer, thus not able to be released", and Megatron disables
+    the recompute with a warning. ``dispatcher``: the config's (``config.dispatcher``).
+    The input norm (L475-479) is not affected. Arrays of scopes (the planner) are not
+    read here: it takes the config's one tuple."""
+    scopes = tuple(getattr(cfg, "cuda_graph", ()) or ())
+    if "moe_router" not in scopes or getattr(cfg, "cuda_graph_local", False):
+        return True
+    if getattr(model, "shared_experts", 0) and getattr(cfg, "shared_expert_overlap", False):
+        return False
+    latent = bool(getattr(model, "moe_latent", 0))
+    return "moe_preprocess" in scopes and (dispatcher == "alltoall" or latent)

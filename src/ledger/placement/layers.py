@@ -13,10 +13,11 @@ import numpy as np
 from ledger.anatomy.mixers import LayerKind
 from ledger.arch import adapter_activation_bytes, layer_activations, recompute_working_bytes
 from ledger.arch import table as saved_table
-from ledger.config import ParallelConfig, expert_tp
+from ledger.config import ParallelConfig, dispatcher, expert_tp
 from ledger.frameworks import mlp_width_bytes
 from ledger.frameworks import of as framework_of
 from ledger.frameworks.fp8_attention import saved_qkv_bytes
+from ledger.frameworks.recompute_modules import pre_mlp_norm_recomputed
 from ledger.frameworks.module_formats import saved_delta
 from ledger.model import ModelSpec
 from ledger.placement.act_offload import offloaded_bytes
@@ -42,7 +43,8 @@ def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
                 act_bytes=cfg.act_bytes, capacity_factor=cfg.moe.load_factor,
                 table=_table(fw, cfg, fp8_qkv), etp=expert_tp(cfg), kind=kind,
                 dropout=fw.dropout if dropout is None else dropout,
-                modules=getattr(cfg, "recompute_modules", None))
+                modules=getattr(cfg, "recompute_modules", None),
+                moe_norm_recompute=pre_mlp_norm_recomputed(model, cfg, dispatcher(cfg)))
 
 
 def _table(fw, cfg, fp8_qkv: bool):

@@ -52,7 +52,8 @@ RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules",  # held fixed
              "offload_activation_layers") + DTYPE_FACTS  # Megatron's CPU activation offload
 # schedules whose makespan ledger.pipeline.makespan evaluates as a matrix product
 MATRIX_FORMS = ("zb-h1", "zb-v", "interleaved-zb")
-HOST_FACTS = ("cuda_graph", "ep_backend",  # and what the host launches (ledger.step.host),
+HOST_FACTS = ("cuda_graph", "cuda_graph_local",  # what the host launches (ledger.step.host;
+              "ep_backend",  # whose graphs: what a router graph keeps, placement.layers),
               "ep_sms",  # the SMs the flex dispatcher takes from compute (step.ep_sms),
               "shared_expert_overlap", "delay_wgrad",  # what hides EP (step.layer_comms),
               "fp8_attention",  # the attention core's rate (step.layer_time.attention_peak)

@@ -52,8 +52,8 @@ from ledger.errors import LedgerError
 from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
                                         TP_OVERLAP_MODELS, ep_sms_of, expandable_segments,
                                         fp8_output_proj, fsdp_double_buffer,
-                                        grad_accumulation_fusion, graph_scopes, loss_of,
-                                        shared_expert_overlap, tp_overlap)
+                                        grad_accumulation_fusion, graph_impl, graph_scopes,
+                                        loss_of, shared_expert_overlap, tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
@@ -207,6 +207,7 @@ def config_of(row: BridgeRow, precision: str | None,
             # @ v0.1.0rc3)
             kw["moe"] = MoESpec(pad_to_capacity=True)
     kw["cuda_graph"] = graph_scopes(row)
+    kw["cuda_graph_local"] = graph_impl(row) == "local"
     # FP8 attention: the 0.5 workload configs' fp8_dot_product_attention (scripts/
     # performance/utils/overrides.py L244-245 @ v0.5.1: mixed_precision.fp8_dot_product_
     # attention), the 0.6 recipes' mixed_precision field (ledger.config.fp8_attention)

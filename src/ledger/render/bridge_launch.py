@@ -154,6 +154,16 @@ def graph_scopes(row: BridgeRow) -> tuple[str, ...]:
     return ("full_iteration",) if "full_iteration" in named else tuple(named) or whole
 
 
+def graph_impl(row: BridgeRow) -> str | None:
+    """Whose graphs capture ``graph_scopes``: the recipe's cuda_graph_impl, ``local`` for the
+    0.1 YAML's cuda_graphs (Megatron's own CudaGraphManager, as ``graph_scopes`` reads it);
+    None without graphs."""
+    impl = row.setting("cuda_graph_impl")
+    if impl in (None, "none"):
+        return "local" if row.setting("cuda_graphs") is True else None
+    return str(impl)
+
+
 # the SMs every release's perf launcher gives HybridEP, after the recipe ("TODO: This needs to
 # be adjusted when overlapping HybridEP with computation"): scripts/performance/utils/
 # helpers.py L112-113 @v0.2.0; utils/overrides.py L69 @v0.3.0, L70 @v0.3.1, L71 @v0.4.0,

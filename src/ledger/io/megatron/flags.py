@@ -139,6 +139,8 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
         else:
             named = [m for m in given if m != "full"]
             out["cuda_graph_scope"] = tuple(named) if named else WHOLE_LAYER
+        if impl == "local":
+            out["cuda_graph_impl"] = "local"
     if ns.get("overlap_p2p_comm") is False:
         out["overlap_p2p"] = False
     if ns.get("num_experts") and ns.get("moe_expert_capacity_factor") is not None:
