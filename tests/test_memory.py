@@ -49,13 +49,16 @@ def test_gpt_memory_speed_rows_run_without_gradient_accumulation_fusion():
     """Both GPT 7B model_config.yaml files set --no-gradient-accumulation-fusion
     (@d98e8a64): TE hands autograd each wgrad, so the rows keep no dummy wgrads - only
     TE's cuBLAS workspace stays after the step beside the state (32 MiB + 1 KiB from
-    sm_90, 4 MiB on A100: TE d0067d0d cpp_extensions/gemm.py L40-45)."""
+    sm_90, 4 MiB on A100: TE d0067d0d cpp_extensions/gemm.py L40-45), and on the output
+    layer's rank PyTorch's two for its torch GEMMs at the files' CUBLAS_WORKSPACE_CONFIG
+    :4096:8 (ledger.placement.buffers)."""
     rows = [r for r in ROWS if r.label.startswith("gpt3_7b_")]
     assert len(rows) == 12 and not any(r.cfg.grad_accumulation_fusion for r in rows)
     for r in rows:
         last = _placed(r).memory_by_rank[-1]
         size = 4 * 2**20 if r.gpu == "dgx_a100" else 32 * 2**20 + 1024
-        assert dict(last.named) == {"cuBLAS workspace": size}, r.label
+        assert dict(last.named) == {"cuBLAS workspace": size,
+                                    "PyTorch cuBLAS workspaces": 2 * 4096 * 1024 * 8}, r.label
 
 
 def test_every_fit_verdict_right_both_ways():
@@ -95,15 +98,15 @@ def test_t5_1_and_t6_1_price_alike_and_rank_1_peaks():
     assert grads / 2**30 == pytest.approx(23.752, abs=1e-3)
 
 @pytest.mark.xfail(strict=True, reason="issue 31's bar (mean |error| <= 4%, max <= 10%, signed "
-                   "mean within +-2%) does not hold: mean 5.0%, max 21.6%, signed -4.8% (under "
+                   "mean within +-2%) does not hold: mean 4.8%, max 20.1%, signed -4.6% (under "
                    "on 33 of 38 rows; the one 'chosen' row apart). torchtitan's Dec-2024 405B pipeline rows sit under "
                    "(T5-1 -20%, T6-4 -17%, T6-1 -12.5%, T5-2 -7% counted stage by stage) and "
                    "70B sync TP T4-1 -12%: torch 2.6's "
                    "1F1B and Interleaved1F1B keep the same per micro-batch, and T5-1 / T6-1 "
                    "price alike yet measured 7.2 GiB apart (docs/memory.md, 'What it does not "
-                   "explain'); what stays after the step is 5-6% under on the Megatron MoE "
+                   "explain'); what stays after the step is 4-5.5% under on the Megatron MoE "
                    "case and the GPT 7B tp1 pp4 one; the Megatron Core MoE report's Table 5 "
-                   "rows (GB read as 2^30 B) are -8.7% (DeepSeek-V3) and -21.6% (the "
+                   "rows (GB read as 2^30 B) are -8.7% (DeepSeek-V3) and -20.1% (the "
                    "Qwen3-235B TP2 EP16 baseline, its PP / VPP / MBS unstated)")
 def test_measured_rows_meet_the_issue_31_bar():
     errs = [error(r) for r in ROWS if r.metric != "outcome" and r.role != "chosen"]

@@ -168,6 +168,10 @@ class ParallelConfig:
     # and hands autograd a dummy kept per weight shape (ledger.placement.buffers); off, TE
     # returns the gradient to autograd and keeps no dummy
     grad_accumulation_fusion: bool = True
+    # CUBLAS_WORKSPACE_CONFIG (a launch's environment) as bytes: PyTorch's own cuBLAS
+    # workspace, one per handle and stream (ledger.placement.buffers); None: PyTorch's default
+    # for the GPU
+    cublas_workspace_bytes: int | None = None
     # Megatron-FSDP's fsdp_double_buffer (set by nccl_ub): two layers' gathered params and
     # two layers' gradient buckets kept for the run (ledger.placement.buffers)
     fsdp_double_buffer: bool = False

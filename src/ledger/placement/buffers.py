@@ -17,6 +17,20 @@ end, so present at every point of a step and in the memory left after it.
   (cpp_extensions/gemm.py L40-45 ``get_cublas_workspace_size_bytes``, lru-cached
   L48-67), and one per compute stream (4: common/util/multi_stream.cpp L52-55) for
   grouped GEMMs (the routed experts). A GPU the ledger is not told takes Hopper's.
+- ``PyTorch cuBLAS workspaces``: the GEMMs Megatron runs through PyTorch rather than TE -
+  the output layer (Megatron's ColumnParallelLinear: torch.matmul forward and backward,
+  tensor_parallel/layers.py L459, L683, L780-782 @d98e8a64; TE's under
+  ``fp8_output_proj``) and the MoE router (torch.mm, moe/moe_utils.py L1396, L1435-1436)
+  - take PyTorch's cuBLAS workspace, one per (cuBLAS handle, stream) allocated from the
+  caching allocator and kept in a process-wide map (pytorch/pytorch@26a39059
+  aten/src/ATen/cuda/CublasHandlePool.cpp ``setWorkspaceForHandle``, ``getNewWorkspace``);
+  a handle per thread (``getCurrentCUDABlasHandle``: a thread-local pool window), and the
+  backward runs on the autograd engine's own thread for the device (torch/csrc/autograd/
+  engine.cpp, Note [Allocating GPUs to autograd threads], @00c0674d): two, the forward's
+  and the backward's, on a rank holding the output layer or an MoE layer. Each is
+  ``CUBLAS_WORKSPACE_CONFIG``'s size (``ParallelConfig.cublas_workspace_bytes``: its
+  :SIZE:COUNT pairs, SIZE KiB x COUNT summed, ``parseChosenWorkspaceSize``), else
+  PyTorch's default: 4096 KiB x 8 on sm_90, 4096 KiB x 2 + 16 KiB x 8 on any other GPU.
 - ``Megatron-FSDP param / grad double buffer``: under ``fsdp_double_buffer`` (ZeRO-3,
   layers resharded) Megatron-FSDP gathers each layer's params and collects its gradients
   for the reduce-scatter in a pool of two buffers per unit bucket, taken from its global
@@ -38,6 +52,11 @@ from ledger.anatomy.mixers import LayerKind
 from ledger.config import expert_tp
 
 CUBLAS_WORKSPACE_BYTES = 32 * 2**20 + 1024  # TE gemm.py L40-45, sm90 and later
+# PyTorch's own cuBLAS workspace by default (CublasHandlePool.cpp parseChosenWorkspaceSize
+# @26a39059): ":4096:8" on sm_90, ":4096:2:16:8" elsewhere; two of them (module docstring)
+TORCH_SM90_WORKSPACE_BYTES = 4096 * 1024 * 8
+TORCH_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
+TORCH_GEMM_THREADS = 2  # the forward's thread and the autograd engine's device thread
 PRE_HOPPER_WORKSPACE_BYTES = 4_194_304  # TE gemm.py L45, compute capability below 9
 PRE_HOPPER = ("ampere", "ada")  # generations of sm_8x (ledger.system.chips GPU.generation)
 
@@ -77,9 +96,20 @@ def weight_shapes(model, kind: LayerKind, tp, etp) -> set[tuple]:
     return shapes
 
 
-def framework_buffers(model, cfg, kinds, fw=None, generation: str = "") -> dict[str, float]:
+def torch_workspace_bytes(cfg, generation: str = "") -> int:
+    """One PyTorch cuBLAS workspace (module docstring): the config's CUBLAS_WORKSPACE_CONFIG
+    size, else PyTorch's default on a GPU of ``generation`` (sm_90: Hopper)."""
+    given = getattr(cfg, "cublas_workspace_bytes", None)
+    if given is not None:
+        return int(given)
+    return TORCH_SM90_WORKSPACE_BYTES if generation in ("", "hopper") else TORCH_WORKSPACE_BYTES
+
+
+def framework_buffers(model, cfg, kinds, fw=None, generation: str = "",
+                      head: bool = False) -> dict[str, float]:
     """Named bytes of the buffers ``cfg``'s framework keeps on one GPU of ``generation``
-    holding layers of ``kinds`` (``LayerKind``s; empty when the rank holds none)."""
+    holding layers of ``kinds`` (``LayerKind``s; empty when the rank holds none);
+    ``head``: the rank holds the output layer."""
     from ledger.frameworks import of
 
     from ledger.placement.graphs import graph_buffers
@@ -92,6 +122,11 @@ def framework_buffers(model, cfg, kinds, fw=None, generation: str = "") -> dict[
                            fw.param_bytes, cublas_workspace_bytes(generation)))
     if not getattr(cfg, "grad_accumulation_fusion", True):  # TE returns each wgrad
         out.pop("TE dummy wgrads")
+    torch_gemms = (head and not getattr(cfg, "fp8_output_proj", False)) or any(
+        getattr(k, "moe", False) for k in kinds)  # the output layer's, the routers'
+    if torch_gemms:
+        out["PyTorch cuBLAS workspaces"] = TORCH_GEMM_THREADS * torch_workspace_bytes(
+            cfg, generation)
     return out | graphs | fsdp_double_buffers(model, cfg, fw)
 
 

@@ -153,8 +153,9 @@ def _megatron() -> list[Peak]:
     no recompute, no SP, seq 8192, global batch 8 on 8 GPUs (DP 2); tp1 pp4 with
     micro-batch 1 and one layer per virtual stage (vp 8), tp4 pp1 with micro-batch 2;
     dropout at Megatron's default 0.1; --no-gradient-accumulation-fusion (both files: TE
-    hands autograd each wgrad, so no dummy wgrads). The last step's (25) figures of each
-    platform's golden values."""
+    hands autograd each wgrad, so no dummy wgrads); CUBLAS_WORKSPACE_CONFIG :4096:8 (both
+    files' ENV_VARS: PyTorch's cuBLAS workspace 4096 KiB x 8 on every platform). The last
+    step's (25) figures of each platform's golden values."""
     goldens = {  # (max allocated, allocated after the step) at step 25
         ("tp1 pp4", "dgx_h100"): (60720852992, 24808996864),
         ("tp1 pp4", "dgx_a100"): (60489064448, 24510808064),
@@ -170,7 +171,8 @@ def _megatron() -> list[Peak]:
     for (shape, platform), (peak, after) in goldens.items():
         model, cfg = shapes[shape]
         c = ParallelConfig(dp=2, zero_stage=1, sequence_parallel=False,
-                           grad_accumulation_fusion=False, **cfg)
+                           grad_accumulation_fusion=False,
+                           cublas_workspace_bytes=4096 * 1024 * 8, **cfg)
         run = f"gpt3_7b_{shape.replace(' ', '_')}_memory_speed {platform}"
         out.append(Peak(MEGATRON, run, model, c, platform, "allocated", float(peak)))
         out.append(Peak(MEGATRON, run + " after step", model, c, platform, "resident",
