@@ -29,7 +29,11 @@ stated pairing (``mcore_moe.OFFLOAD``: ``--offload-modules moe_act``, its B.2 re
 holds moe_act) - a reading chosen with its priced peaks in view, so its row is role
 "chosen": printed, in no prediction or calibration figure; DeepSeek-V3's B.2 recompute (``mlp``) holds no module that pairing names,
 so its 151 GB is not priced: the run is an outcome row (it ran), priced without the
-offload - what it holds on the GPU is at most that.
+offload - what it holds on the GPU is at most that. The report's model scripts
+(Megatron-MoE-ModelZoo, which B.3 names beside Megatron-Bridge) state the Qwen3 offload
+run's modules as ``expert_fc1 moe_act`` (yanring/Megatron-MoE-ModelZoo@020b8136
+best_practice/qwen3/readme.md): read so, the row is priced 24% under (docs/memory.md,
+"The Megatron Core MoE report"); the rule is not changed here.
 """
 from __future__ import annotations
 
