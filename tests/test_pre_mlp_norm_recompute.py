@@ -26,6 +26,8 @@ def _cfg(scopes, local=False, overlap=False):
     (("attn", "moe_router"), False, "alltoall", MOE, False, False),  # no preprocess graph
     (("attn", "moe_router", "moe_preprocess"), False, "alltoall", MOE, False, True),
     (("attn", "moe_router", "moe_preprocess"), True, "flex", MOE, False, True),  # local impl
+    (("attn", "mlp", "mamba", "moe_router", "moe_preprocess"), False, "flex", MOE, False,
+     True),  # the whole layer: Megatron's empty module list names no router
     (("moe_router", "moe_preprocess"), False, "flex",
      SimpleNamespace(shared_experts=0, moe_latent=1024), False, True),  # LatentMoE
     (("moe_router", "moe_preprocess"), False, "alltoall",

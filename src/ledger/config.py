@@ -164,14 +164,10 @@ class ParallelConfig:
     # fragmentation is handed back (ledger.placement.allocator.reclaimable)
     expandable_segments: bool = False
     # Megatron's gradient-accumulation fusion (on by default; --no-gradient-accumulation-
-    # fusion, arguments.py L2944 @d98e8a64): TE writes each weight gradient into main_grad
-    # and hands autograd a dummy kept per weight shape (ledger.placement.buffers); off, TE
-    # returns the gradient to autograd and keeps no dummy
+    # fusion, arguments.py L2944 @d98e8a64): TE writes each weight gradient into main_grad and
+    # hands autograd a dummy kept per weight shape (ledger.placement.buffers); off, none
     grad_accumulation_fusion: bool = True
-    # CUBLAS_WORKSPACE_CONFIG (a launch's environment) as bytes: PyTorch's own cuBLAS
-    # workspace, one per handle and stream (ledger.placement.buffers); None: PyTorch's default
-    # for the GPU
-    cublas_workspace_bytes: int | None = None
+    cublas_workspace_bytes: int | None = None  # CUBLAS_WORKSPACE_CONFIG's (placement.buffers)
     # Megatron-FSDP's fsdp_double_buffer (set by nccl_ub): two layers' gathered params and
     # two layers' gradient buckets kept for the run (ledger.placement.buffers)
     fsdp_double_buffer: bool = False
@@ -184,10 +180,9 @@ class ParallelConfig:
     # --overlap-moe-expert-parallel-comm, DualPipe's forward-backward pairs); None: the
     # framework's default where its schedule allows it
     ep_overlap: bool | None = None
-    # state dtypes a launch sets (ledger.frameworks.conventions.STATE_DTYPES; None: the
-    # framework's): the gradient buffer (Megatron --grad-reduce-in-bf16), the main params
-    # and Adam's moments (--use-precision-aware-optimizer --main-params-dtype,
-    # --exp-avg-dtype, --exp-avg-sq-dtype)
+    # state dtypes a launch sets (frameworks.conventions.STATE_DTYPES; None: the framework's):
+    # the gradient buffer (Megatron --grad-reduce-in-bf16), the main params and Adam's moments
+    # (--use-precision-aware-optimizer --main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype)
     grad_dtype: str | None = None
     master_dtype: str | None = None
     exp_avg_dtype: str | None = None
@@ -198,10 +193,7 @@ class ParallelConfig:
     # -- what the host launches, and what overlaps the pipeline's sends (ledger.step.host) --
     cuda_graph: tuple[str, ...] = ()  # blocks captured in CUDA graphs (GRAPH_SCOPES); ()
     #   every kernel launched by the host, eagerly
-    # those graphs are Megatron's own (--cuda-graph-impl local), not Transformer Engine's
-    # (transformer_engine): under TE's a router graph keeps the pre-MLP norm's output
-    # (ledger.frameworks.recompute_modules.pre_mlp_norm_recomputed)
-    cuda_graph_local: bool = False
+    cuda_graph_local: bool = False  # Megatron's own graphs (--cuda-graph-impl local), not TE's
     # pipeline sends and receives overlapped with the next chunk's compute (Megatron's
     # overlap_p2p_comm); None: the framework's default for the schedule
     overlap_p2p: bool | None = None

@@ -266,8 +266,7 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
                       capacity_factor: float | None = None,
                       table: SavedTensors | None = None, layer: int | None = None,
                       moe: bool | None = None, window: int | None = None,
-                      etp=1, kind: LayerKind | None = None,
-                      dropout: float = 0.0,
+                      etp=1, kind: LayerKind | None = None, dropout: float = 0.0,
                       modules: tuple[str, ...] | None = None,
                       moe_norm_recompute: bool = True) -> LayerActivations:
     """Bytes one decoder layer keeps for backward, per GPU, for one micro-batch.
@@ -280,9 +279,7 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
     ``selective`` runs the table's policy: the attention core recomputed (Korthikanti
     et al. 2022, sec. 5: the s^2 terms are not kept; with flash there is nothing to
     drop), or torchtitan's per-op policy (``ledger.arch.checkpointing``). ``dropout`` > 0
-    keeps the table's dropout masks. ``moe_norm_recompute``: whether ``layernorm`` among
-    ``modules`` reaches an MoE layer's pre-MLP norm (Megatron keeps it under a router
-    CUDA graph: ``ledger.frameworks.recompute_modules.pre_mlp_norm_recomputed``).
+    keeps the table's dropout masks; ``moe_norm_recompute``: selective's ``moe_norm``.
 
     >>> from ledger.model import llama3_8b
     >>> from ledger.arch.saved_tensors import HF
@@ -340,9 +337,8 @@ def layer_activations(model: ModelSpec, *, micro_batch, seq_len: int | None = No
         "moe_act" in mods and moe)
     if mlp_kind == "none":
         norm_m = mlp = router = experts = shared = 0.0 * tokens
-    norm_a, norm_m, mlp, router, experts, shared = _recomputed_modules(
-        model, t, e, tokens, sp_div, moe, mods, norm_a, norm_m, mlp, router, experts, shared,
-        moe_norm_recompute)
+    norm_a, norm_m, mlp, router, experts, shared = _recomputed_modules(model, t, e, tokens, sp_div,
+        moe, mods, norm_a, norm_m, mlp, router, experts, shared, moe_norm_recompute)
     return LayerActivations(
         norms_bytes=norm_a + norm_m, attention_bytes=attn,
         scores_bytes=scores, mlp_bytes=mlp, router_bytes=router, experts_bytes=experts,

@@ -15,6 +15,10 @@ from ledger.frameworks.offload_checks import check_offloads
 # full_iteration) captures the whole step
 GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
                 "full_iteration")
+# Megatron's whole-layer capture (an empty module list, or "full"): every block a layer has,
+# the dropless MoE's expert part excepted (the "moe" module is drop-and-pad only:
+# megatron/core/transformer/enums.py L68-73 at d98e8a64)
+WHOLE_LAYER = ("attn", "mlp", "mamba", "moe_router", "moe_preprocess")
 EP_BACKENDS = ("deepep", "hybridep")  # the flex dispatcher's kernels (--moe-flex-dispatcher-backend)
 
 

@@ -12,6 +12,8 @@ default recipe, L594-596); mhc only with HyperConnections, and not beside mlp (L
 """
 from __future__ import annotations
 
+from ledger.frameworks.host_checks import WHOLE_LAYER
+
 # the modules the ledger prices (gdn_norm_out: Gated DeltaNet's gated output norm and its
 # HP-to-CP all-to-all, ledger.arch.recurrent.norm_out_elements)
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
@@ -103,9 +105,12 @@ def pre_mlp_norm_recomputed(model, cfg, dispatcher: str) -> bool:
     be allocated a static buffer, thus not able to be released", and Megatron disables
     the recompute with a warning. ``dispatcher``: the config's (``config.dispatcher``).
     The input norm (L475-479) is not affected. Arrays of scopes (the planner) are not
-    read here: it takes the config's one tuple."""
+    read here: it takes the config's one tuple. A whole-layer capture (``WHOLE_LAYER``:
+    Megatron's empty module list, transformer_config.py L2750) names no module, so the
+    router is not among them and the recompute stays."""
     scopes = tuple(getattr(cfg, "cuda_graph", ()) or ())
-    if "moe_router" not in scopes or getattr(cfg, "cuda_graph_local", False):
+    if "moe_router" not in scopes or getattr(cfg, "cuda_graph_local", False) \
+            or set(WHOLE_LAYER) <= set(scopes):
         return True
     if getattr(model, "shared_experts", 0) and getattr(cfg, "shared_expert_overlap", False):
         return False

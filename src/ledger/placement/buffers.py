@@ -106,10 +106,12 @@ def torch_workspace_bytes(cfg, generation: str = "") -> int:
 
 
 def framework_buffers(model, cfg, kinds, fw=None, generation: str = "",
-                      head: bool = False) -> dict[str, float]:
+                      rank: int | None = None) -> dict[str, float]:
     """Named bytes of the buffers ``cfg``'s framework keeps on one GPU of ``generation``
-    holding layers of ``kinds`` (``LayerKind``s; empty when the rank holds none);
-    ``head``: the rank holds the output layer."""
+    holding layers of ``kinds`` (``LayerKind``s; empty when the rank holds none), of PP rank
+    ``rank`` (None: one without the output layer)."""
+    from ledger.placement.stages import head_ranks
+
     from ledger.frameworks import of
 
     from ledger.placement.graphs import graph_buffers
@@ -122,12 +124,28 @@ def framework_buffers(model, cfg, kinds, fw=None, generation: str = "",
                            fw.param_bytes, cublas_workspace_bytes(generation)))
     if not getattr(cfg, "grad_accumulation_fusion", True):  # TE returns each wgrad
         out.pop("TE dummy wgrads")
+    head = rank is not None and rank in head_ranks(cfg.pp, cfg.vp, cfg.schedule)
     torch_gemms = (head and not getattr(cfg, "fp8_output_proj", False)) or any(
         getattr(k, "moe", False) for k in kinds)  # the output layer's, the routers'
     if torch_gemms:
         out["PyTorch cuBLAS workspaces"] = TORCH_GEMM_THREADS * torch_workspace_bytes(
             cfg, generation)
     return out | graphs | fsdp_double_buffers(model, cfg, fw)
+
+
+def grid_framework_buffers(model, cfg, layout, kinds, held, reps, fw, generation) -> np.ndarray:
+    """``framework_buffers``' total on each of the planner's ranks ``reps`` of one layout
+    ((tp, etp, pp, vp, schedule)), rank r holding ``held[r]`` layers of each of ``kinds``; the
+    run's facts (gradient-accumulation fusion, a TE head, the cuBLAS config) from ``cfg``."""
+    from types import SimpleNamespace
+
+    tp, etp, pp, vp, schedule = layout
+    one = SimpleNamespace(tp=tp, etp=etp, pp=pp, vp=vp, schedule=schedule, **{
+        k: getattr(cfg, k, v) for k, v in (("grad_accumulation_fusion", True),
+                                          ("fp8_output_proj", False),
+                                          ("cublas_workspace_bytes", None))})
+    return np.array([sum(framework_buffers(model, one, [k for k, n in zip(kinds, held[r]) if n],
+                                           fw, generation, r).values()) for r in reps])
 
 
 def fsdp_double_buffers(model, cfg, fw) -> dict[str, float]:

@@ -260,8 +260,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     for r, state in enumerate(states):
         state = optim_offload.on_gpu(offloading.on_gpu(state, cfg.offload), cfg)
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw,
-                                  getattr(gpu, "generation", ""),
-                                  head=r in head_ranks(cfg.pp, cfg.vp, cfg.schedule))
+                                  getattr(gpu, "generation", ""), r)
         acts = sum(n * a for n, a in zip(alive[r], per_kind)) + bf16_activation_bytes(
             model, cfg, fw, r, layout, kinds, counts, alive)  # the recipe's BF16 layers
         parts = rank_parts(model, cfg, fw, r, state, acts,

@@ -25,7 +25,7 @@ from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes
 from ledger.frameworks.fp8 import weight_bytes
 from ledger.placement.bf16_layers import bf16_kinds, bf16_weights
 from ledger.placement.footprint import divisors, expert_divisors
-from ledger.placement.buffers import framework_buffers, grid_double_buffers
+from ledger.placement.buffers import grid_double_buffers, grid_framework_buffers
 from ledger.placement.graphs import graph_buffers
 from ledger.placement.per_gpu import recv_buffers
 from ledger.plan.experts import grid_context
@@ -366,14 +366,8 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
                 heavy.params_bytes, heavy.grads_bytes, heavy.optim_bytes)
         kinds, gen = layer_kinds(model, pp, vp, sched, None, fw.split)[0], getattr(
             gpu, "generation", "")  # TE's workspace by the GPU's generation
-        heads = head_ranks(pp, vp, sched)  # the output layer's: PyTorch's cuBLAS workspaces
-        kept = {"framework buffers": np.array([sum(framework_buffers(
-            model, SimpleNamespace(tp=tp, etp=etp, grad_accumulation_fusion=getattr(
-                cfg, "grad_accumulation_fusion", True), fp8_output_proj=getattr(
-                cfg, "fp8_output_proj", False), cublas_workspace_bytes=getattr(
-                cfg, "cublas_workspace_bytes", None)),
-            [k for k, n in zip(kinds, held[r]) if n], fw, gen, head=r in heads).values())
-            for r in reps])[None, :]
+        kept = {"framework buffers": grid_framework_buffers(model, cfg, (tp, etp, pp, vp, sched),
+                                                            kinds, held, reps, fw, gen)[None, :]
             + grid_double_buffers(model, cfg, zero, fw)}  # Megatron-FSDP's, on ZeRO-3 rows
         graphs = graph_buffers(model, cfg)  # CUDA graphs' static grad outputs (rows x 1)
         if graphs:

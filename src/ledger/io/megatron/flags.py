@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
+from ledger.frameworks.host_checks import WHOLE_LAYER  # noqa: F401  (re-exported)
 from ledger.io.megatron import model as mm
 
 # ModelSpec field (the CLI's model flags) -> the Megatron flag it stands for
@@ -112,10 +113,7 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
 
 
 # -- what the host launches and the pipeline's sends (issue 32) ---------------------------
-# Megatron's whole-layer capture (an empty module list, or "full"): every block a layer has,
-# the dropless MoE's expert part excepted (the "moe" module is drop-and-pad only:
-# megatron/core/transformer/enums.py L68-73 at d98e8a64)
-WHOLE_LAYER = ("attn", "mlp", "mamba", "moe_router", "moe_preprocess")
+# Megatron's whole-layer capture: ledger.frameworks.host_checks.WHOLE_LAYER (re-exported)
 
 
 def _host(ns: dict) -> tuple[dict, list[str]]:
