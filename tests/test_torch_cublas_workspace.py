@@ -50,3 +50,34 @@ def test_megatrons_goldens_after_the_step_on_the_tp4_pp1_shape():
     assert len(rows) == 3
     for r in rows:
         assert 0 <= r.measured - predicted(r) < 4 * 2**20, r.label
+
+
+@pytest.mark.parametrize("value,size", [(":4096:8", CONFIG_4096_8),
+                                        (":4096:2:16:8", DEFAULT_ELSEWHERE),
+                                        ("bogus", None)])
+def test_a_launchs_environment_sets_the_size(value, size):
+    """CUBLAS_WORKSPACE_CONFIG as PyTorch parses it (:SIZE:COUNT pairs, SIZE KiB x COUNT
+    summed; none parsed: its default, so nothing applied)."""
+    from ledger.io.environment import read_env
+
+    flags, applied, unpriced, silent = read_env({"CUBLAS_WORKSPACE_CONFIG": value}, tp=1, cp=1)
+    assert flags.get("cublas_workspace_bytes") == size and not unpriced
+    assert (applied if size else silent) == [f"CUBLAS_WORKSPACE_CONFIG={value}"]
+
+
+
+def test_the_goldens_reader_prices_the_cases_env_vars(tmp_path):
+    """Megatron's functional tests export their ENV_VARS to the run: read through
+    --from-megatron (``ledger.validation.megatron_goldens``), the GPT 7B tp4 pp1 case on
+    A100 takes :4096:8 (32 MiB each, not A100's default 8.125 MiB) - what stays after its
+    step priced to the byte as memory.py's row (tests/test_megatron_goldens.py holds both
+    metrics on more cases)."""
+    from ledger.cli.goldens import price_one
+    from ledger.validation.megatron_goldens import goldens
+
+    g = next(g for g in goldens() if g.case.endswith("gpt3_7b_tp4_pp1_memory_speed")
+             and g.platform == "dgx_a100")
+    got, why = price_one(g, str(tmp_path))
+    row = next(r for r in peaks() if r.label == "gpt3_7b_tp4_pp1_memory_speed dgx_a100 "
+               "after step")
+    assert not why and {r.metric: r.ledger for r in got}["resident"] == predicted(row)

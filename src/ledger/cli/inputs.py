@@ -19,7 +19,7 @@ from ledger.model import ModelSpec
 PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer", "dropout",
                   "loss", "compile", "no_flash", "recompute_modules", "grad_dtype",
                   "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "cuda_graph_scope",
-                  "cuda_graph_impl",
+                  "cuda_graph_impl", "cublas_workspace_bytes",
                   "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
                   "fp8_attention", "fp8_output_proj", "fused_grouped_mlp", "nccl_nvls",
                   "expandable_segments", "grad_accumulation_fusion", "fsdp_double_buffer",

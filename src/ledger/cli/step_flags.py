@@ -13,6 +13,7 @@ from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.errors import LedgerError
 from ledger.frameworks import LOSSES
 from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
+from ledger.io.environment import cublas_bytes
 
 
 def _modules(text: str) -> tuple[str, ...]:
@@ -173,10 +174,12 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    help="blocks captured in CUDA graphs, their kernels launched without the "
                         f"host (Megatron --cuda-graph-scope; {', '.join(GRAPH_SCOPES)}; "
                         "comma-separated; default none: every kernel launched eagerly)")
+    g.add_argument("--cublas-workspace-config", dest="cublas_workspace_bytes", type=cublas_bytes,
+                   metavar=":SIZE:COUNT", help="PyTorch's cuBLAS workspace (CUBLAS_WORKSPACE_"
+                   "CONFIG; default PyTorch's for the GPU): two where torch runs GEMMs")
     g.add_argument("--cuda-graph-impl", choices=("transformer_engine", "local"),
-                   help="whose graphs capture --cuda-graph-scope (Megatron --cuda-graph-impl; "
-                        "default transformer_engine: its router graph keeps the pre-MLP "
-                        "norm's output that layernorm recompute would drop)")
+                   help="whose graphs capture --cuda-graph-scope (default transformer_engine: "
+                        "its router graph keeps the pre-MLP norm layernorm recompute drops)")
     g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
                    help="the flex dispatcher's kernels (default deepep)")
     g.add_argument("--ep-sms", type=count(MAX_EP_SMS), metavar="N",
@@ -326,6 +329,7 @@ def step_flags(a: argparse.Namespace) -> dict:
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
                 compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
                 cuda_graph_local=getattr(a, "cuda_graph_impl", None) == "local",
+                cublas_workspace_bytes=getattr(a, "cublas_workspace_bytes", None),
                 ep_backend=a.ep_backend, ep_sms=getattr(a, "ep_sms", None),
                 shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
                 fp8_attention=bool(getattr(a, "fp8_attention", False)),

@@ -5,7 +5,7 @@ the trainer's process (``ledger.io.shell.run.launches``); PyTorch, NCCL and
 TransformerEngine read some of them. Each variable is then one of:
 
 - modelled (``read_env`` applies it as a CLI destination): the caching allocator's
-  expandable segments, NCCL's NVLS switch;
+  expandable segments, NCCL's NVLS switch, PyTorch's cuBLAS workspace size;
 - changing nothing the ledger prices (``SILENT``, and any name no library here reads: the
   script's own variables - paths, ports, tokens);
 - read by a library, changing a priced number the ledger does not model (``UNPRICED``,
@@ -16,6 +16,8 @@ TransformerEngine's attention switches are Megatron's to check against its
 --attention-backend (``attention_refusals``).
 """
 from __future__ import annotations
+
+import re
 
 # PyTorch's allocator settings: PYTORCH_ALLOC_CONF, else the deprecated
 # PYTORCH_CUDA_ALLOC_CONF (c10/core/AllocatorConfig.cpp L14-34 @pytorch 0ac71663:
@@ -43,6 +45,28 @@ ALLOC_UNPRICED = {"max_split_size_mb": "blocks above it are never split",
 # buffers, ledger.placement.nccl_buffers), any other integer -> NVLS where the switches
 # multicast
 NVLS = "NCCL_NVLS_ENABLE"
+
+# CUBLAS_WORKSPACE_CONFIG: PyTorch's own cuBLAS workspace, one per handle and stream
+# (ledger.placement.buffers), its ":SIZE:COUNT" pairs summed as SIZE KiB x COUNT
+# (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize @pytorch 26a39059: no
+# pair parsed, a warning and the default) -> ParallelConfig.cublas_workspace_bytes
+CUBLAS_CONFIG = "CUBLAS_WORKSPACE_CONFIG"
+
+
+def cublas_config_bytes(text: str) -> int | None:
+    """The bytes ``CUBLAS_WORKSPACE_CONFIG=text`` sets (None: no pair, PyTorch's default)."""
+    pairs = re.findall(r":([0-9]+):([0-9]+)", text)
+    return sum(int(size) * 1024 * int(count) for size, count in pairs) if pairs else None
+
+
+def cublas_bytes(text: str) -> int:
+    """``cublas_config_bytes`` as the CLI's --cublas-workspace-config takes it: pairs or a
+    ValueError (argparse's one-line refusal)."""
+    size = cublas_config_bytes(text)
+    if size is None:
+        raise ValueError(f"{text!r}: not :SIZE:COUNT pairs")
+    return size
+
 
 # read by a library, changing nothing priced: name -> why
 SILENT = {
@@ -144,6 +168,11 @@ def read_env(env: dict[str, str], *, tp: int, cp: int
                 (applied if int(value) != 2 else silent).append(shown)
             else:
                 unpriced.append(f"{shown} (not an integer: NCCL's own choice priced)")
+        elif name == CUBLAS_CONFIG:
+            size = cublas_config_bytes(env[name])
+            if size is not None:
+                flags["cublas_workspace_bytes"] = size
+            (applied if size is not None else silent).append(shown)
         elif name == MAX_CONNECTIONS:
             if env[name].strip() == "1" or max(tp, cp) == 1:
                 silent.append(shown)
