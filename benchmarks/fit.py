@@ -5,8 +5,9 @@
 2. with those constants, every H100 sustained GEMM share of SHARE_GRID on Megatron-LM's
    H100 table (THE RULE re-run at each point); the shipped
    system.GPUS["h100-sxm"].gemm_efficiency is its first line;
-3. with those, every (host_block_s, host_router_s, host_moe_s, host_expert_s) of HOST_GRID -
-   the host's seconds per eager block and per routed expert a GPU holds (ledger.step.host) - on the
+3. with those, every (host_block_s, host_router_s, host_moe_s, host_expert_s, host_stall_s) of
+   HOST_GRID - the host's seconds per eager block, per routed expert a GPU holds and per MoE
+   forward stopped at its dispatch (ledger.step.host) - on the
    declared Megatron-Bridge calibration rows
    (ledger.validation.bridge.CALIBRATION_RELEASE) that run; the shipped ledger.step.DEFAULT
    is its first line;
@@ -54,13 +55,14 @@ def main() -> None:
     rows = calibration_rows()
     print(f"stage 3: Megatron-Bridge release {CALIBRATION_RELEASE} ({len(rows)} rows, those "
           f"that run); grid {' x '.join(str(len(g)) for g in HOST_GRID)}")
-    for mean, worst, block, router, moe, expert in fit_host()[:5]:
+    for mean, worst, block, router, moe, expert, stall in fit_host()[:5]:
         print(f"host_block_s {block * 1e3:4.2f} ms  host_router_s {router * 1e3:4.1f} ms  "
-              f"host_moe_s {moe * 1e3:4.1f} ms  "
-              f"host_expert_s {expert * 1e3:4.2f} ms  mean |error| {mean:.2%}  max {worst:.2%}")
+              f"host_moe_s {moe * 1e3:4.1f} ms  host_expert_s {expert * 1e3:4.2f} ms  "
+              f"host_stall_s {stall * 1e3:3.1f} ms  mean |error| {mean:.2%}  max {worst:.2%}")
     print(f"shipped: host_block_s {DEFAULT.host_block_s * 1e3:.2f} ms  host_router_s "
           f"{DEFAULT.host_router_s * 1e3:.1f} ms  host_moe_s "
-          f"{DEFAULT.host_moe_s * 1e3:.1f} ms  host_expert_s {DEFAULT.host_expert_s * 1e3:.2f} ms")
+          f"{DEFAULT.host_moe_s * 1e3:.1f} ms  host_expert_s {DEFAULT.host_expert_s * 1e3:.2f} ms"
+          f"  host_stall_s {DEFAULT.host_stall_s * 1e3:.1f} ms")
     n = sum(r.gpu in BLACKWELL for r, *_ in _timed())
     print(f"stage 4: the same release's rows ({len(_timed())}, {' / '.join(BLACKWELL)} "
           f"{n}); grid {BLACKWELL_SHARE_GRID[0]:.2f} ... {BLACKWELL_SHARE_GRID[-1]:.2f} "

@@ -18,7 +18,7 @@ def main() -> None:
         return sum(abs(e) for e in errs[p]) / len(ids)
 
     print(f"stage 3 on {len(ids)} rows, {len(errs)} points (host_block_s, host_router_s, "
-          f"host_moe_s, host_expert_s)")
+          f"host_moe_s, host_expert_s, host_stall_s)")
     print(f"argmin {_ms(best)}  mean |error| {mean(best):.2%}")
     if not pins:
         print("no single row moves the argmin")

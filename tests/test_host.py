@@ -123,7 +123,7 @@ def test_shipped_host_constants_are_the_fits_argmin_among_their_neighbours():
     from ledger.render.bridge_fit import HOST_GRID, host_score
 
     shipped = (DEFAULT.host_block_s, DEFAULT.host_router_s, DEFAULT.host_moe_s,
-               DEFAULT.host_expert_s)
+               DEFAULT.host_expert_s, DEFAULT.host_stall_s)
     at = [axis.index(v) for axis, v in zip(HOST_GRID, shipped)]
     best = host_score(*shipped)[0]
     for axis in range(len(HOST_GRID)):

@@ -15,15 +15,18 @@ from ledger.render.bridge import (_Skip, config_of, model_of, precision_of, syst
 from ledger.validation.bridge import BridgeRow, rows
 
 
-# benchmarks/fit.py stage 3: the host's four constants (ledger.step.host), seconds per
+# benchmarks/fit.py stage 3: the host's five constants (ledger.step.host), seconds per
 # eager block forward + backward - an attention block, dense MLP or Mamba mixer
 # (host_block_s), a MoE router with its preprocessing (host_router_s), the rest of a MoE
-# block (host_moe_s) - and per routed expert a GPU holds (host_expert_s), on the declared
-# calibration rows (bridge.CALIBRATION_RELEASE)
+# block (host_moe_s) - per routed expert a GPU holds (host_expert_s), and what a MoE
+# layer's forward loses at a dispatch the host cannot run through (host_stall_s: combined
+# 1F1B's schedule nodes, DeepEP's normal dispatch), on the declared calibration rows
+# (bridge.CALIBRATION_RELEASE); 2,000 points, each axis spanning its neighbours' argmin
 HOST_GRID = ((0.0, 5e-4, 1e-3, 2e-3, 3e-3),
-             (0.0, 1e-3, 2e-3, 3e-3, 4e-3, 6e-3, 8e-3),
-             (0.0, 2e-3, 4e-3, 6e-3, 8e-3, 1e-2, 1.2e-2),
-             (0.0, 1e-4, 2e-4, 3e-4, 4e-4, 6e-4))
+             (0.0, 1e-3, 2e-3, 4e-3, 6e-3),
+             (2e-3, 4e-3, 6e-3, 8e-3),
+             (1e-4, 2e-4, 3e-4, 4e-4),
+             (0.0, 3e-3, 4.5e-3, 6e-3, 7.5e-3))
 
 
 def calibration_rows() -> list[BridgeRow]:
@@ -123,20 +126,20 @@ def fit_share(grid=BLACKWELL_SHARE_GRID, grouped=GROUPED_SHARE_GRID, ultra=ULTRA
 
 
 def host_score(block_s: float, router_s: float, moe_s: float, expert_s: float,
-               cal=None) -> tuple[float, float, int]:
+               stall_s: float = 0.0, cal=None) -> tuple[float, float, int]:
     """(mean |error|, max |error|, rows) of the calibration rows that run, at the host's
     constants (the rest of ``cal``, default the shipped): the same tokens/s/GPU
     ``outcome`` prints, each row placed once."""
     from ledger.step import DEFAULT
 
     cal = replace(cal or DEFAULT, host_block_s=block_s, host_router_s=router_s,
-                  host_moe_s=moe_s, host_expert_s=expert_s)
+                  host_moe_s=moe_s, host_expert_s=expert_s, host_stall_s=stall_s)
     return _score(cal)
 
 
 def fit_host(grid=HOST_GRID, cal=None) -> list[tuple[float, ...]]:
     """Every (mean |error|, max |error|, host_block_s, host_router_s, host_moe_s,
-    host_expert_s) of the grid on the calibration rows, best first."""
+    host_expert_s, host_stall_s) of the grid on the calibration rows, best first."""
     from itertools import product
 
     return sorted((*host_score(*point, cal)[:2], *point) for point in product(*grid))
@@ -153,7 +156,7 @@ def host_landscape(grid=HOST_GRID, cal=None) -> tuple[tuple[str, ...], dict]:
     base = cal or DEFAULT
     ids = tuple(r.id for r, *_ in _timed_rows())
     errs = {p: _errors(replace(base, host_block_s=p[0], host_router_s=p[1], host_moe_s=p[2],
-                               host_expert_s=p[3]))
+                               host_expert_s=p[3], host_stall_s=p[4]))
             for p in product(*grid)}
     return ids, errs
 

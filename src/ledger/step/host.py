@@ -35,7 +35,27 @@ backward together; the backward launches two kernels for each of the forward's G
 (input and weight gradient) and a gradient kernel for each elementwise one, so it takes
 2/3 of it and the forward 1/3.
 
-The four are an x86 host's (DGX / HGX: Xeon Platinum 8480C, 8570). A Grace host (Arm
+Two ways of running a MoE layer stop its forward's host at the dispatch for longer than
+the dispatcher's token counts: Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm)
+runs each layer as five schedule nodes, each waiting on and recording a shared CUDA event,
+switching streams, detaching its inputs and - in the backward - entering the autograd
+engine on its own (pipeline_parallel/utils.py L181-345, models/common/
+model_chunk_schedule_plan.py L137-176 and L236-301 at NVIDIA/Megatron-LM d98e8a64; the
+feature's PR NVIDIA/Megatron-LM#2184: "EP Overlap brings extra cpu overhead"); and the
+flex dispatcher on DeepEP's normal kernels, whose dispatch spins the CPU on the notify
+kernel's receive counters before it can allocate its output (deepseek-ai/DeepEP
+csrc/legacy/buffer.hpp L549-597 at dd758caf; Megatron's fused_a2a.py L106-108 "the CPU
+will wait for GPU's signal") and whose expert-major reordering then syncs twice more on
+the dispatch's output (``_indices_to_multihot``: boolean-mask indexing and
+``repeat_interleave`` without an output size, token_dispatcher.py L1337-1365, called at
+L1424-1433 unless --enable-experimental with permute fusion, which the Megatron-Bridge
+Qwen3 recipes leave off). ``host_stall_s`` is what such a forward loses, once per MoE
+layer: both stop at the same point, the forward's dispatch (under EP overlap with DeepEP
+the dispatch node is DeepEP's dispatch), so a layer that has both pays it once
+(``stalls``); fitted by benchmarks/fit.py stage 3 with the four. DeepEP's forward also
+waits for the dispatch's all-to-all itself before it launches the experts (``host_excess_s``).
+
+The five are an x86 host's (DGX / HGX: Xeon Platinum 8480C, 8570). A Grace host (Arm
 Neoverse V2: GH200, the GB200 / GB300 NVL72 trays; ``System.host_cpu``,
 ``ledger.system.HOST_CPU_SOURCES``) takes ``grace_host_scale`` times them, one declared
 constant fitted by benchmarks/fit.py stage 5 on the same calibration rows: the published
@@ -58,7 +78,8 @@ def for_host(cal, system):
     if g == 1.0:
         return cal
     return replace(cal, host_block_s=g * cal.host_block_s, host_router_s=g * cal.host_router_s,
-                   host_moe_s=g * cal.host_moe_s, host_expert_s=g * cal.host_expert_s)
+                   host_moe_s=g * cal.host_moe_s, host_expert_s=g * cal.host_expert_s,
+                   host_stall_s=g * cal.host_stall_s)
 
 
 def _block_s(scopes: tuple, cal, local_experts=0) -> dict:
@@ -97,10 +118,38 @@ def layer_host_s(model, cfg, cal) -> float:
     return total / model.layers
 
 
+def deepep_waits(cfg) -> bool:
+    """The flex dispatcher on DeepEP's normal kernels: the CPU waits inside the dispatch for
+    the receive counts, and again on its output before the experts (module docstring)."""
+    from ledger.config import dispatcher
+    from ledger.step.ep_sms import ep_backend
+
+    return dispatcher(cfg) == "flex" and ep_backend(cfg) == "deepep"
+
+
+def stalls(model, cfg):
+    """Whether a MoE layer's forward stops its host at the dispatch beyond the token counts
+    (``host_stall_s``, once per layer): combined 1F1B's schedule nodes (EP overlap) or
+    DeepEP's normal dispatch, the MoE block eager (a captured block launches no node and
+    DeepEP's wait cannot be captured). An array where ``cfg.ep_overlap`` is (the planner)."""
+    import numpy as np
+
+    scopes = tuple(getattr(cfg, "cuda_graph", ()))
+    if not model.is_moe or "moe" in scopes or "full_iteration" in scopes:
+        return np.asarray(False)
+    return np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool) | deepep_waits(cfg)
+
+
+def stall_s(model, cfg, cal):
+    """Host seconds ``host_stall_s`` adds to one layer's forward (averaged over the stack)."""
+    return cal.host_stall_s * model.moe_layers / model.layers * stalls(model, cfg)
+
+
 def host_passes_s(model, cfg, cal) -> tuple[float, float]:
-    """(forward, backward) host seconds of one layer for one micro-batch."""
+    """(forward, backward) host seconds of one layer for one micro-batch: the blocks'
+    launches, a third in the forward, and the forward's stall at the dispatch."""
     t = layer_host_s(model, cfg, cal)
-    return FORWARD_SHARE * t, (1.0 - FORWARD_SHARE) * t
+    return FORWARD_SHARE * t + stall_s(model, cfg, cal), (1.0 - FORWARD_SHARE) * t
 
 
 def launched_s(model, cfg, cal) -> tuple[float, float]:
@@ -123,13 +172,17 @@ def syncs(model, cfg) -> bool:
                 and "full_iteration" not in scopes)
 
 
-def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f):
+def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f, dispatch_f=0.0):
     """Seconds the host adds to one layer's forward and backward (averaged over the stack)
     beyond the GPU's ``gpu_f`` / ``gpu_b``. The backward never stops the host (it reuses
     the forward's token counts), so it takes max(GPU, host). A forward that syncs runs in
     two segments the host cannot overlap: up to the dispatcher's token counts, and the
     routed experts after them (``gpu_after_f``: their GEMMs and all-to-alls), each
-    max(GPU, host) - the host's work after the sync cannot hide under the GPU's before it.
+    max(GPU, host) - the host's work after the sync cannot hide under the GPU's before it;
+    the forward's stall (``stall_s``) is host time of the second. Under DeepEP
+    (``deepep_waits``) the second starts only when the dispatch's all-to-all
+    (``dispatch_f`` of the GPU's seconds after the sync) has landed: the host launches
+    nothing while it runs.
     """
     import numpy as np
 
@@ -139,6 +192,8 @@ def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f):
         return np.maximum(0.0, host_f - gpu_f), over_b
     share = model.moe_layers / model.layers
     blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal, local_experts(model, cfg))
-    h_after = FORWARD_SHARE * blocks["moe"] * share
-    t = np.maximum(host_f - h_after, gpu_f - gpu_after_f) + np.maximum(h_after, gpu_after_f)
+    h_after = FORWARD_SHARE * blocks["moe"] * share + stall_s(model, cfg, cal)
+    wait = dispatch_f * deepep_waits(cfg)
+    t = (np.maximum(host_f - h_after, gpu_f - gpu_after_f) + wait
+         + np.maximum(h_after, gpu_after_f - wait))
     return t - gpu_f, over_b

@@ -86,7 +86,7 @@ class Calibration:
     ``elementwise_traffic`` are fitted by one script, benchmarks/fit.py, on the declared
     calibration set 1 (ledger.validation: Korthikanti et al. 2022's eight A100 rows) and
     shipped as it prints them (its stage 2 fits the H100's GEMM share and its stage 4 the
-    Blackwell parts' one share, both in ledger.system); the host's four (``host_*_s``) are
+    Blackwell parts' one share, both in ledger.system); the host's five (``host_*_s``) are
     its stage 3, on the declared Megatron-Bridge calibration rows, and
     ``grouped_gemm_share`` its stage 4 with the Blackwell share on the same rows; the rest
     are set from their sources, not fitted."""
@@ -102,6 +102,9 @@ class Calibration:
     host_router_s: float = 0.004  # a MoE router with its preprocessing
     host_moe_s: float = 0.006  # a MoE block's dispatch, grouped GEMMs and combine
     host_expert_s: float = 0.0002  # and per routed expert a GPU holds (its own GEMMs, casts)
+    # and what a MoE layer's forward loses at its dispatch where the host cannot run
+    # through it: combined 1F1B's schedule nodes or DeepEP's normal dispatch (host.stalls)
+    host_stall_s: float = 0.0
     # a Grace (Arm Neoverse V2) host's seconds for the same blocks over an x86 host's
     # (System.host_cpu): fitted by benchmarks/fit.py stage 5 on the same calibration rows
     grace_host_scale: float = 1.0
@@ -191,7 +194,8 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     fwd, bwd = lt.forward(), lt.backward(cfg.recompute)
     host_cal = for_host(cal, system)  # the host's seconds on this system's CPU
     fwd["host"], bwd["host"] = host_excess_s(model, cfg, host_cal, sum(fwd.values()),
-                                             sum(bwd.values()), lt.routed + fwd["ep_comm"])
+                                             sum(bwd.values()), lt.routed + fwd["ep_comm"],
+                                             fwd["ep_comm"] / 2)
     f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
     per_layer = f_layer + b_layer
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
