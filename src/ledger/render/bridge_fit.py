@@ -21,7 +21,8 @@ from ledger.validation.bridge import BridgeRow, rows
 # block (host_moe_s) - per routed expert a GPU holds (host_expert_s), and what a MoE
 # layer's forward loses at a dispatch the host cannot run through (host_stall_s: combined
 # 1F1B's schedule nodes, DeepEP's normal dispatch), on the declared calibration rows
-# (bridge.CALIBRATION_RELEASE); 2,000 points, each axis spanning its neighbours' argmin
+# (bridge.CALIBRATION_RELEASE); 2,000 points (the ms of the old four's argmin, 2 / 4 / 6 /
+# 0.2, among them)
 HOST_GRID = ((0.0, 5e-4, 1e-3, 2e-3, 3e-3),
              (0.0, 1e-3, 2e-3, 4e-3, 6e-3),
              (2e-3, 4e-3, 6e-3, 8e-3),
