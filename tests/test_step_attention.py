@@ -75,24 +75,52 @@ def test_window_kernel_points_as_the_gpt_oss_csvs_give_them():
     assert window_shares("gb200", 4096, None) is None
 
 
+# the head-dim-64 CSVs (cudnn-frontend results/{gb200,h200}_919_only_cudnn/gpt_oss_*.csv @
+# df73764a): batch 2 x 64 heads, a 1,024-key window - at 4096 keys 1024 x 1025 / 2 + 3072 x
+# 1024 scores a head, 2 (64 + 64) FLOPs each forward
+D64_FWD = 2 * 64 * (1024 * 1025 // 2 + 3072 * 1024) * 256
+
+
+def test_head_dim_64_points_as_the_gpt_oss_csvs_give_them():
+    # bfloat16 rows at 4096 keys: GB200 0.209 / 0.487 ms, H200 0.358 / 1.042 ms (forward /
+    # backward); TFLOP/s over the benchmark's own FLOP count
+    assert [x * 2500e12 for x in shares("gb200", 4096, head_dim=64)] == [
+        pytest.approx(D64_FWD / 0.209e-3), pytest.approx(2.5 * D64_FWD / 0.487e-3)]
+    assert [x * 989e12 for x in shares("h100-sxm", 4096, head_dim=64)] == [
+        pytest.approx(D64_FWD / 0.358e-3), pytest.approx(2.5 * D64_FWD / 1.042e-3)]
+    # fp8 (GB200 0.203 / 0.862 ms): the backward's time is the causal prefix's
+    causal = 2 * 64 * (4096 * 4097 // 2) * 256
+    assert [x * 2500e12 for x in shares("gb200", 4096, fp8=True, head_dim=64)] == [
+        pytest.approx(D64_FWD / 0.203e-3), pytest.approx(2.5 * causal / 0.862e-3)]
+    # a narrower core runs at well under the head-dim-128 kernel's rate on Blackwell
+    f64, b64 = shares("gb300", 4096, head_dim=64)
+    f128, b128 = shares("gb300", 4096, head_dim=128)
+    assert 0.35 < f64 / f128 < 0.45 and 0.45 < b64 / b128 < 0.6
+    # wider heads, and H200's fp8 (which fails at head dim 64), keep the head-dim-128 rows
+    assert shares("gb200", 4096, head_dim=128) == shares("gb200", 4096)
+    assert shares("h200", 4096, fp8=True, head_dim=64) == shares("h200", 4096, fp8=True)
+
+
 def test_gpt_oss_window_layers_take_the_measured_kernel_s_time():
-    """gpt-oss on GB200 at MBS 4 x 4096: its 18 global layers at the causal kernel's rate
-    (Llama 3.1's CSV, 1335 / 1132 TFLOP/s at 4K keys), its 18 windowed layers at the time
-    cuDNN's window kernel takes for the same 256 (batch x head) rows of 4096 queries -
-    0.210 ms forward, 0.465 ms backward (the gpt_oss CSV's time_ms at batch 2 x 128 heads).
-    Before, the window's FLOPs ran at the causal kernel's rate: 0.025 ms forward."""
+    """gpt-oss on GB200 at MBS 4 x 4096: its 18 global layers at the head-dim-64 causal
+    kernel's rate (the gpt_oss CSV at window 1024: 0.209 / 0.487 ms for D64_FWD FLOPs), its
+    18 windowed layers at the time cuDNN's window kernel takes for the same 256 (batch x
+    head) rows of 4096 queries - 0.210 ms forward, 0.465 ms backward (the gpt_oss CSV's
+    time_ms at batch 2 x 128 heads). Before, the window's FLOPs ran at the causal kernel's
+    rate: 0.025 ms forward."""
     m = _gpt_oss()
     assert (m.layers, m.sliding_window, m.heads, m.head_dim) == (36, 128, 64, 64)
     _, lt = _layer("gb200", model=m, micro_batch=4, ep=8)
     full = 64 * 4 * 4096 * 4096 / 2 * 2 * 128  # heads x batch x causal scores x 2 (d + dv)
-    fwd = (18 * full / 1335e12 + 18 * 0.210e-3) / 36
-    bwd = (18 * 2.5 * full / 1132e12 + 18 * 0.465e-3) / 36
+    fwd = (18 * full * 0.209e-3 / D64_FWD + 18 * 0.210e-3) / 36
+    bwd = (18 * full * 0.487e-3 / D64_FWD + 18 * 0.465e-3) / 36
     assert lt.attention == pytest.approx(fwd, rel=0.02)
     assert lt.attention_bwd == pytest.approx(bwd, rel=0.02)
-    # Hopper, with no window measurement, keeps the causal rate for the window's FLOPs
+    # Hopper, with no window measurement, keeps the causal rate (head dim 64's, H200's CSV:
+    # 0.358 ms forward) for the window's FLOPs
     _, h = _layer("h100-sxm", model=m, micro_batch=4, ep=8)
     keys = 18 * 4096 / 2 + 18 * (128 - 128 * 128 / (2 * 4096))
-    h_fwd = 64 * 4 * 4096 * keys * 2 * 128 / 36 / (989e12 * shares("h100-sxm", 4096)[0])
+    h_fwd = 64 * 4 * 4096 * keys * 2 * 128 / 36 * 0.358e-3 / D64_FWD
     assert h.attention == pytest.approx(h_fwd)
 
 
@@ -100,15 +128,18 @@ def test_fp8_window_backward_runs_the_causal_prefix():
     """Under FP8 attention (TE's fused FP8 kernel for sinks + window on sm_100+, cuDNN 9.21)
     the gpt_oss CSVs' fp8 rows: the forward keeps to the band (0.195 ms at 4K on GB200, as
     BF16's 0.210), the backward's time grows as s^2 (1.731 ms at 4K, 6.176 ms at 8K, 23.231
-    ms at 16K: about 4x a doubling) - it is priced so."""
+    ms at 16K: about 4x a doubling) - it is priced so. The global layers take the head-dim
+    64 fp8 rows (0.203 ms forward over the band's FLOPs; 0.862 ms backward, the causal
+    prefix's)."""
     assert [round(x * 2500, 6) for x in window_shares("gb200", 4096, 128, fp8=True)] == [
         173, 49]
     m = _gpt_oss()
     _, lt = _layer("gb200", model=m, micro_batch=4, ep=8, precision="fp8-mxfp8",
                    fp8_attention=True)
     full = 64 * 4 * 4096 * 4096 / 2 * 2 * 128
-    fwd = (18 * full / 1707e12 + 18 * 0.195e-3) / 36  # the causal kernel's fp8 rate at 4K
-    bwd = (18 * 2.5 * full / 1229e12 + 18 * 1.731e-3) / 36
+    causal = 2 * 64 * (4096 * 4097 // 2) * 256
+    fwd = (18 * full * 0.203e-3 / D64_FWD + 18 * 0.195e-3) / 36
+    bwd = (18 * full * 0.862e-3 / causal + 18 * 1.731e-3) / 36
     assert lt.attention == pytest.approx(fwd, rel=0.02)
     assert lt.attention_bwd == pytest.approx(bwd, rel=0.02)
     b, f = (window_shares("gb200", s, 128, fp8=True)[1] for s in (8192, 16384))

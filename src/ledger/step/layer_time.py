@@ -146,7 +146,8 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         ((n, model.attention_of(k)) for k, n in model.kind_counts.items() if k.attention)]
     chunks = 1 if cfg.cp_kind == "ulysses" else cfg.cp
     weight = heads * chunks * skip * model.attention_layers / model.layers
-    rates = attention_shares(gpu.name, keys, fp8=pk is not None) if cfg.flash_attention \
+    rates = attention_shares(gpu.name, keys, fp8=pk is not None,
+                             head_dim=max(w for _, w, _ in widths)) if cfg.flash_attention \
         else None
     if rates is None:  # QK^T and PV as the batched GEMMs they are (scores materialised,
         # or a GPU with no measured fused kernel), at the FP8 peak under FP8 attention

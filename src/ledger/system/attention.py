@@ -95,14 +95,70 @@ _MEASURED_WINDOW_FP8 = {
 }
 
 
-def shares(gpu_name: str, keys, fp8: bool = False):
+# The causal kernel at head dim 64 (a narrower core: its QK^T and PV have half the FLOPs a
+# score, the softmax between them - the exponentials, MUFU - the same): NVIDIA/cudnn-frontend
+# benchmark/sdpa_benchmark_training/results/{h200,gb200,gb300}_919_only_cudnn/gpt_oss_
+# 2026022{7_034819,6_175022,6_185932}.csv at df73764a (configs/gpt_oss.py L14-18, L33-36
+# there: 64 query / 8 KV heads, head dim 64, batch 2, causal top_left with a 1,024-key
+# window, cuDNN 9.19, non-deterministic backward): forward and backward ms by key length,
+# the bfloat16 rows (CSV lines 2, 4, 6, 8, 10 on gb200 / gb300; 2, 9, 16, 23, 30 on h200)
+# and the fp8 rows (lines 3, 5, 7, 9, 11 on gb200 / gb300; H200 fails them: "hidden_dim
+# shoud be equal to 128"). Their TFLOP/s are the benchmark's own count (benchmark_single_
+# sdpa.py L952-995 there: W (W + 1) / 2 + (S - W) W scores a head, 2 (d + d) FLOPs each
+# forward, 2.5x backward), which at 4K keys and beyond is the causal kernel's tiles run as
+# a band of eight; the FP8 backward does not keep to the band - its time grows as s^2
+# (0.25 / 0.79 / 2.75 / 10.3 / 39.7 ms on GB300), the causal prefix's work, as the window
+# kernel's (``_MEASURED_WINDOW_FP8``) - so its rate is counted over the causal scores,
+# s (s + 1) / 2 a head. In BF16 the head-dim-64 kernel runs at 0.37-0.48 of the
+# head-dim-128 kernel's rate forward and 0.44-0.67 backward on Blackwell, 0.51-0.71 on H200.
+D64_WINDOW, D64_BATCH, D64_HEADS, D64_DIM = 1024, 2, 64, 64
+_MEASURED_D64_MS = {
+    "h200": (989e12, {2048: (0.166, 0.488), 4096: (0.358, 1.042), 8192: (0.738, 2.149),
+                      16384: (1.499, 4.392), 32768: (3.021, 9.045)}),
+    "gb200": (2500e12, {2048: (0.104, 0.230), 4096: (0.209, 0.487), 8192: (0.423, 0.998),
+                        16384: (0.853, 2.024), 32768: (1.711, 4.099)}),
+    "gb300": (2500e12, {2048: (0.089, 0.221), 4096: (0.178, 0.472), 8192: (0.359, 0.965),
+                        16384: (0.722, 1.951), 32768: (1.448, 3.930)}),
+}
+_MEASURED_D64_FP8_MS = {
+    "gb200": (2500e12, {2048: (0.101, 0.271), 4096: (0.203, 0.862), 8192: (0.411, 3.011),
+                        16384: (0.831, 11.332), 32768: (1.667, 43.921)}),
+    "gb300": (2500e12, {2048: (0.074, 0.253), 4096: (0.148, 0.792), 8192: (0.299, 2.752),
+                        16384: (0.600, 10.265), 32768: (1.204, 39.694)}),
+}
+
+
+def _d64_tflops(s: int, fwd_ms: float, bwd_ms: float, causal_bwd: bool = False):
+    """(forward, backward) TFLOP/s of one head-dim-64 measurement, counted as the
+    benchmark counts them (``_MEASURED_D64_MS``); the backward over the causal scores
+    where ``causal_bwd`` (the FP8 kernel's)."""
+    w = D64_WINDOW
+    band = w * (w + 1) // 2 + (s - w) * w if s > w else s * (s + 1) // 2
+    scores = D64_BATCH * D64_HEADS * 2 * (D64_DIM + D64_DIM)  # FLOPs of one score a head
+    bwd_scores = s * (s + 1) // 2 if causal_bwd else band
+    return band * scores / fwd_ms / 1e9, 2.5 * bwd_scores * scores / bwd_ms / 1e9
+
+
+_MEASURED_D64 = {g: (peak, {s: _d64_tflops(s, *ms) for s, ms in table.items()})
+                 for g, (peak, table) in _MEASURED_D64_MS.items()}
+_MEASURED_D64_FP8 = {g: (peak, {s: _d64_tflops(s, *ms, causal_bwd=True)
+                                for s, ms in table.items()})
+                     for g, (peak, table) in _MEASURED_D64_FP8_MS.items()}
+
+
+def shares(gpu_name: str, keys, fp8: bool = False, head_dim: int | None = None):
     """(forward, backward) share of the GPU's BF16 peak the fused attention core sustains
     at ``keys`` keys (a number or an array), its FP8 kernel's under ``fp8``: log-linear
     between the measured lengths, the end points' beyond them; None for a GPU without a
-    measurement."""
+    measurement. A core whose head dim is at most 64 takes the head-dim-64 measurement
+    of its kind where its die has one (``_MEASURED_D64``, ``_MEASURED_D64_FP8``), every
+    other the head-dim-128 one."""
     part = MEASURED_BY.get(gpu_name)
     if part is None:
         return None
+    narrow = _MEASURED_D64_FP8 if fp8 else _MEASURED_D64
+    if head_dim is not None and head_dim <= D64_DIM and part in narrow:
+        return _interpolated(*narrow[part], keys)
     peak, table = (_MEASURED_FP8 if fp8 else _MEASURED)[part]
     return _interpolated(peak, table, keys)
 

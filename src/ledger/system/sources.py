@@ -292,4 +292,10 @@ ATTENTION_SOURCES = {
               "{h200,gb200,gb300}_919_only_cudnn/llama3.1_*.csv (cuDNN 9.19.1, BF16 and FP8, "
               "causal, 64 q / 8 kv heads, head dim 128; h200 and gb200 at df73764a, gb300 at "
               "afa9f7c0)",
+    "head_dim_64": "NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/"
+                   "{h200,gb200,gb300}_919_only_cudnn/gpt_oss_*.csv at df73764a (cuDNN 9.19, "
+                   "BF16 and FP8, 64 q / 8 kv heads, head dim 64, causal with a 1,024-key "
+                   "window; configs/gpt_oss.py L14-18, L33-36; FLOPs as "
+                   "benchmark_single_sdpa.py L952-995 counts them): the core of a model "
+                   "whose head dim is at most 64",
 }
