@@ -48,6 +48,23 @@ def test_passes_counted_by_hand():
     assert expert_pass_bytes(_gpt_oss(), _cfg(framework="torchtitan", zero_stage=3), 16384) == (0.0, 0.0)
 
 
+def test_flex_dispatcher_s_fp32_probabilities_widen_the_bias_chain():
+    """DeepEP and HybridEP hand the experts fp32 probabilities (token_dispatcher.py
+    L1033-1039, L1178-1184 @d7288711): ``b * p`` promotes _apply_bias to fp32. Forward: the
+    product, the add and the cat at 4 bytes (6 x 4) and the cast back (read 4, write 2);
+    backward the cast's and the add's gradients (2 + 4 each) and the 6 fp32 passes: 28 and
+    36 bytes an element of the 2880-wide fc2 output, against 12 and 12 in bf16."""
+    clamp_f, clamp_b = 65536 * 4 * 5760 * 2, 65536 * 5 * 5760 * 2
+    for backend in ("deepep", "hybridep"):
+        fwd, bwd = expert_pass_bytes(_gpt_oss(), _cfg(moe_dispatcher="flex", ep_backend=backend),
+                                     16384)
+        assert fwd == clamp_f + 65536 * 2880 * 28
+        assert bwd == clamp_b + 65536 * 2880 * 36
+    # the alltoall dispatcher keeps the router's bf16 probabilities
+    assert expert_pass_bytes(_gpt_oss(), _cfg(moe_dispatcher="alltoall"), 16384) \
+        == expert_pass_bytes(_gpt_oss(), _cfg(), 16384)
+
+
 def test_the_passes_are_the_step_s_elementwise_time_at_hbm_bandwidth():
     gb200 = system("gb200")
     m, cfg = _gpt_oss(), _cfg()

@@ -17,7 +17,13 @@ TEGroupedMLP at the commit Megatron-Bridge v0.3.1 pins, NVIDIA/Megatron-LM@55ac7
   local expert, ``b * p`` (writes rows x h), ``t + b * p`` (reads two, writes one) and
   one ``torch.cat`` of the experts' pieces (reads and writes): 6 passes over rows x h.
   Backward: the bias gradient (g * p, then its sum: 3 passes) and the routing
-  probability's (g * b, then its sum over h: 3).
+  probability's (g * b, then its sum over h: 3). Under the flex dispatcher the
+  probabilities are fp32 (DeepEP and HybridEP take only fp32 probs and upcast bf16 ones:
+  token_dispatcher.py L1033-1039, L1178-1184 @d7288711, the same at 0d8e0714, b0cc2706,
+  d0b3b775 and d98e8a64), so ``b * p`` promotes the chain to fp32: the product, the sum
+  and the cat move 4 bytes an element and ``.to`` casts back (read 4, write 2) - 6 x 4 + 2
+  x 2 = 28 bytes an element forward; backward the cast's gradient up (2 + 4) and the
+  add's down to t (4 + 2) besides the 6 fp32 passes: 36 (``bias_bytes``).
 
 - the rotary embedding under YaRN (gpt-oss, ``ModelSpec.rope_mscale``): Megatron-Core hands
   TE's fused RoPE only an mscale of 1 and otherwise runs its eager one on q and on k
@@ -146,6 +152,25 @@ def dispatch_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
     return one, one
 
 
+def probs_bytes(cfg) -> int:
+    """Bytes of one routing probability as the experts receive it: fp32 under Megatron's
+    flex dispatcher (DeepEP, HybridEP: the module docstring), else the activation dtype's
+    (the router's own dtype, moe_router_dtype None; fp32 routers elsewhere are not read)."""
+    from ledger.config import dispatcher
+
+    return 4 if dispatcher(cfg) == "flex" else cfg.act_bytes
+
+
+def bias_bytes(cfg) -> tuple:
+    """(forward, backward) HBM bytes per element of the fc2 output that ``_apply_bias``
+    moves (the module docstring): ``BIAS_PASSES`` in the activation dtype, and where the
+    probabilities are wider (``probs_bytes``) the chain in theirs plus the casts."""
+    act, wide = cfg.act_bytes, max(probs_bytes(cfg), cfg.act_bytes)
+    if wide == act:
+        return BIAS_PASSES[0] * act, BIAS_PASSES[1] * act
+    return BIAS_PASSES[0] * wide + 2 * act, BIAS_PASSES[1] * wide + 2 * (act + wide)
+
+
 def expert_pass_bytes(model: ModelSpec, cfg, tokens, gpu=None) -> tuple:
     """(forward, backward) HBM bytes of one layer's eager expert passes, averaged over the
     stack: the routed rows this GPU's experts hold (the dispatcher's tokens x top_k,
@@ -162,11 +187,12 @@ def expert_pass_bytes(model: ModelSpec, cfg, tokens, gpu=None) -> tuple:
     fc1 = (2 if model.gated_mlp else 1) * model.moe_ffn_hidden / etp
     fc2 = model.expert_hidden if model.expert_hidden else model.hidden
     moe_share = model.mlp_share("moe")
+    bias = bias_bytes(cfg)
     out = []
     for i in (0, 1):
-        passes = (CLAMP_PASSES[i] * fc1 if model.glu_clamp and model.gated_mlp else 0.0) \
-            + (BIAS_PASSES[i] * fc2 if model.mlp_bias else 0.0)
-        out.append(kept * moe_share * rows * passes * cfg.act_bytes)
+        clamp = CLAMP_PASSES[i] * fc1 * cfg.act_bytes \
+            if model.glu_clamp and model.gated_mlp else 0.0
+        out.append(kept * moe_share * rows * (clamp + (bias[i] * fc2 if model.mlp_bias else 0.0)))
     return tuple(out)
 
 
