@@ -173,10 +173,14 @@ CASES = {
     # take their scopes' launches off it
     "--enable-cuda-graph": (MOE, "--enable-cuda-graph"),
     "--cuda-graph-impl": (MOE, "--cuda-graph-impl transformer_engine"),
-    "--cuda-graph-modules": (MOE + " --cuda-graph-impl transformer_engine",
-                             "--cuda-graph-modules attn"),
-    "--cuda-graph-scope": (MOE + " --cuda-graph-impl transformer_engine",
-                           "--cuda-graph-scope attn"),
+    # the router's launches alone are captured first, then the attention's join them (a
+    # bare --cuda-graph-impl already captures the layer's attention and router)
+    "--cuda-graph-modules": (MOE + " --cuda-graph-impl transformer_engine "
+                             "--cuda-graph-modules moe_router",
+                             "--cuda-graph-modules attn moe_router"),
+    "--cuda-graph-scope": (MOE + " --cuda-graph-impl transformer_engine "
+                           "--cuda-graph-scope moe_router",
+                           "--cuda-graph-scope attn moe_router"),
     # a factor of 1 is the even share the dropless base already prices
     "--moe-expert-capacity-factor": (MOE, "--moe-expert-capacity-factor 1.5"),
     # padded, the forward no longer stops the host (step/host.py syncs): it moves the step
@@ -269,7 +273,9 @@ def test_an_applied_megatron_flag_moves_the_estimate(tmp_path, flag):
 
 
 @pytest.mark.parametrize("context,change", [
-    ("", "--recompute-modules mlp"),  # the dense MLP's GEMMs, not the attention core
+    # the dense MLP's GEMMs, not the attention core (micro-batches of 4 here too: at one
+    # the host's two 3 ms blocks a layer pace it)
+    ("--micro-batch-size 4 --global-batch-size 256", "--recompute-modules mlp"),
     # MLA's up projections; the MoE layer, its all-to-alls included (micro-batches of 4:
     # the GPU, not the host's launches, paces the layer)
     (f"{MLA} --micro-batch-size 4 --global-batch-size 256", "--recompute-modules mla_up_proj"),

@@ -44,6 +44,7 @@ paged stash.
 from __future__ import annotations
 
 from ledger.validation.bridge import BridgeRow
+from ledger.validation.bridge_cells import _stages
 
 SOURCE = {"repo": "AICO-Ascend/AICO-Knowledge",
           "commit": "14bb8fb48ba5696564c8aedc4da2b18dc21d5bb8",
@@ -166,7 +167,9 @@ def rows() -> tuple[BridgeRow, ...]:
         key = (model, gpu, dtype, tf)
         case = CASE_STUDY.get(key, {})
         settings = _settings(model, gpu)
-        if "pp_layout" in case:
+        if "pp_layout" in case and _stages(case["pp_layout"]) == pp * (vp or 1):
+            # a layout of another placement (sec. 9.2.2's 32 stages are Table 17's PP 8)
+            # is not the run's: Table 20's sizes win (RULE), and no cell rule reads it
             settings["pp_layout"] = case["pp_layout"]
         if key in OFFLOAD:  # Table 5's row (OFFLOAD)
             settings |= {"fine_grained_activation_offloading": True,
@@ -242,7 +245,8 @@ def other_reading() -> BridgeRow:
     row = next(r for r in rows() if r.gpu == "h100" and r.model == "deepseek-v3")
     clash = CONFLICTS[("deepseek-v3", "h100", "FP8-BLK", 368)]
     settings = dict(row.recipe["settings"],
-                    recompute_modules=list(clash["recompute_modules"]["table 17"]))
+                    recompute_modules=list(clash["recompute_modules"]["table 17"]),
+                    pp_layout=CASE_STUDY[("deepseek-v3", "h100", "FP8-BLK", 368)]["pp_layout"])
     return replace(row, id=row.id + "/table-17", pp=clash["pp"]["table 17"],
                    notes=["Table 17's reading (RULE sets it aside)"],
                    recipe={**row.recipe, "settings": settings})
