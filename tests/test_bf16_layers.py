@@ -85,7 +85,8 @@ def test_a_quantization_files_modules_keep_their_own_format():
 
 def test_a_megatron_launch_with_te_cross_entropy_prices_it(tmp_path):
     """--cross-entropy-loss-fusion --cross-entropy-fusion-impl te: TE's parallel
-    cross-entropy (2 B a bf16 logit at its backward); native: Megatron-Core's (6 B)."""
+    cross-entropy (2 B a bf16 logit at its backward); native: Megatron-Core's compiled
+    fused one (fused_cross_entropy.py, 10 B)."""
     from ledger.io.megatron.reader import read_launch
 
     launch = ("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
@@ -102,7 +103,7 @@ def test_a_megatron_launch_with_te_cross_entropy_prices_it(tmp_path):
         got[impl] = read.flags.get("loss")
         assert not read.unpriced and "--cross-entropy-fusion-impl " + impl in " ".join(
             read.applied)
-    assert got == {"te": "te-parallel", "native": None}
+    assert got == {"te": "te-parallel", "native": "vocab-parallel-fused"}
 
 
 def test_bf16_layers_sit_where_the_split_puts_them():

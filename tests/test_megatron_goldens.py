@@ -20,6 +20,10 @@ GOLDENS = {  # (case folder, platform): (step, max allocated, allocated after th
     ("gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist", "dgx_h100"): (100, 1428171264, 517243392),
     ("gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist", "dgx_gb200"): (100, 1439181312, 514884096),
     ("gpt/gpt3_mcore_tp1_pp2", "dgx_h100"): (50, 3633177600, 948653056),
+    ("gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion", "dgx_h100"): (50, 1837640192,
+                                                                        514359808),
+    ("gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion", "dgx_gb200"): (50, 1838393856,
+                                                                         514359808),
     ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed", "dgx_h100"): (50, 60111630336,
                                                                       6632031744),
 }
@@ -140,3 +144,25 @@ def test_h100_moe_summary_guards():
         mean, signed, worst, n = summary([p for p in priced if p.metric == metric])["all"]
         assert n == 31 and mean <= mean_at_most and signed >= signed_at_least, \
             (metric, mean, signed, worst)
+
+
+@pytest.mark.parametrize("platform", ["dgx_h100", "dgx_gb200"])
+def test_native_fused_loss_keeps_one_more_fp32_logits(tmp_path, platform):
+    """gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion is its sibling without
+    --cross-entropy-loss-fusion (both model_config.yaml @d98e8a64: 12 layers, hidden 512,
+    TP 2, PP 2, micro-batch 4 of 1,024 tokens, GPT-2's vocabulary padded to 50,432): the
+    native fused loss (fusions/fused_cross_entropy.py, compiled) measured 409 MiB (H100)
+    and 399 MiB (GB200) above it, about 4 B a logit of 4,096 tokens x 25,216 columns
+    (394 MiB). The ledger adds exactly that fp32 buffer (LOSSES['vocab-parallel-fused'],
+    10 B at its backward against 6) and prices the fused row within 5%. The sibling sets
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 (two PyTorch workspaces of 32 MiB), the fused case
+    none: PyTorch's default, the same on sm_90, 4096 KiB x 2 + 16 KiB x 8 on GB200
+    (placement.buffers), so there the ledger's gap is 47.75 MiB less."""
+    fused = _golden("gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion", platform)
+    plain = _golden("gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist", platform)
+    (f, _), (p, _) = (price_one(g, str(tmp_path))[0] for g in (fused, plain))
+    logits = 4 * 1024 * 50432 // 2
+    workspaces = 0 if platform == "dgx_h100" else 2 * (32 * 2**20 - (2 * 4096 + 8 * 16) * 1024)
+    assert f.ledger - p.ledger == pytest.approx(4 * logits - workspaces, rel=1e-9)
+    assert f.measured - p.measured == pytest.approx(f.ledger - p.ledger, rel=0.12)
+    assert abs(f.error) <= 0.05, f.error

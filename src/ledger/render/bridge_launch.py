@@ -114,11 +114,15 @@ def loss_of(row: BridgeRow) -> str:
     'te' for every run (scripts/performance/utils/helpers.py L108 @ v0.2.0, overrides.py
     L64-L84 @ v0.3.0-v0.6.0) on the providers' cross_entropy_loss_fusion True (gpt_provider
     .py L196, mamba_provider.py L166 @ v0.4.1), unless the row says otherwise; v0.1.0rc3's
-    scripts set no impl: its YAML's, else Megatron-Core's own."""
+    scripts set no impl: its YAML's, else Megatron-Core's own ('native': the compiled
+    fused_cross_entropy.py, the same at cd4afffa, the Megatron-LM v0.6.0 pins, as at
+    d98e8a64: ``LOSSES['vocab-parallel-fused']``)."""
     ref = (row.recipe or {}).get("ref") or ""
     fused = row.setting("cross_entropy_loss_fusion", True) is not False
     impl = row.setting("cross_entropy_fusion_impl", None if ref.startswith("v0.1.") else "te")
-    return "te-parallel" if fused and impl == "te" else "vocab-parallel"
+    if not fused:
+        return "vocab-parallel"
+    return "te-parallel" if impl == "te" else "vocab-parallel-fused"
 
 
 def graph_scopes(row: BridgeRow) -> tuple[str, ...]:

@@ -205,7 +205,8 @@ def _megatron_moe() -> list[Peak]:
     distributed optimizer, TP 2 + SP, PP 2 with 4 virtual stages per rank, EP 4 at ETP 1
     (the alltoall dispatcher), micro-batch 4 of 4,096 tokens, global batch 32 on 8 GPUs
     (DP 2), no recompute, dropout 0, --attention-backend unfused (TE's unfused attention:
-    the scores materialised). Routing is not forced even (seq_aux_loss): the rule prices
+    the scores materialised), --cross-entropy-loss-fusion with its impl 'native'
+    (Megatron's compiled loss, ``LOSSES['vocab-parallel-fused']``). Routing is not forced even (seq_aux_loss): the rule prices
     even routing (MoESpec's default) for every row. The last step's (50) figures of each
     platform's golden values (golden_values_dev_dgx_h100.json,
     golden_values_dev_dgxh100_dgxc.json)."""
@@ -213,7 +214,7 @@ def _megatron_moe() -> list[Peak]:
                "dgxh100_dgxc": (57961472000, 6637274624)}
     cfg = ParallelConfig(tp=2, pp=2, vp=4, dp=2, ep=4, etp=1, zero_stage=1, micro_batch=4,
                          num_microbatches=4, moe_dispatcher="alltoall", dropout=0.0,
-                         flash_attention=False)
+                         flash_attention=False, loss="vocab-parallel-fused")
     out = []
     for platform, (peak, after) in goldens.items():
         run = f"moe tp2_pp2_ep4_etp1_memory_speed {platform}"

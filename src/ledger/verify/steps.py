@@ -17,7 +17,8 @@ L214-276 @9dec370: save the outputs of mm, SDPA, reduce_scatter, max; every seco
 recomputed; on CPU the SDPA op is ``_scaled_dot_product_flash_attention_for_cpu``);
 ``layer``, every second layer in full. Losses: ``eager`` (F.cross_entropy on an fp32
 copy), ``compiled`` (the same under torch.compile), ``vocab-parallel`` (Megatron-Core's
-algorithm on one rank, cross_entropy.py L25-210, written out below).
+algorithm on one rank, cross_entropy.py L25-210, written out below); the loss alone also
+``vocab-parallel-fused`` (its native fused form, four compiled steps).
 """
 from __future__ import annotations
 
@@ -140,6 +141,66 @@ def vocab_parallel_loss(logits, labels):
     return _VocabParallelCE.apply(logits.flatten(0, 1), labels.flatten(0, 1))
 
 
+# Megatron-Core's native fused cross-entropy on one rank (fusions/fused_cross_entropy.py
+# L12-84 @d98e8a64): the same steps split into four functions, each under torch.compile
+# (jit_fuser, jit.py L16-33), on [s, b, v] logits worked on through [s * b, v] views as
+# there (cross_entropy.py L53, L91); a one-rank vocabulary masks no target
+def _fused_max(x):
+    x = x.float()
+    return x, x.max(dim=-1)[0]
+
+
+def _fused_predicted(x, target, top):
+    x -= top.unsqueeze(-1)
+    flat = x.view(-1, x.size(-1))
+    rows = torch.arange(flat.size(0))
+    predicted = flat[rows, target.view(-1)].clone().view_as(target)
+    torch.exp(x, out=x)
+    return torch.cat((predicted, x.sum(dim=-1))), x
+
+
+def _fused_loss(x, predicted_total):
+    predicted, total = torch.split(predicted_total, predicted_total.size(0) // 2)
+    x.div_(total.unsqueeze(-1))
+    return x, torch.log(total) - predicted
+
+
+def _fused_gradient(softmax, grad, mask, target):
+    flat = softmax.view(-1, softmax.size(-1))
+    rows = torch.arange(flat.size(0))
+    flat[rows, target.view(-1)] -= 1.0 - mask.view(-1).float()  # L96, L111
+    softmax.mul_(grad.unsqueeze(-1))  # L114
+    return softmax.to(torch.bfloat16)  # L82
+
+
+class _FusedVocabParallelCE(torch.autograd.Function):
+    steps: tuple = ()
+
+    @staticmethod
+    def forward(ctx, logits, target):
+        step = _FusedVocabParallelCE.steps
+        x, top = step[0](logits)
+        predicted_total, x = step[1](x, target, top)
+        x, loss = step[2](x, predicted_total)
+        ctx.save_for_backward(x, torch.zeros_like(target, dtype=torch.bool), target)
+        return loss.mean()
+
+    @staticmethod
+    def backward(ctx, grad):
+        softmax, mask, target = ctx.saved_tensors
+        grad = (grad / target.numel()).expand(target.shape)
+        return _FusedVocabParallelCE.steps[3](softmax, grad, mask, target), None
+
+
+def vocab_parallel_fused_loss(logits, labels):
+    """The tokens as Megatron's [s, b] with b 1: views of the logits, no copy."""
+    if not _FusedVocabParallelCE.steps:
+        _FusedVocabParallelCE.steps = tuple(torch.compile(f) for f in (
+            _fused_max, _fused_predicted, _fused_loss, _fused_gradient))
+    return _FusedVocabParallelCE.apply(logits.flatten(0, 1)[:, None],
+                                       labels.flatten(0, 1)[:, None])
+
+
 _COMPILED = {}
 
 
@@ -148,7 +209,8 @@ def loss_fn(name: str):
         if "fn" not in _COMPILED:
             _COMPILED["fn"] = torch.compile(eager_loss)
         return _COMPILED["fn"]
-    return {"eager": eager_loss, "vocab-parallel": vocab_parallel_loss}[name]
+    return {"eager": eager_loss, "vocab-parallel": vocab_parallel_loss,
+            "vocab-parallel-fused": vocab_parallel_fused_loss}[name]
 
 
 # ---- one measured step -------------------------------------------------------------------

@@ -259,8 +259,10 @@ def _step(ns: dict) -> dict:
     if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local") or \
             ns.get("transformer_impl") == "local":
         out["no_flash"] = True
-    if ns.get("cross_entropy_loss_fusion") and ns.get("cross_entropy_fusion_impl") == "te":
-        out["loss"] = "te-parallel"  # TE's parallel CE (language_module.py L173-194)
+    if ns.get("cross_entropy_loss_fusion"):  # language_module.py L173-198: TE's parallel
+        # CE, or Megatron's own compiled one under impl 'native' (the default)
+        out["loss"] = {"te": "te-parallel", "native": "vocab-parallel-fused"}[
+            ns.get("cross_entropy_fusion_impl") or "native"]
     return out
 
 
