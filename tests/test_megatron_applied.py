@@ -210,6 +210,10 @@ CASES = {
                           "--ddp-bucket-size 1000000"),
     "--no-overlap-p2p-communication": ("--num-layers-per-virtual-pipeline-stage 2",
                                        "--no-overlap-p2p-communication"),
+    # the output layer's inputs and logits' gradients kept to the flush (buffers.py)
+    "--defer-embedding-wgrad-compute": ("", "--defer-embedding-wgrad-compute"),
+    "--wgrad-deferral-limit": ("--defer-embedding-wgrad-compute",
+                               "--wgrad-deferral-limit 1"),
 }
 BLACKWELL = {"--fp4-format", "--fp4-param-gather"}
 # modelled, but no one change of this base is valid on both sides

@@ -231,6 +231,9 @@ class ParallelConfig:
     # parameters per DP gradient bucket (Megatron --ddp-bucket-size; None: the framework's,
     # Megatron max(40M, 1M x dp): training.py L2179-2194 @d98e8a64)
     dp_bucket_params: int | None = None
+    # Megatron --defer-embedding-wgrad-compute: the output layer's first N calls' input and
+    # logits' gradient kept to the flush (0: all; None: off; placement.buffers.deferred_wgrad)
+    wgrad_deferral: int | None = None
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",

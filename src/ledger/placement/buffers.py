@@ -41,6 +41,7 @@ end, so present at every point of a step and in the memory left after it.
   serves the most common unit; others fall back to dynamic buckets, L743-805).
 - Megatron-FSDP's output-layer gradient bucket (``head_grad_bytes``): alive from the
   output layer's backward through the first layer's.
+- Megatron's deferred embedding wgrads (``deferred_wgrad_bytes``): not kept past the step.
 """
 from __future__ import annotations
 
@@ -208,3 +209,20 @@ def head_bucket_params(cfg, root_params, head_params):
     size = np.asarray(getattr(cfg, "dp_bucket_params", None) or 0)  # None: no size set
     split = (size > 0) & (size <= first)
     return np.where(head_params > 0, np.where(split, head_params, root_params), 0.0)
+
+
+def deferred_wgrad_bytes(cfg, logits, heads, boundary) -> float:
+    """Bytes the output layer holds for Megatron's --defer-embedding-wgrad-compute: each of
+    its first ``wgrad_deferral_limit`` calls (0: every call of the step) appends its input
+    to a list in the forward (tensor_parallel/layers.py L1228-1233 @d98e8a64) and its
+    gradient output - the logits' gradient - in the backward instead of computing the
+    wgrad (L661-664); the lists live from the step's first calls to the pipeline flush,
+    where drain_embedding_wgrad_compute pops them (utils.py L1282-1300; schedules.py
+    L894-926). A call is one head's: the output layer runs once per micro-batch and per MTP
+    module (multi_token_prediction.py L1012-1017). ``logits``: one micro-batch's logit
+    elements on the rank, every head's; ``boundary``: one call's input bytes."""
+    if cfg.wgrad_deferral is None:
+        return 0.0
+    calls = cfg.num_microbatches * heads
+    held = calls if cfg.wgrad_deferral == 0 else np.minimum(cfg.wgrad_deferral, calls)
+    return held * (logits / heads * cfg.act_bytes + boundary)

@@ -36,7 +36,7 @@ from ledger.optim import muon
 from ledger.pipeline import grad_sets, held_closed, placement_pipeline
 from ledger.placement import offload as offloading, optim_offload, tuned
 from ledger.placement.bf16_layers import bf16_activation_bytes, bf16_kinds
-from ledger.placement.buffers import framework_buffers, head_grad_bytes
+from ledger.placement.buffers import deferred_wgrad_bytes, framework_buffers, head_grad_bytes
 from ledger.placement.context import context_buffers
 from ledger.placement.nccl_buffers import nccl_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
@@ -220,7 +220,8 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
         / np.where(cfg.sequence_parallel, cfg.tp, 1)
     root, fw_b = root_params(model, cfg, ranks), tuned.buffer_framework(model, cfg, fw)
     always, backward = buffer_bytes(cfg, fw_b, largest_layer_params(model, cfg), layers_held, root)
-    always = always + tuned.dequant_bytes(model, cfg)  # QLoRA's dequantised weight
+    always = always + tuned.dequant_bytes(model, cfg) + out_rank * deferred_wgrad_bytes(
+        cfg, logits_elements(model, cfg), 1 + model.mtp_layers, boundary)  # QLoRA's; deferral
     kept = sum((named or {}).values()) + 0.0 * always  # the framework's own (buffers.py)
     recv = np.array([recv_buffers(cfg, fw, r) for r in np.ravel(ranks)]).reshape(
         np.shape(ranks)) * cfg.num_microbatches

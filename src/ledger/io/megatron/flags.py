@@ -254,6 +254,8 @@ def _step(ns: dict) -> dict:
         out["optimizer_offload_fraction"] = ns["optimizer_offload_fraction"]
         if ns.get("overlap_cpu_optimizer_d2h_h2d"):
             out["overlap_cpu_optimizer"] = True
+    if ns.get("defer_embedding_wgrad_compute"):  # placement.buffers.deferred_wgrad_bytes
+        out["wgrad_deferral"] = ns.get("wgrad_deferral_limit") or 0
     if ns.get("gradient_accumulation_fusion") is False:  # TE's dummy wgrads (buffers.py)
         out["grad_accumulation_fusion"] = False
     if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local") or \

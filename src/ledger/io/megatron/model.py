@@ -81,6 +81,12 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         if ns.get("cpu_offloading_num_layers"):
             out.append("--fine-grained-activation-offloading with --cpu-offloading-num-layers "
                        "(transformer_config.py:2128-2130)")
+    if ns.get("defer_embedding_wgrad_compute") and (
+            (ns.get("pipeline_model_parallel_size") or 1) == 1
+            or ns.get("gradient_accumulation_fusion") is False
+            or (ns.get("wgrad_deferral_limit") or 0) < 0):
+        out.append("--defer-embedding-wgrad-compute needs PP > 1, gradient-accumulation "
+                   "fusion and --wgrad-deferral-limit >= 0 (model_parallel_config.py:545-558)")
     if ns.get("optimizer_cpu_offload") and not ns.get("use_precision_aware_optimizer"):
         out.append("--optimizer-cpu-offload without --use-precision-aware-optimizer "
                    "(arguments.py:1884-1888)")
