@@ -214,6 +214,10 @@ CASES = {
     "--defer-embedding-wgrad-compute": ("", "--defer-embedding-wgrad-compute"),
     "--wgrad-deferral-limit": ("--defer-embedding-wgrad-compute",
                                "--wgrad-deferral-limit 1"),
+    # the interleaved schedule's rounds: a longer warm-up holds more micro-batches
+    "--microbatch-group-size-per-virtual-pipeline-stage": (
+        "--num-layers-per-virtual-pipeline-stage 2",
+        "--microbatch-group-size-per-virtual-pipeline-stage 4"),
 }
 BLACKWELL = {"--fp4-format", "--fp4-param-gather"}
 # modelled, but no one change of this base is valid on both sides

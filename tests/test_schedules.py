@@ -162,3 +162,29 @@ def test_closed_form_inflight_equals_the_simulator(kind):
                 sim = simulate(build(kind, p, m, v))
                 assert sim.peak_inflight == [float(inflight_closed(kind, r, p, m, v))
                                              for r in range(p)], (kind, p, m, v)
+
+
+def test_megatron_microbatch_groups():
+    """--microbatch-group-size-per-virtual-pipeline-stage: Megatron's own example
+    (model_parallel_config.py L441-449 @d98e8a64, PP 2, VP 2, group 3, 5 micro-batches:
+    rank 0 runs forwards 0 1 2 0 1 2 3 4 3 4 - three through its first chunk, three through
+    its second, then the last two through each); the warm-up (v-1) group + 2 (pp-1-r)
+    (schedules.py L959-965) sets the peak: rank 0 five warm-up forwards and one more
+    (3 stages' worth), rank 1 three and one more (2). A group outside pp..m, or a last remainder in 1..pp-1, is
+    refused as Megatron refuses it (schedules.py L1160-1180)."""
+    from ledger.pipeline import inflight_closed, placement_pipeline
+
+    ranks = build("interleaved", 2, 5, 2, group=3).ranks
+    fwd = [a for a in ranks[0] if a.kind == "F"]
+    assert [a.mb for a in fwd] == [0, 1, 2, 0, 1, 2, 3, 4, 3, 4]
+    assert [a.stage for a in fwd] == [0, 0, 0, 2, 2, 2, 0, 0, 2, 2]
+    sim = simulate(build("interleaved", 2, 5, 2, group=3), Costs(1, 2))
+    assert list(sim.peak_inflight) == [3.0, 2.0]
+    assert [float(inflight_closed("interleaved", r, 2, 5, 2, 3)) for r in (0, 1)] == [3.0, 2.0]
+    assert placement_pipeline("interleaved", 4, 5, 2, 5)[1] == tuple(
+        float(inflight_closed("interleaved", r, 4, 5, 2, 5)) for r in range(4))
+    for p, m, g in ((2, 5, 1), (2, 5, 6), (4, 7, 5), (2, 5, 2)):
+        with pytest.raises(LedgerError, match="vp_group"):
+            build("interleaved", p, m, 2, group=g)
+    with pytest.raises(LedgerError, match="vp_group"):
+        build("1f1b", 2, 4, 1, group=2)

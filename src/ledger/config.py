@@ -122,6 +122,7 @@ class ParallelConfig:
     micro_batch: int = 1  # sequences per micro-batch
     num_microbatches: int = 1  # micro-batches per step per pipeline
     vp: int = 1  # virtual stages per PP rank (interleaved 1F1B)
+    vp_group: int | None = None  # its rounds' micro-batches (Megatron's group; None: pp)
     act_bytes: int = 2  # bf16 activations on the wire
     moe: MoESpec = field(default_factory=MoESpec)
     schedule: str | None = None  # pipeline schedule; None: 1f1b, or interleaved when vp > 1
@@ -147,9 +148,8 @@ class ParallelConfig:
     recompute_layers: int | None = None
     recompute_group: int = 1
     # Megatron's CPU activation offloading (--cpu-offloading-num-layers, TE's
-    # get_cpu_offload_context): this many of the model's layers keep their activations on
-    # the host; TE synchronises so the GPU holds (layers - n) layers' (cpu_offload.py
-    # L748-751 @TE d0067d0d)
+    # get_cpu_offload_context): this many of the model's layers keep their activations on the host;
+    # TE synchronises so the GPU holds (layers - n) layers' (cpu_offload.py L748-751 @TE d0067d0d)
     offload_activation_layers: int = 0
     # fine-grained activation offload: these modules' saved inputs on the host; () none
     # (ledger.placement.act_offload; checked in ledger.frameworks.offload_checks)
@@ -171,9 +171,8 @@ class ParallelConfig:
     # Megatron-FSDP's fsdp_double_buffer (set by nccl_ub): two layers' gathered params and
     # two layers' gradient buckets kept for the run (ledger.placement.buffers)
     fsdp_double_buffer: bool = False
-    # DP traffic overlapped with compute (Megatron --overlap-grad-reduce /
-    # --overlap-param-gather, DeepSpeed overlap_comm); None: the framework's default for
-    # the ZeRO stage (Framework.overlaps)
+    # DP traffic overlapped with compute (Megatron --overlap-grad-reduce / --overlap-param-gather,
+    # DeepSpeed overlap_comm); None: the framework's default for the ZeRO stage (Framework.overlaps)
     overlap_grad_reduce: bool | None = None
     overlap_param_gather: bool | None = None
     # EP all-to-alls hidden under another micro-batch's compute (Megatron
@@ -231,9 +230,7 @@ class ParallelConfig:
     # parameters per DP gradient bucket (Megatron --ddp-bucket-size; None: the framework's,
     # Megatron max(40M, 1M x dp): training.py L2179-2194 @d98e8a64)
     dp_bucket_params: int | None = None
-    # Megatron --defer-embedding-wgrad-compute: the output layer's first N calls' input and
-    # logits' gradient kept to the flush (0: all; None: off; placement.buffers.deferred_wgrad)
-    wgrad_deferral: int | None = None
+    wgrad_deferral: int | None = None  # --defer-embedding-wgrad-compute's limit (0 all; None off)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",
@@ -284,7 +281,7 @@ class ParallelConfig:
             raise LedgerError("vp", f"{self.schedule} holds 2 stages per rank, got "
                                     f"vp({self.vp})")
         if self.pp > 1:
-            check_schedule(self.schedule, self.pp, self.num_microbatches, self.vp)
+            check_schedule(self.schedule, self.pp, self.num_microbatches, self.vp, self.vp_group)
         check_step(self, fw)
         grad, param = fw.overlaps(self.zero_stage, self.overlap_grad_reduce,
                                   self.overlap_param_gather)

@@ -52,6 +52,7 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
                          else None,
                          hsdp_shard=a.hsdp_shard,
                          micro_batch=a.micro_batch, num_microbatches=m or 1, vp=vp_,
+                         vp_group=getattr(a, "vp_group", None),
                          moe=MoESpec(capacity_factor=a.capacity_factor,
                                      imbalance=a.moe_imbalance,
                                      pad_to_capacity=getattr(a, "pad_to_capacity", False)), schedule=a.schedule,

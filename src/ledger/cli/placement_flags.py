@@ -75,6 +75,10 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                    help="sequences per step; sets microbatches = B / (dp * micro_batch)")
     g.add_argument("--vp", type=count(MAX_VP),
                    help="virtual stages per PP rank (default 1; 2 for zb-v, dualpipe, dualpipev)")
+    g.add_argument("--vp-group", type=count(MAX_MICROBATCHES), metavar="N",
+                   help="micro-batches per round of the interleaved schedule's chunks "
+                        "(Megatron --microbatch-group-size-per-virtual-pipeline-stage; "
+                        "default pp)")
     g.add_argument("--schedule", choices=SCHEDULES,
                    help="pipeline schedule (default 1f1b, interleaved when --vp > 1)")
     g.add_argument("--capacity-factor", type=real(MAX_CAPACITY_FACTOR), default=1.0,

@@ -83,7 +83,8 @@ def walk(actions: list[Action], last_stage, v: int = 1, keep: str = "none") -> s
     return points
 
 
-def grad_sets(kind: str, rank, p, m, v, lazy: bool = True, inflight=None) -> tuple:
+def grad_sets(kind: str, rank, p, m, v, lazy: bool = True, inflight=None,
+              group=None) -> tuple:
     """Where a rank's peak can fall when its weight gradients are made lazily, stage by
     stage (``lazy``: ``not Framework.grads_persist`` - FSDP2 creates a unit's unsharded
     gradient in its first post-backward, torch 2.13.0 fsdp/_fully_shard/_fsdp_param_group.py
@@ -103,19 +104,21 @@ def grad_sets(kind: str, rank, p, m, v, lazy: bool = True, inflight=None) -> tup
     it), and again from backward v p on (every stage's) when m >= 2p. Every other
     schedule, and a framework keeping its gradients in a buffer of its own: one point,
     all of them; under a split backward (``WEIGHT_STEP``) a stage's gradients appear at its
-    first W instead (``weight_step_sets``)."""
-    c1 = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
+    first W instead (``weight_step_sets``). Megatron's rounds are its micro-batch group
+    (``group``, p unless set: ``schedules._rounds``)."""
+    c1 = inflight_closed(kind, rank, p, m, v, group) if inflight is None else inflight
     if lazy and kind in WEIGHT_STEP:
         return weight_step_sets(kind, rank, p, m, v, c1)
     if not lazy or kind != "interleaved" or np.all(np.asarray(v) < 2):
         return ((c1, 1.0, c1, 1.0),)
-    warm = np.minimum((v - 1) * p + 2 * (p - 1 - np.asarray(rank)), m * v)
-    # the chunks stay at c1 up to the k-th stage, then fall by p a stage while the
+    g = p if group is None else group  # a round's micro-batches
+    warm = np.minimum((v - 1) * g + 2 * (p - 1 - np.asarray(rank)), m * v)
+    # the chunks stay at c1 up to the k-th stage, then fall by g a stage while the
     # gradients grow by one stage: a line in k, so its largest point is one of its ends
-    k = np.clip((m * v - warm - 1) // p + 1, 1, v)
-    last = np.minimum(warm + 1, m * v - (v - 1) * p) / v
-    again = np.asarray(m) >= 2 * p  # the loss stage's second round of backwards
-    later = np.minimum(warm + 1, m * v - v * p) / v
+    k = np.clip((m * v - warm - 1) // g + 1, 1, v)
+    last = np.minimum(warm + 1, m * v - (v - 1) * g) / v
+    again = np.asarray(m) >= 2 * g  # the loss stage's second round of backwards
+    later = np.minimum(warm + 1, m * v - v * g) / v
     return ((c1, k / v, c1, 1 / v),
             (last, 1.0, np.where(again, later, c1), np.where(again, 1.0, 1 / v)))
 

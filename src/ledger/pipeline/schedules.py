@@ -47,18 +47,40 @@ def one_f_one_b(pp: int, m: int) -> list[list[Action]]:
     return out
 
 
-def _rounds(pp: int, m: int, v: int) -> int:
-    if v > 1 and m % pp:
+def _rounds(pp: int, m: int, v: int, group: int | None = None) -> int:
+    """The micro-batches a round of the interleaved schedule walks through one chunk:
+    Megatron's --microbatch-group-size-per-virtual-pipeline-stage, pp unless set
+    (model_parallel_config.py L567-568 @d98e8a64), which it holds to pp <= group <= m with
+    the last group's remainder 0 or at least pp (schedules.py L1160-1180)."""
+    if v == 1:
+        return m
+    n = pp if group is None else group
+    if group is None and m % pp:
         raise LedgerError("num_microbatches", f"interleaved schedules need num_microbatches"
                                               f"({m}) divisible by pp({pp})")
-    return pp if v > 1 else m
+    if not pp <= n <= m or 0 < m % n < pp:
+        raise LedgerError("vp_group", f"Megatron groups micro-batches by pp({pp}) <= "
+                                      f"group({n}) <= num_microbatches({m}), the last "
+                                      f"group's remainder ({m % n}) 0 or >= pp")
+    return n
+
+
+def _table(m: int, v: int, n: int) -> list[int]:
+    """The chunk of each forward, in order: each group of n micro-batches through every
+    chunk, the last group taking what is left (Megatron's get_schedule_table,
+    schedules.py L989-1014; its backwards walk the chunks in reverse, L1244-1249)."""
+    out = []
+    for start in range(0, m, n):
+        out += [c for c in range(v) for _ in range(start, m if start + n >= m else start + n)]
+    return out
 
 
 def interleaved(pp: int, m: int, v: int, zero_bubble: bool = False,
-                paired: bool = False) -> list[list[Action]]:
+                paired: bool = False, group: int | None = None) -> list[list[Action]]:
     """Megatron's interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2): rank r holds
-    stages r, r+pp, ...; forwards walk its chunks in rounds of pp micro-batches,
-    backwards walk them in reverse. Warm-up: (v-1)*pp + 2*(pp-1-r) forwards.
+    stages r, r+pp, ...; forwards walk its chunks in rounds of pp micro-batches (``group``
+    where the launch sets another, ``_rounds``), backwards walk them in reverse. Warm-up:
+    (v-1)*group + 2*(pp-1-r) forwards (schedules.py L959-965).
 
     With ``zero_bubble`` the backward is split (Qi et al. 2023): the warm-up shrinks to
     (v-1)*pp + (pp-1-r), and rank r delays its weight gradients by r steps so they fill
@@ -69,17 +91,18 @@ def interleaved(pp: int, m: int, v: int, zero_bubble: bool = False,
     and every steady step runs its forward and backward as one overlapped pair (FB).
     """
     _check(pp, m, v)
-    per_round = _rounds(pp, m, v)
+    per_round = _rounds(pp, m, v, group)
+    chunk = _table(m, v, per_round)
     total = m * v
     out = []
     for r in range(pp):
         warm = min((v - 1) * per_round + (1 if zero_bubble else 2) * (pp - 1 - r) + paired,
                    total)
         def fwd(k, r=r):  # forwards walk the chunks in rounds of per_round micro-batches
-            return ((k // per_round) % v) * pp + r
+            return chunk[k] * pp + r
 
         def bwd(k, r=r):  # backwards walk them in reverse
-            return (v - 1 - (k // per_round) % v) * pp + r
+            return (v - 1 - chunk[k]) * pp + r
         nf, nb, nw = {}, {}, {}
         acts: list[Action] = []
 
@@ -175,7 +198,7 @@ SPLIT_BACKWARD = ("zb-h1", "interleaved-zb", "zb-v", "dualpipe", "dualpipev")  #
 DUAL = ("dualpipe", "dualpipev")  # overlapped forward-backward pairs (FB)
 
 
-def check(kind: str, pp: int, m: int, v: int = 1) -> None:
+def check(kind: str, pp: int, m: int, v: int = 1, group: int | None = None) -> None:
     """Refuse a (kind, pp, m, v) the schedule does not admit, without building it."""
     _check(pp, m, v)
     if kind not in KINDS:
@@ -187,8 +210,11 @@ def check(kind: str, pp: int, m: int, v: int = 1) -> None:
         alt = "1f1b" if kind == "interleaved" else "zb-h1"
         raise LedgerError("vp", f"{kind} needs vp >= 2 stages per rank, got vp({v}); "
                                 f"with one stage per rank use {alt}")
+    if group is not None and kind != "interleaved":
+        raise LedgerError("vp_group", f"micro-batch groups order Megatron's interleaved "
+                                      f"schedule's chunks; {kind} has none")
     if kind.startswith("interleaved"):
-        _rounds(pp, m, v)
+        _rounds(pp, m, v, group)
     if kind in DUAL:
         _check_dual(kind, pp, m)
 
@@ -206,18 +232,19 @@ def _check_dual(kind: str, pp: int, m: int) -> None:
                                               f"pp({pp}) = {2 * pp}")
 
 
-def build(kind: str, pp: int, m: int, v: int = 1, paired: bool = False) -> Schedule:
+def build(kind: str, pp: int, m: int, v: int = 1, paired: bool = False,
+          group: int | None = None) -> Schedule:
     """The schedule ``kind`` for pp ranks, m micro-batches and v stages per rank;
     ``paired``: Megatron's combined 1F1B, its steady forward-backward pairs overlapped
-    (interleaved, or 1f1b on one rank)."""
+    (interleaved, or 1f1b on one rank); ``group``: the interleaved rounds' micro-batches."""
     kind = kind.lower()
-    check(kind, pp, m, v)
+    check(kind, pp, m, v, group)
     if paired:
         if kind not in ("interleaved", "1f1b") or (kind == "1f1b" and pp > 1):
             raise LedgerError("schedule", f"the combined 1F1B pairs interleaved schedules "
                                           f"(or 1f1b without a pipeline), not {kind} on "
                                           f"pp({pp})")
-        return Schedule(kind, pp, m, v, interleaved(pp, m, v, paired=True))
+        return Schedule(kind, pp, m, v, interleaved(pp, m, v, paired=True, group=group))
     if kind == "gpipe":
         return Schedule(kind, pp, m, 1, gpipe(pp, m))
     if kind == "1f1b":
@@ -230,7 +257,8 @@ def build(kind: str, pp: int, m: int, v: int = 1, paired: bool = False) -> Sched
         return Schedule(kind, pp, m, 2, dual_pipe_v(pp, m), shape="v")
     if kind == "dualpipe":
         return Schedule(kind, pp, m, 2, dual_pipe(pp, m), shape="v", chains=2)
-    return Schedule(kind, pp, m, v, interleaved(pp, m, v, zero_bubble=kind == "interleaved-zb"))
+    return Schedule(kind, pp, m, v, interleaved(pp, m, v, zero_bubble=kind == "interleaved-zb",
+                                                group=group))
 
 
 def schedule(kind: str, pp: int, m: int) -> list[list[Action]]:

@@ -183,17 +183,19 @@ def check_cells(sim: SimResult) -> None:
                                       f"time lines draw at most {MAX_CELLS:,} (use --json)")
 
 
-def placement_pipeline(kind: str, pp: int, m: int, v: int) -> tuple[float, tuple]:
+def placement_pipeline(kind: str, pp: int, m: int, v: int,
+                       group: int | None = None) -> tuple[float, tuple]:
     """Bubble fraction and per-rank peak in-flight micro-batches of a placement (forward
     1, backward 2, no p2p latency), with bounded work for any m: the simulation up to
     MAX_PASSES, past it the line of ``makespan_bounded`` (each rank is busy m (f + b) =
-    3m, so the idle time is the makespan less 3m) and ``inflight_closed``."""
+    3m, so the idle time is the makespan less 3m; drawn with pp-sized groups) and
+    ``inflight_closed``; ``group``: Megatron's micro-batch group (``schedules._rounds``)."""
     if passes(kind, pp, m, v) <= MAX_PASSES:
-        sim = simulated(kind, pp, m, v)
+        sim = simulated(kind, pp, m, v, group=group)
         return sim.bubble_fraction, tuple(sim.peak_inflight)
     m1, t1, slope = _steady_line(kind, pp, m, v, Costs(1.0, 2.0))
     idle = (t1 - 3.0 * m1) + (m - m1) * (slope - 3.0)  # no cancellation at large m
-    return idle / (idle + 3.0 * m), tuple(float(inflight_closed(kind, r, pp, m, v))
+    return idle / (idle + 3.0 * m), tuple(float(inflight_closed(kind, r, pp, m, v, group))
                                           for r in range(pp))
 
 
@@ -224,16 +226,18 @@ def _steady_line(kind: str, pp: int, m: int, v: int, costs: Costs) -> tuple[int,
 
 @lru_cache(maxsize=4096)
 def simulated(kind: str, pp: int, m: int, v: int = 1, f: float = 1.0,
-              b: float = 2.0) -> SimResult:
+              b: float = 2.0, group: int | None = None) -> SimResult:
     """Cached ``simulate(build(kind, pp, m, v), Costs(f, b))`` for the placement."""
-    return simulate(build(kind, pp, m, v), Costs(f, b))
+    return simulate(build(kind, pp, m, v, group=group), Costs(f, b))
 
 
-def inflight_closed(kind: str, rank, p, m, v):
+def inflight_closed(kind: str, rank, p, m, v, group=None):
     """Peak micro-batches (whole-stage equivalents) rank ``rank`` holds, in closed form -
     equal to the simulator's count (tests/test_schedules.py); numbers or arrays.
 
-    1F1B: min(p - r, m); GPipe: m; interleaved: its warm-up + 1 chunks, over v;
+    1F1B: min(p - r, m); GPipe: m; interleaved: its warm-up + 1 chunks, over v (the
+    warm-up (v-1) g + 2 (p-1-r), g the micro-batch group, p unless set: schedules.py
+    L959-965 @d98e8a64);
     ZB-H1 / interleaved zero-bubble: W waits r steps, so every rank holds min(p, m)
     stages' worth; ZB-V (torch 2.13.0 pipelining/schedules.py L3268-3390, trimmed to m
     micro-batches at L3380-3389): the peak is just before the first W (every later
@@ -253,7 +257,8 @@ def inflight_closed(kind: str, rank, p, m, v):
     if kind == "1f1b":
         return np.minimum(p - rank, m)
     if kind == "interleaved":
-        return np.minimum((v - 1) * p + 2 * (p - 1 - rank) + 1, m * v) / v
+        g = p if group is None else group
+        return np.minimum((v - 1) * g + 2 * (p - 1 - rank) + 1, m * v) / v
     if kind == "zb-v":
         return (np.minimum(2 * p - rank - 1, m) + np.minimum(rank + 1, m)) / 2
     return np.minimum(p, m) + 0 * rank  # zb-h1, interleaved-zb

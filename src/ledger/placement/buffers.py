@@ -221,8 +221,9 @@ def deferred_wgrad_bytes(cfg, logits, heads, boundary) -> float:
     L894-926). A call is one head's: the output layer runs once per micro-batch and per MTP
     module (multi_token_prediction.py L1012-1017). ``logits``: one micro-batch's logit
     elements on the rank, every head's; ``boundary``: one call's input bytes."""
-    if cfg.wgrad_deferral is None:
+    limit = getattr(cfg, "wgrad_deferral", None)  # the planner's grid sets none
+    if limit is None:
         return 0.0
     calls = cfg.num_microbatches * heads
-    held = calls if cfg.wgrad_deferral == 0 else np.minimum(cfg.wgrad_deferral, calls)
+    held = calls if limit == 0 else np.minimum(limit, calls)
     return held * (logits / heads * cfg.act_bytes + boundary)

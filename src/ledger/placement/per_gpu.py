@@ -210,10 +210,9 @@ def head_activation_bytes(model: ModelSpec, cfg) -> float:
 def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, work,
                layers_held, per_param: StateBytes, named: dict | None = None,
                outside: dict | None = None) -> RankParts:
-    """What the pipeline ranks ``ranks`` (a rank, or an array of them) are made of
-    (``ledger.placement.footprint.RankParts``): their sharded ``state``, one micro-batch of
-    their stage activations, one layer's backward working set ``work`` - numbers, or
-    arrays over a grid of placements (the planner)."""
+    """What the pipeline ranks ``ranks`` (a rank, or an array of them) are made of (footprint's
+    RankParts): their sharded ``state``, one micro-batch of their stage activations, one
+    layer's backward working set ``work`` - numbers, or arrays over a grid (the planner)."""
     out_rank = _among(np.asarray(ranks), head_ranks(cfg.pp, cfg.vp, cfg.schedule))  # output layer
     cp_fwd, cp_bwd = cp_buffer_bytes(model, cfg, fw, saved_table(fw.activations))
     boundary = model.seq_len * cfg.micro_batch / cfg.cp * model.hidden * cfg.act_bytes \
@@ -273,7 +272,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
             inflight=chunks)
         yield r, parts, tuple(float(x) for x in point), grads_at_loss, None if cfg.pp == 1 \
             else grad_sets(cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp,
-                           not fw.grads_persist, inflight=chunks)
+                           not fw.grads_persist, inflight=chunks, group=cfg.vp_group)
 
 
 def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
@@ -294,7 +293,7 @@ def memory_points(model: ModelSpec, cfg: ParallelConfig, rank: int = -1,
     a measured step's phases are held to (ledger.verify.steps)."""
     st = resident_state(model, cfg, optimizer)
     inflight = (1.0,) if cfg.pp == 1 else placement_pipeline(
-        cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp)[1]
+        cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp, cfg.vp_group)[1]
     inputs = list(_rank_inputs(model, cfg, st, inflight, optimizer))
     r, parts, point, grads, sets = inputs[rank]
     return point_bytes(parts, point, cfg, framework_of(cfg), grads, sets)
@@ -340,7 +339,7 @@ def place(model: ModelSpec, *args, precision: str | None = None, optimizer: str 
     bubble, inflight = 0.0, (1.0,)  # without a pipeline one micro-batch is alive at a time
     if cfg.pp > 1:
         bubble, inflight = placement_pipeline(cfg.schedule, cfg.pp, cfg.num_microbatches,
-                                              cfg.vp)
+                                              cfg.vp, cfg.vp_group)
     span = lay.span("ep") if cfg.ep > 1 else None  # EP ranks sharing an NVLink domain
     ep_local = int(lay.per_node("ep")) if span is not None else min(cfg.ep, 8)
     context = context_buffers(model, cfg, ep_local) | nccl_buffers(

@@ -155,7 +155,7 @@ def timeline(cfg) -> str:
         return '<p class="note">no pipeline (pp = 1)</p>'
     try:
         check_drawable(cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp)
-        sim = simulated(cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp)
+        sim = simulated(cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp, group=cfg.vp_group)
         check_cells(sim)
     except LedgerError as e:
         return f'<p class="note">time line not drawn: {escape(str(e))}</p>'

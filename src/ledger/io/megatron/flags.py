@@ -340,6 +340,8 @@ def _pipeline(ns: dict, path: str, own_split: bool = False) -> dict:
         if out["vp"] < 1:
             raise LedgerError("from_megatron", f"--num-virtual-stages-per-pipeline-rank must "
                                                f"be at least 1, got {out['vp']} in {path}")
+    if out.get("vp", 1) > 1 and ns.get("microbatch_group_size_per_vp_stage"):
+        out["vp_group"] = ns["microbatch_group_size_per_vp_stage"]  # schedules._rounds
     stages = pp * out.get("vp", 1)
     if pp > 1 and slots % stages and not own_split:  # transformer_block.py L170-178
         raise LedgerError("from_megatron", f"{named} do not divide over pp({pp}) * "
