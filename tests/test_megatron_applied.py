@@ -218,6 +218,9 @@ CASES = {
     "--microbatch-group-size-per-virtual-pipeline-stage": (
         "--num-layers-per-virtual-pipeline-stage 2",
         "--microbatch-group-size-per-virtual-pipeline-stage 4"),
+    # the distributed optimizer sharded over dp / 2 (placement_config._shard_group)
+    "--num-distributed-optimizer-instances": ("--use-distributed-optimizer",
+                                              "--num-distributed-optimizer-instances 2"),
 }
 BLACKWELL = {"--fp4-format", "--fp4-param-gather"}
 # modelled, but no one change of this base is valid on both sides

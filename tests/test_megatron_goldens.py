@@ -7,6 +7,7 @@ Goldens copied here from NVIDIA/Megatron-LM @d98e8a64, tests/functional_tests/te
 <path>/golden_values_dev_<platform>.json, the last step of "mem-max-allocated-bytes" and
 "mem-allocated-bytes"."""
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -227,3 +228,47 @@ def test_deferral_is_refused_where_megatron_refuses_it(tmp_path):
             read_launch(str(path))
     path.write_text(base + "--pipeline-model-parallel-size 2 --wgrad-deferral-limit 3\n")
     assert read_launch(str(path)).flags["wgrad_deferral"] == 3
+
+
+def test_distributed_optimizer_instances_shard_over_their_group(tmp_path):
+    """gpt3_mcore_te_tp2_pp1_resume_torch_dist_multi_dist_optimizer_instances
+    (model_config.yaml @d98e8a64: TP 2 on 8 GPUs, DP 4, --use-distributed-optimizer
+    --num-distributed-optimizer-instances 2): each instance shards the optimizer over
+    dp / 2 = 2 ranks (parallel_state.py L924-929) - the ledger's shard group 2 where the
+    same launch without the flag shards over all 4 - and its peak is within 6% of DGX
+    H100's (10.5% under before)."""
+    from ledger.cli.commands import _parse, report_placement
+    from ledger.cli.goldens import _argv
+    from ledger.cli.inputs import source
+    from ledger.validation.megatron_goldens import flags_text
+
+    g = _golden("gpt/gpt3_mcore_te_tp2_pp1_resume_torch_dist_multi_dist_optimizer_instances",
+                "dgx_h100")
+    assert (g.step, g.max_allocated_bytes, g.allocated_bytes) == (100, 1684322304, 492011008)
+    (row, _), why = price_one(g, str(tmp_path))
+    assert not why and abs(row.error) <= 0.06, row.error
+    assert not any("optimizer-instances" in u for u in row.unpriced)
+    i = g.words.index("--num-distributed-optimizer-instances")
+    groups = []
+    for words in (g.words, g.words[:i] + g.words[i + 2:]):
+        path = tmp_path / f"{len(words)}.args"
+        path.write_text(flags_text(replace(g, words=words)))
+        a = _parse(_argv(g, str(path)))
+        a.launch = source(a)
+        cfg = report_placement(a)[1]
+        groups.append((cfg.zero_stage, cfg.dp, cfg.hsdp_shard))
+    assert groups == [(1, 4, 2), (1, 4, None)]
+
+
+def test_optimizer_instances_refused_off_megatrons_zero_1(capsys):
+    """Megatron asserts dp x cp divisible by the instances (parallel_state.py L922-926);
+    the partial sharding is its distributed optimizer's (ZeRO-1), not another's."""
+    from ledger.cli import main
+
+    for argv, said in (("--framework megatron --zero 1 --num-distributed-optimizer-instances 3",
+                        "dp(8) * cp(1) is not divisible by 3"),
+                       ("--framework torchtitan --zero 3 --num-distributed-optimizer-instances 2",
+                        "shard Megatron's ZeRO-1")):
+        assert main(f"report llama3-8b --gpus 8 {argv}".split()) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err

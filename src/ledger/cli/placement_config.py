@@ -50,7 +50,7 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
                          sequence_parallel=not a.no_sp, cp_kind=a.cp_kind,
                          reshard_after_forward=False if a.no_reshard else True if getattr(a, "reshard", False)
                          else None,
-                         hsdp_shard=a.hsdp_shard,
+                         hsdp_shard=_shard_group(a, dp, zero),
                          micro_batch=a.micro_batch, num_microbatches=m or 1, vp=vp_,
                          vp_group=getattr(a, "vp_group", None),
                          moe=MoESpec(capacity_factor=a.capacity_factor,
@@ -106,3 +106,21 @@ def _model_and_config(a: argparse.Namespace):
                                       f"--schedule {a.schedule} with pp(1)")
     cfg = parallel_config(a, model)  # its pipeline is checked against the framework by the core
     return model, cfg
+
+
+def _shard_group(a, dp: int, zero: int) -> int | None:
+    """--hsdp-shard, or Megatron's partial distributed optimizer: N instances each shard the
+    optimizer state over dp x cp / N ranks (the intra-partial DP group, parallel_state.py
+    L924-929, L984-1000 @d98e8a64), reduce-scatter the gradients there and all-reduce them
+    across the instances (param_and_grad_buffer.py L680-700) - HSDP at ZeRO-1."""
+    n = getattr(a, "optimizer_instances", None) or 1
+    if n == 1:
+        return a.hsdp_shard
+    if a.hsdp_shard is not None or a.framework != "megatron" or zero != 1:
+        raise LedgerError("optimizer_instances", f"{n} distributed-optimizer instances "
+                                                 f"shard Megatron's ZeRO-1 (no --hsdp-shard), "
+                                                 f"got framework {a.framework} zero {zero}")
+    if (dp * a.cp) % n:
+        raise LedgerError("optimizer_instances", f"dp({dp}) * cp({a.cp}) is not divisible "
+                                                 f"by {n} optimizer instances")
+    return dp * a.cp // n

@@ -108,6 +108,12 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         flags["ckpt_interval"] = ns["save_interval"]  # training_config.py:398
     if ns.get("async_save"):  # training_config.py:516
         flags["ckpt_async"] = True
+    instances = ns.get("num_distributed_optimizer_instances") or 1
+    if instances > 1 and ns["use_megatron_fsdp"]:  # its HSDP: not the DistOpt's groups
+        unpriced.append(f"--num-distributed-optimizer-instances {instances} under "
+                        f"Megatron-FSDP (HSDP): priced as FSDP over all DP")
+    elif instances > 1 and zero == 1:  # the DistOpt's partial sharding (placement_config)
+        flags["optimizer_instances"] = instances
     host, odd = _host(ns)
     return flags | _step(ns) | host, unpriced + odd
 

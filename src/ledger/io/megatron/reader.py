@@ -142,7 +142,7 @@ moe-expert-capacity-factor moe-pad-expert-input-to-capacity
 moe-latent-size mtp-use-repeated-layer moe-shared-expert-overlap delay-wgrad-compute
 ddp-bucket-size fsdp-double-buffer use-nccl-ub
 defer-embedding-wgrad-compute wgrad-deferral-limit
-microbatch-group-size-per-virtual-pipeline-stage
+microbatch-group-size-per-virtual-pipeline-stage num-distributed-optimizer-instances
 """.split()}
 # what a modelled flag's value must be for the ledger to price it exactly: else named
 _EXACT = {
