@@ -78,6 +78,11 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                    help="sequences per step; sets microbatches = B / (dp * micro_batch)")
     g.add_argument("--vp", type=count(MAX_VP),
                    help="virtual stages per PP rank (default 1; 2 for zb-v, dualpipe, dualpipev)")
+    g.add_argument("--wgrad-deferral", type=natural(1 << 20), metavar="N",
+                   help="Megatron --defer-embedding-wgrad-compute with "
+                        "--wgrad-deferral-limit N: the output layer's first N calls (0: all) "
+                        "keep their input and logits' gradient to the pipeline flush "
+                        "(default off)")
     g.add_argument("--vp-group", type=count(MAX_MICROBATCHES), metavar="N",
                    help="micro-batches per round of the interleaved schedule's chunks "
                         "(Megatron --microbatch-group-size-per-virtual-pipeline-stage; "

@@ -14,7 +14,6 @@ from ledger.errors import LedgerError
 from ledger.frameworks import LOSSES
 from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
 from ledger.io.environment import cublas_bytes
-from ledger.io.limits import natural
 
 
 def _modules(text: str) -> tuple[str, ...]:
@@ -237,11 +236,6 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    action="store_false", default=None,
                    help="TE returns each weight gradient to autograd: no dummy wgrads "
                         "(Megatron; default: fused)")
-    g.add_argument("--wgrad-deferral", type=natural(1 << 20), metavar="N",
-                   help="Megatron --defer-embedding-wgrad-compute with "
-                        "--wgrad-deferral-limit N: the output layer's first N calls (0: all) "
-                        "keep their input and logits' gradient to the pipeline flush "
-                        "(default off)")
     g.add_argument("--fsdp-double-buffer", dest="fsdp_double_buffer", action="store_true",
                    help="Megatron-FSDP's persistent double buffers: two layers' gathered "
                         "params and two layers' gradient buckets kept for the run, at ZeRO-3 "
