@@ -234,3 +234,28 @@ def test_a_row_pins_the_host_fit_when_leaving_it_out_moves_the_argmin():
     errs = {(1,): [0.10, 0.10, 0.00], (2,): [0.00, 0.00, 0.15]}
     assert pinning_rows(ids, errs) == ((2,), [("a", (1,)), ("b", (1,))])
     assert pinning_rows(("a",), {(1,): [0.0]}) == ((1,), [])
+
+
+def test_per_expert_launches_and_the_fused_grouped_mlp():
+    # Qwen3-30B-A3B at EP 8: 128 / 8 = 16 routed experts a GPU holds, every layer MoE. Each
+    # expert's GEMMs are cuBLASLt calls the host issues one by one (TE GroupedLinear), so a
+    # layer's host is block 1 + router 1 + rest 4 + 16 x 0.25 = 10 ms; under the fused
+    # grouped MLP (cuDNN's CuTe DSL grouped kernels: one launch for every expert) on an
+    # sm_10x GPU in MXFP8 the 4 ms of per-expert launches go: 6 ms
+    from ledger.step.host import launched_s, local_experts
+
+    cal = replace(CAL, host_expert_s=2.5e-4)
+    b300, h100 = system("b300").gpu, system("h100-sxm").gpu
+    mx = ParallelConfig(dp=8, ep=8, precision="fp8-mxfp8")
+    fused = replace(mx, fused_grouped_mlp=True)
+    assert local_experts(QWEN, mx, b300) == pytest.approx(16)
+    assert local_experts(QWEN, fused, b300) == pytest.approx(0)
+    assert layer_host_s(QWEN, mx, cal, b300) == pytest.approx(10e-3)
+    assert layer_host_s(QWEN, fused, cal, b300) == pytest.approx(6e-3)
+    assert sum(launched_s(QWEN, fused, cal, b300)) == pytest.approx(6e-3)
+    # where TE keeps GroupedLinear's per-expert loop the experts stay priced: Hopper, FP8
+    # current scaling, or no GPU named
+    assert layer_host_s(QWEN, fused, cal, h100) == pytest.approx(10e-3)
+    assert layer_host_s(QWEN, replace(fused, precision="fp8-tensorwise"), cal, b300) == \
+        pytest.approx(10e-3)
+    assert layer_host_s(QWEN, fused, cal) == pytest.approx(10e-3)

@@ -164,6 +164,22 @@ def _megatron_only(fact: str, source: str, elsewhere: str) -> None:
 
 _megatron_only("fused_grouped_mlp", _FUSED_MLP,
                "not offered (Megatron-Core's TE op fuser path only)")
+# what one routed expert costs the host per micro-batch (ledger.step.host.local_experts,
+# Calibration.host_expert_s)
+_EXPERT_HOST = (
+    "TransformerEngine 4220403e (2.16, Megatron-Bridge v0.5.0 uv.lock) transformer_engine/"
+    "pytorch/module/grouped_linear.py L177-182 (the inputs quantized for all experts in one "
+    "call), L234-245, L475-486, L544-564 (the forward's, input- and weight-gradient grouped "
+    "GEMMs), common/gemm/cublaslt_gemm.cu L972-1025 (one cuBLASLt call per expert GEMM across "
+    "the compute streams), L454-461, L768-785 (descriptors and heuristic per call); the "
+    "per-expert weight cast only retargets FP8 primary weights (module/base.py L712-722) and "
+    "otherwise runs on a step's first micro-batch (grouped_linear.py L196-209, L198; Megatron-LM "
+    "d0b3b775 extensions/transformer_engine.py L2224-2233, pipeline_parallel/schedules.py "
+    "L418-419); under the fused grouped MLP one cuDNN CuTe DSL launch takes every expert "
+    "(ops/fused/forward_grouped_mlp.py L48-79, backward_grouped_mlp.py L252-287 @ 4220403e)")
+_megatron_only("expert_host_launches", _EXPERT_HOST,
+               "no source read for its experts' loop: host_expert_s per expert as "
+               "Megatron-Core's")
 # the dispatcher's permutation kernels (ledger.step.eager.dispatch_pass_bytes)
 _PERMUTES = (
     "Megatron-LM d98e8a64 megatron/core/transformer/moe/token_dispatcher.py: alltoall "

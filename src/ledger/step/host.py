@@ -27,10 +27,30 @@ the routing map and the dispatcher's metadata, many small kernels - the scopes M
 graphs apart for that reason, PR NVIDIA/Megatron-LM#2168); and
 ``host_moe_s``, the rest of a MoE block (dispatch, permute, grouped GEMMs, unpermute,
 combine, the shared expert), captured only by the "moe" scope, plus ``host_expert_s`` for
-each routed expert the GPU holds: Transformer Engine's grouped linear layer quantizes each
-expert's weight and issues one GEMM per expert from Python
-(transformer_engine/pytorch/module/grouped_linear.py L838-848 and L875-886 at
-NVIDIA/TransformerEngine d0067d0d; the backward's input- and weight-gradient GEMMs alike). Each is forward and
+each routed expert the GPU holds. What one routed expert costs the host per micro-batch, in
+the GroupedLinear the Megatron-Bridge releases pin (NVIDIA/TransformerEngine 4220403e, 2.16,
+Megatron-Bridge v0.5.0 uv.lock; the same loops in 2.9 to 2.14): the inputs are quantized
+for all experts in one call (transformer_engine/pytorch/module/grouped_linear.py L177-182),
+and the per-expert work is each GEMM's cuBLASLt call, issued one by one from C++ across
+the compute streams (common/gemm/cublaslt_gemm.cu L972-1025), each building its
+descriptors and asking the heuristic afresh (L454-461, L768-785) - two in the forward
+(fc1, fc2: grouped_linear.py L234-245), four in the backward (input and weight gradients,
+L475-486, L544-564) - with the per-parameter gradient bookkeeping (L574-601; Megatron's
+DDP hook per parameter, distributed_data_parallel.py L449-473 @ NVIDIA/Megatron-LM
+d0b3b775). The per-expert weight cast (L196-209) is not a per-micro-batch cost: with
+FP8 / MXFP8 primary weights (``--fp8-param-gather``) it only retargets the weight's usage
+(module/base.py L712-722), and otherwise it runs on a step's first micro-batch alone
+(``update_workspace`` is ``is_first_microbatch``, L198, which Megatron's TEGroupedLinear
+passes and clears, extensions/transformer_engine.py L2224-2233, and the schedule sets
+once a step, pipeline_parallel/schedules.py L418-419 @ d0b3b775). So the per-expert host
+work is linear in the experts a GPU holds, two launches in six in the forward. Under
+the fused grouped MLP (``ledger.step.eager.fused_grouped_mlp``: the op fuser with
+NVTE_CUTEDSL_FUSED_GROUPED_MLP on an sm_10x GPU in MXFP8 or NVFP4, an expert TP group
+of 1) the experts' GEMMs are cuDNN's
+CuTe DSL grouped kernels, one launch for all of them forward and backward (ops/fused/
+forward_grouped_mlp.py L48-79, backward_grouped_mlp.py L252-287 @ 4220403e), so no
+per-expert launch is priced there (``local_experts``; the per-parameter bookkeeping that
+stays is not). Each is forward and
 backward together; the backward launches two kernels for each of the forward's GEMMs
 (input and weight gradient) and a gradient kernel for each elementwise one, so it takes
 2/3 of it and the forward 1/3.
@@ -66,6 +86,8 @@ against 111 ns on H100, pytorch/pytorch#187862, 1.14x).
 """
 from __future__ import annotations
 
+import numpy as np
+
 FORWARD_SHARE = 1.0 / 3.0  # of a block's host seconds: the forward; the backward the rest
 
 
@@ -96,15 +118,26 @@ def _block_s(scopes: tuple, cal, local_experts=0) -> dict:
             + cal.host_expert_s * local_experts}
 
 
-def local_experts(model, cfg):
-    """Routed experts one GPU holds: num_experts / ep (0 for a dense model)."""
-    return model.num_experts / cfg.ep if model.is_moe else 0.0
+def local_experts(model, cfg, gpu=None):
+    """Routed experts one GPU holds whose GEMMs the host launches one by one: num_experts /
+    ep (0 for a dense model), none under the fused grouped MLP on ``gpu`` (module docstring:
+    its grouped kernels take every expert in one launch; ``ledger.step.eager.
+    fused_grouped_mlp``, an array on the planner's grid)."""
+    if not model.is_moe:
+        return 0.0
+    n = model.num_experts / cfg.ep
+    if gpu is None:
+        return n
+    from ledger.step.eager import fused_grouped_mlp
+
+    return n * (1 - np.asarray(fused_grouped_mlp(model, cfg, gpu), dtype=float))
 
 
-def layer_host_s(model, cfg, cal) -> float:
+def layer_host_s(model, cfg, cal, gpu=None) -> float:
     """Host seconds of one layer's forward and backward for one micro-batch, averaged over
     the stack (each kind of layer weighted by how many layers are of it)."""
-    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal, local_experts(model, cfg))
+    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal,
+                      local_experts(model, cfg, gpu))
     total = 0.0
     for kind, n in model.kind_counts.items():
         # every mixer is one block: attention's, or a recurrent one's ("mamba" scope)
@@ -145,17 +178,17 @@ def stall_s(model, cfg, cal):
     return cal.host_stall_s * model.moe_layers / model.layers * stalls(model, cfg)
 
 
-def host_passes_s(model, cfg, cal) -> tuple[float, float]:
+def host_passes_s(model, cfg, cal, gpu=None) -> tuple[float, float]:
     """(forward, backward) host seconds of one layer for one micro-batch: the blocks'
     launches, a third in the forward, and the forward's stall at the dispatch."""
-    t = layer_host_s(model, cfg, cal)
+    t = layer_host_s(model, cfg, cal, gpu)
     return FORWARD_SHARE * t + stall_s(model, cfg, cal), (1.0 - FORWARD_SHARE) * t
 
 
-def launched_s(model, cfg, cal) -> tuple[float, float]:
+def launched_s(model, cfg, cal, gpu=None) -> tuple[float, float]:
     """(forward, backward) host seconds of one layer for one micro-batch as the step runs
     them: full recompute launches the forward's kernels again in the backward."""
-    host_f, host_b = host_passes_s(model, cfg, cal)
+    host_f, host_b = host_passes_s(model, cfg, cal, gpu)
     if cfg.recompute == "full":
         host_b = host_b + host_f / getattr(cfg, "recompute_every", 1)
     return host_f, host_b
@@ -172,7 +205,7 @@ def syncs(model, cfg) -> bool:
                 and "full_iteration" not in scopes)
 
 
-def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f, dispatch_f=0.0):
+def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f, dispatch_f=0.0, gpu=None):
     """Seconds the host adds to one layer's forward and backward (averaged over the stack)
     beyond the GPU's ``gpu_f`` / ``gpu_b``. The backward never stops the host (it reuses
     the forward's token counts), so it takes max(GPU, host). A forward that syncs runs in
@@ -186,12 +219,13 @@ def host_excess_s(model, cfg, cal, gpu_f, gpu_b, gpu_after_f, dispatch_f=0.0):
     """
     import numpy as np
 
-    host_f, host_b = launched_s(model, cfg, cal)
+    host_f, host_b = launched_s(model, cfg, cal, gpu)
     over_b = np.maximum(0.0, host_b - gpu_b)
     if not syncs(model, cfg):
         return np.maximum(0.0, host_f - gpu_f), over_b
     share = model.moe_layers / model.layers
-    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal, local_experts(model, cfg))
+    blocks = _block_s(tuple(getattr(cfg, "cuda_graph", ())), cal,
+                      local_experts(model, cfg, gpu))
     h_after = FORWARD_SHARE * blocks["moe"] * share + stall_s(model, cfg, cal)
     wait = dispatch_f * deepep_waits(cfg)
     t = (np.maximum(host_f - h_after, gpu_f - gpu_after_f) + wait

@@ -195,7 +195,7 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     host_cal = for_host(cal, system)  # the host's seconds on this system's CPU
     fwd["host"], bwd["host"] = host_excess_s(model, cfg, host_cal, sum(fwd.values()),
                                              sum(bwd.values()), lt.routed + fwd["ep_comm"],
-                                             fwd["ep_comm"] / 2)
+                                             fwd["ep_comm"] / 2, system.gpu)
     f_layer, b_layer = sum(fwd.values()), sum(bwd.values())
     per_layer = f_layer + b_layer
     tokens = model.seq_len * cfg.micro_batch / cfg.cp
@@ -222,7 +222,7 @@ def step_times(model: ModelSpec, cfg, system: System, st: Structure, cal: Calibr
     overlap_ep = np.asarray(getattr(cfg, "ep_overlap", False), dtype=bool)  # arrays: planner
     # a pair's passes are launched by one host thread: it takes at least their host time
     # (ledger.step.host), its all-to-alls hidden under the GPU's work, not the host's
-    host_pair = layers * sum(launched_s(model, cfg, host_cal))
+    host_pair = layers * sum(launched_s(model, cfg, host_cal, system.gpu))
     gpu_pair = t_f + t_b - layers * (fwd["host"] + bwd["host"])
     sm = ep_sm_share(cfg, system)
     if cfg.schedule in ("dualpipe", "dualpipev"):  # the F&B chunk pair hides either's
