@@ -1,8 +1,10 @@
-"""PyTorch's own cuBLAS workspaces (issue 31): the output layer's and the routers' GEMMs run
-through torch (Megatron-LM d98e8a64 tensor_parallel/layers.py L459, L683, L780-782;
-moe/moe_utils.py L1396, L1435-1436), each (handle, stream) keeping a workspace from the
-caching allocator (pytorch@26a39059 CublasHandlePool.cpp), a handle per thread: the
-forward's and the autograd engine's - ``ledger.placement.buffers``."""
+"""PyTorch's own cuBLAS workspaces (issue 31): the output layer's GEMMs (Megatron-LM d98e8a64
+tensor_parallel/layers.py L459, L683, L780-782), unfused attention's baddbmm / bmm
+(transformer/dot_product_attention.py L194, L239) and a shared-expert gate's linear
+(moe/shared_experts.py L204) run through torch - not the router, whose GEMMs are TE's
+te_general_gemm when TE is installed (moe/moe_utils.py L1389, L1425) - each (handle, stream)
+keeping a workspace from the caching allocator (pytorch@26a39059 CublasHandlePool.cpp), a
+handle per thread: the forward's and the autograd engine's - ``ledger.placement.buffers``."""
 import pytest
 
 from ledger.model import llama3_8b, mixtral_8x7b
@@ -32,13 +34,41 @@ def test_two_workspaces_on_the_output_layers_rank_only(gpu, each):
     assert _named(given, 3)[NAME] == 2 * CONFIG_4096_8
 
 
-def test_routers_take_them_on_every_moe_rank_and_a_te_head_does_not():
+def test_routers_take_none_and_a_te_head_does_not():
+    """Rank 0 of an MoE pp=2 run (no output layer, flash attention, no shared-expert gate)
+    runs no GEMM through torch; rank 1 holds the output layer."""
     moe = place(mixtral_8x7b(), ParallelConfig(pp=2, ep=4, dp=4, num_microbatches=4),
                 gpu=GPUS["h100-sxm"])
-    assert _named(moe, 0)[NAME] == _named(moe, 1)[NAME] == 2 * CONFIG_4096_8
+    assert NAME not in _named(moe, 0)
+    assert _named(moe, 1)[NAME] == 2 * CONFIG_4096_8
     te_head = place(llama3_8b(), ParallelConfig(dp=8, precision="fp8-mxfp8",
                                                 fp8_output_proj=True), gpu=GPUS["b200"])
     assert NAME not in dict(te_head.memory.named)
+
+
+def test_unfused_attention_takes_them_on_every_rank():
+    """Unfused attention (baddbmm / bmm through torch) on rank 0 of a pp=2 run: two."""
+    pl = place(llama3_8b(), ParallelConfig(pp=2, dp=4, num_microbatches=4,
+                                           flash_attention=False), gpu=GPUS["h100-sxm"])
+    assert _named(pl, 0)[NAME] == _named(pl, 1)[NAME] == 2 * CONFIG_4096_8
+
+
+def test_a_shared_expert_gate_takes_them_on_its_moe_ranks():
+    """A shared-expert gate (torch.nn.functional.linear) on the MoE layers of rank 0."""
+    from dataclasses import replace
+
+    gated = replace(mixtral_8x7b(), shared_experts=1, shared_expert_gate=True)
+    pl = place(gated, ParallelConfig(pp=2, ep=4, dp=4, num_microbatches=4),
+               gpu=GPUS["h100-sxm"])
+    assert _named(pl, 0)[NAME] == 2 * CONFIG_4096_8
+
+
+def test_an_fp64_router_is_named_as_not_priced():
+    """--moe-router-dtype fp64 puts the router on torch.mm (moe_utils.py L1396): named."""
+    from ledger.io.megatron.reader import _EXACT
+
+    ok, why = _EXACT["--moe-router-dtype"]
+    assert not ok("fp64") and ok("fp32") and "PyTorch's cuBLAS workspaces" in why
 
 
 def test_megatrons_goldens_after_the_step_on_the_tp4_pp1_shape():

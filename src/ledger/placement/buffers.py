@@ -17,20 +17,32 @@ end, so present at every point of a step and in the memory left after it.
   (cpp_extensions/gemm.py L40-45 ``get_cublas_workspace_size_bytes``, lru-cached
   L48-67), and one per compute stream (4: common/util/multi_stream.cpp L52-55) for
   grouped GEMMs (the routed experts). A GPU the ledger is not told takes Hopper's.
-- ``PyTorch cuBLAS workspaces``: the GEMMs Megatron runs through PyTorch rather than TE -
-  the output layer (Megatron's ColumnParallelLinear: torch.matmul forward and backward,
-  tensor_parallel/layers.py L459, L683, L780-782 @d98e8a64; TE's under
-  ``fp8_output_proj``) and the MoE router (torch.mm, moe/moe_utils.py L1396, L1435-1436)
-  - take PyTorch's cuBLAS workspace, one per (cuBLAS handle, stream) allocated from the
+- ``PyTorch cuBLAS workspaces``: the GEMMs Megatron runs through PyTorch rather than TE
+  take PyTorch's cuBLAS workspace, one per (cuBLAS handle, stream) allocated from the
   caching allocator and kept in a process-wide map (pytorch/pytorch@26a39059
   aten/src/ATen/cuda/CublasHandlePool.cpp ``setWorkspaceForHandle``, ``getNewWorkspace``);
   a handle per thread (``getCurrentCUDABlasHandle``: a thread-local pool window), and the
   backward runs on the autograd engine's own thread for the device (torch/csrc/autograd/
   engine.cpp, Note [Allocating GPUs to autograd threads], @00c0674d): two, the forward's
-  and the backward's, on a rank holding the output layer or an MoE layer. Each is
-  ``CUBLAS_WORKSPACE_CONFIG``'s size (``ParallelConfig.cublas_workspace_bytes``: its
-  :SIZE:COUNT pairs, SIZE KiB x COUNT summed, ``parseChosenWorkspaceSize``), else
-  PyTorch's default: 4096 KiB x 8 on sm_90, 4096 KiB x 2 + 16 KiB x 8 on any other GPU.
+  and the backward's, on a rank that runs any of these (Megatron-LM @d98e8a64):
+  the output layer (Megatron's ColumnParallelLinear: torch.matmul forward and backward,
+  tensor_parallel/layers.py L459, L683, L780-782, the wgrad under gradient-accumulation
+  fusion fused_weight_gradient_mlp_cuda L713-727 on torch's handle too; TE's under
+  ``fp8_output_proj``); unfused attention (``flash_attention`` False: Megatron's
+  DotProductAttention torch.baddbmm / torch.bmm, transformer/dot_product_attention.py
+  L194, L239, TE's UnfusedDotProductAttention alike, and --transformer-impl local, whose
+  layers are that attention and Megatron's Column/RowParallelLinear - the reader maps it
+  to unfused attention); the shared-expert gate (``Model.shared_expert_gate``:
+  torch.nn.functional.linear, moe/shared_experts.py L204, L244, L593) on a rank holding
+  MoE layers. Not the router: with TE installed its GEMMs are TE's (``te_general_gemm``
+  with TE's workspace, moe/moe_utils.py L1389-1394, backward L1425-1432); torch.mm
+  (L1396, L1435-1436) only under ``--moe-router-dtype fp64``, which the Megatron reader
+  names as not priced. Each workspace is ``CUBLAS_WORKSPACE_CONFIG``'s size
+  (``ParallelConfig.cublas_workspace_bytes``: its :SIZE:COUNT pairs, SIZE KiB x COUNT
+  summed, ``parseChosenWorkspaceSize``), else PyTorch's default: 4096 KiB x 8 on sm_90,
+  4096 KiB x 2 + 16 KiB x 8 on any other GPU. PyTorch's separate cuBLASLt workspace
+  (CUBLASLT_WORKSPACE_SIZE, 1 MiB per (handle, stream) by default,
+  ``getCUDABlasLtWorkspace``) is not priced.
 - ``Megatron-FSDP param / grad double buffer``: under ``fsdp_double_buffer`` (ZeRO-3,
   layers resharded) Megatron-FSDP gathers each layer's params and collects its gradients
   for the reduce-scatter in a pool of two buffers per unit bucket, taken from its global
@@ -126,12 +138,24 @@ def framework_buffers(model, cfg, kinds, fw=None, generation: str = "",
     if not getattr(cfg, "grad_accumulation_fusion", True):  # TE returns each wgrad
         out.pop("TE dummy wgrads")
     head = rank is not None and rank in head_ranks(cfg.pp, cfg.vp, cfg.schedule)
-    torch_gemms = (head and not getattr(cfg, "fp8_output_proj", False)) or any(
-        getattr(k, "moe", False) for k in kinds)  # the output layer's, the routers'
+    torch_gemms = torch_gemm_rank(model, cfg, kinds, head)
     if torch_gemms:
         out["PyTorch cuBLAS workspaces"] = TORCH_GEMM_THREADS * torch_workspace_bytes(
             cfg, generation)
     return out | graphs | fsdp_double_buffers(model, cfg, fw)
+
+
+def torch_gemm_rank(model, cfg, kinds, head: bool) -> bool:
+    """Whether a rank holding layers of ``kinds`` (and the output layer when ``head``) runs
+    GEMMs through PyTorch (module docstring): a Megatron output layer, unfused attention,
+    a shared-expert gate."""
+    if head and not getattr(cfg, "fp8_output_proj", False):
+        return True
+    if not getattr(cfg, "flash_attention", True) and any(
+            getattr(k, "mixer", "") == "attention" for k in kinds):
+        return True
+    return bool(getattr(model, "shared_expert_gate", False)) and any(
+        getattr(k, "moe", False) for k in kinds)
 
 
 def grid_framework_buffers(model, cfg, layout, kinds, held, reps, fw, generation) -> np.ndarray:
@@ -144,6 +168,7 @@ def grid_framework_buffers(model, cfg, layout, kinds, held, reps, fw, generation
     one = SimpleNamespace(tp=tp, etp=etp, pp=pp, vp=vp, schedule=schedule, **{
         k: getattr(cfg, k, v) for k, v in (("grad_accumulation_fusion", True),
                                           ("fp8_output_proj", False),
+                                          ("flash_attention", True),
                                           ("cublas_workspace_bytes", None))})
     return np.array([sum(framework_buffers(model, one, [k for k, n in zip(kinds, held[r]) if n],
                                            fw, generation, r).values()) for r in reps])

@@ -168,6 +168,11 @@ _EXACT = {
     # its weights and forward activations on the same GPUs
     "--export-kd-teacher-load": (lambda v: v is None,
                                  "a distillation teacher model on the GPUs: not priced"),
+    # fp64: the router's GEMMs in torch.mm (moe/moe_utils.py L1395-1396, L1434-1436 @d98e8a64),
+    # not TE's te_general_gemm (L1389, L1425), so PyTorch's cuBLAS workspaces on every MoE rank
+    # (ledger.placement.buffers); its numerics change nothing else priced
+    "--moe-router-dtype": (lambda v: v != "fp64",
+                           "the router's GEMMs on PyTorch's cuBLAS workspaces: not priced"),
     # local: its DotProductAttention applied (flags._step); its own linear and norm layers
     # (LocalSpecProvider, megatron/core/models/backends.py L99-131 @d98e8a64) are not TE's
     "--transformer-impl": (lambda v: v == "transformer_engine",
