@@ -111,3 +111,43 @@ def test_the_goldens_reader_prices_the_cases_env_vars(tmp_path):
     row = next(r for r in peaks() if r.label == "gpt3_7b_tp4_pp1_memory_speed dgx_a100 "
                "after step")
     assert not why and {r.metric: r.ledger for r in got}["resident"] == predicted(row)
+
+
+LAUNCH = "tests/fixtures/launch/megatron/blocks/training-examples__gpt3.sh"
+EXPECTS = ":SIZE:COUNT pairs (SIZE KiB x COUNT, e.g. :4096:8)"
+BAD = [(":99999999999999999999:999999999", "above 2^64 - 1"),  # PyTorch's stoull throws
+       (":" + "9" * 5000 + ":1", "above 2^64 - 1"),  # beyond int()'s digit limit too
+       (":4096:300000000", "1,144 TiB in all"),  # no GPU's memory holds it
+       (":18446744073709551615:1", "in all")]  # each number fine, the total not
+
+
+@pytest.mark.parametrize("value,why", BAD + [("abc", "got 'abc'")])
+def test_the_flag_refuses_what_pytorch_refuses_in_one_line(value, why):
+    from test_bad_input import run
+
+    code, out, err = run(["report", "llama3-8b", "--gpus", "8", "--cublas-workspace-config",
+                          value])
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: cublas_workspace_config: must be ") and EXPECTS in err
+    assert why in err and "cublas_bytes" not in err and len(err) < 400
+
+
+@pytest.mark.parametrize("value,why", BAD)
+def test_a_launchs_environment_is_refused_alike(value, why):
+    from test_bad_input import run
+
+    code, out, err = run(["report", "--from-megatron",
+                          f"CUBLAS_WORKSPACE_CONFIG={value} {LAUNCH}", "--vocab-size",
+                          "50257", "--gpus", "8"])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "Megatron would refuse this launch" in err and "CUBLAS_WORKSPACE_CONFIG=:" in err
+    assert why in err and EXPECTS in err and len(err) < 600
+
+
+def test_a_launchs_unparsable_value_stays_pytorchs_default():
+    """PyTorch warns and takes its default where no pair parses (a 'bogus' value): silent,
+    as test_a_launchs_environment_sets_the_size holds; and ':0:0' applies 0 B."""
+    from ledger.io.environment import cublas_config_bytes
+
+    assert cublas_config_bytes("") is None and cublas_config_bytes(":0:0") == 0
+    assert cublas_config_bytes(":4096:8junk") == CONFIG_4096_8  # PyTorch's regex search

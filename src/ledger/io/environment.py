@@ -17,7 +17,10 @@ TransformerEngine's attention switches are Megatron's to check against its
 """
 from __future__ import annotations
 
+import argparse
 import re
+
+from ledger.errors import clip
 
 # PyTorch's allocator settings: PYTORCH_ALLOC_CONF, else the deprecated
 # PYTORCH_CUDA_ALLOC_CONF (c10/core/AllocatorConfig.cpp L14-34 @pytorch 0ac71663:
@@ -53,19 +56,56 @@ NVLS = "NCCL_NVLS_ENABLE"
 CUBLAS_CONFIG = "CUBLAS_WORKSPACE_CONFIG"
 
 
+# PyTorch reads each number with std::stoull (parseChosenWorkspaceSize @26a39059): one
+# above 2^64 - 1 throws std::out_of_range and the run stops; a total beyond any GPU's memory
+# (1 TiB here) fails the first torch GEMM's allocation - both refused, on the CLI and in a
+# launch's environment alike
+CUBLAS_MAX_NUMBER = 2**64 - 1
+CUBLAS_MAX_BYTES = 2**40
+CUBLAS_EXPECTS = (":SIZE:COUNT pairs (SIZE KiB x COUNT, e.g. :4096:8), each number below "
+                  "2^64, at most 1 TiB in all")
+
+
 def cublas_config_bytes(text: str) -> int | None:
-    """The bytes ``CUBLAS_WORKSPACE_CONFIG=text`` sets (None: no pair, PyTorch's default)."""
+    """The bytes ``CUBLAS_WORKSPACE_CONFIG=text`` sets (None: no pair, PyTorch's default);
+    a ValueError naming what is wrong for a number PyTorch refuses or a total no GPU holds."""
     pairs = re.findall(r":([0-9]+):([0-9]+)", text)
-    return sum(int(size) * 1024 * int(count) for size, count in pairs) if pairs else None
+    if not pairs:
+        return None
+    digits = [n.lstrip("0") or "0" for pair in pairs for n in pair]
+    if any(len(n) > 20 or int(n) > CUBLAS_MAX_NUMBER for n in digits):
+        raise ValueError("a number above 2^64 - 1, which PyTorch's parse refuses")
+    total = sum(int(size) * 1024 * int(count) for size, count in pairs)
+    if total > CUBLAS_MAX_BYTES:
+        raise ValueError(f"{total / 2**40:,.0f} TiB in all, beyond any GPU's memory")
+    return total
 
 
 def cublas_bytes(text: str) -> int:
-    """``cublas_config_bytes`` as the CLI's --cublas-workspace-config takes it: pairs or a
-    ValueError (argparse's one-line refusal)."""
-    size = cublas_config_bytes(text)
+    """--cublas-workspace-config: ``cublas_config_bytes``, or argparse's one-line refusal
+    showing the expected form."""
+    try:
+        size = cublas_config_bytes(text)
+    except ValueError as e:
+        size, why = None, f" ({e})"
+    else:
+        why = ""
     if size is None:
-        raise ValueError(f"{text!r}: not :SIZE:COUNT pairs")
+        raise argparse.ArgumentTypeError(f"must be {CUBLAS_EXPECTS}, got "
+                                         f"{clip(repr(text), 60)}{why}")
     return size
+
+
+def cublas_refusals(env: dict[str, str]) -> list[str]:
+    """A CUBLAS_WORKSPACE_CONFIG PyTorch refuses, or no GPU holds (``cublas_config_bytes``)."""
+    if CUBLAS_CONFIG not in env:
+        return []
+    try:
+        cublas_config_bytes(env[CUBLAS_CONFIG])
+    except ValueError as e:
+        return [f"{CUBLAS_CONFIG}={clip(env[CUBLAS_CONFIG], 60)}: {e} (expected "
+                f"{CUBLAS_EXPECTS})"]
+    return []
 
 
 # read by a library, changing nothing priced: name -> why
@@ -169,7 +209,7 @@ def read_env(env: dict[str, str], *, tp: int, cp: int
             else:
                 unpriced.append(f"{shown} (not an integer: NCCL's own choice priced)")
         elif name == CUBLAS_CONFIG:
-            size = cublas_config_bytes(env[name])
+            size = None if cublas_refusals(env) else cublas_config_bytes(env[name])
             if size is not None:
                 flags["cublas_workspace_bytes"] = size
             (applied if size is not None else silent).append(shown)

@@ -29,7 +29,8 @@ import shlex
 
 from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
-from ledger.io.environment import alloc_refusals, attention_refusals, read_env
+from ledger.io.environment import (alloc_refusals, attention_refusals, cublas_refusals,
+                                   read_env)
 from ledger.io.megatron import flags as launch_flags
 from ledger.io.megatron import model as mm
 from ledger.io.files import read_text
@@ -294,7 +295,7 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
     problems += [p for p in mm.refusals(ns, world) if not any(p.startswith(f"no {f} ")
                                                                 for f in unread)]
     backend = str(ns.get("attention_backend") or "auto")  # AttnBackend.auto: the default
-    problems += alloc_refusals(environ)
+    problems += alloc_refusals(environ) + cublas_refusals(environ)
     problems += attention_refusals(environ, backend.rpartition(".")[2])
     try:
         flags, more = placement_flags(ns, path) if not problems else ({}, [])
