@@ -79,3 +79,41 @@ def test_the_megatron_reader_and_the_cli_carry_the_local_impl(tmp_path):
     assert step_flags(a)["cuda_graph_local"] is True
     a = build_parser().parse_args(["report", "qwen3-30b-a3b", "--cuda-graph-scope", "attn"])
     assert step_flags(a)["cuda_graph_local"] is False
+
+
+@pytest.mark.parametrize("argv,shown", [
+    (["report", "llama3-8b", "--cuda-graph-impl", "local", "--cuda-graph-scope", "attn"],
+     "--cuda-graph-impl local: llama3-8b has no MoE layer"),
+    (["report", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--cuda-graph-impl", "local",
+      "--cuda-graph-scope", "attn"], "--cuda-graph-impl local with --cuda-graph-scope attn"),
+    (["report", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--cuda-graph-impl",
+      "transformer_engine", "--cuda-graph-scope", "attn,mlp,mamba,moe_router,moe_preprocess"],
+     "changes only a router graph")])
+def test_the_impl_is_refused_where_it_changes_nothing(argv, shown):
+    """As --ep-sms without the flex dispatcher: one line, exit 2."""
+    from test_bad_input import run
+
+    code, out, err = run(argv)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: cuda_graph_impl: ") and shown in err
+
+
+def test_the_impl_alone_captures_whole_layers_as_megatron_does():
+    """Megatron's --cuda-graph-impl without --cuda-graph-modules captures whole layers
+    (cuda_graph_modules "full", transformer_config.py L1090 @d98e8a64; the reader's
+    WHOLE_LAYER): the CLI alike, priced as the scopes spelled out."""
+    from ledger.cli.args import build_parser
+    from ledger.cli.step_flags import step_flags
+    from ledger.frameworks.host_checks import WHOLE_LAYER
+    from test_bad_input import run
+
+    for impl in ("local", "transformer_engine"):
+        a = build_parser().parse_args(["report", "llama3-8b", "--cuda-graph-impl", impl])
+        assert step_flags(a)["cuda_graph"] == WHOLE_LAYER
+    a = build_parser().parse_args(["report", "llama3-8b"])
+    assert step_flags(a)["cuda_graph"] == ()
+    alone = run(["report", "llama3-8b", "--cuda-graph-impl", "transformer_engine", "--json"])
+    spelled = run(["report", "llama3-8b", "--cuda-graph-scope", ",".join(WHOLE_LAYER),
+                   "--json"])
+    none = run(["report", "llama3-8b", "--json"])
+    assert alone[0] == 0 and alone[1] == spelled[1] != none[1]

@@ -13,6 +13,7 @@ from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.errors import LedgerError
 from ledger.frameworks import LOSSES
 from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
+from ledger.cli.graph_flags import graph_scopes, parse_scopes
 from ledger.io.environment import cublas_bytes
 
 
@@ -170,7 +171,7 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", action="store_true",
                    help="torch.compile (torchtitan --training.compile): the compiled loss "
                         "where the framework compiles it, compiled-code fragmentation")
-    g.add_argument("--cuda-graph-scope", type=_scopes, metavar="SCOPE[,SCOPE]",
+    g.add_argument("--cuda-graph-scope", type=parse_scopes, metavar="SCOPE[,SCOPE]",
                    help="blocks captured in CUDA graphs, their kernels launched without the "
                         f"host (Megatron --cuda-graph-scope; {', '.join(GRAPH_SCOPES)}; "
                         "comma-separated; default none: every kernel launched eagerly)")
@@ -179,7 +180,7 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    "CONFIG; default PyTorch's for the GPU): two where torch runs GEMMs")
     g.add_argument("--cuda-graph-impl", choices=("transformer_engine", "local"),
                    help="whose graphs capture --cuda-graph-scope (default transformer_engine: "
-                        "its router graph keeps the pre-MLP norm layernorm recompute drops)")
+                        "its router graph keeps the pre-MLP norm); alone: whole layers")
     g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
                    help="the flex dispatcher's kernels (default deepep)")
     g.add_argument("--ep-sms", type=count(MAX_EP_SMS), metavar="N",
@@ -255,16 +256,6 @@ def _offload_modules(text: str) -> tuple[str, ...]:
     return mods
 
 
-def _scopes(text: str) -> tuple[str, ...]:
-    """A comma-separated list of CUDA-graph scopes."""
-    scopes = tuple(w.strip() for w in text.split(",") if w.strip())
-    odd = [w for w in scopes if w not in GRAPH_SCOPES]
-    if odd or not scopes:
-        raise argparse.ArgumentTypeError(f"unknown scope {', '.join(odd) or repr(text)}; "
-                                         f"known: {', '.join(GRAPH_SCOPES)}")
-    return scopes
-
-
 def _add_overlap_flags(g) -> None:
     """The overlap switches a launch sets (default: the framework's for its ZeRO stage)."""
     on_off = argparse.BooleanOptionalAction
@@ -327,7 +318,7 @@ def step_flags(a: argparse.Namespace) -> dict:
     dtypes = {f: getattr(a, f, None) for f in ("grad_dtype", "master_dtype", "exp_avg_dtype",
                                                 "exp_avg_sq_dtype")}
     return dict(recompute_every=a.recompute_every, dropout=a.dropout, loss=a.loss,
-                compile=a.compile, cuda_graph=tuple(a.cuda_graph_scope or ()),
+                compile=a.compile, cuda_graph=graph_scopes(a),
                 cuda_graph_local=getattr(a, "cuda_graph_impl", None) == "local",
                 cublas_workspace_bytes=getattr(a, "cublas_workspace_bytes", None),
                 ep_backend=a.ep_backend, ep_sms=getattr(a, "ep_sms", None),
