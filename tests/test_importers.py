@@ -333,7 +333,7 @@ def test_megatron_cpu_activation_offload_is_priced(tmp_path):
 
 def test_megatron_local_transformer_impl_keeps_the_scores(tmp_path):
     """--transformer-impl local builds Megatron's local layer spec (gpt_builders.py L35,
-    L145-156 @d98e8a64), whose core attention is DotProductAttention (backends.py L129-131):
+    L138-149 @d98e8a64), whose core attention is DotProductAttention (backends.py L129-131):
     priced as --attention-backend local, the scores kept; its own linear and norm layers
     are named as not priced."""
     figures = {}
@@ -348,6 +348,21 @@ def test_megatron_local_transformer_impl_keeps_the_scores(tmp_path):
     code, out, err = run("report", "--from-megatron", f, "--json")
     assert json.loads(out)["activation_bytes_per_layer"] == figures["local"] > \
         figures["transformer_engine"]
+
+
+def test_megatron_inference_optimized_impl_is_named_for_what_it_is(tmp_path):
+    """--transformer-impl inference_optimized builds InferenceSpecProvider's layers
+    (gpt_builders.py L134-137, backends.py L149-203 @d98e8a64): TE's fused attention, so
+    priced with flash as transformer_engine is, and named with its own reason, not local's."""
+    figures = {}
+    for impl in ("transformer_engine", "inference_optimized"):
+        f = write(tmp_path, f"{impl}.sh", megatron(f"--transformer-impl {impl}"))
+        code, out, err = run("report", "--from-megatron", f, "--json")
+        assert code == 0, err
+        figures[impl] = json.loads(out)["activation_bytes_per_layer"]
+    assert figures["inference_optimized"] == figures["transformer_engine"]
+    assert "--transformer-impl inference_optimized (Megatron's inference layer spec: its " \
+           "attention is TE's fused kernel" in err and "keeps the scores" not in err, err
 
 
 def test_megatron_distillation_teacher_is_named(tmp_path):

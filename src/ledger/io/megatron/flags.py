@@ -244,7 +244,7 @@ def _step(ns: dict) -> dict:
     scale-mask-softmax keeping its bf16 output, dropout, bmm) and local (Megatron's
     DotProductAttention, the same sequence) materialise the scores; flash, fused and auto
     run a fused kernel (transformer_config.py L151 @d98e8a64). --transformer-impl local
-    builds the local layer spec whatever the backend (gpt_builders.py L35, L145-156), whose
+    builds the local layer spec whatever the backend (gpt_builders.py L35, L138-149), whose
     core attention is the same DotProductAttention (backends.py L129-131,
     LocalSpecProvider.core_attention): the scores materialised too."""
     out = {"dropout": ns["hidden_dropout"]}

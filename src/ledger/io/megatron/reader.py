@@ -175,10 +175,16 @@ _EXACT = {
     "--moe-router-dtype": (lambda v: v != "fp64",
                            "the router's GEMMs on PyTorch's cuBLAS workspaces: not priced"),
     # local: its DotProductAttention applied (flags._step); its own linear and norm layers
-    # (LocalSpecProvider, megatron/core/models/backends.py L99-131 @d98e8a64) are not TE's
-    "--transformer-impl": (lambda v: v == "transformer_engine",
-                           "its attention keeps the scores, as priced; its own linear and "
-                           "norm layers priced as Transformer Engine's"),
+    # (LocalSpecProvider, megatron/core/models/backends.py L99-131 @d98e8a64) are not TE's.
+    # inference_optimized: InferenceSpecProvider (backends.py L149-203): TE's fused attention
+    # (TEDotProductAttention, so flash as priced) and the Inference* linear layers built on
+    # TE's, written for inference - their training buffers are not modelled
+    "--transformer-impl": (lambda v: v == "transformer_engine", {
+        "local": "its attention keeps the scores, as priced; its own linear and norm layers "
+                 "priced as Transformer Engine's",
+        "inference_optimized": "Megatron's inference layer spec: its attention is TE's fused "
+                               "kernel, as priced; its inference linear layers priced as "
+                               "Transformer Engine's"}),
 }
 TOKENIZER_FILES = "the vocabulary comes from the tokenizer's files"
 # what pretrain_gpt.py hands Megatron's parser as defaults (pretrain_gpt.py L525-528
@@ -253,7 +259,9 @@ def classify(parsed, ns: dict) -> tuple[list[str], list[str], list[str]]:
         spec, shown = flags[flag], " ".join((flag, *words))
         value = ns[spec["dest"]]
         if flag in _EXACT and not _EXACT[flag][0](value):
-            unpriced.append(f"{shown} ({_EXACT[flag][1]})")
+            why = _EXACT[flag][1]  # one reason, or one per value
+            why = why.get(value, "not priced") if isinstance(why, dict) else why
+            unpriced.append(f"{shown} ({why})")
         elif flag in DOUBLE_BUFFER:
             if not (ns["use_megatron_fsdp"] and value):
                 silent.append(shown)
