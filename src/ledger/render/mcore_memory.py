@@ -108,3 +108,19 @@ def lines() -> list[str]:
 
 __all__ = ["GB", "MODULES", "ledger_bytes", "lines", "peak_rank", "rows", "table3_config",
            "table3_row"]
+
+
+def table5_readings_table() -> str:
+    """Table 5's rows under the other readings (``ledger.validation.memory_mcore.
+    modelzoo_readings``), each against the measured max-alloc (benchmarks/
+    mcore_table5_readings.py; docs/memory.md quotes it)."""
+    from ledger.validation.memory import predicted
+    from ledger.validation.memory_mcore import modelzoo_readings
+
+    lines = [f"{'row':45s} {'reading':27s} {'measured':>9s} {'priced':>9s}   error  "
+             f"(GiB = 2^30 B)"]
+    for how, row in modelzoo_readings():
+        got = predicted(row)
+        lines.append(f"{row.label:45s} {how:27s} {row.measured / 2**30:9.2f} "
+                     f"{got / 2**30:9.2f} {got / row.measured - 1:+7.1%}")
+    return "\n".join(lines)

@@ -106,4 +106,36 @@ def table5() -> list[Peak]:
     return [_deepseek(False), _deepseek(True), _qwen(False), _qwen(True)]
 
 
-__all__ = ["MCORE", "qwen3_235b_a22b", "table5"]
+# the report's model scripts (yanring/Megatron-MoE-ModelZoo@020b8136, kept in
+# tests/fixtures/modelzoo): the Qwen3 GB200 MXFP8 command's offloaded modules
+# (best_practice/qwen3/readme.md) and sbatch_benchmarking.sh's MXFP8 branch's optimizer
+# (L105: --use-precision-aware-optimizer --main-grads-dtype fp32 --exp-avg-dtype bf16
+# --exp-avg-sq-dtype bf16)
+MODELZOO_OFFLOAD = ("expert_fc1", "moe_act")
+MODELZOO_DTYPES = dict(grad_dtype="fp32", exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16")
+
+
+def modelzoo_readings() -> list[tuple[str, Peak]]:
+    """Table 5's max-alloc rows under other readings than the rule's, each (reading, row):
+    the pre-MLP norm recomputed as if no TE router graph kept it (what the kept output adds,
+    ``ledger.frameworks.recompute_modules.pre_mlp_norm_recomputed``), and the model scripts'
+    settings (``MODELZOO_OFFLOAD``, ``MODELZOO_DTYPES``). Printed by
+    benchmarks/mcore_table5_readings.py; the rule's rows (``table5``) are unchanged."""
+    from dataclasses import replace
+
+    ds, _, base, off = table5()
+
+    def read(row, how, **kw):
+        return how, replace(row, cfg=replace(row.cfg, **kw))
+    return [read(base, "the rule"), read(base, "pre-MLP norm recomputed",
+                                            cuda_graph_local=True),
+            read(off, "the rule"), read(off, "pre-MLP norm recomputed", cuda_graph_local=True),
+            read(off, "ModelZoo offload", offload_modules=MODELZOO_OFFLOAD),
+            read(off, "ModelZoo offload + dtypes", offload_modules=MODELZOO_OFFLOAD,
+                 **MODELZOO_DTYPES),
+            read(base, "ModelZoo dtypes", **MODELZOO_DTYPES),
+            read(ds, "the rule"), read(ds, "ModelZoo dtypes", **MODELZOO_DTYPES)]
+
+
+__all__ = ["MCORE", "MODELZOO_DTYPES", "MODELZOO_OFFLOAD", "modelzoo_readings",
+           "qwen3_235b_a22b", "table5"]
