@@ -46,6 +46,23 @@ def test_data_names_its_source():
     assert source() == "NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases"
 
 
+def test_data_is_packaged():
+    """The gzip-compressed data file (tools/megatron_goldens.py writes it) is among
+    pyproject's package-data for ledger.validation, so an installed ledger has it."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    from ledger.validation.megatron_goldens import DATA
+
+    root = Path(__file__).resolve().parents[1]
+    with open(root / "pyproject.toml", "rb") as fh:
+        globs = tomllib.load(fh)["tool"]["setuptools"]["package-data"]["ledger.validation"]
+    assert DATA.endswith(".json.gz") and any(fnmatch.fnmatch(f"data/{DATA}", g) for g in globs)
+    assert (root / "src" / "ledger" / "validation" / "data" / DATA).read_bytes()[:2] == \
+        b"\x1f\x8b"  # gzip's magic
+
+
 @pytest.mark.parametrize("key", sorted(GOLDENS))
 def test_data_holds_the_goldens_last_step(key):
     g = _golden(*key)

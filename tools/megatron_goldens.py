@@ -2,7 +2,10 @@
 """Megatron-LM's functional-test cases and their measured memory, regenerated from a
 Megatron-LM git directory (read with git; nothing of it is imported or run):
 
-    python tools/megatron_goldens.py GIT_DIR src/ledger/validation/data/megatron_goldens.json
+    python tools/megatron_goldens.py GIT_DIR src/ledger/validation/data/megatron_goldens.json.gz
+
+written gzip-compressed (stdlib gzip, level 9, no time stamp or name in the header, so the
+bytes are the same on every run; ``gunzip -c`` shows the JSON).
 
 GIT_DIR is the ``fetch`` tool's mirror of github:NVIDIA/Megatron-LM
 (/work/.mirror/NVIDIA+Megatron-LM/repo); the output names the commit it read (HEAD).
@@ -31,6 +34,7 @@ keeps the case as written.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -158,9 +162,9 @@ def main(repo: str, out_path: str) -> None:
                            recipes=RECIPES,
                            harness="tests/functional_tests/shell_test_utils/_run_training.sh"),
                written_by="tools/megatron_goldens.py", recipes=specs, cases=cases)
-    with open(out_path, "w") as fh:
-        json.dump(doc, fh, indent=0, sort_keys=False)
-        fh.write("\n")
+    text = json.dumps(doc, indent=0, sort_keys=False) + "\n"
+    with open(out_path, "wb") as fh:
+        fh.write(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
 
 
 if __name__ == "__main__":

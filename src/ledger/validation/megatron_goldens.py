@@ -1,11 +1,11 @@
 """Megatron-LM's functional tests as memory validation rows: every test case whose golden
 values log ``mem-max-allocated-bytes``, its launch read as a user's launch file is read.
 
-The cases live in ``data/megatron_goldens.json``, written by ``tools/megatron_goldens.py``
-from NVIDIA/Megatron-LM at the commit it names: each case's ``model_config.yaml`` as written
-(MODEL_ARGS, ENV_VARS, TEST_TYPE), each golden file's last step logged with both memory
-figures, and the recipes (tests/test_utils/recipes/) that run it, with their world and
-training script.
+The cases live in ``data/megatron_goldens.json.gz`` (gzip of the JSON), written by
+``tools/megatron_goldens.py`` from NVIDIA/Megatron-LM at the commit it names: each case's
+``model_config.yaml`` as written (MODEL_ARGS, ENV_VARS, TEST_TYPE), each golden file's
+last step logged with both memory figures, and the recipes (tests/test_utils/recipes/)
+that run it, with their world and training script.
 
 What is measured (memory.py's definitions): ``mem-max-allocated-bytes`` is the allocator's
 ``allocated_bytes.all.peak`` since the process started, ``mem-allocated-bytes`` what is
@@ -42,6 +42,7 @@ the reader's, as for a user's file (``ledger.cli.goldens`` runs each launch on r
 """
 from __future__ import annotations
 
+import gzip
 import json
 import shlex
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from importlib import resources
 
 from ledger.validation.memory import PLATFORM_GPUS
 
-DATA = "megatron_goldens.json"
+DATA = "megatron_goldens.json.gz"  # gzip-compressed JSON (tools/megatron_goldens.py)
 ENVIRONMENT = "dev"
 # TEST_TYPEs whose measured (first) run starts from no checkpoint (run_ci_test.sh L262-273)
 FRESH = ("regular", "ckpt-resume", "frozen-resume")
@@ -103,8 +104,8 @@ class Golden:
 
 @lru_cache(maxsize=None)
 def document() -> dict:
-    text = resources.files("ledger.validation").joinpath(f"data/{DATA}").read_text()
-    return json.loads(text)
+    data = resources.files("ledger.validation").joinpath(f"data/{DATA}").read_bytes()
+    return json.loads(gzip.decompress(data).decode("utf-8"))
 
 
 def source() -> str:
