@@ -263,7 +263,7 @@ def test_distributed_optimizer_instances_shard_over_their_group(tmp_path):
     dp / 2 = 2 ranks (parallel_state.py L924-929) - the ledger's shard group 2 where the
     same launch without the flag shards over all 4 - and its peak is within 6% of DGX
     H100's (10.5% under before)."""
-    from ledger.cli.commands import _parse, report_placement
+    from ledger.cli.commands import parse_args, report_placement
     from ledger.cli.goldens import _argv
     from ledger.cli.inputs import source
     from ledger.validation.megatron_goldens import flags_text
@@ -279,7 +279,7 @@ def test_distributed_optimizer_instances_shard_over_their_group(tmp_path):
     for words in (g.words, g.words[:i] + g.words[i + 2:]):
         path = tmp_path / f"{len(words)}.args"
         path.write_text(flags_text(replace(g, words=words)))
-        a = _parse(_argv(g, str(path)))
+        a = parse_args(_argv(g, str(path)))
         a.launch = source(a)
         cfg = report_placement(a)[1]
         groups.append((cfg.zero_stage, cfg.dp, cfg.hsdp_shard))

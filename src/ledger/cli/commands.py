@@ -254,7 +254,7 @@ MAX_ERROR_CHARS = 4000  # an error line, at most: every value in it is clipped w
 FILE_FLAGS = ("system", "phases", "from_megatron", "from_torchtitan", "html", "svg")
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     """Parse, naming the subcommand when an argument is not its own."""
     parser = build_parser()
     a, extra = parser.parse_known_args(argv)
@@ -329,7 +329,7 @@ def _progress_bar():
 def run(argv: list[str]) -> str | tuple[str, int]:
     """Parse and run; returns the text to print (and an exit status when it is not 0).
     Raises LedgerError on bad input."""
-    a = _parse(argv)
+    a = parse_args(argv)
     if a.cmd == "estimate" and a.batch:  # each line of the file an estimate of its own
         from ledger.cli.batch import run_batch
 

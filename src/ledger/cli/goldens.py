@@ -60,17 +60,17 @@ def _argv(g: Golden, path: str) -> list[str]:
 
 def price_one(g: Golden, folder: str) -> tuple[list[Priced], str]:
     """The golden's rows (allocated, resident), or none and the reader's reason."""
-    from ledger.cli.commands import _parse, report_placement
-    from ledger.cli.inputs import _unpriced, source
+    from ledger.cli.commands import parse_args, report_placement
+    from ledger.cli.inputs import source, unpriced_settings
 
     path = os.path.join(folder, f"{g.case}.args")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(flags_text(g))
     try:
-        a = _parse(_argv(g, path))
+        a = parse_args(_argv(g, path))
         a.launch = source(a)
         model, cfg, _, pl = report_placement(a)
-        unpriced = tuple(_unpriced(a)[0])
+        unpriced = tuple(unpriced_settings(a)[0])
     except LedgerError as e:
         return [], str(e).replace(path, f"{g.case}.args")
     last = pl.memory_by_rank[-1]

@@ -92,7 +92,7 @@ def messages(a: argparse.Namespace) -> list[str]:
     return out
 
 
-def _unpriced(a: argparse.Namespace) -> tuple[list[str], str]:
+def unpriced_settings(a: argparse.Namespace) -> tuple[list[str], str]:
     """What the launch file sets and the command line types that the ledger does not
     price (the file's first, a typed one it already names once), and who sets them."""
     typed = unpriced_flags(a)
@@ -111,7 +111,7 @@ def _unpriced(a: argparse.Namespace) -> tuple[list[str], str]:
 def unpriced_messages(a: argparse.Namespace) -> list[str]:
     """Everything unpriced, the launch file's and the typed flags', in one line for stderr
     once the figures are made (a refused input says only its error)."""
-    unpriced, _ = _unpriced(a)
+    unpriced, _ = unpriced_settings(a)
     return [f"warning: not modelled, so the figures are approximate: "
             f"{'; '.join(unpriced)}"] if unpriced else []
 
@@ -119,7 +119,7 @@ def unpriced_messages(a: argparse.Namespace) -> list[str]:
 def mark_approximate(a: argparse.Namespace, text: str) -> str:
     """The output marked approximate when the launch or the typed flags set what the ledger
     does not model: a last line of text, or an "approximate" list in JSON."""
-    unpriced, who = _unpriced(a)
+    unpriced, who = unpriced_settings(a)
     if not unpriced:
         return text
     if getattr(a, "json", False):

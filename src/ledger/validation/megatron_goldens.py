@@ -23,7 +23,9 @@ One rule for every golden, never chosen per case nor with the measured figure in
   which loads the first half's checkpoint;
 - a run that loads no checkpoint before it trains: TEST_TYPE regular, ckpt-resume and
   frozen-resume (their first run starts with an empty load path), not release, frozen-start
-  or checkpoint-consistency (run_ci_test.sh L262-273 @d98e8a64);
+  or checkpoint-consistency (run_ci_test.sh L262-273 @d98e8a64); a ckpt-resume or
+  frozen-resume golden is its first run's figures (L401-405: FIRST_RUN_TENSORBOARD_PATH
+  is the repeat's run_1);
 - the recipe that runs the case on that environment and platform gives the world
   (nodes x gpus) and the training script; else every recipe of the case in the platform's
   own recipe folder (h100/ for dgx_h100 and dgx_a100, gb200/ for dgx_gb200), if they
@@ -53,7 +55,8 @@ from ledger.validation.memory import PLATFORM_GPUS
 
 DATA = "megatron_goldens.json.gz"  # gzip-compressed JSON (tools/megatron_goldens.py)
 ENVIRONMENT = "dev"
-# TEST_TYPEs whose measured (first) run starts from no checkpoint (run_ci_test.sh L262-273)
+# TEST_TYPEs whose measured (first) run starts from no checkpoint (run_ci_test.sh L262-273;
+# the first run is the one measured, L401-405)
 FRESH = ("regular", "ckpt-resume", "frozen-resume")
 SCRIPT = "pretrain_gpt.py"
 # the recipe folder of a platform's machines (tests/test_utils/recipes/)
@@ -65,6 +68,9 @@ RECIPE_FOLDER = {"dgx_h100": "h100", "dgx_a100": "h100", "dgxh100_dgxc": "h100",
 HARNESS_ENV = {"NCCL_PROTO": "simple", "NCCL_ALGO": "Ring", "NCCL_COLLNET_ENABLE": "0",
                "NCCL_NVLS_ENABLE": "0", "NCCL_BUFFSIZE": "4194304",
                "TORCH_NCCL_AVOID_RECORD_STREAMS": "1"}
+# not kept: NCCL_TUNER_PLUGIN (L63, exported empty so that no tuner plugin overrides the
+# NCCL_ALGO / NCCL_PROTO above, which are named as not modelled already) - it changes no
+# byte the ledger prices
 # GPT-2's byte-level BPE: 50,257 tokens in its encoder / vocab.json (openai/gpt-2
 # src/encoder.py; the n_vocab of its hparams.json), memory.py's megatron_moe() rule
 GPT2_BPE_TOKENS = 50257
