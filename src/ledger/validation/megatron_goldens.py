@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from ledger.frameworks.megatron_tokenizers import PRETRAIN_GPT_DEFAULTS, SIZED_TOKENIZERS
 from ledger.validation.memory import PLATFORM_GPUS
 
 DATA = "megatron_goldens.json.gz"  # gzip-compressed JSON (tools/megatron_goldens.py)
@@ -74,7 +75,6 @@ HARNESS_ENV = {"NCCL_PROTO": "simple", "NCCL_ALGO": "Ring", "NCCL_COLLNET_ENABLE
 # GPT-2's byte-level BPE: 50,257 tokens in its encoder / vocab.json (openai/gpt-2
 # src/encoder.py; the n_vocab of its hparams.json), memory.py's megatron_moe() rule
 GPT2_BPE_TOKENS = 50257
-SIZED = ("NullTokenizer", "TikTokenizer")  # read --vocab-size (build_tokenizer.py:64-65, 101)
 
 
 @dataclass(frozen=True)
@@ -145,8 +145,8 @@ def launch_words(model_args: dict) -> tuple[str, ...]:
 
 def tokenizer_vocab(args: dict) -> tuple[int | None, str]:
     """(the size to give beside the launch, or None; why it is unstated, or "")."""
-    kind = args.get("--tokenizer-type") or "GPT2BPETokenizer"  # pretrain_gpt.py L525-528
-    if kind in SIZED:
+    kind = args.get("--tokenizer-type") or PRETRAIN_GPT_DEFAULTS["tokenizer_type"]
+    if kind in SIZED_TOKENIZERS:
         return None, "" if args.get("--vocab-size") else f"{kind} without --vocab-size"
     if args.get("--padded-vocab-size"):
         return None, ""

@@ -40,11 +40,10 @@ import math
 
 from ledger.errors import LedgerError
 from ledger.frameworks.host_checks import moe_overlap_problems
+from ledger.frameworks.megatron_tokenizers import SIZED_TOKENIZERS  # noqa: F401  (re-exported)
 from ledger.frameworks.recompute_modules import RECOMPUTE_MODULES, recompute_module_problems
 from ledger.model import ModelSpec
 
-# tokenizers that read --vocab-size (build_tokenizer.py:64-65, 101-102)
-SIZED_TOKENIZERS = ("NullTokenizer", "TikTokenizer")
 # tokenizers built from --vocab-file (and --merge-file), the others from --tokenizer-model
 # (build_tokenizer.py:8, 38-50)
 FILE_TOKENIZERS = ("BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer")

@@ -29,6 +29,7 @@ import shlex
 
 from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
+from ledger.frameworks.megatron_tokenizers import PRETRAIN_GPT_DEFAULTS
 from ledger.io.environment import (alloc_refusals, attention_refusals, cublas_refusals,
                                    read_env)
 from ledger.io.megatron import flags as launch_flags
@@ -187,10 +188,6 @@ _EXACT = {
                                "Transformer Engine's"}),
 }
 TOKENIZER_FILES = "the vocabulary comes from the tokenizer's files"
-# what pretrain_gpt.py hands Megatron's parser as defaults (pretrain_gpt.py L525-528
-# @d98e8a64, ``args_defaults``), set where the launch leaves the argument None
-# (arguments.py L657-666): a launch without --tokenizer-type runs GPT2BPETokenizer
-PRETRAIN_GPT_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
 DEFAULT_PRECISION = "bf16-fp32grad"  # the megatron convention's own dtypes (frameworks)
 
 
@@ -313,8 +310,8 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
     if rows is None and not problems:
         kind = ns["tokenizer_type"]  # Megatron's own tokenizers read --vocab-file
         files = "--vocab-file" if kind in mm.FILE_TOKENIZERS else "--tokenizer-model"
-        given = "" if "--tokenizer-type" in parsed.given else " (pretrain_gpt.py's default)"
-        problems.append(f"--tokenizer-type {kind}{given} with {files} "
+        default = "" if "--tokenizer-type" in parsed.given else " (pretrain_gpt.py's default)"
+        problems.append(f"--tokenizer-type {kind}{default} with {files} "
                         f"{ns.get(files[2:].replace('-', '_'))}: {TOKENIZER_FILES}; give its "
                         f"size with --vocab-size N beside the launch file")
     if problems:
