@@ -184,6 +184,8 @@ def _skip(case: dict, golden: dict, recipe: dict | None, why_world: str,
         return f"{golden['environment']} container (the rule takes {ENVIRONMENT})"
     if platform.endswith("_2nd"):
         return "a resumed run's second half: loads the first half's checkpoint"
+    if platform.startswith("dgxa100_dracooci"):  # an A100 cluster; 40 or 80 GB not stated
+        return f"platform {platform}: an A100 whose memory (40 or 80 GB) is not stated"
     if platform not in PLATFORM_GPUS:
         return f"platform {platform or 'unnamed'}: no GPU preset"
     if kind not in FRESH:
