@@ -69,6 +69,18 @@ def test_data_holds_the_goldens_last_step(key):
     assert (g.step, g.max_allocated_bytes, g.allocated_bytes) == GOLDENS[key]
 
 
+def test_files_the_tool_cannot_read_are_listed():
+    """Nothing dropped silently (tools/megatron_goldens.py): at d98e8a64 two golden files
+    are empty (not JSON) and two log memory with no step holding both figures."""
+    from ledger.validation.megatron_goldens import unread
+
+    why = dict(unread())
+    assert why["tests/functional_tests/test_cases/gpt/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_"
+               "speed/golden_values_dev_dgxh100_dgxc.json"] == "not JSON"
+    assert sorted(Counter(why.values()).items()) == [
+        ("memory logged, no step with both figures", 2), ("not JSON", 2)]
+
+
 def test_launch_words_as_the_harness_makes_them():
     """_run_training.sh L121-166 @d98e8a64: true -> the bare flag, "" -> dropped, (...) one
     word, [a b] the words, a YAML list yq's "[a, b]" read alike, a << merge under the

@@ -114,10 +114,13 @@ def main(repo: str, out_path: str) -> None:
     commit = git(repo, "rev-parse", "HEAD").strip()
     files = git(repo, "ls-tree", "-r", "--name-only", "HEAD", CASES).split()
     dirs: dict[str, list[str]] = {}
+    unread = []  # golden files the rule cannot read, each with why (nothing dropped silently)
     for f in files:
         parts = f.split("/")
         if len(parts) == 6:
             dirs.setdefault("/".join(parts[3:5]), []).append(parts[5])
+        elif parts[-1].startswith("golden_values"):
+            unread.append(dict(file=f, why="not in a <family>/<case>/ folder"))
     specs: dict = {}
     runs = worlds(repo, specs)
     cases = []
@@ -130,12 +133,16 @@ def main(repo: str, out_path: str) -> None:
             try:
                 golden = json.loads(show(repo, f"{CASES}/{name}/{g}"))
             except json.JSONDecodeError:
+                unread.append(dict(file=f"{CASES}/{name}/{g}", why="not JSON"))
                 continue
             found = last_step(golden) if isinstance(golden, dict) else None
             peak = golden.get(MEM[0]) if isinstance(golden, dict) else None
             if found is None and isinstance(peak, (int, float)):  # one figure, no steps:
                 found = (None, float(peak), None)  # the inference goldens
-            if found is None:
+            if found is None:  # no memory series: not a memory golden, unless it has one
+                if isinstance(golden, dict) and any(k in golden for k in MEM):
+                    unread.append(dict(file=f"{CASES}/{name}/{g}",
+                                       why="memory logged, no step with both figures"))
                 continue
             stem = g.removeprefix("golden_values_").removesuffix(".json")
             env, _, platform = stem.partition("_")
@@ -161,7 +168,8 @@ def main(repo: str, out_path: str) -> None:
     doc = dict(source=dict(repo="NVIDIA/Megatron-LM", commit=commit, cases=CASES,
                            recipes=RECIPES,
                            harness="tests/functional_tests/shell_test_utils/_run_training.sh"),
-               written_by="tools/megatron_goldens.py", recipes=specs, cases=cases)
+               written_by="tools/megatron_goldens.py", recipes=specs, cases=cases,
+               unread=unread)
     text = json.dumps(doc, indent=0, sort_keys=False) + "\n"
     with open(out_path, "wb") as fh:
         fh.write(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))

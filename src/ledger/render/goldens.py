@@ -57,6 +57,10 @@ def goldens_table(goldens, priced, left) -> str:
     for g, why in left:
         if not g.skip:
             lines.append(f"       {g.family}/{g.case} {g.platform}: {why}")
+    from ledger.validation.megatron_goldens import unread
+
+    for path, why in unread():  # the tool's: files it could not read at all
+        lines.append(f"    -  {path}: {why}")
     lines.append("")
     lines += counts(goldens, priced, left)
     for metric, title in (("allocated", "max-alloc"), ("resident", "after")):

@@ -114,6 +114,12 @@ def document() -> dict:
     return json.loads(gzip.decompress(data).decode("utf-8"))
 
 
+def unread() -> list[tuple[str, str]]:
+    """(golden file, why) of each golden file the tool could not read: not JSON, memory
+    logged with no step holding both figures, or outside a <family>/<case>/ folder."""
+    return [(u["file"], u["why"]) for u in document().get("unread", [])]
+
+
 def source() -> str:
     s = document()["source"]
     return f"{s['repo']}@{s['commit'][:8]} {s['cases']}"
@@ -262,4 +268,4 @@ def summary(rows: list[Priced]) -> dict:
 
 __all__ = ["ENVIRONMENT", "GPT2_BPE_TOKENS", "Golden", "HARNESS_ENV", "Priced", "command",
            "document", "flags_text", "goldens", "launch_words", "source", "summary",
-           "tokenizer_vocab"]
+           "tokenizer_vocab", "unread"]
