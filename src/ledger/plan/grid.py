@@ -54,6 +54,8 @@ def _shapes(model: ModelSpec, gpus: int, batch: int, system: System, pins: Pins,
             for ep, mb in product(eps, MICRO_BATCHES):
                 if (pins.ep or ep) != ep or (pins.micro_batch or mb) != mb or batch % (dp * mb):
                     continue
+                if pins.ep_overlap and ep == 1:  # the EP overlap pinned on: EP to hide
+                    continue
                 yield tp, cp, pp, dp, ep, mb, batch // (dp * mb)
 
 
@@ -69,7 +71,9 @@ def _schedules(model: ModelSpec, pp: int, m: int, pins: Pins, fw=None) -> list[t
         if m >= 2 * pp:  # DualPipe(V) need m >= 2 pp; DualPipe even pp and m
             scheds += [("dualpipev", 2)] + ([("dualpipe", 2)] if pp % 2 == m % 2 == 0 else [])
     return [(s, v) for s, v in scheds if (pins.schedule or s) == s and (pins.vp or v) == v
-            and (fw is None or fw.pipeline_problem(model.layers, pp, v, s) is None)]
+            and (fw is None or fw.pipeline_problem(model.layers, pp, v, s) is None)
+            and not (pins.ep_overlap and fw is not None and pp > 1
+                     and s not in fw.ep_overlap_schedules)]  # the EP overlap pinned on
 
 
 def _variants(model: ModelSpec, shape, system: System, pins: Pins, fw=None, finetune=None,
@@ -133,7 +137,8 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None, finetune=None,
     framework ``fw``, only what it runs; with ``order`` (the grid -> an integer per row),
     its rows in a stable order of that key; with ``held``, the expert grid and dispatcher
     a run keeps (module docstring)."""
-    rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc])
+    rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc
+                    and not (pins.ep_overlap and rc == "full")])  # Megatron runs it without
     blocks, seen, memo = [], {}, {}  # (shape, its variants x recompute modes: 9 rows)
     for shape in _shapes(model, gpus, batch, system, pins, held, fw):
         tp, cp, pp, dp, _, _, m = shape  # the variants read neither ep nor mb but through m

@@ -24,8 +24,9 @@ def dp_overlaps(fw, zero: int, pins: Pins) -> tuple:
 def overlaps(fw, g, rows, pins: Pins, model: ModelSpec, dispatcher: str | None = None) -> dict:
     """The overlap switches of the grid's ``rows`` (one group: its categorical fields
     shared): each on where the framework lets a launch turn it on (Framework.overlaps,
-    Framework.ep_overlap_problem), unless pinned; EP overlap an array over the rows, none
-    under the allgather ``dispatcher`` the run holds (None: the framework's)."""
+    Framework.ep_overlap_problem), unless pinned; the EP overlap, an array over the rows,
+    only where the framework runs it by default (Framework.ep_overlap) or it is pinned on,
+    and none under the allgather ``dispatcher`` the run holds (None: the framework's)."""
     i = rows.start if isinstance(rows, slice) else np.asarray(rows).reshape(-1)[0]
     zeros, sched = g["zero"][rows], SCHEDULES[g["sched"][i]]
     if (zeros == zeros[0]).all():
@@ -38,7 +39,10 @@ def overlaps(fw, g, rows, pins: Pins, model: ModelSpec, dispatcher: str | None =
     ep_ok = (model.is_moe and bool(where) and RECOMPUTES[g["rc"][i]] != "full"
              and (dispatcher or fw.moe_dispatcher) != "allgather") \
         & (g["ep"][rows] > 1) & ((g["pp"][rows] == 1) | (sched in where))
-    if pins.ep_overlap is not None:
-        ep_ok = ep_ok & pins.ep_overlap
+    # the framework's default unless pinned (Megatron's --overlap-moe-expert-parallel-comm
+    # is off by default; DualPipe overlaps): turned on wherever it may be, the EP overlap's
+    # host stall (ledger.step.host.stall_s) made full recompute - which Megatron runs
+    # without it - the way a small MoE's plans escaped it
+    ep_ok = ep_ok & (fw.ep_overlap if pins.ep_overlap is None else pins.ep_overlap)
     return dict(overlap_grad_reduce=grad, overlap_param_gather=param, ep_overlap=ep_ok,
                 overlap_p2p=sched in fw.overlap_p2p_schedules)
