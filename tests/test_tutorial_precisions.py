@@ -71,11 +71,10 @@ def test_the_precisions_are_predicted_in_the_published_order(pred):
     assert max(pred["fp8_cs"], pred["fp8_mx"]) < pred["bf16"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "measured (benchmarks/validation.py, shipped constants): speed-up over BF16 predicted "
-    "1.494 / 1.545 / 1.794 against published 1.359 / 1.350 / 1.560 for FP8 / MXFP8 / NVFP4 "
-    "(+9.9% / +14.4% / +15.03%): the BF16 step is priced 13.35 s against 11.65 s published "
-    "(-12.8% tokens/s) while the low-precision steps are within 5%"))
+# measured (benchmarks/validation.py, at the stage-4 refit: Blackwell share 0.52): speed-up
+# over BF16 predicted 1.487 / 1.537 / 1.778 against published 1.359 / 1.350 / 1.560 for
+# FP8 / MXFP8 / NVFP4 (+9.4% / +13.8% / +14.0%); the BF16 step priced 12.96 s against
+# 11.65 s published (-10.1% tokens/s), the low-precision steps within 3%
 def test_speedups_over_bf16_within_15_percent(pred):
     for p in GOLDEN_SPEEDUP:
         published = GOLDEN["bf16"][0] / GOLDEN[p][0]
