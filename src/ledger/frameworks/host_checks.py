@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ledger.errors import LedgerError
 from ledger.frameworks.offload_checks import check_offloads
+from ledger.frameworks.pipeline_checks import check_pipeline_settings
 
 # what a CUDA graph captures (Megatron --cuda-graph-modules / --cuda-graph-scope,
 # megatron/core/transformer/enums.py L61-73 CudaGraphModule at d98e8a64): a block's kernels
@@ -41,6 +42,7 @@ def check_host(cfg, fw) -> None:
                                                cfg.ep_overlap, cfg.delay_wgrad):
         raise LedgerError(field, problem)
     check_offloads(cfg, fw)  # ledger.frameworks.offload_checks
+    check_pipeline_settings(cfg, fw)  # ledger.frameworks.pipeline_checks
 
 
 def moe_overlap_problems(shared_overlap: bool, shared_experts: bool | None,

@@ -40,6 +40,7 @@ import math
 
 from ledger.errors import LedgerError
 from ledger.frameworks.host_checks import moe_overlap_problems
+from ledger.frameworks.pipeline_checks import deferral_problem
 from ledger.frameworks.megatron_tokenizers import SIZED_TOKENIZERS  # noqa: F401  (re-exported)
 from ledger.frameworks.recompute_modules import RECOMPUTE_MODULES, recompute_module_problems
 from ledger.model import ModelSpec
@@ -80,12 +81,11 @@ def refusals(ns: dict, world: int | None) -> list[str]:
         if ns.get("cpu_offloading_num_layers"):
             out.append("--fine-grained-activation-offloading with --cpu-offloading-num-layers "
                        "(transformer_config.py:2128-2130)")
-    if ns.get("defer_embedding_wgrad_compute") and (
-            (ns.get("pipeline_model_parallel_size") or 1) == 1
-            or ns.get("gradient_accumulation_fusion") is False
-            or (ns.get("wgrad_deferral_limit") or 0) < 0):
-        out.append("--defer-embedding-wgrad-compute needs PP > 1, gradient-accumulation "
-                   "fusion and --wgrad-deferral-limit >= 0 (model_parallel_config.py:545-558)")
+    deferral = ns.get("defer_embedding_wgrad_compute") and deferral_problem(
+        ns.get("pipeline_model_parallel_size") or 1,
+        ns.get("gradient_accumulation_fusion") is not False, ns.get("wgrad_deferral_limit") or 0)
+    if deferral:  # the CLI's check (frameworks.pipeline_checks)
+        out.append(f"--defer-embedding-wgrad-compute {deferral}")
     if ns.get("optimizer_cpu_offload") and not ns.get("use_precision_aware_optimizer"):
         out.append("--optimizer-cpu-offload without --use-precision-aware-optimizer "
                    "(arguments.py:1884-1888)")

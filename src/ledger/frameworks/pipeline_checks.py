@@ -1,0 +1,41 @@
+"""Megatron-Core's pipeline-only settings (``ParallelConfig.wgrad_deferral``, ``vp_group``):
+where Megatron runs them, one check each for the CLI's config and the Megatron launch
+reader (``ledger.io.megatron.model.refusals``)."""
+from __future__ import annotations
+
+from ledger.errors import LedgerError
+
+
+def deferral_problem(pp: int, fusion: bool, limit: int) -> str | None:
+    """Why Megatron refuses --defer-embedding-wgrad-compute here, or None: it needs pipeline
+    parallelism, gradient-accumulation fusion and a limit >= 0
+    (model_parallel_config.py L545-558 @d98e8a64, ValueError each).
+
+    >>> deferral_problem(1, True, 0)
+    'needs PP > 1, gradient-accumulation fusion and a limit >= 0 (model_parallel_config.py L545-558 @d98e8a64), got pp(1) fusion on limit 0'
+    >>> deferral_problem(2, True, 3) is None
+    True
+    """
+    if pp > 1 and fusion and limit >= 0:
+        return None
+    return (f"needs PP > 1, gradient-accumulation fusion and a limit >= 0 "
+            f"(model_parallel_config.py L545-558 @d98e8a64), got pp({pp}) "
+            f"fusion {'on' if fusion else 'off'} limit {limit}")
+
+
+def check_pipeline_settings(cfg, fw) -> None:
+    """--wgrad-deferral and --vp-group: Megatron's own settings (torchtitan and DeepSpeed
+    have neither; PyTorch's ScheduleInterleaved1F1B fixes its rounds at
+    m // max(1, m // pp) micro-batches, torch/distributed/pipelining/schedules.py
+    L2935-2937 in torch 2.13), refused off Megatron and where Megatron refuses them or they
+    mean nothing (a group at pp 1: no interleaved schedule; pp > 1 is
+    ``ledger.pipeline.check``'s)."""
+    if cfg.wgrad_deferral is not None:
+        if fw.family != "megatron":
+            raise LedgerError("wgrad_deferral", f"--wgrad-deferral {cfg.wgrad_deferral} is "
+                                                f"Megatron's --defer-embedding-wgrad-compute; "
+                                                f"framework {cfg.framework} has no such setting")
+        problem = deferral_problem(cfg.pp, cfg.grad_accumulation_fusion, cfg.wgrad_deferral)
+        if problem is not None:
+            raise LedgerError("wgrad_deferral", f"--wgrad-deferral {cfg.wgrad_deferral} "
+                                                f"{problem}")
