@@ -44,3 +44,31 @@ def test_wgrad_deferral_priced_where_megatron_runs_it(capsys):
         out = json.loads(capsys.readouterr().out)
         peaks.append(out["memory_per_gpu_bytes"])
     assert peaks[1] > peaks[0], peaks
+
+
+@pytest.mark.parametrize("argv, said", [
+    # PyTorch's ScheduleInterleaved1F1B (torchtitan) fixes its rounds: no such setting
+    ("estimate llama3-8b --tp 2 --framework torchtitan --pp 4 --vp 2 --microbatches 8 "
+     "--gpus 8 --vp-group 4", "framework torchtitan has no such setting"),
+    # no pipeline, so no interleaved schedule to group
+    ("estimate llama3-8b --tp 2 --vp-group 4", "pp(1) has no pipeline"),
+    ("report llama3-8b --tp 2 --vp-group 4", "pp(1) has no pipeline"),
+    # a pipeline without interleaving (ledger.pipeline.check)
+    ("estimate llama3-8b --tp 2 --pp 4 --microbatches 8 --vp-group 4", "1f1b has none"),
+])
+def test_vp_group_refused_off_megatron_and_without_interleaving(argv, said, capsys):
+    err = _refused(argv, capsys)
+    assert err.startswith("error: vp_group: ") and said in err, err
+
+
+def test_vp_group_priced_under_megatrons_interleaved_schedule(capsys):
+    """A longer round holds more micro-batches in the warm-up ((v-1) g + 2 (pp-1-r),
+    schedules.py L959-965 @d98e8a64): a group of 8 peaks above the default pp(4)."""
+    import json
+
+    peaks = []
+    for group in ("", " --vp-group 8"):
+        argv = "estimate llama3-8b --tp 2 --pp 4 --vp 2 --microbatches 8 --gpus 8 --json"
+        assert main(f"{argv}{group}".split()) == 0
+        peaks.append(json.loads(capsys.readouterr().out)["memory_per_gpu_bytes"])
+    assert peaks[1] > peaks[0], peaks

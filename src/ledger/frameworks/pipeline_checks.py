@@ -39,3 +39,11 @@ def check_pipeline_settings(cfg, fw) -> None:
         if problem is not None:
             raise LedgerError("wgrad_deferral", f"--wgrad-deferral {cfg.wgrad_deferral} "
                                                 f"{problem}")
+    if cfg.vp_group is not None:
+        if fw.family != "megatron":
+            raise LedgerError("vp_group", f"--vp-group {cfg.vp_group} is Megatron's "
+                                          f"--microbatch-group-size-per-virtual-pipeline-stage;"
+                                          f" framework {cfg.framework} has no such setting")
+        if cfg.pp == 1:
+            raise LedgerError("vp_group", f"--vp-group {cfg.vp_group} groups the interleaved "
+                                          f"schedule's micro-batches; pp(1) has no pipeline")
