@@ -310,3 +310,39 @@ def test_optimizer_instances_refused_off_megatrons_zero_1(capsys):
         assert main(f"report llama3-8b --gpus 8 {argv}".split()) == 2
         err = capsys.readouterr().err
         assert said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_optimizer_instances_divide_the_expert_data_parallel_size(tmp_path, capsys):
+    """parallel_state.py L1447-1449 @d98e8a64 asserts the instances divide the expert
+    data-parallel size too, tp x cp x dp / (etp x ep) (L874-880): refused on the command line
+    and in a launch file by one check (frameworks.distopt_checks), under one field name; a
+    group they divide is priced."""
+    from ledger.cli import main
+    from ledger.io.megatron.reader import read_launch
+
+    moe = "estimate qwen3-30b-a3b --tp 1 --dp 8 --use-distributed-optimizer --gpus 8 "
+    assert main(f"{moe}--ep 8 --num-distributed-optimizer-instances 2".split()) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: num_distributed_optimizer_instances: expert dp(1) = tp(1) * cp(1) "
+                   "* dp(8) / (etp(1) * ep(8)) is not divisible by 2 optimizer instances "
+                   "(parallel_state.py L1447-1449 @d98e8a64)"), err
+    assert main(f"{moe}--ep 4 --num-distributed-optimizer-instances 2".split()) == 0
+    capsys.readouterr()
+    assert main("report llama3-8b --gpus 8 --zero 1 --hsdp-shard 4 "
+                "--num-distributed-optimizer-instances 2".split()) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: num_distributed_optimizer_instances: ") and \
+        "hsdp_shard(4)" in err, err
+    base = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 512 "
+            "--num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 "
+            "--micro-batch-size 1 --global-batch-size 32 --vocab-size 50432 "
+            "--tokenizer-type NullTokenizer --tensor-model-parallel-size 2 "
+            "--pipeline-model-parallel-size 2 --use-distributed-optimizer "
+            "--num-distributed-optimizer-instances 2 --num-experts 8 --moe-router-topk 2 ")
+    path = tmp_path / "launch.sh"
+    path.write_text(base + "--expert-model-parallel-size 2\n")  # expert dp 2 x 2 / (2 x 2)
+    with pytest.raises(LedgerError, match=r"--num-distributed-optimizer-instances 2: expert "
+                                          r"dp\(1\) = tp\(2\) \* cp\(1\) \* dp\(2\)"):
+        read_launch(str(path))
+    path.write_text(base + "--expert-model-parallel-size 1\n")
+    assert read_launch(str(path)).flags["num_distributed_optimizer_instances"] == 2

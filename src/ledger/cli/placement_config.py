@@ -113,14 +113,19 @@ def _shard_group(a, dp: int, zero: int) -> int | None:
     optimizer state over dp x cp / N ranks (the intra-partial DP group, parallel_state.py
     L924-929, L984-1000 @d98e8a64), reduce-scatter the gradients there and all-reduce them
     across the instances (param_and_grad_buffer.py L680-700) - HSDP at ZeRO-1."""
-    n = getattr(a, "optimizer_instances", None) or 1
+    from ledger.frameworks.distopt_checks import instances_problem
+
+    n = getattr(a, "num_distributed_optimizer_instances", None) or 1
     if n == 1:
         return a.hsdp_shard
+    field = "num_distributed_optimizer_instances"
     if a.hsdp_shard is not None or a.framework != "megatron" or zero != 1:
-        raise LedgerError("optimizer_instances", f"{n} distributed-optimizer instances "
-                                                 f"shard Megatron's ZeRO-1 (no --hsdp-shard), "
-                                                 f"got framework {a.framework} zero {zero}")
-    if (dp * a.cp) % n:
-        raise LedgerError("optimizer_instances", f"dp({dp}) * cp({a.cp}) is not divisible "
-                                                 f"by {n} optimizer instances")
+        shard = "" if a.hsdp_shard is None else f" hsdp_shard({a.hsdp_shard})"
+        raise LedgerError(field, f"{n} distributed-optimizer instances shard Megatron's "
+                                 f"ZeRO-1 (no --hsdp-shard), got framework {a.framework} "
+                                 f"zero {zero}{shard}")
+    etp = a.tp if a.etp is None else a.etp
+    problem = instances_problem(n, a.tp, a.cp, dp, a.ep, etp)
+    if problem is not None:
+        raise LedgerError(field, problem)
     return dp * a.cp // n

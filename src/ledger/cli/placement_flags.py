@@ -64,9 +64,9 @@ def _add_parallel_flags(p: argparse.ArgumentParser) -> None:
                    help="ZeRO-3 reshards params after forward even under PP (default: "
                         "the framework's; torchtitan keeps them gathered when pp > 1)")
     g.add_argument("--hsdp-shard", type=GPUS, help="HSDP shard group size, GPUs")
-    g.add_argument("--num-distributed-optimizer-instances", dest="optimizer_instances",
-                   type=GPUS, help="Megatron's distributed optimizer sharded within dp x cp "
-                                   "/ N ranks and replicated N times (default 1)")
+    g.add_argument("--num-distributed-optimizer-instances", type=GPUS,
+                   help="Megatron's distributed optimizer sharded within dp x cp / N ranks "
+                        "and replicated N times (default 1)")
     g.add_argument("--no-sp", action="store_true", help="TP without sequence parallelism")
     g.add_argument("--cp-kind", choices=("ring", "ulysses"), default="ring",
                    help="context parallelism kind (default ring)")

@@ -113,7 +113,7 @@ def placement_flags(ns: dict, path: str) -> tuple[dict, list[str]]:
         unpriced.append(f"--num-distributed-optimizer-instances {instances} under "
                         f"Megatron-FSDP (HSDP): priced as FSDP over all DP")
     elif instances > 1 and zero == 1:  # the DistOpt's partial sharding (placement_config)
-        flags["optimizer_instances"] = instances
+        flags["num_distributed_optimizer_instances"] = instances
     host, odd = _host(ns)
     return flags | _step(ns) | host, unpriced + odd
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 
 from ledger.errors import LedgerError
+from ledger.frameworks.distopt_checks import instances_problem
 from ledger.frameworks.host_checks import moe_overlap_problems
 from ledger.frameworks.pipeline_checks import deferral_problem
 from ledger.frameworks.megatron_tokenizers import SIZED_TOKENIZERS  # noqa: F401  (re-exported)
@@ -181,6 +182,11 @@ def _world_refusals(ns: dict, world: int | None) -> list[str]:
             out.append(f"--global-batch-size {ns['global_batch_size']} is not divisible by "
                        f"micro({ns['micro_batch_size']}) x dp({dp}) "
                        f"(num_microbatches_calculator.py:381-386)")
+    n = ns.get("num_distributed_optimizer_instances") or 1
+    if n > 1 and not out:  # the CLI's check (frameworks.distopt_checks)
+        problem = instances_problem(n, tp, cp, world // (tp * pp * cp), ep, etp)
+        if problem is not None:
+            out.append(f"--num-distributed-optimizer-instances {n}: {problem}")
     return out
 
 
