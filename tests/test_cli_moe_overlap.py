@@ -134,3 +134,37 @@ def test_the_planner_keeps_each_row_to_one_of_them():
     assert code == 2 and err.startswith("error: shared_expert_overlap: ")
     code, _, err = run(plan + ["--delay-wgrad-compute", "--no-ep-overlap"])
     assert code == 2 and err.startswith("error: delay_wgrad: ")
+
+
+PINNED = [  # (pins beside --ep-overlap that no placement runs it under, what the line shows)
+    ("--moe-token-dispatcher-type allgather", "the allgather dispatcher has no all-to-alls"),
+    ("--framework torchtitan", "torchtitan does not overlap EP all-to-alls"),
+    ("--recompute full", "full recompute runs the forward again"),
+    ("--ep 1", "ep(1) has no all-to-alls"),
+    ("--pp 2 --schedule 1f1b", "interleaved only, not 1f1b"),
+]
+
+
+@pytest.mark.parametrize("pins,shown", PINNED)
+def test_the_planner_refuses_a_pin_no_placement_holds(pins, shown):
+    """--ep-overlap pinned beside a pin it cannot run with (Megatron-LM
+    transformer_config.py L3012-3023 @d98e8a64; torchtitan has no EP overlap): plan refuses
+    in one line with estimate's sentence for the same pair, not rows without the overlap
+    or 'no placement divides'."""
+    plan = ["plan", *MODEL, "--ep-overlap", *pins.split()]
+    code, out, err = run(plan)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: ep_overlap: ") and shown in err, err
+    ep = [] if "--ep " in pins else ["--ep", "8" if "--pp" in pins else "16"]
+    mb = ["--microbatches", "8"] if "--pp" in pins else []
+    code, _, est = run(["estimate", *MODEL, "--ep-overlap", *ep, *mb, *pins.split()])
+    assert code == 2 and est == err  # one check: the same line
+
+
+def test_the_planner_keeps_the_pin_where_some_placement_holds_it():
+    """The pin beside --pp 2 without a schedule: Megatron overlaps in interleaved
+    pipelines (transformer_config.py L3007-3011), which every listed plan runs."""
+    code, out, err = run(["plan", *MODEL, "--ep-overlap", "--pp", "2", "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["plans"]
+    assert rows and all(r["ep_overlap"] and r["schedule"] == "interleaved" for r in rows)

@@ -359,20 +359,35 @@ def _ep_overlap(cfg, fw) -> bool:
     """The config's EP overlap: as given where its framework, schedule and run allow it
     (Megatron-LM transformer_config.py L3002-3046: EP > 1, the alltoall or flex
     dispatcher, no full recompute), else the framework's default where it applies."""
-    problem = fw.ep_overlap_problem(cfg.schedule, cfg.pp)
     if cfg.ep_overlap is None:
-        return bool(fw.ep_overlap and problem is None and cfg.ep > 1)
+        return bool(fw.ep_overlap and fw.ep_overlap_problem(cfg.schedule, cfg.pp) is None
+                    and cfg.ep > 1)
     if not cfg.ep_overlap:
         return False
-    if problem is None and cfg.ep == 1:
-        problem = "ep(1) has no all-to-alls to overlap"
-    if problem is None and cfg.recompute == "full":
-        problem = "full recompute runs the forward again inside the backward"
-    if problem is None and dispatcher(cfg) == "allgather":
-        problem = "the allgather dispatcher has no all-to-alls"
+    problem = ep_overlap_refusal(fw, cfg.schedule, cfg.pp, cfg.ep, cfg.recompute,
+                                 dispatcher(cfg))
     if problem is not None:
         raise LedgerError("ep_overlap", problem)
     return True
+
+
+def ep_overlap_refusal(fw, schedule: str | None, pp: int | None, ep: int | None,
+                       recompute: str | None, kind: str | None) -> str | None:
+    """Why the EP overlap turned on cannot run, or None: the framework has none or not in
+    ``schedule`` (Framework.ep_overlap_problem), EP 1, full recompute, the allgather
+    dispatcher ``kind`` (Megatron-LM transformer_config.py L3012-3023 @d98e8a64). None: not
+    fixed (the planner's unpinned fields; a schedule is checked only with its pp known)."""
+    if not fw.ep_overlap_schedules or (schedule is not None and pp is not None):
+        problem = fw.ep_overlap_problem(schedule, pp)
+        if problem is not None:
+            return problem
+    if ep == 1:
+        return "ep(1) has no all-to-alls to overlap"
+    if recompute == "full":
+        return "full recompute runs the forward again inside the backward"
+    if kind == "allgather":
+        return "the allgather dispatcher has no all-to-alls"
+    return None
 
 
 def check_config(cfg) -> None:

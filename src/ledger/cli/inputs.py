@@ -183,6 +183,14 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
                                     f"{name.replace('_', '-')}")
     if a.ep_overlap and not model_.is_moe:
         raise LedgerError("ep_overlap", f"{model_.name} has no experts to overlap")
+    if a.ep_overlap:  # pinned on: refused where no placement can run it, as estimate does
+        from ledger.config import ep_overlap_refusal
+
+        pp = a.pp if a.pp is not None or a.schedule in (None, "1f1b") else 2  # (pp > 1)
+        problem = ep_overlap_refusal(fw, a.schedule, pp, a.ep, a.recompute,
+                                     a.moe_dispatcher or fw.moe_dispatcher)
+        if problem is not None:
+            raise LedgerError("ep_overlap", problem)
     if (a.tp or 1) > 1 or (a.cp or 1) > 1:  # a pinned width the model cannot split, by name
         from ledger.placement import split_problem
 
