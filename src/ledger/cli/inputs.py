@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ledger.cli.args import build_parser
-from ledger.cli.graph_flags import check_graph_impl
+from ledger.cli.graph_flags import check_graph_impl, check_graph_run
 from ledger.cli.step_flags import check_ep_sms, check_shared_overlap, unpriced_flags
 from ledger.errors import LedgerError
 from ledger.model import ModelSpec
@@ -141,6 +141,7 @@ def model(a: argparse.Namespace) -> ModelSpec:
     check_model_size(spec)
     check_shared_overlap(a, spec)
     check_graph_impl(a, spec)
+    check_graph_run(a)
     a.model_attention = spec.attention  # what the typed recompute modules act on
     return spec
 

@@ -174,7 +174,9 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda-graph-scope", type=parse_scopes, metavar="SCOPE[,SCOPE]",
                    help="blocks captured in CUDA graphs, their kernels launched without the "
                         f"host (Megatron --cuda-graph-scope; {', '.join(GRAPH_SCOPES)}; "
-                        "comma-separated; default none: every kernel launched eagerly)")
+                        "comma-separated; default none: every kernel launched eagerly; "
+                        "megatron only, not with --recompute full but full_iteration; alone, "
+                        "TE's graphs, where a Megatron launch needs --cuda-graph-impl)")
     g.add_argument("--cublas-workspace-config", dest="cublas_workspace_bytes", type=cublas_bytes,
                    metavar=":SIZE:COUNT", help="PyTorch's cuBLAS workspace (CUBLAS_WORKSPACE_"
                    "CONFIG; default PyTorch's for the GPU): two where torch runs GEMMs")
