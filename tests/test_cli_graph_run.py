@@ -35,3 +35,16 @@ def test_refused_where_megatron_would_not_run_them(cmd, flags, field, shown):
 def test_what_megatron_runs_is_accepted(flags):
     code, _, err = run(EST + flags.split())
     assert code == 0, err
+
+
+def test_the_planner_searches_no_full_recompute_under_layer_graphs():
+    """Recompute unpinned: under per-layer graphs every listed plan runs without full
+    recompute (L2854-2858); under the full-iteration graph full recompute is searched."""
+    import json
+
+    for flags, full in (("--cuda-graph-impl local", False),
+                        ("--cuda-graph-scope full_iteration", True)):
+        code, out, err = run(PLAN + flags.split() + ["--top", "10000", "--json"])
+        assert code == 0, err
+        kinds = {r["recompute"] for r in json.loads(out)["plans"]}
+        assert "none" in kinds and ("full" in kinds) == full, (flags, kinds)

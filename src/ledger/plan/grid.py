@@ -138,7 +138,8 @@ def enumerate_grid(model, gpus, batch, system, pins, fw=None, finetune=None,
     its rows in a stable order of that key; with ``held``, the expert grid and dispatcher
     a run keeps (module docstring)."""
     rcs = np.array([i for i, rc in enumerate(RECOMPUTES) if (pins.recompute or rc) == rc
-                    and not (pins.ep_overlap and rc == "full")])  # Megatron runs it without
+                    and not ((pins.ep_overlap or pins.no_full_recompute) and rc == "full")])
+    # Megatron runs the EP overlap and per-layer CUDA graphs without full recompute
     blocks, seen, memo = [], {}, {}  # (shape, its variants x recompute modes: 9 rows)
     for shape in _shapes(model, gpus, batch, system, pins, held, fw):
         tp, cp, pp, dp, _, _, m = shape  # the variants read neither ep nor mb but through m

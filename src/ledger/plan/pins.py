@@ -34,6 +34,7 @@ class Pins:
     overlap_grad_reduce: bool | None = None  # None: on where the framework lets a launch
     overlap_param_gather: bool | None = None  # turn it on (it never slows a step here)
     ep_overlap: bool | None = None
+    no_full_recompute: bool = False  # per-layer CUDA graphs held (``search.graph_pins``)
     max_tp: int | None = None
     max_pp: int | None = None
     no_cp: bool = False

@@ -294,6 +294,17 @@ def _plan(g, i, step, mem, parts, limit, flops, gpus, system, conf, host=None) -
                 host_bytes=float(host[i]) if host is not None and g["offload"][i] else 0.0)
 
 
+def graph_pins(pins: Pins, scopes) -> Pins:
+    """The pins under held CUDA-graph ``scopes``: per-layer graphs (any but full_iteration)
+    run without full recompute (Megatron-LM transformer_config.py L2854-2858 @d98e8a64), so
+    the search leaves it out (a pin against it is refused: ledger.cli.graph_flags)."""
+    from dataclasses import replace
+
+    if not scopes or "full_iteration" in scopes:
+        return pins
+    return replace(pins, no_full_recompute=True)
+
+
 def offload_pins(pins: Pins, layers: int) -> Pins:
     """The pins under a held CPU activation offload of ``layers`` layers (Megatron's
     --cpu-offloading-num-layers, priced as ``ledger.placement.layers`` prices it: those
@@ -332,6 +343,7 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
     fw = get_framework(framework)
     held = held_experts(model, facts)
     pins = offload_pins(pins, (facts or {}).get("offload_activation_layers") or 0)
+    pins = graph_pins(pins, (facts or {}).get("cuda_graph") or ())
     g = enumerate_grid(model, gpus, global_batch, system, pins, fw, finetune,
                        order=codes, held=held)  # each group a slice
     evaluated = len(g["tp"])
