@@ -19,7 +19,8 @@ from ledger.finetune import FineTune
 from ledger.frameworks import of as framework_of
 from ledger.frameworks.dtypes import STATE_DTYPES
 from ledger.frameworks.losses import loss as loss_of
-from ledger.frameworks.host_checks import EP_BACKENDS, GRAPH_SCOPES, check_host  # noqa: F401
+from ledger.frameworks.host_checks import (  # noqa: F401
+    EP_BACKENDS, GRAPH_SCOPES, check_host, ep_overlap_refusal)
 from ledger.frameworks.offload_checks import OFFLOAD_MODULES, check_offloads  # noqa: F401
 # Megatron-Core's selective recompute modules: those the ledger prices, the others it
 # accepts as not priced, and Megatron's refusals
@@ -369,25 +370,6 @@ def _ep_overlap(cfg, fw) -> bool:
     if problem is not None:
         raise LedgerError("ep_overlap", problem)
     return True
-
-
-def ep_overlap_refusal(fw, schedule: str | None, pp: int | None, ep: int | None,
-                       recompute: str | None, kind: str | None) -> str | None:
-    """Why the EP overlap turned on cannot run, or None: the framework has none or not in
-    ``schedule`` (Framework.ep_overlap_problem), EP 1, full recompute, the allgather
-    dispatcher ``kind`` (Megatron-LM transformer_config.py L3012-3023 @d98e8a64). None: not
-    fixed (the planner's unpinned fields; a schedule is checked only with its pp known)."""
-    if not fw.ep_overlap_schedules or (schedule is not None and pp is not None):
-        problem = fw.ep_overlap_problem(schedule, pp)
-        if problem is not None:
-            return problem
-    if ep == 1:
-        return "ep(1) has no all-to-alls to overlap"
-    if recompute == "full":
-        return "full recompute runs the forward again inside the backward"
-    if kind == "allgather":
-        return "the allgather dispatcher has no all-to-alls"
-    return None
 
 
 def check_config(cfg) -> None:

@@ -185,7 +185,7 @@ def plan_model(a: argparse.Namespace) -> ModelSpec:
     if a.ep_overlap and not model_.is_moe:
         raise LedgerError("ep_overlap", f"{model_.name} has no experts to overlap")
     if a.ep_overlap:  # pinned on: refused where no placement can run it, as estimate does
-        from ledger.config import ep_overlap_refusal
+        from ledger.frameworks.host_checks import ep_overlap_refusal
 
         pp = a.pp if a.pp is not None or a.schedule in (None, "1f1b") else 2  # (pp > 1)
         problem = ep_overlap_refusal(fw, a.schedule, pp, a.ep, a.recompute,

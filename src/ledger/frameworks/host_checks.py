@@ -2,7 +2,7 @@
 ``overlap_p2p``): the CUDA-graph scopes Megatron captures, the flex dispatcher's kernels,
 the pipeline sends' overlap - checked, and each framework's default filled in; what hides the
 MoE all-to-alls (``moe_overlap_problems``, the one check of the CLI's config and of the
-Megatron launch reader); then the Megatron offloads' checks
+Megatron launch reader; ``ep_overlap_refusal``, the config's and the planner's pins'); then the Megatron offloads' checks
 (``ledger.frameworks.offload_checks``)."""
 from __future__ import annotations
 
@@ -81,3 +81,22 @@ def moe_overlap_problems(shared_overlap: bool, shared_experts: bool | None,
                     "--overlap-moe-expert-parallel-comm, got ep_overlap off "
                     "(transformer_config.py L3072-3076 @d98e8a64)"))
     return out
+
+
+def ep_overlap_refusal(fw, schedule: str | None, pp: int | None, ep: int | None,
+                       recompute: str | None, kind: str | None) -> str | None:
+    """Why the EP overlap turned on cannot run, or None: the framework has none or not in
+    ``schedule`` (Framework.ep_overlap_problem), EP 1, full recompute, the allgather
+    dispatcher ``kind`` (Megatron-LM transformer_config.py L3012-3023 @d98e8a64). None: not
+    fixed (the planner's unpinned fields; a schedule is checked only with its pp known)."""
+    if not fw.ep_overlap_schedules or (schedule is not None and pp is not None):
+        problem = fw.ep_overlap_problem(schedule, pp)
+        if problem is not None:
+            return problem
+    if ep == 1:
+        return "ep(1) has no all-to-alls to overlap"
+    if recompute == "full":
+        return "full recompute runs the forward again inside the backward"
+    if kind == "allgather":
+        return "the allgather dispatcher has no all-to-alls"
+    return None
