@@ -23,6 +23,13 @@ def deferral_problem(pp: int, fusion: bool, limit: int) -> str | None:
             f"fusion {'on' if fusion else 'off'} limit {limit}")
 
 
+def _megatron_only(cfg, fw, field: str, typed: str, megatron_flag: str) -> None:
+    """A setting only Megatron has, refused in one line under any other framework."""
+    if fw.family != "megatron":
+        raise LedgerError(field, f"{typed} is Megatron's {megatron_flag}; framework "
+                                 f"{cfg.framework} has no such setting")
+
+
 def check_pipeline_settings(cfg, fw) -> None:
     """--wgrad-deferral and --vp-group: Megatron's own settings (torchtitan and DeepSpeed
     have neither; PyTorch's ScheduleInterleaved1F1B fixes its rounds at
@@ -31,19 +38,15 @@ def check_pipeline_settings(cfg, fw) -> None:
     mean nothing (a group at pp 1: no interleaved schedule; pp > 1 is
     ``ledger.pipeline.check``'s)."""
     if cfg.wgrad_deferral is not None:
-        if fw.family != "megatron":
-            raise LedgerError("wgrad_deferral", f"--wgrad-deferral {cfg.wgrad_deferral} is "
-                                                f"Megatron's --defer-embedding-wgrad-compute; "
-                                                f"framework {cfg.framework} has no such setting")
+        _megatron_only(cfg, fw, "wgrad_deferral", f"--wgrad-deferral {cfg.wgrad_deferral}",
+                       "--defer-embedding-wgrad-compute")
         problem = deferral_problem(cfg.pp, cfg.grad_accumulation_fusion, cfg.wgrad_deferral)
         if problem is not None:
             raise LedgerError("wgrad_deferral", f"--wgrad-deferral {cfg.wgrad_deferral} "
                                                 f"{problem}")
     if cfg.vp_group is not None:
-        if fw.family != "megatron":
-            raise LedgerError("vp_group", f"--vp-group {cfg.vp_group} is Megatron's "
-                                          f"--microbatch-group-size-per-virtual-pipeline-stage;"
-                                          f" framework {cfg.framework} has no such setting")
+        _megatron_only(cfg, fw, "vp_group", f"--vp-group {cfg.vp_group}",
+                       "--microbatch-group-size-per-virtual-pipeline-stage")
         if cfg.pp == 1:
             raise LedgerError("vp_group", f"--vp-group {cfg.vp_group} groups the interleaved "
                                           f"schedule's micro-batches; pp(1) has no pipeline")

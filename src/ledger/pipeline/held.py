@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ledger.pipeline.schedules import Action
-from ledger.pipeline.simulator import inflight_closed
+from ledger.pipeline.simulator import inflight_closed, interleaved_warmup
 
 KEEP = ("none", "last", "all")  # which stages keep each micro-batch's output to the end
 
@@ -112,7 +112,7 @@ def grad_sets(kind: str, rank, p, m, v, lazy: bool = True, inflight=None,
     if not lazy or kind != "interleaved" or np.all(np.asarray(v) < 2):
         return ((c1, 1.0, c1, 1.0),)
     g = p if group is None else group  # a round's micro-batches
-    warm = np.minimum((v - 1) * g + 2 * (p - 1 - np.asarray(rank)), m * v)
+    warm = interleaved_warmup(rank, p, m, v, group)
     # the chunks stay at c1 up to the k-th stage, then fall by g a stage while the
     # gradients grow by one stage: a line in k, so its largest point is one of its ends
     k = np.clip((m * v - warm - 1) // g + 1, 1, v)

@@ -231,6 +231,14 @@ def simulated(kind: str, pp: int, m: int, v: int = 1, f: float = 1.0,
     return simulate(build(kind, pp, m, v, group=group), Costs(f, b))
 
 
+def interleaved_warmup(rank, p, m, v, group=None):
+    """Forwards a rank of Megatron's interleaved schedule runs before its first backward:
+    (v-1) g + 2 (p-1-r), at most m v, g the micro-batch group, p unless set (schedules.py
+    L959-965 @d98e8a64; ``schedules._rounds``)."""
+    g = p if group is None else group
+    return np.minimum((v - 1) * g + 2 * (p - 1 - np.asarray(rank)), m * v)
+
+
 def inflight_closed(kind: str, rank, p, m, v, group=None):
     """Peak micro-batches (whole-stage equivalents) rank ``rank`` holds, in closed form -
     equal to the simulator's count (tests/test_schedules.py); numbers or arrays.
@@ -257,8 +265,7 @@ def inflight_closed(kind: str, rank, p, m, v, group=None):
     if kind == "1f1b":
         return np.minimum(p - rank, m)
     if kind == "interleaved":
-        g = p if group is None else group
-        return np.minimum((v - 1) * g + 2 * (p - 1 - rank) + 1, m * v) / v
+        return np.minimum(interleaved_warmup(rank, p, m, v, group) + 1, m * v) / v
     if kind == "zb-v":
         return (np.minimum(2 * p - rank - 1, m) + np.minimum(rank + 1, m)) / 2
     return np.minimum(p, m) + 0 * rank  # zb-h1, interleaved-zb
