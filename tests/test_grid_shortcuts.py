@@ -21,6 +21,8 @@ CASES = {
         finetune=FineTune(method="qlora"), framework="deepspeed")),
     "8B full fine-tune, first 10 layers frozen": (llama3_8b(), 16, 64, dict(
         finetune=FineTune(method="full", freeze_layers=(0, 10)))),
+    "8B under torchtitan of Dec 2024 (stage input gradients kept)": (llama3_8b(), 32, 64, dict(
+        framework="torchtitan@2024-12")),
 }
 
 

@@ -111,7 +111,8 @@ FRAMEWORKS = {f.name: f for f in (
         version="torchtitan b5bcd76c on torch 2.13.0",
         activations="torch", loss="eager", tp_loss="loss-parallel", compiled_loss="compiled",
         dropout=0.0,
-        pipeline_outputs="none", pipeline_recv_buffers=True, grads_persist=False,
+        pipeline_outputs="none", pipeline_recv_buffers=True, pipeline_input_grads="split",
+        grads_persist=False,
         optimizer_temp_moments=1, cp_buffers="torch-allgather", comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, frozen_param_bytes=4,
         offloads=("params",), offload_stage={"params": (3,)}, **_OVERHEAD),
@@ -154,7 +155,7 @@ FRAMEWORKS["torchtitan@2024-12"] = replace(
             "fp32 copy, K/V repeated before SDPA, the loss never compiled, every pipeline "
             "stage keeping its outputs to the step's end",
     version="torchtitan 9dec370a on torch 1963fc83", activations="torch-2412",
-    compiled_loss=None, pipeline_outputs="all")
+    compiled_loss=None, pipeline_outputs="all", pipeline_input_grads="all")
 FRAMEWORKS["torchtitan@2024-04"] = replace(
     FRAMEWORKS["torchtitan@2024-12"], name="torchtitan@2024-04",
     summary="torchtitan 395a526 / 1ea476e (April 2024): Triton fused RMSNorm, the model's "
@@ -166,7 +167,7 @@ FRAMEWORKS["torchtitan@2025-06"] = replace(
     summary="torchtitan e7c0cae (2025-06-13) on torch 2.8.0a0+5228986: nn.RMSNorm, the "
             "loss compiled with the model, the last pipeline stage keeping its outputs",
     version="torchtitan e7c0cae9 on torch 2.8.0a0+5228986c", activations="torch-2506",
-    pipeline_outputs="last")
+    pipeline_outputs="last", pipeline_input_grads="all")
 # DeepSeek's own stack (HAI-LLM, not released) as the DeepSeek-V3 report describes it and
 # deepseek-ai/DualPipe runs its schedules: Megatron-Core's state and dispatcher facts
 # (the report's ZeRO-1, FP32 master, gradients and moments cut to BF16 by its FP8 recipe),

@@ -82,6 +82,9 @@ class Framework:
     #   (ran / out of memory) by benchmarks/fit_memory.py
     te_buffers: bool = False  # Transformer Engine's dummy wgrads and cuBLAS workspaces
     #                           (ledger.placement.buffers; SOURCES["te_buffers"])
+    pipeline_input_grads: str = "none"  # which backwards leave the gradient of a stage's
+    #   input on its receive buffer until the next step (ledger.pipeline.held.GRADS_KEPT:
+    #   none | split - a split backward's input step only | all - every backward)
     fsdp_root_grads_held: bool = True  # ZeRO-3: the root unit's (embedding, output layer)
     #   unsharded gradients wait through the layers' backward for the root's own
     #   reduce-scatter; False: each is reduce-scattered as its module's backward ends

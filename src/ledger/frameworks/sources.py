@@ -10,7 +10,7 @@ from ledger.frameworks.library_sources import LIBRARY_SOURCES
 from ledger.frameworks.model_sources import MODEL_SOURCES
 from ledger.frameworks.overlap_sources import OVERLAP_SOURCES
 from ledger.frameworks.torch_sources import (_CONTEXT, _FRAGMENTATION, _FROZEN, _FSDP2, _RECLAIM,
-                                             _TORCH_STEP, _UNRETURNABLE, _WORKING)
+                                             _TORCH_STEP, _UNRETURNABLE, _WORKING, INPUT_GRADS)
 
 # framework -> fact -> source: the file and line (at the snapshot named in SNAPSHOTS) or the
 # paper and section each fact is taken from. tests/test_frameworks.py checks that every
@@ -397,4 +397,4 @@ SOURCES["torchtitan@2025-06"] = {
     "pipeline_outputs": "pytorch/pytorch#153383 (2025-05-12, in torch 2.8): only the last "
                         "stage appends to output_chunks, kept to the step's end",
 }
-
+SOURCES.update({n: SOURCES[n] | {"pipeline_input_grads": t} for n, t in INPUT_GRADS.items()})

@@ -141,3 +141,36 @@ _UNRETURNABLE = ("_RECLAIM's split blocks, a share of allocated fitted by "
                  "benchmarks/fit_memory.py on the outcome rows (ledger.validation.outcomes: "
                  "runs that ran fit, runs out of memory do not; the midpoint of the shares "
                  "they allow), the same for every framework: the allocator is PyTorch's")
+# The gradient of a pipeline stage's input (its receive buffer's .grad, a leaf requiring
+# grad: torch 2.13.0 pipelining/stage.py L1428-1430) is cleared only by the next step's
+# clear_runtime_states (stage.py L604-622) unless the backward drops it: torch 2.13.0's
+# full backward does (_backward.py L443-450, stage_backward: val.grad = None, "This
+# prevents the gradients from persisting in GPU memory for the entire duration of
+# step_microbatches until clear_runtime_states() is called"; pytorch/pytorch#164329,
+# 2025-10-01), its split backward's input step does not (stage_backward_input sets
+# inp.grad, _backward.py L255-261; run on every stage but the first, stage.py L1016-1038)
+_INPUT_GRADS_2_13 = ("torch 2.13.0 torch/distributed/pipelining/_backward.py L443-450 "
+                     "(stage_backward drops each input's .grad once read), L255-261 "
+                     "(stage_backward_input sets it and keeps it), stage.py L604-622 "
+                     "(clear_runtime_states: cleared at the next step): a split backward's "
+                     "input step only")
+_INPUT_GRADS_BEFORE = ("torch before pytorch/pytorch#164329 (2025-10-01, the val.grad = None "
+                       "of torch 2.13.0 _backward.py L443-450, whose comment says the input "
+                       "gradients persisted through step_microbatches until "
+                       "clear_runtime_states, stage.py L604-622): every backward leaves its "
+                       "stage input's gradient on the receive buffer until the next step")
+_MEGATRON_INPUT_GRADS = ("Megatron-LM megatron/core/pipeline_parallel/schedules.py L554-599 "
+                         "(backward_step: retain_grad on the input tensor, its .grad returned "
+                         "to be sent), L2427 (the input tensor popped from input_tensors for "
+                         "its backward, dropped with its gradient after the send): none kept")
+# Framework.pipeline_input_grads of each record (merged into SOURCES last)
+INPUT_GRADS = {
+    "megatron": _MEGATRON_INPUT_GRADS,
+    "deepseek": "as megatron: " + _MEGATRON_INPUT_GRADS,
+    "deepspeed": "not torch pipelining: DeepSpeed's pipe engine keeps its inputs in the "
+                 "schedule's buffer slots (pipeline_recv_buffers), reused micro-batch after "
+                 "micro-batch; no stage input's gradient is held past its slot",
+    "torchtitan": _INPUT_GRADS_2_13, "hf": _INPUT_GRADS_2_13,
+    "torchtitan@2024-12": _INPUT_GRADS_BEFORE, "torchtitan@2024-04": _INPUT_GRADS_BEFORE,
+    "torchtitan@2025-06": _INPUT_GRADS_BEFORE,
+}

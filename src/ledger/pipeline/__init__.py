@@ -10,7 +10,8 @@ tensors, kept outputs), and says which point sets its peak in closed form.
 Pure arithmetic over (schedule, pp, m, vp) and per-pass times: it knows no model and no
 framework, so it sits directly on ``ledger.errors`` and imports nothing else of the ledger.
 """
-from ledger.pipeline.held import KEEP, Held, grad_sets, held_closed, walk
+from ledger.pipeline.held import (GRADS_KEPT, KEEP, Held, grad_sets, held_closed,
+                                  input_grads_closed, walk)
 from ledger.pipeline.makespan import (
                                       dual_s,
                                       first_backward_s,
@@ -38,9 +39,8 @@ from ledger.pipeline.simulator import (
                                        simulated,
 )
 
-__all__ = ["Costs", "DUAL", "Held", "KEEP", "KINDS", "SPLIT_BACKWARD", "build", "check",
-           "check_cells", "check_drawable", "dual_s", "first_backward_s", "grad_sets",
-           "held_closed",
-           "inflight_closed", "overlap_pairs", "peak_inflight", "pipeline_s",
-           "placement_pipeline", "pp_bubble_fraction", "schedule", "simulate", "simulated",
-           "visits", "walk"]
+__all__ = ["Costs", "DUAL", "GRADS_KEPT", "Held", "KEEP", "KINDS", "SPLIT_BACKWARD", "build",
+           "check", "check_cells", "check_drawable", "dual_s", "first_backward_s", "grad_sets",
+           "held_closed", "inflight_closed", "input_grads_closed", "overlap_pairs",
+           "peak_inflight", "pipeline_s", "placement_pipeline", "pp_bubble_fraction",
+           "schedule", "simulate", "simulated", "visits", "walk"]

@@ -11,7 +11,10 @@ tests/test_memory.py holds it to the walk for every schedule.
 Counts are micro-batches: ``chunks`` in whole-stage units (chunk-micro-batches / v, as
 ``simulator.SimResult.peak_inflight``), ``losses`` the other micro-batches whose loss
 keeps its saved tensors, ``logits`` the last stage's outputs kept and ``boundary`` the
-other stages' outputs kept (the current one counted).
+other stages' outputs kept (the current one counted); ``input_grads`` the stage inputs'
+gradients left on their receive buffers until the step ends (``GRADS_KEPT``), each one
+micro-batch's stage boundary tensor as an output is - ``held_closed`` adds them to
+``boundary``.
 
 >>> from ledger.pipeline.schedules import build
 >>> last = build("interleaved", 4, 8, 2).ranks[3]
@@ -26,10 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ledger.pipeline.schedules import Action
+from ledger.pipeline.schedules import SPLIT_BACKWARD as SPLIT, Action
 from ledger.pipeline.simulator import inflight_closed, interleaved_warmup
 
 KEEP = ("none", "last", "all")  # which stages keep each micro-batch's output to the end
+# which backwards leave the gradient of a stage's input on its buffer until the step ends
+# (Framework.pipeline_input_grads): none, a split backward's input step (I) only, or
+# every backward (a full B too)
+GRADS_KEPT = ("none", "split", "all")
 
 
 @dataclass(frozen=True)
@@ -45,15 +52,21 @@ class Held:
     # of the rank's stages, the share whose weight gradients exist at this point (a stage's
     # first B or W creates them; at a layer's backward its own stage counted)
     grad_stages: float = 1.0
+    input_grads: int = 0  # stage inputs' gradients kept to the step's end (GRADS_KEPT)
 
 
-def walk(actions: list[Action], last_stage, v: int = 1, keep: str = "none") -> set[Held]:
+def walk(actions: list[Action], last_stage, v: int = 1, keep: str = "none",
+         grads_kept: str = "none", first_stage=0) -> set[Held]:
     """Every point of one rank's action list (``last_stage``: the stage with the loss, or
     the set of them - DualPipe's two directions each end in one; ``keep``: "last" keeps
-    the last stage's outputs, "all" every stage's). A DualPipe pair (FB) is its forward
+    the last stage's outputs, "all" every stage's; ``grads_kept``: which backwards leave
+    their stage input's gradient to the step's end, GRADS_KEPT - never on a
+    ``first_stage``, whose input is the token ids). A DualPipe pair (FB) is its forward
     then its backward."""
     lasts = {last_stage} if isinstance(last_stage, int) else set(last_stage)
-    held = losses = logits = boundary = 0
+    firsts = {first_stage} if isinstance(first_stage, int) else set(first_stage)
+    kept_by = {"none": (), "split": ("I",), "all": ("B", "I")}[grads_kept]
+    held = losses = logits = boundary = grads_in = 0
     done_backward = False
     made: set[int] = set()  # stages whose weight gradients exist
     stages = len({a.stage for action in actions for a in action.parts()}) or 1
@@ -65,17 +78,19 @@ def walk(actions: list[Action], last_stage, v: int = 1, keep: str = "none") -> s
             logits += last and keep != "none"
             boundary += not last and keep == "all"
             event = "loss_forward" if last else "forward"
-            points.add(Held(event, (held + 1) / v, losses, logits, boundary, done_backward, g))
+            points.add(Held(event, (held + 1) / v, losses, logits, boundary, done_backward, g,
+                            grads_in))
             held, losses = held + 1, losses + last
         elif a.kind in ("B", "I"):
             if last:
                 losses -= 1
                 points.add(Held("loss_backward", held / v, losses, logits, boundary,
-                                done_backward, g))
+                                done_backward, g, grads_in))
             made |= {a.stage} if a.kind == "B" else set()
             points.add(Held("backward", held / v, losses, logits, boundary, True,
-                            len(made) / stages))
+                            len(made) / stages, grads_in))
             held -= a.kind == "B"
+            grads_in += a.kind in kept_by and a.stage not in firsts  # set as it ends
             done_backward = True
         elif a.kind == "W":
             made.add(a.stage)
@@ -183,12 +198,48 @@ def loss_stage_ranks(kind: str, pp: int) -> tuple[int, ...]:
     return (0, pp - 1) if kind == "dualpipe" else (pp - 1,)
 
 
-def held_closed(kind: str, rank, p, m, v, keep: str = "none", inflight=None):
+def input_grads_closed(kind: str, rank, p, m, v, grads_kept: str = "none", inflight=None):
+    """The stage inputs' gradients rank ``rank`` holds at its last forward (numbers or
+    arrays), where ``held_closed``'s point falls, when its backwards leave them on their
+    buffers to the step's end (``grads_kept``, GRADS_KEPT; never on the pipeline's first
+    stage): each backward done by then on a stage with an input. Full backwards (GPipe,
+    1F1B, interleaved) at their last forward hold the most micro-batches in flight
+    (``inflight``), so the backwards done are the rest, m v - v chunks: none under GPipe,
+    m - chunks on 1F1B's ranks but the first, and on the interleaved schedule's rank 0 less
+    those of stage 0, which backs up last in each group of p micro-batches (v p backwards a
+    group, the stage's p last). After it each backward frees a micro-batch's chunk and
+    adds one gradient, which a chunk outweighs (it keeps at least its input), so the peak
+    stays there. Split backwards (and DualPipe's pairs): every micro-batch's on each of the
+    rank's stages with an input - their count at the step's end, an upper bound at the
+    peak, as kept outputs are priced there."""
+    r = np.asarray(rank)
+    if grads_kept == "none" or (grads_kept == "split" and kind not in SPLIT):
+        return 0.0 * r
+    chunks = inflight_closed(kind, rank, p, m, v) if inflight is None else inflight
+    if kind in SPLIT:
+        stages = 2 if kind in ("zb-v", "dualpipe", "dualpipev") else v  # stages per rank
+        seen = np.asarray(m) / 2 if kind == "dualpipe" else np.asarray(m)
+        firsts = (0, p - 1) if kind == "dualpipe" else (0,)  # ranks holding a first stage
+        return seen * (stages - np.isin(r, firsts))
+    if kind == "gpipe":
+        return 0.0 * r
+    done = np.asarray(m) * v - v * np.asarray(chunks)
+    if kind == "1f1b" or v == 1:
+        return np.where(r == 0, 0.0, done)
+    group = v * p  # a group's backwards, the rank's stages from its last, p a stage
+    first = (done // group) * p + np.maximum(0, done % group - (v - 1) * p)
+    return done - np.where(r == 0, first, 0)
+
+
+def held_closed(kind: str, rank, p, m, v, keep: str = "none", inflight=None,
+                grads_kept: str = "none"):
     """(chunks, losses, logits, boundary, at_loss) at the point that sets rank ``rank``'s
     peak, in closed form (numbers or arrays): the most activations it holds (``inflight``,
     from ``simulator.inflight_closed``) together with every output kept by the end - in
     every schedule the last forward falls in the steady state, where the activations in
-    flight are at their most - and the loss tensors of the other micro-batches, at a layer's
+    flight are at their most - and, in ``boundary`` beside those outputs, the stage inputs'
+    gradients kept by then (``input_grads_closed``, ``grads_kept``: GRADS_KEPT, each a
+    boundary tensor) - and the loss tensors of the other micro-batches, at a layer's
     forward or backward (``losses``) and at the rank's own loss forward or backward
     (``at_loss``): GPipe runs every loss before any backward (m - 1 others alive at the
     first backward); 1F1B-style schedules run a micro-batch's last-stage backward right
@@ -205,5 +256,6 @@ def held_closed(kind: str, rank, p, m, v, keep: str = "none", inflight=None):
     stages = 2 if kind in ("zb-v", "dualpipe", "dualpipev") else v  # stages per rank
     seen = m / 2 if kind == "dualpipe" else m  # micro-batches through each stage copy
     logits = np.where(on_loss, seen * (keep != "none"), 0)
-    boundary = seen * (stages - on_loss) * (keep == "all")
+    boundary = seen * (stages - on_loss) * (keep == "all") + input_grads_closed(
+        kind, rank, p, m, v, grads_kept, chunks)
     return chunks, losses, logits, boundary, at_loss

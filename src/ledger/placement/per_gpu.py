@@ -269,7 +269,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         chunks = inflight[min(r, len(inflight) - 1)]
         point = (chunks, 0, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,
-            inflight=chunks)
+            inflight=chunks, grads_kept=fw.pipeline_input_grads)
         yield r, parts, tuple(float(x) for x in point), grads_at_loss, None if cfg.pp == 1 \
             else grad_sets(cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp,
                            not fw.grads_persist, inflight=chunks, group=cfg.vp_group)

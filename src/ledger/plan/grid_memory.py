@@ -221,7 +221,8 @@ def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
         if key not in memo:
             table = np.broadcast_to(held_closed(
                 SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
-                fw.pipeline_outputs), (5, len(counts), pp))
+                fw.pipeline_outputs, grads_kept=fw.pipeline_input_grads),
+                (5, len(counts), pp))
             shape = (len(counts), pp)
             sets = np.array([[np.broadcast_to(x, shape) for x in s] for s in grad_sets(
                 SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
@@ -266,6 +267,7 @@ def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, he
                     for r, f in enumerate(np.array(columns, dtype=float).T.tolist())])
     if np.array_equal(stage_act[:, rep], stage_act) \
             and all(np.all(table[0][:, rep] >= table[0]) for *_, table, _ in points) \
+            and all(np.all(table[3][:, rep] >= table[3]) for *_, table, _ in points) \
             and all(np.all(sets[:, ::2][..., rep] >= sets[:, ::2]) for *_, sets in points):
         return present(rep)
     return everyone
