@@ -172,11 +172,33 @@ def test_refusals_name_the_field(kw, field):
     assert e.value.field == field and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("kw", [dict(imbalance=0.8), dict(imbalance=1.2, capacity_factor=1.25)])
+@pytest.mark.parametrize("kw", [dict(imbalance=0.8), dict(imbalance=1.2, capacity_factor=1.25),
+                                dict(imbalance=1.2, pad_to_capacity=True)])
 def test_imbalance_refusals(kw):
     with pytest.raises(LedgerError) as e:
         MoESpec(**kw)
     assert e.value.field == "imbalance" and "\n" not in str(e.value)
+
+
+def test_drop_and_pad_gives_every_expert_its_capacity():
+    """Megatron's drop-and-pad (the 25.09 token-drop recipes: capacity factor 1.0, inputs
+    padded) keeps ceil(T k / E x 1.0) rows per expert whatever the routing - for Qwen3-30B's
+    4096 tokens, top-8 of 128 experts, 256 rows each, T k in all: the even share, so padding
+    adds no GEMM rows at factor 1.0 and an imbalance cannot be set beside it (refused by
+    name, not silently priced as a busier rank)."""
+    assert MoESpec(pad_to_capacity=True).load_factor == 1.0
+    with pytest.raises(LedgerError, match=r"imbalance\(1\.3\) with pad_to_capacity"):
+        MoESpec(imbalance=1.3, pad_to_capacity=True)
+    with pytest.raises(LedgerError, match=r"with capacity_factor\(1\.25\)"):
+        MoESpec(imbalance=1.3, capacity_factor=1.25, pad_to_capacity=True)
+
+
+def test_cli_refuses_an_imbalance_beside_drop_and_pad_with_exit_2(capsys):
+    assert main(["report", "mixtral-8x7b", "--dp", "8", "--ep", "8", "--moe-imbalance", "1.3",
+                 "--moe-pad-expert-input-to-capacity"]) == 2
+    err = capsys.readouterr().err
+    assert "imbalance(1.3) with pad_to_capacity" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_cli_refuses_a_bad_etp_with_exit_2(capsys):

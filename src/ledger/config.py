@@ -65,7 +65,9 @@ class MoESpec:
     imbalance: float = 1.0  # busiest EP rank's rows / the mean (dropless routing)
     # every expert's input padded to its capacity (Megatron
     # --moe-pad-expert-input-to-capacity): static shapes, so the host never waits for the
-    # token counts (ledger.step.host)
+    # token counts (ledger.step.host); each expert gets exactly ceil(T k / E x factor) rows
+    # whatever the routing (Megatron-LM d98e8a64 moe_utils.py L263, L1063-1075,
+    # token_dispatcher.py L517-531): an imbalance is refused with it
     pad_to_capacity: bool = False
 
     def __post_init__(self) -> None:
@@ -77,9 +79,10 @@ class MoESpec:
         if not self.imbalance >= 1.0:
             raise LedgerError("imbalance", f"max load / mean load must be >= 1, got "
                                            f"{self.imbalance}")
-        if self.imbalance != 1.0 and self.capacity_factor != 1.0:
-            raise LedgerError("imbalance", f"imbalance({self.imbalance}) with "
-                                           f"capacity_factor({self.capacity_factor}): "
+        if self.imbalance != 1.0 and (self.capacity_factor != 1.0 or self.pad_to_capacity):
+            why = "pad_to_capacity" if self.capacity_factor == 1.0 else \
+                f"capacity_factor({self.capacity_factor})"
+            raise LedgerError("imbalance", f"imbalance({self.imbalance}) with {why}: "
                                            f"capacity pads or drops every expert to the "
                                            f"same load; set one of them")
 
