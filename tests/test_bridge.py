@@ -292,6 +292,32 @@ def test_the_first_yamls_cuda_graphs_capture_the_whole_layer():
     assert graph_scopes(r) == ()
 
 
+def test_the_25_09_b200_qwen3_30b_row_takes_the_tables_pp_1_not_the_recipes_pp_8_vp_12():
+    """Table over recipe where they disagree (``rule()``), checked where it matters most:
+    v0.1.0rc3's perf_matrix b200 entry says PP 8, VP 12 (qwen3_30b_a3b_llm_pretrain.yaml
+    L92-103), which cannot split Qwen3-30B's 48 layers (8 x 12 = 96 virtual stages;
+    Megatron-Core refuses it as the ledger does), so that recipe never ran; the table's
+    GA 64 = GBS 512 / (DP 8 x MBS 1) says PP 1, and the r0.1.0 branch's "Cherry pick perf
+    2509 (#959)" (a2884419, 2025-10-15, tag v0.1.0rc4) sets pp: 1, vp: null there."""
+    from ledger.errors import LedgerError
+    from ledger.parallel import ParallelConfig, place
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    r = _one(release="25.09", gpu="b200", model="qwen3-30b-a3b", precision="fp8_cs")
+    assert r.disagree == {"pp": {"table": 1, "recipe": 8}, "vp": {"table": None, "recipe": 12}}
+    m = model_of(r)
+    with pytest.raises(LedgerError) as e:
+        place(m, ParallelConfig(pp=8, vp=12, dp=1, ep=1, num_microbatches=512))
+    assert e.value.field == "layers"
+    cfg, _ = config_of(r.as_run(), precision_of(r)[0], m)
+    assert (cfg.pp, cfg.dp, cfg.ep, cfg.micro_batch, cfg.num_microbatches) == (1, 8, 8, 1, 64)
+    assert r.ga == 64 == r.gbs // (cfg.dp * cfg.micro_batch)
+    # and what the recipe ran besides: drop-and-pad at capacity factor 1.0 (run_script.py
+    # L97-102, moe_token_drop.py L18-21) under the whole-layer graphs, nothing recomputed
+    assert cfg.moe.pad_to_capacity and cfg.moe.capacity_factor == 1.0
+    assert cfg.cuda_graph_local and "moe" in cfg.cuda_graph and cfg.recompute == "none"
+
+
 def test_fp8_attention_is_read_from_the_workload_config_and_the_recipe():
     from ledger.render.bridge import config_of, model_of, precision_of
 
