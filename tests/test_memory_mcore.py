@@ -95,3 +95,17 @@ def _case(label):
                                    if r.metric != "outcome" and r.role != "chosen"])
 def test_within_ten_percent(label):
     assert abs(error(ROWS[label])) <= 0.10, f"{error(ROWS[label]):+.1%}"
+
+
+def test_rows_are_laid_out_on_their_systems_domain():
+    """A GB200 row's ranks sit 4 to a host in a 72-GPU NVLink domain (the preset, as report
+    lays them out), so HybridEP's buffer (outside the allocator, in the context) is sized for
+    the 32 EP ranks of DeepSeek-V3's group sharing that domain - every token of the domain's
+    ranks routed here (DeepEP hybrid-ep 94a9f8f6 csrc/hybrid_ep/buffer/intranode.cu
+    L126-130): 4,096 tokens x 32 ranks of 7,168 BF16 values, fp32 probabilities over the
+    domain's 8 x 32 experts and fp32 scales per 128 channels - not the 8 ranks of a DGX host."""
+    row = ROWS["DeepSeek-V3 TP1 PP8 EP32 VPP4 MXFP8 (T5)"]
+    worst = 4096 * 32
+    want = worst * 7168 * 2 + worst * 8 * 32 * 4 + worst * (7168 // 128) * 4
+    for m in _placed(row).memory_by_rank:
+        assert dict(m.context_named)["HybridEP buffer"] == want

@@ -260,10 +260,17 @@ PLATFORM_GPUS = {"dgx_a100": "a100-80gb", "dgx_h100": "h100-sxm", "dgxh100_dgxc"
 
 @lru_cache(maxsize=None)
 def _placed(row: Peak):
+    """The row's placement on its GPU's system, as ``report`` and the step model lay it out:
+    the preset's hosts and NVLink domain (a GB200's 4 GPUs a host in a 72-GPU domain), which
+    set what lives outside the allocator - HybridEP's buffers are sized for the EP ranks
+    sharing one domain (``ledger.placement.ep_buffers``) - and which links a group rides."""
     from ledger.placement import place
-    from ledger.system import GPUS
+    from ledger.system import GPUS, system
 
-    return place(row.model, row.cfg, gpu=GPUS[PLATFORM_GPUS.get(row.gpu, row.gpu)])
+    name = PLATFORM_GPUS.get(row.gpu, row.gpu)
+    sysm = system(name)
+    return place(row.model, row.cfg, gpu=GPUS[name], gpus_per_node=sysm.gpus_per_node,
+                 gpus_per_domain=sysm.gpus_per_domain)
 
 
 def predicted(row: Peak, fragmentation: tuple[float, float] | None = None,
