@@ -33,6 +33,15 @@ _HYBRIDEP = ("Megatron-LM d98e8a64 megatron/core/transformer/moe/fused_a2a.py L2
              "L253-261 (token, prob and scale buffers); internode RDMA buffers not priced: "
              "ledger.placement.ep_buffers")
 
+_HYBRIDEP_HANDLE = ("deepseek-ai/DeepEP hybrid-ep 94a9f8f6 csrc/hybrid_ep/executor/executor.cu "
+                    "L93-126 (metadata_preprocess_core: sparse_to_dense_map int32 [T x G], "
+                    "local_expert_routing_map bool and dense_to_expert_map int32 [T x G, local "
+                    "experts], torch::empty), deep_ep/hybrid_ep_buffer.py L376 (dispatch_with_"
+                    "permute builds the permute metadata); Megatron-LM d98e8a64 megatron/core/"
+                    "transformer/moe/fused_a2a.py L425-437, L495 (the handle kept in the dispatch's "
+                    "and the combine's autograd contexts until the backward): "
+                    "ledger.placement.ep_buffers.dispatch_handle_bytes")
+
 _NCCL = ("NVIDIA/nccl 5067397c src/transport/nvls.cc L155-160 (NVLS channels 16 on sm90, "
          "24 on sm100 in one domain, 32 across nodes; NCCL_NVLS_ENABLE default 2, chunk 128 "
          "KiB), L245-275 (on where the device multicasts), L409-430 (ncclNvlsBufferSetup: "
@@ -79,7 +88,8 @@ _EP_SMS = ("the flex dispatcher's SMs while an overlapped all-to-all runs: "
 
 LIBRARY_SOURCES = {
     "megatron": {"cuda_graph_buffers": _GRAPHS, "deepep_buffers": _DEEPEP,
-                 "hybridep_buffers": _HYBRIDEP, "optimizer_cpu_offload": _OPTIM_OFFLOAD,
+                 "hybridep_buffers": _HYBRIDEP, "hybridep_dispatch_handle": _HYBRIDEP_HANDLE,
+                 "optimizer_cpu_offload": _OPTIM_OFFLOAD,
                  "flex_dispatcher_sms": _EP_SMS},
 }
 for _name in ("megatron", "torchtitan", "deepspeed", "hf"):

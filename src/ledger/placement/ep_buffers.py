@@ -33,6 +33,17 @@ True, hybrid_ep_buffer.py L51; intranode.cu L193-213, L253-261), and the dispatc
 scales per 128 channels - on a GB200 NVL72 with EP 64 in one domain, 64 ranks' tokens.
 Across NVLink domains HybridEP adds RDMA staging buffers (buffer/internode*.cu) that are
 not priced here.
+
+**HybridEP's dispatch handle** is PyTorch's, and per layer: each dispatch builds its routing
+metadata with ``torch::empty`` (csrc/hybrid_ep/executor/executor.cu L93-126 @94a9f8f6:
+``sparse_to_dense_map`` int32 [T x G], ``local_expert_routing_map`` bool and
+``dense_to_expert_map`` int32 [T x G, E / ep] - T the tokens a rank dispatches, G the ranks
+of the tp x ep group, the permute metadata built because Megatron always dispatches with the
+permute, hybrid_ep_buffer.py L376), and Megatron keeps the handle in the dispatch's and the
+combine's autograd contexts until the layer's backward (fused_a2a.py L425-437, L495
+@d98e8a64): T G (4 + 5 E / ep) bytes a MoE layer a micro-batch in flight
+(``dispatch_handle_bytes``), not saved tensors, so offload leaves them. The chunk layout and
+the node maps (at most 2 T x nodes bytes) are left out.
 """
 from __future__ import annotations
 
@@ -105,6 +116,30 @@ def hybridep_bytes(tokens: float, hidden: int, local_experts: int, domain_ranks:
     return {"HybridEP buffer": (worst * hidden * 2  # BF16 tokens, shared
                                 + worst * local_experts * domain_ranks * 4  # probs
                                 + worst * (hidden // 128) * 4)}  # scales
+
+
+def dispatch_handle_bytes(model, cfg, kind=None, recompute=None) -> float:
+    """What one MoE layer's HybridEP dispatch handle holds for one micro-batch until the
+    layer's backward (module docstring): T G (4 + 5 E / ep) bytes, T the tokens a rank
+    dispatches, G the tp x ep ranks; 0 for another dispatcher or backend, a dense layer,
+    and a layer whose MoE block is recomputed (full recompute, Megatron's ``moe`` module:
+    its forward keeps no autograd context). ``kind``: a ``LayerKind``, an (MoE?, window)
+    pair or None (the model's typical layer); numbers or the planner's arrays."""
+    from ledger.arch import selected
+    from ledger.config import dispatcher
+
+    if kind is None:
+        moe = getattr(model, "is_moe", False)
+    else:  # a LayerKind (itself a tuple) or an (MoE?, window) pair
+        moe = kind.moe if hasattr(kind, "moe") else bool(kind[0])
+    recompute = cfg.recompute if recompute is None else recompute
+    if (not moe or dispatcher(cfg) != "flex" or getattr(cfg, "ep_backend", None) != "hybridep"
+            or recompute == "full"
+            or "moe" in selected(recompute, getattr(cfg, "recompute_modules", None))):
+        return 0.0
+    tokens = moe_tokens(cfg, model.seq_len * cfg.micro_batch / cfg.cp)
+    ranks = cfg.ep * expert_tp(cfg)
+    return tokens * ranks * (4 + 5 * model.num_experts / cfg.ep)
 
 
 def ep_buffers(model, cfg, domain: int = NVL_PEERS) -> dict[str, float]:

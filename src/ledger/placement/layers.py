@@ -21,6 +21,7 @@ from ledger.frameworks.recompute_modules import pre_mlp_norm_recomputed
 from ledger.frameworks.module_formats import saved_delta
 from ledger.model import ModelSpec
 from ledger.placement.act_offload import offloaded_bytes
+from ledger.placement.ep_buffers import dispatch_handle_bytes
 from ledger.placement.stages import (BIDIRECTIONAL, each_layer_kind, rank_stages, split_layers,
                                      stage_starts)
 
@@ -73,12 +74,16 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     kept = kept + _module_formats(model, cfg, kw)
     if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
         layers = min(getattr(cfg, "offload_activation_layers", 0), model.layers) if offload else 0
-        return (adapters + kept) * (1 - layers / model.layers)
+        # the dispatcher's routing metadata is no saved tensor: it stays on the GPU (what
+        # its preprocessing writes is the dispatch's own time, not the layer's traffic)
+        handle = offload * dispatch_handle_bytes(model, cfg, kind, kw["recompute"])
+        return (adapters + kept) * (1 - layers / model.layers) + handle
     kept = kept / getattr(cfg, "recompute_group", 1)  # one input kept per group
     share = recomputed_share(model, cfg)
     if share == 1:
         return kept
-    whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes
+    whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes \
+        + offload * dispatch_handle_bytes(model, cfg, kind, "none")
     return kept * share + whole * (1 - share)
 
 
