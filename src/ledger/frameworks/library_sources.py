@@ -38,8 +38,8 @@ _HYBRIDEP_HANDLE = ("deepseek-ai/DeepEP hybrid-ep 94a9f8f6 csrc/hybrid_ep/execut
                     "local_expert_routing_map bool and dense_to_expert_map int32 [T x G, local "
                     "experts], torch::empty), deep_ep/hybrid_ep_buffer.py L376 (dispatch_with_"
                     "permute builds the permute metadata); Megatron-LM d98e8a64 megatron/core/"
-                    "transformer/moe/fused_a2a.py L425-437, L495 (the handle kept in the dispatch's "
-                    "and the combine's autograd contexts until the backward): "
+                    "transformer/moe/fused_a2a.py L425-437, L495 (the handle kept in the "
+                    "dispatch's and the combine's autograd contexts until the backward): "
                     "ledger.placement.ep_buffers.dispatch_handle_bytes")
 
 _NCCL = ("NVIDIA/nccl 5067397c src/transport/nvls.cc L155-160 (NVLS channels 16 on sm90, "
