@@ -189,23 +189,51 @@ def test_indexer_without_csa_layers_refused(flash):
     assert bare.params < flash.params
 
 
-def test_typed_mla_up_proj_recompute_is_named_not_priced(capsys):
-    """--recompute-modules mla_up_proj on DeepSeek-V4: its attention's up-projections'
-    recompute is not modelled, so the CLI names it on stderr and marks the figures
-    approximate, as the Bridge rows do (render.bridge), not silently unpriced."""
+def test_mla_up_proj_reruns_the_attention_s_own_up_projections(flash):
+    """Megatron's mla_up_proj on DeepSeek-V4 (deepseek_v4_hybrid_attention.py L691-878 @
+    Megatron-LM 43e45e13, Bridge 0.6.0's .dev.commit) runs again q_b (q latent 1024 -> 64
+    heads x 512) and the attention's kv_proj (hidden 4096 -> its one K=V head of 512), not
+    a compressor's or the indexer's projections of the same names: 2 x 43 x (1024 x 32768
+    + 4096 x 512) FLOPs a token."""
+    from ledger.step.recompute import rerun_flops_per_token
+
+    assert rerun_flops_per_token(flash, ("mla_up_proj",)) == 2 * 43 * (1024 * 32768
+                                                                        + 4096 * 512)
+
+
+@pytest.mark.parametrize("layer", [0, 2, 3])  # window-only, CSA, HCA
+def test_mla_up_proj_drops_q_and_the_kv_head(flash, layer):
+    """What the checkpoint discards once the kernel has run (L340-343, L866-878), per
+    token under Megatron's BF16 table (norms keep their input and an fp32 statistic per
+    row): q_b's output into the per-head norm (64 x 512 x 2 + 64 x 4), the kernel's q (64 x
+    512 x 2), kv_proj's output into kv_norm (512 x 2 + 4) and the K=V head (512 x 2); q_b's
+    input stays (the checkpoint's, BF16 as TE kept it)."""
+    from ledger.arch.saved_tensors import MEGATRON
+
+    def attn(mods):
+        return layer_activations(flash, micro_batch=1, recompute="selective", modules=mods,
+                                 table=MEGATRON, layer=layer).attention_bytes
+    dropped = (65536 + 256) + 65536 + (1024 + 4) + 1024
+    assert attn(("core_attn",)) - attn(("mla_up_proj",)) == 4096 * dropped
+
+
+def test_typed_mla_up_proj_recompute_is_priced(capsys):
+    """--recompute-modules mla_up_proj on DeepSeek-V4 is priced (the rerun above): nothing
+    on stderr, figures not approximate, its reruns in the hardware FLOPs and the step."""
     import json as json_
 
     from ledger.cli import main
 
     argv = ["estimate", str(RELEASED), "--gpus", "128", "--ep", "64", "--recompute",
             "selective", "--json", "--recompute-modules"]
-    assert main(argv + ["mla_up_proj"]) == 0
-    out, err = capsys.readouterr()
-    assert err.count("\n") == 1 and "mla_up_proj (DeepSeek-V4's attention" in err
-    assert any("mla_up_proj" in x for x in json_.loads(out)["approximate"])
-    assert main(argv + ["core_attn"]) == 0
-    out, err = capsys.readouterr()
-    assert err == "" and "approximate" not in json_.loads(out)
+    got = {}
+    for mod in ("mla_up_proj", "core_attn"):
+        assert main(argv + [mod]) == 0
+        out, err = capsys.readouterr()
+        got[mod] = json_.loads(out)
+        assert err == "" and "approximate" not in got[mod]
+    up = got["mla_up_proj"]
+    assert up["hfu"] > up["mfu"]
 
 
 @pytest.mark.parametrize("argv,line", [

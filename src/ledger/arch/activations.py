@@ -126,7 +126,7 @@ def _mixer(model, t, e, tokens, tp, sp_div, flash, keys, q_rows, mixer, dropout=
     if mixer == "attention" and getattr(model, "attention", "mha") == "csa":
         norm = _block_norm(model, t, e, tokens, sp_div)  # DeepSeek-V4 (ledger.arch.compressed)
         split, repl = _v4.attention_elements(model, t, e, _gi(t, e), flash, ratio,
-                                             lambda w, st: _norm(w, t, e, st))
+                                             lambda w, st: _norm(w, t, e, st), drop_up)
         return norm, split * tokens / tp + repl * tokens / sp_div, zero, zero
     if mixer in ("attention", "attention+mamba"):
         norm, attn, scores = _attention(model, t, e, tokens, tp, sp_div, flash, keys, q_rows,

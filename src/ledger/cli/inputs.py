@@ -142,7 +142,6 @@ def model(a: argparse.Namespace) -> ModelSpec:
     check_shared_overlap(a, spec)
     check_graph_impl(a, spec)
     check_graph_run(a)
-    a.model_attention = spec.attention  # what the typed recompute modules act on
     return spec
 
 

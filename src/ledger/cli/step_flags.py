@@ -32,17 +32,13 @@ def unpriced_flags(a: argparse.Namespace) -> list[str]:
     """What the typed flags set that the ledger does not price, for stderr (one line) and
     the approximate mark: of --recompute-modules, GatedDeltaProduct's modules, whose mixer
     the ledger does not model, and the HyperConnections', whose recompute it does not
-    (ledger.frameworks.recompute_modules), and mla_up_proj on DeepSeek-V4's attention,
-    whose up-projections' recompute it does not (``model_attention``, set where the model
-    is loaded); --fp8-output-proj's MXFP8 copies of the LM head's input and weight. The
-    Bridge rows name the last two alike (render.bridge)."""
+    (ledger.frameworks.recompute_modules); --fp8-output-proj's MXFP8 copies of the LM
+    head's input and weight. The Bridge rows name the last alike (render.bridge).
+    (mla_up_proj on DeepSeek-V4's attention is priced: ledger.step.recompute.CSA_UP.)"""
     given = getattr(a, "recompute_modules", None) or ()
     mods = [m for m in given if m in UNPRICED_RECOMPUTE_MODULES]
     out = [f"--recompute-modules {','.join(mods)} (GatedDeltaProduct / HyperConnections' "
            f"recompute, not modelled: priced as not recomputed)"] if mods else []
-    if "mla_up_proj" in given and getattr(a, "model_attention", None) == "csa":
-        out.append("--recompute-modules mla_up_proj (DeepSeek-V4's attention up-projections' "
-                   "recompute, not modelled: priced as not recomputed)")
     if getattr(a, "fp8_output_proj", False):  # its GEMMs priced (ledger.frameworks.fp8_head)
         out.append("--fp8-output-proj (the LM head's MXFP8 input and weight copies, not "
                    "modelled: its memory priced as the BF16 head's)")

@@ -262,9 +262,7 @@ def config_of(row: BridgeRow, precision: str | None,
         approx.append("HSDP (params and grads sharded per optimizer instance, the optimizer "
                       "across them) priced as FSDP over all DP")
     if model is not None and model.attention == "csa":  # DeepSeek-V4: what its recipe runs
-        # that Megatron-Core d98e8a64 (no DeepSeek-V4 attention) gives nothing to price from
-        if "mla_up_proj" in kw.get("recompute_modules", ()):
-            approx.append("recompute mla_up_proj of DeepSeek-V4's attention not priced")
+        # (its mla_up_proj recompute is priced: ledger.step.recompute.CSA_UP)
         if row.setting("dsa_indexer_loss_coeff"):
             approx.append("the indexer's own loss (dsa_indexer_loss_coeff) not priced")
     for name, what in (("cpu_offloading_num_layers", "activation offload of {} layers"),):

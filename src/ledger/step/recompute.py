@@ -9,7 +9,12 @@ from a layer's saved bytes. Each module re-runs what its checkpoint wraps (Megat
 - ``mla_up_proj``: the q and kv up-projections (linear_q_up_proj, or linear_q_proj where
   q_lora_rank is None, and linear_kv_up_proj) and RoPE's application
   (multi_latent_attention.py L862-875, L983-988: CheckpointWithoutOutput of
-  qkv_up_proj_and_rope_apply).
+  qkv_up_proj_and_rope_apply). DeepSeek-V4's attention (Megatron-LM's dev branch, the
+  commit Megatron-Bridge 0.6.0 pins for it in ``.dev.commit``, 43e45e13:
+  experimental_attention_variant/deepseek_v4_hybrid_attention.py L691-878) checkpoints
+  the same function over its own projections: linear_q_up_proj (q_b, r_q -> heads x d),
+  the per-head q norm, linear_kv_proj (its one K=V head, h -> d, from the block's input),
+  kv_layernorm and RoPE (``CSA_UP``).
 - ``layernorm``: the input and pre-MLP norms that are modules of their own
   (transformer_layer.py L475-530; the others are fused into TE's LayerNormLinear).
 - ``moe_act``: the routed experts' activation only (moe/experts.py L1019-1030:
@@ -47,6 +52,9 @@ MOE_PARTS = ("experts", "shared_experts", "router", "latent_proj")  # what ``moe
 # MLA's up projections (finetune.modules' names): Megatron's linear_q_up_proj (linear_q_proj
 # where q_lora_rank is None) and linear_kv_up_proj (multi_latent_attention.py L862-875)
 MLA_UP = ("q_b_proj", "q_proj", "kv_b_proj")
+# DeepSeek-V4's (finetune.modules' names for the attention's own q_b and kv_proj - the first
+# of each name in a layer's list; a compressor's and the indexer's come after them)
+CSA_UP = ("q_b_proj", "kv_proj")
 
 
 def modules(cfg) -> tuple[str, ...]:
@@ -73,10 +81,13 @@ def rerun_gemms_s(model: ModelSpec, cfg, tokens, gpu, cal, mods) -> float:
                 t = t + sum(parts.get(p, 0.0) for p in MOE_PARTS)
             elif "shared_experts" in mods and kind.mlp == "moe":
                 t = t + parts.get("shared_experts", 0.0)
-            for lin in rerun_linears(model, kind, mods):  # MLA's up projections
-                if lin.kind == "attention":  # (q_proj where q_lora_rank is None: qkv's peak)
-                    peak = pk["qkv"] if lin.name == "q_proj" else pk["mla_up"]
-                    t = t + gemm_s(tokens, lin.out_features / cfg.tp, lin.in_features, gpu,
+            for lin in rerun_linears(model, kind, mods):  # MLA's up projections (q_proj
+                if lin.kind == "attention":  # where q_lora_rank is None: qkv's peak;
+                    # DeepSeek-V4's kv_proj, whole on every rank, the down projections')
+                    peak = pk["qkv"] if lin.name == "q_proj" else pk["mla_up"] \
+                        if lin.split == "col" else pk["mla_down"]
+                    split = cfg.tp if lin.split == "col" else 1
+                    t = t + gemm_s(tokens, lin.out_features / split, lin.in_features, gpu,
                                    cal, peak=peak)
             total = total + n * t
         return total / model.layers
@@ -144,7 +155,8 @@ def layer_share(model: ModelSpec, mlp: str) -> float:
 def rerun_linears(model: ModelSpec, kind, mods) -> list:
     """The weight matrices of one layer of ``kind`` whose forward the recomputed ``mods``
     run again, from the one list of a layer's matrices (``ledger.finetune.modules.layer``):
-    ``mla_up_proj`` the q and kv up projections of MLA (``MLA_UP``), ``mlp`` a dense MLP's,
+    ``mla_up_proj`` the q and kv up projections of MLA (``MLA_UP``) or DeepSeek-V4's q_b and
+    kv_proj (``CSA_UP``), ``mlp`` a dense MLP's,
     ``moe`` every matrix of the MoE block (``MOE_PARTS``: router, routed and shared experts
     with their gate, LatentMoE's projections), ``shared_experts`` the shared experts'."""
     parts = set()
@@ -153,9 +165,17 @@ def rerun_linears(model: ModelSpec, kind, mods) -> list:
     if kind.mlp == "moe":
         parts |= set(MOE_PARTS) if "moe" in mods else \
             {"shared_experts"} if "shared_experts" in mods else set()
-    mla = "mla_up_proj" in mods and kind.attention and model.attention_of(kind).attention == "mla"
-    return [lin for lin in matrices.layer(model, kind)
-            if lin.kind in parts or (mla and lin.kind == "attention" and lin.name in MLA_UP)]
+    attention = model.attention_of(kind).attention if kind.attention else None
+    up = "mla_up_proj" in mods and {"mla": MLA_UP, "csa": CSA_UP}.get(attention, ())
+    out, seen = [], set()
+    for lin in matrices.layer(model, kind):
+        if lin.kind in parts:
+            out.append(lin)
+        elif up and lin.kind == "attention" and lin.name in up and not (
+                attention == "csa" and lin.name in seen):  # V4: the attention's own, first
+            out.append(lin)
+            seen.add(lin.name)
+    return out
 
 
 def rerun_flops_per_token(model: ModelSpec, mods, causal: bool = True) -> float:
