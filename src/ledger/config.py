@@ -235,6 +235,7 @@ class ParallelConfig:
     # Megatron max(40M, 1M x dp): training.py L2179-2194 @d98e8a64)
     dp_bucket_params: int | None = None
     wgrad_deferral: int | None = None  # --defer-embedding-wgrad-compute's limit (0 all; None off)
+    indexer_loss: str = "none"  # DeepSeek-V4's indexer KL loss (ledger.frameworks.dsa_loss)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",

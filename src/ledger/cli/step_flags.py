@@ -10,6 +10,7 @@ import argparse
 from ledger.config import (EP_BACKENDS, GRAPH_SCOPES, MEGATRON_RECOMPUTE_MODULES,
                            OFFLOAD_MODULES, RECOMPUTE_MODULES, UNPRICED_RECOMPUTE_MODULES)
 from ledger.frameworks.dtypes import STATE_DTYPES
+from ledger.frameworks.dsa_loss import INDEXER_LOSSES
 from ledger.errors import LedgerError
 from ledger.frameworks import LOSSES
 from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
@@ -227,6 +228,12 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                    help="parameters per DP gradient bucket when the reduction overlaps the "
                         "backward (Megatron; default: the framework's, megatron max(40M, "
                         "1M x dp))")
+    g.add_argument("--dsa-indexer-loss", dest="indexer_loss", choices=INDEXER_LOSSES,
+                   default="none",
+                   help="DeepSeek-V4's indexer KL loss (Megatron dsa_indexer_loss_coeff > 0: "
+                        "sparse over the top-k, dense over every causal compressed entry; "
+                        "default none, Megatron's): its target and the indexer's backward "
+                        "priced in the forward; without it the indexer has no backward")
     g.add_argument("--delay-wgrad-compute", dest="delay_wgrad", action="store_true",
                    help="with --overlap-moe-expert-parallel-comm: the experts' weight "
                         "gradients run apart, under the backward's dispatch (Megatron; "
@@ -324,6 +331,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                 fp8_attention=bool(getattr(a, "fp8_attention", False)),
                 fp8_output_proj=bool(getattr(a, "fp8_output_proj", False)),
                 fused_grouped_mlp=bool(getattr(a, "fused_grouped_mlp", False)),
+                indexer_loss=getattr(a, "indexer_loss", None) or "none",
                 delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
                 dp_bucket_params=getattr(a, "dp_bucket_params", None),
                 wgrad_deferral=getattr(a, "wgrad_deferral", None),

@@ -1,12 +1,14 @@
 """What the host launches and how (``ParallelConfig.cuda_graph``, ``ep_backend``,
 ``overlap_p2p``): the CUDA-graph scopes Megatron captures, the flex dispatcher's kernels,
-the pipeline sends' overlap - checked, and each framework's default filled in; what hides the
+the pipeline sends' overlap, DeepSeek-V4's indexer loss - checked, and each framework's
+default filled in; what hides the
 MoE all-to-alls (``moe_overlap_problems``, the one check of the CLI's config and of the
 Megatron launch reader; ``ep_overlap_refusal``, the config's and the planner's pins'); then the Megatron offloads' checks
 (``ledger.frameworks.offload_checks``)."""
 from __future__ import annotations
 
 from ledger.errors import LedgerError
+from ledger.frameworks.dsa_loss import check_indexer_loss
 from ledger.frameworks.offload_checks import check_offloads
 from ledger.frameworks.pipeline_checks import check_pipeline_settings
 
@@ -43,6 +45,7 @@ def check_host(cfg, fw) -> None:
         raise LedgerError(field, problem)
     check_offloads(cfg, fw)  # ledger.frameworks.offload_checks
     check_pipeline_settings(cfg, fw)  # ledger.frameworks.pipeline_checks
+    check_indexer_loss(cfg)  # ledger.frameworks.dsa_loss
 
 
 def moe_overlap_problems(shared_overlap: bool, shared_experts: bool | None,

@@ -19,9 +19,22 @@ _DSV4 = ("Megatron-LM d98e8a64 has no DeepSeek-V4 attention; Megatron-Bridge v0.
          "are transformers 5.23.0's (modeling_deepseek_v4.py L314-884: "
          "ledger.anatomy.compressed, ledger.arch.compressed, ledger.step.gemm._csa_gemms); "
          "the table's model FLOPs are Megatron-Bridge's count (training/utils/flop_utils.py "
-         "L878-968 @ v0.6.0), which tests/test_deepseek_v4.py holds the ledger's to; "
-         "mla_up_proj recompute of it and the indexer loss are named as not priced "
-         "(ledger.render.bridge.config_of)")
+         "L878-968 @ v0.6.0), which tests/test_deepseek_v4.py holds the ledger's to. "
+         "What Megatron runs of it is read off the Megatron-LM dev commit Megatron-Bridge "
+         "v0.6.0 pins for it (.dev.commit 43e45e13): mla_up_proj re-runs q_b, the per-head "
+         "q norm, kv_proj, kv_norm and RoPE and drops their outputs after the kernel "
+         "(experimental_attention_variant/deepseek_v4_hybrid_attention.py L691-878, "
+         "L340-343: ledger.step.recompute.CSA_UP, ledger.arch.compressed)")
+_DSA_LOSS = ("DeepSeek-V4's indexer KL loss as Megatron-LM 43e45e13 (Megatron-Bridge v0.6.0's "
+             ".dev.commit) runs it: transformer_config.py L337-342 (dsa_indexer_loss_coeff, "
+             "default None; dsa_indexer_use_sparse_loss, default False), experimental_"
+             "attention_variant/csa.py L1870-1921 (the fused training path, the indexer's "
+             "inputs detached L1886-1887), csa_kernels.py L1098-1110 (the indexer's scores), "
+             "L1198-1272 (the target: the attention's scores again over the top-k or every "
+             "causal entry), L1274-1367 (the indexer's backward run in the forward), "
+             "L1368-1371 (zeros without the loss), L1014-1016 (the backward only scales "
+             "it): ledger.frameworks.dsa_loss, ledger.step.indexer_loss; Megatron-Bridge "
+             "perf_recipes/deepseek/gb200/deepseek_v4.py L82-83 @ v0.6.0 (coeff 0.01, sparse)")
 _HASH = ("hash-routed first layers keep the router's learned h x E weight and GEMM; only the "
          "choice of experts is a token-id buffer (transformers modeling_deepseek_v4.py "
          "L1100-1128; Megatron-Bridge deepseek_v4_bridge.py L51-55, L500-501 @ v0.6.0: "
@@ -59,6 +72,7 @@ _MTP_SHARED = ("DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.3, 'Shared Embedd
                "Megatron-Core does")
 MODEL_SOURCES = {"megatron": {"hyper_connections": _HC, "deepseek_v4_attention": _DSV4,
                               "hash_routing": _HASH, "attention_window_kernel": _WINDOW,
+                              "dsa_indexer_loss": _DSA_LOSS,
                               "yarn_eager_rope": _ROPE, "mtp_embedding": _MTP_EMBEDDING},
                  "deepseek": {"mtp_embedding": _MTP_SHARED},
                  "torchtitan": {"mtp_embedding": "torchtitan b5bcd76c torchtitan/models/"

@@ -48,7 +48,7 @@ from ledger.step.dp import nccl_system
 from ledger.system import System
 
 DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
-RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules",  # held fixed
+RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules", "indexer_loss",  # held
              "offload_activation_layers") + DTYPE_FACTS  # Megatron's CPU activation offload
 # schedules whose makespan ledger.pipeline.makespan evaluates as a matrix product
 MATRIX_FORMS = ("zb-h1", "zb-v", "interleaved-zb")
@@ -191,8 +191,9 @@ def _group(g, idx, fw, framework, precision, flash, finetune, pins, model, syste
     sub = {name: col[idx] for name, col in g.items()}
     i0 = idx.start if isinstance(idx, slice) else idx[0]
     held = {k: v for k, v in (facts or {}).items()  # the loss and compile: the loss's
-            if k in HOST_FACTS + EXPERT_FACTS + DTYPE_FACTS + ("loss", "compile")  # traffic
-            and v is not None}  # (step.timing); the dtypes: the framework's (frameworks.of)
+            if k in HOST_FACTS + EXPERT_FACTS + DTYPE_FACTS + ("loss", "compile",  # traffic
+                                                              "indexer_loss")  # (step.timing;
+            and v is not None}  # the indexer's, step.indexer_loss); the dtypes: frameworks.of
     cfg = SimpleNamespace(
         tp=sub["tp"], cp=sub["cp"], pp=sub["pp"], dp=sub["dp"], ep=sub["ep"],
         micro_batch=sub["mb"], num_microbatches=sub["m"], vp=sub["vp"],

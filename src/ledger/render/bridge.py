@@ -49,6 +49,7 @@ from functools import lru_cache
 
 from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
 from ledger.errors import LedgerError
+from ledger.frameworks.dsa_loss import of_megatron as dsa_loss_of
 from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
                                         TP_OVERLAP_MODELS, ep_sms_of, expandable_segments,
                                         fp8_output_proj, fsdp_double_buffer,
@@ -261,10 +262,10 @@ def config_of(row: BridgeRow, precision: str | None,
     if row.megatron_fsdp and row.setting("num_distributed_optimizer_instances") not in (None, 1):
         approx.append("HSDP (params and grads sharded per optimizer instance, the optimizer "
                       "across them) priced as FSDP over all DP")
-    if model is not None and model.attention == "csa":  # DeepSeek-V4: what its recipe runs
-        # (its mla_up_proj recompute is priced: ledger.step.recompute.CSA_UP)
-        if row.setting("dsa_indexer_loss_coeff"):
-            approx.append("the indexer's own loss (dsa_indexer_loss_coeff) not priced")
+    # DeepSeek-V4's indexer loss (ledger.frameworks.dsa_loss; its mla_up_proj recompute is
+    # priced as the modules are: ledger.step.recompute.CSA_UP)
+    kw["indexer_loss"] = dsa_loss_of(row.setting("dsa_indexer_loss_coeff"),
+                                     row.setting("dsa_indexer_use_sparse_loss"))
     for name, what in (("cpu_offloading_num_layers", "activation offload of {} layers"),):
         if name == "cpu_offloading_num_layers" and "offload_activation_layers" in kw:
             continue

@@ -21,6 +21,7 @@ from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_c
                               routed_gemms_s, shared_gemms_s)
 from ledger.step.layer_comms import cp_times, ep_time, shared_hidden_s, tp_times
 from ledger.step.quantize import nvfp4_pass_bytes
+from ledger.step.indexer_loss import indexer_loss_s
 from ledger.step.recompute import (eager_rerun_s, layer_share, rerun_bytes, rerun_gemms_s,
                                    written_dtype)
 from ledger.step.recompute import modules as recompute_modules
@@ -163,11 +164,13 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
         local, wrates = local_share(model, cfg, gpu, keys, pk is not None)
         core_f = flops * ((1 - local) / rates[0] + local / wrates[0]) / gpu.bf16_flops
         core_b = 2.5 * flops * ((1 - local) / rates[1] + local / wrates[1]) / gpu.bf16_flops
-    # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm)
-    # and DeepSeek-V4's indexer scores (ledger.step.gemm.indexer_core_s), their backward
-    # twice their forward as before
+    # the layers that attend, and the recurrent mixers' chunked cores (ledger.step.gemm),
+    # their backward twice their forward as before; DeepSeek-V4's indexer scores
+    # (ledger.step.gemm.indexer_core_s) and its indexer loss, whose backward runs in the
+    # forward (ledger.step.indexer_loss): no backward of their own
     scan = recurrent_core_s(model, cfg, tokens, gpu, cal)
-    recurrent = scan + indexer_core_s(model, cfg, tokens, gpu, cal)
+    recurrent = scan + indexer_core_s(model, cfg, tokens, gpu, cal) \
+        + indexer_loss_s(model, cfg, tokens, gpu, cal)
     attention = core_f + recurrent
 
     written = written_dtype(cfg)
@@ -235,4 +238,4 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, share,
                   getattr(cfg, "recompute_every", 1), *grads, routed,
                   recurrent_core_bwd_s(model, cfg, tokens, gpu, cal), rerun, *hidden,
-                  attention_bwd=core_b + 2 * recurrent, recurrent=scan)
+                  attention_bwd=core_b + 2 * scan, recurrent=scan)

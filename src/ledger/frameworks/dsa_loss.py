@@ -1,0 +1,48 @@
+"""Megatron's indexer loss for DeepSeek-V4's compressed sparse attention
+(``ParallelConfig.indexer_loss``): the KL divergence that trains the lightning indexer to
+match the main attention's distribution over the compressed entries.
+
+Read off Megatron-LM's dev branch, the commit Megatron-Bridge 0.6.0 pins for DeepSeek-V4
+(``.dev.commit`` 43e45e13074f36da68b34c7a189cd997a01d1b41):
+megatron/core/transformer/transformer_config.py L337-342 (``dsa_indexer_loss_coeff``, default
+None: no loss; ``dsa_indexer_use_sparse_loss``, default False: the dense loss) and
+megatron/core/transformer/experimental_attention_variant/csa_kernels.py
+(``FusedCSAIndexerSparseAttnFunc``, the training path under ``apply_dsa_kernel_fusion``,
+csa.py L1870-1921):
+
+- the indexer reads detached inputs (csa.py L1886-1887): the loss trains the indexer alone;
+- its scores over every causal compressed entry are computed for the top-k either way
+  (L1098-1110; ``ledger.step.gemm.indexer_core_s``);
+- the loss's target is the main attention's softmax over the compressed entries, computed
+  again from the attention's q (every head, head_dim wide) and the compressed keys: over
+  the indexer's top-k (``sparse``, ``_compute_attn_target`` L1198-1235) or over every
+  causal entry (``dense``, ``_compute_dense_attn_score`` L1236-1272);
+- the indexer's backward (d q_I, d k_I, d weights) runs eagerly in the forward over the
+  same entries (L1274-1367) and is saved; the backward only scales it (L1014-1016). With
+  no loss the saved gradients are zeros (L1368-1371): the indexer's scores have no
+  backward.
+
+``INDEXER_LOSSES``: "none" (Megatron's default), "sparse", "dense";
+``ledger.step.indexer_loss`` prices it.
+"""
+from __future__ import annotations
+
+from ledger.errors import LedgerError
+
+INDEXER_LOSSES = ("none", "sparse", "dense")
+
+
+def check_indexer_loss(cfg) -> None:
+    """The config's indexer loss is one of ``INDEXER_LOSSES``."""
+    got = getattr(cfg, "indexer_loss", "none")
+    if got not in INDEXER_LOSSES:
+        raise LedgerError("indexer_loss", f"must be one of {', '.join(INDEXER_LOSSES)}, got "
+                                          f"{got!r}")
+
+
+def of_megatron(coeff, sparse) -> str:
+    """The loss a Megatron config runs: none unless ``dsa_indexer_loss_coeff`` > 0, then
+    sparse or dense by ``dsa_indexer_use_sparse_loss`` (default False)."""
+    if not isinstance(coeff, (int, float)) or isinstance(coeff, bool) or coeff <= 0:
+        return "none"
+    return "sparse" if sparse is True else "dense"
