@@ -236,6 +236,7 @@ class ParallelConfig:
     dp_bucket_params: int | None = None
     wgrad_deferral: int | None = None  # --defer-embedding-wgrad-compute's limit (0 all; None off)
     indexer_loss: str = "none"  # DeepSeek-V4's indexer KL loss (ledger.frameworks.dsa_loss)
+    paged_stash: tuple | None = None  # MoE paged stash (ledger.frameworks.paged_stash)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_microbatches", "vp",

@@ -1,6 +1,6 @@
 """What the host launches and how (``ParallelConfig.cuda_graph``, ``ep_backend``,
 ``overlap_p2p``): the CUDA-graph scopes Megatron captures, the flex dispatcher's kernels,
-the pipeline sends' overlap, DeepSeek-V4's indexer loss - checked, and each framework's
+the pipeline sends' overlap, DeepSeek-V4's indexer loss, the MoE paged stash - checked, and each framework's
 default filled in; what hides the
 MoE all-to-alls (``moe_overlap_problems``, the one check of the CLI's config and of the
 Megatron launch reader; ``ep_overlap_refusal``, the config's and the planner's pins'); then the Megatron offloads' checks
@@ -10,6 +10,7 @@ from __future__ import annotations
 from ledger.errors import LedgerError
 from ledger.frameworks.dsa_loss import check_indexer_loss
 from ledger.frameworks.offload_checks import check_offloads
+from ledger.frameworks.paged_stash import check_paged_stash
 from ledger.frameworks.pipeline_checks import check_pipeline_settings
 
 # what a CUDA graph captures (Megatron --cuda-graph-modules / --cuda-graph-scope,
@@ -46,6 +47,7 @@ def check_host(cfg, fw) -> None:
     check_offloads(cfg, fw)  # ledger.frameworks.offload_checks
     check_pipeline_settings(cfg, fw)  # ledger.frameworks.pipeline_checks
     check_indexer_loss(cfg)  # ledger.frameworks.dsa_loss
+    check_paged_stash(cfg)  # ledger.frameworks.paged_stash
 
 
 def moe_overlap_problems(shared_overlap: bool, shared_experts: bool | None,

@@ -71,6 +71,9 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     acts = layer_activations(model, **kw)
     kept = acts.total_bytes - offload * offloaded_bytes(model, cfg, kind, kw["table"],
                                                         acts)  # act_offload; False: written
+    stash = getattr(cfg, "paged_stash", None)  # the experts' rows in the stash's pages
+    if offload and stash is not None:  # (ledger.frameworks.paged_stash): its buffer's share
+        kept = kept + (stash[0] - 1) * acts.experts_bytes
     kept = kept + _module_formats(model, cfg, kw)
     if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
         layers = min(getattr(cfg, "offload_activation_layers", 0), model.layers) if offload else 0
@@ -137,9 +140,11 @@ def layer_working_bytes(model: ModelSpec, cfg, kind=None, flash=None):
     if kw["recompute"] == "full" and group > 1:  # other layers rebuilt before its backward
         again = again + (group - 1) * layer_activations(
             model, **(kw | {"recompute": "none"})).total_bytes
-    reloaded = offloaded_bytes(model, cfg, kind, kw["table"],  # its inputs back (act_offload)
-                               layer_activations(model, **kw))
-    return recompute_working_bytes(model, **kw) + again + reloaded
+    acts = layer_activations(model, **kw)
+    reloaded = offloaded_bytes(model, cfg, kind, kw["table"], acts)  # its inputs back
+    stash = getattr(cfg, "paged_stash", None)  # (act_offload); the paged stash's reloaded
+    padded = stash[1] * acts.experts_bytes if stash is not None else 0.0  # rows, padded
+    return recompute_working_bytes(model, **kw) + again + reloaded + padded
 
 
 def activation_bytes_per_layer(model: ModelSpec, cfg: ParallelConfig,

@@ -49,7 +49,8 @@ from ledger.system import System
 
 DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
 RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules", "indexer_loss",  # held
-             "offload_activation_layers") + DTYPE_FACTS  # Megatron's CPU activation offload
+             "paged_stash", "offload_activation_layers") + DTYPE_FACTS  # (and Megatron's
+# CPU activation offload)
 # schedules whose makespan ledger.pipeline.makespan evaluates as a matrix product
 MATRIX_FORMS = ("zb-h1", "zb-v", "interleaved-zb")
 HOST_FACTS = ("cuda_graph", "cuda_graph_local",  # what the host launches (ledger.step.host;

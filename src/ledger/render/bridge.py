@@ -50,6 +50,7 @@ from functools import lru_cache
 from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
 from ledger.errors import LedgerError
 from ledger.frameworks.dsa_loss import of_megatron as dsa_loss_of
+from ledger.frameworks.paged_stash import of_megatron as paged_stash_of
 from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
                                         TP_OVERLAP_MODELS, ep_sms_of, expandable_segments,
                                         fp8_output_proj, fsdp_double_buffer,
@@ -229,10 +230,11 @@ def config_of(row: BridgeRow, precision: str | None,
                             row.setting("use_transformer_engine_op_fuser")):
         kw["fused_grouped_mlp"] = True
         kw["dglu_dbias_regression"] = any(REGRESSION_NOTE in n for n in row.notes)
-    # named, not priced: the MoE recipes' paged stash of the experts' activations
-    # (moe_paged_stash, transformer_config.py L1364 @ d98e8a64)
-    if row.moe and row.setting("moe_paged_stash") is True:
-        approx.append("MoE paged stash of the expert activations not priced")
+    # the MoE recipes' paged stash of the experts' activations (ledger.frameworks.paged_stash)
+    if row.moe:
+        kw["paged_stash"] = paged_stash_of(row.setting("moe_paged_stash"),
+                                           row.setting("moe_paged_stash_buffer_size_factor_cuda"),
+                                           row.setting("moe_expert_rank_capacity_factor"))
     kw["loss"] = loss_of(row)
     # every release's perf launcher runs NCCL_NVLS_ENABLE=0 ("Disable NVLink SHARP to save
     # memory": scripts/performance/utils/executors.py L42 @v0.1.0rc3 ... L43 @v0.5.1)
