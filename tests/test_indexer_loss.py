@@ -110,3 +110,12 @@ def test_the_cli_prices_the_loss(capsys):
         assert err == ""
         step[loss] = json.loads(out)["step_time_s"]
     assert step["sparse"] > step["none"]
+
+
+def test_the_flag_on_a_model_without_csa_layers_is_one_line_exit_2(capsys):
+    from ledger.cli import main
+
+    code = main(["estimate", "llama3-8b", "--gpus", "8", "--dsa-indexer-loss", "sparse"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "indexer_loss" in err and "--dsa-indexer-loss sparse" in err

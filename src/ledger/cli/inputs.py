@@ -9,6 +9,7 @@ from ledger.cli.args import build_parser
 from ledger.cli.graph_flags import check_graph_impl, check_graph_run
 from ledger.cli.step_flags import check_ep_sms, check_shared_overlap, unpriced_flags
 from ledger.errors import LedgerError
+from ledger.frameworks.dsa_loss import model_problem as dsa_loss_problem
 from ledger.model import ModelSpec
 
 
@@ -142,6 +143,8 @@ def model(a: argparse.Namespace) -> ModelSpec:
     check_shared_overlap(a, spec)
     check_graph_impl(a, spec)
     check_graph_run(a)
+    if (why := dsa_loss_problem(spec, getattr(a, "indexer_loss", None) or "none")):
+        raise LedgerError("indexer_loss", why)
     return spec
 
 

@@ -46,3 +46,14 @@ def of_megatron(coeff, sparse) -> str:
     if not isinstance(coeff, (int, float)) or isinstance(coeff, bool) or coeff <= 0:
         return "none"
     return "sparse" if sparse is True else "dense"
+
+
+def model_problem(model, loss: str) -> str | None:
+    """Why ``loss`` prices nothing for ``model`` (a typed flag is then refused): the ledger
+    prices the loss of DeepSeek-V4's CSA layers only (a DSA model's own indexer loss,
+    Megatron's dsa.py, is not modelled); None where it applies or is off."""
+    if loss == "none" or (getattr(model, "attention", None) == "csa"
+                          and getattr(model, "index_heads", 0)):
+        return None
+    return (f"--dsa-indexer-loss {loss}: priced on DeepSeek-V4's CSA layers (attention csa "
+            f"with an indexer); {model.name} has none")
