@@ -194,12 +194,10 @@ class ParallelConfig:
     # or --pipeline-model-parallel-layout); None: the framework's rule (Framework.split)
     stage_layers: tuple[int, ...] | None = None
     # -- what the host launches, and what overlaps the pipeline's sends (ledger.step.host) --
-    cuda_graph: tuple[str, ...] = ()  # blocks captured in CUDA graphs (GRAPH_SCOPES); ()
-    #   every kernel launched by the host, eagerly
+    cuda_graph: tuple[str, ...] = ()  # blocks captured in CUDA graphs (GRAPH_SCOPES); () eager
     cuda_graph_local: bool = False  # Megatron's own graphs (--cuda-graph-impl local), not TE's
-    # pipeline sends and receives overlapped with the next chunk's compute (Megatron's
-    # overlap_p2p_comm); None: the framework's default for the schedule
-    overlap_p2p: bool | None = None
+    # pipeline sends and receives overlapped with the next chunk's compute
+    overlap_p2p: bool | None = None  # Megatron's overlap_p2p_comm; None: the framework's default
     ep_backend: str | None = None  # the flex dispatcher's kernels; None: deepep (Megatron's)
     # the flex dispatcher's SMs (--moe-flex-dispatcher-num-sms); None: ledger.step.ep_sms's
     ep_sms: int | None = None
