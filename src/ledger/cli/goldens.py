@@ -9,7 +9,7 @@ modelled marks the row approximate.
 Compared like with like (``ledger.validation.memory.predicted``'s definitions): the golden's
 ``mem-max-allocated-bytes`` against the last pipeline rank's ``allocated_bytes``, and its
 ``mem-allocated-bytes`` after the step against that rank's state plus the buffers kept for
-the run.
+the run and what the step leaves allocated (``MemoryBreakdown.resident_bytes``).
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def price_one(g: Golden, folder: str) -> tuple[list[Priced], str]:
     groups = features(g, model, cfg, case_unpriced(g, unpriced))
     return [Priced(g, "allocated", g.max_allocated_bytes, last.allocated_bytes, unpriced,
                    groups),
-            Priced(g, "resident", g.allocated_bytes, last.state_bytes + last.kept_bytes,
+            Priced(g, "resident", g.allocated_bytes, last.resident_bytes,
                    unpriced, groups)], ""
 
 

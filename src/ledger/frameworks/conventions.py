@@ -96,7 +96,8 @@ FRAMEWORKS = {f.name: f for f in (
         grads_persist=True, optimizer_temp_moments=0, cp_buffers="te-p2p", comm_bucket_bytes=0.0,
         fsdp_buffers=True, fsdp_prefetch_layers=1, te_buffers=True,
         fsdp_root_grads_held=False, fsdp_head_grads_held=True,
-        grouped_gemm_fitted=True, mtp_embedding="stage", **_OVERHEAD),
+        grouped_gemm_fitted=True, mtp_embedding="stage", pipeline_inputs_kept=True,
+        **_OVERHEAD),
     Framework(
         name="torchtitan", summary="torchtitan: FSDP2 / HSDP with sharded fp32 params and "
         "grads, bf16 all-gathers, DTensor TP/SP, torch pipelining, reshard_after_forward = "
@@ -180,6 +181,7 @@ FRAMEWORKS["deepseek"] = replace(
     ep_overlap_schedules=("dualpipe", "dualpipev"), te_buffers=False,  # not TE: unpublished
     grouped_gemm_fitted=False,  # DeepGEMM's grouped kernels: the dense rate (SOURCES)
     mtp_embedding="rank",  # the MTP modules share the first stage's embedding (SOURCES)
+    pipeline_inputs_kept=False,  # DualPipe's own stage code, not Megatron's set_input_tensor
     version="DeepSeek-V3 report (arXiv:2412.19437) and deepseek-ai/DualPipe 3da1bbea")
 DEFAULT = "megatron"
 

@@ -96,6 +96,9 @@ class Framework:
     #   embedding builds its own copy of it (ledger.placement.stages.MTP_EMBEDDING):
     #   "stage" every such model chunk, "rank" unless its rank holds the first stage too
     #   (the copy shared there), "none" no MTP under a pipeline
+    pipeline_inputs_kept: bool = False  # pp > 1: each model chunk past the first stage
+    #   keeps its last micro-batch's received input and that input's gradient from the
+    #   step's end to its next forward (ledger.placement.buffers.kept_input_tensors)
     grouped_gemm_fitted: bool = False  # its routed experts run as the rows the fitted
     #   grouped GEMM share was fitted on (Megatron-Core's TE GroupedLinear): their GEMMs
     #   at Calibration.grouped_gemm_share of the dense rate; else at the dense rate

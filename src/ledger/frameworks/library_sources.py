@@ -220,3 +220,22 @@ _FP8_HEAD = (
     "deepseek_v3.py L157, gb200 L160 @v0.6.0")
 _megatron_only("fp8_output_proj", _FP8_HEAD,
                "not offered (Megatron-Core's fp8_output_proj only)")
+# what a pipeline rank keeps from the step's end to its next forward (ledger.placement.
+# buffers.kept_input_tensors)
+_INPUTS_KEPT = (
+    "Megatron-LM d98e8a64 megatron/core/pipeline_parallel/p2p_communication.py L335-349 "
+    "(each received input a fresh tensor, requires_grad, in pipeline_dtype), schedules.py "
+    "L506-507 (forward_step hands it to set_input_tensor), models/gpt/gpt_model.py L322 and "
+    "transformer/transformer_block.py L455-463 (the decoder keeps the reference until the "
+    "next set_input_tensor), schedules.py L559-561, L584-591 (backward_step retain_grad, the "
+    "gradient read and never cleared); the shape (s / cp [/ tp under SP], b, h): "
+    "schedules.py L2137-2143")
+_megatron_only("pipeline_inputs_kept", _INPUTS_KEPT,
+               "not examined for this framework's pipeline: not priced")
+LIBRARY_SOURCES["deepseek"]["pipeline_inputs_kept"] = (
+    "deepseek-ai/DualPipe 3da1bbea dualpipe/dualpipe.py L47-60 (_reset_states drops every "
+    "chunk's inputs and input gradients), L438 (called as step ends)")
+for _name in ("torchtitan", "hf"):
+    LIBRARY_SOURCES[_name]["pipeline_inputs_kept"] = (
+        "torch pipelining's receive buffers are priced as pipeline_recv_buffers (kept for "
+        "the step); what outlives the step is not priced")

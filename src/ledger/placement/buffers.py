@@ -54,6 +54,13 @@ end, so present at every point of a step and in the memory left after it.
 - Megatron-FSDP's output-layer gradient bucket (``head_grad_bytes``): alive from the
   output layer's backward through the first layer's.
 - Megatron's deferred embedding wgrads (``deferred_wgrad_bytes``): not kept past the step.
+- What a pipeline rank keeps after the step (``kept_input_tensors``): under Megatron's
+  schedules each model chunk but the first stage's keeps its last micro-batch's received
+  input (the decoder's ``set_input_tensor`` reference) and, retained by the backward, that
+  input's gradient - two stage-boundary tensors per chunk, from the step's end until the
+  chunk's next forward replaces them (SOURCES["pipeline_inputs_kept"]). Allocated after
+  the step and at the optimizer step; not at the step's peak, where each chunk's input is
+  a micro-batch in flight (its saved activations) and has no gradient yet.
 """
 from __future__ import annotations
 
@@ -63,6 +70,7 @@ import numpy as np
 
 from ledger.anatomy.mixers import LayerKind
 from ledger.config import expert_tp
+from ledger.placement.stages import model_stages, rank_stages
 
 CUBLAS_WORKSPACE_BYTES = 32 * 2**20 + 1024  # TE gemm.py L40-45, sm90 and later
 # PyTorch's own cuBLAS workspace by default (CublasHandlePool.cpp parseChosenWorkspaceSize
@@ -252,3 +260,24 @@ def deferred_wgrad_bytes(cfg, logits, heads, boundary) -> float:
     calls = cfg.num_microbatches * heads
     held = calls if limit == 0 else np.minimum(limit, calls)
     return held * (logits / heads * cfg.act_bytes + boundary)
+
+
+def kept_input_tensors(cfg, fw, rank: int) -> int:
+    """Stage-boundary tensors PP rank ``rank`` keeps after the step (module docstring):
+    an input and its gradient for each model stage it holds but the first."""
+    if cfg.pp == 1 or not fw.pipeline_inputs_kept:
+        return 0
+    return 2 * sum(s != 0 for s in rank_stages(cfg.pp, cfg.vp, cfg.schedule)[rank])
+
+
+def recv_buffers(cfg, fw, rank: int) -> int:
+    """Receive buffers per micro-batch one PP rank keeps for the whole step
+    (``Framework.pipeline_recv_buffers``), each one micro-batch's stage output: for each
+    of its stages the input activations (but the first stage's) and the output
+    gradients (but the last stage's)."""
+    if cfg.pp == 1 or not fw.pipeline_recv_buffers:
+        return 0
+    stages = rank_stages(cfg.pp, cfg.vp, cfg.schedule)[rank]
+    last = model_stages(cfg.pp, cfg.vp, cfg.schedule) - 1
+    ends = sum(s == 0 for s in stages) + sum(s == last for s in stages)
+    return 2 * len(stages) - ends

@@ -95,6 +95,12 @@ class MemoryBreakdown:
     # split blocks (the fragmentation share; 0 under expandable segments)
     max_allocated_bytes: float = 0.0
     share_cap: float = 0.0
+    after_step_bytes: float = 0.0  # kept from the step beyond it (buffers.kept_input_tensors)
+
+    @property
+    def resident_bytes(self) -> float:
+        """torch.cuda.memory_allocated after the step: state, kept buffers, after_step."""
+        return self.state_bytes + self.kept_bytes + self.after_step_bytes
 
     def critical_share(self, usable_bytes: float) -> float:
         """The largest unreturnable share (``Framework.unreturnable``) at which this rank
@@ -164,6 +170,7 @@ class RankParts:
     #   in the backward (FSDP2's in buffers; Megatron-FSDP's output bucket: head_grads)
     head_grads: float = 0.0  # head_grad_bytes
     kept: float = 0.0  # of buffers: the framework's own, kept for the run (buffers.py)
+    after_step: float = 0.0  # kept from the step's end to the next forward (buffers.py)
     named: tuple = ()  # (name, bytes) of those, for the views
     outside: float = 0.0  # bytes allocated outside PyTorch's allocator (in the context)
     outside_named: tuple = ()  # (name, bytes) of those (ledger.placement.context)
@@ -320,7 +327,7 @@ def _moments(p: RankParts, held, loss, e, grads_at_loss, lazy=None):
         (state_l, with_head, saved_l + p.logits * loss.backward_bytes(e), boundary),
         (grads_bl, with_head, saved_l + p.logits * loss.grad_bytes(e), boundary + p.head_grads),
         (grads_b, acts, saved, boundary + p.work + p.cp_backward + p.head_grads),
-        (p.params + p.optim + p.grads, zero, zero, p.buffers + p.optimizer_temp),
+        (p.params + p.optim + p.grads, zero, zero, p.buffers + p.optimizer_temp + p.after_step),
     ]
 
 
@@ -389,4 +396,5 @@ def peak_memory(rank: int, parts: RankParts, held, cfg, fw, grads_at_loss, sets=
                            context_named=parts.outside_named,
                            persistent_bytes=float(persistent_bytes(parts, state, fw)),
                            max_allocated_bytes=float(max(sums)),
-                           share_cap=unreturnable_cap(cfg, fw))
+                           share_cap=unreturnable_cap(cfg, fw),
+                           after_step_bytes=float(parts.after_step))

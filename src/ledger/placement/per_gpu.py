@@ -36,7 +36,8 @@ from ledger.optim import muon
 from ledger.pipeline import grad_sets, held_closed, placement_pipeline
 from ledger.placement import offload as offloading, optim_offload, tuned
 from ledger.placement.bf16_layers import bf16_activation_bytes, bf16_kinds
-from ledger.placement.buffers import deferred_wgrad_bytes, framework_buffers, head_grad_bytes
+from ledger.placement.buffers import (deferred_wgrad_bytes, framework_buffers, head_grad_bytes,
+                                      kept_input_tensors, recv_buffers)
 from ledger.placement.context import context_buffers
 from ledger.placement.nccl_buffers import nccl_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
@@ -51,8 +52,8 @@ from ledger.placement.layers import (activation_bytes_per_layer, inflight_kinds,
                                      layer_offloaded_bytes, layer_working_bytes)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
 from ledger.placement.splits import split_problem
-from ledger.placement.stages import (config_split, end_params, head_ranks, model_stages,
-                                     rank_layers, rank_stages, stage_params)
+from ledger.placement.stages import (config_split, end_params, head_ranks, rank_layers,
+                                     rank_stages, stage_params)
 
 
 def validate(model: ModelSpec, cfg: ParallelConfig) -> None:
@@ -184,19 +185,6 @@ def root_params(model: ModelSpec, cfg, rank) -> float:
         cfg.pp, cfg.vp, cfg.schedule))
 
 
-def recv_buffers(cfg, fw, rank: int) -> int:
-    """Receive buffers per micro-batch one PP rank keeps for the whole step
-    (``Framework.pipeline_recv_buffers``), each one micro-batch's stage output: for each
-    of its stages the input activations (but the first stage's) and the output
-    gradients (but the last stage's)."""
-    if cfg.pp == 1 or not fw.pipeline_recv_buffers:
-        return 0
-    stages = rank_stages(cfg.pp, cfg.vp, cfg.schedule)[rank]
-    last = model_stages(cfg.pp, cfg.vp, cfg.schedule) - 1
-    ends = sum(s == 0 for s in stages) + sum(s == last for s in stages)
-    return 2 * len(stages) - ends
-
-
 def head_activation_bytes(model: ModelSpec, cfg) -> float:
     """One micro-batch of what the output head saves (``ledger.arch.head_bytes``), and
     beside it, through the loss, the last layer's inputs fine-grained activation offload
@@ -222,8 +210,8 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
     always = always + tuned.dequant_bytes(model, cfg) + out_rank * deferred_wgrad_bytes(
         cfg, logits_elements(model, cfg), 1 + model.mtp_layers, boundary)  # QLoRA's; deferral
     kept = sum((named or {}).values()) + 0.0 * always  # the framework's own (buffers.py)
-    recv = np.array([recv_buffers(cfg, fw, r) for r in np.ravel(ranks)]).reshape(
-        np.shape(ranks)) * cfg.num_microbatches
+    recv, inputs = (np.array([f(cfg, fw, r) for r in np.ravel(ranks)]).reshape(np.shape(ranks))
+                    for f in (recv_buffers, kept_input_tensors))
     per_optim = max(per_param.optim_bytes, 1e-30)  # per byte of optimizer state
     return RankParts(
         params=state.params_bytes, grads=state.grads_bytes, optim=state.optim_bytes,
@@ -231,7 +219,8 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
         cp_forward=cp_fwd, cp_backward=cp_bwd,
         root_grads=root * per_param.grads_bytes * (cfg.zero_stage < 3), head_grads=
         head_grad_bytes(cfg, fw_b, root, end_params(model, cfg)[1] * out_rank),
-        buffers=always + kept + recv * boundary, kept=kept,
+        buffers=always + kept + recv * cfg.num_microbatches * boundary, kept=kept,
+        after_step=inputs * boundary,
         named=tuple(sorted((k, v) for k, v in (named or {}).items() if np.ndim(v) == 0)),
         head=head_activation_bytes(model, cfg) * out_rank,
         logits=logits_elements(model, cfg) * out_rank, boundary=boundary,

@@ -27,7 +27,7 @@ from ledger.placement.bf16_layers import bf16_kinds, bf16_weights
 from ledger.placement.footprint import divisors, expert_divisors
 from ledger.placement.buffers import grid_double_buffers, grid_framework_buffers
 from ledger.placement.graphs import graph_buffers
-from ledger.placement.per_gpu import recv_buffers
+from ledger.placement.buffers import recv_buffers
 from ledger.plan.experts import grid_context
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES

@@ -280,8 +280,8 @@ def predicted(row: Peak, fragmentation: tuple[float, float] | None = None,
     framework's fitted pair (at the points of the step the shipped pair picks), a share
     of the ``basis`` (BASES) bytes."""
     ranks = _placed(row).memory_by_rank
-    if row.metric == "resident":  # Megatron's grads persist: the state of every point,
-        return ranks[-1].state_bytes + ranks[-1].kept_bytes  # and the buffers kept for the run
+    if row.metric == "resident":  # Megatron's grads persist: the state of every point, the
+        return ranks[-1].resident_bytes  # buffers kept for the run and what the step keeps
     if row.metric == "allocated":
         return ranks[-1].allocated_bytes
     if row.metric == "max-alloc":
