@@ -76,3 +76,29 @@ def test_the_7b_after_step_goldens_within_half_a_percent_off_h100():
             and r.metric == "resident"}
     assert abs(error(rows["dgx_a100"])) < 0.005 and abs(error(rows["dgx_gb200"])) < 0.005
     assert -0.015 < error(rows["dgx_h100"]) < 0
+
+
+# -- the optimizer's fp32 copies of a non-fp32 gradient buffer (buffers.fp32_grad_copies):
+# Megatron-LM d98e8a64 optimizer.py L1092-1105, distrib_optimizer.py L2774-2800 --------------
+N8B = 8_030_261_248  # llama3-8b's exact parameter count (test_model.py holds it)
+
+
+def _after(**kw) -> float:
+    from ledger.model import llama3_8b
+    return place(llama3_8b(), ParallelConfig(**kw)).memory_by_rank[-1].after_step_bytes
+
+
+@pytest.mark.parametrize("kw,copied", [
+    (dict(precision="fp16"), N8B),  # Float16Optimizer: the whole fp16 buffer, 4 B each
+    (dict(dp=8, zero_stage=1, grad_dtype="bf16"), N8B // 8),  # the distributed optimizer's shard
+    (dict(dp=8, zero_stage=1, grad_dtype="bf16", exp_avg_dtype="bf16", precision="fp8-mxfp8"),
+     N8B // 8),  # precision-aware, fp32 main params, MXFP8: copied
+    (dict(dp=8, zero_stage=1), 0),  # Megatron's default fp32 buffer: .float() is the buffer
+    (dict(dp=8, zero_stage=1, grad_dtype="bf16", exp_avg_dtype="bf16"), 0),  # decoupled_grad
+    (dict(dp=8, zero_stage=1, grad_dtype="bf16", master_dtype="fp16"), 0),  # decoupled_grad
+    (dict(dp=8, zero_stage=3, grad_dtype="bf16"), 0),  # Megatron-FSDP returns early
+    (dict(precision="fp16", framework="torchtitan"), 0)])
+def test_fp32_grad_copies_are_the_optimizers(kw, copied):
+    """llama3-8b on one pipeline rank: 4 B a parameter of the rank's (sharded) gradients
+    while a gradient buffer not in fp32 is stepped, kept to the next zero_grad."""
+    assert _after(**kw) == pytest.approx(4 * copied, rel=1e-9, abs=8)

@@ -172,6 +172,7 @@ class ParallelConfig:
     # hands autograd a dummy kept per weight shape (ledger.placement.buffers); off, none
     grad_accumulation_fusion: bool = True
     cublas_workspace_bytes: int | None = None  # CUBLAS_WORKSPACE_CONFIG's (placement.buffers)
+    te_layers: bool = True  # TE's modules; False: Megatron's --transformer-impl local (no TE buffers)
     # Megatron-FSDP's fsdp_double_buffer (set by nccl_ub): two layers' gathered params and
     # two layers' gradient buckets kept for the run (ledger.placement.buffers)
     fsdp_double_buffer: bool = False

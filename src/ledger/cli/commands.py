@@ -188,7 +188,8 @@ def _cmd_plan(a: argparse.Namespace) -> str:
                 overlap_param_gather=a.overlap_param_gather, ep_overlap=a.ep_overlap)
     bar = _progress_bar() if sys.stderr.isatty() else None
     kw = dict(top=top(a, settings), pins=pins, progress=bar, framework=a.framework,
-              flash=not a.no_flash, headroom_bytes=a.headroom * 2**30, baseline=a.baseline,
+              flash=not (a.no_flash or getattr(a, "transformer_impl", None) == "local"),
+              headroom_bytes=a.headroom * 2**30, baseline=a.baseline,
               finetune=ft, optimizer=a.optimizer, precision=a.precision, facts=plan_facts(a))
     gpus = a.gpus
     if a.min_gpus:

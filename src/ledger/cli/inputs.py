@@ -25,6 +25,7 @@ PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer",
                   "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
                   "fp8_attention", "fp8_output_proj", "fused_grouped_mlp", "nccl_nvls",
                   "expandable_segments", "grad_accumulation_fusion", "fsdp_double_buffer",
+                  "transformer_impl",
                   "moe_dispatcher", "ep_backend", "ep_sms", "cpu_offloading_num_layers")
 # the launch flag whose expert TP plan holds (arguments.py L587-588 @d98e8a64: unset, it
 # is the run's tp, and follows each candidate's)

@@ -56,7 +56,8 @@ def parallel_config(a: argparse.Namespace, model: ModelSpec | None = None):
                          moe=MoESpec(capacity_factor=a.capacity_factor,
                                      imbalance=a.moe_imbalance,
                                      pad_to_capacity=getattr(a, "pad_to_capacity", False)), schedule=a.schedule,
-                         recompute=a.recompute, flash_attention=not a.no_flash,
+                         recompute=a.recompute, flash_attention=not (
+                             a.no_flash or getattr(a, "transformer_impl", None) == "local"),
                          framework=a.framework, grad_accumulation=a.grad_accumulation,
                          finetune=finetune(a), offload=a.offload,
                          overlap_grad_reduce=a.overlap_grad_reduce,

@@ -177,6 +177,9 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cublas-workspace-config", dest="cublas_workspace_bytes", type=cublas_bytes,
                    metavar=":SIZE:COUNT", help="PyTorch's cuBLAS workspace (CUBLAS_WORKSPACE_"
                    "CONFIG; default PyTorch's for the GPU): two where torch runs GEMMs")
+    g.add_argument("--transformer-impl", choices=("transformer_engine", "local"),
+                   help="Megatron's layers (default transformer_engine); local: its own "
+                        "linear layers and attention, the scores kept, no TE buffers")
     g.add_argument("--cuda-graph-impl", choices=("transformer_engine", "local"),
                    help="whose graphs capture --cuda-graph-scope (default transformer_engine: "
                         "its router graph keeps the pre-MLP norm); alone: whole layers")
@@ -326,6 +329,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                 compile=a.compile, cuda_graph=graph_scopes(a),
                 cuda_graph_local=getattr(a, "cuda_graph_impl", None) == "local",
                 cublas_workspace_bytes=getattr(a, "cublas_workspace_bytes", None),
+                te_layers=getattr(a, "transformer_impl", None) != "local",
                 ep_backend=a.ep_backend, ep_sms=getattr(a, "ep_sms", None),
                 shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
                 fp8_attention=bool(getattr(a, "fp8_attention", False)),

@@ -97,7 +97,7 @@ FRAMEWORKS = {f.name: f for f in (
         fsdp_buffers=True, fsdp_prefetch_layers=1, te_buffers=True,
         fsdp_root_grads_held=False, fsdp_head_grads_held=True,
         grouped_gemm_fitted=True, mtp_embedding="stage", pipeline_inputs_kept=True,
-        **_OVERHEAD),
+        fp32_grad_copy=True, **_OVERHEAD),
     Framework(
         name="torchtitan", summary="torchtitan: FSDP2 / HSDP with sharded fp32 params and "
         "grads, bf16 all-gathers, DTensor TP/SP, torch pipelining, reshard_after_forward = "
@@ -182,6 +182,7 @@ FRAMEWORKS["deepseek"] = replace(
     grouped_gemm_fitted=False,  # DeepGEMM's grouped kernels: the dense rate (SOURCES)
     mtp_embedding="rank",  # the MTP modules share the first stage's embedding (SOURCES)
     pipeline_inputs_kept=False,  # DualPipe's own stage code, not Megatron's set_input_tensor
+    fp32_grad_copy=False,  # its optimizer's gradient handling is not published
     version="DeepSeek-V3 report (arXiv:2412.19437) and deepseek-ai/DualPipe 3da1bbea")
 DEFAULT = "megatron"
 

@@ -99,6 +99,9 @@ class Framework:
     pipeline_inputs_kept: bool = False  # pp > 1: each model chunk past the first stage
     #   keeps its last micro-batch's received input and that input's gradient from the
     #   step's end to its next forward (ledger.placement.buffers.kept_input_tensors)
+    fp32_grad_copy: bool = False  # the optimizer steps fp32 copies of a gradient buffer
+    #   kept in another dtype, made at the step and freed by the next step's zero_grad
+    #   (ledger.placement.buffers.fp32_grad_copies)
     grouped_gemm_fitted: bool = False  # its routed experts run as the rows the fitted
     #   grouped GEMM share was fitted on (Megatron-Core's TE GroupedLinear): their GEMMs
     #   at Calibration.grouped_gemm_share of the dense rate; else at the dense rate

@@ -239,3 +239,22 @@ for _name in ("torchtitan", "hf"):
     LIBRARY_SOURCES[_name]["pipeline_inputs_kept"] = (
         "torch pipelining's receive buffers are priced as pipeline_recv_buffers (kept for "
         "the step); what outlives the step is not priced")
+# what the optimizer step adds beside the state, kept to the next step's zero_grad
+# (ledger.placement.buffers.fp32_grad_copies)
+_GRAD_COPY = (
+    "Megatron-LM d98e8a64 megatron/core/optimizer/optimizer.py L1092-1105 (Float16Optimizer"
+    "WithFloat16Params: main_param.grad = main_grad.float(), a copy unless the buffer is "
+    "fp32), distrib_optimizer.py L2774-2800 (shard_main_param.grad = shard_model_grad."
+    "float() on the rank's shard, or decoupled_grad with no copy under use_precision_aware_"
+    "optimizer_no_fp8_or_ds_fp8: optimizer_config.py L407-414, the precision-aware optimizer "
+    "with non-fp32 main params, no FP8 recipe or delayed scaling, or CPU offload), L2767-2771 "
+    "(none under Megatron-FSDP); freed by zero_grad(set_to_none) - optimizer.py L1048-1061, "
+    "distrib_optimizer.py L2568-2598 - at the next step's start, training.py L3041-3044")
+_megatron_only("fp32_grad_copy", _GRAD_COPY,
+               "not examined for this framework's optimizer: not priced")
+LIBRARY_SOURCES["deepseek"]["fp32_grad_copy"] = (
+    "DeepSeek's stack (HAI-LLM) is not published: not priced")
+for _name in ("torchtitan", "hf"):
+    LIBRARY_SOURCES[_name]["fp32_grad_copy"] = (
+        "FSDP2 keeps fp32 sharded gradients and steps them in place (torch "
+        "_fsdp_param.py): no copy")

@@ -8,8 +8,12 @@ end, so present at every point of a step and in the memory left after it.
   run (TE d0067d0d transformer_engine/pytorch/module/base.py L134-147 ``get_dummy_wgrad``;
   linear.py L1357-1374, layernorm_linear.py L1172-1178, grouped_linear.py L1230-1236 for
   each expert's weight). The shapes are those of the rank's layers' TE modules
-  (``weight_shapes``) after TP (ETP for routed experts); the router and the output layer
-  are Megatron's own modules (no dummy). Without the fusion
+  (``weight_shapes``) after TP (ETP for routed experts), and the output layer's (V / tp, h):
+  Megatron's own ColumnParallelLinear takes TE's cached dummy too wherever TE is installed,
+  as every parameter under Megatron's DDP has grad_added_to_main_grad (Megatron-LM d98e8a64
+  tensor_parallel/layers.py L733-762, HAVE_TE L57-61; distributed_data_parallel.py L187;
+  the output layer built from it, models/gpt/gpt_model.py L272-293), one tensor for the
+  MTP depths' calls; not the router (its own autograd function). Without the fusion
   (``ParallelConfig.grad_accumulation_fusion`` False) TE hands autograd the wgrad itself
   (linear.py L1357-1374: the dummy only under ``ctx.fuse_wgrad_accumulation``): none.
 - ``cuBLAS workspace``: TE's GEMM workspace by the GPU's compute capability, 32 MiB +
@@ -17,6 +21,11 @@ end, so present at every point of a step and in the memory left after it.
   (cpp_extensions/gemm.py L40-45 ``get_cublas_workspace_size_bytes``, lru-cached
   L48-67), and one per compute stream (4: common/util/multi_stream.cpp L52-55) for
   grouped GEMMs (the routed experts). A GPU the ledger is not told takes Hopper's.
+  None under Megatron's --transformer-impl local (``ParallelConfig.te_layers`` False): its
+  layers are Megatron's own (megatron/core/models/backends.py L99-131 @d98e8a64,
+  LocalSpecProvider: ColumnParallelLinear / RowParallelLinear on torch's GEMMs) - whose
+  fused wgrad still takes TE's cached dummy where TE is installed (tensor_parallel/
+  layers.py L733-762, HAVE_TE L57-61): the dummy wgrads stay.
 - ``PyTorch cuBLAS workspaces``: the GEMMs Megatron runs through PyTorch rather than TE
   take PyTorch's cuBLAS workspace, one per (cuBLAS handle, stream) allocated from the
   caching allocator and kept in a process-wide map (pytorch/pytorch@26a39059
@@ -43,6 +52,15 @@ end, so present at every point of a step and in the memory left after it.
   4096 KiB x 2 + 16 KiB x 8 on any other GPU. PyTorch's separate cuBLASLt workspace
   (CUBLASLT_WORKSPACE_SIZE, 1 MiB per (handle, stream) by default,
   ``getCUDABlasLtWorkspace``) is not priced.
+- ``Megatron global buffer``: Megatron's GlobalMemoryBuffer keeps one tensor per (name,
+  dtype) for the run, grown to the largest request (Megatron-LM d98e8a64 core/utils.py
+  L727-753). Its "mpu" tensor takes, in the activations' dtype, the sequence-parallel
+  all-gather of each input of Megatron's own linear layers - the output layer's, s/cp x b
+  x h, forward and backward (tensor_parallel/layers.py L623-631, L666-673; under TP > 1
+  with SP, and not TE's LM head under ``fp8_output_proj``) - and, under --transformer-impl
+  local, every layer's and the scores of Megatron's DotProductAttention, b x a/tp x s x s
+  (transformer/dot_product_attention.py L187-191). Not priced: the allgather MoE
+  dispatcher's gather into it (moe/token_dispatcher.py L300).
 - ``Megatron-FSDP param / grad double buffer``: under ``fsdp_double_buffer`` (ZeRO-3,
   layers resharded) Megatron-FSDP gathers each layer's params and collects its gradients
   for the reduce-scatter in a pool of two buffers per unit bucket, taken from its global
@@ -54,6 +72,13 @@ end, so present at every point of a step and in the memory left after it.
 - Megatron-FSDP's output-layer gradient bucket (``head_grad_bytes``): alive from the
   output layer's backward through the first layer's.
 - Megatron's deferred embedding wgrads (``deferred_wgrad_bytes``): not kept past the step.
+- The optimizer's fp32 copies of the gradients (``fp32_grad_copies``): under Megatron's
+  mixed-precision optimizers a gradient buffer kept in bf16 (--grad-reduce-in-bf16) or
+  fp16 (--fp16) is copied to fp32 for the step, the distributed optimizer's shard or the
+  whole buffer without it, unless the precision-aware optimizer reads the buffer itself
+  (with non-fp32 main params, no FP8 recipe or delayed scaling, or CPU offload) or
+  Megatron-FSDP holds the gradients; the copies stay until the next step's zero_grad -
+  priced at the optimizer step and after it (SOURCES["fp32_grad_copy"]).
 - What a pipeline rank keeps after the step (``kept_input_tensors``): under Megatron's
   schedules each model chunk but the first stage's keeps its last micro-batch's received
   input (the decoder's ``set_input_tensor`` reference) and, retained by the backward, that
@@ -141,11 +166,16 @@ def framework_buffers(model, cfg, kinds, fw=None, generation: str = "",
     graphs = graph_buffers(model, cfg) if kinds else {}
     if not fw.te_buffers:
         return graphs
+    head = rank is not None and rank in head_ranks(cfg.pp, cfg.vp, cfg.schedule)
     out = dict(_te_buffers(model, int(cfg.tp), int(expert_tp(cfg)), frozenset(kinds),
-                           fw.param_bytes, cublas_workspace_bytes(generation)))
+                           fw.param_bytes, cublas_workspace_bytes(generation), head))
+    if not getattr(cfg, "te_layers", True):  # --transformer-impl local: no TE GEMM
+        out.pop("cuBLAS workspace")
     if not getattr(cfg, "grad_accumulation_fusion", True):  # TE returns each wgrad
         out.pop("TE dummy wgrads")
-    head = rank is not None and rank in head_ranks(cfg.pp, cfg.vp, cfg.schedule)
+    shared = global_buffer_bytes(model, cfg, head, bool(kinds))
+    if np.ndim(shared) or shared:
+        out["Megatron global buffer"] = shared
     torch_gemms = torch_gemm_rank(model, cfg, kinds, head)
     if torch_gemms:
         out["PyTorch cuBLAS workspaces"] = TORCH_GEMM_THREADS * torch_workspace_bytes(
@@ -176,7 +206,7 @@ def grid_framework_buffers(model, cfg, layout, kinds, held, reps, fw, generation
     one = SimpleNamespace(tp=tp, etp=etp, pp=pp, vp=vp, schedule=schedule, **{
         k: getattr(cfg, k, v) for k, v in (("grad_accumulation_fusion", True),
                                           ("fp8_output_proj", False),
-                                          ("flash_attention", True),
+                                          ("flash_attention", True), ("te_layers", True),
                                           ("cublas_workspace_bytes", None))})
     return np.array([sum(framework_buffers(model, one, [k for k, n in zip(kinds, held[r]) if n],
                                            fw, generation, r).values()) for r in reps])
@@ -217,8 +247,9 @@ def double_buffered(cfg, fw):
 
 
 @lru_cache(maxsize=4096)
-def _te_buffers(model, tp: int, etp: int, kinds: frozenset, param_bytes, workspace) -> tuple:
-    shapes = set()
+def _te_buffers(model, tp: int, etp: int, kinds: frozenset, param_bytes, workspace,
+                head: bool = False) -> tuple:
+    shapes = {(model.vocab / tp, model.hidden)} if head else set()
     for kind in kinds:
         if kind.mixer == "attention" and kind.mlp != "none":
             shapes |= weight_shapes(model, kind, tp, etp)
@@ -281,3 +312,34 @@ def recv_buffers(cfg, fw, rank: int) -> int:
     last = model_stages(cfg.pp, cfg.vp, cfg.schedule) - 1
     ends = sum(s == 0 for s in stages) + sum(s == last for s in stages)
     return 2 * len(stages) - ends
+
+
+def fp32_grad_copies(cfg, fw):
+    """Whether the optimizer steps fp32 copies of the gradients (module docstring): a
+    bool, or one per row of the planner's array of ZeRO stages."""
+    if not fw.fp32_grad_copy or fw.grad_bytes >= 4 or getattr(
+            cfg, "optimizer_offload_fraction", 0.0):
+        return False
+    master = getattr(cfg, "master_dtype", None)
+    aware = any(getattr(cfg, f, None) for f in ("master_dtype", "exp_avg_dtype",
+                                                "exp_avg_sq_dtype"))
+    recipe = fw.fp8.name if fw.fp8 is not None else None
+    decoupled = aware and (master not in (None, "fp32") or recipe in (None, "delayed"))
+    return np.less(cfg.zero_stage, 2) & (not decoupled)
+
+
+def global_buffer_bytes(model, cfg, head, layers: bool = True):
+    """Megatron's GlobalMemoryBuffer "mpu" tensor on one GPU (module docstring): on a rank
+    holding the output layer (``head``) and, under --transformer-impl local, any rank with
+    layers; numbers, or arrays over the planner's rows. 0 for a config without a
+    micro-batch (the planner's per-layout one: grid_memory adds it per row)."""
+    if getattr(cfg, "micro_batch", None) is None:
+        return 0.0
+    tokens = model.seq_len * cfg.micro_batch / cfg.cp
+    local = not getattr(cfg, "te_layers", True)
+    own = np.logical_or(np.logical_and(head, not getattr(cfg, "fp8_output_proj", False)),
+                        local and layers)
+    gather = own * tokens * model.hidden * ((cfg.tp > 1) & np.asarray(cfg.sequence_parallel))
+    scores = (local and layers) * cfg.micro_batch * model.heads / cfg.tp * model.seq_len \
+        * model.seq_len / cfg.cp
+    return np.maximum(gather, scores) * cfg.act_bytes

@@ -36,8 +36,8 @@ from ledger.optim import muon
 from ledger.pipeline import grad_sets, held_closed, placement_pipeline
 from ledger.placement import offload as offloading, optim_offload, tuned
 from ledger.placement.bf16_layers import bf16_activation_bytes, bf16_kinds
-from ledger.placement.buffers import (deferred_wgrad_bytes, framework_buffers, head_grad_bytes,
-                                      kept_input_tensors, recv_buffers)
+from ledger.placement.buffers import (deferred_wgrad_bytes, fp32_grad_copies, framework_buffers,
+                                      head_grad_bytes, kept_input_tensors, recv_buffers)
 from ledger.placement.context import context_buffers
 from ledger.placement.nccl_buffers import nccl_buffers
 from ledger.placement.comms import (Comm, block_layers, cp_comms, dp_collective_counts, dp_comms,
@@ -220,7 +220,8 @@ def rank_parts(model: ModelSpec, cfg, fw, ranks, state: StateBytes, stage_act, w
         root_grads=root * per_param.grads_bytes * (cfg.zero_stage < 3), head_grads=
         head_grad_bytes(cfg, fw_b, root, end_params(model, cfg)[1] * out_rank),
         buffers=always + kept + recv * cfg.num_microbatches * boundary, kept=kept,
-        after_step=inputs * boundary,
+        after_step=inputs * boundary + fp32_grad_copies(cfg, fw) * state.optim_bytes * 4
+        / per_optim,  # the optimizer's fp32 copies of its (sharded) gradients
         named=tuple(sorted((k, v) for k, v in (named or {}).items() if np.ndim(v) == 0)),
         head=head_activation_bytes(model, cfg) * out_rank,
         logits=logits_elements(model, cfg) * out_rank, boundary=boundary,

@@ -25,9 +25,9 @@ from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes
 from ledger.frameworks.fp8 import weight_bytes
 from ledger.placement.bf16_layers import bf16_kinds, bf16_weights
 from ledger.placement.footprint import divisors, expert_divisors
-from ledger.placement.buffers import grid_double_buffers, grid_framework_buffers
+from ledger.placement.buffers import (global_buffer_bytes, grid_double_buffers,
+                                      grid_framework_buffers, recv_buffers)
 from ledger.placement.graphs import graph_buffers
-from ledger.placement.buffers import recv_buffers
 from ledger.plan.experts import grid_context
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
@@ -371,6 +371,9 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         kept = {"framework buffers": grid_framework_buffers(model, cfg, (tp, etp, pp, vp, sched),
                                                             kinds, held, reps, fw, gen)[None, :]
             + grid_double_buffers(model, cfg, zero, fw)}  # Megatron-FSDP's, on ZeRO-3 rows
+        if fw.te_buffers:  # Megatron's GlobalMemoryBuffer, by each row's tokens (rows x reps)
+            kept["Megatron global buffer"] = global_buffer_bytes(model, cfg, np.isin(
+                reps, head_ranks(pp, vp, sched))[None, :], np.asarray(held)[reps].sum(axis=1) > 0)
         graphs = graph_buffers(model, cfg)  # CUDA graphs' static grad outputs (rows x 1)
         if graphs:
             kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held)[reps].sum(axis=1) > 0)

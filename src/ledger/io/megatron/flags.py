@@ -267,6 +267,8 @@ def _step(ns: dict) -> dict:
     if str(ns.get("attention_backend")).rpartition(".")[2] in ("unfused", "local") or \
             ns.get("transformer_impl") == "local":
         out["no_flash"] = True
+    if ns.get("transformer_impl") == "local":  # Megatron's own layers: no TE buffers
+        out["transformer_impl"] = "local"
     if ns.get("cross_entropy_loss_fusion"):  # language_module.py L173-198: TE's parallel
         # CE, or Megatron's own compiled one under impl 'native' (the default)
         out["loss"] = {"te": "te-parallel", "native": "vocab-parallel-fused"}[

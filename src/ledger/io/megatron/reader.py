@@ -181,8 +181,9 @@ _EXACT = {
     # (TEDotProductAttention, so flash as priced) and the Inference* linear layers built on
     # TE's, written for inference - their training buffers are not modelled
     "--transformer-impl": (lambda v: v == "transformer_engine", {
-        "local": "its attention keeps the scores, as priced; its own linear and norm layers "
-                 "priced as Transformer Engine's",
+        "local": "its attention keeps the scores and its layers no TE buffers, as priced; "
+                 "its own linear and norm layers' saved tensors priced as Transformer "
+                 "Engine's",
         "inference_optimized": "Megatron's inference layer spec: its attention is TE's fused "
                                "kernel, as priced; its inference linear layers priced as "
                                "Transformer Engine's"}),
