@@ -103,7 +103,9 @@ def test_gb200_llama3_70b_fsdp_row_by_hand():
 # TE's dummy wgrads of one Llama 3 70B layer at TP 1, by hand: one per distinct weight
 # shape - linear_qkv (10240 x 8192), linear_proj (8192 x 8192), fc1 (57344 x 8192), fc2
 # (8192 x 28672) - in the bf16 param dtype
-DUMMIES = 2 * (10240 * 8192 + 8192 * 8192 + 57344 * 8192 + 8192 * 28672)
+# the layers' four TE weight shapes and the output layer's (Megatron's ColumnParallelLinear
+# takes TE's cached dummy too, tensor_parallel/layers.py L733-762 @d98e8a64)
+DUMMIES = 2 * (10240 * 8192 + 8192 * 8192 + 57344 * 8192 + 8192 * 28672 + 128256 * 8192)
 
 
 def _named(**kw):
@@ -116,7 +118,7 @@ def _named(**kw):
 def test_dummy_wgrads_only_under_gradient_accumulation_fusion():
     """TE hands autograd a dummy wgrad only under fuse_wgrad_accumulation (linear.py
     L1357-1374 @TE d0067d0d); --no-gradient-accumulation-fusion returns the gradient."""
-    assert _named()["TE dummy wgrads"] == DUMMIES == 1_711_276_032
+    assert _named()["TE dummy wgrads"] == DUMMIES == 1_711_276_032 + 2_101_346_304
     assert "TE dummy wgrads" not in _named(grad_accumulation_fusion=False)
 
 
