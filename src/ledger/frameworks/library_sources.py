@@ -258,3 +258,21 @@ for _name in ("torchtitan", "hf"):
     LIBRARY_SOURCES[_name]["fp32_grad_copy"] = (
         "FSDP2 keeps fp32 sharded gradients and steps them in place (torch "
         "_fsdp_param.py): no copy")
+# Megatron's own kept buffers beside TE's (ledger.placement.buffers: "Megatron global buffer",
+# the output layer's shape among "TE dummy wgrads"; no TE workspace under local layers)
+LIBRARY_SOURCES["megatron"]["global_buffer"] = (
+    "Megatron-LM d98e8a64 megatron/core/utils.py L727-753 (GlobalMemoryBuffer: one tensor "
+    "per (name, dtype), grown to the largest request, never freed), tensor_parallel/"
+    "layers.py L623-631, L666-673 (the SP all-gather of a Megatron linear layer's input, "
+    "forward and backward, into 'mpu'), transformer/dot_product_attention.py L187-191 "
+    "(the local attention's scores, b x a/tp x s x s, into 'mpu')")
+LIBRARY_SOURCES["megatron"]["output_layer_dummy_wgrad"] = (
+    "Megatron-LM d98e8a64 megatron/core/tensor_parallel/layers.py L57-61 (HAVE_TE), "
+    "L733-762 (under gradient-accumulation fusion a parameter with grad_added_to_main_grad "
+    "takes TE's get_dummy_wgrad, cached per shape: TransformerEngine d0067d0d pytorch/module/"
+    "base.py L134-147), distributed/distributed_data_parallel.py L187 (set on every "
+    "parameter), models/gpt/gpt_model.py L272-293 (the output layer a ColumnParallelLinear)")
+LIBRARY_SOURCES["megatron"]["local_layers"] = (
+    "Megatron-LM d98e8a64 megatron/core/models/backends.py L99-131 (LocalSpecProvider: "
+    "ColumnParallelLinear / RowParallelLinear, DotProductAttention - no TE GEMM, so no TE "
+    "workspace), gpt_builders.py L35, L138-149 (--transformer-impl local builds it)")
