@@ -185,8 +185,9 @@ def test_h100_gpt_summary_guards():
     micro-batch groups: those now fail; max-alloc 1.6% and after the step 3.1% before each
     model chunk's kept pipeline input and its gradient, the optimizer's fp32 gradient copies,
     Megatron's global buffer and the output layer's dummy wgrad, none of TE's workspace
-    under --transformer-impl local: ledger.placement.buffers). Two-sided guards, MARGIN either side: a change that
-    moves them is a change to the memory model to explain, and to record here."""
+    under --transformer-impl local: ledger.placement.buffers). Two-sided guards, MARGIN
+    either side: a change that moves them is a change to the memory model to explain, and
+    to record here."""
     rows = [g for g in goldens() if not g.skip and g.family == "gpt"
             and g.platform == "dgx_h100"]
     priced, left = price(rows)

@@ -167,12 +167,11 @@ class ParallelConfig:
     # failed allocation the caching allocator unmaps its segments' empty pages, so the
     # fragmentation is handed back (ledger.placement.allocator.reclaimable)
     expandable_segments: bool = False
-    # Megatron's gradient-accumulation fusion (on by default; --no-gradient-accumulation-
-    # fusion, arguments.py L2944 @d98e8a64): TE writes each weight gradient into main_grad and
-    # hands autograd a dummy kept per weight shape (ledger.placement.buffers); off, none
+    # Megatron's gradient-accumulation fusion (--no-gradient-accumulation-fusion, arguments.py
+    # L2944 @d98e8a64): TE's dummy wgrads kept per weight shape (ledger.placement.buffers)
     grad_accumulation_fusion: bool = True
     cublas_workspace_bytes: int | None = None  # CUBLAS_WORKSPACE_CONFIG's (placement.buffers)
-    te_layers: bool = True  # TE's modules; False: Megatron's --transformer-impl local (no TE buffers)
+    te_layers: bool = True  # False: Megatron's --transformer-impl local (placement.buffers)
     # Megatron-FSDP's fsdp_double_buffer (set by nccl_ub): two layers' gathered params and
     # two layers' gradient buckets kept for the run (ledger.placement.buffers)
     fsdp_double_buffer: bool = False

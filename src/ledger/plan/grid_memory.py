@@ -221,8 +221,7 @@ def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
         if key not in memo:
             table = np.broadcast_to(held_closed(
                 SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
-                fw.pipeline_outputs, grads_kept=fw.pipeline_input_grads),
-                (5, len(counts), pp))
+                fw.pipeline_outputs, grads_kept=fw.pipeline_input_grads), (5, len(counts), pp))
             shape = (len(counts), pp)
             sets = np.array([[np.broadcast_to(x, shape) for x in s] for s in grad_sets(
                 SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
@@ -370,10 +369,9 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             gpu, "generation", "")  # TE's workspace by the GPU's generation
         kept = {"framework buffers": grid_framework_buffers(model, cfg, (tp, etp, pp, vp, sched),
                                                             kinds, held, reps, fw, gen)[None, :]
-            + grid_double_buffers(model, cfg, zero, fw)}  # Megatron-FSDP's, on ZeRO-3 rows
-        if fw.te_buffers:  # Megatron's GlobalMemoryBuffer, by each row's tokens (rows x reps)
-            kept["Megatron global buffer"] = global_buffer_bytes(model, cfg, np.isin(
-                reps, head_ranks(pp, vp, sched))[None, :], np.asarray(held)[reps].sum(axis=1) > 0)
+            + grid_double_buffers(model, cfg, zero, fw),  # Megatron-FSDP's, on ZeRO-3 rows
+            "Megatron global buffer": fw.te_buffers * global_buffer_bytes(model, cfg, np.isin(
+                reps, head_ranks(pp, vp, sched))[None, :], np.asarray(held)[reps].sum(axis=1) > 0)}
         graphs = graph_buffers(model, cfg)  # CUDA graphs' static grad outputs (rows x 1)
         if graphs:
             kept["CUDA graphs"] = sum(graphs.values()) * (np.asarray(held)[reps].sum(axis=1) > 0)
