@@ -177,9 +177,8 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cublas-workspace-config", dest="cublas_workspace_bytes", type=cublas_bytes,
                    metavar=":SIZE:COUNT", help="PyTorch's cuBLAS workspace (CUBLAS_WORKSPACE_"
                    "CONFIG; default PyTorch's for the GPU): two where torch runs GEMMs")
-    g.add_argument("--transformer-impl", choices=("transformer_engine", "local"),
-                   help="Megatron's layers (default transformer_engine); local: its own "
-                        "linear layers and attention, the scores kept, no TE buffers")
+    g.add_argument("--transformer-impl", choices=("transformer_engine", "local"), help="Megatron's "
+                   "layers (default TE's); local: its own, scores kept, no TE workspace")
     g.add_argument("--cuda-graph-impl", choices=("transformer_engine", "local"),
                    help="whose graphs capture --cuda-graph-scope (default transformer_engine: "
                         "its router graph keeps the pre-MLP norm); alone: whole layers")
