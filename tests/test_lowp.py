@@ -298,8 +298,10 @@ def test_nvfp4_over_mxfp8_as_published(gpu, tp, capsys):
 def test_measured_kernel_shares_by_hand():
     """TE's GEMM profiling guide (d0067d0d gemm_profiling.rst L139-157, B300, kernels alone):
     per layer BF16 13.102 ms, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764; B300's dense
-    peaks 2,250 / 4,500 / 13,125 TFLOP/s. The sm_103 parts take them, sm_100 ones keep 1;
-    the GH100 parts take its H200 NVL figure for per-tensor FP8."""
+    peaks 2,250 / 4,500 / 13,125 TFLOP/s. The sm_103 parts take them; the sm_100 ones run
+    at the measured die's rate over BF16 up to their own peak (FP8 and MXFP8 at 2x BF16 on
+    both dies: the same shares; NVFP4 at 4x against 5.83x / 6x: B300's 3.48x, GB300's
+    3.58x of BF16's rate); the GH100 parts take its H200 NVL figure for per-tensor FP8."""
     from ledger.frameworks.fp8 import RECIPES
     from ledger.system.gemm_rates import relative_share
 
@@ -310,18 +312,36 @@ def test_measured_kernel_shares_by_hand():
         assert relative_share(gpu, meg["blockwise"]) == pytest.approx(13.102 / 7.161 / 2)
         assert relative_share(gpu, meg["tensorwise"]) == pytest.approx(13.102 / 6.812 / 2)
         assert relative_share(gpu, None) == 1.0
-    for gpu in ("b200", "gb200", "h100-sxm"):
-        assert relative_share(gpu, meg["nvfp4"]) == 1.0
+    assert relative_share("h100-sxm", meg["nvfp4"]) == 1.0
+    nv = 13.102 / 3.764  # B300's NVFP4 rate over its BF16 rate, at equal share
+    assert relative_share("b200", meg["nvfp4"]) == pytest.approx(nv / 4, 1e-4)
+    assert relative_share("gb200", meg["nvfp4"]) == pytest.approx(nv / 5.8333 * 6 / 4, 1e-4)
     # the same guide's H200 NVL (L287-296: BF16 31.968, FP8 current 16.785 ms per layer;
-    # dense 835 / 1,671 TFLOP/s): every GH100 part's per-tensor FP8; block scaling and the
-    # sm_100 parts were not timed kernel-only and keep 1
+    # dense 835 / 1,671 TFLOP/s): every GH100 part's per-tensor FP8; its block scaling was
+    # not timed kernel-only and keeps 1
     for gpu in ("h100-sxm", "h800", "h200", "gh200"):
         assert relative_share(gpu, meg["tensorwise"]) == pytest.approx(
             31.968 / 16.785 / (1671 / 835))
         assert relative_share(gpu, meg["delayed"]) == relative_share(gpu, meg["tensorwise"])
         assert relative_share(gpu, meg["blockwise"]) == 1.0
-    for gpu in ("b200", "gb200"):
-        assert relative_share(gpu, meg["tensorwise"]) == 1.0
+    for gpu in ("b200", "gb200"):  # B300's FP8 and MXFP8 shares: 2x BF16's peak on both
+        assert relative_share(gpu, meg["tensorwise"]) == pytest.approx(13.102 / 6.812 / 2)
+        assert relative_share(gpu, meg["mxfp8"]) == pytest.approx(13.102 / 7.161 / 2)
+        assert relative_share(gpu, meg["blockwise"]) == pytest.approx(13.102 / 7.161 / 2)
+    # the transfer follows the peaks: an sm_100 part whose FP4 peak stood at its twin's
+    # ratio would take the twin's NVFP4 share, one whose FP8 peak outran its twin's would
+    # run the twin's rate at a lower share, and none is above 1
+    from dataclasses import replace
+    gb200 = GPUS["gb200"]
+    try:
+        GPUS["gb200"] = replace(gb200, fp4_flops=15000e12, fp8_flops=10000e12)
+        assert relative_share("gb200", meg["nvfp4"]) == pytest.approx(nv / 5.8333, 1e-4)
+        assert relative_share("gb200", meg["tensorwise"]) == pytest.approx(
+            13.102 / 6.812 / 4)
+        GPUS["gb200"] = replace(gb200, fp4_flops=5000e12)
+        assert relative_share("gb200", meg["nvfp4"]) == 1.0
+    finally:
+        GPUS["gb200"] = gb200
     # a GB300 NVFP4 layer's forward GEMMs (every one FP4): at 0.597 of BF16's share of its
     # own FP4 peak, 6x BF16's (15,000 / 2,500 TFLOP/s)
     m, gb300 = llama3_8b(), GPUS["gb300"]

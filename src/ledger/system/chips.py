@@ -60,7 +60,8 @@ BLACKWELL_SHARE = 0.52
 ULTRA_RATE = 1.35
 ULTRA_SHARE = BLACKWELL_SHARE * ULTRA_RATE  # B300's and GB300's gemm_efficiency
 # the presets built on NVIDIA's GH100 die (Hopper): a kernel measured on one of them applies
-# to all (ledger.system.attention, ledger.system.gemm_rates: one rule, a part takes its die's)
+# to all (ledger.system.attention, ledger.system.gemm_rates: one rule, a part takes its die's;
+# gemm_rates gives the unmeasured sm_100 die its generation's measured rate up to its peak)
 GH100_PARTS = ("h100-sxm", "h800", "h100-96gb", "h100-nvl", "h200", "h20", "gh200")
 GPUS = {g.name: g for g in (
     GPU(name="a100-40gb", bf16_flops=312e12, fp8_flops=0.0, hbm_bytes=40 * GiB,

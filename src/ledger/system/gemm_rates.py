@@ -29,13 +29,22 @@ MXFP8's (TE's FP8 block scaling runs as MXFP8 on Blackwell, the same guide L172-
 per-tensor (and torchao's per-row) FP8 ones current scaling's (DelayedScaling runs the
 same kernel; the guide times it with its quantization, L120-125). Which parts take the
 measurement: the measured part's die, as ``ledger.system.attention`` rules - sm_103
-(B300, GB300) the B300 figures, GH100 (H100, H800, H200, H20, GH200) the H200 NVL's;
-sm_100 (B200, GB200) has none published and keeps 1, as does a kernel a part was not
-measured in.
+(B300, GB300) the B300 figures, GH100 (H100, H800, H200, H20, GH200) the H200 NVL's.
+sm_100 (B200, GB200) has none published of its own and takes its generation's measured die
+(sm_103, ``GENERATION``) by one rule: a format's GEMMs run at the measured die's rate over
+BF16 (its share times its peak's ratio to BF16's), up to the part's own peak - a share of
+min(1, share x that ratio / the part's own ratio). FP8 and MXFP8 stand at 2x BF16 on both
+dies (4,500 over 2,250 TFLOP/s dense on B200 and B300, 5,000 over 2,500 on GB200 and GB300:
+ledger.system.chips) and keep B300's shares; NVFP4's 5.83x on B300 (13,125 TFLOP/s) makes
+3.48x BF16's rate, which B200's 4x peak (9,000) reaches at 0.870 of it, and GB300's 6x
+(15,000 over 2,500) at the same share 3.58x, GB200's 4x (10,000) at 0.895 - where the
+unmeasured part would otherwise run NVFP4 faster than the die with 1.5x its FP4 tensor
+rate and the same everything else. A kernel a part (and its generation) was not measured
+in keeps 1.
 """
 from __future__ import annotations
 
-from ledger.system.chips import GH100_PARTS
+from ledger.system.chips import GH100_PARTS, GPUS
 
 # the guide's pre-quantized per-layer totals (ms) and the measured part's dense peaks
 _MEASURED_MS = {"b300": {"bf16": 13.102, "fp8": 6.812, "mxfp8": 7.161, "nvfp4": 3.764},
@@ -44,6 +53,10 @@ _MEASURED_PEAK = {"b300": {"bf16": 2250e12, "fp8": 4500e12, "mxfp8": 4500e12,
                            "nvfp4": 13125e12},
                   "h200-nvl": {"bf16": 835e12, "fp8": 1671e12}}
 MEASURED_BY = {"b300": "b300", "gb300": "b300"} | {g: "h200-nvl" for g in GH100_PARTS}
+# an unmeasured die's parts -> (their generation's measured die, the preset of it whose
+# peaks stand beside theirs: the datasheets pair B200 / B300 and GB200 / GB300)
+GENERATION = {"b200": ("b300", "b300"), "gb200": ("b300", "gb300")}
+_PEAK_FIELD = {"fp8": "fp8_flops", "mxfp8": "fp8_flops", "nvfp4": "fp4_flops"}
 SOURCE = ("NVIDIA/TransformerEngine d0067d0d docs/examples/gemm_profiling/gemm_profiling.rst "
           "L139-157 (benchmark_gemm.py --pre-quantize, B300 SXM6 AC, hidden 4096, FFN 16384, "
           "M 15,872: BF16 13.102, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764 ms per layer); "
@@ -62,9 +75,15 @@ def measured_kernel(rec) -> str:
 
 def kernel_share(gpu_name: str, kernel: str) -> float:
     """The share of its own peak the guide's ``kernel`` (bf16, fp8, mxfp8 or nvfp4)
-    sustains, over the share a BF16 GEMM sustains, on ``gpu_name``; 1 for a part (or a
-    kernel of it) without a measurement."""
+    sustains, over the share a BF16 GEMM sustains, on ``gpu_name`` (its die's measurement,
+    else its generation's measured rate over BF16 up to its own peak: the module
+    docstring); 1 for a part (or a kernel of it) without a measurement."""
     part = MEASURED_BY.get(gpu_name)
+    if part is None and gpu_name in GENERATION and kernel in _PEAK_FIELD:
+        die, twin = GENERATION[gpu_name]  # the measured die's rate over BF16, up to own peak
+        own, other = (getattr(g, _PEAK_FIELD[kernel]) / g.bf16_flops
+                      for g in (GPUS[gpu_name], GPUS[twin]))
+        return min(1.0, kernel_share(twin, kernel) * other / own)
     ms, peak = _MEASURED_MS.get(part, {}), _MEASURED_PEAK.get(part, {})
     if kernel not in ms:
         return 1.0
