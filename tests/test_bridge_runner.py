@@ -165,3 +165,21 @@ def test_fp8_cs_rows_run_their_first_and_last_layers_in_fp8_at_every_release():
                                 if r.release in ("25.09", "25.11") else
                                 "scripts/performance/utils/precision.py"), r.id
         assert "bf16-ends" not in precision_of(r)[0], r.id
+
+
+def test_a_recipes_recompute_num_layers_runs_block_recompute_of_that_many_layers():
+    """The perf scripts turn a workload config's recompute_num_layers into full recompute,
+    method block, of that many layers (set_recompute_overrides: scripts/performance/utils/
+    helpers.py L174-177 @ v0.2.0, utils/overrides.py L137-140 @ v0.3.0): 25.11's H100
+    Llama 3 8B FP8-CS (LLAMA3_8B_H100_FP8_CS_BASE_CONFIG, workload_base_configs.py L229-233
+    @ v0.2.0: 5 layers) ran it; every other row's recipe sets none."""
+    from ledger.render.bridge import config_of, model_of, precision_of
+
+    with_layers = [r for r in ROWS if r.setting("recompute_num_layers")]
+    assert [r.id for r in with_layers] == ["25.11/h100/llama3-8b/fp8_cs/8g/gbs128/mbs1"]
+    row = with_layers[0].as_run()
+    cfg, _ = config_of(row, precision_of(row)[0], model_of(row))
+    assert (cfg.recompute, cfg.recompute_layers) == ("full", 5)
+    other = _one(release="25.09", gpu="h100", model="llama3-8b").as_run()
+    cfg, _ = config_of(other, precision_of(other)[0], model_of(other))
+    assert (cfg.recompute, cfg.recompute_layers) == ("none", None)

@@ -175,3 +175,25 @@ def test_core_attn_does_not_rerun_a_mamba_mixers_scan():
     # full recompute runs the whole forward again, the scan included
     full = lt.backward("full")
     assert full["compute"] - none["compute"] == pytest.approx(lt.gemm + lt.attention)
+
+
+@pytest.mark.parametrize("pp,vp,n", [(1, 1, 5), (1, 1, 32), (4, 2, 1), (4, 2, 3)])
+def test_block_recompute_reruns_the_first_layers_of_each_chunk_only(pp, vp, n):
+    """Megatron's --recompute-method block --recompute-num-layers n (transformer_block.py
+    _checkpointed_forward) recomputes the first n layers of each model chunk: the step pays
+    n / (layers / (pp vp)) of full recompute's extra forward, in its compute, its host time
+    and its hardware FLOPs - as the memory model keeps (placement.layers.recomputed_share).
+    Llama 3 8B: 32 layers; 4 chunks of 4 layers per rank at pp 4 vp 2."""
+    from dataclasses import replace
+
+    m, s = llama3_8b(), get_system("h100-sxm")
+    base = ParallelConfig(dp=8 // pp, pp=pp, vp=vp, num_microbatches=8, precision="bf16",
+                          schedule="interleaved" if vp > 1 else "1f1b", framework="megatron")
+    none, full, block = (estimate(m, c, s) for c in (
+        base, replace(base, recompute="full"), replace(base, recompute="full", recompute_layers=n)))
+    share = min(n, 32 / (pp * vp)) / (32 / (pp * vp))
+    for k in ("compute", "elementwise"):
+        assert block.breakdown[k] - none.breakdown[k] == pytest.approx(
+            share * (full.breakdown[k] - none.breakdown[k]), rel=1e-9)
+    work = [e.hfu * e.step_time_s for e in (none, full, block)]  # hardware FLOPs / peak
+    assert work[2] - work[0] == pytest.approx(share * (work[1] - work[0]), rel=1e-9)

@@ -176,7 +176,13 @@ def config_of(row: BridgeRow, precision: str | None,
               fsdp_double_buffer=fsdp_double_buffer(row))
     modules = row.setting("recompute_modules")
     gran = row.setting("recompute_granularity")
-    if gran == "full":
+    layers = row.setting("recompute_num_layers")
+    if isinstance(layers, int) and layers > 0:  # the perf scripts' set_recompute_overrides:
+        # granularity full, method block, the first n layers of each chunk (scripts/
+        # performance/utils/helpers.py L174-177 @ v0.2.0; utils/overrides.py L137-140
+        # @ v0.3.0, L144-147 @ v0.4.2, L150-153 @ v0.5.0)
+        kw["recompute"], kw["recompute_layers"] = "full", layers
+    elif gran == "full":
         kw["recompute"] = "full"
     elif isinstance(modules, list) and modules:
         kw["recompute"] = "selective"

@@ -88,6 +88,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ledger.placement.layers import recomputed_share
+
 FORWARD_SHARE = 1.0 / 3.0  # of a block's host seconds: the forward; the backward the rest
 
 
@@ -189,8 +191,8 @@ def launched_s(model, cfg, cal, gpu=None) -> tuple[float, float]:
     """(forward, backward) host seconds of one layer for one micro-batch as the step runs
     them: full recompute launches the forward's kernels again in the backward."""
     host_f, host_b = host_passes_s(model, cfg, cal, gpu)
-    if cfg.recompute == "full":
-        host_b = host_b + host_f / getattr(cfg, "recompute_every", 1)
+    if cfg.recompute == "full":  # of the layers it recomputes (recomputed_share)
+        host_b = host_b + host_f * recomputed_share(model, cfg)
     return host_f, host_b
 
 

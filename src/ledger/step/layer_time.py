@@ -14,6 +14,7 @@ from ledger.frameworks.fp8_attention import FP8_ATTENTION_RECIPES, fp8_attention
 from ledger.model import ModelSpec
 from ledger.placement import (activation_bytes_per_layer, block_layers, forward_passes,
                               routed_activation_bytes)
+from ledger.placement.layers import recomputed_share
 from ledger.step.eager import (dglu_regression_s, dispatch_pass_bytes, expert_pass_bytes,
                                fused_grouped_mlp, rope_pass_bytes)
 from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_core_bwd_s,
@@ -47,7 +48,9 @@ class LayerTime:
     tp_issued: object = 0.0  # TP comm forward + backward before any overlap
     cp_issued: object = 0.0  # CP comm forward + backward before any overlap
     op_share: float | None = None  # selective under a per-op policy: its GEMMs run again
-    every: int = 1  # full recompute of every n-th layer
+    every: int = 1  # full recompute of one layer in ``every`` on average: every n-th
+    # (recompute_every), or the first recompute_layers of each chunk (Megatron's block
+    # method: placement.layers.recomputed_share, the share the memory model keeps)
     dgrad: object = None  # the backward's input- and weight-gradient GEMMs: each the
     wgrad: object = None  # forward's, or a fine-tune's (ledger.step.tuned)
     routed: object = 0.0  # the forward's routed-expert GEMMs (after the dispatcher's sync)
@@ -236,6 +239,6 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     hidden = shared_hidden_s(cfg, ep, *shared_gemms_s(model, cfg, tokens, gpu, cal))
     return LayerTime(gemm, attention, elementwise, core, tp_f, tp_b, cp_f, cp_b, ep,
                   (1 + again) * tp_raw_f + tp_raw_b, cp_raw, share,
-                  getattr(cfg, "recompute_every", 1), *grads, routed,
+                  1 / recomputed_share(model, cfg), *grads, routed,
                   recurrent_core_bwd_s(model, cfg, tokens, gpu, cal), rerun, *hidden,
                   attention_bwd=core_b + 2 * scan, recurrent=scan)

@@ -64,6 +64,7 @@ from ledger.frameworks.losses import loss as loss_of
 from ledger.pipeline import SPLIT_BACKWARD, first_backward_s, overlap_pairs, pipeline_s, visits
 from ledger.placement import Capacity, Layout, Placement, pace, place
 from ledger.placement.footprint import loss_name
+from ledger.placement.layers import recomputed_share
 from ledger.step.exposed import exposures
 from ledger.placement import optim_offload
 from ledger.placement.offload import cpu_step_s, link_s
@@ -371,8 +372,8 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     world, peak = cfg.world, system.gpu.bf16_flops
     model_flops = finetune_flops_per_token(model, cfg.finetune) * global_tokens
     hw_flops = model_flops + recompute_flops_per_token(
-        model, cfg.recompute, share=op_share(model, cfg), every=cfg.recompute_every,
-        modules=cfg.recompute_modules) \
+        model, cfg.recompute, share=op_share(model, cfg),
+        every=1 / recomputed_share(model, cfg), modules=cfg.recompute_modules) \
         * global_tokens
     hbm = system.gpu.hbm_bytes
     room = Capacity(system.gpu.name, hbm, hbm * cal.memory_reserve, system.host_memory_bytes)
