@@ -5,7 +5,7 @@ it prints."""
 import pytest
 
 from ledger.validation.bridge import LACKS, rows
-from test_bridge import ROWS, _one
+from test_bridge import BY_ID, ROWS, _one
 
 # -- the runner (ledger.render.bridge): every row runs or says why not -------------------
 
@@ -183,3 +183,27 @@ def test_a_recipes_recompute_num_layers_runs_block_recompute_of_that_many_layers
     other = _one(release="25.09", gpu="h100", model="llama3-8b").as_run()
     cfg, _ = config_of(other, precision_of(other)[0], model_of(other))
     assert (cfg.recompute, cfg.recompute_layers) == ("none", None)
+
+
+def test_recipe_functions_that_turn_the_param_gather_overlap_off():
+    """Megatron-Bridge 0.2.0's MXFP8 functions turn --overlap-param-gather off ("keeping
+    this eanbled causes NaN grad norm": configs/llama31/llama31_llm_pretrain.py L140-143
+    @ v0.2.0) and 0.4.2's GB200 Llama 3.1 405B NVFP4 V2 (L123-124 @ v0.4.2); the rows that
+    ran them are priced without it, their twins and every other row with it (DP > 1)."""
+    from ledger.render.bridge import config_of, model_of, precision_of
+    from ledger.render.bridge_launch import overlap_param_gather
+
+    off = {r.id for r in ROWS if not overlap_param_gather(r)}
+    assert off == {"25.11/b200/llama3.1-405b/fp8_mx/128g/gbs64/mbs1",
+                   "25.11/b200/qwen3-235b-a22b/fp8_mx/64g/gbs1024/mbs1",
+                   "25.11/gb200/deepseek-v3/fp8_mx/256g/gbs4096/mbs1",
+                   "25.11/gb300/deepseek-v3/fp8_mx/256g/gbs4096/mbs1",
+                   "26.04.01/gb200/llama3.1-405b/nvfp4/256g/gbs1536/mbs1",
+                   "26.06/gb200/llama3.1-405b/nvfp4/256g/gbs1536/mbs1"}
+    for rid, want in (("25.11/b200/llama3.1-405b/fp8_mx/128g/gbs64/mbs1", False),
+                      ("25.11/b200/llama3.1-405b/fp8_cs/128g/gbs64/mbs1", True),
+                      ("26.04.01/gb200/llama3.1-405b/nvfp4/256g/gbs1536/mbs1", False),
+                      ("26.04.01/gb200/llama3.1-405b/fp8_mx/256g/gbs1536/mbs1", True)):
+        row = BY_ID[rid].as_run()
+        cfg, _ = config_of(row, precision_of(row)[0], model_of(row))
+        assert (cfg.overlap_param_gather, cfg.overlap_grad_reduce) == (want, True), rid

@@ -55,6 +55,7 @@ from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
                                         TP_OVERLAP_MODELS, ep_sms_of, expandable_segments,
                                         fp8_output_proj, fsdp_double_buffer,
                                         grad_accumulation_fusion, graph_impl, graph_scopes,
+                                        overlap_param_gather,
                                         loss_of, shared_expert_overlap, tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
@@ -247,7 +248,8 @@ def config_of(row: BridgeRow, precision: str | None,
     kw["nccl_nvls"] = False
     if row.dp > 1:  # Megatron-Bridge's CommOverlapConfig with DP > 1: both overlapped
         # (src/megatron/bridge/training/comm_overlap.py:527-545 @ v0.3.1)
-        kw["overlap_grad_reduce"] = kw["overlap_param_gather"] = True
+        kw["overlap_grad_reduce"] = True  # and the parameter gather, unless the recipe
+        kw["overlap_param_gather"] = overlap_param_gather(row)  # function turns it off
         # and its DP bucket: 128 Mi parameters (comm_overlap.py:539-540 @ v0.3.1, the same
         # at every release v0.1.0rc3 to v0.6.0), unless the recipe sets its own
         own = row.setting("bucket_size")

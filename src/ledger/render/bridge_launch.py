@@ -96,6 +96,43 @@ def fsdp_double_buffer(row: BridgeRow) -> bool:
     return row.setting("nccl_ub") is True
 
 
+def _holds(when: str, row: BridgeRow) -> bool:
+    """Whether a recipe function's condition holds for the row, where it is one the
+    tables' generator keeps and the row states: ``precision == 'X'`` (the function's
+    precision argument, the launcher's --compute_dtype: scripts/performance/
+    argument_parser.py L135-137 @ v0.2.0, the row's precision) and
+    ``config_variant.lower() == 'vN'`` (the workload config the row ran, its name's _VN),
+    joined by ``and``; any other condition is not taken to hold."""
+    import re
+
+    variant = re.search(r"_(V\d+)$", str(row.recipe.get("config") or ""))
+    for clause in when.split(" and "):
+        prec = re.fullmatch(r"precision == '(\w+)'", clause.strip())
+        var = re.fullmatch(r"config_variant\.lower\(\) == '(\w+)'", clause.strip())
+        if prec is not None and prec.group(1) == row.precision:
+            continue
+        if var is not None and variant is not None and variant.group(1).lower() == var.group(1):
+            continue
+        return False
+    return True
+
+
+def overlap_param_gather(row: BridgeRow) -> bool:
+    """--overlap-param-gather as the row's run had it: Megatron-Bridge's CommOverlapConfig
+    turns it on with DP > 1 (src/megatron/bridge/training/comm_overlap.py:527-545 @ v0.3.1)
+    unless the row's recipe function turns it off under a condition the row meets - the
+    0.2.0 functions under MXFP8 ("keeping this eanbled causes NaN grad norm": scripts/
+    performance/configs/llama31/llama31_llm_pretrain.py L140-143 @ v0.2.0, and the Llama 3
+    70B, DeepSeek-V3 and Qwen3-235B functions beside it), 0.4.2's GB200 Llama 3.1 405B
+    NVFP4 V2 (disable_param_gather_overlap, configs/llama/llama31_llm_pretrain.py L46-56,
+    L123-124 @ v0.4.2)."""
+    for value, when in (row.pretrain.get("conditional") or {}).get(
+            "ddp.overlap_param_gather", ()):
+        if _holds(when, row):
+            return bool(value)
+    return True
+
+
 # the families whose Megatron-Bridge recipe turns TP comm overlap on (CommOverlapConfig(
 # tp_comm_overlap=True): src/megatron/bridge/recipes/llama/llama3.py:738,828,917,1094,1189
 # and recipes/nemotronh/nemotron_3_nano.py:123-125 @ v0.3.1); the others leave it off
