@@ -55,8 +55,8 @@ from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
                                         TP_OVERLAP_MODELS, ep_sms_of, expandable_segments,
                                         fp8_output_proj, fsdp_double_buffer,
                                         grad_accumulation_fusion, graph_impl, graph_scopes,
-                                        overlap_param_gather,
-                                        loss_of, shared_expert_overlap, tp_overlap)
+                                        loss_of, overlap_param_gather, shared_expert_overlap,
+                                        tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
@@ -178,10 +178,8 @@ def config_of(row: BridgeRow, precision: str | None,
     modules = row.setting("recompute_modules")
     gran = row.setting("recompute_granularity")
     layers = row.setting("recompute_num_layers")
-    if isinstance(layers, int) and layers > 0:  # the perf scripts' set_recompute_overrides:
-        # granularity full, method block, the first n layers of each chunk (scripts/
-        # performance/utils/helpers.py L174-177 @ v0.2.0; utils/overrides.py L137-140
-        # @ v0.3.0, L144-147 @ v0.4.2, L150-153 @ v0.5.0)
+    if isinstance(layers, int) and layers > 0:  # set_recompute_overrides: full, method block
+        # (scripts/performance/utils/helpers.py L174-177 @ v0.2.0, overrides.py L137-140 @ v0.3.0)
         kw["recompute"], kw["recompute_layers"] = "full", layers
     elif gran == "full":
         kw["recompute"] = "full"
@@ -247,9 +245,8 @@ def config_of(row: BridgeRow, precision: str | None,
     # memory": scripts/performance/utils/executors.py L42 @v0.1.0rc3 ... L43 @v0.5.1)
     kw["nccl_nvls"] = False
     if row.dp > 1:  # Megatron-Bridge's CommOverlapConfig with DP > 1: both overlapped
-        # (src/megatron/bridge/training/comm_overlap.py:527-545 @ v0.3.1)
-        kw["overlap_grad_reduce"] = True  # and the parameter gather, unless the recipe
-        kw["overlap_param_gather"] = overlap_param_gather(row)  # function turns it off
+        # (comm_overlap.py:527-545 @ v0.3.1) but where the function turns the gather off
+        kw["overlap_grad_reduce"], kw["overlap_param_gather"] = True, overlap_param_gather(row)
         # and its DP bucket: 128 Mi parameters (comm_overlap.py:539-540 @ v0.3.1, the same
         # at every release v0.1.0rc3 to v0.6.0), unless the recipe sets its own
         own = row.setting("bucket_size")
