@@ -177,9 +177,8 @@ def config_of(row: BridgeRow, precision: str | None,
               fsdp_double_buffer=fsdp_double_buffer(row))
     modules = row.setting("recompute_modules")
     gran = row.setting("recompute_granularity")
-    layers = row.setting("recompute_num_layers")
-    if isinstance(layers, int) and layers > 0:  # set_recompute_overrides: full, method block
-        # (scripts/performance/utils/helpers.py L174-177 @ v0.2.0, overrides.py L137-140 @ v0.3.0)
+    layers = row.setting("recompute_num_layers")  # set_recompute_overrides: full, block (perf
+    if isinstance(layers, int) and layers > 0:  # utils/helpers.py L174-177 @ v0.2.0, overrides.py)
         kw["recompute"], kw["recompute_layers"] = "full", layers
     elif gran == "full":
         kw["recompute"] = "full"
