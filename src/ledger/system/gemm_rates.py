@@ -40,7 +40,11 @@ ledger.system.chips) and keep B300's shares; NVFP4's 5.83x on B300 (13,125 TFLOP
 (15,000 over 2,500) at the same share 3.58x, GB200's 4x (10,000) at 0.895 - where the
 unmeasured part would otherwise run NVFP4 faster than the die with 1.5x its FP4 tensor
 rate and the same everything else. A kernel a part (and its generation) was not measured
-in keeps 1.
+in keeps 1. The one lone-GEMM measurement naming both dies finds them alike in BF16 and FP8
+(stas00/ml-engineering compute/accelerator/README.md @ 744d01e1 L355-356, L372-373, MAMF:
+B200 77.6% / 76.3%, B300 78.6% / 74.5% of the BF16 / FP8 peak). What the rule moves: the
+Megatron-Bridge tutorial's Llama 3.1 8B on 4 GB200 (benchmarks/validation.py) publishes
+MXFP8 at 1.350x BF16's step, predicted 1.537x at sm_100's datasheet ratio and 1.464x now.
 """
 from __future__ import annotations
 
@@ -62,7 +66,9 @@ SOURCE = ("NVIDIA/TransformerEngine d0067d0d docs/examples/gemm_profiling/gemm_p
           "M 15,872: BF16 13.102, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764 ms per layer); "
           "L287-296 (the same on an H200 NVL: BF16 31.968, FP8 current 16.785 ms per layer; "
           "H200 NVL dense peaks 835 / 1,671 TFLOP/s: NVIDIA H200 datasheet, "
-          "H200 NVL column, 1,671 / 3,341 with sparsity)")
+          "H200 NVL column, 1,671 / 3,341 with sparsity); sm_100 beside sm_103: "
+          "stas00/ml-engineering compute/accelerator/README.md @ 744d01e1 L355-356, "
+          "L372-373 (MAMF, B200 and B300 within 2.5% in BF16 and FP8)")
 _BLOCK_FP8 = ("blockwise", "deepseek-v3")  # TE emulates FP8 block scaling with MXFP8
 
 
