@@ -7,6 +7,7 @@ Core", arXiv 2603.07685v2, as extracted in AICO-Ascend/AICO-Knowledge @
 of-experts-models-with-megatron-core.txt: Table 11 (p.69), Table 20 and Appendix B.2
 (p.87), Table 17 (p.74) and the pipeline layouts of sec. 9.2.2 (p.74-75)."""
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,8 @@ from ledger.io import parse_layout
 from ledger.render import mcore_moe as render
 from ledger.render.bridge import config_of, model_of, outcome, precision_of
 from ledger.validation import mcore_moe
+
+ZOO = Path(__file__).parent / "fixtures" / "modelzoo"
 
 # Table 11 (p.69): model, system, #GPUs, seqlen, dtype, per-GPU TF, tokens/s/GPU
 TABLE_11 = [("deepseek-v3", "gb300", 256, 4096, "MXFP8", 1233, 4730),
@@ -92,10 +95,26 @@ def test_the_papers_conflicts_are_settled_by_table_20():
     assert h100.layout(model.mtp_layers) == ("Et*4|(t*4|)*14tmL", "Megatron-Bridge's layout map")
     assert parse_layout(GB200_LAYOUT, 4, 61, 1) == parse_layout("Et*4|(t*4|)*14tmL", 4, 61, 1)
     assert _cfg(h100)[2].stage_layers == _cfg(gb200)[2].stage_layers == (4,) * 15 + (1,)
-    # Table 18: FP8 primary weights on both; the other rows gather in BF16
+    # Table 18: FP8 primary weights on both
     assert precision_of(h100)[0] == "fp8-blockwise+param-gather"
     assert precision_of(gb200)[0] == "fp8-mxfp8+param-gather"
-    assert precision_of(rows["deepseek-v3", "gb300", "fp8_mx"])[0] == "fp8-mxfp8"
+
+
+def test_every_mxfp8_row_runs_megatron_bridges_mxfp8_function():
+    """Where the paper is silent (every MXFP8 row but Table 18's), RULE takes Megatron-Bridge's
+    bf16_with_mxfp8_mixed (mixed_precision.py L255-266 @067f987d): FP8 param gather through
+    the reused gradient buffer - what the report's launch script sets for MXFP8 (ModelZoo
+    sbatch_benchmarking.sh L98-101, the fixture); BF16 rows gather nothing in FP8."""
+    script = (ZOO / "sbatch_benchmarking.sh").read_text().splitlines()
+    assert script[97] == 'if [[ ${PR} == "mxfp8" ]]; then'
+    assert "--fp8-param-gather --reuse-grad-buf-for-mxfp8-param-ag" in script[100]
+    got = {(r.gpu, r.model, r.precision_published, r.seq_len):
+           (precision_of(r)[0], r.precision_setting("reuse_grad_buf_for_mxfp8_param_ag"))
+           for r in mcore_moe.rows()}
+    mx = [k for k in got if k[2] == "MXFP8"]
+    assert len(mx) == 5
+    assert all(got[k] == ("fp8-mxfp8+param-gather", True) for k in mx)
+    assert {got[k] for k in got if k[2] == "BF16"} == {(None, None)}
 
 
 def _paper(r) -> float:

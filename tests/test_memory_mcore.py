@@ -32,8 +32,10 @@ def _bridge(row):
 
 def _table5_runs():
     """Table 5's runs as Table 11's rows with Table 5's changes (the module's rule)."""
-    ds = replace(TABLE_11[("deepseek-v3", "gb200", "BF16")], precision="fp8_mx",
-                 precision_published="MXFP8")
+    bf16 = TABLE_11[("deepseek-v3", "gb200", "BF16")]
+    ds = replace(bf16, precision="fp8_mx", precision_published="MXFP8",
+                 recipe={**bf16.recipe,
+                         "precision": {"settings": mcore_moe.precision_settings("MXFP8")}})
     q = TABLE_11[("qwen3-235b-a22b", "gb200", "MXFP8")]
     base = {k: v for k, v in q.recipe["settings"].items()
             if k not in ("fine_grained_activation_offloading", "offload_modules")}

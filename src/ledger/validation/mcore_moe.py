@@ -28,7 +28,17 @@ rule). Every setting the paper leaves unstated is what ``ledger.render.bridge`` 
 Megatron-Bridge performance row that names nothing (B.3, p.87-88, names Megatron-Bridge's
 scripts/performance as the workflow that reproduces Table 11): the distributed optimizer,
 BF16 gradient reduction, DeepSeek-V3's BF16 Adam moments, TE's cross-entropy, overlapped DP
-reduction and gather, the 128 Mi-parameter DP bucket, NVLS off, HybridEP's 32 SMs.
+reduction and gather, the 128 Mi-parameter DP bucket, NVLS off, HybridEP's 32 SMs, and
+the precision's Megatron-Bridge function (``PRECISION``): every MXFP8 row - Table 11's and
+Table 5's (``ledger.validation.memory_mcore``) - runs ``bf16_with_mxfp8_mixed``,
+``fp8_param_gather`` and ``reuse_grad_buf_for_mxfp8_param_ag`` on (Megatron-Bridge
+src/megatron/bridge/training/mixed_precision.py L255-266 @067f987d), as the report's own
+launch script sets them for MXFP8 (yanring/Megatron-MoE-ModelZoo@020b8136
+sbatch_benchmarking.sh L98-101, kept in tests/fixtures/modelzoo: ``--fp8-param-gather
+--reuse-grad-buf-for-mxfp8-param-ag`` without optimizer CPU offload). The paper does not
+contradict it: B.2 and Table 20 are silent, Table 18 states FP8 primary weights for the
+two rows it reprints (GB200 MXFP8 and H100 FP8-BLK), and sec. 5.2.2 (p.49) has MXFP8's
+parameter all-gather in BF16 - the gradient buffer's BF16 gather the reuse flag names.
 The paper's own disagreements this rule settles (``CONFLICTS``): DeepSeek-V3 on H100 runs
 Table 20's TP2 PP4 EP64 (DP 128), not Table 17's PP8, and B.2's recompute ``up_proj, mlp``,
 not Table 17's ``mlp, mla_up_proj, moe_act, layernorm``; so sec. 9.2.2's 32-stage H100
@@ -73,6 +83,10 @@ HYPER = ((1, 4, 1, 64, 4, 1, 8192), (1, 4, 1, 64, 4, 1, 8192), (1, 8, 1, 32, 4, 
 # TP is always 1" (Table 17's note, p.74), as sec. 9.1.2's Guideline 4 sets it (p.72)
 ETP = 1
 DTYPE = {"MXFP8": "fp8_mx", "FP8-BLK": "fp8_sc", "BF16": "bf16"}
+# the precision's Megatron-Bridge function where the paper states nothing (RULE):
+# bf16_with_mxfp8_mixed, mixed_precision.py L255-266 @067f987d; ModelZoo@020b8136
+# sbatch_benchmarking.sh L98-101 sets the same two flags for MXFP8
+PRECISION = {"MXFP8": {"fp8_param_gather": True, "reuse_grad_buf_for_mxfp8_param_ag": True}}
 GRAPH_SCOPE = ("attn", "moe_router", "moe_preprocess")
 # Appendix B.2 (p.87) by (model, platform): flex backend, recompute modules, 1F1B A2A
 # overlap, CUDA-graph scopes. "up_proj" is Megatron's mla_up_proj (Table 17's name for it).
@@ -141,7 +155,19 @@ RULE = ("Table 20 and Appendix B.2 (p.87) set what they state; Tables 17/18 and 
         "(p.74-75) add what they state for the row they reprint (same model, platform, "
         "precision and TFLOPS/GPU) where Table 20 and B.2 are silent, and yield where they "
         "disagree; a layout applies only at the row's PP x VPP stages; every unstated "
-        "setting is ledger.render.bridge's for a Megatron-Bridge perf row naming nothing.")
+        "setting is ledger.render.bridge's for a Megatron-Bridge perf row naming nothing, "
+        "its precision's settings Megatron-Bridge's function's (MXFP8: FP8 param gather "
+        "through the reused gradient buffer).")
+
+
+def precision_settings(dtype: str, case: dict | None = None) -> dict:
+    """A row's mixed-precision settings under ``RULE``: what Table 18 states for the row it
+    reprints (``CASE_STUDY``: FP8 primary weights) first, then ``PRECISION``'s
+    Megatron-Bridge function for the row's published precision."""
+    out = dict(PRECISION.get(dtype, {}))
+    if (case or {}).get("fp8_param_gather"):
+        out["fp8_param_gather"] = True
+    return out
 
 
 def _cell(value) -> str:
@@ -175,7 +201,7 @@ def rows() -> tuple[BridgeRow, ...]:
             settings |= {"fine_grained_activation_offloading": True,
                          "offload_modules": list(OFFLOAD[key]["offload_modules"])}
         precision = DTYPE[dtype]
-        prec = {"fp8_param_gather": True} if case.get("fp8_param_gather") else {}
+        prec = precision_settings(dtype, case)
         notes = list(UNPRICED) + list(case.get("unpriced", ()))
         notes += [f"Table 17's {k} {_cell(v['table 17'])} set aside for "
                   f"{_cell(next(x for s, x in v.items() if s != 'table 17'))}"

@@ -13,8 +13,9 @@ on Grace Blackwell with Hybrid-EP, next to Table 5's baselines of 945 and 800 TF
 The one rule for every unknown: a Table 5 run is the Table 11 run of its model on GB200
 with the same TP x PP x EP x VPP (DeepSeek-V3 TP1 PP8 EP32 VPP4: the BF16 row; Qwen3-235B
 TP1 EP64: the MXFP8 row) as ``mcore_moe.RULE`` sets it - Table 20's batch, B.2's
-dispatcher, recompute, overlap and CUDA graphs - with only what Table 5 names changed: the
-precision (MXFP8), TP and EP (the Qwen3 baseline's TP2 EP16, DP 32), the offload. "full"
+dispatcher, recompute, overlap and CUDA graphs, the MXFP8 function's FP8 param gather
+through the reused gradient buffer (``mcore_moe.PRECISION``) - with only what Table 5
+names changed: the precision (MXFP8, with that function's settings), TP and EP (the Qwen3 baseline's TP2 EP16, DP 32), the offload. "full"
 is read as the full model (61 layers and the MTP depth), not full recompute. "Mem" is the
 largest ``max allocated`` Megatron-LM's report_memory prints - every pipeline rank of DP
 rank 0 prints its ``torch.cuda.max_memory_allocated()`` (megatron/training/utils/
@@ -38,6 +39,7 @@ best_practice/qwen3/readme.md): read so, the row is priced 24% under (docs/memor
 from __future__ import annotations
 
 from ledger.config import ParallelConfig
+from ledger.frameworks import spell
 from ledger.model import ModelSpec, deepseek_v3
 from ledger.validation import mcore_moe
 from ledger.validation.peak import Peak
@@ -49,12 +51,14 @@ GB = mcore_moe.GB  # the paper's GB, its one reading (2^30 B)
 GRAPHS = ("attn", "moe_router", "moe_preprocess")  # B.2 (p.87), every GB200 row
 # Megatron-Bridge's settings a perf row naming nothing runs (ledger.render.bridge.config_of:
 # the distributed optimizer, BF16 gradient reduction, TE's fused cross-entropy, overlapped
-# DP reduction and gather in 128 Mi-parameter buckets, NVLS off, HybridEP on 32 SMs)
+# DP reduction and gather in 128 Mi-parameter buckets, NVLS off, HybridEP on 32 SMs) and
+# the MXFP8 function's FP8 param gather (mcore_moe.PRECISION, render.bridge.precision_of)
 _BRIDGE = dict(zero_stage=1, moe_dispatcher="flex", ep_backend="hybridep", ep_sms=32,
                dropout=0.0, loss="te-parallel", overlap_grad_reduce=True,
                overlap_param_gather=True, grad_dtype="bf16", nccl_nvls=False,
                dp_bucket_params=128 * 1024 * 1024, cuda_graph=GRAPHS, etp=1,
-               precision="fp8-mxfp8", recompute="selective")
+               precision=spell("mxfp8", mcore_moe.PRECISION["MXFP8"]["fp8_param_gather"]),
+               recompute="selective")
 
 
 def qwen3_235b_a22b() -> ModelSpec:
