@@ -115,8 +115,9 @@ CASE_STUDY = {
 # --offload-modules moe_act, the activation's input offloaded, the activation recomputed
 # (ledger.placement.act_offload). This reading was chosen with the row's priced peaks in view
 # (without offload 235.3 GiB, 'does NOT fit'; expert_fc1 + moe_act 136.9; with core_attn and
-# attn_proj too 105.0; every module 90.2; moe_act 177.0 against Table 5's 175 GB), so Table
-# 5's figure for it is no prediction (ledger.validation.memory_mcore: role "chosen").
+# attn_proj too 105.0; every module 90.2; moe_act 177.0 against Table 5's 175 GB - priced
+# then with BF16 params, before the rule took the MXFP8 function's FP8 param gather), so
+# Table 5's figure for it is no prediction (ledger.validation.memory_mcore: role "chosen").
 OFFLOAD = {("qwen3-235b-a22b", "gb200", "MXFP8", 919): {
     "offload_modules": ["moe_act"], "measured_gb": 175, "table": 5, "page": 25}}
 # where Table 17 disagrees with Table 20 / B.2 (Table 20 / B.2 win: RULE)
