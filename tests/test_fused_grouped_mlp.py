@@ -179,3 +179,25 @@ def test_the_planner_holds_it_and_prices_it_on_its_grid():
                     facts={"fused_grouped_mlp": f}).plans[0] for f in (False, True))
     assert on.config.fused_grouped_mlp and not off.config.fused_grouped_mlp
     assert on.step_time_s < off.step_time_s
+
+
+def test_a_bridge_row_fuses_only_in_a_recipe_its_release_te_fuses():
+    # TE 4220403e (Megatron-Bridge v0.5.0) fuses the grouped MLP in MXFP8 alone (ops/_common.py
+    # L245); b9d690e0 (v0.5.1) and 4329ff84 (v0.6.0) in NVFP4 too (#3048). The same 26.06
+    # MXFP8 row read as NVFP4: per-expert GroupedLinear at v0.5.0, fused at v0.5.1 / v0.6.0
+    from ledger.render.bridge import config_of, model_of
+    from ledger.step.host import local_experts
+    from ledger.validation.bridge import rows, te_fused_mlp
+
+    assert te_fused_mlp(replace(rows()[0], recipe={"ref": "v0.4.2"})) == ()
+    row = next(r for r in rows() if r.recipe.get("ref") == "v0.5.0" and r.moe
+               and r.setting("cutedsl_fused_grouped_mlp") is True).as_run()
+    model, gpu = model_of(row), system(row.gpu).gpu
+    cfg, _ = config_of(row, MX, model)
+    assert cfg.fused_grouped_mlp and local_experts(model, cfg, gpu) == 0
+    fp4, _ = config_of(row, "fp4-nvfp4", model)
+    assert not fp4.fused_grouped_mlp
+    assert local_experts(model, fp4, gpu) == model.num_experts / row.ep
+    for ref in ("v0.5.1", "v0.6.0"):
+        later = replace(row, recipe={**row.recipe, "ref": ref})
+        assert config_of(later, "fp4-nvfp4", model)[0].fused_grouped_mlp

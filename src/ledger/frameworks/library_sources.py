@@ -157,7 +157,7 @@ _FUSED_MLP = (
     "quick GELU, clamped or not, or weighted squared ReLU), L624-638 (fc2's bias scaled by "
     "the probs in GroupedLinear); TransformerEngine d0067d0d transformer_engine/pytorch/ops/"
     "fused/grouped_mlp.py L946-950 (NVTE_CUTEDSL_FUSED_GROUPED_MLP set, compute capability "
-    "10.x), L842 (MXFP8 / NVFP4 recipes), L848 (ScaledSwiGLU, ScaledClampedQGeGLU), "
+    "10.x), L842 (MXFP8 / NVFP4 recipes; MXFP8 alone at 4220403e, ops/_common.py L245), L848 (ScaledSwiGLU, ScaledClampedQGeGLU), "
     "L1530-1567 (fc1's grouped GEMM writes the activation's input and fc2's quantized "
     "input from its epilogue), L352-364 (fc2's bias inside the cuDNN GEMM), L2064-2081 (the "
     "backward's fc2 dgrad GEMM runs dGLU and dbias in its epilogue), L1749, L1793 (what it "
@@ -186,7 +186,9 @@ _EXPERT_HOST = (
     "otherwise runs on a step's first micro-batch (grouped_linear.py L196-209, L198; Megatron-LM "
     "d0b3b775 extensions/transformer_engine.py L2224-2233, pipeline_parallel/schedules.py "
     "L418-419); under the fused grouped MLP one cuDNN CuTe DSL launch takes every expert "
-    "(ops/fused/forward_grouped_mlp.py L48-79, backward_grouped_mlp.py L252-287 @ 4220403e)")
+    "(ops/fused/forward_grouped_mlp.py L48-79, backward_grouped_mlp.py L252-287 @ 4220403e, "
+    "MXFP8 alone there: ops/_common.py L245; NVFP4 too from TE 920a7db1, #3048: ops/_common.py "
+    "L438-442 @ b9d690e0, v0.5.1's; ops/fused/grouped_mlp.py L707-711 @ 4329ff84, v0.6.0's)")
 _megatron_only("expert_host_launches", _EXPERT_HOST,
                "no source read for its experts' loop: host_expert_s per expert as "
                "Megatron-Core's")

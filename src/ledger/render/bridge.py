@@ -60,7 +60,8 @@ from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
-                                     RECIPE_MTP, WITH, BridgeRow, config_text, rows)
+                                     RECIPE_MTP, WITH, BridgeRow, config_text, rows,
+                                     te_fused_mlp)
 
 GIB = 2**30
 REGRESSION_NOTE = "github.com/NVIDIA/cudnn-frontend/issues/256"  # ledger.step.eager
@@ -229,9 +230,11 @@ def config_of(row: BridgeRow, precision: str | None,
     # the fused grouped MLP: the 0.5 configs' cutedsl_fused_grouped_mlp (op fuser and
     # NVTE_CUTEDSL_FUSED_GROUPED_MLP=1: utils/overrides.py L238-243, perf_plugins.py L308-309
     # @ v0.5.1), the 0.6 recipes' own (deepseek/common.py L70, gb300/deepseek_v3.py L177);
-    # its dGLU kernel regressed where the row's table note names cudnn-frontend#256
+    # its dGLU kernel regressed where the row's table note names cudnn-frontend#256; only
+    # in a recipe the TE its release pins fuses (validation.bridge.te_fused_mlp)
     if row.moe and True in (row.setting("cutedsl_fused_grouped_mlp"),
-                            row.setting("use_transformer_engine_op_fuser")):
+                            row.setting("use_transformer_engine_op_fuser")) \
+            and str(precision).split("+")[0].split("-")[-1] in te_fused_mlp(row):
         kw["fused_grouped_mlp"] = True
         kw["dglu_dbias_regression"] = any(REGRESSION_NOTE in n for n in row.notes)
     # the MoE recipes' paged stash of the experts' activations (ledger.frameworks.paged_stash)

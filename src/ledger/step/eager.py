@@ -84,7 +84,17 @@ from ledger.placement import moe_tokens
 CLAMP_PASSES = (4, 5)  # forward, backward passes over the fc1 output (rows x 2F)
 ROPE_PASSES = (12, 13)  # forward, backward passes over q and k (unfused RoPE under YaRN)
 BIAS_PASSES = (6, 6)  # forward, backward passes over the fc2 output (rows x h)
-FUSED_MLP_RECIPES = ("mxfp8", "nvfp4")  # TE's fused grouped MLP: grouped_mlp.py L842 @d0067d0d
+# The recipes Transformer Engine's fusion pass takes the grouped MLP in, by TE commit: at
+# 4220403e (2.16, Megatron-Bridge v0.5.0's uv.lock) MXFP8 alone (ops/_common.py L245; the one
+# class ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8, ops/fused/forward_grouped_mlp.py L48); NVFP4
+# from TE 920a7db1 (#3048, 2026-06-01, first in v2.17), cherry-picked onto 2.16 as ebb8595d:
+# b9d690e0 (v0.5.1) ops/_common.py L438-442, 4329ff84 (2.17.1, v0.6.0) ops/fused/
+# grouped_mlp.py L707-711, d0067d0d L842 (the megatron record's TE) - NVFP4 only with its
+# random Hadamard transform on (``disable_rht`` off, the recipe's default). Under a TE
+# without the recipe the experts run GroupedLinear, one launch per expert (ledger.step.host).
+FUSED_MLP_RECIPES_AT = {"4220403e": ("mxfp8",), "b9d690e0": ("mxfp8", "nvfp4"),
+                        "4329ff84": ("mxfp8", "nvfp4"), "d0067d0d": ("mxfp8", "nvfp4")}
+FUSED_MLP_RECIPES = FUSED_MLP_RECIPES_AT["d0067d0d"]  # the framework record's TE (CLI runs)
 
 
 def fused_grouped_mlp(model: ModelSpec, cfg, gpu) -> bool:

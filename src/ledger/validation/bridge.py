@@ -131,6 +131,10 @@ CALIBRATION_RELEASE = "26.02.01"
 # performance entries name no table row (26.06 Nemotron 3 Nano at TP > 1: every Nano row
 # runs TP 1; 26.02 DeepSeek-V3 on H100 without DeepEP: no 26.02 H100 DeepSeek-V3 row).
 REGRESSION = "performance regression"
+# The TransformerEngine each release's recipes ran (uv.lock at the tag: L4872-4873 @ v0.5.0,
+# L4854-4855 @ v0.5.1, L4866-4867 @ v0.6.0); the fused grouped MLP's recipes follow it
+# (ledger.step.eager.FUSED_MLP_RECIPES_AT). No earlier release sets the fused MLP.
+RELEASE_TE = {"v0.5.0": "4220403e", "v0.5.1": "b9d690e0", "v0.6.0": "4329ff84"}
 MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
        "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
        "nemotron-3.5-lightning"}
@@ -357,6 +361,15 @@ def rule() -> str:
 def config_text(model: str) -> str:
     """The config.json text of a table model in ``CONFIG``."""
     return resources.files("ledger.validation").joinpath("data", "hf", CONFIG[model]).read_text()
+
+
+def te_fused_mlp(row) -> tuple[str, ...]:
+    """The recipes the TransformerEngine ``row``'s release pins (RELEASE_TE) runs the fused
+    grouped MLP in; () before v0.5.0."""
+    from ledger.step.eager import FUSED_MLP_RECIPES_AT
+
+    te = RELEASE_TE.get(row.recipe.get("ref"))
+    return FUSED_MLP_RECIPES_AT[te] if te else ()
 
 
 @lru_cache(maxsize=1)
