@@ -96,9 +96,20 @@ def test_head_dim_64_points_as_the_gpt_oss_csvs_give_them():
     f64, b64 = shares("gb300", 4096, head_dim=64)
     f128, b128 = shares("gb300", 4096, head_dim=128)
     assert 0.35 < f64 / f128 < 0.45 and 0.45 < b64 / b128 < 0.6
-    # wider heads, and H200's fp8 (which fails at head dim 64), keep the head-dim-128 rows
+    # wider heads keep the head-dim-128 rows
     assert shares("gb200", 4096, head_dim=128) == shares("gb200", 4096)
-    assert shares("h200", 4096, fp8=True, head_dim=64) == shares("h200", 4096, fp8=True)
+
+
+def test_hopper_fp8_attention_off_head_dim_128_takes_the_bf16_kernel():
+    # TE trains FP8 attention on sm_90 at d = 128 only (fused_attn.cpp L258-270 @ 4220403e;
+    # the H200 CSVs' fp8 rows fail at head dim 64): the BF16 kernel's rate there
+    bf16 = shares("h200", 4096, head_dim=64)
+    assert shares("h200", 4096, fp8=True, head_dim=64) == bf16
+    assert shares("h100-sxm", 4096, fp8=True, head_dim=192) == shares("h100-sxm", 4096)
+    assert shares("h200", 4096, fp8=True, head_dim=128) == shares("h200", 4096, fp8=True)
+    assert shares("h200", 4096, fp8=True, head_dim=128) != shares("h200", 4096)
+    # Blackwell trains FP8 at head dim 64 (the gb200 / gb300 CSVs' fp8 rows)
+    assert shares("gb200", 4096, fp8=True, head_dim=64) != shares("gb200", 4096, head_dim=64)
 
 
 def test_gpt_oss_window_layers_take_the_measured_kernel_s_time():

@@ -111,6 +111,17 @@ _MEASURED_WINDOW_FP8 = {
 # kernel's (``_MEASURED_WINDOW_FP8``) - so its rate is counted over the causal scores,
 # s (s + 1) / 2 a head. In BF16 the head-dim-64 kernel runs at 0.37-0.48 of the
 # head-dim-128 kernel's rate forward and 0.44-0.67 backward on Blackwell, 0.51-0.71 on H200.
+# An assumption, not what the source covers: every CSV row is the 1,024-key window kernel,
+# its rate counted over the band; a full-causal layer at head dim <= 64 (gpt-oss's global
+# layers, any model with head dim 32-64) takes that per-score rate, though its kernel runs
+# s / 128 tiles a query row (one masked) where the band runs about eight.
+# FP8 attention on Hopper: Transformer Engine's FP8 fused attention trains on sm_90 only at
+# d_qk = d_v = 128 (common/fused_attn/fused_attn.cpp L258-270 @ 4220403e: "sm90: fwd
+# d<=256, bwd d=128 only"; the H200 CSVs' fp8 rows fail "hidden_dim shoud be equal to 128"),
+# and with fp8_dpa it disables every other backend (pytorch/attention/dot_product_attention/
+# utils.py L538-564 there), so such a launch finds no kernel: its core is priced as the
+# BF16 kernel a run without FP8 attention takes (``shares``).
+FP8_HOPPER_HEAD_DIM = 128
 D64_WINDOW, D64_BATCH, D64_HEADS, D64_DIM = 1024, 2, 64, 64
 _MEASURED_D64_MS = {
     "h200": (989e12, {2048: (0.166, 0.488), 4096: (0.358, 1.042), 8192: (0.738, 2.149),
@@ -151,11 +162,15 @@ def shares(gpu_name: str, keys, fp8: bool = False, head_dim: int | None = None):
     at ``keys`` keys (a number or an array), its FP8 kernel's under ``fp8``: log-linear
     between the measured lengths, the end points' beyond them; None for a GPU without a
     measurement. A core whose head dim is at most 64 takes the head-dim-64 measurement
-    of its kind where its die has one (``_MEASURED_D64``, ``_MEASURED_D64_FP8``), every
-    other the head-dim-128 one."""
+    of its kind where its die has one (``_MEASURED_D64``, ``_MEASURED_D64_FP8``; full-causal
+    layers too: the window kernel's per-score rate, an assumption), every other the
+    head-dim-128 one. FP8 on a Hopper die at a head dim other than 128, which TE does not
+    train in FP8 (``FP8_HOPPER_HEAD_DIM``), takes the BF16 kernel's."""
     part = MEASURED_BY.get(gpu_name)
     if part is None:
         return None
+    if fp8 and part == "h200" and head_dim not in (None, FP8_HOPPER_HEAD_DIM):
+        fp8 = False
     narrow = _MEASURED_D64_FP8 if fp8 else _MEASURED_D64
     if head_dim is not None and head_dim <= D64_DIM and part in narrow:
         return _interpolated(*narrow[part], keys)

@@ -297,5 +297,11 @@ ATTENTION_SOURCES = {
                    "BF16 and FP8, 64 q / 8 kv heads, head dim 64, causal with a 1,024-key "
                    "window; configs/gpt_oss.py L14-18, L33-36; FLOPs as "
                    "benchmark_single_sdpa.py L952-995 counts them): the core of a model "
-                   "whose head dim is at most 64",
+                   "whose head dim is at most 64 (its full-causal layers too, at the window "
+                   "kernel's per-score rate: an assumption)",
+    "fp8_hopper_head_dim": "NVIDIA/TransformerEngine 4220403e transformer_engine/common/"
+                           "fused_attn/fused_attn.cpp L258-270 (FP8 fused attention trains "
+                           "on sm_90 at d_qk = d_v = 128 only), pytorch/attention/"
+                           "dot_product_attention/utils.py L538-564 (fp8_dpa disables the "
+                           "other backends): elsewhere on Hopper the BF16 kernel's rate",
 }
