@@ -104,6 +104,14 @@ def test_a_megatron_launch_with_te_cross_entropy_prices_it(tmp_path):
         assert not read.unpriced and "--cross-entropy-fusion-impl " + impl in " ".join(
             read.applied)
     assert got == {"te": "te-parallel", "native": "vocab-parallel-fused"}
+    # --disable-jit-fuser leaves the native loss compiled (its @jit_fuser ran at import,
+    # before Megatron reads the flag: pretrain_gpt.py L45, global_vars.py L178-179
+    # @ d98e8a64); the flag stays named for what it does change
+    path = tmp_path / "nojit.sh"
+    path.write_text(launch.format(impl="native").replace("\n", " --disable-jit-fuser\n"))
+    read = read_launch(str(path))
+    assert read.flags.get("loss") == "vocab-parallel-fused"
+    assert read.unpriced == ("--disable-jit-fuser",)
 
 
 def test_bf16_layers_sit_where_the_split_puts_them():

@@ -198,7 +198,11 @@ LOSSES = {loss.name: loss for loss in (
                 "tests/test_memory_measured.py, the steps written out in "
                 "ledger.verify.steps): 10 B per bf16 logit at the backward's peak against "
                 "6 unfused - the in-place index_put and mul_ on the saved softmax, an input "
-                "of the compiled graph, are not done in place"),
+                "of the compiled graph, are not done in place; on the GPU (Inductor's "
+                "Triton backend) the same functionalisation is assumed, not measured. "
+                "--disable-jit-fuser leaves it compiled (jit.py L27-29 rebinds the name "
+                "after fused_cross_entropy.py's decorators ran at import, pretrain_gpt.py "
+                "L45; global_vars.py L178-179)"),
     Loss(name="te-parallel", kind="in-place",
          summary="Transformer Engine's parallel cross-entropy (Megatron "
                  "cross_entropy_loss_fusion with cross_entropy_fusion_impl 'te'): Triton "

@@ -270,7 +270,12 @@ def _step(ns: dict) -> dict:
     if ns.get("transformer_impl") == "local":  # Megatron's own layers: no TE buffers
         out["transformer_impl"] = "local"
     if ns.get("cross_entropy_loss_fusion"):  # language_module.py L173-198: TE's parallel
-        # CE, or Megatron's own compiled one under impl 'native' (the default)
+        # CE, or Megatron's own compiled one under impl 'native' (the default) - compiled
+        # under --disable-jit-fuser too: its @jit_fuser binds torch.compile when
+        # fused_cross_entropy.py is imported (L7-12), which pretrain_gpt.py does at its top
+        # (L45 GPTModel -> gpt_model.py L23 -> language_module.py L17), before
+        # set_global_variables calls disable_jit_fuser (global_vars.py L178-179), which
+        # only rebinds jit.py's name (L27-29; all @ d98e8a64)
         out["loss"] = {"te": "te-parallel", "native": "vocab-parallel-fused"}[
             ns.get("cross_entropy_fusion_impl") or "native"]
     return out
