@@ -134,9 +134,9 @@ SOURCES: dict[str, dict[str, str]] = {
                                         "probabilities, upcasting bf16 ones: Megatron-LM "
                                         "d7288711 moe/token_dispatcher.py L1033-1039 "
                                         "(HybridEP), L1178-1184, L1302 (DeepEP), the same "
-                                        "at 0d8e0714, b0cc2706, d0b3b775, d98e8a64; "
-                                        "_apply_bias's b * p then runs in fp32 (experts.py "
-                                        "L251-266 @d7288711)",
+                                        "text at 0d8e0714, b0cc2706, d0b3b775, d98e8a64 "
+                                        "(L1135-1141, L1312-1318, L1439 there); _apply_bias's "
+                                        "b * p then runs in fp32 (experts.py L251-266 @d7288711)",
         "attention_sinks": "gpt-oss's learnable softmax runs in cuDNN's fused attention, not "
                            "an unfused path: TransformerEngine v2.9 (70f53666) "
                            "attention/dot_product_attention/utils.py L685-697 (sinks disable "

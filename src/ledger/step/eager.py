@@ -19,9 +19,9 @@ TEGroupedMLP at the commit Megatron-Bridge v0.3.1 pins, NVIDIA/Megatron-LM@55ac7
   Backward: the bias gradient (g * p, then its sum: 3 passes) and the routing
   probability's (g * b, then its sum over h: 3). Under the flex dispatcher the
   probabilities are fp32 (DeepEP and HybridEP take only fp32 probs and upcast bf16 ones:
-  token_dispatcher.py L1033-1039, L1178-1184 @d7288711, the same at 0d8e0714, b0cc2706,
-  d0b3b775 and d98e8a64), so ``b * p`` promotes the chain to fp32: the product, the sum
-  and the cat move 4 bytes an element and ``.to`` casts back (read 4, write 2) - 6 x 4 + 2
+  token_dispatcher.py L1033-1039, L1178-1184 @d7288711, the same text at 0d8e0714,
+  b0cc2706, d0b3b775 and d98e8a64 - there L1135-1141 and L1312-1318), so ``b * p``
+  promotes the chain to fp32: the product, the sum and the cat move 4 bytes an element and ``.to`` casts back (read 4, write 2) - 6 x 4 + 2
   x 2 = 28 bytes an element forward; backward the cast's gradient up (2 + 4) and the
   add's down to t (4 + 2) besides the 6 fp32 passes: 36 (``bias_bytes``).
 
