@@ -28,7 +28,8 @@ point of the three (each stage's first line is what ships).
 tests/test_step.py and tests/test_host.py check all five still are."""
 from ledger.render.bridge_fit import (BLACKWELL, BLACKWELL_SHARE_GRID, GRACE_HOST_GRID,
                                      GROUPED_SHARE_GRID, HOST_GRID, ULTRA_RATE_GRID,
-                                     calibration_rows, fit_grace, fit_host, fit_share)
+                                     calibration_rows, edge_limited, fit_grace, fit_host,
+                                     fit_share)
 from ledger.step import DEFAULT
 from ledger.system import GPUS
 from ledger.system.chips import BLACKWELL_SHARE, ULTRA_RATE
@@ -55,7 +56,11 @@ def main() -> None:
     rows = calibration_rows()
     print(f"stage 3: Megatron-Bridge release {CALIBRATION_RELEASE} ({len(rows)} rows, those "
           f"that run); grid {' x '.join(str(len(g)) for g in HOST_GRID)}")
-    for mean, worst, block, router, moe, expert, stall in fit_host()[:5]:
+    host = fit_host()
+    edges = edge_limited(host[0][2:])
+    print("argmin on the grid's edge (not bracketed): " + ", ".join(edges) if edges else
+          "argmin bracketed on every axis (a 0 ms floor aside)")
+    for mean, worst, block, router, moe, expert, stall in host[:5]:
         print(f"host_block_s {block * 1e3:4.2f} ms  host_router_s {router * 1e3:4.1f} ms  "
               f"host_moe_s {moe * 1e3:4.1f} ms  host_expert_s {expert * 1e3:4.2f} ms  "
               f"host_stall_s {stall * 1e3:3.1f} ms  mean |error| {mean:.2%}  max {worst:.2%}")

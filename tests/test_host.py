@@ -259,3 +259,15 @@ def test_per_expert_launches_and_the_fused_grouped_mlp():
     assert layer_host_s(QWEN, replace(fused, precision="fp8-tensorwise"), cal, b300) == \
         pytest.approx(10e-3)
     assert layer_host_s(QWEN, fused, cal) == pytest.approx(10e-3)
+
+
+def test_the_fit_names_an_argmin_on_its_grids_edge():
+    """benchmarks/fit.py stage 3 says whether its argmin is bracketed: an axis whose value
+    is the grid's top (or a bottom above 0 s) is named; a 0 s floor is not."""
+    from ledger.render.bridge_fit import HOST_AXES, HOST_GRID, edge_limited
+
+    assert HOST_GRID[0][-1] == 5e-3  # the block axis reaches past the old 3 ms edge
+    assert edge_limited((3e-3, 0.0, 4e-3, 3e-4, 4.5e-3)) == []
+    assert edge_limited((5e-3, 0.0, 8e-3, 1e-4, 0.0)) == [
+        "host_block_s", "host_moe_s", "host_expert_s"]
+    assert len(HOST_AXES) == len(HOST_GRID)

@@ -21,13 +21,24 @@ from ledger.validation.bridge import BridgeRow, rows
 # block (host_moe_s) - per routed expert a GPU holds (host_expert_s), and what a MoE
 # layer's forward loses at a dispatch the host cannot run through (host_stall_s: combined
 # 1F1B's schedule nodes, DeepEP's normal dispatch), on the declared calibration rows
-# (bridge.CALIBRATION_RELEASE); 2,000 points (the ms of the old four's argmin, 2 / 4 / 6 /
-# 0.2, among them)
-HOST_GRID = ((0.0, 5e-4, 1e-3, 2e-3, 3e-3),
+# (bridge.CALIBRATION_RELEASE); 2,800 points (the ms of the old four's argmin, 2 / 4 / 6 /
+# 0.2, among them; the block axis to 5 ms, past the 3 ms the 2,000-point grid's argmin sat
+# at, its top edge). ``edge_limited`` names an argmin on an edge of its axis
+HOST_GRID = ((0.0, 5e-4, 1e-3, 2e-3, 3e-3, 4e-3, 5e-3),
              (0.0, 1e-3, 2e-3, 4e-3, 6e-3),
              (2e-3, 4e-3, 6e-3, 8e-3),
              (1e-4, 2e-4, 3e-4, 4e-4),
              (0.0, 3e-3, 4.5e-3, 6e-3, 7.5e-3))
+
+
+HOST_AXES = ("host_block_s", "host_router_s", "host_moe_s", "host_expert_s", "host_stall_s")
+
+
+def edge_limited(point, grid=HOST_GRID, names=HOST_AXES) -> list[str]:
+    """The axes whose value in ``point`` is an edge of ``grid``'s axis - not bracketed, so
+    the fit may want a value beyond it - a 0 s floor aside (no host time is negative)."""
+    return [n for n, v, axis in zip(names, point, grid)
+            if v == max(axis) or (v == min(axis) and v > 0)]
 
 
 def calibration_rows() -> list[BridgeRow]:
