@@ -21,9 +21,11 @@ def _named(pl, rank):
     return dict(pl.memory_by_rank[rank].named)
 
 
+# Blackwell: 32 MiB from pytorch/pytorch#175344 (use32mb: major 9, 10, 12), the torch the
+# ledger's records run (2.12.0 on)
 @pytest.mark.parametrize("gpu,each", [("h100-sxm", CONFIG_4096_8), ("h200", CONFIG_4096_8),
                                       ("a100-80gb", DEFAULT_ELSEWHERE),
-                                      ("gb200", DEFAULT_ELSEWHERE)])
+                                      ("gb200", CONFIG_4096_8), ("b300", CONFIG_4096_8)])
 def test_two_workspaces_on_the_output_layers_rank_only(gpu, each):
     pl = place(llama3_8b(), ParallelConfig(pp=4, dp=2, num_microbatches=8), gpu=GPUS[gpu])
     assert NAME not in _named(pl, 0) and NAME not in _named(pl, 2)  # TE GEMMs only
@@ -151,3 +153,17 @@ def test_a_launchs_unparsable_value_stays_pytorchs_default():
 
     assert cublas_config_bytes("") is None and cublas_config_bytes(":0:0") == 0
     assert cublas_config_bytes(":4096:8junk") == CONFIG_4096_8  # PyTorch's regex search
+
+
+def test_a_bridge_row_takes_its_containers_torch():
+    """A Megatron-Bridge row whose release's container ran a torch before #175344
+    (nvcr.io/nvidia/pytorch 26.02 and earlier: v0.4.x and before) keeps ":4096:2:16:8" on
+    Blackwell; 26.04's on (v0.5.x, v0.6.0) and H100 rows take the default."""
+    from dataclasses import replace
+
+    from ledger.validation.bridge import rows, torch_workspace_of
+
+    row = next(r for r in rows() if r.id.startswith("26.04.01/gb200/"))
+    assert row.recipe["ref"] == "v0.4.2" and torch_workspace_of(row) == DEFAULT_ELSEWHERE
+    assert torch_workspace_of(replace(row, recipe={**row.recipe, "ref": "v0.5.0"})) is None
+    assert torch_workspace_of(replace(row, gpu="h100")) is None

@@ -49,7 +49,13 @@ end, so present at every point of a step and in the memory left after it.
   names as not priced. Each workspace is ``CUBLAS_WORKSPACE_CONFIG``'s size
   (``ParallelConfig.cublas_workspace_bytes``: its :SIZE:COUNT pairs, SIZE KiB x COUNT
   summed, ``parseChosenWorkspaceSize``), else PyTorch's default: 4096 KiB x 8 on sm_90,
-  4096 KiB x 2 + 16 KiB x 8 on any other GPU. PyTorch's separate cuBLASLt workspace
+  4096 KiB x 2 + 16 KiB x 8 on any other GPU at 26a39059 - and on Blackwell too (sm_10x,
+  sm_12x) from pytorch/pytorch#175344 (merged 2026-02-19; in torch 2.12.0 and 2.13.0,
+  the torch the ledger's records name): that default, except for a Megatron-Bridge row
+  whose release's container ran an older torch (``ledger.validation.bridge.
+  torch_workspace_of``). A later CublasHandlePool.cpp (commit not found; not in torch
+  2.13.0's Python bindings) stops caching the workspace by default
+  (TORCH_CUBLAS_WORKSPACE_CACHE): not priced. PyTorch's separate cuBLASLt workspace
   (CUBLASLT_WORKSPACE_SIZE, 1 MiB per (handle, stream) by default,
   ``getCUDABlasLtWorkspace``) is not priced.
 - ``Megatron global buffer``: Megatron's GlobalMemoryBuffer keeps one tensor per (name,
@@ -99,9 +105,11 @@ from ledger.placement.stages import model_stages, rank_stages
 
 CUBLAS_WORKSPACE_BYTES = 32 * 2**20 + 1024  # TE gemm.py L40-45, sm90 and later
 # PyTorch's own cuBLAS workspace by default (CublasHandlePool.cpp parseChosenWorkspaceSize
-# @26a39059): ":4096:8" on sm_90, ":4096:2:16:8" elsewhere; two of them (module docstring)
+# @26a39059): ":4096:8" on sm_90, ":4096:2:16:8" elsewhere; two of them (module docstring);
+# ":4096:8" on Blackwell too from pytorch/pytorch#175344 (``use32mb``: major 9, 10, 12)
 TORCH_SM90_WORKSPACE_BYTES = 4096 * 1024 * 8
 TORCH_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
+TORCH_32MB_GENERATIONS = ("", "hopper", "blackwell")  # at torch 2.12.0 on
 TORCH_GEMM_THREADS = 2  # the forward's thread and the autograd engine's device thread
 PRE_HOPPER_WORKSPACE_BYTES = 4_194_304  # TE gemm.py L45, compute capability below 9
 PRE_HOPPER = ("ampere", "ada")  # generations of sm_8x (ledger.system.chips GPU.generation)
@@ -144,11 +152,12 @@ def weight_shapes(model, kind: LayerKind, tp, etp) -> set[tuple]:
 
 def torch_workspace_bytes(cfg, generation: str = "") -> int:
     """One PyTorch cuBLAS workspace (module docstring): the config's CUBLAS_WORKSPACE_CONFIG
-    size, else PyTorch's default on a GPU of ``generation`` (sm_90: Hopper)."""
+    size, else PyTorch's default on a GPU of ``generation`` (Hopper and Blackwell: 32 MiB)."""
     given = getattr(cfg, "cublas_workspace_bytes", None)
     if given is not None:
         return int(given)
-    return TORCH_SM90_WORKSPACE_BYTES if generation in ("", "hopper") else TORCH_WORKSPACE_BYTES
+    return TORCH_SM90_WORKSPACE_BYTES if generation in TORCH_32MB_GENERATIONS \
+        else TORCH_WORKSPACE_BYTES
 
 
 def framework_buffers(model, cfg, kinds, fw=None, generation: str = "",

@@ -61,7 +61,7 @@ from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # 
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
                                      RECIPE_MTP, WITH, BridgeRow, config_text, rows,
-                                     te_fused_mlp)
+                                     te_fused_mlp, torch_workspace_of)
 
 GIB = 2**30
 REGRESSION_NOTE = "github.com/NVIDIA/cudnn-frontend/issues/256"  # ledger.step.eager
@@ -173,7 +173,8 @@ def config_of(row: BridgeRow, precision: str | None,
               framework="megatron", precision=precision,
               **RECIPE_STATE.get(row.model, PERF_STATE),
               dropout=0.0,  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
-              expandable_segments=expandable_segments(row),
+              expandable_segments=expandable_segments(row),  # and its container's torch:
+              cublas_workspace_bytes=torch_workspace_of(row),
               grad_accumulation_fusion=grad_accumulation_fusion(row),
               fsdp_double_buffer=fsdp_double_buffer(row))
     modules = row.setting("recompute_modules")

@@ -363,6 +363,27 @@ def config_text(model: str) -> str:
     return resources.files("ledger.validation").joinpath("data", "hf", CONFIG[model]).read_text()
 
 
+# The torch each release's container ran (docker/Dockerfile.ci BASE_IMAGE at the tag:
+# nvcr.io/nvidia/pytorch 25.11 at v0.3.x, 26.02 at v0.4.x, 26.04 at v0.5.x, 26.06 at
+# v0.6.0; docs/releases/software-versions.md: 2.10.0a0, 2.11.0a0+eb65b36914.nv26.02,
+# 2.12.0a0+0291f960b6; 25.09 / 25.11's 2.8.0a0, 2.9.0a0 before them). Those before 26.04's
+# precede pytorch/pytorch#175344 (merged 2026-02-19; 26.02's is a 2.11.0a0 main snapshot
+# in a February container, taken as before it, its commit not checked): PyTorch's own
+# cuBLAS workspace is ":4096:2:16:8" off sm_90 there (ledger.placement.buffers).
+TORCH_BEFORE_175344 = ("v0.1.0rc3", "v0.2.0", "v0.3.0", "v0.3.1", "v0.4.0", "v0.4.1", "v0.4.2")
+
+
+def torch_workspace_of(row) -> int | None:
+    """PyTorch's cuBLAS workspace bytes the row's container defaults to on its Blackwell GPU
+    where it differs from the ledger's torch (TORCH_BEFORE_175344), else None (the default)."""
+    from ledger.placement.buffers import TORCH_WORKSPACE_BYTES
+    from ledger.system import GPUS
+
+    blackwell = getattr(GPUS.get(row.gpu), "generation", "") == "blackwell"
+    old = blackwell and row.recipe.get("ref") in TORCH_BEFORE_175344
+    return TORCH_WORKSPACE_BYTES if old else None
+
+
 def te_fused_mlp(row) -> tuple[str, ...]:
     """The recipes the TransformerEngine ``row``'s release pins (RELEASE_TE) runs the fused
     grouped MLP in; () before v0.5.0."""
