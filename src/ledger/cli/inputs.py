@@ -27,6 +27,13 @@ PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer",
                   "expandable_segments", "grad_accumulation_fusion", "fsdp_double_buffer",
                   "transformer_impl",
                   "moe_dispatcher", "ep_backend", "ep_sms", "cpu_offloading_num_layers")
+# what a launch sets that plan neither holds nor searches (its grid prices none of them:
+# deferral needs pp > 1, a micro-batch group and optimizer instances must divide each
+# candidate's pp / m and dp x cp), named in one stderr line (``messages``); estimate and
+# report price them
+PLAN_NOT_HELD = {"wgrad_deferral": "--defer-embedding-wgrad-compute",
+                 "vp_group": "--microbatch-group-size-per-virtual-pipeline-stage",
+                 "num_distributed_optimizer_instances": "--num-distributed-optimizer-instances"}
 # the launch flag whose expert TP plan holds (arguments.py L587-588 @d98e8a64: unset, it
 # is the run's tp, and follows each candidate's)
 PLAN_ETP = "--expert-tensor-parallel-size"
@@ -61,6 +68,8 @@ def source(a: argparse.Namespace):
     if a.cmd == "serve":  # the file gives the model; its training layout is not the serving one
         return launch
     defaults = vars(build_parser().parse_args([a.cmd]))
+    a.plan_not_held = [PLAN_NOT_HELD[d] for d in PLAN_NOT_HELD if a.cmd == "plan"
+                       and launch.flags.get(d) not in (None, defaults.get(d, None))]
     for dest, value in launch.flags.items():
         if dest not in defaults or (a.cmd == "plan" and dest not in PLAN_FROM_FILE
                                     and not (dest == "etp" and _sets_etp(launch))):
@@ -86,6 +95,9 @@ def messages(a: argparse.Namespace) -> list[str]:
     if launch is None:
         return []
     out = [f"warning: {n}" for n in launch.notes]
+    if getattr(a, "plan_not_held", None):
+        out.append(f"warning: held settings not searched: {', '.join(a.plan_not_held)} "
+                   f"(plan prices every placement without them; estimate prices them)")
     if getattr(a, "verbose", False):
         if launch.applied:
             out.append(f"note: applied: {' '.join(launch.applied)}")
