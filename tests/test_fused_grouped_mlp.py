@@ -187,7 +187,8 @@ def test_a_bridge_row_fuses_only_in_a_recipe_its_release_te_fuses():
     # MXFP8 row read as NVFP4: per-expert GroupedLinear at v0.5.0, fused at v0.5.1 / v0.6.0
     from ledger.render.bridge import config_of, model_of
     from ledger.step.host import local_experts
-    from ledger.validation.bridge import rows, te_fused_mlp
+    from ledger.validation.bridge import rows
+    from ledger.validation.bridge_stack import te_fused_mlp
 
     assert te_fused_mlp(replace(rows()[0], recipe={"ref": "v0.4.2"})) == ()
     row = next(r for r in rows() if r.recipe.get("ref") == "v0.5.0" and r.moe

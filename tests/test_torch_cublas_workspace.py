@@ -161,7 +161,8 @@ def test_a_bridge_row_takes_its_containers_torch():
     Blackwell; 26.04's on (v0.5.x, v0.6.0) and H100 rows take the default."""
     from dataclasses import replace
 
-    from ledger.validation.bridge import rows, torch_workspace_of
+    from ledger.validation.bridge import rows
+    from ledger.validation.bridge_stack import torch_workspace_of
 
     row = next(r for r in rows() if r.id.startswith("26.04.01/gb200/"))
     assert row.recipe["ref"] == "v0.4.2" and torch_workspace_of(row) == DEFAULT_ELSEWHERE

@@ -52,7 +52,7 @@ end, so present at every point of a step and in the memory left after it.
   4096 KiB x 2 + 16 KiB x 8 on any other GPU at 26a39059 - and on Blackwell too (sm_10x,
   sm_12x) from pytorch/pytorch#175344 (merged 2026-02-19; in torch 2.12.0 and 2.13.0,
   the torch the ledger's records name): that default, except for a Megatron-Bridge row
-  whose release's container ran an older torch (``ledger.validation.bridge.
+  whose release's container ran an older torch (``ledger.validation.bridge_stack.
   torch_workspace_of``). A later CublasHandlePool.cpp (commit not found; not in torch
   2.13.0's Python bindings) stops caching the workspace by default
   (TORCH_CUBLAS_WORKSPACE_CACHE): not priced. PyTorch's separate cuBLASLt workspace

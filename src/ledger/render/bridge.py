@@ -60,8 +60,7 @@ from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
-                                     RECIPE_MTP, WITH, BridgeRow, config_text, rows,
-                                     te_fused_mlp, torch_workspace_of)
+                                     RECIPE_MTP, WITH, BridgeRow, config_text, rows)
 
 GIB = 2**30
 REGRESSION_NOTE = "github.com/NVIDIA/cudnn-frontend/issues/256"  # ledger.step.eager
@@ -170,11 +169,10 @@ def config_of(row: BridgeRow, precision: str | None,
     kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
               zero_stage=3 if row.megatron_fsdp else 1, sequence_parallel=row.tp > 1,
               micro_batch=row.micro_batch, num_microbatches=row.num_microbatches, vp=row.vp or 1,
-              framework="megatron", precision=precision,
+              framework="megatron", precision=precision, cublas_workspace_bytes=row.torch_ws(),
               **RECIPE_STATE.get(row.model, PERF_STATE),
               dropout=0.0,  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
-              expandable_segments=expandable_segments(row),  # and its container's torch:
-              cublas_workspace_bytes=torch_workspace_of(row),
+              expandable_segments=expandable_segments(row),
               grad_accumulation_fusion=grad_accumulation_fusion(row),
               fsdp_double_buffer=fsdp_double_buffer(row))
     modules = row.setting("recompute_modules")
@@ -231,11 +229,9 @@ def config_of(row: BridgeRow, precision: str | None,
     # the fused grouped MLP: the 0.5 configs' cutedsl_fused_grouped_mlp (op fuser and
     # NVTE_CUTEDSL_FUSED_GROUPED_MLP=1: utils/overrides.py L238-243, perf_plugins.py L308-309
     # @ v0.5.1), the 0.6 recipes' own (deepseek/common.py L70, gb300/deepseek_v3.py L177);
-    # its dGLU kernel regressed where the row's table note names cudnn-frontend#256; only
-    # in a recipe the TE its release pins fuses (validation.bridge.te_fused_mlp)
-    if row.moe and True in (row.setting("cutedsl_fused_grouped_mlp"),
-                            row.setting("use_transformer_engine_op_fuser")) \
-            and str(precision).split("+")[0].split("-")[-1] in te_fused_mlp(row):
+    # its dGLU kernel regressed where the row's table note names cudnn-frontend#256 (where
+    # its release's TE fuses the recipe: validation.bridge_stack.fused_mlp_of)
+    if row.fuses_mlp(precision):
         kw["fused_grouped_mlp"] = True
         kw["dglu_dbias_regression"] = any(REGRESSION_NOTE in n for n in row.notes)
     # the MoE recipes' paged stash of the experts' activations (ledger.frameworks.paged_stash)

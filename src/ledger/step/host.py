@@ -49,14 +49,14 @@ NVTE_CUTEDSL_FUSED_GROUPED_MLP on an sm_10x GPU, an expert TP group of 1, in a r
 pinned TE fuses: MXFP8 alone at 4220403e, its one class ForwardGroupedMLP_CuTeGEMMSwiGLU_
 MXFP8, ops/_common.py L245; MXFP8 or NVFP4 from TE 920a7db1 on - b9d690e0, 4329ff84,
 d0067d0d: ``eager.FUSED_MLP_RECIPES_AT``; a Megatron-Bridge row by its release's TE,
-``ledger.validation.bridge.te_fused_mlp``) the experts' GEMMs are cuDNN's
+``ledger.validation.bridge_stack.te_fused_mlp``) the experts' GEMMs are cuDNN's
 CuTe DSL grouped kernels, one launch for all of them forward and backward (ops/fused/
 forward_grouped_mlp.py L48-79, backward_grouped_mlp.py L252-287 @ 4220403e; ops/fused/
-grouped_mlp.py @ d0067d0d), so no per-expert launch is priced there (``local_experts``; the per-parameter bookkeeping that
-stays is not). Each is forward and
-backward together; the backward launches two kernels for each of the forward's GEMMs
-(input and weight gradient) and a gradient kernel for each elementwise one, so it takes
-2/3 of it and the forward 1/3.
+grouped_mlp.py @ d0067d0d), so no per-expert launch is priced there (``local_experts``;
+the per-parameter bookkeeping that stays is not). Each is forward and backward together;
+the backward launches two kernels for each of the forward's GEMMs (input and weight
+gradient) and a gradient kernel for each elementwise one, so it takes 2/3 of it and the
+forward 1/3.
 
 Two ways of running a MoE layer stop its forward's host at the dispatch for longer than
 the dispatcher's token counts: Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm)

@@ -131,10 +131,6 @@ CALIBRATION_RELEASE = "26.02.01"
 # performance entries name no table row (26.06 Nemotron 3 Nano at TP > 1: every Nano row
 # runs TP 1; 26.02 DeepSeek-V3 on H100 without DeepEP: no 26.02 H100 DeepSeek-V3 row).
 REGRESSION = "performance regression"
-# The TransformerEngine each release's recipes ran (uv.lock at the tag: L4872-4873 @ v0.5.0,
-# L4854-4855 @ v0.5.1, L4866-4867 @ v0.6.0); the fused grouped MLP's recipes follow it
-# (ledger.step.eager.FUSED_MLP_RECIPES_AT). No earlier release sets the fused MLP.
-RELEASE_TE = {"v0.5.0": "4220403e", "v0.5.1": "b9d690e0", "v0.6.0": "4329ff84"}
 MOE = {"deepseek-v3", "deepseek-v4-flash", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b",
        "kimi-k2", "nemotron-3-nano", "nemotron-3-super", "nemotron-3-ultra",
        "nemotron-3.5-lightning"}
@@ -273,6 +269,18 @@ class BridgeRow:
             return mapped.format(m="m" * mtp_layers), "Megatron-Bridge's layout map"
         return None
 
+    def fuses_mlp(self, precision: str | None) -> bool:
+        """TE's fused grouped MLP as the run had it (``validation.bridge_stack``)."""
+        from ledger.validation.bridge_stack import fused_mlp_of
+
+        return fused_mlp_of(self, precision)
+
+    def torch_ws(self) -> int | None:
+        """PyTorch's cuBLAS workspace its container defaults to (``validation.bridge_stack``)."""
+        from ledger.validation.bridge_stack import torch_workspace_of
+
+        return torch_workspace_of(self)
+
     def setting(self, name: str, default=None):
         """The recipe's value of a setting the table does not state: the preset's (0.2-0.5)
         or the recipe function's (0.6) own, else what the GPU's recipe function sets
@@ -361,36 +369,6 @@ def rule() -> str:
 def config_text(model: str) -> str:
     """The config.json text of a table model in ``CONFIG``."""
     return resources.files("ledger.validation").joinpath("data", "hf", CONFIG[model]).read_text()
-
-
-# The torch each release's container ran (docker/Dockerfile.ci BASE_IMAGE at the tag:
-# nvcr.io/nvidia/pytorch 25.11 at v0.3.x, 26.02 at v0.4.x, 26.04 at v0.5.x, 26.06 at
-# v0.6.0; docs/releases/software-versions.md: 2.10.0a0, 2.11.0a0+eb65b36914.nv26.02,
-# 2.12.0a0+0291f960b6; 25.09 / 25.11's 2.8.0a0, 2.9.0a0 before them). Those before 26.04's
-# precede pytorch/pytorch#175344 (merged 2026-02-19; 26.02's is a 2.11.0a0 main snapshot
-# in a February container, taken as before it, its commit not checked): PyTorch's own
-# cuBLAS workspace is ":4096:2:16:8" off sm_90 there (ledger.placement.buffers).
-TORCH_BEFORE_175344 = ("v0.1.0rc3", "v0.2.0", "v0.3.0", "v0.3.1", "v0.4.0", "v0.4.1", "v0.4.2")
-
-
-def torch_workspace_of(row) -> int | None:
-    """PyTorch's cuBLAS workspace bytes the row's container defaults to on its Blackwell GPU
-    where it differs from the ledger's torch (TORCH_BEFORE_175344), else None (the default)."""
-    from ledger.placement.buffers import TORCH_WORKSPACE_BYTES
-    from ledger.system import GPUS
-
-    blackwell = getattr(GPUS.get(row.gpu), "generation", "") == "blackwell"
-    old = blackwell and row.recipe.get("ref") in TORCH_BEFORE_175344
-    return TORCH_WORKSPACE_BYTES if old else None
-
-
-def te_fused_mlp(row) -> tuple[str, ...]:
-    """The recipes the TransformerEngine ``row``'s release pins (RELEASE_TE) runs the fused
-    grouped MLP in; () before v0.5.0."""
-    from ledger.step.eager import FUSED_MLP_RECIPES_AT
-
-    te = RELEASE_TE.get(row.recipe.get("ref"))
-    return FUSED_MLP_RECIPES_AT[te] if te else ()
 
 
 @lru_cache(maxsize=1)
