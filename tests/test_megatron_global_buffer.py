@@ -69,3 +69,27 @@ def test_local_layer_goldens_price_alike_on_every_gpu(tmp_path, case):
     assert len(priced) >= 2 and len({round(p.ledger) for p in priced}) == 1
     assert max(p.measured for p in priced) - min(p.measured for p in priced) <= 2 * MiB
     assert all(abs(p.error) < 0.05 for p in priced), [p.error for p in priced]
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "deepspeed"])
+@pytest.mark.parametrize("cmd", ["estimate", "plan"])
+def test_local_layers_are_refused_off_megatron(capsys, framework, cmd):
+    """--transformer-impl local is Megatron's layer spec: under another framework it would
+    only turn flash attention off (llama3-8b TP 2 under torchtitan went from fits to does
+    NOT fit), so it is refused in one line, naming the field and the framework."""
+    from ledger.cli import main
+
+    argv = [cmd, "llama3-8b", "--gpus", "8", "--global-batch", "64", "--seq", "4096",
+            "--framework", framework, "--transformer-impl", "local"]
+    code = main(argv + (["--tp", "2"] if cmd == "estimate" else []))
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "transformer_impl" in err and f"--framework {framework}" in err
+
+
+def test_local_layers_stay_accepted_under_megatron(capsys):
+    from ledger.cli import main
+
+    assert main(["estimate", "llama3-8b", "--gpus", "8", "--tp", "2", "--global-batch", "64",
+                 "--transformer-impl", "local", "--json"]) == 0
+    capsys.readouterr()

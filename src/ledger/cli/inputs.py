@@ -7,6 +7,7 @@ import argparse
 
 from ledger.cli.args import build_parser
 from ledger.cli.graph_flags import check_graph_impl, check_graph_run
+from ledger.cli.megatron_only import check_megatron_only
 from ledger.cli.step_flags import check_ep_sms, check_shared_overlap, unpriced_flags
 from ledger.errors import LedgerError
 from ledger.frameworks.dsa_loss import model_problem as dsa_loss_problem
@@ -156,6 +157,7 @@ def model(a: argparse.Namespace) -> ModelSpec:
     check_shared_overlap(a, spec)
     check_graph_impl(a, spec)
     check_graph_run(a)
+    check_megatron_only(a)
     if (why := dsa_loss_problem(spec, getattr(a, "indexer_loss", None) or "none")):
         raise LedgerError("indexer_loss", why)
     return spec

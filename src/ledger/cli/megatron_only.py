@@ -1,0 +1,33 @@
+"""Flags that name a Megatron-Core setting and mean nothing under another framework:
+typed beside --framework torchtitan / deepspeed / ..., each is refused in one line (exit 2)
+rather than priced (``check_megatron_only``). A Megatron launch file's are Megatron's.
+
+- --transformer-impl local: Megatron's own layers instead of TE's (TransformerConfig's
+  ``transformer_impl``, transformer_config.py L1314 @d98e8a64, as
+  ``ledger/io/data/megatron_arguments.json`` records it): unfused attention keeping its
+  scores, no TE workspace (``ledger.placement.buffers``). Other frameworks have no such
+  switch; priced there, it would only turn their flash attention off.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ledger.errors import LedgerError
+
+MEGATRON = "megatron"  # the framework family these flags belong to
+
+
+def check_megatron_only(a: argparse.Namespace) -> None:
+    """Refuse --transformer-impl local off Megatron."""
+    from ledger.frameworks import DEFAULT, get
+
+    name = getattr(a, "framework", None) or DEFAULT
+    if get(name).family == MEGATRON:
+        return
+    given = [(field, flag) for field, flag, on in (
+        ("transformer_impl", "--transformer-impl local",
+         getattr(a, "transformer_impl", None) == "local"),) if on]
+    if given:
+        field, flag = given[0]
+        raise LedgerError(field, f"{flag} is a Megatron setting; --framework {name} has "
+                                 f"none: drop it or use --framework megatron")
