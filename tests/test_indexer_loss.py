@@ -119,3 +119,20 @@ def test_the_flag_on_a_model_without_csa_layers_is_one_line_exit_2(capsys):
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert "indexer_loss" in err and "--dsa-indexer-loss sparse" in err
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "deepspeed"])
+def test_the_flag_off_megatron_is_one_line_exit_2(capsys, framework):
+    """The loss priced is Megatron's fused kernel with its eager backward (csa_kernels.py
+    L1274-1371 @43e45e13): under another framework it is refused, not priced (torchtitan's
+    step went 8.421 -> 8.521 s with it)."""
+    from pathlib import Path
+
+    from ledger.cli import main
+
+    released = Path(__file__).parent / "fixtures/hf/released/deepseek-v4-flash.json"
+    code = main(["estimate", str(released), "--gpus", "128", "--ep", "64", "--framework",
+                 framework, "--dsa-indexer-loss", "dense"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "indexer_loss" in err and f"--framework {framework}" in err

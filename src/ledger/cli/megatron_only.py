@@ -7,6 +7,8 @@ rather than priced (``check_megatron_only``). A Megatron launch file's are Megat
   ``ledger/io/data/megatron_arguments.json`` records it): unfused attention keeping its
   scores, no TE workspace (``ledger.placement.buffers``). Other frameworks have no such
   switch; priced there, it would only turn their flash attention off.
+- --dsa-indexer-loss: Megatron's fused CSA indexer loss and its eager backward
+  (``ledger.frameworks.dsa_loss``, csa_kernels.py L1274-1371 @43e45e13).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ MEGATRON = "megatron"  # the framework family these flags belong to
 
 
 def check_megatron_only(a: argparse.Namespace) -> None:
-    """Refuse --transformer-impl local off Megatron."""
+    """Refuse --transformer-impl local and --dsa-indexer-loss sparse|dense off Megatron."""
     from ledger.frameworks import DEFAULT, get
 
     name = getattr(a, "framework", None) or DEFAULT
@@ -26,7 +28,9 @@ def check_megatron_only(a: argparse.Namespace) -> None:
         return
     given = [(field, flag) for field, flag, on in (
         ("transformer_impl", "--transformer-impl local",
-         getattr(a, "transformer_impl", None) == "local"),) if on]
+         getattr(a, "transformer_impl", None) == "local"),
+        ("indexer_loss", f"--dsa-indexer-loss {getattr(a, 'indexer_loss', None)}",
+         (getattr(a, "indexer_loss", None) or "none") != "none")) if on]
     if given:
         field, flag = given[0]
         raise LedgerError(field, f"{flag} is a Megatron setting; --framework {name} has "

@@ -232,7 +232,7 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "1M x dp))")
     g.add_argument("--dsa-indexer-loss", dest="indexer_loss", choices=INDEXER_LOSSES,
                    default="none",
-                   help="DeepSeek-V4's indexer KL loss (Megatron dsa_indexer_loss_coeff > 0: "
+                   help="DeepSeek-V4's indexer KL loss (Megatron only; dsa_indexer_loss_coeff > 0: "
                         "sparse over the top-k, dense over every causal compressed entry; "
                         "default none, Megatron's): its target and the indexer's backward "
                         "priced in the forward; without it the indexer has no backward")
