@@ -1,5 +1,6 @@
 """The ``train-ledger`` command: the grammar (``args``, with its flag groups ``placement_flags``
-and ``step_flags``), the model flags (``model_flags``),
+and ``step_flags``; the Megatron-only ones checked by ``megatron_only``), the model flags
+(``model_flags``),
 the inputs assembled from flags and files (``inputs``; serve's ``serve_inputs``), the model
 and placement built from them (``placement_config``) and the subcommands (``commands``).
 The only printing besides the seed's ``report``.

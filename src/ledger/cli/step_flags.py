@@ -15,6 +15,7 @@ from ledger.errors import LedgerError
 from ledger.frameworks import LOSSES
 from ledger.io import MAX_DROPOUT, MAX_LAYERS, count, real
 from ledger.cli.graph_flags import graph_scopes, parse_scopes
+from ledger.cli.megatron_only import fsdp_double_buffer
 from ledger.io.environment import cublas_bytes
 
 
@@ -339,32 +340,11 @@ def step_flags(a: argparse.Namespace) -> dict:
                 dp_bucket_params=getattr(a, "dp_bucket_params", None),
                 wgrad_deferral=getattr(a, "wgrad_deferral", None),
                 expandable_segments=bool(getattr(a, "expandable_segments", False)),
-                fsdp_double_buffer=_double_buffer(a),
+                fsdp_double_buffer=fsdp_double_buffer(a),
                 grad_accumulation_fusion=getattr(a, "grad_accumulation_fusion", True)
                 is not False,
                 offload_activation_layers=getattr(a, "cpu_offloading_num_layers", 0) or 0) \
         | recompute_flags(a) | dtypes | library_flags(a)
-
-
-def _double_buffer(a: argparse.Namespace) -> bool:
-    """--fsdp-double-buffer: Megatron-FSDP's, refused under another framework, below
-    ZeRO-3, and with --no-reshard (no buffers are priced then: placement.buffers)."""
-    from ledger.frameworks import get
-
-    on = bool(getattr(a, "fsdp_double_buffer", False))
-    fw = get(a.framework)
-    if on and not (fw.family == "megatron" and fw.fsdp_buffers):
-        raise LedgerError("fsdp_double_buffer", f"Megatron-FSDP's double buffers need "
-                                                f"--framework megatron, got {a.framework}")
-    if on and getattr(a, "zero", None) not in (None, 3):  # plan: None, its ZeRO-3 rows
-        raise LedgerError("fsdp_double_buffer", f"has no effect at --zero {a.zero}: "
-                                                f"Megatron-FSDP double-buffers at ZeRO-3 "
-                                                f"(optim_grads_params)")
-    if on and getattr(a, "no_reshard", False):  # placement.buffers.fsdp_double_buffers: {}
-        raise LedgerError("fsdp_double_buffer", "has no effect with --zero 3 --no-reshard: "
-                                                "Megatron-FSDP's double buffers hold the params"
-                                                " re-gathered after a reshard, and none is")
-    return on
 
 
 def recompute_flags(a: argparse.Namespace) -> dict:
