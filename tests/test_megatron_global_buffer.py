@@ -56,6 +56,121 @@ def test_the_reader_reads_the_local_layers(tmp_path):
     assert "transformer_impl" not in read_launch(str(f), gpus=8).flags
 
 
+# Megatron-LM's MoE README Mixtral 8x7B launch (tests/fixtures/launch/megatron/blocks, its
+# source noted there), its dispatcher swapped for what the rank capacity factor needs
+# (transformer_config.py L1868-1882 @d98e8a64: flex on hybridep, TE's op fuser)
+MIXTRAL = "launch/megatron/blocks/moe_README__mixtral_8x7b.sh"
+HYBRIDEP = ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep "
+            "--use-transformer-engine-op-fuser ")
+
+
+def _mixtral(tmp_path, moe_args):
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "fixtures" / MIXTRAL).read_text()
+    assert "--moe-token-dispatcher-type alltoall" in text
+    f = tmp_path / "mixtral.sh"
+    f.write_text(text.replace("--moe-token-dispatcher-type alltoall", moe_args))
+    return str(f)
+
+
+def _read(path):
+    from ledger.io.megatron.reader import read_launch
+
+    return read_launch(path + " ckpt tok data", model_flags={"vocab": 32000})
+
+
+def test_the_reader_applies_the_paged_stash(tmp_path):
+    """--moe-paged-stash with its rank capacity factor is applied through the helper the
+    Bridge rows use (frameworks.paged_stash.of_megatron): Megatron's default CUDA buffer
+    1.10, a negative one (the actual peak) at its magnitude; none of the three named."""
+    stash = _read(_mixtral(tmp_path, HYBRIDEP + "--moe-expert-rank-capacity-factor 1.5 "
+                                                "--moe-paged-stash"))
+    assert stash.flags["paged_stash"] == (1.10, 1.5)
+    assert {"--moe-paged-stash", "--moe-expert-rank-capacity-factor 1.5"} <= set(stash.applied)
+    assert not [u for u in stash.unpriced if "stash" in u or "rank-capacity" in u]
+    big = _read(_mixtral(tmp_path, HYBRIDEP + "--moe-expert-rank-capacity-factor 1.25 "
+                                              "--moe-paged-stash "
+                                              "--moe-paged-stash-buffer-size-factor-cuda -1.2"))
+    assert big.flags["paged_stash"] == (1.2, 1.25)
+    # the rank capacity alone pads the experts' rows with no stash: not modelled, named
+    alone = _read(_mixtral(tmp_path, HYBRIDEP + "--moe-expert-rank-capacity-factor 1.5"))
+    assert "paged_stash" not in alone.flags
+    assert "--moe-expert-rank-capacity-factor 1.5" in alone.unpriced
+
+
+@pytest.mark.parametrize("moe_args, why", [
+    (HYBRIDEP + "--moe-paged-stash", "--moe-paged-stash without --moe-expert-rank-capacity"),
+    ("--moe-token-dispatcher-type alltoall --moe-paged-stash "
+     "--moe-expert-rank-capacity-factor 1.5", "needs --moe-flex-dispatcher-backend hybridep"),
+    ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep "
+     "--moe-expert-rank-capacity-factor 1.5", "--use-transformer-engine-op-fuser or"),
+    (HYBRIDEP + "--moe-paged-stash --moe-expert-rank-capacity-factor 1.5 "
+     "--cpu-offloading-num-layers 2", "--moe-paged-stash with --cpu-offloading-num-layers")])
+def test_the_reader_refuses_the_stash_megatron_refuses(tmp_path, moe_args, why):
+    """TransformerConfig's checks (transformer_config.py L1868-1882, L2210-2217 @d98e8a64)."""
+    from ledger.errors import LedgerError
+
+    with pytest.raises(LedgerError, match="Megatron would refuse") as e:
+        _read(_mixtral(tmp_path, moe_args))
+    assert why in str(e.value)
+
+
+def test_the_paged_stash_reaches_estimate_and_plan(tmp_path, capsys):
+    """A launch's stash moves the figures as a Bridge row's does: estimate's memory per GPU
+    and the planner's facts (held in every placement: plan.search.RUN_FACTS)."""
+    import json
+
+    from ledger.cli import main
+    from ledger.cli.args import build_parser
+    from ledger.cli.inputs import source
+    from ledger.cli.step_flags import plan_facts
+
+    files, mem = {}, {}
+    for k, more in (("off", ""), ("on", " --moe-paged-stash")):
+        (tmp_path / k).mkdir()
+        files[k] = _mixtral(tmp_path / k, HYBRIDEP + "--moe-expert-rank-capacity-factor 1.5"
+                            + more)
+    for k, f in files.items():
+        argv = ["estimate", "--from-megatron", f, "--vocab-size", "32000", "--json"]
+        assert main(argv) == 0
+        mem[k] = json.loads(capsys.readouterr().out)["memory_per_gpu_bytes"]
+    assert mem["on"] > mem["off"]
+    a = build_parser().parse_args(["plan", "--from-megatron", files["on"], "--vocab-size",
+                                   "32000"])
+    a.launch = source(a)
+    assert plan_facts(a)["paged_stash"] == (1.10, 1.5)
+
+
+def test_the_reader_reads_the_indexer_loss(tmp_path, monkeypatch):
+    """--dsa-indexer-loss-coeff / --dsa-indexer-use-sparse-loss through dsa_loss.of_megatron:
+    read by no layer of a plain GPT (silent); run by DSA's layers (dsa.py L1890-1926
+    @d98e8a64), whose loss is not modelled (named); applied where the model has the CSA
+    layers the ledger prices it on (none Megatron d98e8a64 builds: stood in here)."""
+    from ledger.io.megatron import reader
+
+    f = tmp_path / "flags.txt"
+    base = ("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 "
+            "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 "
+            "--vocab-size 32000 --tokenizer-type NullTokenizer --bf16 "
+            "--dsa-indexer-loss-coeff 0.01 --dsa-indexer-use-sparse-loss")
+    f.write_text(base)
+    plain = reader.read_launch(str(f), gpus=8)
+    assert "indexer_loss" not in plain.flags and not plain.unpriced
+    assert "--dsa-indexer-loss-coeff 0.01" in plain.silent
+    f.write_text(base + " --experimental-attention-variant dsa")
+    dsa = reader.read_launch(str(f), gpus=8)
+    assert "indexer_loss" not in dsa.flags
+    assert {"--dsa-indexer-loss-coeff 0.01", "--dsa-indexer-use-sparse-loss"} <= \
+        set(dsa.unpriced)
+    monkeypatch.setattr(reader, "model_problem", lambda model, loss: None)
+    f.write_text(base)
+    csa = reader.read_launch(str(f), gpus=8)
+    assert csa.flags["indexer_loss"] == "sparse"
+    assert {"--dsa-indexer-loss-coeff 0.01", "--dsa-indexer-use-sparse-loss"} <= \
+        set(csa.applied)
+
+
 @pytest.mark.parametrize("case", ["gpt/gpt3_mcore_tp4_pp1_resume_torch", "gpt/gpt3_mcore_tp1_pp2"])
 def test_local_layer_goldens_price_alike_on_every_gpu(tmp_path, case):
     """Megatron-LM's local-layer cases measured the same after the step on A100, H100 and

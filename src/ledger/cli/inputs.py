@@ -26,7 +26,7 @@ PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer",
                   "shared_expert_overlap", "delay_wgrad", "dp_bucket_params",
                   "fp8_attention", "fp8_output_proj", "fused_grouped_mlp", "nccl_nvls",
                   "expandable_segments", "grad_accumulation_fusion", "fsdp_double_buffer",
-                  "transformer_impl",
+                  "transformer_impl", "paged_stash", "indexer_loss",
                   "moe_dispatcher", "ep_backend", "ep_sms", "cpu_offloading_num_layers")
 # what a launch sets that plan neither holds nor searches (its grid prices none of them:
 # deferral needs pp > 1, a micro-batch group and optimizer instances must divide each
@@ -35,6 +35,9 @@ PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer",
 PLAN_NOT_HELD = {"wgrad_deferral": "--defer-embedding-wgrad-compute",
                  "vp_group": "--microbatch-group-size-per-virtual-pipeline-stage",
                  "num_distributed_optimizer_instances": "--num-distributed-optimizer-instances"}
+# what a launch file sets that no CLI flag types (``ledger.io.megatron.flags``): the experts'
+# paged stash (Megatron-Bridge's recipes and Megatron launches only)
+FROM_FILE_ONLY = ("paged_stash",)
 # the launch flag whose expert TP plan holds (arguments.py L587-588 @d98e8a64: unset, it
 # is the run's tp, and follows each candidate's)
 PLAN_ETP = "--expert-tensor-parallel-size"
@@ -72,6 +75,9 @@ def source(a: argparse.Namespace):
     a.plan_not_held = [PLAN_NOT_HELD[d] for d in PLAN_NOT_HELD if a.cmd == "plan"
                        and launch.flags.get(d) not in (None, defaults.get(d, None))]
     for dest, value in launch.flags.items():
+        if dest in FROM_FILE_ONLY and (a.cmd != "plan" or dest in PLAN_FROM_FILE):
+            setattr(a, dest, value)
+            continue
         if dest not in defaults or (a.cmd == "plan" and dest not in PLAN_FROM_FILE
                                     and not (dest == "etp" and _sets_etp(launch))):
             continue  # the planner searches the placement; the file sizes the job

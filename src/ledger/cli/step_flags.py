@@ -336,6 +336,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                 fp8_output_proj=bool(getattr(a, "fp8_output_proj", False)),
                 fused_grouped_mlp=bool(getattr(a, "fused_grouped_mlp", False)),
                 indexer_loss=getattr(a, "indexer_loss", None) or "none",
+                paged_stash=getattr(a, "paged_stash", None),  # a launch file's (inputs)
                 delay_wgrad=bool(getattr(a, "delay_wgrad", False)),
                 dp_bucket_params=getattr(a, "dp_bucket_params", None),
                 wgrad_deferral=getattr(a, "wgrad_deferral", None),

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
 from ledger.frameworks.host_checks import WHOLE_LAYER  # noqa: F401  (re-exported)
+from ledger.frameworks.paged_stash import of_megatron as paged_stash_of
 from ledger.io.megatron import model as mm
 
 # ModelSpec field (the CLI's model flags) -> the Megatron flag it stands for
@@ -269,6 +270,11 @@ def _step(ns: dict) -> dict:
         out["no_flash"] = True
     if ns.get("transformer_impl") == "local":  # Megatron's own layers: no TE buffers
         out["transformer_impl"] = "local"
+    stash = paged_stash_of(ns.get("moe_paged_stash"),  # the routed experts' paged stash,
+                           ns.get("moe_paged_stash_buffer_size_factor_cuda"),  # as Bridge's
+                           ns.get("moe_expert_rank_capacity_factor"))  # (render.bridge)
+    if ns.get("num_experts") and stash is not None:
+        out["paged_stash"] = stash
     if ns.get("cross_entropy_loss_fusion"):  # language_module.py L173-198: TE's parallel
         # CE, or Megatron's own compiled one under impl 'native' (the default) - compiled
         # under --disable-jit-fuser too: its @jit_fuser binds torch.compile when

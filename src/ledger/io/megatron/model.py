@@ -160,7 +160,35 @@ def refusals(ns: dict, world: int | None) -> list[str]:
     if sum(sources) > 1:
         out.append("more than one data source: --mock-data, --data-path, per-split paths "
                    "(arguments.py:1679-1682)")
-    return out + _world_refusals(ns, world)
+    return out + _stash_refusals(ns) + _world_refusals(ns, world)
+
+
+def _stash_refusals(ns: dict) -> list[str]:
+    """What TransformerConfig raises of the experts' rank capacity and paged stash
+    (transformer_config.py L1868-1882, L2210-2227 @d98e8a64)."""
+    out, backend = [], ns.get("moe_flex_dispatcher_backend")
+    if ns.get("moe_expert_rank_capacity_factor") is not None:
+        if backend not in ("hybridep", "ncclep"):
+            out.append(f"--moe-expert-rank-capacity-factor needs --moe-flex-dispatcher-backend "
+                       f"hybridep or ncclep, got {backend} (transformer_config.py:1868-1874)")
+        elif backend == "hybridep" and not (ns.get("use_transformer_engine_op_fuser")
+                                            or ns.get("moe_use_grouped_tensor")):
+            out.append("--moe-expert-rank-capacity-factor with hybridep needs "
+                       "--use-transformer-engine-op-fuser or --moe-use-grouped-tensor "
+                       "(transformer_config.py:1875-1882)")
+    if not ns.get("moe_paged_stash"):
+        return out
+    if ns.get("moe_expert_rank_capacity_factor") is None:
+        out.append("--moe-paged-stash without --moe-expert-rank-capacity-factor "
+                   "(transformer_config.py:2213-2217)")
+    if ns.get("cpu_offloading_num_layers"):  # turns cpu_offloading on (arguments.py:1950)
+        out.append("--moe-paged-stash with --cpu-offloading-num-layers "
+                   "(transformer_config.py:2211-2212)")
+    clash = {"expert_fc1", "moe_act", "fused_group_mlp"} & set(ns.get("offload_modules") or ())
+    if clash:
+        out.append(f"--moe-paged-stash with --offload-modules {','.join(sorted(clash))} "
+                   f"(transformer_config.py:2218-2227)")
+    return out
 
 
 def _world_refusals(ns: dict, world: int | None) -> list[str]:

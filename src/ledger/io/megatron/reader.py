@@ -29,6 +29,7 @@ import shlex
 
 from ledger.config import OFFLOAD_MODULES
 from ledger.errors import LedgerError
+from ledger.frameworks.dsa_loss import model_problem, of_megatron
 from ledger.frameworks.megatron_tokenizers import PRETRAIN_GPT_DEFAULTS
 from ledger.io.environment import (alloc_refusals, attention_refusals, cublas_refusals,
                                    read_env)
@@ -105,6 +106,17 @@ DOUBLE_BUFFER = {"--fsdp-double-buffer", "--use-nccl-ub"}
 # ledger.placement.ep_buffers) where an MoE launch runs the flex dispatcher, silent
 # elsewhere (no dispatcher reads them) and a deprecated knob beside the unified one
 NUM_SMS = {"--" + dest.replace("_", "-") for dest in launch_flags.NUM_SMS}
+# the routed experts' paged stash (ledger.io.megatron.flags._step, as Megatron-Bridge's rows
+# read it: ledger.frameworks.paged_stash.of_megatron): applied where an MoE launch runs it;
+# the rank capacity factor alone (static padded expert rows, no stash) is named, and the
+# CUDA buffer factor without the stash is silent (no buffer)
+PAGED_STASH = {"--moe-paged-stash", "--moe-paged-stash-buffer-size-factor-cuda",
+               "--moe-expert-rank-capacity-factor"}
+# the indexer loss (ledger.frameworks.dsa_loss.of_megatron): applied where the model has
+# the CSA layers the ledger prices it on (``read_launch``; none at d98e8a64, which has no
+# CSA variant); named where DSA layers run it (dsa.py L1890-1926 @d98e8a64, not modelled);
+# silent where no layer reads it
+INDEXER_LOSS = {"--dsa-indexer-loss-coeff", "--dsa-indexer-use-sparse-loss"}
 # flags the reader applies (their values reach the model or the placement)
 MODELLED = {f"--{n}" for n in """
 activation-func-clamp-value num-layers hidden-size num-attention-heads ffn-hidden-size group-query-attention
@@ -249,9 +261,11 @@ def _world(launcher: list[str]) -> int | None:
     return int(nproc) * int(nodes) if nproc.isdigit() and nodes.isdigit() else None
 
 
-def classify(parsed, ns: dict) -> tuple[list[str], list[str], list[str]]:
-    """(applied, unpriced, silent): the given flags by what the ledger does with them."""
-    flags = table()["flags"]
+def classify(parsed, ns: dict, facts: dict | None = None
+             ) -> tuple[list[str], list[str], list[str]]:
+    """(applied, unpriced, silent): the given flags by what the ledger does with them;
+    ``facts``: the CLI flags the launch sets (``placement_flags``'s, the indexer loss)."""
+    flags, facts = table()["flags"], facts or {}
     applied, unpriced, silent = [], [], []
     for flag, words in parsed.given.items():
         spec, shown = flags[flag], " ".join((flag, *words))
@@ -273,6 +287,16 @@ def classify(parsed, ns: dict) -> tuple[list[str], list[str], list[str]]:
             wins = flag == "--moe-flex-dispatcher-num-sms" or \
                 ns.get("moe_flex_dispatcher_num_sms") is None
             (applied if flex and wins and value is not None else silent).append(shown)
+        elif flag in PAGED_STASH:
+            (applied if "paged_stash" in facts else unpriced
+             if flag == "--moe-expert-rank-capacity-factor" and ns.get("num_experts")
+             else silent).append(shown)
+        elif flag in INDEXER_LOSS:
+            run = of_megatron(ns.get("dsa_indexer_loss_coeff"),
+                              ns.get("dsa_indexer_use_sparse_loss")) != "none"
+            (applied if "indexer_loss" in facts else unpriced
+             if run and ns.get("experimental_attention_variant") == "dsa" else silent
+             ).append(shown)
         elif flag in MODELLED:
             applied.append(shown)
         elif flag in NO_EFFECT or spec["group"] in NO_EFFECT_GROUPS or \
@@ -319,7 +343,11 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
         raise LedgerError("from_megatron", f"{path}: Megatron would refuse this launch, or "
                                            f"its numbers would mean nothing: "
                                            + "; ".join(problems))
-    applied, unpriced, silent = classify(parsed, ns)
+    spec = mm.model_spec(ns, f"megatron:{os.path.basename(path)}", rows)
+    loss = of_megatron(ns.get("dsa_indexer_loss_coeff"), ns.get("dsa_indexer_use_sparse_loss"))
+    if loss != "none" and model_problem(spec, loss) is None:  # as the Bridge rows read it
+        flags["indexer_loss"] = loss
+    applied, unpriced, silent = classify(parsed, ns, flags)
     env_flags, *env_lists = read_env(environ, tp=ns["tensor_model_parallel_size"],
                                      cp=ns["context_parallel_size"])
     for mine, theirs in zip((applied, unpriced, silent), env_lists):
@@ -334,8 +362,7 @@ def read_launch(given: str, gpus: int | None = None, model_flags: dict | None = 
         flags["gpus"] = world
     elif gpus is None:
         notes.append("the launch does not hold its world size: dp = 1 here; give --gpus N")
-    name = f"megatron:{os.path.basename(path)}"
-    return Launch(path=path, model=mm.model_spec(ns, name, rows),
+    return Launch(path=path, model=spec,
                   flags=flags | env_flags | ({} if precision == DEFAULT_PRECISION else
                                  {"precision": precision}), notes=tuple(notes),
                   unpriced=tuple(unpriced), silent=tuple(silent), applied=tuple(applied))
