@@ -207,3 +207,21 @@ def test_recipe_functions_that_turn_the_param_gather_overlap_off():
         row = BY_ID[rid].as_run()
         cfg, _ = config_of(row, precision_of(row)[0], model_of(row))
         assert (cfg.overlap_param_gather, cfg.overlap_grad_reduce) == (want, True), rid
+
+
+@pytest.mark.parametrize("method, want", [(None, ("full", 5, 1)), ("block", ("full", 5, 1)),
+                                          ("uniform", ("full", None, 5))])
+def test_recompute_num_layers_is_read_with_its_method(monkeypatch, method, want):
+    """recompute_num_layers is block recompute of that many layers where the method is
+    unset (set_recompute_overrides sets block) or block; beside a recipe's
+    recompute_method uniform it is Megatron's uniform: groups of that many layers, as the
+    CLI reads --recompute-method uniform."""
+    from ledger.render.bridge import config_of, model_of, precision_of
+    from ledger.validation.bridge import BridgeRow
+
+    row = _one(release="25.11", gpu="h100", model="llama3-8b", precision="fp8_cs").as_run()
+    own = BridgeRow.setting
+    monkeypatch.setattr(BridgeRow, "setting", lambda self, name, default=None: method
+                        if name == "recompute_method" else own(self, name, default))
+    cfg, _ = config_of(row, precision_of(row)[0], model_of(row))
+    assert (cfg.recompute, cfg.recompute_layers, cfg.recompute_group) == want

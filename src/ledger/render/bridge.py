@@ -17,10 +17,11 @@ the measured figure:
 - layers per stage: the recipe's pipeline layout when it has PP x VP stages, else
   Megatron-Bridge's layout map for DeepSeek-V3 / Kimi-K2 (``BridgeRow.layout``), else the
   framework's even split.
-- recompute: granularity "full" -> full; ``recompute_modules`` non-empty -> selective with
-  those modules where ``ParallelConfig`` takes them (else the ledger's selective, marked);
-  granularity "selective" with no modules named -> selective (Megatron-Core's default
-  module, core_attn); an empty module list -> none.
+- recompute (``bridge_launch.recompute_of``): ``recompute_num_layers`` n -> full of the
+  first n layers of each chunk (method block, or unset), in groups of n under method
+  uniform; granularity "full" -> full; ``recompute_modules`` non-empty -> selective with
+  those modules; granularity "selective" with no modules named -> selective (Megatron-Core's
+  default module, core_attn); an empty module list -> none.
 - dropout 0 (Megatron-Bridge's GPTModelProvider, gpt_provider.py L380 @v0.4.1, and each
   model bridge); the perf recipes' BF16 gradient reduction and a model's own state dtypes
   (``RECIPE_STATE``).
@@ -44,7 +45,7 @@ MXFP8 scale layout) is named in its ``approx`` list.
 from __future__ import annotations
 
 import json
-from dataclasses import fields, replace
+from dataclasses import replace
 from functools import lru_cache
 
 from ledger.config import OFFLOAD_MODULES, MoESpec, ParallelConfig
@@ -55,8 +56,8 @@ from ledger.render.bridge_launch import (PERF_STATE, RECIPE_STATE,  # noqa: F401
                                         TP_OVERLAP_MODELS, ep_sms_of, expandable_segments,
                                         fp8_output_proj, fsdp_double_buffer,
                                         grad_accumulation_fusion, graph_impl, graph_scopes,
-                                        loss_of, overlap_param_gather, shared_expert_overlap,
-                                        tp_overlap)
+                                        loss_of, overlap_param_gather, recompute_of,
+                                        shared_expert_overlap, tp_overlap)
 from ledger.render.bridge_pairs import (PAIRS, RELEASES, Outcome, mbs_lines,  # noqa: F401
                                        mbs_pairs, ratio_lines, ratios)  # (re-exported)
 from ledger.validation.bridge import (LACKS, MTP_BF16, PRESET, QUANT_FILES, READ_AS,
@@ -165,7 +166,6 @@ def _recipe_check(precision: str) -> None:
 def config_of(row: BridgeRow, precision: str | None,
               model=None) -> tuple[ParallelConfig, tuple[str, ...]]:
     approx = []
-    have = {f.name for f in fields(ParallelConfig)}
     kw = dict(tp=row.tp, pp=row.pp, cp=row.cp, dp=row.dp, ep=row.ep, etp=row.etp,
               zero_stage=3 if row.megatron_fsdp else 1, sequence_parallel=row.tp > 1,
               micro_batch=row.micro_batch, num_microbatches=row.num_microbatches, vp=row.vp or 1,
@@ -174,22 +174,7 @@ def config_of(row: BridgeRow, precision: str | None,
               dropout=0.0,  # GPTModelProvider hidden_dropout 0.0 (gpt_provider.py L380)
               expandable_segments=expandable_segments(row),
               grad_accumulation_fusion=grad_accumulation_fusion(row),
-              fsdp_double_buffer=fsdp_double_buffer(row))
-    modules = row.setting("recompute_modules")
-    gran = row.setting("recompute_granularity")
-    layers = row.setting("recompute_num_layers")  # set_recompute_overrides: full, block (perf
-    if isinstance(layers, int) and layers > 0:  # utils/helpers.py L174-177 @ v0.2.0, overrides.py)
-        kw["recompute"], kw["recompute_layers"] = "full", layers
-    elif gran == "full":
-        kw["recompute"] = "full"
-    elif isinstance(modules, list) and modules:
-        kw["recompute"] = "selective"
-        if "recompute_modules" in have:
-            kw["recompute_modules"] = tuple(modules)
-        else:
-            approx.append(f"recompute {','.join(modules)} priced as selective")
-    elif gran == "selective" and modules is None:  # Megatron's default module: core_attn
-        kw["recompute"] = "selective"
+              fsdp_double_buffer=fsdp_double_buffer(row)) | recompute_of(row)
     lay = row.layout(model.mtp_layers) if model is not None and row.pp > 1 else None
     if lay is not None:
         from ledger.io import parse_layout

@@ -2,8 +2,8 @@
 table row (``ledger.validation.bridge.BridgeRow``): the state dtypes the perf scripts keep,
 the caching allocator's expandable segments, TE's TP comm-GEMM overlap, the loss kernel
 (``loss_of``), the CUDA graphs it captures (``graph_scopes``), the flex dispatcher's SMs
-(``ep_sms_of``), the LM head's MXFP8 (``fp8_output_proj``) and the shared experts' overlap
-(``shared_expert_overlap``) - each with the file and
+(``ep_sms_of``), the LM head's MXFP8 (``fp8_output_proj``), the shared experts' overlap
+(``shared_expert_overlap``) and the recompute (``recompute_of``) - each with the file and
 line at the release's tag it is read from."""
 from __future__ import annotations
 
@@ -131,6 +131,25 @@ def overlap_param_gather(row: BridgeRow) -> bool:
         if _holds(when, row):
             return bool(value)
     return True
+
+
+def recompute_of(row: BridgeRow) -> dict:
+    """The row's recompute as ParallelConfig fields. The perf scripts' recompute_num_layers
+    is full recompute, method block, of the first n layers of each chunk
+    (set_recompute_overrides: scripts/performance/utils/helpers.py L174-177 @ v0.2.0,
+    utils/overrides.py L137-140 @ v0.3.0); beside a recipe's own recompute_method uniform,
+    groups of n (Megatron's uniform, as the CLI reads it). Else the recipe's granularity
+    and modules (selective with none: Megatron's default module, core_attn)."""
+    modules, gran = row.setting("recompute_modules"), row.setting("recompute_granularity")
+    layers, method = row.setting("recompute_num_layers"), row.setting("recompute_method")
+    if isinstance(layers, int) and layers > 0 and method in (None, "block", "uniform"):
+        return {"recompute": "full",
+                "recompute_group" if method == "uniform" else "recompute_layers": layers}
+    if gran == "full":
+        return {"recompute": "full"}
+    if isinstance(modules, list) and modules:
+        return {"recompute": "selective", "recompute_modules": tuple(modules)}
+    return {"recompute": "selective"} if gran == "selective" and modules is None else {}
 
 
 # the families whose Megatron-Bridge recipe turns TP comm overlap on (CommOverlapConfig(
