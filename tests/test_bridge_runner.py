@@ -225,3 +225,22 @@ def test_recompute_num_layers_is_read_with_its_method(monkeypatch, method, want)
                         if name == "recompute_method" else own(self, name, default))
     cfg, _ = config_of(row, precision_of(row)[0], model_of(row))
     assert (cfg.recompute, cfg.recompute_layers, cfg.recompute_group) == want
+
+
+@pytest.mark.parametrize("key, value, want", [
+    ("comm_overlap.overlap_param_gather", False, False),
+    ("comm_overlap.overlap_param_gather", True, True),
+    ("ddp.overlap_param_gather", False, True)])
+def test_an_unconditional_param_gather_overlap_setting(monkeypatch, key, value, want):
+    """A recipe's own comm_overlap.overlap_param_gather wins over CommOverlapConfig's DP > 1
+    default (comm_overlap.py L594-600 @ v0.6.0); a ddp.overlap_param_gather alone is
+    overwritten by it under the distributed optimizer (L636-643), so read as on."""
+    from ledger.render.bridge_launch import overlap_param_gather
+    from ledger.validation.bridge import BridgeRow
+
+    row = _one(release="25.11", gpu="h100", model="llama3-8b", precision="fp8_cs")
+    assert overlap_param_gather(row)
+    own = BridgeRow.setting
+    monkeypatch.setattr(BridgeRow, "setting", lambda self, name, default=None: value
+                        if name == key else own(self, name, default))
+    assert overlap_param_gather(row) is want

@@ -125,7 +125,15 @@ def overlap_param_gather(row: BridgeRow) -> bool:
     performance/configs/llama31/llama31_llm_pretrain.py L140-143 @ v0.2.0, and the Llama 3
     70B, DeepSeek-V3 and Qwen3-235B functions beside it), 0.4.2's GB200 Llama 3.1 405B
     NVFP4 V2 (disable_param_gather_overlap, configs/llama/llama31_llm_pretrain.py L46-56,
-    L123-124 @ v0.4.2)."""
+    L123-124 @ v0.4.2). An unconditional ``comm_overlap.overlap_param_gather`` is read first:
+    the user's CommOverlapConfig value wins over that default (comm_overlap.py L594-600,
+    applied to the DDP config L636-643 @ v0.6.0; L557-565, L599-606 @ v0.3.1). A recipe's
+    ``ddp.overlap_param_gather`` alone is not: under the distributed optimizer setup()
+    overwrites it with the CommOverlapConfig's (the functions that turn it off set both;
+    no row sets either to False today)."""
+    own = row.setting("comm_overlap.overlap_param_gather")
+    if own is not None:
+        return bool(own)
     for value, when in (row.pretrain.get("conditional") or {}).get(
             "ddp.overlap_param_gather", ()):
         if _holds(when, row):
