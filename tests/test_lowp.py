@@ -295,7 +295,7 @@ def test_nvfp4_over_mxfp8_as_published(gpu, tp, capsys):
     assert _nvfp4_over_mxfp8(gpu, tp, capsys) == pytest.approx(nv / mx, rel=0.15)
 
 
-def test_measured_kernel_shares_by_hand():
+def test_measured_kernel_shares_by_hand(monkeypatch):
     """TE's GEMM profiling guide (d0067d0d gemm_profiling.rst L139-157, B300, kernels alone):
     per layer BF16 13.102 ms, FP8 current 6.812, MXFP8 7.161, NVFP4 3.764; B300's dense
     peaks 2,250 / 4,500 / 13,125 TFLOP/s. The sm_103 parts take them; the sm_100 ones run
@@ -333,15 +333,11 @@ def test_measured_kernel_shares_by_hand():
     # run the twin's rate at a lower share, and none is above 1
     from dataclasses import replace
     gb200 = GPUS["gb200"]
-    try:
-        GPUS["gb200"] = replace(gb200, fp4_flops=15000e12, fp8_flops=10000e12)
-        assert relative_share("gb200", meg["nvfp4"]) == pytest.approx(nv / 5.8333, 1e-4)
-        assert relative_share("gb200", meg["tensorwise"]) == pytest.approx(
-            13.102 / 6.812 / 4)
-        GPUS["gb200"] = replace(gb200, fp4_flops=5000e12)
-        assert relative_share("gb200", meg["nvfp4"]) == 1.0
-    finally:
-        GPUS["gb200"] = gb200
+    monkeypatch.setitem(GPUS, "gb200", replace(gb200, fp4_flops=15000e12, fp8_flops=10000e12))
+    assert relative_share("gb200", meg["nvfp4"]) == pytest.approx(nv / 5.8333, 1e-4)
+    assert relative_share("gb200", meg["tensorwise"]) == pytest.approx(13.102 / 6.812 / 4)
+    monkeypatch.setitem(GPUS, "gb200", replace(gb200, fp4_flops=5000e12))
+    assert relative_share("gb200", meg["nvfp4"]) == 1.0
     # a GB300 NVFP4 layer's forward GEMMs (every one FP4): at 0.597 of BF16's share of its
     # own FP4 peak, 6x BF16's (15,000 / 2,500 TFLOP/s)
     m, gb300 = llama3_8b(), GPUS["gb300"]
