@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ledger.frameworks.conventions import UNRETURNABLE
 from ledger.config import ParallelConfig
 from ledger.model import ModelSpec
 from ledger.parallel import place
@@ -92,7 +93,12 @@ def test_flex_buffers_count_toward_the_device_not_allocated():
     extra = sum(v for _, v in flex.context_named)
     assert extra > 512 * MiB and dict(flex.context_named)["DeepEP workspace"] == 32 * MiB
     assert flex.context_bytes - a2a.context_bytes == pytest.approx(extra)
-    assert flex.required_bytes - a2a.required_bytes == pytest.approx(extra, rel=1e-6)
+    # allocated differs by TE's row_id_map only: DeepEP permutes its received tokens over
+    # its local experts, a share of the alltoall dispatcher's map (ep_buffers.row_id_map_share)
+    saved = a2a.allocated_bytes - flex.allocated_bytes
+    assert 0 < saved < 0.01 * a2a.allocated_bytes
+    assert flex.required_bytes - a2a.required_bytes == pytest.approx(
+        extra - saved * (1 + UNRETURNABLE), rel=1e-6)
     code, out, err = run(["estimate", "deepseek-v3", "--gpus", "256", "--pp", "8", "--ep",
                           "32", "--etp", "1", "--moe-token-dispatcher-type", "flex"])
     assert code == 0, err

@@ -49,7 +49,8 @@ class SavedTensors:
     router_probs: str = "fp32"  # softmax/sigmoid scores over all experts, per token
     router_index_bytes: int = 8  # top-k expert indices, per token and k
     router_input_fp32: bool = False  # the router GEMM reads an fp32 copy of its input
-    routing_map_bytes_per_expert: int = 0  # per token and expert (TE's row_id_map)
+    routing_map_bytes_per_expert: float = 0  # per token and expert (TE's row_id_map; the flex
+    # dispatcher builds a share of it, ledger.placement.ep_buffers.row_id_map_share)
     routed_input_copy: bool = True  # the gathered/permuted copy of each routed token
     routed_output_copies: int = 2  # h-wide expert outputs kept (prob multiply, scatter-add)
     routed_output: str = "act"  # their dtype (torchtitan scores an fp32 copy)

@@ -42,6 +42,12 @@ _HYBRIDEP_HANDLE = ("deepseek-ai/DeepEP hybrid-ep 94a9f8f6 csrc/hybrid_ep/execut
                     "dispatch's and the combine's autograd contexts until the backward): "
                     "ledger.placement.ep_buffers.dispatch_handle_bytes")
 
+_FLEX_ROW_ID_MAP = ("Megatron-LM d98e8a64 megatron/core/transformer/moe/token_dispatcher.py "
+                    "L1150-1166, L1212-1213 (_HybridEPManager: permute fused into HybridEP's "
+                    "dispatch, no TE permute, no row_id_map), L1424-1457 (_DeepepManager: "
+                    "moe_utils.permute over the received tokens and local experts, TE's "
+                    "row_id_map): ledger.placement.ep_buffers.row_id_map_share")
+
 _NCCL = ("NVIDIA/nccl 5067397c src/transport/nvls.cc L155-160 (NVLS channels 16 on sm90, "
          "24 on sm100 in one domain, 32 across nodes; NCCL_NVLS_ENABLE default 2, chunk 128 "
          "KiB), L245-275 (on where the device multicasts), L409-430 (ncclNvlsBufferSetup: "
@@ -89,6 +95,7 @@ _EP_SMS = ("the flex dispatcher's SMs while an overlapped all-to-all runs: "
 LIBRARY_SOURCES = {
     "megatron": {"cuda_graph_buffers": _GRAPHS, "deepep_buffers": _DEEPEP,
                  "hybridep_buffers": _HYBRIDEP, "hybridep_dispatch_handle": _HYBRIDEP_HANDLE,
+                 "flex_row_id_map": _FLEX_ROW_ID_MAP,
                  "optimizer_cpu_offload": _OPTIM_OFFLOAD,
                  "flex_dispatcher_sms": _EP_SMS},
 }

@@ -44,6 +44,21 @@ combine's autograd contexts until the layer's backward (fused_a2a.py L425-437, L
 @d98e8a64): T G (4 + 5 E / ep) bytes a MoE layer a micro-batch in flight
 (``dispatch_handle_bytes``), not saved tensors, so offload leaves them. The chunk layout and
 the node maps (at most 2 T x nodes bytes) are left out.
+
+**TE's row_id_map under the flex dispatcher** (``row_id_map_share``). The alltoall
+dispatcher permutes the rank's own tokens over every expert before the all-to-all, and
+TE's permute keeps an int32 row_id_map of (tokens, 2E + 1) for the backward (the table's
+``routing_map_bytes_per_expert``). HybridEP permutes inside its own kernels: Megatron's
+``_HybridEPManager`` dispatches with ``fused=moe_permute_fusion_into_hybridep`` and its
+``get_permuted_hidden_states_by_experts`` returns the input as it came (token_dispatcher.py
+L1150-1166, L1212-1213 @d98e8a64), so no row_id_map is built: its routing metadata is the
+handle above. DeepEP's manager calls ``moe_utils.permute`` after the dispatch on the tokens
+it received and its E / ep local experts (L1424-1457): a row_id_map of (received,
+2 E / ep + 1). DeepEP sends a token to a rank once, whichever of its experts it picks; under
+uniform routing of k distinct experts of E, a rank's E / ep are hit with p = 1 - C(E - E/ep,
+k) / C(E, k), so each of the G = tp x ep ranks receives G T p of the G senders' T tokens:
+G T p x 8 E / ep bytes, etp x p of the alltoall's T x 8 E. Node- or group-limited routing
+is not modelled here.
 """
 from __future__ import annotations
 
@@ -140,6 +155,23 @@ def dispatch_handle_bytes(model, cfg, kind=None, recompute=None) -> float:
     tokens = moe_tokens(cfg, model.seq_len * cfg.micro_batch / cfg.cp)
     ranks = cfg.ep * expert_tp(cfg)
     return tokens * ranks * (4 + 5 * model.num_experts / cfg.ep)
+
+
+def row_id_map_share(model, cfg) -> float:
+    """The share of TE's row_id_map (the saved-tensor table's, priced over a rank's own
+    tokens and every expert) a flex-dispatched MoE layer builds (module docstring): 0 under
+    HybridEP, etp x p under DeepEP; 1 for another dispatcher."""
+    from ledger.config import dispatcher
+
+    if not getattr(model, "is_moe", False) or dispatcher(cfg) != "flex":
+        return 1.0
+    if getattr(cfg, "ep_backend", None) == "hybridep":
+        return 0.0
+    e, k = model.num_experts, model.top_k
+    missed = 1.0
+    for i in range(k):  # C(E - E/ep, k) / C(E, k): no pick lands on the rank's experts
+        missed = missed * np.maximum(e - e / cfg.ep - i, 0) / (e - i)
+    return expert_tp(cfg) * (1 - missed)
 
 
 def ep_buffers(model, cfg, domain: int = NVL_PEERS) -> dict[str, float]:

@@ -21,7 +21,7 @@ from ledger.frameworks.recompute_modules import pre_mlp_norm_recomputed
 from ledger.frameworks.module_formats import saved_delta
 from ledger.model import ModelSpec
 from ledger.placement.act_offload import offloaded_bytes
-from ledger.placement.ep_buffers import dispatch_handle_bytes
+from ledger.placement.ep_buffers import dispatch_handle_bytes, row_id_map_share
 from ledger.placement.stages import (BIDIRECTIONAL, each_layer_kind, rank_stages, split_layers,
                                      stage_starts)
 
@@ -42,17 +42,22 @@ def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
                 flash=cfg.flash_attention if flash is None else flash,
                 recompute=cfg.recompute if recompute is None else recompute,
                 act_bytes=cfg.act_bytes, capacity_factor=cfg.moe.load_factor,
-                table=_table(fw, cfg, fp8_qkv), etp=expert_tp(cfg), kind=kind,
+                table=_table(model, fw, cfg, fp8_qkv), etp=expert_tp(cfg), kind=kind,
                 dropout=fw.dropout if dropout is None else dropout,
                 modules=getattr(cfg, "recompute_modules", None),
                 moe_norm_recompute=pre_mlp_norm_recomputed(model, cfg, dispatcher(cfg)))
 
 
-def _table(fw, cfg, fp8_qkv: bool):
-    """The framework's saved-tensor table, with FP8 attention's q, k, v bytes where it runs."""
+def _table(model, fw, cfg, fp8_qkv: bool):
+    """The framework's saved-tensor table, with FP8 attention's q, k, v bytes where it runs
+    and TE's row_id_map as the flex dispatcher builds it (``ep_buffers.row_id_map_share``)."""
     t = saved_table(fw.activations)
     qkv = saved_qkv_bytes(cfg) if fp8_qkv else 0.0
-    return replace(t, flash_qkv_bytes=qkv) if qkv else t
+    t = replace(t, flash_qkv_bytes=qkv) if qkv else t
+    share = row_id_map_share(model, cfg) if t.routing_map_bytes_per_expert else 1.0
+    if np.ndim(share) or share != 1:
+        t = replace(t, routing_map_bytes_per_expert=t.routing_map_bytes_per_expert * share)
+    return t
 
 
 def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
