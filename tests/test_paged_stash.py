@@ -1,7 +1,8 @@
 """Megatron-Core's MoE paged stash (moe_paged_stash, megatron/core/transformer/moe/
 paged_stash.py and experts.py L643-691 @ Megatron-LM cd4afffa, Megatron-Bridge 0.6.0's
-pin): the routed experts' saved rows held in a stash buffer of ``buffer`` times the
-average, the layer computing or reloaded holding them padded to ``capacity``."""
+pin): the routed experts' saved rows held in one kept stash buffer of ``buffer`` times the
+peak in-flight average rows (ledger.placement.stash), the layer computing or reloaded
+holding them padded to ``capacity``."""
 from dataclasses import replace
 
 import pytest
@@ -11,7 +12,9 @@ from ledger.config import ParallelConfig
 from ledger.errors import LedgerError
 from ledger.frameworks.paged_stash import of_megatron
 from ledger.model import qwen3_30b_a3b
-from ledger.placement.layers import _layer_kw, layer_activation_bytes, layer_working_bytes
+from ledger.placement import memory_points, place
+from ledger.placement.layers import (_layer_kw, layer_activation_bytes, layer_stashed_bytes,
+                                     layer_working_bytes)
 
 
 def _cfg(stash=None):
@@ -20,20 +23,42 @@ def _cfg(stash=None):
                           paged_stash=stash)
 
 
-def test_the_stash_holds_the_experts_rows_at_its_buffer_and_pads_the_live_layer():
-    """Qwen3-30B-A3B (48 MoE layers): a layer's kept bytes grow by (1.2 - 1) x its routed
-    experts' saved bytes, its working set by 1.5 x them; nothing else moves."""
+def test_the_layer_leaves_its_experts_rows_to_the_stash_and_pads_the_live_one():
+    """Qwen3-30B-A3B (48 MoE layers): a layer's own kept bytes drop by its routed experts'
+    saved bytes (their rows live in the stash buffer, the padded originals freed,
+    paged_stash.py L499-509 @cd4afffa), its working set grows by 1.5 x them."""
     m = qwen3_30b_a3b()
     plain, stash = _cfg(), _cfg((1.2, 1.5))
     experts = layer_activations(m, **_layer_kw(m, plain)).experts_bytes
-    assert experts > 0
+    assert experts > 0 and layer_stashed_bytes(m, stash) == experts
+    assert layer_stashed_bytes(m, plain) == 0
     kept = layer_activation_bytes(m, stash) - layer_activation_bytes(m, plain)
-    assert kept == pytest.approx(0.2 * experts)
+    assert kept == pytest.approx(-experts)
     work = layer_working_bytes(m, stash) - layer_working_bytes(m, plain)
     assert work == pytest.approx(1.5 * experts)
     # what the layer's kernels write (the step's elementwise bytes) is not the stash's
     assert layer_activation_bytes(m, stash, offload=False) == \
         layer_activation_bytes(m, plain, offload=False)
+
+
+@pytest.mark.parametrize("pp,want", [(1, [1.2 * 1 * 48]),  # one micro-batch of 48 layers
+                                     (2, [1.2 * 2 * 24, 1.2 * 1 * 24])])  # 1F1B: pp - r
+def test_the_stash_is_one_kept_buffer_sized_at_the_peak(pp, want):
+    """allocate_stash_buffers (paged_stash.py L546-628 @cd4afffa) sizes one static buffer at
+    capture, buffer x the peak in-flight rows, kept for the run: at PP 2 (1F1B) rank 0 holds 2
+    micro-batches of its 24 layers in flight, rank 1 one. It is a kept buffer: there at the
+    optimizer step and after the step, where the layers' activations are not; at the
+    forward's peak it adds (1.2 - 1) x the in-flight experts' bytes."""
+    m = qwen3_30b_a3b()
+    plain, stash = (replace(_cfg(s), pp=pp, dp=8 // pp, ep=8 // pp) for s in (None, (1.2, 1.5)))
+    experts = layer_stashed_bytes(m, stash)
+    for r, (a, b) in enumerate(zip(place(m, plain).memory_by_rank,
+                                   place(m, stash).memory_by_rank)):
+        assert dict(b.named)["MoE paged stash"] == pytest.approx(want[r] * experts)
+        assert b.resident_bytes - a.resident_bytes == pytest.approx(want[r] * experts)
+    a, b = memory_points(m, plain, 0), memory_points(m, stash, 0)
+    assert b["optimizer step"] - a["optimizer step"] == pytest.approx(want[0] * experts)
+    assert b["forward"] - a["forward"] == pytest.approx((want[0] - want[0] / 1.2) * experts)
 
 
 def test_a_dense_model_s_layers_do_not_move():

@@ -18,9 +18,13 @@ transformer_config.py L1268-1286); ``..._cpu`` adds a pinned host buffer for ove
 (0: none). Megatron requires the capacity factor with it (transformer_config.py
 L1904-1920).
 
-What the ledger prices (``ledger.placement.layers``): a routed expert's saved bytes held at
-``buffer`` times their average (the stash pages of every in-flight layer), and the layer
-computing or being reloaded holding its rows padded to ``capacity`` (its working set).
+What the ledger prices: the stash's CUDA buffer as one buffer kept for the run
+(``ledger.placement.stash``: allocated at capture, there at the optimizer step and after
+it), ``buffer`` times the routed experts' saved bytes of every MoE layer in flight at the
+rank's peak, the layers' own activations without those bytes (``ledger.placement.layers``),
+and the layer computing or being reloaded holding its rows padded to ``capacity`` (its
+working set). The pinned host buffer for overflow (``..._factor_cpu``, 1.0 on the 26.08
+Qwen3-30B rows) is not priced: the ledger has no per-rank host-memory term for it.
 The copies (each stashed byte read and written once in the forward and once in the
 backward) run on their own stream under the following layers' work and are not priced as
 time; the HBM bandwidth they take from that work is not priced either.

@@ -76,9 +76,8 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     acts = layer_activations(model, **kw)
     kept = acts.total_bytes - offload * offloaded_bytes(model, cfg, kind, kw["table"],
                                                         acts)  # act_offload; False: written
-    stash = getattr(cfg, "paged_stash", None)  # the experts' rows in the stash's pages
-    if offload and stash is not None:  # (ledger.frameworks.paged_stash): its buffer's share
-        kept = kept + (stash[0] - 1) * acts.experts_bytes
+    if offload and getattr(cfg, "paged_stash", None) is not None:  # the experts' rows live
+        kept = kept - acts.experts_bytes  # in the stash's kept buffer (placement.stash)
     kept = kept + _module_formats(model, cfg, kw)
     if kw["recompute"] != "full":  # CPU-offloaded layers' activations live on the host
         layers = min(getattr(cfg, "offload_activation_layers", 0), model.layers) if offload else 0
@@ -93,6 +92,15 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes \
         + offload * dispatch_handle_bytes(model, cfg, kind, "none")
     return kept * share + whole * (1 - share)
+
+
+def layer_stashed_bytes(model: ModelSpec, cfg, kind=None) -> float:
+    """What one layer's routed experts save per micro-batch into the MoE paged stash
+    (``ledger.placement.stash``): the experts' saved bytes at their average rows; 0
+    without the stash."""
+    if getattr(cfg, "paged_stash", None) is None:
+        return 0.0
+    return layer_activations(model, **_layer_kw(model, cfg, kind)).experts_bytes
 
 
 def _module_formats(model: ModelSpec, cfg, kw) -> float:

@@ -49,9 +49,11 @@ from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes
                                         logits_elements, peak_memory, point_bytes, shard_state)
 from ledger.placement.layers import (activation_bytes_per_layer, inflight_kinds,
                                      largest_layer_params, layer_activation_bytes, layer_kinds,
-                                     layer_offloaded_bytes, layer_working_bytes)
+                                     layer_offloaded_bytes, layer_stashed_bytes,
+                                     layer_working_bytes)
 from ledger.placement.layout import DEFAULT_ORDER, Layout
 from ledger.placement.splits import split_problem
+from ledger.placement.stash import stash_buffer_bytes, with_stash
 from ledger.placement.stages import (config_split, end_params, head_ranks, rank_layers,
                                      rank_stages, stage_params)
 
@@ -260,6 +262,8 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         point = (chunks, 0, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,
             inflight=chunks, grads_kept=fw.pipeline_input_grads)
+        parts = with_stash(parts, stash_buffer_bytes(cfg, sum(  # placement.stash
+            n * layer_stashed_bytes(model, cfg, k) for n, k in zip(alive[r], kinds)), point[0]))
         yield r, parts, tuple(float(x) for x in point), grads_at_loss, None if cfg.pp == 1 \
             else grad_sets(cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp,
                            not fw.grads_persist, inflight=chunks, group=cfg.vp_group)

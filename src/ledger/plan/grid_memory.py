@@ -16,7 +16,6 @@ from ledger.config import MoESpec
 from ledger.frameworks import get as get_framework
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
-from ledger.pipeline import grad_sets, held_closed
 from ledger.pipeline.held import loss_stage_ranks
 from ledger.placement import (head_ranks, inflight_kinds, layer_activation_bytes,
                               layer_kinds, layer_working_bytes, peak_total, rank_layers,
@@ -28,7 +27,10 @@ from ledger.placement.footprint import divisors, expert_divisors
 from ledger.placement.buffers import (global_buffer_bytes, grid_double_buffers,
                                       grid_framework_buffers, recv_buffers)
 from ledger.placement.graphs import graph_buffers
+from ledger.placement.layers import layer_stashed_bytes
+from ledger.placement.stash import stash_buffer_bytes, with_stash
 from ledger.plan.experts import grid_context
+from ledger.plan.grid_points import schedule_points
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 from ledger.plan.rows import groups, present
@@ -85,16 +87,16 @@ def _per_kind(model, g, fw, flash, precision, finetune=None, facts=None):
     working set, under the candidate's recompute mode and SP; priced once per distinct
     ``LAYER_COLUMNS`` (handed a grid of only those)."""
     reps, of = twins(g, LAYER_COLUMNS)
-    act, work = _per_kind_rows(model, {k: g[k][reps] for k in LAYER_COLUMNS}, fw, flash,
-                               precision, finetune, facts)
-    return act[of], work[of]
+    act, work, stash = _per_kind_rows(model, {k: g[k][reps] for k in LAYER_COLUMNS}, fw, flash,
+                                      precision, finetune, facts)
+    return act[of], work[of], stash[of]
 
 
 def _per_kind_rows(model, g, fw, flash, precision, finetune, facts):
     count = len(g["tp"])
     everything = np.arange(count)
     kinds = layer_kinds(model, 1)[0]  # the model's kinds of layer (LayerKind)
-    act, work = np.zeros((count, len(kinds))), np.zeros((count, len(kinds)))
+    act, work, stash = (np.zeros((count, len(kinds))) for _ in range(3))
     for rc, name in enumerate(RECOMPUTES):
         for sp in (True, False):
             cfg = _grid_cfg(g, everything, fw, flash, precision, finetune, facts,
@@ -105,7 +107,9 @@ def _per_kind_rows(model, g, fw, flash, precision, finetune, facts):
                                                (count,))[pick]
                 work[pick, k] = np.broadcast_to(layer_working_bytes(model, cfg, kind),
                                                 (count,))[pick]
-    return act, work.max(axis=1) * fw.working_set
+                stash[pick, k] = np.broadcast_to(layer_stashed_bytes(model, cfg, kind),
+                                                 (count,))[pick]  # placement.stash
+    return act, work.max(axis=1) * fw.working_set, stash
 
 
 def _state(model, cfg, fw, per_param, optimizer, shape, finetune, ranks=slice(None)):
@@ -202,35 +206,6 @@ def dense_codes(key, size):
     return number[key], int(number[-1]) + 1 if size else 0
 
 
-def _points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
-    """For each schedule among the rows ``sel`` of one stage layout (pp > 1): (its code,
-    its rows, each row's index among ``counts``, the grid's distinct micro-batch counts
-    (``count_of``: every grid row's), ``ledger.pipeline.held_closed`` at those counts
-    for every PP rank: 5 x counts x ranks, and ``ledger.pipeline.grad_sets`` there:
-    sets x 4 x counts x ranks) - a closed form of (schedule, rank, count) alone, priced
-    once per distinct count and kept in ``memo`` for the grid's other layouts of the
-    same depth."""
-    out = []
-    if pp == 1:
-        return out
-    scheds, inv = g["sched"][sel], count_of[sel]
-    first = scheds[0]
-    for code in [first] if (scheds == first).all() else present(scheds):
-        rows = scheds == code
-        key = (int(code), pp, vp)
-        if key not in memo:
-            table = np.broadcast_to(held_closed(
-                SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
-                fw.pipeline_outputs, grads_kept=fw.pipeline_input_grads), (5, len(counts), pp))
-            shape = (len(counts), pp)
-            sets = np.array([[np.broadcast_to(x, shape) for x in s] for s in grad_sets(
-                SCHEDULES[code], np.arange(pp)[None, :], pp, counts[:, None], vp,
-                not fw.grads_persist, inflight=table[0])])
-            memo[key] = table, sets
-        out.append((code, rows, inv[rows], *memo[key]))
-    return out
-
-
 def _stand_ins(model, g, sel, fw, optimizer, finetune, tp, ep, pp, vp, shape, held,
                points, stage_act, etp=None) -> np.ndarray:
     """The PP ranks whose peaks stand for all of one stage layout's: the first rank of
@@ -317,7 +292,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
     off = SimpleNamespace(**{k: np.zeros(count) for k in "host params grads optim trained".split()})
     shape = np.select([g["sched"] == c for c in SHAPED], [1 + i for i in range(len(SHAPED))],
                       0).astype(np.int64)
-    act, work = _per_kind(model, g, fw, flash, precision, finetune, facts)
+    act, work, stashed = _per_kind(model, g, fw, flash, precision, finetune, facts)
     act16 = None  # the same under BF16, for a recipe's BF16 layers (bf16_layers)
     radix = [int(g[k].max()) + 1 for k in ("tp", "ep", "pp", "vp")]
     # one group per stage layout; the ZeRO stage an array within it
@@ -342,7 +317,7 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         for name in ("hsdp_shard", "grad_replicas", "cp", "micro_batch", "dp"):
             setattr(cfg, name, getattr(cfg, name)[:, None])
         cfg.tp, cfg.ep = tp, ep
-        points = _points(g, sel, fw, pp, vp, counts, count_of, memo)
+        points = schedule_points(g, sel, fw, pp, vp, counts, count_of, memo)
         alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
         stage_act = act[sel] @ alive.T  # the product whole: its last bits vary with its shape
         w16 = bf16_weights(model, fw, (pp, vp, sched, None, fw.split),  # the recipe's BF16
@@ -388,6 +363,8 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
             point[:, rows] = table[:, :, reps][:, inv]
             deep = sets[np.minimum(np.arange(depth), len(sets) - 1)]  # the last repeated
             lazy[:, :, rows] = deep[:, :, :, reps][:, :, inv]
+        parts = with_stash(parts, stash_buffer_bytes(cfg, (stashed[sel] @ alive.T)[:, reps],
+                                                     point[0]))  # the MoE paged stash's
         grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
         mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss,
                               None if depth == 1 else [tuple(s) for s in lazy]).max(axis=1)
