@@ -136,3 +136,17 @@ def test_the_flag_off_megatron_is_one_line_exit_2(capsys, framework):
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert "indexer_loss" in err and f"--framework {framework}" in err
+
+
+@pytest.mark.parametrize("loss", ["sparse", "dense"])
+def test_the_loss_s_working_memory_is_named_and_not_priced(flash, loss):
+    """The loss's transient target (the attention's softmax summed over heads, built and freed
+    in its fused forward, csa_kernels.py L762-790, L890-928 @43e45e13) is not priced: every
+    rank's memory is the same with and without the loss, and the module says so."""
+    from ledger.frameworks import dsa_loss
+    from ledger.parallel import place
+
+    plain, with_loss = (place(flash, _cfg(x)).memory_by_rank for x in ("none", loss))
+    for a, b in zip(plain, with_loss):
+        assert (a.allocated_bytes, a.required_bytes) == (b.allocated_bytes, b.required_bytes)
+    assert "Not priced: the loss's transient working memory" in dsa_loss.__doc__

@@ -23,7 +23,11 @@ csa.py L1870-1921):
   backward.
 
 ``INDEXER_LOSSES``: "none" (Megatron's default), "sparse", "dense";
-``ledger.step.indexer_loss`` prices it.
+``ledger.step.indexer_loss`` prices it. Not priced: the loss's transient working memory,
+the target its forward builds and frees (the main attention's softmax summed over heads,
+``_compute_attn_target`` L762-790 and ``_compute_dense_attn_score`` L890-928: tokens x
+top-k under the sparse loss, tokens x every causal compressed key under the dense one,
+L1198-1272) - the memory figures leave it out.
 """
 from __future__ import annotations
 
