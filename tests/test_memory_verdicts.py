@@ -43,7 +43,7 @@ def test_bridge_rows_on_gb200_and_gb300_all_fit():
     FP8 Megatron-FSDP rows at MBS 2: 175.6 GiB allocated + 1 GiB context of 185 (2 GiB more
     at 25.09, whose script keeps gradient-accumulation fusion and so its output layer's
     dummy wgrad), fitting while their split blocks stay under 4.8% (2.7%) of allocated - at
-    the 9% reserved share they would not; the outcome fit's 0.8% keeps them in
+    the 9% reserved share they would not; the outcome fit's 1.1% keeps them in
     (benchmarks/fit_memory.py). 25.11 GB300 Qwen3-235B BF16 fits at its table's MBS 2 (its v0.2.0 recipe's MBS 4 is
     another placement's, ``BridgeRow.micro_batch``). The two 26.02.01 GB300 Llama 3 70B rows
     (413 and 680 GiB at the table's copied cells) and 26.02.01 GB200 405B NVFP4 (186.0 of
@@ -67,8 +67,8 @@ def test_the_verdict_counts_what_the_allocator_cannot_hand_back():
     loss backward. Before failing an allocation PyTorch's caching allocator releases its
     cached unsplit blocks - here the freed bf16 logits (8192 x 2 x 128,256 x 2 B = 3.91
     GiB) and the fp32 gradient shards zero_grad freed (8.03 B params x 4 B / 8 = 3.74 GiB)
-    - and every other whole block, keeping only its split blocks (the outcome rows' 0.8%
-    of allocated, 0.55 GiB): 68.63 + 0.55 + 1.00 = 70.18 GiB must be held; with expandable
+    - and every other whole block, keeping only its split blocks (the outcome rows' 1.1%
+    of allocated, 0.75 GiB): 68.63 + 0.75 + 1.00 = 70.38 GiB must be held; with expandable
     segments it unmaps the empty pages too, leaving allocated + context = 68.63 + 1.00.
     Reserved is unchanged."""
     from dataclasses import replace
@@ -80,8 +80,8 @@ def test_the_verdict_counts_what_the_allocator_cannot_hand_back():
     logits, grads = 8192 * 2 * 128256 * 2, llama3_8b().params * 4 / 8
     assert plain.cached_bytes == pytest.approx(logits + grads, rel=1e-3)
     assert plain.required_bytes == pytest.approx(
-        plain.allocated_bytes * 1.008 + 2**30, rel=1e-9)
-    assert plain.required_bytes / 2**30 == pytest.approx(70.18, abs=5e-3)
+        plain.allocated_bytes * 1.011 + 2**30, rel=1e-9)
+    assert plain.required_bytes / 2**30 == pytest.approx(70.38, abs=5e-3)
     assert pages.required_bytes == pytest.approx(pages.allocated_bytes + 2**30, rel=1e-9)
     assert pages.reserved_bytes == plain.reserved_bytes
 
@@ -98,8 +98,8 @@ def test_deepseek_v3_on_h800_term_by_term(capsys):
     loss's 6 B each - no other micro-batch's loss alive (DualPipe's B1 runs before its next
     F1) - and 16 micro-batches of stage 0's three dense layers beside one of stage 15's
     three MoE layers and MTP block (plus the head's saved input). Allocated + context
-    fits the H800's 79.65 GiB, and with the outcome rows' 0.8% of split blocks the default
-    allocator keeps (79.06 GiB) it still does - this run bounds that share from above
+    fits the H800's 79.65 GiB, and with the outcome rows' 1.1% of split blocks the default
+    allocator keeps (79.28 GiB) it still does - this run bounds that share from above
     (benchmarks/fit_memory.py); with expandable segments (all handed back) it does too."""
     from ledger.model import deepseek_v3
     from ledger.placement.layers import layer_activation_bytes, layer_kinds
@@ -125,7 +125,7 @@ def test_deepseek_v3_on_h800_term_by_term(capsys):
     # (ledger.placement.ep_buffers: NVLink 360.18 MiB, RDMA 512 MiB, workspace 32 MiB)
     assert mem["context_named"] == {"DeepEP NVLink buffer": 377_677_984,
                                     "DeepEP RDMA buffer": 2**29, "DeepEP workspace": 2**25}
-    assert round(mem["required"] / gib, 2) == 79.06
+    assert round(mem["required"] / gib, 2) == 79.28
     argv = DSV3_H800.split() + ["--expandable-segments"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
