@@ -77,11 +77,13 @@ def test_the_cli_holds_it_and_refuses_a_pipeline_pin_in_one_line(capsys):
 
 @pytest.mark.parametrize("rid", ["26.06.01/gb200/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4",
                                  "26.06.01/gb300/gpt-oss-120b/fp8_mx/64g/gbs1280/mbs4",
-                                 ROW])
+                                 ROW, "26.04/gb200/nemotron-3-super/nvfp4/64g/gbs512/mbs1"])
 def test_plan_pinned_to_a_bridge_row_equals_estimate_and_report(rid):
     """benchmarks/plan_agrees.py's comparison (ledger.render.plan_agrees) on the rows it last found apart: the two
     gpt-oss rows whose table declares the dGLU-dbias regression (step.eager; plan held no
-    such fact: -30% step) and the offloading Llama 3 70B row."""
+    such fact: -30% step), the offloading Llama 3 70B row, and a Blackwell row whose
+    container's torch sets PyTorch's cuBLAS workspace (bridge_stack.torch_workspace_of; plan
+    held no such fact: up to +4.6e-4 of memory on 86 rows)."""
     from ledger.render.plan_agrees import compare
 
     r = next(x for x in rows() if x.id == rid).as_run()

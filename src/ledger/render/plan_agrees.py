@@ -12,7 +12,7 @@ from ledger.step import estimate
 from ledger.validation.bridge import rows
 
 BUFFERS = ("dp_bucket_params", "expandable_segments", "grad_accumulation_fusion",
-           "fsdp_double_buffer", "nccl_nvls")
+           "fsdp_double_buffer", "nccl_nvls", "cublas_workspace_bytes", "te_layers")
 
 
 def unsearched(c) -> bool:
