@@ -266,8 +266,9 @@ def test_the_fit_names_an_argmin_on_its_grids_edge():
     is the grid's top (or a bottom above 0 s) is named; a 0 s floor is not."""
     from ledger.render.bridge_fit import HOST_AXES, HOST_GRID, edge_limited
 
-    assert HOST_GRID[0][-1] == 5e-3  # the block axis reaches past the old 3 ms edge
-    assert edge_limited((3e-3, 0.0, 4e-3, 3e-4, 4.5e-3)) == []
-    assert edge_limited((5e-3, 0.0, 8e-3, 1e-4, 0.0)) == [
+    # the block axis reaches past the 5 ms, the MoE axis below the 2 ms, of the last edges
+    assert HOST_GRID[0][-1] == 7e-3 and HOST_GRID[2][0] == 1e-3
+    assert edge_limited((5e-3, 0.0, 2e-3, 3e-4, 4.5e-3)) == []
+    assert edge_limited((7e-3, 0.0, 8e-3, 1e-4, 0.0)) == [
         "host_block_s", "host_moe_s", "host_expert_s"]
     assert len(HOST_AXES) == len(HOST_GRID)

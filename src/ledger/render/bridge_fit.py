@@ -21,12 +21,13 @@ from ledger.validation.bridge import BridgeRow, rows
 # block (host_moe_s) - per routed expert a GPU holds (host_expert_s), and what a MoE
 # layer's forward loses at a dispatch the host cannot run through (host_stall_s: combined
 # 1F1B's schedule nodes, DeepEP's normal dispatch), on the declared calibration rows
-# (bridge.CALIBRATION_RELEASE); 2,800 points (the ms of the old four's argmin, 2 / 4 / 6 /
-# 0.2, among them; the block axis to 5 ms, past the 3 ms the 2,000-point grid's argmin sat
-# at, its top edge). ``edge_limited`` names an argmin on an edge of its axis
-HOST_GRID = ((0.0, 5e-4, 1e-3, 2e-3, 3e-3, 4e-3, 5e-3),
+# (bridge.CALIBRATION_RELEASE); 4,500 points (the ms of the old four's argmin, 2 / 4 / 6 /
+# 0.2, among them; the block axis to 7 ms and the MoE axis down to 1 ms, past the 5 ms
+# and 2 ms the 2,800-point grid's argmin sat at, its edges). ``edge_limited`` names an
+# argmin on an edge of its axis
+HOST_GRID = ((0.0, 5e-4, 1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 6e-3, 7e-3),
              (0.0, 1e-3, 2e-3, 4e-3, 6e-3),
-             (2e-3, 4e-3, 6e-3, 8e-3),
+             (1e-3, 2e-3, 4e-3, 6e-3, 8e-3),
              (1e-4, 2e-4, 3e-4, 4e-4),
              (0.0, 3e-3, 4.5e-3, 6e-3, 7.5e-3))
 
