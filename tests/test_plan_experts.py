@@ -137,9 +137,8 @@ def test_the_planner_ranks_a_bridge_recipe_as_report_prices_it(row_id):
     row = next(r for r in rows() if r.id == row_id)
     model, precision = model_of(row), precision_of(row)[0]
     c, sysm = config_of(row, precision, model)[0], system_of(row)
-    held = RUN_FACTS + HOST_FACTS + EXPERT_FACTS + DTYPE_FACTS + (
-        "dp_bucket_params", "expandable_segments", "grad_accumulation_fusion",
-        "fsdp_double_buffer", "nccl_nvls")
+    from ledger.render.plan_agrees import BUFFERS
+    held = RUN_FACTS + HOST_FACTS + EXPERT_FACTS + DTYPE_FACTS + BUFFERS
     pins = Pins(tp=c.tp, pp=c.pp, cp=c.cp, dp=c.dp, ep=c.ep, vp=c.vp, zero=c.zero_stage,
                 micro_batch=c.micro_batch, recompute=c.recompute, schedule=c.schedule,
                 ep_overlap=c.ep_overlap, overlap_grad_reduce=c.overlap_grad_reduce,
