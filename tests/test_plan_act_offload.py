@@ -14,7 +14,7 @@ from ledger.errors import LedgerError
 from ledger.plan import Pins, plan
 from ledger.plan.search import EXPERT_FACTS, HOST_FACTS, RUN_FACTS, offload_pins
 from ledger.render.bridge import config_of, model_of, precision_of, system_of, tp_overlap
-from ledger.render.plan_agrees import BUFFERS
+from ledger.plan.search import BUFFER_FACTS as BUFFERS
 from ledger.step import estimate
 from ledger.validation.bridge import rows
 from test_cli import run

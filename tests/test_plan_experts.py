@@ -137,7 +137,7 @@ def test_the_planner_ranks_a_bridge_recipe_as_report_prices_it(row_id):
     row = next(r for r in rows() if r.id == row_id)
     model, precision = model_of(row), precision_of(row)[0]
     c, sysm = config_of(row, precision, model)[0], system_of(row)
-    from ledger.render.plan_agrees import BUFFERS
+    from ledger.plan.search import BUFFER_FACTS as BUFFERS
     held = RUN_FACTS + HOST_FACTS + EXPERT_FACTS + DTYPE_FACTS + BUFFERS
     pins = Pins(tp=c.tp, pp=c.pp, cp=c.cp, dp=c.dp, ep=c.ep, vp=c.vp, zero=c.zero_stage,
                 micro_batch=c.micro_batch, recompute=c.recompute, schedule=c.schedule,

@@ -17,15 +17,12 @@ import argparse
 
 from ledger.errors import LedgerError
 
-MEGATRON = "megatron"  # the framework family these flags belong to
-
-
 def check_megatron_only(a: argparse.Namespace) -> None:
     """Refuse --transformer-impl local and --dsa-indexer-loss sparse|dense off Megatron."""
     from ledger.frameworks import DEFAULT, get
 
     name = getattr(a, "framework", None) or DEFAULT
-    if get(name).family == MEGATRON:
+    if get(name).family == "megatron":
         return
     given = [(field, flag) for field, flag, on in (
         ("transformer_impl", "--transformer-impl local",

@@ -64,6 +64,8 @@ HOST_FACTS = ("cuda_graph", "cuda_graph_local",  # what the host launches (ledge
 # the expert grid and dispatcher a run keeps: expert TP (None: each candidate's tp) and the
 # token dispatcher (None: the framework's); ep_backend and ep_sms ride with HOST_FACTS
 EXPERT_FACTS = ("etp", "moe_dispatcher")
+BUFFER_FACTS = ("dp_bucket_params", "expandable_segments", "grad_accumulation_fusion",  # its
+                "fsdp_double_buffer", "nccl_nvls", "cublas_workspace_bytes", "te_layers")  # buffers
 # Kept free below the usable capacity (HBM minus the reserve): room for what a step's
 # peak does not show - allocator fragmentation spikes, NCCL's lazily grown buffers.
 DEFAULT_HEADROOM_BYTES = 2 * 2**30

@@ -1,18 +1,15 @@
 """Issue 31's must-hold 3, plan and report agree (benchmarks/plan_agrees.py prints it): a
 Megatron-Bridge row (priced as ``ledger.render.bridge`` prices it) run through ``plan``
 pinned to its own placement, the run's facts held (``ledger.plan.search`` RUN_FACTS,
-HOST_FACTS, EXPERT_FACTS and the buffers) - the planner's best candidate of that shape
+HOST_FACTS, EXPERT_FACTS, BUFFER_FACTS) - the planner's best candidate of that shape
 against ``estimate``'s step time and ``report``'s required memory. Rows whose settings the
 planner does not search (``unsearched``) are counted apart."""
 from __future__ import annotations
 from ledger.plan import Pins, plan
-from ledger.plan.search import EXPERT_FACTS, HOST_FACTS, RUN_FACTS
+from ledger.plan.search import BUFFER_FACTS, EXPERT_FACTS, HOST_FACTS, RUN_FACTS
 from ledger.render.bridge import config_of, model_of, precision_of, system_of, tp_overlap
 from ledger.step import estimate
 from ledger.validation.bridge import rows
-
-BUFFERS = ("dp_bucket_params", "expandable_segments", "grad_accumulation_fusion",
-           "fsdp_double_buffer", "nccl_nvls", "cublas_workspace_bytes", "te_layers")
 
 
 def unsearched(c) -> bool:
@@ -29,7 +26,7 @@ def compare(r):
     candidate of the row's shape is ranked."""
     model, prec = model_of(r), precision_of(r)[0]
     c, sysm = config_of(r, prec, model)[0], system_of(r)
-    facts = {k: getattr(c, k) for k in RUN_FACTS + HOST_FACTS + EXPERT_FACTS + BUFFERS}
+    facts = {k: getattr(c, k) for k in RUN_FACTS + HOST_FACTS + EXPERT_FACTS + BUFFER_FACTS}
     pins = Pins(tp=c.tp, pp=c.pp, cp=c.cp, dp=c.dp, ep=c.ep, vp=c.vp, zero=c.zero_stage,
                 micro_batch=c.micro_batch, recompute=c.recompute, schedule=c.schedule,
                 ep_overlap=c.ep_overlap, overlap_grad_reduce=c.overlap_grad_reduce,
@@ -66,4 +63,4 @@ def summary() -> list[str]:
                   f"{skipped} rows use settings the planner does not search"]
 
 
-__all__ = ["BUFFERS", "compare", "summary", "unsearched"]
+__all__ = ["compare", "summary", "unsearched"]
