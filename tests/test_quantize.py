@@ -53,3 +53,32 @@ def test_nvfp4_reads_priced_at_hbm_bandwidth():
         lt.nvfp4_pass_bytes = saved
     extra = est.breakdown["elementwise"] - base.breakdown["elementwise"]
     assert extra == pytest.approx(20 * 32 * (fwd + bwd) / gb200.gpu.hbm_bytes_per_s)
+
+
+def test_current_scaling_amax_reads_counted_by_hand():
+    # TE Float8CurrentScaling reads each BF16 tensor once for its amax before the cast
+    # (quantizer.cpp L501-539 @ TransformerEngine v2.7), except where a TE norm computed
+    # it (LayerNorm*Linear: QKV, fc1). Llama 3 70B, one 8,192-token micro-batch at TP 2
+    # with SP. Forward: o_proj's input (8,192 x 8,192 / 2) and fc2's (8,192 x 28,672 / 2);
+    # QKV's and fc1's inputs come from their norms. Backward: every output gradient, as
+    # NVFP4's above. One read each, at 2 bytes.
+    from ledger.step.quantize import amax_pass_bytes
+
+    model, t = preset("llama3-70b"), 8192
+    fwd, bwd = amax_pass_bytes(model, _cfg(precision="fp8-tensorwise"), t)
+    f_el = t * 4096 + t * 14336
+    b_el = t * 5120 + 4096 * 8192 + t * 28672 + 4096 * 8192
+    assert (fwd, bwd) == (f_el * 2, b_el * 2)
+    # Qwen3-30B-A3B at EP 8, TP 1: the routed experts' inputs and gradients are the rank's
+    # 4,096 x 8 routed rows, quantized expert by expert (split_quantize), fc1 2,048 wide in,
+    # 2 x 768 out; fc2 768 in, 2,048 out; o_proj 32 x 128 = 4,096 in; QKV out 4,096 + 2 x
+    # 4 x 128; the router stays BF16
+    q, t = preset("qwen3-30b-a3b"), 4096
+    cfg = _cfg(tp=1, pp=1, dp=8, vp=1, ep=8, sequence_parallel=False,
+               precision="fp8-tensorwise")
+    fwd, bwd = amax_pass_bytes(q, cfg, t)
+    rows = t * 8
+    assert fwd == (t * 4096 + rows * 2048 + rows * 768) * 2
+    assert bwd == (t * 5120 + t * 2048 + rows * 1536 + rows * 2048) * 2
+    # none for MXFP8: its cast reads each tensor once
+    assert amax_pass_bytes(model, _cfg(precision="fp8-mxfp8"), 8192) == (0.0, 0.0)

@@ -21,7 +21,7 @@ from ledger.step.gemm import (gemm_s, indexer_core_s, layer_gemms_s, recurrent_c
                               recurrent_core_s, rht_s,
                               routed_gemms_s, shared_gemms_s)
 from ledger.step.layer_comms import cp_times, ep_time, shared_hidden_s, tp_times
-from ledger.step.quantize import nvfp4_pass_bytes
+from ledger.step.quantize import amax_pass_bytes, nvfp4_pass_bytes
 from ledger.step.indexer_loss import indexer_loss_s
 from ledger.step.recompute import (eager_rerun_s, layer_share, rerun_bytes, rerun_gemms_s,
                                    written_dtype)
@@ -199,8 +199,9 @@ def layer_times(model: ModelSpec, cfg, system: System, links: dict, cal,
     # time, so a third of both directions' bytes stands for the forward (their sum is exact)
     eager = (sum(expert_pass_bytes(model, cfg, tokens, gpu)) + sum(rope_pass_bytes(
         model, cfg, tokens)) + sum(dispatch_pass_bytes(model, cfg, tokens))
-        + sum(nvfp4_pass_bytes(model, cfg, tokens))) / 3.0 / gpu.hbm_bytes_per_s  # and YaRN's
-    # eager RoPE, the dispatcher's permutations, NVFP4's extra quantization reads
+        + sum(nvfp4_pass_bytes(model, cfg, tokens)) + sum(amax_pass_bytes(model, cfg, tokens))
+    ) / 3.0 / gpu.hbm_bytes_per_s  # and YaRN's eager RoPE, the dispatcher's permutations,
+    # NVFP4's extra quantization reads, current scaling's amax passes
     # the fused grouped MLP's GEMM epilogues write the experts' activation tensors: no
     # activation kernel of its own (ledger.step.eager.fused_grouped_mlp)
     fused = fused_grouped_mlp(model, cfg, gpu)
