@@ -1,4 +1,4 @@
-"""The one calibration fit, in two declared stages (ledger.validation):
+"""The one calibration fit, in five declared stages (ledger.validation):
 1. every (gemm_half_balance, elementwise_traffic) of FIT_GRID priced on Korthikanti et
    al. 2022's eight A100 rows, ranked by mean |error|; the shipped ledger.step.DEFAULT
    is its first line;
@@ -9,30 +9,35 @@
    HOST_GRID - the host's seconds per eager block, per routed expert a GPU holds and per MoE
    forward stopped at its dispatch (ledger.step.host) - on the
    declared Megatron-Bridge calibration rows
-   (ledger.validation.bridge.CALIBRATION_RELEASE) that run; the shipped ledger.step.DEFAULT
-   is its first line;
+   (ledger.validation.bridge.CALIBRATION_RELEASE) that run;
 4. with those, every sustained GEMM share of BLACKWELL_SHARE_GRID for the Blackwell
    generation's parts together (B200, B300, GB200, GB300: one figure) with every grouped
    GEMM share of GROUPED_SHARE_GRID (the routed experts' rate over a dense GEMM's, every
    part: ledger.step.Calibration.grouped_gemm_share) and every Blackwell Ultra rate of
    ULTRA_RATE_GRID (B300 and GB300, the sm_103 die, sustain the share times it:
-   ledger.system.chips.ULTRA_RATE) on the same calibration release's rows; the shipped
-   ledger.system.chips.BLACKWELL_SHARE, ULTRA_RATE and grouped_gemm_share are its first
-   line;
+   ledger.system.chips.ULTRA_RATE) on the same calibration release's rows;
 5. with those, every Grace host's seconds per eager block over an x86 host's of
    GRACE_HOST_GRID (``Calibration.grace_host_scale``: GB200 / GB300 NVL72 trays and GH200
-   run Arm Neoverse V2 hosts, ledger.system.HOST_CPU_SOURCES) on the same calibration rows;
-   the shipped ledger.step.DEFAULT is its first line.
-Stages 3, 4 and 5 each hold the others' shipped figures: the shipped set is a fixed
-point of the three (each stage's first line is what ships).
-tests/test_step.py and tests/test_host.py check all five still are."""
-from ledger.render.bridge_fit import (BLACKWELL, BLACKWELL_SHARE_GRID, GRACE_HOST_GRID,
-                                     GROUPED_SHARE_GRID, HOST_GRID, ULTRA_RATE_GRID,
-                                     calibration_rows, edge_limited, fit_grace, fit_host,
-                                     fit_share)
+   run Arm Neoverse V2 hosts, ledger.system.HOST_CPU_SOURCES) on the same calibration rows.
+What ships of stages 3 to 5 (ledger.step.DEFAULT's host_*_s, grouped_gemm_share and
+grace_host_scale; ledger.system.chips.BLACKWELL_SHARE and ULTRA_RATE) is their fixed point,
+the "ship" lines at the end.
+Stages 3, 4 and 5 run in rounds to their fixed point (ledger.render.fit_rounds): a round
+is stage 3, then 4, then 5, each holding the others at their latest values, from the
+shipped constants, until a round changes nothing - its constants are a fixed point, each
+stage's first line at the others'. An argmin on an axis's edge adds one point past it
+(one step of the axis's outermost spacing, within the axis's physical bounds,
+fit_rounds.BOUNDS) and the stage runs again; at most fit_rounds.MAX_ROUNDS rounds, and a
+round that repeats an earlier one's constants is reported as a cycle. Each round prints a
+line per stage; then each stage's first lines at the end, and the constants to ship
+against the shipped ones. A stage's grid is priced in one time-model call per row (a few
+seconds; render.bridge_fit). tests/test_step.py and tests/test_host.py check that the
+shipped constants are stages 1 and 2's first lines and stages 3 to 5's argmin among their
+grid neighbours."""
+from ledger.render.bridge_fit import BLACKWELL, calibration_rows, edge_limited, grace_score
+from ledger.render.fit_rounds import HOST_AXES, rounds, shipped
 from ledger.step import DEFAULT
 from ledger.system import GPUS
-from ledger.system.chips import BLACKWELL_SHARE, ULTRA_RATE
 from ledger.validation.bridge import CALIBRATION_RELEASE
 from ledger.validation import (FIT_GRID, FIT_SOURCE, SHARE_GRID, SHARE_SOURCE, calibration_set,
                                fit, fit_gemm_share)
@@ -54,37 +59,67 @@ def main() -> None:
         print(f"h100 gemm share {share:4.2f}  mean |error| {mean:.2%}  max {worst:.2%}")
     print(f"shipped: h100-sxm gemm_efficiency {GPUS['h100-sxm'].gemm_efficiency:.2f}")
     rows = calibration_rows()
-    print(f"stage 3: Megatron-Bridge release {CALIBRATION_RELEASE} ({len(rows)} rows, those "
-          f"that run); grid {' x '.join(str(len(g)) for g in HOST_GRID)}")
-    host = fit_host()
-    edges = edge_limited(host[0][2:])
-    print("argmin on the grid's edge (not bracketed): " + ", ".join(edges) if edges else
-          "argmin bracketed on every axis (a 0 ms floor aside)")
+    print(f"stages 3 -> 4 -> 5: Megatron-Bridge release {CALIBRATION_RELEASE} ({len(rows)} "
+          f"rows, {len(_timed())} that run; {' / '.join(BLACKWELL)} "
+          f"{sum(r.gpu in BLACKWELL for r, *_ in _timed())}, "
+          f"{sum(s.host_cpu == 'grace' for _, _, _, s, *_ in _timed())} on Grace hosts), "
+          f"in rounds from the shipped constants")
+    for last in rounds():
+        print(f"round {last.number}")
+        for label, st in (("3", last.host), ("4", last.share), ("5", last.grace)):
+            added = "".join(f", +{a} {_v(a, v)}" for a, v in st.added)
+            print(f"  stage {label} (grid {' x '.join(str(len(g)) for g in st.grids)}"
+                  f"{added}): {_point(st)}  mean |error| {st.ranking[0][0]:.2%}  max "
+                  f"{st.ranking[0][1]:.2%}" + (f"  still on the edge: {', '.join(st.edges)}"
+                                               if st.edges else ""))
+        print("  changed: " + (", ".join(last.changed) or "nothing"))
+    if last.end == "fixed point":
+        print(f"fixed point: round {last.number} changed nothing")
+    elif last.end == "cycle":
+        print(f"NO fixed point: a cycle, rounds {last.cycle[0]} ... {last.cycle[-1]} "
+              f"(round {last.cycle[0]}'s constants again)")
+    else:
+        print(f"NO fixed point within {last.number} rounds (the cap)")
+    _firsts(last)
+    was, now = shipped(), last.constants
+    for name, v in now.named().items():
+        print(f"ship {name} {_v(name, v)}" + ("" if v == was.named()[name] else
+                                              f"  (shipped {_v(name, was.named()[name])})"))
+    at = [grace_score(c.grace, c.cal(), c.shares())[:2] for c in (now, was)]
+    print(f"the {'fixed point' if last.end == 'fixed point' else 'last round'} "
+          f"{'IS' if now == was else 'is NOT'} the shipped set: calibration rows' mean "
+          f"|error| {at[0][0]:.2%} (max {at[0][1]:.2%}), shipped {at[1][0]:.2%} "
+          f"(max {at[1][1]:.2%})")
+
+
+def _v(name: str, v: float) -> str:
+    return f"{v * 1e3:g} ms" if name in HOST_AXES else f"{v:g}"
+
+
+def _point(st) -> str:
+    from ledger.render.fit_rounds import GRACE_AXES, SHARE_AXES
+
+    names = {1: GRACE_AXES, 3: SHARE_AXES, 5: HOST_AXES}[len(st.best)]
+    return "  ".join(f"{n} {_v(n, v)}" for n, v in zip(names, st.best))
+
+
+def _firsts(last) -> None:
+    """Each stage's first lines in the last round (the others held as it held them)."""
+    host = last.host.ranking
+    edges = edge_limited(host[0][2:], last.host.grids)
+    print("stage 3's first lines" + (" (argmin on the grid's edge, not bracketed: "
+                                     + ", ".join(edges) + ")" if edges else ""))
     for mean, worst, block, router, moe, expert, stall in host[:5]:
         print(f"host_block_s {block * 1e3:4.2f} ms  host_router_s {router * 1e3:4.1f} ms  "
               f"host_moe_s {moe * 1e3:4.1f} ms  host_expert_s {expert * 1e3:4.2f} ms  "
               f"host_stall_s {stall * 1e3:3.1f} ms  mean |error| {mean:.2%}  max {worst:.2%}")
-    print(f"shipped: host_block_s {DEFAULT.host_block_s * 1e3:.2f} ms  host_router_s "
-          f"{DEFAULT.host_router_s * 1e3:.1f} ms  host_moe_s "
-          f"{DEFAULT.host_moe_s * 1e3:.1f} ms  host_expert_s {DEFAULT.host_expert_s * 1e3:.2f} ms"
-          f"  host_stall_s {DEFAULT.host_stall_s * 1e3:.1f} ms")
-    n = sum(r.gpu in BLACKWELL for r, *_ in _timed())
-    print(f"stage 4: the same release's rows ({len(_timed())}, {' / '.join(BLACKWELL)} "
-          f"{n}); grid {BLACKWELL_SHARE_GRID[0]:.2f} ... {BLACKWELL_SHARE_GRID[-1]:.2f} "
-          f"({len(BLACKWELL_SHARE_GRID)} points) x grouped {GROUPED_SHARE_GRID[0]:.1f} ... "
-          f"{GROUPED_SHARE_GRID[-1]:.1f} ({len(GROUPED_SHARE_GRID)} points) x ultra "
-          f"{ULTRA_RATE_GRID[0]:.2f} ... {ULTRA_RATE_GRID[-1]:.2f} ({len(ULTRA_RATE_GRID)} points)")
-    for mean, worst, share, grouped, ultra in fit_share()[:5]:
+    print("stage 4's first lines")
+    for mean, worst, share, grouped, ultra in last.share.ranking[:5]:
         print(f"blackwell gemm share {share:4.2f}  grouped gemm share {grouped:3.1f}  "
               f"ultra rate {ultra:4.2f}  mean |error| {mean:.2%}  max {worst:.2%}")
-    print(f"shipped: blackwell gemm_efficiency {BLACKWELL_SHARE:.2f}  grouped_gemm_share "
-          f"{DEFAULT.grouped_gemm_share:.1f}  ultra_rate {ULTRA_RATE:.2f}")
-    n = sum(s.host_cpu == "grace" for _, _, _, s, *_ in _timed())
-    print(f"stage 5: the same release's rows, {n} of them on Grace hosts; grid "
-          f"{' / '.join(f'{g:g}' for g in GRACE_HOST_GRID)}")
-    for mean, worst, g in fit_grace()[:5]:
+    print("stage 5's first lines")
+    for mean, worst, g in last.grace.ranking[:5]:
         print(f"grace host scale {g:5.3f}  mean |error| {mean:.2%}  max {worst:.2%}")
-    print(f"shipped: grace_host_scale {DEFAULT.grace_host_scale:.3f}")
 
 
 def _timed():

@@ -2,7 +2,7 @@
 ledger.render.bridge_fit): every row's error at every point of HOST_GRID (the other
 constants as shipped), stage 3's argmin, and each row whose leaving out moves the argmin,
 with every row's error that moves between the two points and both points' mean |error|.
-Nothing is fitted here; it reads the landscape stage 3 ranks (about two minutes)."""
+Nothing is fitted here; it reads the landscape stage 3 ranks (seconds)."""
 from ledger.render.bridge_fit import host_landscape, pinning_rows
 
 

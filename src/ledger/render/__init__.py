@@ -9,8 +9,9 @@ text or SVG), ``run`` (a whole run: days, GPU-hours, cost, energy, checkpoints, 
 ``peaks`` (the memory validation table and its fit), ``bridge`` (Megatron-Bridge's published
 rows through report's memory verdict and estimate's step time), ``bridge_pairs`` (their
 rack / HGX ratios and micro-batch pairs), ``bridge_fit`` (the host's
-constants and the Blackwell parts' GEMM share fitted on its declared calibration rows,
-benchmarks/fit.py stages 3 and 4), ``mcore_moe`` (the Megatron Core MoE report's Table 11
+constants, the Blackwell parts' GEMM share and a Grace host's scale fitted on its declared
+calibration rows, benchmarks/fit.py stages 3 to 5), ``fit_rounds`` (those three stages
+iterated to their fixed point), ``mcore_moe`` (the Megatron Core MoE report's Table 11
 on the Bridge rows' path, with its pairs and FLOPs-per-token check), ``mcore_memory``
 (its sec. 4.1 memory per GPU - Table 3's activations, Table 4's recompute savings,
 permutation and FP8 - against the ledger at Table 3's configuration), ``plan_agrees`` (plan

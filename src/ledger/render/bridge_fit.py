@@ -3,11 +3,18 @@
 (``ledger.step.host``), then each Blackwell part's sustained GEMM share
 (``ledger.system.GPU.gemm_efficiency``), then a Grace host's seconds over an x86 host's
 (``Calibration.grace_host_scale``) - each row run the way
-``ledger.render.bridge.outcome`` runs it, placed once and re-timed at every grid point."""
+``ledger.render.bridge.outcome`` runs it, placed once and re-timed at every grid point.
+A stage's whole grid is one call of the time model per row: the constants it fits are
+arrays over the grid's points (``ledger.step.step_times`` prices arrays of placements the
+same way), which prints the same figures as one call per point (tests/test_fit_rounds.py);
+``ledger.render.fit_rounds`` iterates stages 3, 4 and 5 to their fixed point."""
 from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
+from itertools import product
+
+import numpy as np
 
 from ledger.errors import LedgerError
 from ledger.render.bridge import (_Skip, config_of, model_of, precision_of, system_of,
@@ -89,8 +96,30 @@ def _errors(cal, shares: dict | None = None, gpu: str | None = None) -> list[flo
 
 def _score(cal, shares: dict | None = None) -> tuple[float, float, int]:
     """(mean |error|, max |error|, rows) of ``_errors`` at ``cal`` and ``shares``."""
-    errs = [abs(e) for e in _errors(cal, shares)]
+    return _summary(_errors(cal, shares))
+
+
+def _summary(errs) -> tuple[float, float, int]:
+    errs = [abs(e) for e in errs]
     return sum(errs) / len(errs), max(errs), len(errs)
+
+
+def _errors_at(cal, shares: dict | None, n: int) -> list[list[float]]:
+    """``_errors`` at each of ``n`` points at once: ``cal``'s fields and ``shares``' values
+    may be arrays of ``n`` (one per point); one time-model call per row, each point's errors
+    the same floats ``_errors`` returns for it (elementwise IEEE arithmetic, the rows summed
+    in the same order by ``_summary``)."""
+    from ledger.step import step_times
+
+    cols = []
+    for r, model, cfg, sysm, st, ov in _timed_rows():
+        if shares and sysm.gpu.name in shares:
+            sysm = replace(sysm, gpu=replace(sysm.gpu, gemm_efficiency=shares[sysm.gpu.name]))
+        step = np.broadcast_to(step_times(model, cfg, sysm, st, cal, ov)["step_time_s"], (n,))
+        tokens = model.seq_len * cfg.micro_batch * cfg.num_microbatches * cfg.dp
+        cols.append(((tokens / cfg.world / step - r.tokens_per_s_per_gpu)
+                     / r.tokens_per_s_per_gpu).tolist())
+    return [list(e) for e in zip(*cols)]
 
 
 # benchmarks/fit.py stage 4: one sustained bf16 GEMM share for the Blackwell generation's
@@ -131,47 +160,58 @@ def share_score(share: float, grouped: float | None = None, ultra: float | None 
 def fit_share(grid=BLACKWELL_SHARE_GRID, grouped=GROUPED_SHARE_GRID, ultra=ULTRA_RATE_GRID,
               cal=None) -> list[tuple[float, ...]]:
     """Every (mean |error|, max |error|, share, grouped share, ultra rate) of the grid on
-    the release's calibration rows, best first."""
-    from itertools import product
+    the release's calibration rows, best first: ``share_score`` at every point, the grid
+    priced in one call per row."""
+    from ledger.step import DEFAULT
 
-    return sorted((*share_score(x, g, u, cal)[:2], x, g, u)
-                  for x, g, u in product(grid, grouped, ultra))
+    points = list(product(grid, grouped, ultra))
+    shares = {g: np.array([blackwell_shares(x, u)[g] for x, _, u in points])
+              for g in BLACKWELL}
+    cal = replace(cal or DEFAULT, grouped_gemm_share=np.array([g for _, g, _ in points]))
+    return sorted((*_summary(e)[:2], *p)
+                  for p, e in zip(points, _errors_at(cal, shares, len(points))))
 
 
 def host_score(block_s: float, router_s: float, moe_s: float, expert_s: float,
-               stall_s: float = 0.0, cal=None) -> tuple[float, float, int]:
+               stall_s: float = 0.0, cal=None, shares: dict | None = None
+               ) -> tuple[float, float, int]:
     """(mean |error|, max |error|, rows) of the calibration rows that run, at the host's
-    constants (the rest of ``cal``, default the shipped): the same tokens/s/GPU
-    ``outcome`` prints, each row placed once."""
+    constants (the rest of ``cal``, default the shipped; the GEMM shares ``shares``, GPU
+    preset -> share, the others as shipped): the same tokens/s/GPU ``outcome`` prints,
+    each row placed once."""
     from ledger.step import DEFAULT
 
     cal = replace(cal or DEFAULT, host_block_s=block_s, host_router_s=router_s,
                   host_moe_s=moe_s, host_expert_s=expert_s, host_stall_s=stall_s)
-    return _score(cal)
+    return _score(cal, shares)
 
 
-def fit_host(grid=HOST_GRID, cal=None) -> list[tuple[float, ...]]:
+def _host_errors(grid, cal, shares) -> tuple[list, list[list[float]]]:
+    """(every point of ``grid``, each point's errors): ``_errors_at`` with the host's five
+    constants arrays over the points."""
+    from ledger.step import DEFAULT
+
+    points = list(product(*grid))
+    cal = replace(cal or DEFAULT, **{name: np.array(axis)
+                                     for name, axis in zip(HOST_AXES, zip(*points))})
+    return points, _errors_at(cal, shares, len(points))
+
+
+def fit_host(grid=HOST_GRID, cal=None, shares: dict | None = None) -> list[tuple[float, ...]]:
     """Every (mean |error|, max |error|, host_block_s, host_router_s, host_moe_s,
-    host_expert_s, host_stall_s) of the grid on the calibration rows, best first."""
-    from itertools import product
-
-    return sorted((*host_score(*point, cal)[:2], *point) for point in product(*grid))
+    host_expert_s, host_stall_s) of the grid on the calibration rows, best first:
+    ``host_score`` at every point, the grid priced in one call per row."""
+    points, errs = _host_errors(grid, cal, shares)
+    return sorted((*_summary(e)[:2], *p) for p, e in zip(points, errs))
 
 
 def host_landscape(grid=HOST_GRID, cal=None) -> tuple[tuple[str, ...], dict]:
     """Stage 3's landscape: (the calibration rows' ids, {grid point: each row's error}) -
     every row's (predicted - published) / published at every point of ``grid`` (the rest
     of ``cal``, default the shipped), for benchmarks/host_landscape.py."""
-    from itertools import product
-
-    from ledger.step import DEFAULT
-
-    base = cal or DEFAULT
     ids = tuple(r.id for r, *_ in _timed_rows())
-    errs = {p: _errors(replace(base, host_block_s=p[0], host_router_s=p[1], host_moe_s=p[2],
-                               host_expert_s=p[3], host_stall_s=p[4]))
-            for p in product(*grid)}
-    return ids, errs
+    points, errs = _host_errors(grid, cal, None)
+    return ids, dict(zip(points, errs))
 
 
 def pinning_rows(ids, errs) -> tuple[tuple, list[tuple[str, tuple]]]:
@@ -193,17 +233,19 @@ def pinning_rows(ids, errs) -> tuple[tuple, list[tuple[str, tuple]]]:
 GRACE_HOST_GRID = (0.75, 1.0, 1.125, 1.25, 1.5, 2.0, 2.75)
 
 
-def grace_score(scale: float, cal=None) -> tuple[float, float, int]:
+def grace_score(scale: float, cal=None, shares: dict | None = None) -> tuple[float, float, int]:
     """(mean |error|, max |error|, rows) of the calibration rows that run at a Grace host's
-    ``scale`` (the rest of ``cal``, default the shipped)."""
+    ``scale`` (the rest of ``cal``, default the shipped; the GEMM shares ``shares``)."""
     from ledger.step import DEFAULT
 
-    return _score(replace(cal or DEFAULT, grace_host_scale=scale))
+    return _score(replace(cal or DEFAULT, grace_host_scale=scale), shares)
 
 
-def fit_grace(grid=GRACE_HOST_GRID, cal=None) -> list[tuple[float, ...]]:
-    """Every (mean |error|, max |error|, grace_host_scale) of the grid, best first."""
-    return sorted((*grace_score(x, cal)[:2], x) for x in grid)
+def fit_grace(grid=GRACE_HOST_GRID, cal=None, shares: dict | None = None
+              ) -> list[tuple[float, ...]]:
+    """Every (mean |error|, max |error|, grace_host_scale) of the grid, best first (seven
+    points: one call per point and row, ``ledger.step.host.for_host`` takes one scale)."""
+    return sorted((*grace_score(x, cal, shares)[:2], x) for x in grid)
 
 
 def outcome_shares() -> list[tuple[str, bool, float]]:

@@ -149,10 +149,10 @@ def layer_host_s(model, cfg, cal, gpu=None) -> float:
         t = blocks["mamba" if "mamba" in kind.mixer and "attention" not in kind.mixer
                    else "attn"]
         if kind.mlp == "dense":
-            t += blocks["mlp"]
+            t = t + blocks["mlp"]  # not +=: the blocks may be a fit's arrays of constants
         elif kind.mlp != "none":
-            t += blocks["router"] + blocks["moe"]
-        total += n * t
+            t = t + (blocks["router"] + blocks["moe"])
+        total = total + n * t
     return total / model.layers
 
 

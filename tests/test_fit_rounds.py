@@ -1,0 +1,120 @@
+"""benchmarks/fit.py stages 3 to 5 (ledger.render.bridge_fit, ledger.render.fit_rounds): a
+whole grid priced in one time-model call per row gives, point by point, the very floats one
+call per point gives; the edge rule and the rounds' ends on rankings written by hand."""
+from dataclasses import replace
+from itertools import product
+
+import pytest
+
+from ledger.render import fit_rounds
+from ledger.render.bridge_fit import (HOST_AXES, _errors, fit_grace, fit_host, fit_share,
+                                     grace_score, host_landscape, host_score, share_score)
+from ledger.render.fit_rounds import Constants, beyond, rounds, search
+from ledger.step import DEFAULT
+
+# a sample of stage 3's grid, every axis's ends and an inner point, and other constants
+# than the shipped held (stages 4 and 5's, as a round holds them)
+HOST_SAMPLE = ((0.0, 3e-3, 7e-3), (0.0, 6e-3), (1e-3, 8e-3), (1e-4, 4e-4), (0.0, 4.5e-3))
+HELD = replace(DEFAULT, grouped_gemm_share=0.7, grace_host_scale=1.25)
+SHARES = {"b200": 0.56, "gb200": 0.56, "b300": 0.56 * 1.2, "gb300": 0.56 * 1.2}
+
+
+def test_stage_3s_grid_in_one_call_per_row_is_each_points_own_score():
+    ranked = fit_host(HOST_SAMPLE, cal=HELD, shares=SHARES)
+    assert len(ranked) == 48
+    for mean, worst, *point in ranked:
+        assert (mean, worst) == host_score(*point, cal=HELD, shares=SHARES)[:2], point
+    assert [p[2:] for p in ranked] == [p[2:] for p in sorted(ranked)]
+
+
+def test_the_landscape_in_one_call_per_row_is_each_points_own_errors():
+    ids, errs = host_landscape(HOST_SAMPLE[:2] + ((4e-3,), (3e-4,), (4.5e-3,)))
+    assert len(ids) == len(next(iter(errs.values()))) >= 30
+    for p, e in errs.items():
+        assert e == _errors(replace(DEFAULT, **dict(zip(HOST_AXES, p)))), p
+
+
+def test_stage_4s_grid_in_one_call_per_row_is_each_points_own_score():
+    cal = replace(DEFAULT, host_block_s=5e-3, host_moe_s=1e-3, host_expert_s=4e-4,
+                  grace_host_scale=1.25)
+    grid = ((0.40, 0.52, 0.80), (1.0, 0.6), (1.0, 1.35, 1.5))
+    ranked = fit_share(*grid, cal=cal)
+    assert len(ranked) == 18
+    for mean, worst, share, grouped, ultra in ranked:
+        assert (mean, worst) == share_score(share, grouped, ultra, cal)[:2]
+
+
+def test_stage_5_holds_the_shares_it_is_given():
+    one = fit_grace((1.0, 1.5), cal=HELD, shares=SHARES)
+    assert {x: (m, w) for m, w, x in one} == {
+        x: grace_score(x, HELD, SHARES)[:2] for x in (1.0, 1.5)}
+    assert one != fit_grace((1.0, 1.5), cal=HELD)  # the shipped shares price otherwise
+
+
+def test_the_edge_rule_adds_one_outermost_step_within_the_bounds():
+    host = (0.0, 5e-4, 1e-3, 2e-3)
+    assert beyond(host, 2e-3, (0.0, None)) == 3e-3  # top: one step of 1 ms past it
+    assert beyond(host, 1e-3, (0.0, None)) is None  # bracketed
+    assert beyond(host, 0.0, (0.0, None)) is None  # the 0 s floor
+    assert beyond((1e-3, 2e-3, 4e-3), 1e-3, (0.0, None)) == 0.0
+    assert beyond((2e-3, 5e-3), 2e-3, (0.0, None)) == 0.0  # -1 ms, capped at the floor
+    assert beyond((1e-4, 2e-4, 3e-4, 4e-4), 4e-4, (0.0, None)) == 5e-4  # not 5.000...1e-4
+    assert beyond((0.76, 0.78, 0.80), 0.80, (0.0, 1.0)) == 0.82
+    assert beyond((0.90, 0.95, 1.0), 1.0, (0.0, 1.0)) is None  # a share's peak
+    assert beyond((1.0, 0.9, 0.5), 0.5, (0.0, 1.0)) == 0.1  # a descending axis: its low end
+    assert fit_rounds._with((1.0, 0.9, 0.5), 0.1) == (1.0, 0.9, 0.5, 0.1)
+
+
+def _bowl(centre):
+    """A ranking on any grid: |x - centre| + |y - centre|, best first."""
+    return lambda grids: sorted((abs(x - centre) + abs(y - centre), 0.0, x, y)
+                                for x, y in product(*grids))
+
+
+def test_a_stage_extends_its_grid_until_the_argmin_is_bracketed():
+    st = search(_bowl(5.0), ((0.0, 1.0, 2.0), (1.0, 2.0, 3.0)), ((0.0, None),) * 2, ("x", "y"))
+    assert st.best == (5.0, 5.0) and st.edges == ()
+    assert st.grids == ((0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0), (1.0, 2.0, 3.0, 4.0, 5.0, 6.0))
+    assert st.added[:2] == (("x", 3.0), ("y", 4.0))
+    # a minimum below the floor stops there, bracketed by the bound
+    st = search(_bowl(-3.0), ((2.0, 3.0), (1.0, 2.0)), ((0.0, None),) * 2, ("x", "y"))
+    assert st.best == (0.0, 0.0) and st.edges == ()
+    # one far away: MAX_EXTENSIONS points, then the axes still on the edge are named
+    st = search(_bowl(100.0), ((0.0, 1.0), (0.0, 1.0)), ((0.0, None),) * 2, ("x", "y"))
+    assert len(st.added) == fit_rounds.MAX_EXTENSIONS and st.edges == ("x", "y")
+
+
+def _toy(monkeypatch, grace_of_block, block_of_grace):
+    """Stages on one-point grids but the ones a toy couples: stage 3's block from the held
+    Grace scale, stage 5's scale from the held block; stage 4 returns its one point."""
+    def host(grids, cal, shares):
+        b = block_of_grace(cal.grace_host_scale)
+        return sorted((abs(p[0] - b), 0.0, *p) for p in product(*grids))
+
+    def grace(grid, cal, shares):
+        g = grace_of_block(cal.host_block_s)
+        return sorted((abs(x - g), 0.0, x) for x in grid)
+
+    monkeypatch.setattr(fit_rounds, "fit_host", host)
+    monkeypatch.setattr(fit_rounds, "fit_share", lambda *g, cal: [(0.0, 0.0, 0.5, 0.6, 1.3)])
+    monkeypatch.setattr(fit_rounds, "fit_grace", grace)
+    grids = {"host": ((1.0, 2.0, 3.0), (0.0,), (0.0,), (0.0,), (0.0,)),
+             "share": ((0.5,), (0.6,), (1.3,)), "grace": ((0.5, 1.0, 1.5, 2.0),)}
+    start = Constants((2.0, 0.0, 0.0, 0.0, 0.0), 0.5, 0.6, 1.3, 1.0)
+    return start, grids
+
+
+def test_rounds_end_at_a_fixed_point_a_cycle_or_the_cap(monkeypatch):
+    # stage 3 always answers 1, stage 5 always 1.5: round 1 moves both, round 2 nothing
+    start, grids = _toy(monkeypatch, lambda b: 1.5, lambda g: 1.0)
+    out = list(rounds(start, grids))
+    assert [r.end for r in out] == [None, "fixed point"]
+    assert out[0].changed == ("host_block_s", "grace_host_scale") and out[1].changed == ()
+    assert (out[-1].constants.host[0], out[-1].constants.grace) == (1.0, 1.5)
+    # each stage answers the other's last move: (2, 1) -> (1, 1.5) -> (2, 1), the start
+    start, grids = _toy(monkeypatch, lambda b: 1.5 if b == 1.0 else 1.0,
+                        lambda g: 1.0 if g == 1.0 else 2.0)
+    out = list(rounds(start, grids))
+    assert [r.end for r in out] == [None, "cycle"] and out[-1].cycle == (0, 1, 2)
+    assert out[-1].constants == start
+    assert [r.end for r in rounds(start, grids, max_rounds=1)] == ["cap"]
