@@ -29,13 +29,15 @@ stage's first line at the others'. An argmin on an axis's edge adds one point pa
 (one step of the axis's outermost spacing, within the axis's physical bounds,
 fit_rounds.BOUNDS) and the stage runs again; at most fit_rounds.MAX_ROUNDS rounds, and a
 round that repeats an earlier one's constants is reported as a cycle. Each round prints a
-line per stage; then each stage's first lines at the end, and the constants to ship
-against the shipped ones. A stage's grid is priced in one time-model call per row (a few
+line per stage; then each stage's first lines at the end, the constants to ship against
+the shipped ones, and whether they are stages 3 and 5's joint argmin (fit_rounds.jointly:
+a fixed point is an argmin along each stage's axes; rounds from another start can end at
+another). A stage's grid is priced in one time-model call per row (a few
 seconds; render.bridge_fit). tests/test_step.py and tests/test_host.py check that the
 shipped constants are stages 1 and 2's first lines and stages 3 to 5's argmin among their
 grid neighbours."""
 from ledger.render.bridge_fit import BLACKWELL, calibration_rows, edge_limited, grace_score
-from ledger.render.fit_rounds import HOST_AXES, rounds, shipped
+from ledger.render.fit_rounds import HOST_AXES, jointly, rounds, shipped
 from ledger.step import DEFAULT
 from ledger.system import GPUS
 from ledger.validation.bridge import CALIBRATION_RELEASE
@@ -90,6 +92,12 @@ def main() -> None:
           f"{'IS' if now == was else 'is NOT'} the shipped set: calibration rows' mean "
           f"|error| {at[0][0]:.2%} (max {at[0][1]:.2%}), shipped {at[1][0]:.2%} "
           f"(max {at[1][1]:.2%})")
+    both = jointly(last)
+    mean, worst, host, g = both[0]
+    same = (host, g) == (now.host, now.grace)
+    print(f"stages 3 and 5 together (stage 3's grid at each of stage 5's {len(both)} scales, "
+          f"stage 4 held): argmin host ({', '.join(f'{v * 1e3:g}' for v in host)}) ms, grace "
+          f"{g:g}, mean |error| {mean:.2%}: {'the' if same else 'NOT the'} point reached")
 
 
 def _v(name: str, v: float) -> str:

@@ -120,6 +120,24 @@ def test_rounds_end_at_a_fixed_point_a_cycle_or_the_cap(monkeypatch):
     assert [r.end for r in rounds(start, grids, max_rounds=1)] == ["cap"]
 
 
+def test_the_joint_check_finds_a_better_fixed_point_elsewhere(monkeypatch):
+    """Stages 3 and 5 with two valleys: at scale 1 stage 3's best block is 1 (mean 0.05),
+    at scale 2 it is 3 (mean 0.02) - a round from (1, 1) stays there, the joint search
+    over every scale finds (3, 2)."""
+    def host(grids, cal, shares):
+        b, floor = (1.0, 0.05) if cal.grace_host_scale == 1.0 else (3.0, 0.02)
+        return sorted((floor + abs(p[0] - b), 0.0, *p) for p in product(*grids))
+
+    monkeypatch.setattr(fit_rounds, "fit_host", host)
+    grids = ((1.0, 2.0, 3.0), (0.0,), (0.0,), (0.0,), (0.0,))
+    start = Constants((1.0, 0.0, 0.0, 0.0, 0.0), 0.5, 0.6, 1.3, 1.0)
+    stage = fit_rounds.Stage([(0.0, 0.0, 1.0)], ((1.0, 2.0),), (), ())
+    last = fit_rounds.Round(1, fit_rounds.Stage([], grids, (), ()), None, stage, start, (),
+                            "fixed point")
+    assert fit_rounds.jointly(last) == [(0.02, 0.0, (3.0, 0.0, 0.0, 0.0, 0.0), 2.0),
+                                        (0.05, 0.0, (1.0, 0.0, 0.0, 0.0, 0.0), 1.0)]
+
+
 @pytest.mark.xfail(strict=True, reason="measured (benchmarks/fit.py): from the shipped "
                    "constants round 1 moves to host (5, 0, 1, 0.4, 4.5) ms, Blackwell share "
                    "0.54, grouped 0.6, ultra 1.30, Grace 1.0 (mean |error| 4.71% -> 4.27%) and "

@@ -183,3 +183,18 @@ def rounds(start: Constants | None = None, grids: dict | None = None,
             return
         seen.append(new)
         c = new
+
+
+def jointly(last: Round) -> list[tuple]:
+    """Stages 3 and 5 together at ``last``'s stage 4: stage 3 on its final grids at every
+    Grace scale of stage 5's final grid - (mean |error|, max |error|, host point, scale),
+    best first. A fixed point of the rounds is an argmin along each stage's axes, not
+    necessarily the two stages' joint argmin: where the landscape has several valleys
+    (stage 3's argmin moves across the host's grid as the scale moves) rounds from another
+    start can end at another fixed point; this says whether the one reached is the best."""
+    out = []
+    for g in last.grace.grids[0]:
+        c = replace(last.constants, grace=g)
+        mean, worst, *host = fit_host(last.host.grids, cal=c.cal(), shares=c.shares())[0]
+        out.append((mean, worst, tuple(host), g))
+    return sorted(out)
