@@ -30,16 +30,26 @@ per-tensor (and torchao's per-row) FP8 ones current scaling's (DelayedScaling ru
 same kernel; the guide times it with its quantization, L120-125). Which parts take the
 measurement: the measured part's die, as ``ledger.system.attention`` rules - sm_103
 (B300, GB300) the B300 figures, GH100 (H100, H800, H200, H20, GH200) the H200 NVL's.
-sm_100 (B200, GB200) has none published of its own and takes its generation's measured die
-(sm_103, ``GENERATION``) by one rule: a format's GEMMs run at the measured die's rate over
-BF16 (its share times its peak's ratio to BF16's), up to the part's own peak - a share of
-min(1, share x that ratio / the part's own ratio). FP8 and MXFP8 stand at 2x BF16 on both
-dies (4,500 over 2,250 TFLOP/s dense on B200 and B300, 5,000 over 2,500 on GB200 and GB300:
-ledger.system.chips) and keep B300's shares; NVFP4's 5.83x on B300 (13,125 TFLOP/s) makes
-3.48x BF16's rate, which B200's 4x peak (9,000) reaches at 0.870 of it, and GB300's 6x
-(15,000 over 2,500) at the same share 3.58x, GB200's 4x (10,000) at 0.895 - where the
-unmeasured part would otherwise run NVFP4 faster than the die with 1.5x its FP4 tensor
-rate and the same everything else. A kernel a part (and its generation) was not measured
+sm_100 (B200, GB200) has none published like for like and takes its generation's measured
+die (sm_103, ``GENERATION``) by one rule: a format's GEMM takes, in units of the same
+GEMM's BF16 time, its tensor-core time at BF16's share of the format's own peak plus a
+remainder that does not run faster with the tensor cores (its scale factors' loads, the
+epilogue's BF16 output: the same HBM on both dies), the remainder read off the measured
+die - t / t_bf16 = 1 / R_own + (ms / ms_bf16 - 1 / R_measured), R a peak's ratio to BF16's,
+a share of 1 / (1 + R_own x that remainder). FP8 and MXFP8 stand at 2x BF16 on both dies
+(4,500 over 2,250 TFLOP/s dense on B200 and B300, 5,000 over 2,500 on GB200 and GB300:
+ledger.system.chips) and keep B300's shares exactly; NVFP4's remainder on B300 is 3.764 /
+13.102 - 2,250 / 13,125 = 0.116 of the BF16 time, so a 4x peak (B200's 9,000, GB200's
+10,000) runs 2.73x BF16's rate, 0.683 of its peak ratio, where GB300's 6x runs B300's
+measured 0.597 (3.58x). Kernel-only sm_100 measurements exist only from other harnesses
+and shapes, and bracket it: vLLM's CUTLASS NVFP4 GEMM against torch BF16 on B200 at N
+6,144, K 4,096, M 4,096-16,384 0.67-0.72 of the ratio (vllm-project/vllm PR #20646, its
+"Before" table); torchao's cuBLASLt ``_scaled_mm`` NVFP4 against ``nn.Linear`` on B200
+0.79 at 4,096 cubed, 0.94 at 6,144 and 8,192 cubed over a low BF16 baseline (pytorch/ao
+PR #2427, 09840d195, benchmarks/float8/bench_matmul.py); torchao's CUTLASS MXFP4 on B200
+0.55-0.77 (pytorch/ao efd0d1c3b). The rule before this one (the measured die's rate over
+BF16, up to the part's own peak: 0.870 on B200, 0.895 on GB200) stood above all of them
+but the large square cuBLASLt shapes. A kernel a part (and its generation) was not measured
 in keeps 1. The one lone-GEMM measurement naming both dies finds them alike in BF16 and FP8
 (stas00/ml-engineering compute/accelerator/README.md @ 744d01e1 L355-356, L372-373, MAMF:
 B200 77.6% / 76.3%, B300 78.6% / 74.5% of the BF16 / FP8 peak). What the rule moves: the
@@ -57,9 +67,8 @@ _MEASURED_PEAK = {"b300": {"bf16": 2250e12, "fp8": 4500e12, "mxfp8": 4500e12,
                            "nvfp4": 13125e12},
                   "h200-nvl": {"bf16": 835e12, "fp8": 1671e12}}
 MEASURED_BY = {"b300": "b300", "gb300": "b300"} | {g: "h200-nvl" for g in GH100_PARTS}
-# an unmeasured die's parts -> (their generation's measured die, the preset of it whose
-# peaks stand beside theirs: the datasheets pair B200 / B300 and GB200 / GB300)
-GENERATION = {"b200": ("b300", "b300"), "gb200": ("b300", "gb300")}
+# an unmeasured die's parts -> their generation's measured die (its remainder, their peaks)
+GENERATION = {"b200": "b300", "gb200": "b300"}
 _PEAK_FIELD = {"fp8": "fp8_flops", "mxfp8": "fp8_flops", "nvfp4": "fp4_flops"}
 SOURCE = ("NVIDIA/TransformerEngine d0067d0d docs/examples/gemm_profiling/gemm_profiling.rst "
           "L139-157 (benchmark_gemm.py --pre-quantize, B300 SXM6 AC, hidden 4096, FFN 16384, "
@@ -68,7 +77,9 @@ SOURCE = ("NVIDIA/TransformerEngine d0067d0d docs/examples/gemm_profiling/gemm_p
           "H200 NVL dense peaks 835 / 1,671 TFLOP/s: NVIDIA H200 datasheet, "
           "H200 NVL column, 1,671 / 3,341 with sparsity); sm_100 beside sm_103: "
           "stas00/ml-engineering compute/accelerator/README.md @ 744d01e1 L355-356, "
-          "L372-373 (MAMF, B200 and B300 within 2.5% in BF16 and FP8)")
+          "L372-373 (MAMF, B200 and B300 within 2.5% in BF16 and FP8); sm_100 NVFP4, other "
+          "harnesses: vllm-project/vllm PR #20646 (CUTLASS, B200, 0.67-0.72 of the peak "
+          "ratio), pytorch/ao PR #2427 09840d195 (cuBLASLt, B200, 0.79 at 4096^3)")
 _BLOCK_FP8 = ("blockwise", "deepseek-v3")  # TE emulates FP8 block scaling with MXFP8
 
 
@@ -82,14 +93,17 @@ def measured_kernel(rec) -> str:
 def kernel_share(gpu_name: str, kernel: str) -> float:
     """The share of its own peak the guide's ``kernel`` (bf16, fp8, mxfp8 or nvfp4)
     sustains, over the share a BF16 GEMM sustains, on ``gpu_name`` (its die's measurement,
-    else its generation's measured rate over BF16 up to its own peak: the module
-    docstring); 1 for a part (or a kernel of it) without a measurement."""
+    else its generation's measured remainder beside its own peak's tensor time: the
+    module docstring); 1 for a part (or a kernel of it) without a measurement."""
     part = MEASURED_BY.get(gpu_name)
     if part is None and gpu_name in GENERATION and kernel in _PEAK_FIELD:
-        die, twin = GENERATION[gpu_name]  # the measured die's rate over BF16, up to own peak
-        own, other = (getattr(g, _PEAK_FIELD[kernel]) / g.bf16_flops
-                      for g in (GPUS[gpu_name], GPUS[twin]))
-        return min(1.0, kernel_share(twin, kernel) * other / own)
+        die = GENERATION[gpu_name]  # the measured die's remainder, this part's own peak
+        ms, peak = _MEASURED_MS[die], _MEASURED_PEAK[die]
+        if kernel not in ms:
+            return 1.0
+        rest = ms[kernel] / ms["bf16"] - peak["bf16"] / peak[kernel]  # of BF16's time
+        own = getattr(GPUS[gpu_name], _PEAK_FIELD[kernel]) / GPUS[gpu_name].bf16_flops
+        return min(1.0, 1.0 / (1.0 + own * max(0.0, rest)))
     ms, peak = _MEASURED_MS.get(part, {}), _MEASURED_PEAK.get(part, {})
     if kernel not in ms:
         return 1.0
