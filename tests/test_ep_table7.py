@@ -31,10 +31,6 @@ TOLERANCE = 0.25
 
 # cells the model misses by more than TOLERANCE: (op, gpu, backend, ep) -> the reason
 MISSED = {
-    **{(op, gpu, "hybridep", 8): (
-        "HybridEP inside one NVLink domain priced per (token, expert) row, as NCCL's "
-        "all-to-all sends them: HybridEP sends a token once per GPU its experts sit on "
-        "(1.50-1.86x)") for op in ("dispatch", "combine") for gpu in ("GB200", "H100")},
     **{(op, "H100", "hybridep", ep): (
         "HybridEP across NICs at its benchmark's torch-API rate (kernel + a copy out of its "
         "buffer + sync, ledger.system.FLEX_INTER), Table 7 times communication only "

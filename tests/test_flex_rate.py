@@ -71,7 +71,10 @@ def test_the_two_links_pipeline_and_the_backend_sets_the_nic_share():
     ib = hit * 3 / 4 * 2 * 4096 * 7168 * 2
     assert deep == pytest.approx((ib / (50e9 * FLEX_INTER["deepep"]) + 2 * 10e-6) * 58 / 61,
                                  rel=1e-6)
-    assert hyb == pytest.approx((ib / (50e9 * FLEX_INTER["hybridep"]) + 2 * 10e-6) * 58 / 61,
+    # HybridEP's IB copies also carry the fp32 probs of the 64 experts on a node's 8 GPUs,
+    # in half the passes (forward dispatch, backward combine): 7168 x 2 + 64 x 4 / 2 bytes
+    ib_h = hit * 3 / 4 * 2 * 4096 * (7168 * 2 + 64 * 4 / 2)
+    assert hyb == pytest.approx((ib_h / (50e9 * FLEX_INTER["hybridep"]) + 2 * 10e-6) * 58 / 61,
                                 rel=1e-6)
     one = {"layout": Layout(pp=16, dp=8, ep=8), "ep": "nvlink"}
     cfg8 = ParallelConfig(pp=16, dp=8, ep=8, moe_dispatcher="flex", act_bytes=2)
@@ -98,3 +101,29 @@ def test_hybridep_benchmark_within_its_spread(ep, dispatch_gb_s, combine_gb_s):
     logical = hit * 4096 * 7168 * 2
     want = logical / (dispatch_gb_s * 1e9) + logical / (combine_gb_s * 1e9)
     assert abs(t / want - 1) <= 0.20
+
+
+def test_hybridep_sends_a_token_once_per_gpu_inside_the_domain():
+    """HybridEP inside one NVLink domain: one copy of a token per other GPU its experts sit
+    on, not one per expert (deepseek-ai/DeepEP hybrid-ep 94a9f8f6, csrc/hybrid_ep/backend/
+    hybrid_ep_backend.cuh L1619-1637: a TMA store per rank that needs the token), and the
+    forward dispatch / backward combine carry the fp32 probs of every expert on the
+    domain's ranks (L1639-1645, L4546). DeepSeek-V3 (256 experts, top-8, 4 of 8 groups):
+    at EP 8 a GPU holds one group, so a token reaches exactly 4 GPUs, 4 x 7/8 of them
+    another; at EP 64 (each group on 8 GPUs, 4 experts a GPU) a token's 8 experts fall
+    among the 4 chosen groups' 128 experts on 32 GPUs: 32 x (1 - C(124, 8) / C(128, 8))."""
+    from ledger.placement import ep_pass_comms
+
+    m = deepseek_v3()
+    for ep, hit in ((8, 4.0), (64, 32 * (1 - comb(124, 8) / comb(128, 8)))):
+        lay = Layout(dp=ep, ep=ep, gpus_per_node=4, gpus_per_domain=72)
+        cfg = ParallelConfig(dp=ep, ep=ep, moe_dispatcher="flex", ep_backend="hybridep",
+                             act_bytes=2)
+        rows = ep_pass_comms(m, cfg, 4096, lay)
+        copy = 7168 * 2 + 256 * 4 / 2  # the probs of all 256 experts, half the passes
+        assert sum(r.bytes for r in rows if r.link == "ib") == 0
+        nvl = sum(r.bytes for r in rows if r.link == "nvlink")
+        assert nvl == pytest.approx(2 * 4096 * hit * (ep - 1) / ep * copy, rel=1e-9)
+        deepep = ep_pass_comms(m, replace(cfg, ep_backend="deepep"), 4096, lay)
+        assert sum(r.bytes for r in deepep) == pytest.approx(
+            2 * 4096 * 8 * (ep - 1) / ep * 7168 * 2, rel=1e-9)  # per (token, expert) row

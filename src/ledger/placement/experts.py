@@ -73,18 +73,33 @@ def check_model(model, cfg) -> None:
 
 def remote_nodes(model, nodes: int) -> float:
     """Distinct other nodes one token's experts sit on, on average, when the EP group spans
-    ``nodes`` nodes with the experts spread evenly (uniform routing). Without a node
-    limit: k of E experts, a node missed with probability C(E - E/nodes, k) / C(E, k).
-    Node-limited (router groups aligned on nodes): M of G groups, a node missed with
-    C(G - G/nodes, M) / C(G, M) - DeepSeek-V3 at 8 nodes: exactly 4 nodes, 3.5 remote."""
+    ``nodes`` nodes with the experts spread evenly (uniform routing): ``parts_hit`` x
+    (nodes - 1)/nodes - DeepSeek-V3 at 8 nodes: exactly 4 nodes, 3.5 remote."""
     if nodes <= 1:
         return 0.0
+    return parts_hit(model, nodes) * (nodes - 1) / nodes
+
+
+def parts_hit(model, parts: int) -> float:
+    """Distinct of ``parts`` equal shards of the experts (nodes, or EP ranks) one token's
+    experts sit on, on average (uniform routing). Without a node limit: k of E experts, a
+    shard missed with probability C(E - E/parts, k) / C(E, k). Node-limited (router groups
+    aligned on the shards): M of G groups; a shard of whole groups missed with
+    C(G - G/parts, M) / C(G, M), each chosen group taken as hit; a shard inside a group
+    (parts a multiple of G) hit when its group is chosen and one of the k, spread over the
+    M chosen groups' M E/G experts, is its own: M parts/G x (1 - C(ME/G - E/parts, k) /
+    C(ME/G, k)). The smaller of the two."""
+    if parts <= 1:
+        return 1.0
     e, k = model.num_experts, model.top_k
-    hit = nodes * (1 - comb(e - e // nodes, k) / comb(e, k))
+    hit = parts * (1 - comb(e - e // parts, k) / comb(e, k))
     g, m = model.router_groups, model.router_group_topk
-    if g and m and g % nodes == 0:
-        hit = min(hit, nodes * (1 - comb(g - g // nodes, m) / comb(g, m)))
-    return hit * (nodes - 1) / nodes
+    if g and m and g % parts == 0:
+        hit = min(hit, parts * (1 - comb(g - g // parts, m) / comb(g, m)))
+    elif g and m and m < g and parts % g == 0:
+        chosen = m * e // g
+        hit = min(hit, m * parts / g * (1 - comb(chosen - e // parts, k) / comb(chosen, k)))
+    return hit
 
 
 @dataclass(frozen=True)
@@ -175,10 +190,20 @@ def _flex(z: _Sizes, model, cfg, lay) -> list:
     """DeepEP: per token one IB copy per other destination node (``remote_nodes``), then
     each (token, expert) row that lands on another GPU of its node - (L - 1)/L of them -
     forwarded over NVLink (per row: an upper bound, DeepEP sends a token once per GPU).
-    Numbers, or the planner's arrays of them."""
+    HybridEP (``ep_backend`` "hybridep"): the same IB copies, and inside the NVLink domain
+    one copy per destination GPU, not per expert - its dispatch "multicast[s]" each token
+    "to all ranks within this node which need this token", one TMA store per rank
+    (csrc/hybrid_ep/backend/hybrid_ep_backend.cuh L1619-1637 at deepseek-ai/DeepEP
+    hybrid-ep 94a9f8f6), its combine reads one partial sum per such rank (L2286-2330):
+    ``parts_hit`` of the EP ranks, (L - 1)/L of them another GPU. Its forward dispatch
+    (L1639-1645) and backward combine ("need to transfer the prob for each token as
+    well", L4546) also carry every copy's fp32 probs for all E L/ep experts of the
+    domain's ranks, IB copies too (L1291): half the passes. Numbers, or the planner's
+    arrays of them."""
     link, near, per_node = _links(lay, "ep")
     nodes = cfg.ep // per_node
     sides = z.passes * (1 + z.rho) * z.steps
+    hybrid = getattr(cfg, "ep_backend", None) == "hybridep"
     if np.ndim(nodes) or np.ndim(z.local):  # the planner's rows
         each, of = np.unique(nodes, return_inverse=True)
         remote = np.array([remote_nodes(model, int(n)) for n in each])[of].reshape(
@@ -186,12 +211,21 @@ def _flex(z: _Sizes, model, cfg, lay) -> list:
         cap = z.rows / np.maximum(z.local, 1e-300)
     else:
         remote, cap = remote_nodes(model, nodes), z.rows / max(z.local, 1e-300)  # top_k x cf
-    ib = z.local * cfg.moe.capacity_factor * remote * z.h_bytes * sides
-    nvl = z.local * cap * (per_node - 1) / per_node * z.h_bytes * sides
+    copy = z.h_bytes
+    if hybrid:  # one copy per destination GPU; probs of the domain's experts, half the passes
+        eps = np.unique(np.asarray(cfg.ep).ravel())
+        hit = dict(zip(eps.tolist(), (parts_hit(model, int(e)) for e in eps)))
+        ranks = np.vectorize(hit.get)(cfg.ep) if np.ndim(cfg.ep) else hit[cfg.ep]
+        cap = ranks * cfg.moe.capacity_factor
+        experts = model.num_experts if model.is_moe else cfg.moe.num_experts
+        copy = z.h_bytes + experts * per_node / cfg.ep * 4 / 2
+    ib = z.local * cfg.moe.capacity_factor * remote * copy * sides
+    nvl = z.local * cap * (per_node - 1) / per_node * copy * sides
     g, m = model.router_groups, model.router_group_topk
     limit = f" (<= {m} of {g} groups per token)" if m and m < g else ""
+    what = "routed tokens, one copy per GPU" if hybrid else "routed tokens, forwarded in the node"
     return [_row("all_to_all", link, ib, "routed tokens, one copy per node" + limit),
-            _row("all_to_all", near, nvl, "routed tokens, forwarded in the node")]
+            _row("all_to_all", near, nvl, what)]
 
 
 def _allgather(z: _Sizes, model, cfg, lay) -> list:
