@@ -6,8 +6,9 @@ ep_table7's one rule for every cell. benchmarks/ep_table7.py prints the whole ta
 
 Tolerance: 25% a cell, the bar the issue sets for a Bridge row. The model prices an
 all-to-all's bytes at the link's measured rate (nccl-tests' for NCCL, the kernels' own
-benchmarks for DeepEP / HybridEP) plus a latency per hop: it claims the bandwidth-bound
-time, not the kernels' fixed costs, so a tighter bar would be fitting. Cells it misses by
+benchmarks for DeepEP / HybridEP) plus a latency per hop (HybridEP: per kernel call): it
+claims the bandwidth-bound time, not the kernels' fixed costs, so a tighter bar would be
+fitting. Cells it misses by
 more are strict xfails with the measured reason."""
 import pytest
 

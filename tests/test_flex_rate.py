@@ -10,7 +10,7 @@ from ledger.model import deepseek_v3
 from ledger.parallel import ParallelConfig
 from ledger.placement import Layout
 from ledger.step.layer_comms import ep_time
-from ledger.system import FLEX_INTER, FLEX_SOURCES, system
+from ledger.system import FLEX_INTER, FLEX_INTRA, FLEX_SOURCES, system
 
 
 def test_shares_are_the_benchmarks_figures():
@@ -127,3 +127,37 @@ def test_hybridep_sends_a_token_once_per_gpu_inside_the_domain():
         deepep = ep_pass_comms(m, replace(cfg, ep_backend="deepep"), 4096, lay)
         assert sum(r.bytes for r in deepep) == pytest.approx(
             2 * 4096 * 8 * (ep - 1) / ep * 7168 * 2, rel=1e-9)  # per (token, expert) row
+
+
+def test_hybridep_in_domain_share_is_its_benchmarks_kernel_rate():
+    """HybridEP inside an NVLink domain (ledger.system.FLEX_INTRA): GB200, 32 SMs, kernel
+    only, BF16 dispatch / combine 'algorithm bandwidth' (README_Hybrid-EP.md L127-135 at
+    deepseek-ai/DeepEP hybrid-ep 94a9f8f6): a rank's received tokens x 7168 x 2 B over the
+    time, its own included, so the link carries (L - 1)/L; the dispatch also carried
+    8 x L fp32 probs a copy. Averaged over the 10 figures, over GB200's 900 GB/s."""
+    figures = {8: (764.03, 737.13), 16: (706.95, 666.26), 24: (665.97, 639.80),
+               32: (642.23, 605.15), 36: (632.31, 596.99)}
+    link = [d * (1 + 8 * n * 4 / 14336) * (n - 1) / n for n, (d, c) in figures.items()] \
+        + [c * (n - 1) / n for n, (d, c) in figures.items()]
+    assert FLEX_INTRA["hybridep"] == pytest.approx(sum(link) / 10 / 900) \
+        == pytest.approx(0.7133, abs=1e-4)
+    for figure in ("764.03 / 737.13", "632.31 / 596.99"):
+        assert figure in FLEX_SOURCES["hybridep"]
+
+
+def test_hybridep_in_domain_is_one_kernel_a_call():
+    """Inside one domain HybridEP's dispatch and combine are one kernel each: the bytes at
+    FLEX_INTRA x the NVLink's nominal rate plus one NVLink latency a call, not ep - 1 hops.
+    GB200 EP 64, DeepSeek-V3: a token's 8 experts on 32 x (1 - C(124, 8) / C(128, 8)) GPUs,
+    63/64 of them another, each copy 7168 x 2 B plus the 256 experts' fp32 probs in half
+    the passes."""
+    m = deepseek_v3()
+    ep = 64
+    lay = Layout(dp=ep, ep=ep, gpus_per_node=4, gpus_per_domain=72)
+    cfg = ParallelConfig(dp=ep, ep=ep, moe_dispatcher="flex", ep_backend="hybridep",
+                         act_bytes=2)
+    hit = 32 * (1 - comb(124, 8) / comb(128, 8))
+    nvl = 2 * 4096 * hit * 63 / 64 * (7168 * 2 + 256 * 4 / 2)
+    t = ep_time(m, cfg, 4096, {"layout": lay, "ep": "nvlink"}, system("gb200"))
+    assert t == pytest.approx((nvl / (900e9 * FLEX_INTRA["hybridep"]) + 2 * 5e-6) * 58 / 61,
+                              rel=1e-9)

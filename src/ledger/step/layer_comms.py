@@ -12,7 +12,7 @@ from ledger.placement import (cp_comms, ep_pass_comms, forward_passes, kv_width,
                               ring_kv_block_bytes, tp_comms)
 from ledger.step.dp import group_shape, nccl_s
 from ledger.step.ep_sms import ep_backend
-from ledger.system import FLEX_INTER, System
+from ledger.system import FLEX_INTER, FLEX_INTRA, System
 
 
 def tp_times(cfg, s_act, gemm, links, system: System, tp_overlap):
@@ -87,17 +87,26 @@ def ep_time(model: ModelSpec, cfg, tokens, links, system: System):
     other domains and to the own domain run at once and the slower bounds the call: "the
     portion that's going through the network will determine the global time" (sjeaugey,
     NVIDIA/nccl-tests issue #130, 2023-02-03; the same reading sets the NICs' measured
-    share, ``A2A_SOURCES``). The allgather dispatcher's collectives and flex's DeepEP /
-    HybridEP kernels inside an NVLink domain at ``System.bandwidth``; flex across NICs
-    as ``flex_across_nics_s`` prices it."""
+    share, ``A2A_SOURCES``). The allgather dispatcher's collectives and flex's DeepEP
+    kernels inside an NVLink domain at ``System.bandwidth``; HybridEP's at the rate its
+    own benchmark measures (``flex_bandwidth``), one kernel a call - its blocks write to
+    every destination GPU at once (TMA stores from one persistent kernel, deepseek-ai/
+    DeepEP hybrid-ep 94a9f8f6 docs/Hybrid-EP_Implementation.md sec. 8), so one latency
+    for each of the dispatch and the combine, not ep - 1 hops; flex across NICs as
+    ``flex_across_nics_s`` prices it."""
     lay = links.get("layout") or links["ep"]
     rows = ep_pass_comms(model, cfg, tokens, lay)
     kind = dispatcher(cfg)
+    hybrid = kind == "flex" and ep_backend(cfg) == "hybridep"
     rate = system.a2a_bandwidth if kind == "alltoall" else system.bandwidth
     hops = np.maximum(cfg.ep, expert_tp(cfg)) - 1
-    each = [r.bytes / rate(r.link) + hops * system.latency(r.link) * (r.bytes > 0)
-            for r in rows]
-    t = sum(each)
+    if hybrid:
+        each = [r.bytes / flex_bandwidth(cfg, r.link, system) for r in rows]
+        t = sum(each) + 2 * system.latency(rows[-1].link) * (sum(r.bytes for r in rows) > 0)
+    else:
+        each = [r.bytes / rate(r.link) + hops * system.latency(r.link) * (r.bytes > 0)
+                for r in rows]
+        t = sum(each)
     if len(rows) >= 2:  # the far rows (across NICs where they cross) before the near ones
         crossing = (np.asarray(rows[0].link) == "ib") & (np.asarray(rows[0].bytes) > 0)
         if kind == "alltoall" and hasattr(lay, "link"):  # the slower leg bounds the call
@@ -116,7 +125,7 @@ def flex_across_nics_s(cfg, ib, nvl, system: System):
     arrives, so the slower of the two links bounds the call: their benchmarks report one
     time and name the "bottleneck" link. The NICs run at the share of their line rate
     the kernels' own benchmarks reach (``ledger.system.FLEX_INTER``: DeepEP 0.87,
-    HybridEP 0.69 of a 400 Gb/s NIC), NVLink at ``System.bandwidth``; each of the two
+    HybridEP 0.69 of a 400 Gb/s NIC), NVLink as ``flex_bandwidth`` has it; each of the two
     calls adds one latency of the NIC. At DeepEP's benchmark (H800, 4096 tokens, hidden
     7168, top-8 of 256 experts in 4 groups) its EP 32 and 64 times, which set DeepEP's
     share, come back within 2%, and its NVLink-bound EP 16, which does not, -5.2%
@@ -124,8 +133,23 @@ def flex_across_nics_s(cfg, ib, nvl, system: System):
     hops of latency each, as the NCCL all-to-all's ranks are priced, came to 1.52x,
     1.82x and 1.74x them."""
     nic = system.inter_bytes_per_s * FLEX_INTER[ep_backend(cfg)]
-    return np.maximum(ib.bytes / nic, nvl.bytes / system.bandwidth(nvl.link)) \
+    return np.maximum(ib.bytes / nic, nvl.bytes / flex_bandwidth(cfg, nvl.link, system)) \
         + 2 * system.latency("ib")
+
+
+def flex_bandwidth(cfg, link, system: System):
+    """Bytes/s the flex dispatcher's kernels reach on ``link`` ("nvlink" | "ib", or an
+    array of them): DeepEP's at ``System.bandwidth``; HybridEP's at the share of the
+    link's nominal rate its own benchmark measures, inside an NVLink domain
+    ``ledger.system.FLEX_INTRA`` (0.71 of GB200's 900 GB/s, taken for every NVLink
+    generation: no other published), across NICs ``FLEX_INTER``."""
+    if ep_backend(cfg) != "hybridep":
+        return system.bandwidth(link)
+    intra = system.intra_bytes_per_s * FLEX_INTRA["hybridep"]
+    inter = system.inter_bytes_per_s * FLEX_INTER["hybridep"]
+    if isinstance(link, str):
+        return intra if link == "nvlink" else inter
+    return np.where(np.asarray(link) == "nvlink", intra, inter)
 
 
 def shared_hidden_s(cfg, ep, fc1, fc2):

@@ -25,7 +25,7 @@ from ledger.system.sources import (A2A_SOURCES, ATTENTION_SOURCES, FLEX_SOURCES,
                                    GPU_SOURCES, HOST_CPU_SOURCES, LINK_SOURCES,
                                    POWER_SOURCES)
 
-__all__ = ["A2A", "A2A_SOURCES", "ATTENTION_SOURCES", "FLEX_INTER", "FLEX_SOURCES", "GPU",
+__all__ = ["A2A", "A2A_SOURCES", "ATTENTION_SOURCES", "FLEX_INTER", "FLEX_INTRA", "FLEX_SOURCES", "GPU",
            "GPUS", "GPU_SOURCES",
            "HOST_CPU_SOURCES", "HOST_CPUS", "LINK_SOURCES", "POWER_SOURCES", "GiB", "MiB",
            "System", "system", "SYSTEMS"]
@@ -197,6 +197,19 @@ FLEX_INTER = {
     "deepep": ((58 + 57) * 3 / 4 + (51 + 50) * 7 / 8) / 4 / 50,
     "hybridep": ((57.74 + 56.96) / 2 + (46.54 + 50.68) * 3 / 4
                  + (41.46 + 47.68) * 7 / 8) / 6 / 50,
+}
+
+# HybridEP inside an NVLink domain: the bytes its TMA kernels put on the scale-up link per
+# second over the link's nominal rate, as its own benchmark measures them (FLEX_SOURCES):
+# GB200 NVL72, 32 SMs (Megatron-Bridge's, render.bridge_launch.PERF_HYBRIDEP_SMS), kernel
+# time, BF16 dispatch / combine algbw at 8, 16, 24, 32, 36 ranks. algbw counts a rank's
+# received tokens x 7168 x 2 B, its own copies included; the dispatch also carried each
+# copy's fp32 probs of the 8 x L experts on the L ranks; the link carries (L - 1)/L of it.
+_HYBRIDEP_GB200 = ((8, 764.03, 737.13), (16, 706.95, 666.26), (24, 665.97, 639.80),
+                   (32, 642.23, 605.15), (36, 632.31, 596.99))
+FLEX_INTRA = {
+    "hybridep": sum((d * (1 + 8 * n * 4 / (7168 * 2)) + c) * (n - 1) / n
+                    for n, d, c in _HYBRIDEP_GB200) / 10 / 900,
 }
 
 

@@ -267,7 +267,16 @@ FLEX_SOURCES = {
                  "deepseek-ai/DeepEP hybrid-ep 94a9f8f6 csrc/hybrid_ep/config.cuh L366-367), "
                  "BF16 dispatch / combine: EP 16 57.74 / 56.96 GB/s, EP 32 46.54 / 50.68, "
                  "EP 64 41.46 / 47.68 ('IB bandwidth', docs/README_Hybrid-EP.md L53-78 "
-                 "there, the 8-SM rows L71, L74, L77); " + _LOGICAL),
+                 "there, the 8-SM rows L71, L74, L77); " + _LOGICAL + ". Inside an NVLink "
+                 "domain (ledger.system.FLEX_INTRA): GB200, 4096 tokens, hidden 7168, top-8, "
+                 "8 local experts, uniform routing, 32 SMs, kernel only, BF16 dispatch / "
+                 "combine 'algorithm bandwidth' at 8 ranks 764.03 / 737.13 GB/s, 16 706.95 / "
+                 "666.26, 24 665.97 / 639.80, 32 642.23 / 605.15, 36 632.31 / 596.99 "
+                 "(README_Hybrid-EP.md L107-135, the 32-SM rows L127-135); algbw = a rank's "
+                 "dispatched tokens x hidden x 2 B over the time (tests/test_hybrid_ep.py "
+                 "L345 there), its own copies included; kernel time by Kineto (L396-401), "
+                 "as Megatron-Core's Table 7 times 'communication latency only' (arXiv "
+                 "2603.07685 v2 p.31)"),
 }
 
 
