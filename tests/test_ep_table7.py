@@ -31,12 +31,7 @@ COLUMNS = (("GB200", "hybridep"), ("GB200", "alltoall"), ("H100", "hybridep"),
 TOLERANCE = 0.25
 
 # cells the model misses by more than TOLERANCE: (op, gpu, backend, ep) -> the reason
-MISSED = {
-    **{(op, "H100", "hybridep", ep): (
-        "HybridEP across NICs at its benchmark's torch-API rate (kernel + a copy out of its "
-        "buffer + sync, ledger.system.FLEX_INTER), Table 7 times communication only "
-        "(1.28-1.35x)") for op in ("dispatch", "combine") for ep in (32, 64)},
-}
+MISSED: dict = {}
 
 
 def _cells():

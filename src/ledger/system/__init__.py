@@ -25,8 +25,8 @@ from ledger.system.sources import (A2A_SOURCES, ATTENTION_SOURCES, FLEX_SOURCES,
                                    GPU_SOURCES, HOST_CPU_SOURCES, LINK_SOURCES,
                                    POWER_SOURCES)
 
-__all__ = ["A2A", "A2A_SOURCES", "ATTENTION_SOURCES", "FLEX_INTER", "FLEX_INTRA", "FLEX_SOURCES", "GPU",
-           "GPUS", "GPU_SOURCES",
+__all__ = ["A2A", "A2A_SOURCES", "ATTENTION_SOURCES", "FLEX_INTER", "FLEX_INTRA",
+           "FLEX_SOURCES", "GPU", "GPUS", "GPU_SOURCES",
            "HOST_CPU_SOURCES", "HOST_CPUS", "LINK_SOURCES", "POWER_SOURCES", "GiB", "MiB",
            "System", "system", "SYSTEMS"]
 
@@ -191,12 +191,16 @@ A2A = {"h100-sxm": _HOPPER_A2A, "h100-96gb": _HOPPER_A2A, "h200": _HOPPER_A2A,
 # copy to every node its experts sit on, its own node's included; under their uniform
 # routing the own node is 1/N of those copies, so the NIC carries (N - 1)/N of them
 # (N nodes). DeepEP, H800: EP 32 dispatch / combine 58 / 57 GB/s, EP 64 51 / 50 (its
-# EP 16 line is NVLink-bound); HybridEP, H100, its 8 SMs across nodes, BF16 dispatch /
-# combine: EP 16 57.74 / 56.96, EP 32 46.54 / 50.68, EP 64 41.46 / 47.68.
+# EP 16 line is NVLink-bound); HybridEP, H100, its 8 SMs across nodes, kernel time (as
+# inside the domain, FLEX_INTRA), BF16 dispatch / combine: EP 16 76.80 / 68.00, EP 32
+# 54.50 / 56.40, EP 64 50.55 / 51.03, its dispatch also carrying each copy's fp32 probs of
+# the 8 x 8 experts on a node's GPUs.
+_HYBRIDEP_PROBS = 1 + 8 * 8 * 4 / (7168 * 2)
 FLEX_INTER = {
     "deepep": ((58 + 57) * 3 / 4 + (51 + 50) * 7 / 8) / 4 / 50,
-    "hybridep": ((57.74 + 56.96) / 2 + (46.54 + 50.68) * 3 / 4
-                 + (41.46 + 47.68) * 7 / 8) / 6 / 50,
+    "hybridep": ((76.80 * _HYBRIDEP_PROBS + 68.00) / 2
+                 + (54.50 * _HYBRIDEP_PROBS + 56.40) * 3 / 4
+                 + (50.55 * _HYBRIDEP_PROBS + 51.03) * 7 / 8) / 6 / 50,
 }
 
 # HybridEP inside an NVLink domain: the bytes its TMA kernels put on the scale-up link per

@@ -263,11 +263,14 @@ FLEX_SOURCES = {
                "(the NIC the bottleneck; EP 16's NVLink forwarding is: 2 nodes, a token's "
                "~6.4 GPUs over H800's ~160 GB/s NVLink)"),
     "hybridep": ("HybridEP on H100, 4096 tokens, hidden 7168, top-8, 8 local experts, "
-                 "uniform routing, torch API, 8 SMs (its default across nodes: "
+                 "uniform routing, kernel only, 8 SMs (its default across nodes: "
                  "deepseek-ai/DeepEP hybrid-ep 94a9f8f6 csrc/hybrid_ep/config.cuh L366-367), "
-                 "BF16 dispatch / combine: EP 16 57.74 / 56.96 GB/s, EP 32 46.54 / 50.68, "
-                 "EP 64 41.46 / 47.68 ('IB bandwidth', docs/README_Hybrid-EP.md L53-78 "
-                 "there, the 8-SM rows L71, L74, L77); " + _LOGICAL + ". Inside an NVLink "
+                 "BF16 dispatch / combine: EP 16 76.80 / 68.00 GB/s, EP 32 54.50 / 56.40, "
+                 "EP 64 50.55 / 51.03 ('IB bandwidth', docs/README_Hybrid-EP.md L53-78 "
+                 "there, the 8-SM rows L71, L74, L77; the torch-API columns beside them, "
+                 "57.74 / 56.96, 46.54 / 50.68, 41.46 / 47.68, add a copy out of its buffer "
+                 "and a sync, tests/test_hybrid_ep.py L357-362); " + _LOGICAL
+                 + ". Inside an NVLink "
                  "domain (ledger.system.FLEX_INTRA): GB200, 4096 tokens, hidden 7168, top-8, "
                  "8 local experts, uniform routing, 32 SMs, kernel only, BF16 dispatch / "
                  "combine 'algorithm bandwidth' at 8 ranks 764.03 / 737.13 GB/s, 16 706.95 / "
