@@ -164,3 +164,12 @@ def test_hybridep_in_domain_is_one_kernel_a_call():
     t = ep_time(m, cfg, 4096, {"layout": lay, "ep": "nvlink"}, system("gb200"))
     assert t == pytest.approx((nvl / (900e9 * FLEX_INTRA["hybridep"]) + 2 * 5e-6) * 58 / 61,
                               rel=1e-9)
+
+
+def test_hybridep_in_domain_share_holds_on_hgx_b200():
+    """Held out: HybridEP's one HGX figure, 8 x B200 at 16 SMs, kernel only, BF16 dispatch /
+    combine 734.95 / 673.84 GB/s algbw (README_Hybrid-EP.md L104 at deepseek-ai/DeepEP
+    hybrid-ep 94a9f8f6; the 8 x 8 experts' probs on the dispatch), 7/8 of it on the link,
+    over 900 GB/s: 0.69 against the GB200 rack's 0.71 taken for every NVLink."""
+    b200 = (734.95 * (1 + 64 * 4 / 14336) + 673.84) / 2 * 7 / 8 / 900
+    assert b200 == pytest.approx(FLEX_INTRA["hybridep"], rel=0.05)
