@@ -150,3 +150,34 @@ def test_the_loss_s_working_memory_is_named_and_not_priced(flash, loss):
     for a, b in zip(plain, with_loss):
         assert (a.allocated_bytes, a.required_bytes) == (b.allocated_bytes, b.required_bytes)
     assert "Not priced: the loss's transient working memory" in dsa_loss.__doc__
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "deepspeed"])
+def test_a_python_api_config_off_megatron_is_refused_naming_the_field(framework):
+    """The same refusal as the CLI's for a config built in Python: the loss priced is
+    Megatron's fused kernel (csa_kernels.py L1274-1371 @43e45e13), a setting only Megatron
+    has (dsa_indexer_loss_coeff, transformer_config.py L337-342 @43e45e13); off "none" it
+    is refused at construction, not priced under another framework's step."""
+    for loss in ("sparse", "dense"):
+        with pytest.raises(LedgerError) as err:
+            ParallelConfig(tp=1, pp=1, dp=128, ep=64, micro_batch=1, num_microbatches=16,
+                           zero_stage=3, framework=framework, indexer_loss=loss)
+        msg = str(err.value)
+        assert msg.startswith("indexer_loss:") and "\n" not in msg, msg
+        assert f"--dsa-indexer-loss {loss}" in msg and framework in msg, msg
+    ParallelConfig(tp=1, pp=1, dp=128, ep=64, micro_batch=1, num_microbatches=16,
+                   zero_stage=3, framework=framework, indexer_loss="none")
+
+
+def test_the_planner_refuses_the_held_loss_off_megatron(flash):
+    """The planner's held loss (plan.search.RUN_FACTS) meets the config's check: under
+    torchtitan or deepseek (the CLI's DualPipe advice searches there) a search holding the
+    loss is refused in one line naming the field, not priced with Megatron's kernel."""
+    from ledger.plan import plan
+    from ledger.system import system
+
+    sysm = system("h100-sxm")
+    for framework in ("torchtitan", "deepseek"):
+        with pytest.raises(LedgerError) as err:
+            plan(flash, 128, sysm, 256, framework=framework, facts={"indexer_loss": "sparse"})
+        assert str(err.value).startswith("indexer_loss:"), err.value

@@ -8,8 +8,9 @@ rather than priced (``check_megatron_only``; Megatron-FSDP's double buffers:
   ``ledger/io/data/megatron_arguments.json`` records it): unfused attention keeping its
   scores, no TE workspace (``ledger.placement.buffers``). Other frameworks have no such
   switch; priced there, it would only turn their flash attention off.
-- --dsa-indexer-loss: Megatron's fused CSA indexer loss and its eager backward
-  (``ledger.frameworks.dsa_loss``, csa_kernels.py L1274-1371 @43e45e13).
+--dsa-indexer-loss (Megatron's fused CSA indexer loss) is refused off Megatron by the
+config's own check (``ledger.frameworks.dsa_loss.check_indexer_loss``), for the Python API
+and the CLI alike.
 """
 from __future__ import annotations
 
@@ -17,22 +18,18 @@ import argparse
 
 from ledger.errors import LedgerError
 
+
 def check_megatron_only(a: argparse.Namespace) -> None:
-    """Refuse --transformer-impl local and --dsa-indexer-loss sparse|dense off Megatron."""
+    """Refuse --transformer-impl local off Megatron."""
     from ledger.frameworks import DEFAULT, get
 
     name = getattr(a, "framework", None) or DEFAULT
     if get(name).family == "megatron":
         return
-    given = [(field, flag) for field, flag, on in (
-        ("transformer_impl", "--transformer-impl local",
-         getattr(a, "transformer_impl", None) == "local"),
-        ("indexer_loss", f"--dsa-indexer-loss {getattr(a, 'indexer_loss', None)}",
-         (getattr(a, "indexer_loss", None) or "none") != "none")) if on]
-    if given:
-        field, flag = given[0]
-        raise LedgerError(field, f"{flag} is a Megatron setting; --framework {name} has "
-                                 f"none: drop it or use --framework megatron")
+    if getattr(a, "transformer_impl", None) == "local":
+        raise LedgerError("transformer_impl", f"--transformer-impl local is a Megatron "
+                                              f"setting; --framework {name} has none: drop it "
+                                              f"or use --framework megatron")
 
 
 def fsdp_double_buffer(a: argparse.Namespace) -> bool:

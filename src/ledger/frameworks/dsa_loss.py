@@ -36,13 +36,36 @@ from ledger.errors import LedgerError
 INDEXER_LOSSES = ("none", "sparse", "dense")
 
 
-def check_indexer_loss(cfg) -> None:
-    """The config's indexer loss is one of ``INDEXER_LOSSES``."""
+def check_indexer_loss(cfg, fw) -> None:
+    """The config's indexer loss is one of ``INDEXER_LOSSES``, and on only under Megatron
+    (``framework_problem``): refused at construction, for the Python API and the CLI
+    alike."""
     got = getattr(cfg, "indexer_loss", "none")
     if got not in INDEXER_LOSSES:
         raise LedgerError("indexer_loss", f"must be one of {', '.join(INDEXER_LOSSES)}, got "
                                           f"{got!r}")
+    if (why := framework_problem(got, fw, cfg.framework)) is not None:
+        raise LedgerError("indexer_loss", why)
 
+
+def framework_problem(loss: str | None, fw, name: str) -> str | None:
+    """Why ``loss`` cannot run under the framework ``fw`` (named ``name``), or None: what
+    is priced is Megatron's fused kernel with its eager backward (csa_kernels.py
+    L1274-1371 @43e45e13), a setting only Megatron has (dsa_indexer_loss_coeff,
+    transformer_config.py L337-342 @43e45e13); another framework's step would price a
+    loss it does not run."""
+    if loss in (None, "none") or fw.family == "megatron":
+        return None
+    return (f"--dsa-indexer-loss {loss} is a Megatron setting (dsa_indexer_loss_coeff); "
+            f"--framework {name} has none: drop it or use --framework megatron")
+
+
+def check_held_loss(loss: str | None, fw, name: str) -> None:
+    """The planner's check of the loss its run holds (``ledger.plan.search.plan``), the
+    config's (``framework_problem``): the search under another framework - the CLI's
+    DualPipe advice under deepseek among them - refused, not priced with the loss."""
+    if (why := framework_problem(loss, fw, name)) is not None:
+        raise LedgerError("indexer_loss", why)
 
 def of_megatron(coeff, sparse) -> str:
     """The loss a Megatron config runs: none unless ``dsa_indexer_loss_coeff`` > 0, then

@@ -46,7 +46,7 @@ def check_host(cfg, fw) -> None:
         raise LedgerError(field, problem)
     check_offloads(cfg, fw)  # ledger.frameworks.offload_checks
     check_pipeline_settings(cfg, fw)  # ledger.frameworks.pipeline_checks
-    check_indexer_loss(cfg)  # ledger.frameworks.dsa_loss
+    check_indexer_loss(cfg, fw)  # ledger.frameworks.dsa_loss
     check_paged_stash(cfg)  # ledger.frameworks.paged_stash
 
 

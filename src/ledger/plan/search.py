@@ -9,13 +9,12 @@ follows from the global batch. Each overlap switch the framework offers (DP grad
 reduction and parameter gather, EP all-to-alls) is set on, since it never slows a step in
 this model, unless pinned off. A run's expert TP, token dispatcher and the flex
 dispatcher's backend and SMs are held fixed (``EXPERT_FACTS``, ``HOST_FACTS``) and priced
-in every candidate as one placement prices them, in time and in memory; the grid keeps
-the candidates they pair with (``ledger.plan.grid``).
-A placement fits when its peak memory stays ``headroom`` below the usable capacity. The
-grid is priced with numpy through the same formulas one placement uses
-(ledger.placement, ledger.step): candidates that share their categorical fields form one
-group, their sizes are arrays. Nothing about "TP inside the node" or "PP on the slowest
-link" is written here: it must fall out of the costs.
+in every candidate as one placement prices them, in time and in memory; the grid keeps the
+candidates they pair with (``ledger.plan.grid``). A placement fits when its peak memory
+stays ``headroom`` below the usable capacity. The grid is priced with numpy through the
+same formulas one placement uses (ledger.placement, ledger.step): candidates that share
+their categorical fields form one group, their sizes are arrays. Nothing about "TP inside
+the node" or "PP on the slowest link" is written here: it must fall out of the costs.
 """
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ from ledger.arch import finetune_flops_per_token
 from ledger.config import OFFLOADS, MoESpec, ParallelConfig
 from ledger.errors import LedgerError, require_positive
 from ledger.frameworks import get as get_framework
+from ledger.frameworks.dsa_loss import check_held_loss
 from ledger.frameworks.dtypes import with_dtypes
 from ledger.memory import StateBytes
 from ledger.model import ModelSpec
@@ -48,9 +48,8 @@ from ledger.step.dp import nccl_system
 from ledger.system import System
 
 DTYPE_FACTS = ("grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
-RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules", "indexer_loss",  # held
-             "paged_stash", "offload_activation_layers") + DTYPE_FACTS  # (and Megatron's
-# CPU activation offload)
+RUN_FACTS = ("dropout", "loss", "compile", "recompute_modules", "indexer_loss",  # held (and
+             "paged_stash", "offload_activation_layers") + DTYPE_FACTS  # Megatron's CPU offload)
 # schedules whose makespan ledger.pipeline.makespan evaluates as a matrix product
 MATRIX_FORMS = ("zb-h1", "zb-v", "interleaved-zb")
 HOST_FACTS = ("cuda_graph", "cuda_graph_local",  # what the host launches (ledger.step.host;
@@ -332,19 +331,20 @@ def plan(model: ModelSpec, gpus: int, system: System, global_batch: int, top: in
          optimizer: str = "adam", progress=None, framework: str = "megatron",
          flash: bool = True, headroom_bytes: float = DEFAULT_HEADROOM_BYTES,
          baseline: str | None = None, finetune=None, facts: dict | None = None) -> PlanResult:
-    """The best placements of ``model`` on ``gpus`` GPUs of ``system``, fastest first
-    (ties to the one with more memory to spare); a placement fits when its peak memory
-    leaves ``headroom_bytes`` of the usable capacity free. ``baseline`` ("tp=8,pp=16,...")
-    prices the best placement of that shape and ranks it among the fitting ones.
-    ``finetune`` (a ``ledger.finetune.FineTune``): what trains, priced by
-    ``ledger.placement.tuned`` in every candidate; ``facts``: the run's dropout, loss and
-    compile (``RUN_FACTS``; None: the framework's), what its host runs (``HOST_FACTS``),
-    its expert TP and token dispatcher (``EXPERT_FACTS``: ``held_experts``)."""
+    """The best placements of ``model`` on ``gpus`` GPUs of ``system``, fastest first (ties
+    to the one with more memory to spare); a placement fits when its peak memory leaves
+    ``headroom_bytes`` of the usable capacity free. ``baseline`` ("tp=8,pp=16,...") prices
+    the best placement of that shape and ranks it among the fitting ones. ``finetune`` (a
+    ``ledger.finetune.FineTune``): what trains, priced by ``ledger.placement.tuned`` in every
+    candidate; ``facts``: the run's dropout, loss (an indexer loss off Megatron refused as a
+    config refuses it) and compile (``RUN_FACTS``; None: the framework's), what its host
+    runs (``HOST_FACTS``), its expert TP and dispatcher (``EXPERT_FACTS``: held_experts)."""
     require_positive("gpus", gpus)
     require_positive("global_batch", global_batch)
     base_pins = parse_baseline(baseline) if baseline is not None else None
     start = time.perf_counter()
     fw = get_framework(framework)
+    check_held_loss((facts or {}).get("indexer_loss"), fw, framework)
     held = held_experts(model, facts)
     pins = offload_pins(pins, (facts or {}).get("offload_activation_layers") or 0)
     pins = graph_pins(pins, (facts or {}).get("cuda_graph") or ())
