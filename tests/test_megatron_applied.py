@@ -168,6 +168,8 @@ CASES = {
     "--exp-avg-dtype": (PRECISION_AWARE, "--exp-avg-dtype bf16"),
     "--exp-avg-sq-dtype": (PRECISION_AWARE, "--exp-avg-sq-dtype bf16"),
     "--main-params-dtype": (PRECISION_AWARE, "--main-params-dtype fp16"),
+    # bf16 main grads leave the DDP's buffer in the params' bf16 (arguments.py L1214-1217)
+    "--main-grads-dtype": (PRECISION_AWARE, "--main-grads-dtype bf16"),
     "--recompute-modules": ("--recompute-granularity selective", "--recompute-modules mlp"),
     # the host's launches (step/host.py): a dropless MoE layer waits on the host, graphs
     # take their scopes' launches off it

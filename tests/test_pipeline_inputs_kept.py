@@ -102,3 +102,35 @@ def test_fp32_grad_copies_are_the_optimizers(kw, copied):
     """llama3-8b on one pipeline rank: 4 B a parameter of the rank's (sharded) gradients
     while a gradient buffer not in fp32 is stepped, kept to the next zero_grad."""
     assert _after(**kw) == pytest.approx(4 * copied, rel=1e-9, abs=8)
+
+
+# -- the precision-aware optimizer as a launch sets it, fp32 dtypes included: Megatron-LM
+# d98e8a64 optimizer_config.py L407-414 (use_precision_aware_optimizer_no_fp8_or_ds_fp8: the
+# flag, and fp32 main params with no FP8 recipe or delayed scaling), distrib_optimizer.py
+# L2784-2791 (decoupled_grad: a view of the buffer, no copy; else .float() of the shard);
+# arguments.py L1209-1217 (--main-grads-dtype bf16 leaves --accumulate-allreduce-grads-in-fp32
+# off: the buffer in the params' bf16, param_and_grad_buffer.py L924) ---------------------
+LAUNCH = ("--grad-reduce-in-bf16", "--main-grads-dtype bf16")
+
+
+@pytest.mark.parametrize("grads", LAUNCH)
+@pytest.mark.parametrize("fp8,copied", [("", 0), (" --fp8-format hybrid --fp8-recipe mxfp8",
+                                                  N8B // 8)])
+def test_a_launch_s_precision_aware_optimizer_at_fp32_dtypes(tmp_path, grads, fp8, copied):
+    """llama3-8b launched with --use-precision-aware-optimizer and its dtypes left at fp32,
+    the gradient buffer in bf16: the optimizer reads the bf16 buffer (decoupled_grad), no
+    fp32 copy, under BF16 or delayed scaling; under MXFP8 it steps fp32 main params and
+    copies the shard, 4 B a parameter over DP 8."""
+    from test_importers import megatron
+
+    from ledger.io.megatron.reader import read_launch
+    from ledger.model import llama3_8b
+
+    path = tmp_path / "a.sh"
+    path.write_text(megatron(f"--use-precision-aware-optimizer {grads}{fp8}"))
+    flags = read_launch(str(path), gpus=64).flags
+    assert flags.get("grad_dtype") == "bf16"
+    state = {k: flags[k] for k in ("grad_dtype", "master_dtype", "exp_avg_dtype",
+                                   "exp_avg_sq_dtype", "precision") if k in flags}
+    after = place(llama3_8b(), ParallelConfig(dp=8, zero_stage=1, **state)).memory_by_rank[-1]
+    assert after.after_step_bytes == pytest.approx(4 * copied, rel=1e-9, abs=8)

@@ -82,7 +82,9 @@ end, so present at every point of a step and in the memory left after it.
   mixed-precision optimizers a gradient buffer kept in bf16 (--grad-reduce-in-bf16) or
   fp16 (--fp16) is copied to fp32 for the step, the distributed optimizer's shard or the
   whole buffer without it, unless the precision-aware optimizer reads the buffer itself
-  (with non-fp32 main params, no FP8 recipe or delayed scaling, or CPU offload) or
+  (with non-fp32 main params, no FP8 recipe or delayed scaling, or CPU offload; any state
+  dtype given, fp32 too, is that optimizer, as a launch's --use-precision-aware-optimizer
+  is read: ledger.io.megatron.flags.state_dtypes) or
   Megatron-FSDP holds the gradients; the copies stay until the next step's zero_grad -
   priced at the optimizer step and after it (SOURCES["fp32_grad_copy"]).
 - What a pipeline rank keeps after the step (``kept_input_tensors``): under Megatron's
@@ -329,9 +331,9 @@ def fp32_grad_copies(cfg, fw):
     if not fw.fp32_grad_copy or fw.grad_bytes >= 4 or getattr(
             cfg, "optimizer_offload_fraction", 0.0):
         return False
-    master = getattr(cfg, "master_dtype", None)
-    aware = any(getattr(cfg, f, None) for f in ("master_dtype", "exp_avg_dtype",
-                                                "exp_avg_sq_dtype"))
+    master = getattr(cfg, "master_dtype", None)  # a dtype given (fp32 too): precision-aware
+    aware = any(getattr(cfg, f, None) is not None for f in ("master_dtype", "exp_avg_dtype",
+                                                            "exp_avg_sq_dtype"))
     recipe = fw.fp8.name if fw.fp8 is not None else None
     decoupled = aware and (master not in (None, "fp32") or recipe in (None, "delayed"))
     return np.less(cfg.zero_stage, 2) & (not decoupled)

@@ -309,11 +309,24 @@ def model_spec(ns: dict, name: str, vocab_rows: int) -> ModelSpec:
         raise LedgerError("from_megatron", f"{name}: {e}") from None
 
 
+def bf16_grads(ns: dict) -> bool:
+    """Whether a --bf16 launch keeps its gradient buffer in bf16: --grad-reduce-in-bf16,
+    Megatron-FSDP's --megatron-fsdp-main-grads-dtype bf16, or the precision-aware
+    optimizer's --main-grads-dtype bf16 - only fp32 main grads turn
+    --accumulate-allreduce-grads-in-fp32 on (arguments.py L1209-1217 @d98e8a64), the DDP's
+    grad_reduce_in_fp32 (training.py L2635), else the buffer is in the params' dtype
+    (param_and_grad_buffer.py L924); without the precision-aware optimizer Megatron
+    refuses a bf16 one (optimizer_config.py L469-471)."""
+    return bool(ns["grad_reduce_in_bf16"] or (
+        ns["use_megatron_fsdp"] and ns.get("megatron_fsdp_main_grads_dtype") == "bf16") or (
+        ns["bf16"] and not ns["use_megatron_fsdp"] and ns.get("use_precision_aware_optimizer")
+        and ns.get("main_grads_dtype") == "bf16"
+        and not ns.get("accumulate_allreduce_grads_in_fp32")))
+
+
 def precision(ns: dict) -> tuple[str, list[str]]:
     """The ledger's precision for the launch, and what it cannot express."""
     unpriced = []
-    bf16_grads = ns["grad_reduce_in_bf16"] or (
-        ns["use_megatron_fsdp"] and ns.get("megatron_fsdp_main_grads_dtype") == "bf16")
     for width, gather in (("fp8", "fp8_param_gather"), ("fp4", "fp4_param_gather")):
         # --fp8-format / --fp4-format (transformer_config.py:587-588, :673-692)
         if not ns.get(width):
@@ -332,5 +345,5 @@ def precision(ns: dict) -> tuple[str, list[str]]:
     if ns["fp16"]:
         return "fp16", unpriced
     if ns["bf16"]:
-        return ("bf16" if bf16_grads else "bf16-fp32grad"), unpriced
+        return ("bf16" if bf16_grads(ns) else "bf16-fp32grad"), unpriced
     return "fp32", unpriced

@@ -72,7 +72,7 @@ transformer-impl use-flash-attn use-mcore-models use-rope-scaling weight-decay
 timing-log-level timing-log-option
 no-fp8-wgrad sgd-momentum tp-comm-overlap-cfg
 moe-enable-deepep
-attention-dropout main-grads-dtype muon-momentum muon-nesterov muon-scale-mode
+attention-dropout muon-momentum muon-nesterov muon-scale-mode
 muon-extra-scale-factor muon-coefficient-type muon-fp32-matmul-prec muon-use-syrk muon-no-split-qkv
 use-torch-optimizer-for-cpu-offload no-pin-cpu-grads no-pin-cpu-params
 squared-relu megatron-fsdp-grad-comm-dtype
@@ -81,11 +81,9 @@ squared-relu megatron-fsdp-grad-comm-dtype
 # L1743-1752);
 # use-torch-optimizer-for-cpu-offload: overridden for adam (optimizer/__init__.py L515-521),
 # torch's SGD for sgd, priced alike; no-pin-cpu-grads / -params: the host copies' pinning;
-# main-grads-dtype: the precision-aware optimizer's copy of a shard's grads during the step,
-# a transient the megatron convention does not price at either dtype; squared-relu: a
-# non-gated MLP like the default gelu (argument_utils.py L320-322 @d98e8a64 sets only the
-# activation), the same two matrices, one elementwise pass and one fc1-wide tensor kept for
-# backward (torch.pow(F.relu(x), 2), activations.py L9-11: relu's output, pow's input);
+# squared-relu: a non-gated MLP like the default gelu (argument_utils.py L320-322 @d98e8a64
+# sets only the activation), the same two matrices, one elementwise pass and one fc1-wide
+# tensor kept for backward (torch.pow(F.relu(x), 2), activations.py L9-11: relu's output, pow's input);
 # with --swiglu it is refused (model.refusals); megatron-fsdp-grad-comm-dtype: the FSDP
 # gradient reduce-scatter's wire dtype, at the main grads' dtype no extra buffer
 # (distributed_data_parallel_config.py L201-212) - another dtype is named
@@ -142,7 +140,8 @@ first-last-layers-bf16 num-layers-at-start-in-bf16 num-layers-at-end-in-bf16
 no-gradient-accumulation-fusion
 enable-mhc-connections mhc-num-residual-streams
 muon-num-ns-steps muon-tp-mode muon-scalar-optimizer
-use-precision-aware-optimizer main-params-dtype exp-avg-dtype exp-avg-sq-dtype attention-backend
+use-precision-aware-optimizer main-grads-dtype main-params-dtype exp-avg-dtype exp-avg-sq-dtype
+attention-backend
 cpu-offloading-num-layers optimizer-cpu-offload optimizer-offload-fraction
 overlap-cpu-optimizer-d2h-h2d fine-grained-activation-offloading offload-modules
 activation-offload-fraction cross-entropy-loss-fusion cross-entropy-fusion-impl
