@@ -355,20 +355,3 @@ def test_optimizer_instances_divide_the_expert_data_parallel_size(tmp_path, caps
         read_launch(str(path))
     path.write_text(base + "--expert-model-parallel-size 1\n")
     assert read_launch(str(path)).flags["num_distributed_optimizer_instances"] == 2
-
-
-def test_the_uneven_chunk_gap_docs_memory_names(tmp_path):
-    """docs/memory.md's "Not yet" on interleaved chunks of unequal layer counts: the PP 4 x
-    VP 2 case with a 0-layer last chunk, named with the command that prints it, is 13% under
-    at its peak on each platform it runs on (the measured figures are the golden files')."""
-    from pathlib import Path
-
-    case = "gpt/gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_pipeline_split"
-    page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "memory.md")
-                    .read_text(encoding="utf-8").split())
-    assert f"`{case}`" in page
-    assert "`python benchmarks/megatron_goldens.py | grep account_for_embedding_loss`" in page
-    for platform in ("dgx_a100", "dgx_gb200", "dgx_h100"):
-        rows, why = price_one(_golden(case, platform), str(tmp_path))
-        allocated = next(r for r in rows if r.metric == "allocated")
-        assert -0.14 < allocated.error < -0.13, (platform, allocated.error)  # 13.3-13.5%

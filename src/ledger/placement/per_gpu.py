@@ -47,6 +47,7 @@ from ledger.placement.experts import check_model
 from ledger.placement.footprint import (MemoryBreakdown, RankParts, buffer_bytes,
                                         cp_buffer_bytes, divisors, expert_divisors,
                                         logits_elements, peak_memory, point_bytes, shard_state)
+from ledger.placement.chunks import own_chunks, stage_weights
 from ledger.placement.layers import (activation_bytes_per_layer, inflight_kinds,
                                      largest_layer_params, layer_activation_bytes, layer_kinds,
                                      layer_offloaded_bytes, layer_stashed_bytes,
@@ -246,6 +247,7 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
     layout = (cfg.pp, cfg.vp, cfg.schedule, split, "ends")  # the split as given
     alive = inflight_kinds(model, cfg.pp, cfg.vp, cfg.schedule, split)[1]  # as in flight
     per_kind = [layer_activation_bytes(model, cfg, k) for k in kinds]
+    weights = stage_weights(model, cfg, split, kinds, per_kind)  # each model stage's bytes
     work = max(layer_working_bytes(model, cfg, k) for k in kinds) * fw.working_set
     grads_at_loss = fw.grads_persist or cfg.num_microbatches > 1
     states = rank_states(model, cfg, st, optimizer, counts, kinds, gpu)
@@ -253,20 +255,22 @@ def _rank_inputs(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,
         state = optim_offload.on_gpu(offloading.on_gpu(state, cfg.offload), cfg)
         named = framework_buffers(model, cfg, [k for k, n in zip(kinds, counts[r]) if n], fw,
                                   getattr(gpu, "generation", ""), r)
-        acts = sum(n * a for n, a in zip(alive[r], per_kind)) + bf16_activation_bytes(
-            model, cfg, fw, r, layout, kinds, counts, alive)  # the recipe's BF16 layers
+        chunks = inflight[min(r, len(inflight) - 1)]
+        own, at_loss = own_chunks(cfg, weights, r, chunks)  # its chunks' own (placement.chunks)
+        acts = (sum(n * a for n, a in zip(alive[r], per_kind)) if own is None else own) + \
+            bf16_activation_bytes(model, cfg, fw, r, layout, kinds, counts, alive)  # BF16
         parts = rank_parts(model, cfg, fw, r, state, acts,
                            work, held[r], per_param, named,
                            context_buffers(model, cfg) if context is None else context)
-        chunks = inflight[min(r, len(inflight) - 1)]
         point = (chunks, 0, 0, 0, 0) if cfg.pp == 1 else held_closed(
             cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, fw.pipeline_outputs,
             inflight=chunks, grads_kept=fw.pipeline_input_grads)
         parts = with_stash(parts, stash_buffer_bytes(cfg, sum(  # placement.stash
             n * layer_stashed_bytes(model, cfg, k) for n, k in zip(alive[r], kinds)), point[0]))
         yield r, parts, tuple(float(x) for x in point), grads_at_loss, None if cfg.pp == 1 \
-            else grad_sets(cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp,
-                           not fw.grads_persist, inflight=chunks, group=cfg.vp_group)
+            else [(a, b, c * at_loss, d) for a, b, c, d in grad_sets(  # placement.chunks
+                cfg.schedule, r, cfg.pp, cfg.num_microbatches, cfg.vp, not fw.grads_persist,
+                inflight=chunks, group=cfg.vp_group)]
 
 
 def memory_by_rank(model: ModelSpec, cfg: ParallelConfig, st: StateBytes,

@@ -30,7 +30,7 @@ from ledger.placement.graphs import graph_buffers
 from ledger.placement.layers import layer_stashed_bytes
 from ledger.placement.stash import stash_buffer_bytes, with_stash
 from ledger.plan.experts import grid_context
-from ledger.plan.grid_points import schedule_points
+from ledger.plan.grid_points import own_chunks, schedule_points
 from ledger.plan.offloads import grid_offload
 from ledger.plan.pins import RECOMPUTES, SCHEDULES
 from ledger.plan.rows import groups, present
@@ -319,7 +319,8 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         cfg.tp, cfg.ep = tp, ep
         points = schedule_points(g, sel, fw, pp, vp, counts, count_of, memo)
         alive = inflight_kinds(model, pp, vp, sched, None, fw.split)[1]  # as in flight
-        stage_act = act[sel] @ alive.T  # the product whole: its last bits vary with its shape
+        stage_act, at_loss = own_chunks(model, g, sel, pp, vp, sched, fw.split, act[sel],
+                                        act[sel] @ alive.T)  # whole: its last bits vary
         w16 = bf16_weights(model, fw, (pp, vp, sched, None, fw.split),  # the recipe's BF16
                            *layer_kinds(model, pp, vp, sched, None, fw.split), alive)  # layers
         if w16 is not None:
@@ -366,8 +367,9 @@ def _grid_memory(model, g, fw, per_param, flash, precision, finetune, optimizer,
         parts = with_stash(parts, stash_buffer_bytes(cfg, (stashed[sel] @ alive.T)[:, reps],
                                                      point[0]))  # the MoE paged stash's
         grads_at_loss = fw.grads_persist | (cfg.num_microbatches > 1)
-        mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss,
-                              None if depth == 1 else [tuple(s) for s in lazy]).max(axis=1)
+        lazy[:, 2] *= at_loss[:, reps]  # a rank's own chunks at its loss (placement.chunks)
+        mem[sel] = peak_total(parts, tuple(point), cfg, fw, grads_at_loss, None if depth == 1
+                              and (at_loss == 1).all() else [tuple(s) for s in lazy]).max(axis=1)
         state = st.params_bytes + st.grads_bytes + st.optim_bytes
         heaviest = state.argmax(axis=1)  # the optimizer step reads and writes its state
         rows = np.arange(len(sel))

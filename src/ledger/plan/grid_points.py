@@ -37,3 +37,32 @@ def schedule_points(g, sel, fw, pp, vp, counts, count_of, memo) -> list:
             memo[key] = table, sets
         out.append((code, rows, inv[rows], *memo[key]))
     return out
+
+
+def own_chunks(model, g, sel, pp: int, vp: int, shape: str, rule: str, act, stage_act):
+    """The group's stage activations (rows x ranks, ``act @ alive.T``) with each rank whose
+    model chunks differ priced by its own chunks in flight, as one placement prices it
+    (``ledger.placement.chunks``), and the factor on its chunks in flight at its loss
+    (rows x ranks, 1 elsewhere); ``act``: the group's rows' saved bytes per layer kind."""
+    from ledger.pipeline import placement_pipeline
+    from ledger.placement.chunks import chunk_acts, rank_points, uneven_ranks
+    from ledger.placement.layers import layer_kinds
+    from ledger.placement.stages import split_layers
+
+    at_loss = np.ones_like(stage_act)
+    if pp == 1:
+        return stage_act, at_loss
+    kinds = layer_kinds(model, pp, vp, shape, None, rule)[0]
+    split = split_layers(model.layers, pp, vp, shape, rule)
+    scheds, counts = g["sched"][sel], g["m"][sel]
+    for code in present(scheds):
+        name = SCHEDULES[code]
+        for m in np.unique(counts[scheds == code]):
+            uneven = uneven_ranks(model, pp, vp, name, split, int(m), kinds)
+            rows = (scheds == code) & (counts == m)
+            inflight = placement_pipeline(name, pp, int(m), vp)[1] if uneven else ()
+            for r, per_stage in uneven.items():
+                every, loss = rank_points(name, pp, int(m), vp, None, r, len(split) - 1)
+                stage_act[rows, r], at_loss[rows, r] = chunk_acts(
+                    act[rows] @ per_stage.T, every, loss, inflight[r])
+    return stage_act, at_loss
