@@ -114,22 +114,34 @@ def chunk_acts(weights, every: np.ndarray, loss: np.ndarray, chunks):
 
 
 def stage_weights(model, cfg, split, kinds, per_kind) -> np.ndarray:
-    """Per model stage, the saved bytes of one micro-batch through it (one placement): its
-    layers at ``per_kind`` (one layer's saved bytes per kind)."""
-    return stage_kinds(model, split, kinds) @ np.asarray(per_kind, dtype=float)
+    """Per model stage, the saved bytes of one micro-batch through it (one placement):
+    its layers at ``per_kind`` (one layer's saved bytes per kind), or under Megatron's
+    block recompute each stage's first ``recompute_layers`` at a recomputed layer's bytes
+    and the rest (the MTP layers among them) whole (``layers.block_recomputed``)."""
+    from ledger.placement.layers import block_recomputed, layer_activation_bytes
+
+    counts = stage_kinds(model, split, kinds)
+    again = block_recomputed(model, cfg, split, kinds)
+    if again is None:
+        return counts @ np.asarray(per_kind, dtype=float)
+    kept, whole = (np.array([layer_activation_bytes(model, cfg, k, share=x) for k in kinds])
+                   for x in (1.0, 0.0))
+    return again @ kept + (counts - again) @ whole
 
 
 def own_chunks(cfg, weights, rank: int, chunks):
     """(rank ``rank``'s stage activations per in-flight micro-batch, or None where the even
     weighting of ``layer_kinds`` prices it; the factor on its chunks in flight at its loss)
-    for one config (``per_gpu``): ``weights`` per model stage (``stage_weights``)."""
+    for one config (``per_gpu``): ``weights`` per model stage (``stage_weights``). Under a
+    block recompute always its own: alike chunks sum their weights."""
     from ledger.pipeline.simulator import MAX_PASSES, passes
 
+    block = getattr(cfg, "recompute_layers", None) is not None and cfg.recompute == "full"
     stages = rank_stages(cfg.pp, cfg.vp, cfg.schedule)[rank]
     w = np.asarray(weights)[stages]
     if cfg.schedule in BIDIRECTIONAL or (w == w[0]).all() or cfg.pp == 1 or \
             passes(cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp) > MAX_PASSES:
-        return None, 1.0
+        return (float(w.sum()) if block and cfg.schedule not in BIDIRECTIONAL else None), 1.0
     every, loss = rank_points(cfg.schedule, cfg.pp, cfg.num_microbatches, cfg.vp,
                               getattr(cfg, "vp_group", None), rank, len(weights) - 1)
     acts, at_loss = chunk_acts(w, every, loss, chunks)

@@ -22,8 +22,8 @@ from ledger.frameworks.module_formats import saved_delta
 from ledger.model import ModelSpec
 from ledger.placement.act_offload import offloaded_bytes
 from ledger.placement.ep_buffers import dispatch_handle_bytes, row_id_map_share
-from ledger.placement.stages import (BIDIRECTIONAL, each_layer_kind, rank_stages, split_layers,
-                                     stage_starts)
+from ledger.placement.stages import (BIDIRECTIONAL, config_split, each_layer_kind, rank_stages,
+                                     split_layers, stage_starts)
 
 
 def _layer_kw(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
@@ -61,7 +61,8 @@ def _table(model, fw, cfg, fp8_qkv: bool):
 
 
 def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompute=None,
-                           dropout=None, offload: bool = True, fp8_qkv: bool = True):
+                           dropout=None, offload: bool = True, fp8_qkv: bool = True,
+                           share=None):
     """One layer's saved bytes (``ledger.arch.activations``) as the config's framework keeps
     them: Korthikanti's GPT accounting under ``ideal`` (the seed's figure), the tensors
     its own modules save otherwise. ``kind``: the layer's ``LayerKind`` (or an (MoE?,
@@ -70,7 +71,8 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
     the untouched layers. ``offload``: CPU-offloaded layers' bytes live on the host (what
     the GPU holds); False - every layer's bytes, what its kernels write (the step's
     elementwise traffic: an offloaded layer writes them all the same); ``fp8_qkv``:
-    ``_layer_kw``'s."""
+    ``_layer_kw``'s; ``share``: the recomputed share under full recompute (None:
+    ``recomputed_share``; 1 a recomputed layer, 0 one run whole)."""
     kw = _layer_kw(model, cfg, kind, flash, recompute, dropout, fp8_qkv)
     adapters = _adapters(model, cfg, kw)
     acts = layer_activations(model, **kw)
@@ -86,7 +88,7 @@ def layer_activation_bytes(model: ModelSpec, cfg, kind=None, flash=None, recompu
         handle = offload * dispatch_handle_bytes(model, cfg, kind, kw["recompute"])
         return (adapters + kept) * (1 - layers / model.layers) + handle
     kept = kept / getattr(cfg, "recompute_group", 1)  # one input kept per group
-    share = recomputed_share(model, cfg)
+    share = recomputed_share(model, cfg) if share is None else share
     if share == 1:
         return kept
     whole = adapters + layer_activations(model, **(kw | {"recompute": "none"})).total_bytes \
@@ -123,18 +125,41 @@ def layer_offloaded_bytes(model: ModelSpec, cfg, kind=None) -> float:
     return offloaded_bytes(model, cfg, kind, kw["table"], layer_activations(model, **kw))
 
 
-def recomputed_share(model: ModelSpec, cfg) -> float:
+def recomputed_share(model: ModelSpec, cfg, whole: bool = False) -> float:
     """The share of a rank's layers full recompute runs again: every n-th
     (``recompute_every``, torchtitan's selective layer AC), or the first
-    ``recompute_layers`` of each model chunk (Megatron --recompute-method block,
-    transformer_block.py _checkpointed_forward), over the mean chunk of layers / (pp vp)."""
+    ``recompute_layers`` of each model chunk (Megatron --recompute-method block: each
+    chunk's TransformerBlock checkpoints its layers below the count, recompute.py L167-180
+    @d98e8a64, num_layers_per_pipeline_rank its own layers, transformer_block.py L334) on
+    the rank that paces the pipeline - the most layers, then the most recomputed (the step
+    time's; the memory prices each chunk's own, ``block_recomputed``) - or, ``whole``,
+    over the whole model (the hardware FLOPs)."""
     share = 1 / getattr(cfg, "recompute_every", 1)
     n = getattr(cfg, "recompute_layers", None)
     if n is not None:
-        chunk = model.layers / (cfg.pp * cfg.vp)
-        share = share * min(n, chunk) / chunk
+        split = config_split(model, cfg)
+        held = [(sum(split[s] for s in st), sum(min(n, split[s]) for s in st))
+                for st in ([range(len(split))] if whole else
+                           rank_stages(cfg.pp, cfg.vp, cfg.schedule))]
+        layers, again = max(held)
+        share = share * (again / layers if layers else 1.0)
     return share
 
+
+def block_recomputed(model: ModelSpec, cfg, split, kinds) -> np.ndarray | None:
+    """Per model stage and kind, the layers --recompute-method block runs again: the first
+    ``recompute_layers`` of the stage's own (``recomputed_share``), the MTP layers on the
+    last stage none (multi_token_prediction.py L1630-1640 @d98e8a64: block is not
+    supported there and they run whole); None without a block recompute."""
+    n = getattr(cfg, "recompute_layers", None)
+    if n is None or getattr(cfg, "recompute", None) != "full":
+        return None
+    each, starts = each_layer_kind(model), stage_starts(split)
+    out = np.zeros((len(split), len(kinds)))
+    for st, count in enumerate(split):
+        for key in each[starts[st]:starts[st] + min(n, count)]:
+            out[st, kinds.index(key)] += 1
+    return out
 
 def _adapters(model: ModelSpec, cfg, kw: dict):
     """What a fine-tune's LoRA adapters save in one layer (``ledger.arch.adapters``)."""

@@ -373,7 +373,7 @@ def estimate(model: ModelSpec, cfg: ParallelConfig, system: System,
     model_flops = finetune_flops_per_token(model, cfg.finetune) * global_tokens
     hw_flops = model_flops + recompute_flops_per_token(
         model, cfg.recompute, share=op_share(model, cfg),
-        every=1 / recomputed_share(model, cfg), modules=cfg.recompute_modules) \
+        every=1 / recomputed_share(model, cfg, whole=True), modules=cfg.recompute_modules) \
         * global_tokens
     hbm = system.gpu.hbm_bytes
     room = Capacity(system.gpu.name, hbm, hbm * cal.memory_reserve, system.host_memory_bytes)
