@@ -296,9 +296,11 @@ def test_megatron_virtual_stage_flags_are_checked(tmp_path, extra, needle):
 
 def test_megatron_state_dtypes_are_priced(tmp_path):
     """--grad-reduce-in-bf16 halves the fp32 gradient buffer; the precision-aware
-    optimizer's bf16 moments halve Adam's 8 B of moments (fp32 master kept): per
-    parameter 2 + 4 + 4 + 8 -> 2 + 2 + 4 + 4 (Megatron arguments.py L1209-1213,
-    L3667-3684 @d98e8a64), the optimizer's state sharded over DP 2."""
+    optimizer's bf16 moments halve Adam's 8 B of moments, and its fp32 master of a bf16
+    param is TE FusedAdam's 16-bit remainders: per parameter 2 + 4 + 4 + 8 -> 2 + 2 + 2 + 4
+    (Megatron arguments.py L1209-1213, L3667-3684, optimizer/__init__.py L571-588
+    @d98e8a64; TE fused_adam.py L213-215, L414-415 @d0067d0d), the optimizer's state
+    sharded over DP 2."""
     def state(name, extra):
         f = write(tmp_path, name, megatron(extra))
         code, out, err = run("report", "--from-megatron", f, "--json")
@@ -309,8 +311,27 @@ def test_megatron_state_dtypes_are_priced(tmp_path):
     low = state("b.sh", "--grad-reduce-in-bf16 --use-precision-aware-optimizer "
                         "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --main-grads-dtype bf16")
     assert low["grads_bytes"] == pytest.approx(base["grads_bytes"] / 2)
-    assert low["optim_bytes"] == pytest.approx(base["optim_bytes"] * 8 / 12)
+    assert low["optim_bytes"] == pytest.approx(base["optim_bytes"] * 6 / 12)
     assert low["params_bytes"] == base["params_bytes"]
+
+
+@pytest.mark.parametrize("extra,optim", [
+    # fp32 main params, no FP8: TE holds the masters, 16-bit remainders of the bf16 params
+    # (optimizer/__init__.py L571-588, optimizer_config.py L192 @d98e8a64; TE fused_adam.py
+    # L213-215, L414-415, L626 @d0067d0d) beside fp32 moments: 2 + 8 of 12
+    ("--use-precision-aware-optimizer", 10),
+    ("--use-precision-aware-optimizer --main-params-dtype fp16", 10),  # an fp16 master
+    # MXFP8: Megatron's own fp32 main params (distrib_optimizer.py L422-446), no TE masters
+    ("--use-precision-aware-optimizer --fp8-format hybrid --fp8-recipe mxfp8", 12),
+    ("", 12)])
+def test_megatron_precision_aware_masters(tmp_path, extra, optim):
+    f = write(tmp_path, "a.sh", megatron(""))
+    code, out, err = run("report", "--from-megatron", f, "--json")
+    base = json.loads(out)["per_gpu"]["optim_bytes"]
+    f = write(tmp_path, "b.sh", megatron(extra))
+    code, out, err = run("report", "--from-megatron", f, "--json")
+    assert code == 0, err
+    assert json.loads(out)["per_gpu"]["optim_bytes"] == pytest.approx(base * optim / 12)
 
 
 def test_megatron_cpu_activation_offload_is_priced(tmp_path):

@@ -167,7 +167,11 @@ CASES = {
                                         "--use-precision-aware-optimizer"),
     "--exp-avg-dtype": (PRECISION_AWARE, "--exp-avg-dtype bf16"),
     "--exp-avg-sq-dtype": (PRECISION_AWARE, "--exp-avg-sq-dtype bf16"),
-    "--main-params-dtype": (PRECISION_AWARE, "--main-params-dtype fp16"),
+    # at fp32 main params TE keeps 16-bit remainders of the bf16 params, an fp16 master's
+    # bytes; under an FP8 recipe Megatron keeps fp32 main params itself (optimizer_config.py
+    # L407-414 @d98e8a64; tensorwise here, Hopper), and fp16 ones hand the masters to TE
+    "--main-params-dtype": (PRECISION_AWARE + " --fp8-format hybrid --fp8-recipe tensorwise",
+                            "--main-params-dtype fp16"),
     # bf16 main grads leave the DDP's buffer in the params' bf16 (arguments.py L1214-1217)
     "--main-grads-dtype": (PRECISION_AWARE, "--main-grads-dtype bf16"),
     "--recompute-modules": ("--recompute-granularity selective", "--recompute-modules mlp"),

@@ -192,7 +192,9 @@ def of(cfg) -> Framework:
     explicit precision if it names one, with the state dtypes it sets (``with_dtypes``)."""
     fw = get(getattr(cfg, "framework", DEFAULT), getattr(cfg, "precision", None))
     return with_dtypes(fw, *(getattr(cfg, f, None) for f in (
-        "grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")))
+        "grad_dtype", "master_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")),
+        precision=getattr(cfg, "precision", None),
+        offload=bool(getattr(cfg, "optimizer_offload_fraction", 0.0)))
 
 
 def get(name: str, precision: str | None = None) -> Framework:

@@ -112,15 +112,15 @@ def _nvls_grid(g, system, facts):
 
 def _price(model, system, cal, g, precision, optimizer, framework, progress=None,
            flash=True, finetune=None, facts=None, pins: Pins = Pins(), timed=None):
-    """Step time (s) and peak memory (bytes) of every candidate, and its breakdown;
-    ``timed(mem, host)``: which candidates' time to price (the rest keep an infinite step
-    and no breakdown), by default all."""
+    """Step time (s) and peak memory (bytes) of every candidate, and its breakdown; ``timed(mem,
+    host)``: which candidates' time to price (the rest an infinite step, no breakdown)."""
     system = nccl_system(system, (facts or {}).get("nccl_nvls"))  # timing as memory prices it
     count = len(g["tp"])
     step = np.full(count, np.inf)
     parts: dict[str, np.ndarray] = {}
     dtypes = {k: v for k, v in (facts or {}).items() if k in DTYPE_FACTS and v is not None}
-    fw = with_dtypes(get_framework(framework, precision), *(dtypes.get(k) for k in DTYPE_FACTS))
+    fw = with_dtypes(get_framework(framework, precision), *(dtypes.get(k) for k in DTYPE_FACTS),
+                     precision=precision)
     st_total = resident_state(model, ParallelConfig(framework=framework, precision=precision,
                                                     **dtypes), optimizer)
     node = min(system.gpus_per_node, int(g["tp"][0] * g["cp"][0] * g["pp"][0] * g["dp"][0])) \
