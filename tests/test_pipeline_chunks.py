@@ -124,3 +124,31 @@ def test_alike_chunks_are_priced_as_before():
     kinds = layer_kinds(model, 2, 2, "interleaved")[0]
     assert uneven_ranks(model, 2, 2, "interleaved", [2, 2, 2, 2], 4, kinds) == {}
     assert list(uneven_ranks(model, 2, 2, "interleaved", [1, 2, 2, 3], 4, kinds)) == [0, 1]
+
+
+@pytest.mark.parametrize("flags,want", [
+    ("--account-for-loss-in-pipeline-split", [8, 8, 8, 7]),  # the ends rule: 7 8 8 8
+    ("--account-for-embedding-in-pipeline-split", [7, 8, 8, 8]),
+    ("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
+     "--num-layers 30 --num-virtual-stages-per-pipeline-rank 2", [3, 4, 4, 4, 4, 4, 4, 3])])
+def test_a_launch_s_account_for_split_is_megatron_s(tmp_path, flags, want):
+    """The layer slots' split as get_num_layers_to_build makes it (module docstring): the
+    embedding's slot off the first model stage, the loss's off the last."""
+    from test_importers import megatron
+
+    from ledger.cli.commands import parse_args, report_placement
+    from ledger.cli.inputs import source
+
+    text = megatron(flags).replace("--num-layers 32", "--num-layers 31") \
+        .replace("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2",
+                 "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4")
+    if "--num-layers 30" in flags:
+        text = text.replace("--num-layers 31 ", "")
+    path = tmp_path / "a.sh"
+    path.write_text(text)
+    a = parse_args(["report", "--from-megatron", str(path), "--gpus", "64"])
+    a.launch = source(a)
+    cfg = report_placement(a)[1]
+    assert list(cfg.stage_layers) == want
+    assert megatron_layers(sum(want), 4, len(want) // 4, "embedding" in flags,
+                           "loss" in flags) == want

@@ -37,7 +37,7 @@ PLAN_NOT_HELD = {"wgrad_deferral": "--defer-embedding-wgrad-compute",
                  "num_distributed_optimizer_instances": "--num-distributed-optimizer-instances"}
 # what a launch file sets that no CLI flag types (``ledger.io.megatron.flags``): the experts'
 # paged stash (Megatron-Bridge's recipes and Megatron launches only)
-FROM_FILE_ONLY = ("paged_stash",)
+FROM_FILE_ONLY = ("paged_stash", "stage_layers")  # and a launch's account-for-* split
 # the launch flag whose expert TP plan holds (arguments.py L587-588 @d98e8a64: unset, it
 # is the run's tp, and follows each candidate's)
 PLAN_ETP = "--expert-tensor-parallel-size"
@@ -269,6 +269,8 @@ def stage_split(a: argparse.Namespace, model_) -> tuple[tuple[int, ...] | None, 
     (None, the stages per rank --vp and --schedule give)."""
     layout = getattr(a, "pipeline_layout", None)
     first, last = getattr(a, "decoder_first", None), getattr(a, "decoder_last", None)
+    if getattr(a, "stage_layers", None) is not None:  # a launch's (io.megatron.flags)
+        return tuple(a.stage_layers), vp(a)
     if layout is None and first is None and last is None:
         return None, vp(a)
     if a.pp == 1:

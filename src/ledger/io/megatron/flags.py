@@ -367,6 +367,9 @@ def _pipeline(ns: dict, path: str, own_split: bool = False) -> dict:
         raise LedgerError("from_megatron", f"{named} do not divide over pp({pp}) * "
                                            f"vp({out['vp']}) = {stages} stages in {path}; "
                                            f"Megatron refuses the split")
+    if pp > 1 and (emb or loss) and not own_split:  # the slots' layers: one fewer on the
+        out["stage_layers"] = tuple(slots // stages - bool(emb) * (s == 0) - bool(loss) * (
+            s == stages - 1) for s in range(stages))  # first / last stage, L184-201
     return out
 
 
