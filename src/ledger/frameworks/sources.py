@@ -34,11 +34,7 @@ SOURCES: dict[str, dict[str, str]] = {
                        "optimizer); docs/user-guide/features/dist_optimizer.md L14-20",
         "grad_bytes": "Megatron-LM megatron/training/arguments.py L1204-1217 (--bf16 forces "
                       "fp32 grad accumulation and reduction unless --grad-reduce-in-bf16)",
-        "master_bytes": "theoretical_memory_usage.py L293-296 (fp32 main params); under the "
-                        "precision-aware optimizer without FP8 TE's FusedAdam keeps 16-bit "
-                        "remainders of bf16 params' fp32 masters (ledger.frameworks.dtypes."
-                        "REMAINDER_BYTES: optimizer/__init__.py L571-588 @d98e8a64, TE "
-                        "fused_adam.py L213-215, L414-415 @d0067d0d)",
+        "master_bytes": "theoretical_memory_usage.py L293-296 (fp32; dtypes.REMAINDER_BYTES)",
         "moment_bytes": "theoretical_memory_usage.py L293-296; arguments.py L3667-3684 (fp32 "
                         "exp_avg, exp_avg_sq)",
         "gathered_param_bytes": "dist_optimizer.md L36-48 (bf16 params all-gathered after "

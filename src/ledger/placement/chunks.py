@@ -18,7 +18,9 @@ the same layers); for a rank whose chunks differ, ``rank_points`` walks its own 
 forward adds a micro-batch (and every pass of the loss's stage), and ``chunk_acts`` takes
 the point where its chunks' saved bytes weigh most: the stage activations per in-flight
 micro-batch the footprint multiplies back, and the share of them alive while its loss runs.
-Report (``per_gpu``) and planner (``plan.grid_memory``) price it alike.
+Report (``per_gpu``) and planner (``plan.grid_memory``) price it alike. Under Megatron's
+block recompute each stage weighs its own first layers recomputed and the rest whole
+(``stage_weights``; report only: the planner does not search a partial recompute).
 
 Not here: DualPipe (``layers.inflight_kinds`` weighs its two copies), a schedule past the
 simulator's MAX_PASSES (weighed alike, as before), and the step time (the pipeline's
