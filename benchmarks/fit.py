@@ -23,21 +23,19 @@ What ships of stages 3 to 5 (ledger.step.DEFAULT's host_*_s, grouped_gemm_share 
 grace_host_scale; ledger.system.chips.BLACKWELL_SHARE and ULTRA_RATE) is their fixed point,
 the "ship" lines at the end.
 Stages 3, 4 and 5 run in rounds to their fixed point (ledger.render.fit_rounds): a round
-is stage 3, then 4, then 5, each holding the others at their latest values, from the
-shipped constants, until a round changes nothing - its constants are a fixed point, each
-stage's first line at the others'. An argmin on an axis's edge adds one point past it
-(one step of the axis's outermost spacing, within the axis's physical bounds,
-fit_rounds.BOUNDS) and the stage runs again; at most fit_rounds.MAX_ROUNDS rounds, and a
-round that repeats an earlier one's constants is reported as a cycle. Each round prints a
-line per stage; then each stage's first lines at the end, the constants to ship against
-the shipped ones, and whether they are stages 3 and 5's joint argmin (fit_rounds.jointly:
-a fixed point is an argmin along each stage's axes; rounds from another start can end at
-another). A stage's grid is priced in one time-model call per row (a few
+is stages 3 and 5 as one search (stage 3's grid at every Grace scale of stage 5's:
+fit_rounds.joint), then stage 4 holding them, from the shipped constants, until a round
+changes nothing - its constants are a fixed point. An argmin on an axis's edge adds one
+point past it (one step of the axis's outermost spacing, within the axis's physical
+bounds, fit_rounds.BOUNDS) and the search runs again; at most fit_rounds.MAX_ROUNDS
+rounds, and a round that repeats an earlier one's constants is reported as a cycle. Each
+round prints a line per stage; then each stage's first lines at the end and the constants
+to ship against the shipped ones. A stage's grid is priced in one time-model call per row (a few
 seconds; render.bridge_fit). tests/test_step.py and tests/test_host.py check that the
 shipped constants are stages 1 and 2's first lines and stages 3 to 5's argmin among their
 grid neighbours."""
 from ledger.render.bridge_fit import BLACKWELL, calibration_rows, edge_limited, grace_score
-from ledger.render.fit_rounds import HOST_AXES, jointly, rounds, shipped
+from ledger.render.fit_rounds import HOST_AXES, rounds, shipped
 from ledger.step import DEFAULT
 from ledger.system import GPUS
 from ledger.validation.bridge import CALIBRATION_RELEASE
@@ -65,10 +63,10 @@ def main() -> None:
           f"rows, {len(_timed())} that run; {' / '.join(BLACKWELL)} "
           f"{sum(r.gpu in BLACKWELL for r, *_ in _timed())}, "
           f"{sum(s.host_cpu == 'grace' for _, _, _, s, *_ in _timed())} on Grace hosts), "
-          f"in rounds from the shipped constants")
+          f"in rounds (stages 3 and 5 as one search, then 4) from the shipped constants")
     for last in rounds():
         print(f"round {last.number}")
-        for label, st in (("3", last.host), ("4", last.share), ("5", last.grace)):
+        for label, st in (("3", last.host), ("5", last.grace), ("4", last.share)):
             added = "".join(f", +{a} {_v(a, v)}" for a, v in st.added)
             print(f"  stage {label} (grid {' x '.join(str(len(g)) for g in st.grids)}"
                   f"{added}): {_point(st)}  mean |error| {st.ranking[0][0]:.2%}  max "
@@ -92,12 +90,6 @@ def main() -> None:
           f"{'IS' if now == was else 'is NOT'} the shipped set: calibration rows' mean "
           f"|error| {at[0][0]:.2%} (max {at[0][1]:.2%}), shipped {at[1][0]:.2%} "
           f"(max {at[1][1]:.2%})")
-    both = jointly(last)
-    mean, worst, host, g = both[0]
-    same = (host, g) == (now.host, now.grace)
-    print(f"stages 3 and 5 together (stage 3's grid at each of stage 5's {len(both)} scales, "
-          f"stage 4 held): argmin host ({', '.join(f'{v * 1e3:g}' for v in host)}) ms, grace "
-          f"{g:g}, mean |error| {mean:.2%}: {'the' if same else 'NOT the'} point reached")
 
 
 def _v(name: str, v: float) -> str:

@@ -84,58 +84,64 @@ def test_a_stage_extends_its_grid_until_the_argmin_is_bracketed():
     assert len(st.added) == fit_rounds.MAX_EXTENSIONS and st.edges == ("x", "y")
 
 
-def _toy(monkeypatch, grace_of_block, block_of_grace):
-    """Stages on one-point grids but the ones a toy couples: stage 3's block from the held
-    Grace scale, stage 5's scale from the held block; stage 4 returns its one point."""
+def _toy(monkeypatch, block_of_share, share_of_block, best_grace=1.0):
+    """Stages on small grids coupled as a toy: stage 3's best block from the held Blackwell
+    share, stage 5's best scale fixed, stage 4's best share from the held block."""
     def host(grids, cal, shares):
-        b = block_of_grace(cal.grace_host_scale)
-        return sorted((abs(p[0] - b), 0.0, *p) for p in product(*grids))
+        b = block_of_share(shares["b200"])
+        return sorted((abs(p[0] - b) + abs(cal.grace_host_scale - best_grace), 0.0, *p)
+                      for p in product(*grids))
 
-    def grace(grid, cal, shares):
-        g = grace_of_block(cal.host_block_s)
-        return sorted((abs(x - g), 0.0, x) for x in grid)
+    def share(*grids, cal):
+        x = share_of_block(cal.host_block_s)
+        return sorted((abs(p[0] - x), 0.0, *p) for p in product(*grids))
 
     monkeypatch.setattr(fit_rounds, "fit_host", host)
-    monkeypatch.setattr(fit_rounds, "fit_share", lambda *g, cal: [(0.0, 0.0, 0.5, 0.6, 1.3)])
-    monkeypatch.setattr(fit_rounds, "fit_grace", grace)
+    monkeypatch.setattr(fit_rounds, "fit_share", share)
     grids = {"host": ((1.0, 2.0, 3.0), (0.0,), (0.0,), (0.0,), (0.0,)),
-             "share": ((0.5,), (0.6,), (1.3,)), "grace": ((0.5, 1.0, 1.5, 2.0),)}
+             "share": ((0.4, 0.5, 0.6, 0.7), (0.6,), (1.3,)), "grace": ((0.5, 1.0, 1.5, 2.0),)}
     start = Constants((2.0, 0.0, 0.0, 0.0, 0.0), 0.5, 0.6, 1.3, 1.0)
     return start, grids
 
 
 def test_rounds_end_at_a_fixed_point_a_cycle_or_the_cap(monkeypatch):
-    # stage 3 always answers 1, stage 5 always 1.5: round 1 moves both, round 2 nothing
-    start, grids = _toy(monkeypatch, lambda b: 1.5, lambda g: 1.0)
+    # stage 3 always answers block 1 and scale 1.5, stage 4 always 0.6: round 1 moves all
+    # three, round 2 nothing
+    start, grids = _toy(monkeypatch, lambda x: 1.0, lambda b: 0.6, best_grace=1.5)
     out = list(rounds(start, grids))
     assert [r.end for r in out] == [None, "fixed point"]
-    assert out[0].changed == ("host_block_s", "grace_host_scale") and out[1].changed == ()
-    assert (out[-1].constants.host[0], out[-1].constants.grace) == (1.0, 1.5)
-    # each stage answers the other's last move: (2, 1) -> (1, 1.5) -> (2, 1), the start
-    start, grids = _toy(monkeypatch, lambda b: 1.5 if b == 1.0 else 1.0,
-                        lambda g: 1.0 if g == 1.0 else 2.0)
+    assert set(out[0].changed) == {"host_block_s", "blackwell_share", "grace_host_scale"}
+    assert out[1].changed == ()
+    c = out[-1].constants
+    assert (c.host[0], c.share, c.grace) == (1.0, 0.6, 1.5)
+    # each answers the other's last move: (2, 0.5) -> (1, 0.6) -> (2, 0.5), the start
+    start, grids = _toy(monkeypatch, lambda x: 1.0 if x == 0.5 else 2.0,
+                        lambda b: 0.6 if b == 1.0 else 0.5)
     out = list(rounds(start, grids))
     assert [r.end for r in out] == [None, "cycle"] and out[-1].cycle == (0, 1, 2)
     assert out[-1].constants == start
     assert [r.end for r in rounds(start, grids, max_rounds=1)] == ["cap"]
 
 
-def test_the_joint_check_finds_a_better_fixed_point_elsewhere(monkeypatch):
-    """Stages 3 and 5 with two valleys: at scale 1 stage 3's best block is 1 (mean 0.05),
-    at scale 2 it is 3 (mean 0.02) - a round from (1, 1) stays there, the joint search
-    over every scale finds (3, 2)."""
+def test_stages_3_and_5_search_together(monkeypatch):
+    """Two valleys: at scale 1 stage 3's best block is 1 (mean 0.05), at scale 2 it is 3
+    (mean 0.02) - a stage 3 held at scale 1 stays at block 1, the joint search over every
+    scale finds (3, 2), and stage 5's ranking lists each scale's best (2 on the edge of its
+    axis: 3 is added and ranks last)."""
     def host(grids, cal, shares):
-        b, floor = (1.0, 0.05) if cal.grace_host_scale == 1.0 else (3.0, 0.02)
+        b, floor = {1.0: (1.0, 0.05), 2.0: (3.0, 0.02)}.get(cal.grace_host_scale, (3.0, 0.5))
         return sorted((floor + abs(p[0] - b), 0.0, *p) for p in product(*grids))
 
     monkeypatch.setattr(fit_rounds, "fit_host", host)
-    grids = ((1.0, 2.0, 3.0), (0.0,), (0.0,), (0.0,), (0.0,))
+    grids = {"host": ((1.0, 2.0, 3.0), (0.0,), (0.0,), (0.0,), (0.0,)),
+             "grace": ((1.0, 2.0),)}
     start = Constants((1.0, 0.0, 0.0, 0.0, 0.0), 0.5, 0.6, 1.3, 1.0)
-    stage = fit_rounds.Stage([(0.0, 0.0, 1.0)], ((1.0, 2.0),), (), ())
-    last = fit_rounds.Round(1, fit_rounds.Stage([], grids, (), ()), None, stage, start, (),
-                            "fixed point")
-    assert fit_rounds.jointly(last) == [(0.02, 0.0, (3.0, 0.0, 0.0, 0.0, 0.0), 2.0),
-                                        (0.05, 0.0, (1.0, 0.0, 0.0, 0.0, 0.0), 1.0)]
+    assert host(grids["host"], start.cal(), start.shares())[0][2] == 1.0
+    h, g = fit_rounds.joint(start, grids)
+    assert h.best == (3.0, 0.0, 0.0, 0.0, 0.0) and g.best == (2.0,)
+    assert g.ranking == [(0.02, 0.0, 2.0), (0.05, 0.0, 1.0), (0.5, 0.0, 3.0)]
+    assert g.grids == ((1.0, 2.0, 3.0),) and g.added == (("grace_host_scale", 3.0),)
+    assert h.ranking[0] == (0.02, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0)
 
 
 @pytest.mark.xfail(strict=True, reason="measured (benchmarks/fit.py): from the shipped "

@@ -2,18 +2,19 @@
 
 Each stage fits its constants with the others held (``ledger.render.bridge_fit``): stage 3
 the host's five, stage 4 the Blackwell GEMM share with the grouped GEMM share and Blackwell
-Ultra's rate, stage 5 a Grace host's scale. A set of the three stages' constants is a fixed
-point when each stage's argmin, the others held at it, is the set's own. The iteration
-(``rounds``) runs a round as stage 3, then 4, then 5, each holding the others at their
-latest values (stage 4 takes this round's stage 3, stage 5 this round's 3 and 4), from
-the shipped constants, until a round changes nothing: that round's constants are a fixed
-point (each stage, run again at them, returns them first).
+Ultra's rate, stage 5 a Grace host's scale. Stages 3 and 5 run as one search (``joint``):
+stage 3's whole grid at every Grace scale of stage 5's - the host's seconds and a Grace
+host's scale over them trade off along flat valleys, and a fit that moved one with the
+other held ended where it started from (rounds from the constants shipped before found
+one fixed point, from elsewhere others). A round runs stages 3 and 5 together, then stage
+4 holding them, from the shipped constants, until a round changes nothing: that round's
+constants are a fixed point (each search, run again at them, returns them first).
 
-A stage's argmin on the edge of its grid's axis is not bracketed; the declared rule
+A search's argmin on the edge of its grid's axis is not bracketed; the declared rule
 (``beyond``) adds one point past that edge, one step of the axis's outermost spacing away
 and no further than the axis's physical bound (``BOUNDS``: no host seconds below 0, no
-GEMM share above the peak), and the stage runs again, until its argmin is bracketed on
-every axis (or sits on a bound) or ``MAX_EXTENSIONS`` points were added in one stage run
+GEMM share above the peak), and the search runs again, until its argmin is bracketed on
+every axis (or sits on a bound) or ``MAX_EXTENSIONS`` points were added in one search
 (then the axes still on an edge are named). Points added stay on the grid for the later
 rounds: the grids only grow. The iteration stops after ``MAX_ROUNDS`` rounds (said so) or
 when a round's constants are those of an earlier round but the last (a cycle: its rounds
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from ledger.render.bridge_fit import (BLACKWELL_SHARE_GRID, GRACE_HOST_GRID, GROUPED_SHARE_GRID,
                                      HOST_AXES, HOST_GRID, ULTRA_RATE_GRID, blackwell_shares,
-                                     fit_grace, fit_host, fit_share)
+                                     fit_host, fit_share)
 
 SHARE_AXES = ("blackwell_share", "grouped_gemm_share", "ultra_rate")
 GRACE_AXES = ("grace_host_scale",)
@@ -153,22 +154,46 @@ class Round:
     cycle: tuple = ()
 
 
+def joint(c: Constants, grids: dict) -> tuple[Stage, Stage]:
+    """Stages 3 and 5 as one search at ``c``'s stage 4: stage 3's grid at every Grace scale
+    of stage 5's, the edge rule on all six axes; returned as stage 3's Stage (its ranking
+    at the best scale) and stage 5's (each scale's best, best first)."""
+    names, bounds = HOST_AXES + GRACE_AXES, BOUNDS["host"] + BOUNDS["grace"]
+
+    def rank(g):
+        out = []
+        for scale in g[-1]:
+            at = replace(c, grace=scale)
+            out += [(*e, scale) for e in fit_host(g[:-1], cal=at.cal(), shares=at.shares())]
+        return sorted(out)
+
+    both = search(rank, (*grids["host"], *grids["grace"]), bounds, names)
+    n = len(HOST_AXES)
+    best = both.best[n]
+    host = Stage([e[:-1] for e in both.ranking if e[-1] == best], both.grids[:n],
+                 tuple(a for a in both.added if a[0] in HOST_AXES),
+                 tuple(e for e in both.edges if e in HOST_AXES))
+    firsts = {}
+    for e in both.ranking:  # best first: each scale's first entry is its best
+        firsts.setdefault(e[-1], (e[0], e[1], e[-1]))
+    grace = Stage(sorted(firsts.values()), both.grids[n:],
+                  tuple(a for a in both.added if a[0] in GRACE_AXES),
+                  tuple(e for e in both.edges if e in GRACE_AXES))
+    return host, grace
+
+
 def rounds(start: Constants | None = None, grids: dict | None = None,
            max_rounds: int = MAX_ROUNDS):
-    """Yield each round of stages 3 -> 4 -> 5 from ``start`` (default the shipped) on
-    ``grids`` (default the declared), the last one with its ``end``."""
+    """Yield each round of stages 3 and 5 together, then 4, from ``start`` (default the
+    shipped) on ``grids`` (default the declared), the last one with its ``end``."""
     c, grids = start or shipped(), dict(grids or declared_grids())
     seen = [c]
     for n in range(1, max_rounds + 1):
-        host = search(lambda g: fit_host(g, cal=c.cal(), shares=c.shares()), grids["host"],
-                      BOUNDS["host"], HOST_AXES)
-        c3 = replace(c, host=host.best)
-        share = search(lambda g: fit_share(*g, cal=c3.cal()), grids["share"],
+        host, grace = joint(c, grids)
+        c35 = replace(c, host=host.best, grace=grace.best[0])
+        share = search(lambda g: fit_share(*g, cal=c35.cal()), grids["share"],
                        BOUNDS["share"], SHARE_AXES)
-        c4 = replace(c3, share=share.best[0], grouped=share.best[1], ultra=share.best[2])
-        grace = search(lambda g: fit_grace(g[0], cal=c4.cal(), shares=c4.shares()),
-                       grids["grace"], BOUNDS["grace"], GRACE_AXES)
-        new = replace(c4, grace=grace.best[0])
+        new = replace(c35, share=share.best[0], grouped=share.best[1], ultra=share.best[2])
         grids = {"host": host.grids, "share": share.grids, "grace": grace.grids}
         changed = tuple(k for k, v in new.named().items() if c.named()[k] != v)
         end, cycle = None, ()
@@ -183,18 +208,3 @@ def rounds(start: Constants | None = None, grids: dict | None = None,
             return
         seen.append(new)
         c = new
-
-
-def jointly(last: Round) -> list[tuple]:
-    """Stages 3 and 5 together at ``last``'s stage 4: stage 3 on its final grids at every
-    Grace scale of stage 5's final grid - (mean |error|, max |error|, host point, scale),
-    best first. A fixed point of the rounds is an argmin along each stage's axes, not
-    necessarily the two stages' joint argmin: where the landscape has several valleys
-    (stage 3's argmin moves across the host's grid as the scale moves) rounds from another
-    start can end at another fixed point; this says whether the one reached is the best."""
-    out = []
-    for g in last.grace.grids[0]:
-        c = replace(last.constants, grace=g)
-        mean, worst, *host = fit_host(last.host.grids, cal=c.cal(), shares=c.shares())[0]
-        out.append((mean, worst, tuple(host), g))
-    return sorted(out)
