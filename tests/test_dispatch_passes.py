@@ -2,7 +2,8 @@
 counted by hand from Megatron-Core's token_dispatcher.py @d98e8a64: the alltoall
 dispatcher's permute (L667-680), sort by local expert (L780-788), unsort (L815-822) and
 unpermute (L891-899); DeepEP's permute and unpermute around its kernels (L1424-1466);
-HybridEP's inside its dispatch and combine (L1001-1014)."""
+HybridEP's standalone kernels unless moe_permute_fusion_into_hybridep fuses them into its
+dispatch and combine (tests/test_hybridep_permute.py)."""
 from dataclasses import replace
 
 import pytest
@@ -35,10 +36,13 @@ def test_flex_backends_and_the_rest():
     m = replace(preset("qwen3-30b-a3b"), seq_len=4096)
     deepep = dispatch_pass_bytes(m, _cfg(moe_dispatcher="flex", ep_backend="deepep"), 4096)
     assert deepep[0] == pytest.approx(4096 * 8 * 2048 * 2 * 4)
-    assert dispatch_pass_bytes(m, _cfg(moe_dispatcher="flex", ep_backend="hybridep"),
-                               4096) == (0.0, 0.0)
+    assert dispatch_pass_bytes(m, _cfg(moe_dispatcher="flex", ep_backend="hybridep",
+                                       hybridep_permute_fusion=True), 4096) == (0.0, 0.0)
     assert dispatch_pass_bytes(m, _cfg(moe_dispatcher="allgather"), 4096) == (0.0, 0.0)
     assert dispatch_pass_bytes(preset("llama3-8b"), _cfg(ep=1), 4096) == (0.0, 0.0)
+
+
+FUSED = dict(moe_dispatcher="flex", ep_backend="hybridep", hybridep_permute_fusion=True)
 
 
 def _same_map(monkeypatch):
@@ -55,8 +59,8 @@ def test_the_passes_are_elementwise_time_at_hbm_bandwidth(monkeypatch):
     m, b200 = replace(preset("qwen3-30b-a3b"), seq_len=4096), system("b200")
     a = estimate(m, _cfg(moe_dispatcher="alltoall"), b200, precision="bf16",
                  optimizer="adam").breakdown["elementwise"]
-    h = estimate(m, _cfg(moe_dispatcher="flex", ep_backend="hybridep"), b200,
-                 precision="bf16", optimizer="adam").breakdown["elementwise"]
+    h = estimate(m, _cfg(**FUSED), b200, precision="bf16",
+                 optimizer="adam").breakdown["elementwise"]
     passes = 48 * 4 * 2 * 4096 * 8 * 2048 * 2 * (7 + 1 / 8) / b200.gpu.hbm_bytes_per_s
     assert a - h == pytest.approx(passes, rel=1e-9)
 
@@ -64,15 +68,13 @@ def test_the_passes_are_elementwise_time_at_hbm_bandwidth(monkeypatch):
 def test_the_moe_recompute_runs_the_permutations_again(monkeypatch):
     """--recompute-modules moe checkpoints the whole MoE layer, the dispatcher's permutation
     kernels included (moe/moe_layer.py L655-720 @d98e8a64): its backward re-runs their
-    forward passes, 7 + 1/8 over rows x h under alltoall, none under HybridEP."""
+    forward passes, 7 + 1/8 over rows x h under alltoall, none under HybridEP fused."""
     _same_map(monkeypatch)
     m, b200 = replace(preset("qwen3-30b-a3b"), seq_len=4096), system("b200")
 
     def gap(**kw):
         a, h = (estimate(m, _cfg(**d, **kw), b200, precision="bf16", optimizer="adam")
-                .breakdown["elementwise"] for d in (dict(moe_dispatcher="alltoall"),
-                                                    dict(moe_dispatcher="flex",
-                                                         ep_backend="hybridep")))
+                .breakdown["elementwise"] for d in (dict(moe_dispatcher="alltoall"), FUSED))
         return a - h
 
     rerun = 48 * 4 * 4096 * 8 * 2048 * 2 * (7 + 1 / 8) / b200.gpu.hbm_bytes_per_s

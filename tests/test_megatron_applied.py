@@ -196,6 +196,12 @@ CASES = {
     "--moe-flex-dispatcher-backend": (MOE + " --moe-token-dispatcher-type flex "
                                       "--expert-tensor-parallel-size 1 --sequence-parallel",
                                       "--moe-flex-dispatcher-backend hybridep"),
+    # HybridEP's permutation inside its kernels: its standalone permute / unpermute passes
+    # go (ledger.step.eager.dispatch_pass_bytes)
+    "--moe-permute-fusion-into-hybridep": (MOE + " --moe-token-dispatcher-type flex "
+                                           "--expert-tensor-parallel-size 1 --sequence-parallel "
+                                           "--moe-flex-dispatcher-backend hybridep",
+                                           "--moe-permute-fusion-into-hybridep"),
     "--fine-grained-activation-offloading": ("--offload-modules core_attn",
                                             "--fine-grained-activation-offloading"),
     "--offload-modules": ("--fine-grained-activation-offloading --offload-modules core_attn",

@@ -199,8 +199,8 @@ class ParallelConfig:
     # pipeline sends and receives overlapped with the next chunk's compute
     overlap_p2p: bool | None = None  # Megatron's overlap_p2p_comm; None: the framework's default
     ep_backend: str | None = None  # the flex dispatcher's kernels; None: deepep (Megatron's)
-    # the flex dispatcher's SMs (--moe-flex-dispatcher-num-sms); None: ledger.step.ep_sms's
-    ep_sms: int | None = None
+    ep_sms: int | None = None  # its SMs (--moe-flex-dispatcher-num-sms); None: step.ep_sms's
+    hybridep_permute_fusion: bool = False  # --moe-permute-fusion-into-hybridep (step.eager)
     # NCCL_NVLS_ENABLE: None NCCL's default (NVLS where the switches multicast), False off
     # (Megatron-Bridge's launcher); sizes NCCL's NVLS buffers (ledger.placement.nccl_buffers)
     nccl_nvls: bool | None = None

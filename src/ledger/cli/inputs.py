@@ -27,7 +27,8 @@ PLAN_FROM_FILE = ("gpus", "global_batch", "framework", "precision", "optimizer",
                   "fp8_attention", "fp8_output_proj", "fused_grouped_mlp", "nccl_nvls",
                   "expandable_segments", "grad_accumulation_fusion", "fsdp_double_buffer",
                   "transformer_impl", "paged_stash", "indexer_loss",
-                  "moe_dispatcher", "ep_backend", "ep_sms", "cpu_offloading_num_layers")
+                  "moe_dispatcher", "ep_backend", "ep_sms", "hybridep_permute_fusion",
+                  "cpu_offloading_num_layers")
 # what a launch sets that plan neither holds nor searches (its grid prices none of them:
 # deferral needs pp > 1, a micro-batch group and optimizer instances must divide each
 # candidate's pp / m and dp x cp), named in one stderr line (``messages``); estimate and

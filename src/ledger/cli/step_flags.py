@@ -100,6 +100,12 @@ def check_ep_sms(a: argparse.Namespace, sysm) -> None:
         raise LedgerError("ep_backend", f"--moe-flex-dispatcher-backend {backend} needs "
                                         f"--moe-token-dispatcher-type flex; the {dispatcher} "
                                         f"dispatcher runs no DeepEP / HybridEP kernels")
+    if getattr(a, "hybridep_permute_fusion", False) and not (
+            dispatcher == "flex" and getattr(a, "ep_backend", None) == "hybridep"):
+        raise LedgerError("hybridep_permute_fusion", "--moe-permute-fusion-into-hybridep "
+                          "needs --moe-token-dispatcher-type flex --moe-flex-dispatcher-"
+                          "backend hybridep (only HybridEP reads it: token_dispatcher.py "
+                          "L1163, L1194 @d98e8a64)")
     from ledger.step.ep_sms import ep_backend
 
     deepep = dispatcher == "flex" and ep_backend(a) == "deepep"
@@ -185,6 +191,11 @@ def _add_step_flags(p: argparse.ArgumentParser) -> None:
                         "its router graph keeps the pre-MLP norm); alone: whole layers")
     g.add_argument("--moe-flex-dispatcher-backend", dest="ep_backend", choices=EP_BACKENDS,
                    help="the flex dispatcher's kernels (default deepep)")
+    g.add_argument("--moe-permute-fusion-into-hybridep", dest="hybridep_permute_fusion",
+                   action="store_true",
+                   help="HybridEP permutes inside its dispatch / combine kernels (Megatron-Core"
+                        "'s flag; default off: its standalone permute and unpermute kernels, "
+                        "priced as DeepEP's)")
     g.add_argument("--ep-sms", type=count(MAX_EP_SMS), metavar="N",
                    help="the SMs the flex dispatcher's kernels take (Megatron "
                         "--moe-flex-dispatcher-num-sms; at most the GPU's; default: the "
@@ -331,6 +342,7 @@ def step_flags(a: argparse.Namespace) -> dict:
                 cublas_workspace_bytes=getattr(a, "cublas_workspace_bytes", None),
                 te_layers=getattr(a, "transformer_impl", None) != "local",
                 ep_backend=a.ep_backend, ep_sms=getattr(a, "ep_sms", None),
+                hybridep_permute_fusion=bool(getattr(a, "hybridep_permute_fusion", False)),
                 shared_expert_overlap=bool(getattr(a, "shared_expert_overlap", False)),
                 fp8_attention=bool(getattr(a, "fp8_attention", False)),
                 fp8_output_proj=bool(getattr(a, "fp8_output_proj", False)),

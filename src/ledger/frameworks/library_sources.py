@@ -204,9 +204,16 @@ _PERMUTES = (
     "Megatron-LM d98e8a64 megatron/core/transformer/moe/token_dispatcher.py: alltoall "
     "L667-680 (permute before the all-to-all), L780-788 (sort_chunks_by_idxs by local "
     "expert), L815-822 (and back), L891-899 (unpermute after the combine); DeepEP L1424-1466 "
-    "(one permute after dispatch, one unpermute before combine); HybridEP L1001-1014 (both "
-    "inside its kernels); Megatron-Bridge recipes/deepseek/deepseek_v3.py L259 @v0.2.0 "
-    "(moe_permute_fusion: TE's fused permutation kernels)")
+    "(one permute after dispatch, one unpermute before combine); HybridEP L1163, L1194 "
+    "(fused=moe_permute_fusion_into_hybridep, transformer_config.py L904, default False; "
+    "Megatron-LM #4089, 8c5cf05e): unfused, deepseek-ai/DeepEP hybrid-ep 94a9f8f6 "
+    "csrc/hybrid_ep/executor/executor.cu L312-337, L392-404 (a standalone permute after the "
+    "dispatch kernel, a standalone unpermute before the combine kernel; "
+    "extension/permute.cu L102-155, L319-390: DeepEP's 2 + 2 passes), fused none; "
+    "Megatron-Bridge sets it first at v0.6.0, perf_recipes/nemotronh/h100/nemotronh.py L246 "
+    "(and perf_recipes/qwen/h100/qwen3_moe.py L40 @ 067f987d); Megatron-Bridge "
+    "recipes/deepseek/deepseek_v3.py L259 @v0.2.0 (moe_permute_fusion: TE's fused "
+    "permutation kernels)")
 _megatron_only("dispatch_passes", _PERMUTES, "not priced (Megatron-Core's dispatchers only)")
 # what FP8 attention's fused kernel keeps (ledger.frameworks.fp8_attention)
 _FP8_DPA_SAVED = (

@@ -48,7 +48,7 @@ the node maps (at most 2 T x nodes bytes) are left out.
 **TE's row_id_map under the flex dispatcher** (``row_id_map_share``). The alltoall
 dispatcher permutes the rank's own tokens over every expert before the all-to-all, and
 TE's permute keeps an int32 row_id_map of (tokens, 2E + 1) for the backward (the table's
-``routing_map_bytes_per_expert``). HybridEP permutes inside its own kernels: Megatron's
+``routing_map_bytes_per_expert``). HybridEP permutes with its own kernels: Megatron's
 ``_HybridEPManager`` dispatches with ``fused=moe_permute_fusion_into_hybridep`` and its
 ``get_permuted_hidden_states_by_experts`` returns the input as it came (token_dispatcher.py
 L1150-1166, L1212-1213 @d98e8a64), so no row_id_map is built: its routing metadata is the

@@ -58,7 +58,7 @@ HOST_FACTS = ("cuda_graph", "cuda_graph_local",  # what the host launches (ledge
               "shared_expert_overlap", "delay_wgrad",  # what hides EP (step.layer_comms),
               "fp8_attention",  # the attention core's rate (step.layer_time.attention_peak)
               "fp8_output_proj",  # the LM head's rate (step.gemm.head_peak)
-              "fused_grouped_mlp",  # the experts' activation passes (step.eager)
+              "fused_grouped_mlp", "hybridep_permute_fusion",  # eager passes (step.eager)
               "dglu_dbias_regression")  # and a table's declared dGLU-dbias slowdown there
 # the expert grid and dispatcher a run keeps: expert TP (None: each candidate's tp) and the
 # token dispatcher (None: the framework's); ep_backend and ep_sms ride with HOST_FACTS

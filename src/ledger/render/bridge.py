@@ -27,7 +27,8 @@ the measured figure:
   (``RECIPE_STATE``).
 - recipe settings (with what a release's launcher sets beyond them,
   ``ledger.validation.bridge_scripts``): ``moe_flex_dispatcher_backend``
-  (deepep / hybridep) -> the flex dispatcher; ``moe_a2a_overlap`` -> EP overlap;
+  (deepep / hybridep) -> the flex dispatcher, ``moe_permute_fusion_into_hybridep`` ->
+  HybridEP's permutation in its kernels (ledger.step.eager); ``moe_a2a_overlap`` -> EP overlap;
   ``fp8_output_proj`` (``bridge_launch.fp8_output_proj``) -> the LM head in MXFP8.
 - precision: BF16 -> the framework's dtypes; FP8-CS -> TE current scaling ("tensorwise");
   DeepSeek-style 128x128 blockwise -> "blockwise"; MXFP8 -> the "mxfp8" recipe where the
@@ -185,7 +186,9 @@ def config_of(row: BridgeRow, precision: str | None,
     if row.moe:
         if row.setting("moe_flex_dispatcher_backend") in ("deepep", "hybridep"):
             kw.update(moe_dispatcher="flex", ep_sms=ep_sms_of(row),
-                      ep_backend=row.setting("moe_flex_dispatcher_backend"))
+                      ep_backend=row.setting("moe_flex_dispatcher_backend"),
+                      hybridep_permute_fusion=row.setting("moe_permute_fusion_into_hybridep")
+                      is True)
         if row.setting("moe_a2a_overlap") is True:
             kw["ep_overlap"] = True
             kw["delay_wgrad"] = True  # set with it by the performance scripts

@@ -50,9 +50,21 @@ read the rows and write the tokens - 7 + 1/k passes over rows x h forward; each 
 gradient is its inverse, so as many backward. DeepEP's flex dispatcher hands the experts
 a token once per GPU and runs one permute into rows and one unpermute back (L1424-1466):
 2 + 2 passes (the unpermute's write counted at the rows', an upper bound). HybridEP
-permutes inside its dispatch and combine kernels ("permute tokens for communication,
-perform all-to-all communication, and permute tokens for experts in single step",
-L1001-1014): none. The allgather dispatcher's own permutations are not priced.
+("permute tokens for experts in single step", L1001-1014) fuses them into its dispatch
+and combine kernels only under ``moe_permute_fusion_into_hybridep`` (off by default,
+transformer_config.py L904; passed as ``fused``, token_dispatcher.py L1163, L1194; the flag
+came with Megatron-LM #4089, 8c5cf05e, first in core_v0.18.0). Off, Megatron still calls
+``dispatch_with_permute`` / ``combine_with_unpermute`` (fused_a2a.py L425-434, L489-493,
+their inverses in the backward L454-459, L507-513), whose executor runs a standalone permute
+kernel after the dispatch kernel and a standalone unpermute before the combine kernel
+(deepseek-ai/DeepEP hybrid-ep 94a9f8f6 csrc/hybrid_ep/executor/executor.cu L312-337,
+L392-404; the same split since f4f2c10, 2025-10-09, before any fused path): the permute
+reads each received token out of the dispatch buffer and writes one BF16 row per local
+expert it picks (and its fp32 prob), the unpermute reads the rows and writes the token's
+sum (extension/permute.cu L102-155, L319-390; before DeepEP #625, 17cfb81, the permute read
+the token once per row: permute.cu L306-351 @ d28bd67) - DeepEP's 2 + 2 passes, priced alike
+(``hybridep_permute_fused``; on, none). The allgather dispatcher's own permutations are not
+priced.
 
 **The fused grouped MLP** (``fused_grouped_mlp``). With Megatron-Core's
 ``use_transformer_engine_op_fuser`` the routed experts are one Transformer Engine op
@@ -141,7 +153,8 @@ def dispatch_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
     """(forward, backward) HBM bytes of one layer's dispatcher permutations (the module
     docstring), averaged over the stack: the routed rows this GPU's experts hold, as
     ``expert_pass_bytes`` counts them, x h x the passes its dispatcher runs; 0 under
-    HybridEP, the allgather dispatcher, another framework or a dense model."""
+    HybridEP with its permutation fused (``hybridep_permute_fused``), the allgather
+    dispatcher, another framework or a dense model."""
     from ledger.config import dispatcher
     from ledger.step.ep_sms import ep_backend
 
@@ -151,8 +164,8 @@ def dispatch_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
     if kind == "alltoall":
         local = model.num_experts / cfg.ep > 1  # the sort by local expert, and back
         passes = 2 + 4 * local + 1 + 1 / model.top_k
-    elif kind == "flex" and backend == "deepep":
-        passes = 4.0
+    elif kind == "flex" and (backend == "deepep" or not hybridep_permute_fused(cfg)):
+        passes = 4.0  # DeepEP's permute / unpermute, or HybridEP's standalone kernels
     else:
         return 0.0, 0.0
     rows = moe_tokens(cfg, tokens) * model.top_k * expert_tp(cfg)
@@ -160,6 +173,16 @@ def dispatch_pass_bytes(model: ModelSpec, cfg, tokens) -> tuple:
     moe_share = model.mlp_share("moe")
     one = moe_share * rows * width * passes * cfg.act_bytes
     return one, one
+
+
+def hybridep_permute_fused(cfg) -> bool:
+    """Whether HybridEP permutes inside its dispatch and combine kernels: Megatron-Core's
+    ``moe_permute_fusion_into_hybridep`` (``ParallelConfig.hybridep_permute_fusion``,
+    default off: the module docstring); False under another backend."""
+    from ledger.step.ep_sms import ep_backend
+
+    return ep_backend(cfg) == "hybridep" and bool(getattr(cfg, "hybridep_permute_fusion",
+                                                          False))
 
 
 def probs_bytes(cfg) -> int:

@@ -127,7 +127,8 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
     """CUDA graphs (--cuda-graph-impl, --enable-cuda-graph, --cuda-graph-modules or the
     deprecated --cuda-graph-scope: transformer_config.py L1049-1139, L2698-2739), the
     pipeline's p2p overlap (--no-overlap-p2p-communication, arguments.py L3118-3120), the
-    flex dispatcher's backend (--moe-flex-dispatcher-backend) and the experts' capacity
+    flex dispatcher's backend (--moe-flex-dispatcher-backend; HybridEP's permutation fused
+    into its kernels, --moe-permute-fusion-into-hybridep) and the experts' capacity
     (--moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity), as the CLI's
     fields."""
     out, odd = {}, []
@@ -175,6 +176,8 @@ def _host(ns: dict) -> tuple[dict, list[str]]:
             out["ep_backend"] = backend
         else:
             odd.append(f"--moe-flex-dispatcher-backend {backend} (priced as deepep)")
+        if backend == "hybridep" and ns.get("moe_permute_fusion_into_hybridep"):
+            out["hybridep_permute_fusion"] = True  # only HybridEP reads it (step.eager)
         if ep_sms(ns) is not None:
             out["ep_sms"] = ep_sms(ns)
     return out, odd

@@ -150,7 +150,7 @@ overlap-grad-reduce overlap-param-gather overlap-moe-expert-parallel-comm
 decoder-first-pipeline-num-layers decoder-last-pipeline-num-layers
 pipeline-model-parallel-layout
 cuda-graph-impl enable-cuda-graph cuda-graph-modules cuda-graph-scope
-no-overlap-p2p-communication moe-flex-dispatcher-backend
+no-overlap-p2p-communication moe-flex-dispatcher-backend moe-permute-fusion-into-hybridep
 moe-expert-capacity-factor moe-pad-expert-input-to-capacity
 moe-latent-size mtp-use-repeated-layer moe-shared-expert-overlap delay-wgrad-compute
 ddp-bucket-size fsdp-double-buffer use-nccl-ub
