@@ -84,7 +84,7 @@ end, so present at every point of a step and in the memory left after it.
   whole buffer without it, unless the precision-aware optimizer reads the buffer itself
   (with non-fp32 main params, no FP8 recipe or delayed scaling, or CPU offload; any state
   dtype given, fp32 too, is that optimizer, as a launch's --use-precision-aware-optimizer
-  is read: ledger.io.megatron.flags.state_dtypes) or
+  is read: ledger.io.megatron.dtypes.state_dtypes) or
   Megatron-FSDP holds the gradients; the copies stay until the next step's zero_grad -
   priced at the optimizer step and after it (SOURCES["fp32_grad_copy"]).
 - What a pipeline rank keeps after the step (``kept_input_tensors``): under Megatron's

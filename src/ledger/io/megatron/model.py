@@ -336,7 +336,7 @@ def precision(ns: dict) -> tuple[str, list[str]]:
         default = {"fp8": "delayed", "fp4": "nvfp4"}[width]
         recipe = ns.get(f"{width}_recipe") or default
         recipe = default if recipe == "custom" else recipe  # named as unpriced (reader)
-        # BF16 grads under FP8/FP4: flags.state_dtypes prices them
+        # BF16 grads under FP8/FP4: dtypes.state_dtypes prices them
         # --first-last-layers-bf16 keeps --num-layers-at-start/end-in-bf16 (default 1, 1)
         # transformer layers in BF16 (transformer_config.py:649-658)
         ends = (ns.get("num_layers_at_start_in_bf16", 1), ns.get("num_layers_at_end_in_bf16", 1)) \
