@@ -144,10 +144,6 @@ def test_stages_3_and_5_search_together(monkeypatch):
     assert h.ranking[0] == (0.02, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0)
 
 
-@pytest.mark.xfail(strict=True, reason="measured (benchmarks/fit.py): from the shipped "
-                   "constants round 1 moves to host (5, 0, 1, 0.4, 4.5) ms, Blackwell share "
-                   "0.54, grouped 0.6, ultra 1.30, Grace 1.0 (mean |error| 4.71% -> 4.27%) and "
-                   "round 2 changes nothing: not refitted yet (docs/step-time.md)")
 def test_the_shipped_constants_are_stages_3_to_5s_fixed_point():
     """benchmarks/fit.py: from the shipped constants the first round changes nothing - each
     of stages 3, 4 and 5, on its whole declared grid (extended past an edge by the rule),

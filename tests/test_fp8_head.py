@@ -101,6 +101,7 @@ def test_bridge_rows_read_it_from_their_recipe():
                                  and i[:5] >= "26.06" for i in on)
 
 
+@pytest.mark.xfail(strict=True, reason="measured: under ZeRO-3 with both overlaps a faster GEMM can slow the step - the forwards hide the gathers and, again, the reduce-scatters (step.timing._dp_exposed), so the exposed DP traffic grows by more than the compute shrinks (gb200 llama3-8b dp 2 cp 4 m 16: compute -0.0215 s, exposed +0.0254 s); sharing the window between them took torchtitan's FSDP2 rows (benchmarks/validation.py) from 9.3% to 26.5% mean |error|, so it is not shipped")
 def test_the_planner_prices_it_like_estimate():
     """fp8_output_proj, held fixed with the run's other facts (plan.search.HOST_FACTS),
     reaches the planner's arrays as it reaches estimate(): every row moves by what

@@ -65,10 +65,11 @@ def test_a_small_moe_is_host_bound_and_says_so():
     assert est.breakdown["host"] > 0.3 * est.step_time_s
     eager = estimate(llama3_8b(), ParallelConfig(tp=4, num_microbatches=8), system("h100-sxm"))
     assert "host" not in eager.breakdown  # 8K tokens of a dense 8B at TP 4 hide the launches
-    # measured: at TP 8 a layer pass's GEMMs (~3.2 ms) fall under its two eager blocks
-    # (2 x host_block_s, 3 ms each since the stall refit): 0.14 s of a 1.61 s step
+    # at the fitted constants a dense block's launches cost the host nothing the GPU does
+    # not hide (host_block_s 0.5 ms since the joint stage 3 / 5 refit: the calibration rows put
+    # the host's cost on the MoE layers), so a thin TP 8 split shows none either
     thin = estimate(llama3_8b(), ParallelConfig(tp=8, num_microbatches=8), system("h100-sxm"))
-    assert 0.0 < thin.breakdown["host"] < 0.2 * thin.step_time_s
+    assert "host" not in thin.breakdown
 
 
 def test_interleaved_sends_overlap_by_default_in_megatron_only():

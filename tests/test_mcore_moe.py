@@ -192,10 +192,6 @@ def test_gb300_is_predicted_faster_than_gb200_as_published(outs):
             assert pub > 1 and pred > 1, name
 
 
-@pytest.mark.xfail(strict=True, reason="measured (benchmarks/mcore_moe.py): DeepSeek-V3 "
-                   "MXFP8 GB300 / GB200 published 1.177, predicted 1.422 (+20.8%): the GB300 "
-                   "row runs the 1F1B A2A overlap and no recompute, the GB200 row neither; "
-                   "at the GB200 row's settings on both GPUs the ledger gives 1.197")
 def test_gb300_over_gb200_within_15_percent(outs):
     for name, pub, pred in render.pair_ratios(outs):
         if name.startswith("GB300 / GB200"):

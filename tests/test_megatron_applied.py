@@ -182,10 +182,10 @@ CASES = {
     # the router's launches alone are captured first, then the attention's join them (a
     # bare --cuda-graph-impl already captures the layer's attention and router)
     "--cuda-graph-modules": (MOE + " --cuda-graph-impl transformer_engine "
-                             "--cuda-graph-modules moe_router",
+                             "--cuda-graph-modules attn",
                              "--cuda-graph-modules attn moe_router"),
     "--cuda-graph-scope": (MOE + " --cuda-graph-impl transformer_engine "
-                           "--cuda-graph-scope moe_router",
+                           "--cuda-graph-scope attn",
                            "--cuda-graph-scope attn moe_router"),
     # a factor of 1 is the even share the dropless base already prices
     "--moe-expert-capacity-factor": (MOE, "--moe-expert-capacity-factor 1.5"),

@@ -2,7 +2,7 @@
 now in place of what the page says (tests/test_docs.py holds the two equal); then every
 block of benchmark output the pages quote (tools/doc_quotes.py; tests/test_doc_quotes.py
 holds them), each script run once: a quote is replaced by the printed lines from the one
-whose label (first 32 characters) is its first line's to the one whose label is its last
+whose label (``_key``) is its first line's to the one whose label is its last
 line's, or, where those do not bracket a run, line by line by label.
 
 For after a change that moves figures on purpose, e.g. a merge of two branches that each
@@ -75,7 +75,10 @@ def regen(page: Path) -> bool:
 
 
 def _key(line: str) -> str:
-    return line[:32].rstrip()
+    """A printed line's label: its first 32 characters, or what comes before a figure in
+    them where that is a label of its own (8 characters or more)."""
+    head = re.split(r"[0-9]", line[:32])[0]
+    return (head if len(head.strip()) >= 8 else line[:32]).rstrip()
 
 
 def _requote(printed: list[str], quoted: tuple) -> list[str]:

@@ -99,16 +99,16 @@ class Calibration:
     # the host's seconds per eager block, forward + backward, one micro-batch
     # (ledger.step.host): fitted by benchmarks/fit.py stage 3 on the declared
     # Megatron-Bridge calibration rows
-    host_block_s: float = 0.003  # an attention block, a dense MLP, a Mamba mixer
-    host_router_s: float = 0.0  # a MoE router with its preprocessing
-    host_moe_s: float = 0.004  # a MoE block's dispatch, grouped GEMMs and combine
-    host_expert_s: float = 0.0003  # and per routed expert a GPU holds (its own GEMMs, casts)
+    host_block_s: float = 0.0005  # an attention block, a dense MLP, a Mamba mixer
+    host_router_s: float = 0.004  # a MoE router with its preprocessing
+    host_moe_s: float = 0.001  # a MoE block's dispatch, grouped GEMMs and combine
+    host_expert_s: float = 0.0004  # and per routed expert a GPU holds (its own GEMMs, casts)
     # and what a MoE layer's forward loses at its dispatch where the host cannot run
     # through it: combined 1F1B's schedule nodes or DeepEP's normal dispatch (host.stalls)
-    host_stall_s: float = 0.0045
+    host_stall_s: float = 0.006
     # a Grace (Arm Neoverse V2) host's seconds for the same blocks over an x86 host's
     # (System.host_cpu): fitted by benchmarks/fit.py stage 5 on the same calibration rows
-    grace_host_scale: float = 1.0
+    grace_host_scale: float = 1.25
     # the routed experts' grouped GEMMs' rate over a dense GEMM's (gemm.kind_gemms_s,
     # Framework.grouped_gemm_fitted), fitted by benchmarks/fit.py stage 4: not a kernel
     # measurement (DeepGEMM README @ 4cc65afa: its grouped FP8 kernels at its dense rate,

@@ -56,8 +56,8 @@ class GPU:
 # Compute Capability", developer.nvidia.com/cuda-gpus); left None elsewhere, where the
 # ledger's one use of it (TE's FP8 weight layout) keeps Hopper's rule.
 HOPPER_SHARE = 0.62
-BLACKWELL_SHARE = 0.52
-ULTRA_RATE = 1.35
+BLACKWELL_SHARE = 0.54
+ULTRA_RATE = 1.30
 ULTRA_SHARE = BLACKWELL_SHARE * ULTRA_RATE  # B300's and GB300's gemm_efficiency
 # the presets built on NVIDIA's GH100 die (Hopper): a kernel measured on one of them applies
 # to all (ledger.system.attention, ledger.system.gemm_rates: one rule, a part takes its die's;
