@@ -70,3 +70,16 @@ def test_docs_quote_what_the_script_prints(script):
     printed = _printed(script)
     stale = [(q.page, q.start) for q in quotes if slice_of(printed, q.lines) is None]
     assert stale == [], f"run: python tools/regen_docs.py (stale quotes of {script})"
+
+
+def test_the_quoted_fit_ships_the_shipped_constants():
+    """benchmarks/fit.py is not re-run here (SLOW), but its quoted "ship" lines name the
+    constants that ship (render.fit_rounds.shipped) and say the fixed point is them."""
+    from ledger.render.fit_rounds import HOST_AXES, shipped
+
+    (quote,) = [q for q in QUOTES if q.script == "benchmarks/fit.py"]
+    ship = dict(line.split()[1:3] for line in quote.lines if line.startswith("ship "))
+    want = {n: f"{v * 1e3:g}" if n in HOST_AXES else f"{v:g}"
+            for n, v in shipped().named().items()}
+    assert ship == want
+    assert any("IS the shipped set" in line for line in quote.lines)

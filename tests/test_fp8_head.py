@@ -4,6 +4,7 @@ builds the output layer as a Transformer Engine linear layer under the MXFP8 aut
 L1785-1905 @d98e8a64), only with fp8 on and the mxfp8 recipe (fp8_utils.py L730-744;
 transformer_config.py L1569-1575 refuses it otherwise)."""
 from dataclasses import replace
+from functools import lru_cache
 
 import pytest
 
@@ -101,22 +102,40 @@ def test_bridge_rows_read_it_from_their_recipe():
                                  and i[:5] >= "26.06" for i in on)
 
 
+@lru_cache(maxsize=1)
+def _head_grid():
+    """The planner's grid of MODEL on 8 to 32 GB200 under MXFP8, priced with and without
+    fp8_output_proj held: (grid, step with, step without)."""
+    from ledger.frameworks import get as get_framework
+    from ledger.plan import Pins, enumerate_grid
+    from ledger.plan.search import _price
+
+    sysm, prec = system("gb200"), "fp8-mxfp8"
+    g = enumerate_grid(MODEL, 8, 32, sysm, Pins(), get_framework("megatron"))
+    step, *_ = _price(MODEL, sysm, DEFAULT, g, prec, "adam", "megatron",
+                      facts={"fp8_output_proj": True})
+    plain, *_ = _price(MODEL, sysm, DEFAULT, g, prec, "adam", "megatron")
+    return g, step, plain
+
+
 @pytest.mark.xfail(strict=True, reason="measured: under ZeRO-3 with both overlaps a faster GEMM can slow the step - the forwards hide the gathers and, again, the reduce-scatters (step.timing._dp_exposed), so the exposed DP traffic grows by more than the compute shrinks (gb200 llama3-8b dp 2 cp 4 m 16: compute -0.0215 s, exposed +0.0254 s); sharing the window between them took torchtitan's FSDP2 rows (benchmarks/validation.py) from 9.3% to 26.5% mean |error|, so it is not shipped")
+def test_the_fp8_head_slows_no_row():
+    g, step, plain = _head_grid()
+    assert (step <= plain * (1 + 1e-12)).all()
+
+
 def test_the_planner_prices_it_like_estimate():
     """fp8_output_proj, held fixed with the run's other facts (plan.search.HOST_FACTS),
     reaches the planner's arrays as it reaches estimate(): every row moves by what
-    estimate() moves it, none slower."""
+    estimate() moves it, some faster."""
     import numpy as np
 
-    from ledger.frameworks import get as get_framework
-    from ledger.plan import Pins, enumerate_grid
-    from ledger.plan.search import _config, _price
+    from ledger.plan import Pins
+    from ledger.plan.search import _config
 
     sysm, prec, on = system("gb200"), "fp8-mxfp8", {"fp8_output_proj": True}
-    g = enumerate_grid(MODEL, 8, 32, sysm, Pins(), get_framework("megatron"))
-    step, *_ = _price(MODEL, sysm, DEFAULT, g, prec, "adam", "megatron", facts=on)
-    plain, *_ = _price(MODEL, sysm, DEFAULT, g, prec, "adam", "megatron")
-    assert (step <= plain * (1 + 1e-12)).all() and (step < plain * (1 - 1e-3)).any()
+    g, step, plain = _head_grid()
+    assert (step < plain * (1 - 1e-3)).any()
 
     def est(i, facts):
         return estimate(MODEL, _config(g, i, "megatron", True, prec, None, Pins(), MODEL,

@@ -2,8 +2,10 @@
 vectorised grid prices each placement exactly as estimate() does."""
 import json
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
+
 import pytest
 
 from ledger.cli import main
@@ -298,21 +300,35 @@ def test_grid_prices_the_overlap_facts_like_estimate(facts):
         assert est.step_time_s == pytest.approx(step[i], rel=1e-12)
 
 
+@lru_cache(maxsize=1)
+def _fp8_attention_grid():
+    """A small dense model's planner grid on 8 to 32 GB200 under MXFP8, priced with and
+    without fp8_attention held: (model, grid, step with, step without)."""
+    model = ModelSpec(name="dense", layers=8, hidden=1024, heads=8, kv_heads=4, vocab=32000,
+                      seq_len=8192, ffn_hidden=4096)
+    sysm, prec = system("gb200"), "fp8-mxfp8"
+    g = enumerate_grid(model, 8, 32, sysm, Pins(), get_framework("megatron"))
+    step, *_ = _price(model, sysm, DEFAULT, g, prec, "adam", "megatron",
+                      facts={"fp8_attention": True})
+    plain, *_ = _price(model, sysm, DEFAULT, g, prec, "adam", "megatron")
+    return model, g, step, plain
+
+
 @pytest.mark.xfail(strict=True, reason="measured: under ZeRO-3 with both overlaps a faster GEMM can slow the step - the forwards hide the gathers and, again, the reduce-scatters (step.timing._dp_exposed), so the exposed DP traffic grows by more than the compute shrinks (gb200 llama3-8b dp 2 cp 4 m 16: compute -0.0215 s, exposed +0.0254 s); sharing the window between them took torchtitan's FSDP2 rows (benchmarks/validation.py) from 9.3% to 26.5% mean |error|, so it is not shipped")
+def test_fp8_attention_slows_no_row():
+    _, _, step, plain = _fp8_attention_grid()
+    assert (step <= plain * (1 + 1e-12)).all()
+
+
 def test_grid_prices_fp8_attention_like_estimate():
     """fp8_dot_product_attention (held fixed with the run's other facts) reaches the
-    planner's arrays as it reaches estimate(): no row slower, the GPU-bound ones faster (a
+    planner's arrays as it reaches estimate(): the GPU-bound rows faster (a
     small model's micro-batch of one stays launch-bound: ledger.step.host), and each row
     moves by what estimate() moves it (the two already differ by ~1e-5 under an FP8
     recipe with or without it, so the moves are compared)."""
-    model = ModelSpec(name="dense", layers=8, hidden=1024, heads=8, kv_heads=4, vocab=32000,
-                      seq_len=8192, ffn_hidden=4096)
-    sysm, fw, prec = system("gb200"), get_framework("megatron"), "fp8-mxfp8"
-    on = {"fp8_attention": True}
-    g = enumerate_grid(model, 8, 32, sysm, Pins(), fw)
-    step, *_ = _price(model, sysm, DEFAULT, g, prec, "adam", "megatron", facts=on)
-    plain, *_ = _price(model, sysm, DEFAULT, g, prec, "adam", "megatron")
-    assert (step <= plain * (1 + 1e-12)).all() and (step < plain * (1 - 1e-3)).any()
+    model, g, step, plain = _fp8_attention_grid()
+    sysm, prec, on = system("gb200"), "fp8-mxfp8", {"fp8_attention": True}
+    assert (step < plain * (1 - 1e-3)).any()
 
     def est(i, facts):
         return estimate(model, _config(g, i, "megatron", True, prec, None, Pins(), model,

@@ -84,6 +84,8 @@ def _key(line: str) -> str:
 def _requote(printed: list[str], quoted: tuple) -> list[str]:
     keys = [_key(x) for x in printed]
     first, last = _key(quoted[0]), _key(quoted[-1])
+    if printed and first == keys[0] and last not in keys:  # a whole output whose end changed
+        return printed
     if first in keys:
         s = keys.index(first)
         ends = [e for e in range(s, len(keys)) if keys[e] == last]
