@@ -4,8 +4,6 @@ call per point gives; the edge rule and the rounds' ends on rankings written by 
 from dataclasses import replace
 from itertools import product
 
-import pytest
-
 from ledger.render import fit_rounds
 from ledger.render.bridge_fit import (HOST_AXES, _errors, fit_grace, fit_host, fit_share,
                                      grace_score, host_landscape, host_score, share_score)

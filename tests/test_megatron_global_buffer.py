@@ -42,18 +42,10 @@ def test_local_layers_keep_the_attention_scores_and_no_te_workspace():
     assert "cuBLAS workspace" in _named(flash_attention=False)
 
 
-def test_the_reader_reads_the_local_layers(tmp_path):
-    from ledger.io.megatron.reader import read_launch
-
-    f = tmp_path / "flags.txt"
-    base = ("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 "
-            "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 "
-            "--vocab-size 32000 --tokenizer-type NullTokenizer --bf16")
-    f.write_text(base + " --transformer-impl local")
-    flags = read_launch(str(f), gpus=8).flags
+def test_the_reader_reads_the_local_layers(tiny_launch):
+    flags = tiny_launch("--transformer-impl local").flags
     assert flags["transformer_impl"] == "local" and flags["no_flash"] is True
-    f.write_text(base)
-    assert "transformer_impl" not in read_launch(str(f), gpus=8).flags
+    assert "transformer_impl" not in tiny_launch().flags
 
 
 # Megatron-LM's MoE README Mixtral 8x7B launch (tests/fixtures/launch/megatron/blocks, its
@@ -142,30 +134,23 @@ def test_the_paged_stash_reaches_estimate_and_plan(tmp_path, capsys):
     assert plan_facts(a)["paged_stash"] == (1.10, 1.5)
 
 
-def test_the_reader_reads_the_indexer_loss(tmp_path, monkeypatch):
+def test_the_reader_reads_the_indexer_loss(tiny_launch, monkeypatch):
     """--dsa-indexer-loss-coeff / --dsa-indexer-use-sparse-loss through dsa_loss.of_megatron:
     read by no layer of a plain GPT (silent); run by DSA's layers (dsa.py L1890-1926
     @d98e8a64), whose loss is not modelled (named); applied where the model has the CSA
     layers the ledger prices it on (none Megatron d98e8a64 builds: stood in here)."""
     from ledger.io.megatron import reader
 
-    f = tmp_path / "flags.txt"
-    base = ("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 "
-            "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 "
-            "--vocab-size 32000 --tokenizer-type NullTokenizer --bf16 "
-            "--dsa-indexer-loss-coeff 0.01 --dsa-indexer-use-sparse-loss")
-    f.write_text(base)
-    plain = reader.read_launch(str(f), gpus=8)
+    loss = "--dsa-indexer-loss-coeff 0.01 --dsa-indexer-use-sparse-loss"
+    plain = tiny_launch(loss)
     assert "indexer_loss" not in plain.flags and not plain.unpriced
     assert "--dsa-indexer-loss-coeff 0.01" in plain.silent
-    f.write_text(base + " --experimental-attention-variant dsa")
-    dsa = reader.read_launch(str(f), gpus=8)
+    dsa = tiny_launch(loss + " --experimental-attention-variant dsa")
     assert "indexer_loss" not in dsa.flags
     assert {"--dsa-indexer-loss-coeff 0.01", "--dsa-indexer-use-sparse-loss"} <= \
         set(dsa.unpriced)
     monkeypatch.setattr(reader, "model_problem", lambda model, loss: None)
-    f.write_text(base)
-    csa = reader.read_launch(str(f), gpus=8)
+    csa = tiny_launch(loss)
     assert csa.flags["indexer_loss"] == "sparse"
     assert {"--dsa-indexer-loss-coeff 0.01", "--dsa-indexer-use-sparse-loss"} <= \
         set(csa.applied)

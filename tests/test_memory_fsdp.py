@@ -122,19 +122,11 @@ def test_dummy_wgrads_only_under_gradient_accumulation_fusion():
     assert "TE dummy wgrads" not in _named(grad_accumulation_fusion=False)
 
 
-def test_megatron_flag_turns_the_fusion_off(tmp_path):
-    from ledger.io.megatron.reader import read_launch
-
-    f = tmp_path / "flags.txt"
-    base = ("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 "
-            "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 "
-            "--vocab-size 32000 --tokenizer-type NullTokenizer --bf16")
-    f.write_text(base + " --no-gradient-accumulation-fusion")
-    launch = read_launch(str(f), gpus=8)
+def test_megatron_flag_turns_the_fusion_off(tiny_launch):
+    launch = tiny_launch("--no-gradient-accumulation-fusion")
     assert "--no-gradient-accumulation-fusion" in launch.applied
     assert launch.flags["grad_accumulation_fusion"] is False
-    f.write_text(base)
-    assert "grad_accumulation_fusion" not in read_launch(str(f), gpus=8).flags
+    assert "grad_accumulation_fusion" not in tiny_launch().flags
 
 
 def test_bridge_llama_fsdp_rows_run_without_the_fusion():

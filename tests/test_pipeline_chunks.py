@@ -14,7 +14,6 @@ import pytest
 
 from ledger.config import ParallelConfig
 from ledger.model import ModelSpec
-from ledger.parallel import place
 
 GOLDEN = "gpt/gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_pipeline_split"
 

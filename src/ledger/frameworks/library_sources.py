@@ -99,8 +99,15 @@ LIBRARY_SOURCES = {
                  "optimizer_cpu_offload": _OPTIM_OFFLOAD,
                  "flex_dispatcher_sms": _EP_SMS},
 }
-for _name in ("megatron", "torchtitan", "deepspeed", "hf"):
-    LIBRARY_SOURCES.setdefault(_name, {})["nccl_nvls_buffers"] = _NCCL
+
+
+def _fact(fact: str, source: str, *names: str) -> None:
+    """``fact``'s source, the same for each framework of ``names``."""
+    for name in names:
+        LIBRARY_SOURCES.setdefault(name, {})[fact] = source
+
+
+_fact("nccl_nvls_buffers", _NCCL, "megatron", "torchtitan", "deepspeed", "hf")
 LIBRARY_SOURCES["megatron"]["activation_offload"] = _FINE_GRAINED
 LIBRARY_SOURCES["torchtitan"]["activation_offload"] = _TITAN_OFFLOAD
 # ZeRO-3's root unit: Megatron-FSDP's non-unit parameters (embedding, final norm, output
@@ -114,10 +121,9 @@ LIBRARY_SOURCES["megatron"]["fsdp_root_grads_held"] = (
     "L958 (the backward releases only unit buckets: the root's gathered params stay); the "
     "same at d7288711 (Megatron-Bridge v0.4.0's pin) L1040, L802, L883 and 0d8e0714 "
     "(v0.2.0's) _post_backward L551-594 for every module")
-for _name in ("torchtitan", "hf"):
-    LIBRARY_SOURCES[_name]["fsdp_root_grads_held"] = (
-        "FSDP2: the root's gradients are reduce-scattered in its post-backward, after every "
-        "layer's (torch _fsdp_param_group.py L588-720)")
+_fact("fsdp_root_grads_held", "FSDP2: the root's gradients are reduce-scattered in its "
+      "post-backward, after every layer's (torch _fsdp_param_group.py L588-720)",
+      "torchtitan", "hf")
 LIBRARY_SOURCES["deepspeed"]["fsdp_root_grads_held"] = ("priced as FSDP2 (DeepSpeed's "
                                                         "bucketed reduction not examined)")
 # ... but the bucket its output layer's gradient is copied into stays allocated until the
@@ -138,9 +144,8 @@ LIBRARY_SOURCES["megatron"]["fsdp_head_grads_held"] = (
     "L110-112 @v0.4.2, GB200) - so the output "
     "layer's bucket is freed as the first layer's bucket group is queued, at the end of "
     "its backward (ledger.placement.footprint.head_bucket_params)")
-for _name in ("torchtitan", "hf", "deepspeed"):
-    LIBRARY_SOURCES[_name]["fsdp_head_grads_held"] = (
-        "not separately: the root's gradients are held whole (fsdp_root_grads_held)")
+_fact("fsdp_head_grads_held", "not separately: the root's gradients are held whole "
+      "(fsdp_root_grads_held)", "torchtitan", "hf", "deepspeed")
 # Which expert GEMMs take the fitted grouped GEMM share (ledger.step.Calibration
 # .grouped_gemm_share, benchmarks/fit.py stage 4): the recipes it was fitted on
 _GROUPED = ("Megatron-Core's routed experts are Transformer Engine's GroupedLinear "
@@ -251,10 +256,9 @@ _megatron_only("pipeline_inputs_kept", _INPUTS_KEPT,
 LIBRARY_SOURCES["deepseek"]["pipeline_inputs_kept"] = (
     "deepseek-ai/DualPipe 3da1bbea dualpipe/dualpipe.py L47-60 (_reset_states drops every "
     "chunk's inputs and input gradients), L438 (called as step ends)")
-for _name in ("torchtitan", "hf"):
-    LIBRARY_SOURCES[_name]["pipeline_inputs_kept"] = (
-        "torch pipelining's receive buffers are priced as pipeline_recv_buffers (kept for "
-        "the step); what outlives the step is not priced")
+_fact("pipeline_inputs_kept", "torch pipelining's receive buffers are priced as "
+      "pipeline_recv_buffers (kept for the step); what outlives the step is not priced",
+      "torchtitan", "hf")
 # what the optimizer step adds beside the state, kept to the next step's zero_grad
 # (ledger.placement.buffers.fp32_grad_copies)
 _GRAD_COPY = (
@@ -270,10 +274,8 @@ _megatron_only("fp32_grad_copy", _GRAD_COPY,
                "not examined for this framework's optimizer: not priced")
 LIBRARY_SOURCES["deepseek"]["fp32_grad_copy"] = (
     "DeepSeek's stack (HAI-LLM) is not published: not priced")
-for _name in ("torchtitan", "hf"):
-    LIBRARY_SOURCES[_name]["fp32_grad_copy"] = (
-        "FSDP2 keeps fp32 sharded gradients and steps them in place (torch "
-        "_fsdp_param.py): no copy")
+_fact("fp32_grad_copy", "FSDP2 keeps fp32 sharded gradients and steps them in place "
+      "(torch _fsdp_param.py): no copy", "torchtitan", "hf")
 # Megatron's own kept buffers beside TE's (ledger.placement.buffers: "Megatron global buffer",
 # the output layer's shape among "TE dummy wgrads"; no TE workspace under local layers)
 LIBRARY_SOURCES["megatron"]["global_buffer"] = (
